@@ -1,0 +1,33 @@
+# `make test` and `make demo` do all the set-up: a .venv with the project and its extras.
+# The install is skipped while pyproject.toml is unchanged (the stamp file is newer).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.kaflite-installed
+PYTEST_ARGS ?=
+
+.PHONY: test demo lint check-java clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kaflite needs Python 3.11 or later")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,spark]'
+	@touch $(STAMP)
+
+# PySpark needs a Java 17+ runtime on PATH or in JAVA_HOME.
+check-java:
+	@$(PY) tools/check_java.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tools tests benchmarks
+	$(VENV)/bin/mypy
+
+test: $(STAMP) check-java lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: $(STAMP) check-java
+	$(PY) -m kaflite.cli demo
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
