@@ -241,9 +241,7 @@ def decode_columns(
                 hdrs, p = _read_headers(buf, p, n, end)
                 add_headers(hdrs)
             if p != end:
-                raise RemoteProtocolError(
-                    f"record ends at byte {p} but its length says {end}"
-                )
+                raise RemoteProtocolError(f"record ends at byte {p} but its length says {end}")
     except IndexError:
         raise RemoteProtocolError("truncated record") from None
     if log_append_time is not None:
@@ -262,4 +260,6 @@ def iter_records(
     p = 0
     for _ in range(count):
         cols, p = decode_columns(buf, 1, base_offset, base_timestamp, log_append_time, p)
-        yield Record(cols.offsets[0], cols.timestamps[0], cols.keys[0], cols.values[0], cols.headers[0])
+        yield Record(
+            cols.offsets[0], cols.timestamps[0], cols.keys[0], cols.values[0], cols.headers[0]
+        )

@@ -93,7 +93,9 @@ def _encode_headers(headers: HeaderInput | None) -> bytes:
     return b"".join(parts)
 
 
-def _value_columns(values: Sequence[BytesLike | None]) -> tuple[list[int], list[bytes], list[BytesLike]]:
+def _value_columns(
+    values: Sequence[BytesLike | None],
+) -> tuple[list[int], list[bytes], list[BytesLike]]:
     """Lengths (for sizing), encoded length fields and payload pieces of values."""
     try:
         lengths = list(map(len, values))  # type: ignore[arg-type]
@@ -111,7 +113,9 @@ def _value_columns(values: Sequence[BytesLike | None]) -> tuple[list[int], list[
                 sized.append(len(varint(len(v))) + len(v))
                 encoded.append(varint(len(v)))
             else:
-                raise LocalProtocolError(f"record value must be bytes or None, not {type(v).__name__}") from None
+                raise LocalProtocolError(
+                    f"record value must be bytes or None, not {type(v).__name__}"
+                ) from None
         return sized, encoded, payloads
     return _sizes_plus(lengths), varints(lengths), values  # type: ignore[return-value]
 
@@ -133,7 +137,12 @@ def encode_records(
     n = len(values)
     if not n:
         return b""
-    for name, column in (("keys", keys), ("headers", headers), ("timestamps", timestamp_deltas), ("offsets", offset_deltas)):
+    for name, column in (
+        ("keys", keys),
+        ("headers", headers),
+        ("timestamps", timestamp_deltas),
+        ("offsets", offset_deltas),
+    ):
         if column is not None and len(column) != n:
             raise LocalProtocolError(f"{name} has {len(column)} entries for {n} values")
     value_sizes, value_lengths, payloads = _value_columns(values)
@@ -142,7 +151,12 @@ def encode_records(
         prefixes, prefix_sizes = _default_prefixes(n)
         record_sizes = list(map(add, prefix_sizes, value_sizes))
         parts: Iterable[Iterable[BytesLike]] = zip(
-            varints(record_sizes), prefixes, value_lengths, payloads, repeat(ZERO_VARINT, n)
+            varints(record_sizes),
+            prefixes,
+            value_lengths,
+            payloads,
+            repeat(ZERO_VARINT, n),
+            strict=True,
         )
         return b"".join(chain.from_iterable(parts))
 
@@ -174,7 +188,9 @@ def encode_records(
         sizes = list(map(add, sizes, map(len, hp_list)))
         hp = hp_list
     return b"".join(
-        chain.from_iterable(zip(varints(sizes), ts, od, kp, value_lengths, payloads, hp))
+        chain.from_iterable(
+            zip(varints(sizes), ts, od, kp, value_lengths, payloads, hp, strict=True)
+        )
     )
 
 
