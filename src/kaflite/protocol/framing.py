@@ -1,0 +1,207 @@
+"""Frames on the wire: size-prefixed requests and responses, sans I/O.
+
+Every Kafka message travels as ``int32 size`` followed by ``size`` bytes of
+header and body. ``FrameDecoder`` splits a byte stream into frames and fits
+asyncio's ``BufferedProtocol``: the transport writes straight into the buffer
+``get_buffer`` hands out.
+
+Theory of operation
+-------------------
+Bytes land in a shared receive buffer. After each read, every complete frame in
+it is sliced out (small frames are copied, which is cheaper than one read
+per frame). When an incomplete frame at the tail is larger than what the shared
+buffer has room for, the decoder allocates a ``bytearray`` of exactly that
+frame's size, moves the partial bytes there, and lends views of *that* buffer
+to the transport until the frame is complete: a large Fetch response is then
+written once by the kernel and never copied again. Sizes are checked against
+``max_frame_size`` before any allocation, so a hostile length cannot make us
+allocate more than that.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from kaflite.protocol._exceptions import RemoteProtocolError
+from kaflite.protocol.headers import (
+    RequestHeader,
+    ResponseHeader,
+    request_header_version,
+    response_header_version,
+)
+from kaflite.protocol.messages import REGISTRY
+from kaflite.protocol.messages._runtime import Struct
+from kaflite.protocol.primitives import BytesLike, Reader, Writer
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "FrameDecoder",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "read_request_header",
+]
+
+# Kafka's socket.request.max.bytes default.
+DEFAULT_MAX_FRAME_SIZE = 104_857_600
+_SIZE = struct.Struct(">i")
+_RECV_SIZE = 256 * 1024
+_BIG_FRAME = 64 * 1024
+
+
+class FrameDecoder:
+    """Splits a stream of bytes into Kafka frames (without their size prefix)."""
+
+    __slots__ = ("_big", "_big_filled", "_buf", "_end", "_start", "max_frame_size")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray(_RECV_SIZE)
+        self._start = 0  # first unconsumed byte
+        self._end = 0  # one past the last received byte
+        self._big: bytearray | None = None  # a large frame being filled in place
+        self._big_filled = 0
+
+    # -- BufferedProtocol side -------------------------------------------------
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled:]
+        if self._end == len(self._buf):
+            self._compact()
+        return memoryview(self._buf)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> list[bytes | bytearray]:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled < len(self._big):
+                return []
+            frame = self._big
+            self._big = None
+            return [frame]
+        self._end += nbytes
+        return self._drain()
+
+    # -- plain side ------------------------------------------------------------
+    def feed(self, data: BytesLike) -> list[bytes | bytearray]:
+        """Add received bytes; return every frame they complete."""
+        frames: list[bytes | bytearray] = []
+        view = memoryview(data).cast("B")
+        while view:
+            target = self.get_buffer()
+            n = min(len(target), len(view))
+            target[:n] = view[:n]
+            view = view[n:]
+            frames += self.buffer_updated(n)
+        return frames
+
+    @property
+    def pending(self) -> int:
+        """Bytes received that are not yet part of a complete frame."""
+        if self._big is not None:
+            return self._big_filled
+        return self._end - self._start
+
+    # -- internals -------------------------------------------------------------
+    def _compact(self) -> None:
+        live = self._end - self._start
+        if self._start:
+            self._buf[:live] = self._buf[self._start:self._end]
+            self._start, self._end = 0, live
+        if self._end == len(self._buf):  # a full buffer with no complete frame
+            self._buf.extend(bytes(len(self._buf)))
+
+    def _drain(self) -> list[bytes | bytearray]:
+        frames: list[bytes | bytearray] = []
+        buf, start, end = self._buf, self._start, self._end
+        while end - start >= 4:
+            size = _SIZE.unpack_from(buf, start)[0]
+            if size < 0 or size > self.max_frame_size:
+                raise RemoteProtocolError(
+                    f"frame size {size} outside 0..{self.max_frame_size}"
+                )
+            if end - start - 4 >= size:
+                frames.append(bytes(buf[start + 4:start + 4 + size]))
+                start += 4 + size
+                continue
+            if size >= _BIG_FRAME:
+                have = end - start - 4
+                big = bytearray(size)
+                big[:have] = buf[start + 4:end]
+                self._big, self._big_filled = big, have
+                start = end
+            break
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
+        return frames
+
+
+def _framed(w: Writer) -> list[BytesLike]:
+    return [_SIZE.pack(len(w)), *w.buffers()]
+
+
+def encode_request(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: Struct,
+) -> list[BytesLike]:
+    """A request frame (size prefix included) as chunks for ``writelines``."""
+    hv = request_header_version(api_key, api_version)
+    w = Writer()
+    RequestHeader(api_key, api_version, correlation_id, client_id).write(w, hv)
+    body.write(w, api_version)
+    return _framed(w)
+
+
+def read_request_header(frame: BytesLike) -> tuple[RequestHeader, Reader]:
+    """Parse the header of a request frame; the reader is left at the body."""
+    r = Reader(frame)
+    # Peek api key and version to pick the header version.
+    api_key = r.int16()
+    api_version = r.int16()
+    r.pos = 0
+    header = RequestHeader.read(r, request_header_version(api_key, api_version))
+    return header, r
+
+
+def decode_request(frame: BytesLike) -> tuple[RequestHeader, Struct]:
+    """Decode a whole request frame into its header and body."""
+    header, r = read_request_header(frame)
+    info = REGISTRY.get(header.request_api_key)
+    if info is None:
+        raise RemoteProtocolError(f"unknown API key {header.request_api_key}")
+    version = header.request_api_version
+    if not info.min_version <= version <= info.max_version:
+        raise RemoteProtocolError(f"{info.name} has no version {version}")
+    body = info.request.read(r, version)
+    if not r.at_end():
+        raise RemoteProtocolError(f"{r.remaining()} trailing bytes after {info.name} request")
+    return header, body
+
+
+def encode_response(
+    api_key: int, api_version: int, correlation_id: int, body: Struct
+) -> list[BytesLike]:
+    """A response frame (size prefix included) as chunks for ``writelines``."""
+    w = Writer()
+    ResponseHeader(correlation_id).write(w, response_header_version(api_key, api_version))
+    body.write(w, api_version)
+    return _framed(w)
+
+
+def decode_response(
+    frame: BytesLike, api_key: int, api_version: int
+) -> tuple[ResponseHeader, Struct]:
+    """Decode a response frame, given the request's API key and version."""
+    r = Reader(frame)
+    header = ResponseHeader.read(r, response_header_version(api_key, api_version))
+    info = REGISTRY.get(api_key)
+    if info is None:
+        raise RemoteProtocolError(f"unknown API key {api_key}")
+    body = info.response.read(r, api_version)
+    if not r.at_end():
+        raise RemoteProtocolError(f"{r.remaining()} trailing bytes after {info.name} response")
+    return header, body

@@ -1,0 +1,126 @@
+"""The small runtime every generated message class stands on.
+
+Generated classes are slotted dataclasses with a ``read(reader, version)``
+classmethod and a ``write(writer, version)`` method, written out field by
+field by ``tools/codegen``. This module supplies what they share: the
+``Struct`` base with whole-buffer ``decode``/``encode``, the ``FieldSpec``
+description each class carries (used by generic tooling such as the
+property-based round-trip tests and JSON views), and tagged-field helpers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any, ClassVar, NamedTuple, Self
+
+from kaflite.protocol._exceptions import LocalProtocolError, RemoteProtocolError
+from kaflite.protocol.primitives import BytesLike, Reader, Writer
+
+__all__ = [
+    "FieldSpec",
+    "Struct",
+    "UnsupportedVersionError",
+    "merge_tags",
+    "to_bytes",
+]
+
+
+class UnsupportedVersionError(LocalProtocolError):
+    """A message was asked to encode or decode at a version it does not have."""
+
+
+class FieldSpec(NamedTuple):
+    """One schema field, as the generator saw it (``hi`` of -1 means open-ended)."""
+
+    name: str
+    type: str                 # element type: int32, string, records, or a struct name
+    is_array: bool
+    versions: tuple[int, int]
+    nullable: tuple[int, int] | None
+    tagged: tuple[int, int] | None
+    tag: int | None
+    struct: type[Struct] | None
+    non_flexible: bool        # field-level "flexibleVersions": "none" (header ClientId)
+
+
+def in_range(rng: tuple[int, int] | None, v: int) -> bool:
+    return rng is not None and rng[0] <= v and (rng[1] < 0 or v <= rng[1])
+
+
+class Struct:
+    """Base of every generated struct and message."""
+
+    __slots__ = ()
+
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = ()
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
+    FLEXIBLE_VERSION: ClassVar[int] = -1  # first flexible version, -1 if never
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    @classmethod
+    def read(cls, r: Reader, v: int) -> Self:
+        raise NotImplementedError
+
+    def write(self, w: Writer, v: int) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def check_version(cls, version: int) -> None:
+        if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:
+            raise UnsupportedVersionError(
+                f"{cls.__name__} has versions {cls.MIN_VERSION}-{cls.MAX_VERSION}, not {version}"
+            )
+
+    @classmethod
+    def decode(cls, data: BytesLike, version: int) -> Self:
+        """Decode ``data`` entirely; trailing bytes are a protocol error."""
+        if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:
+            raise RemoteProtocolError(
+                f"{cls.__name__} has versions {cls.MIN_VERSION}-{cls.MAX_VERSION}, not {version}"
+            )
+        r = Reader(data)
+        obj = cls.read(r, version)
+        if not r.at_end():
+            raise RemoteProtocolError(
+                f"{r.remaining()} trailing bytes after {cls.__name__} v{version}"
+            )
+        return obj
+
+    def encode(self, version: int) -> bytes:
+        self.check_version(version)
+        w = Writer()
+        self.write(w, version)
+        return w.getvalue()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly view (bytes as hex, UUIDs as strings)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in self.FIELDS}
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Struct):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_plain(x) for x in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+def to_bytes(view: memoryview | None) -> bytes | None:
+    return None if view is None else bytes(view)
+
+
+def merge_tags(
+    known: list[tuple[int, BytesLike]], unknown: Sequence[tuple[int, bytes]]
+) -> list[tuple[int, BytesLike]]:
+    """Known and unknown tagged fields, in tag order, for writing."""
+    if not unknown:
+        return known
+    merged: list[tuple[int, BytesLike]] = [*known, *unknown]
+    merged.sort(key=lambda t: t[0])
+    return merged
