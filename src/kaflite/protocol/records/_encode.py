@@ -134,6 +134,20 @@ def encode_records(
     offset_deltas: Sequence[int] | None = None,
 ) -> bytes:
     """The uncompressed records section for the given columns."""
+    try:
+        return _encode_records(values, keys, headers, timestamp_deltas, offset_deltas)
+    except (TypeError, AttributeError) as exc:
+        # e.g. a str where bytes belong: join() and len() find it column-wise.
+        raise LocalProtocolError(f"record field of the wrong type: {exc}") from None
+
+
+def _encode_records(
+    values: Sequence[BytesLike | None],
+    keys: Sequence[BytesLike | None] | None = None,
+    headers: Sequence[HeaderInput | None] | None = None,
+    timestamp_deltas: Sequence[int] | None = None,
+    offset_deltas: Sequence[int] | None = None,
+) -> bytes:
     n = len(values)
     if not n:
         return b""

@@ -95,7 +95,10 @@ class LegacyMessage:
         out = []
         shift = 0
         if self.magic == 1:
-            shift = self.offset - inner[-1].offset
+            # As in Kafka's reader: a producer's wrapper (offset not yet
+            # assigned by a broker) would give a negative base; then the
+            # inner offsets are taken as they are.
+            shift = max(self.offset - inner[-1].offset, 0)
         for msg in inner:
             if msg.compression:
                 raise RemoteProtocolError("nested compression in a legacy message set")
