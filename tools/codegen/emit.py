@@ -221,9 +221,15 @@ class StructEmitter:
             for f in tagged_fields:
                 tc = cond(f.tagged, self.valid)
                 test = f"tag == {f.tag}" + ("" if tc is True else f" and {tc}")
+                # A tagged field sent with its default value (Kafka omits those,
+                # some brokers do not) is also kept raw, so re-encoding is exact.
+                d = self.default(f)
+                same = f"f_{f.name} is None" if d == "None" else f"f_{f.name} == {d}"
                 loop += indent([f"{branch} {test}:",
                                 "    tr = Reader(data)",
-                                *indent(self.read_stmts(f, "tr", f"f_{f.name}", f.tagged.intersect(self.valid), tagged=True))])
+                                *indent(self.read_stmts(f, "tr", f"f_{f.name}", f.tagged.intersect(self.valid), tagged=True)),
+                                f"    if {same}:",
+                                "        unknown += ((tag, bytes(data)),)"])
                 branch = "elif"
             unknown = "unknown += ((tag, bytes(data)),)"
             loop += indent([unknown] if branch == "if" else ["else:", "    " + unknown])

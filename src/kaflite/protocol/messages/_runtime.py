@@ -118,9 +118,14 @@ def to_bytes(view: memoryview | None) -> bytes | None:
 def merge_tags(
     known: list[tuple[int, BytesLike]], unknown: Sequence[tuple[int, bytes]]
 ) -> list[tuple[int, BytesLike]]:
-    """Known and unknown tagged fields, in tag order, for writing."""
+    """Known and unknown tagged fields, in tag order, for writing.
+
+    ``unknown`` also holds known tags that arrived carrying their default value;
+    such a raw entry gives way when the field is now written with a real value.
+    """
     if not unknown:
         return known
-    merged: list[tuple[int, BytesLike]] = [*known, *unknown]
+    written = {tag for tag, _ in known}
+    merged: list[tuple[int, BytesLike]] = [*known, *(t for t in unknown if t[0] not in written)]
     merged.sort(key=lambda t: t[0])
     return merged

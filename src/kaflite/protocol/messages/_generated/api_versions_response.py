@@ -180,16 +180,24 @@ class ApiVersionsResponse(Struct):
                     tr = Reader(data)
                     n = tr.compact_array_len()
                     f_supported_features = [SupportedFeatureKey.read(tr, v) for _ in range(n)]
+                    if f_supported_features == []:
+                        unknown += ((tag, bytes(data)),)
                 elif tag == 1 and v >= 3:
                     tr = Reader(data)
                     f_finalized_features_epoch = tr.int64()
+                    if f_finalized_features_epoch == -1:
+                        unknown += ((tag, bytes(data)),)
                 elif tag == 2 and v >= 3:
                     tr = Reader(data)
                     n = tr.compact_array_len()
                     f_finalized_features = [FinalizedFeatureKey.read(tr, v) for _ in range(n)]
+                    if f_finalized_features == []:
+                        unknown += ((tag, bytes(data)),)
                 elif tag == 3 and v >= 3:
                     tr = Reader(data)
                     f_zk_migration_ready = tr.bool()
+                    if f_zk_migration_ready == False:
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
         return cls(f_error_code, f_api_keys, f_throttle_time_ms, f_supported_features, f_finalized_features_epoch, f_finalized_features, f_zk_migration_ready, unknown)

@@ -47,6 +47,8 @@ class BrokerHeartbeatRequest(Struct):
                 tr = Reader(data)
                 n = tr.compact_array_len()
                 f_offline_log_dirs = [tr.uuid() for _ in range(n)]
+                if f_offline_log_dirs == []:
+                    unknown += ((tag, bytes(data)),)
             else:
                 unknown += ((tag, bytes(data)),)
         return cls(f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down, f_offline_log_dirs, unknown)

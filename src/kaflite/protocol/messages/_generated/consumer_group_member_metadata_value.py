@@ -105,6 +105,8 @@ class ConsumerGroupMemberMetadataValue(Struct):
             if tag == 0:
                 tr = Reader(data)
                 f_classic_member_metadata = (None if tr.uvarint() == 0 else ClassicMemberMetadata.read(tr, v))
+                if f_classic_member_metadata is None:
+                    unknown += ((tag, bytes(data)),)
             else:
                 unknown += ((tag, bytes(data)),)
         return cls(f_instance_id, f_rack_id, f_client_id, f_client_host, f_subscribed_topic_names, f_subscribed_topic_regex, f_rebalance_timeout_ms, f_server_assignor, f_classic_member_metadata, unknown)

@@ -130,6 +130,8 @@ class CreatableTopicResult(Struct):
                 if tag == 0 and v >= 5:
                     tr = Reader(data)
                     f_topic_config_error_code = tr.int16()
+                    if f_topic_config_error_code == 0:
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
         return cls(f_name, f_topic_id, f_error_code, f_error_message, f_topic_config_error_code, f_num_partitions, f_replication_factor, f_configs, unknown)

@@ -96,6 +96,8 @@ class FetchPartition(Struct):
                 if tag == 0 and v >= 17:
                     tr = Reader(data)
                     f_replica_directory_id = tr.uuid()
+                    if f_replica_directory_id == ZERO_UUID:
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
         return cls(f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes, f_replica_directory_id, unknown)
@@ -287,9 +289,13 @@ class FetchRequest(Struct):
                 if tag == 0 and v >= 12:
                     tr = Reader(data)
                     f_cluster_id = tr.compact_nullable_string()
+                    if f_cluster_id is None:
+                        unknown += ((tag, bytes(data)),)
                 elif tag == 1 and v >= 15:
                     tr = Reader(data)
                     f_replica_state = ReplicaState.read(tr, v)
+                    if f_replica_state == ReplicaState():
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
         return cls(f_cluster_id, f_replica_id, f_replica_state, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown)

@@ -213,12 +213,18 @@ class PartitionData(Struct):
                 if tag == 0 and v >= 12:
                     tr = Reader(data)
                     f_diverging_epoch = EpochEndOffset.read(tr, v)
+                    if f_diverging_epoch == EpochEndOffset():
+                        unknown += ((tag, bytes(data)),)
                 elif tag == 1 and v >= 12:
                     tr = Reader(data)
                     f_current_leader = LeaderIdAndEpoch.read(tr, v)
+                    if f_current_leader == LeaderIdAndEpoch():
+                        unknown += ((tag, bytes(data)),)
                 elif tag == 2 and v >= 12:
                     tr = Reader(data)
                     f_snapshot_id = SnapshotId.read(tr, v)
+                    if f_snapshot_id == SnapshotId():
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
         return cls(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset, f_diverging_epoch, f_current_leader, f_snapshot_id, f_aborted_transactions, f_preferred_read_replica, f_records, unknown)
@@ -415,6 +421,8 @@ class FetchResponse(Struct):
                     tr = Reader(data)
                     n = tr.compact_array_len()
                     f_node_endpoints = [NodeEndpoint.read(tr, v) for _ in range(n)]
+                    if f_node_endpoints == []:
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
         return cls(f_throttle_time_ms, f_error_code, f_session_id, f_responses, f_node_endpoints, unknown)

@@ -68,6 +68,8 @@ class PartitionSnapshot(Struct):
             if tag == 0 and v >= 1:
                 tr = Reader(data)
                 f_replica_directory_id = tr.uuid()
+                if f_replica_directory_id == ZERO_UUID:
+                    unknown += ((tag, bytes(data)),)
             else:
                 unknown += ((tag, bytes(data)),)
         return cls(f_partition, f_current_leader_epoch, f_snapshot_id, f_position, f_replica_directory_id, unknown)
@@ -138,6 +140,8 @@ class FetchSnapshotRequest(Struct):
             if tag == 0:
                 tr = Reader(data)
                 f_cluster_id = tr.compact_nullable_string()
+                if f_cluster_id is None:
+                    unknown += ((tag, bytes(data)),)
             else:
                 unknown += ((tag, bytes(data)),)
         return cls(f_cluster_id, f_replica_id, f_max_bytes, f_topics, unknown)

@@ -97,6 +97,8 @@ class PartitionSnapshot(Struct):
             if tag == 0:
                 tr = Reader(data)
                 f_current_leader = LeaderIdAndEpoch.read(tr, v)
+                if f_current_leader == LeaderIdAndEpoch():
+                    unknown += ((tag, bytes(data)),)
             else:
                 unknown += ((tag, bytes(data)),)
         return cls(f_index, f_error_code, f_snapshot_id, f_current_leader, f_size, f_position, f_unaligned_records, unknown)
@@ -216,6 +218,8 @@ class FetchSnapshotResponse(Struct):
                 tr = Reader(data)
                 n = tr.compact_array_len()
                 f_node_endpoints = [NodeEndpoint.read(tr, v) for _ in range(n)]
+                if f_node_endpoints == []:
+                    unknown += ((tag, bytes(data)),)
             else:
                 unknown += ((tag, bytes(data)),)
         return cls(f_throttle_time_ms, f_error_code, f_topics, f_node_endpoints, unknown)

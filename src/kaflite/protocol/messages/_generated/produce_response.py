@@ -144,6 +144,8 @@ class PartitionProduceResponse(Struct):
                 if tag == 0 and v >= 10:
                     tr = Reader(data)
                     f_current_leader = LeaderIdAndEpoch.read(tr, v)
+                    if f_current_leader == LeaderIdAndEpoch():
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
         return cls(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, f_current_leader, unknown)
@@ -302,6 +304,8 @@ class ProduceResponse(Struct):
                     tr = Reader(data)
                     n = tr.compact_array_len()
                     f_node_endpoints = [NodeEndpoint.read(tr, v) for _ in range(n)]
+                    if f_node_endpoints == []:
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
         return cls(f_responses, f_throttle_time_ms, f_node_endpoints, unknown)

@@ -91,12 +91,18 @@ class TransactionLogValue(Struct):
                 if tag == 0 and v >= 1:
                     tr = Reader(data)
                     f_previous_producer_id = tr.int64()
+                    if f_previous_producer_id == -1:
+                        unknown += ((tag, bytes(data)),)
                 elif tag == 1 and v >= 1:
                     tr = Reader(data)
                     f_next_producer_id = tr.int64()
+                    if f_next_producer_id == -1:
+                        unknown += ((tag, bytes(data)),)
                 elif tag == 2 and v >= 1:
                     tr = Reader(data)
                     f_client_transaction_version = tr.int16()
+                    if f_client_transaction_version == 0:
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
         return cls(f_producer_id, f_previous_producer_id, f_next_producer_id, f_producer_epoch, f_transaction_timeout_ms, f_transaction_status, f_transaction_partitions, f_transaction_last_update_timestamp_ms, f_transaction_start_timestamp_ms, f_client_transaction_version, unknown)

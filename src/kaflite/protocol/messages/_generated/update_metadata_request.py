@@ -321,6 +321,8 @@ class UpdateMetadataRequest(Struct):
                 if tag == 0 and v >= 8:
                     tr = Reader(data)
                     f_type = tr.int8()
+                    if f_type == 0:
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
         return cls(f_controller_id, f_is_k_raft_controller, f_type, f_controller_epoch, f_broker_epoch, f_ungrouped_partition_states, f_topic_states, f_live_brokers, unknown)

@@ -71,6 +71,8 @@ class UpdateRaftVoterResponse(Struct):
             if tag == 0:
                 tr = Reader(data)
                 f_current_leader = CurrentLeader.read(tr, v)
+                if f_current_leader == CurrentLeader():
+                    unknown += ((tag, bytes(data)),)
             else:
                 unknown += ((tag, bytes(data)),)
         return cls(f_throttle_time_ms, f_error_code, f_current_leader, unknown)

@@ -150,6 +150,8 @@ class VoteResponse(Struct):
                 tr = Reader(data)
                 n = tr.compact_array_len()
                 f_node_endpoints = [NodeEndpoint.read(tr, v) for _ in range(n)]
+                if f_node_endpoints == []:
+                    unknown += ((tag, bytes(data)),)
             else:
                 unknown += ((tag, bytes(data)),)
         return cls(f_error_code, f_topics, f_node_endpoints, unknown)
