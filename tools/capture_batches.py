@@ -18,6 +18,7 @@ Everything listens on 127.0.0.1 only, and every wait is bounded.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import socket
 import subprocess
@@ -119,10 +120,8 @@ class RecordingProxy:
             pass
         finally:
             for s in (src, dst):
-                try:
+                with contextlib.suppress(OSError):
                     s.close()
-                except OSError:
-                    pass
 
     def close(self) -> None:
         self.stop.set()

@@ -36,7 +36,9 @@ def _headers(h: tuple[tuple[str, memoryview | None], ...]) -> list[tuple[str, by
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    records=st.lists(st.tuples(keys_st, values_st, header_st, st.integers(-(2**40), 2**40)), max_size=40),
+    records=st.lists(
+        st.tuples(keys_st, values_st, header_st, st.integers(-(2**40), 2**40)), max_size=40
+    ),
     codec=st.sampled_from(CODECS),
     base_offset=st.integers(0, 2**62),
     base_timestamp=st.integers(0, 2**50),
@@ -123,9 +125,20 @@ def test_values_returned_as_views_of_the_buffer() -> None:
 
 
 def test_builder_matches_encode_batch() -> None:
-    b = RecordBatchBuilder(base_offset=100, compression=Compression.NONE, producer_id=9, producer_epoch=1, base_sequence=0)
+    b = RecordBatchBuilder(
+        base_offset=100,
+        compression=Compression.NONE,
+        producer_id=9,
+        producer_epoch=1,
+        base_sequence=0,
+    )
     for i in range(50):
-        b.append(b"v%d" % i, key=b"k%d" % i if i % 2 else None, timestamp=1000 + i, headers=[("a", b"b")] if i % 3 == 0 else None)
+        b.append(
+            b"v%d" % i,
+            key=b"k%d" % i if i % 2 else None,
+            timestamp=1000 + i,
+            headers=[("a", b"b")] if i % 3 == 0 else None,
+        )
     built = b.build()
     assert b.size_in_bytes == len(built)
     expected = encode_batch(

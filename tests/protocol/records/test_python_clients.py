@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from kaflite.protocol.records import (
-    Compression,
     RecordBatch,
     encode_batch,
     encode_message_set,
@@ -36,7 +35,7 @@ def _sample() -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]],
     for i in range(N):
         key = None if i % 7 == 0 else b"key-%d" % i
         value = None if i == 13 else (b"value %d " % i) * (i % 9)
-        headers = [("h%d" % j, b"x" * j) for j in range(i % 3)]
+        headers = [(f"h{j}", b"x" * j) for j in range(i % 3)]
         out.append((key, value, headers, 1_700_000_000_000 + i * 3))
     return out
 
@@ -133,7 +132,7 @@ def test_peer_legacy_decodes_in_kaflite(peer: tuple[str, Any, Any], codec: int, 
 @pytest.mark.parametrize("codec", LEGACY_CODECS)
 @pytest.mark.parametrize("peer", LEGACY_PEERS, ids=lambda p: p[0])
 def test_kaflite_legacy_decodes_in_peer(peer: tuple[str, Any, Any], codec: int, magic: int) -> None:
-    name, mod, codec_mod = peer
+    _, mod, codec_mod = peer
     _need(codec_mod, codec, magic)
     sample = _sample()
     base = 500

@@ -26,6 +26,7 @@ import crc32c
 
 from kaflite.protocol._exceptions import LocalProtocolError, RemoteProtocolError
 from kaflite.protocol.records._batch import RecordBatch
+from kaflite.protocol.records._compression import DEFAULT_DECOMPRESSION_LIMIT
 from kaflite.protocol.records._wire import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
@@ -110,6 +111,7 @@ def validate_batch(
     *,
     max_batch_size: int | None = None,
     from_client: bool = True,
+    decompression_limit: int = DEFAULT_DECOMPRESSION_LIMIT,
 ) -> RecordBatch:
     """Check the framing, CRC and counts of the v2 batch at ``pos``; records stay undecoded.
 
@@ -118,15 +120,16 @@ def validate_batch(
     """
     view = _view(data)
     left = len(view) - pos
+    if left > MAGIC_OFFSET:
+        magic = view[pos + MAGIC_OFFSET]
+        if magic in (0, 1):
+            raise InvalidRecordBatch(BatchErrorReason.LEGACY_MAGIC, f"magic {magic}", pos)
+        if magic != 2:
+            raise InvalidRecordBatch(BatchErrorReason.MAGIC, f"magic {magic}", pos)
     if left < HEADER_SIZE:
         raise InvalidRecordBatch(
             BatchErrorReason.TRUNCATED, f"{left} bytes, header needs {HEADER_SIZE}", pos
         )
-    magic = view[pos + MAGIC_OFFSET]
-    if magic in (0, 1):
-        raise InvalidRecordBatch(BatchErrorReason.LEGACY_MAGIC, f"magic {magic}", pos)
-    if magic != 2:
-        raise InvalidRecordBatch(BatchErrorReason.MAGIC, f"magic {magic}", pos)
     (length,) = I32.unpack_from(view, pos + LENGTH_OFFSET)
     if length < MIN_BATCH_LENGTH:
         raise InvalidRecordBatch(
@@ -141,7 +144,7 @@ def validate_batch(
         raise InvalidRecordBatch(
             BatchErrorReason.TRUNCATED, f"batch of {size} bytes, {left} available", pos
         )
-    batch = RecordBatch(view[pos : pos + size], 0)
+    batch = RecordBatch(view[pos : pos + size], decompression_limit)
     actual = crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
     if actual != batch.crc:
         raise InvalidRecordBatch(
