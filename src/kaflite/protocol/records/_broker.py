@@ -192,13 +192,20 @@ def validate_record_set(
     *,
     max_batch_size: int | None = None,
     from_client: bool = True,
+    decompression_limit: int = DEFAULT_DECOMPRESSION_LIMIT,
 ) -> list[RecordBatch]:
     """Validate every batch of a Produce request's record set; no partial batch allowed."""
     view = _view(data)
     batches: list[RecordBatch] = []
     pos = 0
     while pos < len(view):
-        batch = validate_batch(view, pos, max_batch_size=max_batch_size, from_client=from_client)
+        batch = validate_batch(
+            view,
+            pos,
+            max_batch_size=max_batch_size,
+            from_client=from_client,
+            decompression_limit=decompression_limit,
+        )
         batches.append(batch)
         pos += batch.size_in_bytes
     return batches
