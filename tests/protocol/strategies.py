@@ -40,10 +40,7 @@ def _scalar(spec: FieldSpec, v: int, depth: int) -> st.SearchStrategy[Any]:
 def value(spec: FieldSpec, v: int, depth: int = 0) -> st.SearchStrategy[Any]:
     elem = _scalar(spec, v, depth)
     strat: st.SearchStrategy[Any]
-    if spec.is_array:
-        strat = st.lists(elem, max_size=0 if depth > 3 else 3)
-    else:
-        strat = elem
+    strat = st.lists(elem, max_size=0 if depth > 3 else 3) if spec.is_array else elem
     if in_range(spec.nullable, v):
         strat = st.none() | strat
     return strat

@@ -42,10 +42,11 @@ def render_index(messages: list[Message]) -> str:
         "# fmt: off",
         "from __future__ import annotations",
         "",
+        "from kaflite.protocol.messages._runtime import Struct",
     ]
     for m in sorted(messages, key=lambda m: m.name):
         lines.append(f"from .{module_name(m)} import {m.name}")
-    lines += ["", "# api_key: (name, request, response, latest version unstable)", "APIS = {"]
+    lines += ["", "# api_key: (name, request, response, latest version unstable)", "APIS: dict[int, tuple[str, type[Struct], type[Struct], bool]] = {"]
     for key in sorted(apis):
         req, resp = apis[key]["request"], apis[key]["response"]
         name = req.name.removesuffix("Request")
@@ -53,7 +54,7 @@ def render_index(messages: list[Message]) -> str:
     lines.append("}")
     others = sorted(m.name for m in messages if m.api_key is None)
     lines += ["", "# schemas that are not API messages: headers and data formats",
-              f"DATA = ({', '.join(others)},)", ""]
+              f"DATA: tuple[type[Struct], ...] = ({', '.join(others)},)", ""]
     return "\n".join(lines)
 
 

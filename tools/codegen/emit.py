@@ -270,10 +270,15 @@ class StructEmitter:
             if f.type == "int32" and f.struct is None:
                 items = [f"{w}.int32_array({x})"]
             else:
-                items = ["for e in " + x + ":", *indent(self.elem_write(f, w, "e", fx, False))]
+                e = f"e_{f.name}"
+                items = [f"for {e} in {x}:", *indent(self.elem_write(f, w, e, fx, False))]
             if nl:
                 return [f"if {x} is None:", f"    {length}(-1)", "else:",
                         f"    {length}(len({x}))", *indent(items)]
+            if self.annotation(f).endswith("| None"):
+                return [f"if {x} is None:",
+                        f"    raise LocalProtocolError(\"{self.st.name}.{f.name} may not be null at version \" + str(v))",
+                        f"{length}(len({x}))", *items]
             return [f"{length}(len({x}))", *items]
 
         return blocks(flex, lambda fx: blocks(null_of(fx), lambda nl: arr(fx, nl)))
@@ -392,6 +397,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = {names!r}

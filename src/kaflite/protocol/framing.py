@@ -40,6 +40,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "peek_request",
     "read_request_header",
 ]
 
@@ -156,26 +157,34 @@ def encode_request(
     return _framed(w)
 
 
+def peek_request(frame: BytesLike) -> tuple[int, int, int]:
+    """``(api_key, api_version, correlation_id)`` of a request frame.
+
+    These three lead every request header version, so a broker can answer a
+    request whose API or version it does not support (ApiVersions's
+    UNSUPPORTED_VERSION) before it knows how to parse the rest.
+    """
+    r = Reader(frame)
+    return r.int16(), r.int16(), r.int32()
+
+
 def read_request_header(frame: BytesLike) -> tuple[RequestHeader, Reader]:
     """Parse the header of a request frame; the reader is left at the body."""
+    api_key, api_version, _ = peek_request(frame)
     r = Reader(frame)
-    # Peek api key and version to pick the header version.
-    api_key = r.int16()
-    api_version = r.int16()
-    r.pos = 0
     header = RequestHeader.read(r, request_header_version(api_key, api_version))
     return header, r
 
 
 def decode_request(frame: BytesLike) -> tuple[RequestHeader, Struct]:
     """Decode a whole request frame into its header and body."""
-    header, r = read_request_header(frame)
-    info = REGISTRY.get(header.request_api_key)
+    api_key, version, _ = peek_request(frame)
+    info = REGISTRY.get(api_key)
     if info is None:
-        raise RemoteProtocolError(f"unknown API key {header.request_api_key}")
-    version = header.request_api_version
+        raise RemoteProtocolError(f"unknown API key {api_key}")
     if not info.min_version <= version <= info.max_version:
         raise RemoteProtocolError(f"{info.name} has no version {version}")
+    header, r = read_request_header(frame)
     body = info.request.read(r, version)
     if not r.at_end():
         raise RemoteProtocolError(f"{r.remaining()} trailing bytes after {info.name} request")

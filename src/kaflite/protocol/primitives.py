@@ -452,7 +452,7 @@ class Writer:
     def _utf8(v: str) -> bytes:
         return v.encode("utf-8", "surrogateescape")
 
-    def string(self, v: str) -> None:
+    def string(self, v: str | None) -> None:
         if v is None:
             raise LocalProtocolError("non-nullable string is None")
         data = self._utf8(v)
@@ -467,7 +467,7 @@ class Writer:
         else:
             self.string(v)
 
-    def compact_string(self, v: str) -> None:
+    def compact_string(self, v: str | None) -> None:
         if v is None:
             raise LocalProtocolError("non-nullable compact string is None")
         data = self._utf8(v)
@@ -481,7 +481,7 @@ class Writer:
             self.compact_string(v)
 
     # -- bytes -----------------------------------------------------------------
-    def bytes(self, v: BytesLike) -> None:
+    def bytes(self, v: BytesLike | None) -> None:
         if v is None:
             raise LocalProtocolError("non-nullable bytes is None")
         self.buf += _I32.pack(len(v))
@@ -493,7 +493,7 @@ class Writer:
         else:
             self.bytes(v)
 
-    def compact_bytes(self, v: BytesLike) -> None:
+    def compact_bytes(self, v: BytesLike | None) -> None:
         if v is None:
             raise LocalProtocolError("non-nullable compact bytes is None")
         self.buf += encode_uvarint(len(v) + 1)

@@ -10,6 +10,7 @@ property-based round-trip tests and JSON views), and tagged-field helpers.
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple, Self
@@ -40,7 +41,7 @@ class FieldSpec(NamedTuple):
     nullable: tuple[int, int] | None
     tagged: tuple[int, int] | None
     tag: int | None
-    struct: type[Struct] | None
+    struct: builtins.type[Struct] | None
     non_flexible: bool        # field-level "flexibleVersions": "none" (header ClientId)
 
 

@@ -3,6 +3,7 @@
 # fmt: off
 from __future__ import annotations
 
+from kaflite.protocol.messages._runtime import Struct
 from .add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from .add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from .add_partitions_to_txn_request import AddPartitionsToTxnRequest
@@ -227,7 +228,7 @@ from .write_txn_markers_request import WriteTxnMarkersRequest
 from .write_txn_markers_response import WriteTxnMarkersResponse
 
 # api_key: (name, request, response, latest version unstable)
-APIS = {
+APIS: dict[int, tuple[str, type[Struct], type[Struct], bool]] = {
     0: ('Produce', ProduceRequest, ProduceResponse, False),
     1: ('Fetch', FetchRequest, FetchResponse, False),
     2: ('ListOffsets', ListOffsetsRequest, ListOffsetsResponse, False),
@@ -319,4 +320,4 @@ APIS = {
 }
 
 # schemas that are not API messages: headers and data formats
-DATA = (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerProtocolAssignment, ConsumerProtocolSubscription, DefaultPrincipalData, GroupMetadataKey, GroupMetadataValue, KRaftVersionRecord, LeaderChangeMessage, OffsetCommitKey, OffsetCommitValue, RequestHeader, ResponseHeader, ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue, ShareGroupMetadataKey, ShareGroupMetadataValue, ShareGroupPartitionMetadataKey, ShareGroupPartitionMetadataValue, ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue, ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue, ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue, ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue, SnapshotFooterRecord, SnapshotHeaderRecord, TransactionLogKey, TransactionLogValue, VotersRecord,)
+DATA: tuple[type[Struct], ...] = (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerProtocolAssignment, ConsumerProtocolSubscription, DefaultPrincipalData, GroupMetadataKey, GroupMetadataValue, KRaftVersionRecord, LeaderChangeMessage, OffsetCommitKey, OffsetCommitValue, RequestHeader, ResponseHeader, ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue, ShareGroupMetadataKey, ShareGroupMetadataValue, ShareGroupPartitionMetadataKey, ShareGroupPartitionMetadataValue, ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue, ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue, ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue, ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue, SnapshotFooterRecord, SnapshotHeaderRecord, TransactionLogKey, TransactionLogValue, VotersRecord,)

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AddPartitionsToTxnRequest', 'AddPartitionsToTxnTopic', 'AddPartitionsToTxnTransaction']
@@ -115,8 +116,8 @@ class AddPartitionsToTxnTransaction(Struct):
             raise UnsupportedVersionError(f"AddPartitionsToTxnTransaction.verify_only is not supported at version {v}")
         if v >= 4:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         elif bool(self.topics):
             raise UnsupportedVersionError(f"AddPartitionsToTxnTransaction.topics is not supported at version {v}")
         if v >= 3:
@@ -170,8 +171,8 @@ class AddPartitionsToTxnRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 4:
             w.compact_array_len(len(self.transactions))
-            for e in self.transactions:
-                e.write(w, v)
+            for e_transactions in self.transactions:
+                e_transactions.write(w, v)
         elif bool(self.transactions):
             raise UnsupportedVersionError(f"AddPartitionsToTxnRequest.transactions is not supported at version {v}")
         if v <= 3:
@@ -192,12 +193,12 @@ class AddPartitionsToTxnRequest(Struct):
         if v <= 3:
             if v >= 3:
                 w.compact_array_len(len(self.v3_and_below_topics))
-                for e in self.v3_and_below_topics:
-                    e.write(w, v)
+                for e_v3_and_below_topics in self.v3_and_below_topics:
+                    e_v3_and_below_topics.write(w, v)
             else:
                 w.array_len(len(self.v3_and_below_topics))
-                for e in self.v3_and_below_topics:
-                    e.write(w, v)
+                for e_v3_and_below_topics in self.v3_and_below_topics:
+                    e_v3_and_below_topics.write(w, v)
         elif bool(self.v3_and_below_topics):
             raise UnsupportedVersionError(f"AddPartitionsToTxnRequest.v3_and_below_topics is not supported at version {v}")
         if v >= 3:

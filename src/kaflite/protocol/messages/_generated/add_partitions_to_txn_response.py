@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AddPartitionsToTxnPartitionResult', 'AddPartitionsToTxnResponse', 'AddPartitionsToTxnResult', 'AddPartitionsToTxnTopicResult']
@@ -73,12 +74,12 @@ class AddPartitionsToTxnTopicResult(Struct):
             w.string(self.name)
         if v >= 3:
             w.compact_array_len(len(self.results_by_partition))
-            for e in self.results_by_partition:
-                e.write(w, v)
+            for e_results_by_partition in self.results_by_partition:
+                e_results_by_partition.write(w, v)
         else:
             w.array_len(len(self.results_by_partition))
-            for e in self.results_by_partition:
-                e.write(w, v)
+            for e_results_by_partition in self.results_by_partition:
+                e_results_by_partition.write(w, v)
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -117,8 +118,8 @@ class AddPartitionsToTxnResult(Struct):
             raise UnsupportedVersionError(f"AddPartitionsToTxnResult.transactional_id is not supported at version {v}")
         if v >= 4:
             w.compact_array_len(len(self.topic_results))
-            for e in self.topic_results:
-                e.write(w, v)
+            for e_topic_results in self.topic_results:
+                e_topic_results.write(w, v)
         elif bool(self.topic_results):
             raise UnsupportedVersionError(f"AddPartitionsToTxnResult.topic_results is not supported at version {v}")
         if v >= 3:
@@ -167,19 +168,19 @@ class AddPartitionsToTxnResponse(Struct):
             w.int16(self.error_code)
         if v >= 4:
             w.compact_array_len(len(self.results_by_transaction))
-            for e in self.results_by_transaction:
-                e.write(w, v)
+            for e_results_by_transaction in self.results_by_transaction:
+                e_results_by_transaction.write(w, v)
         elif bool(self.results_by_transaction):
             raise UnsupportedVersionError(f"AddPartitionsToTxnResponse.results_by_transaction is not supported at version {v}")
         if v <= 3:
             if v >= 3:
                 w.compact_array_len(len(self.results_by_topic_v3_and_below))
-                for e in self.results_by_topic_v3_and_below:
-                    e.write(w, v)
+                for e_results_by_topic_v3_and_below in self.results_by_topic_v3_and_below:
+                    e_results_by_topic_v3_and_below.write(w, v)
             else:
                 w.array_len(len(self.results_by_topic_v3_and_below))
-                for e in self.results_by_topic_v3_and_below:
-                    e.write(w, v)
+                for e_results_by_topic_v3_and_below in self.results_by_topic_v3_and_below:
+                    e_results_by_topic_v3_and_below.write(w, v)
         elif bool(self.results_by_topic_v3_and_below):
             raise UnsupportedVersionError(f"AddPartitionsToTxnResponse.results_by_topic_v3_and_below is not supported at version {v}")
         if v >= 3:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AddRaftVoterRequest', 'Listener']
@@ -79,8 +80,8 @@ class AddRaftVoterRequest(Struct):
         w.int32(self.voter_id)
         w.uuid(self.voter_directory_id)
         w.compact_array_len(len(self.listeners))
-        for e in self.listeners:
-            e.write(w, v)
+        for e_listeners in self.listeners:
+            e_listeners.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

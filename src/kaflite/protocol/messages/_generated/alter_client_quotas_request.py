@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterClientQuotasRequest', 'EntityData', 'EntryData', 'OpData']
@@ -109,20 +110,20 @@ class EntryData(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 1:
             w.compact_array_len(len(self.entity))
-            for e in self.entity:
-                e.write(w, v)
+            for e_entity in self.entity:
+                e_entity.write(w, v)
         else:
             w.array_len(len(self.entity))
-            for e in self.entity:
-                e.write(w, v)
+            for e_entity in self.entity:
+                e_entity.write(w, v)
         if v >= 1:
             w.compact_array_len(len(self.ops))
-            for e in self.ops:
-                e.write(w, v)
+            for e_ops in self.ops:
+                e_ops.write(w, v)
         else:
             w.array_len(len(self.ops))
-            for e in self.ops:
-                e.write(w, v)
+            for e_ops in self.ops:
+                e_ops.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -152,12 +153,12 @@ class AlterClientQuotasRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 1:
             w.compact_array_len(len(self.entries))
-            for e in self.entries:
-                e.write(w, v)
+            for e_entries in self.entries:
+                e_entries.write(w, v)
         else:
             w.array_len(len(self.entries))
-            for e in self.entries:
-                e.write(w, v)
+            for e_entries in self.entries:
+                e_entries.write(w, v)
         w.bool(self.validate_only)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterClientQuotasResponse', 'EntityData', 'EntryData']
@@ -82,12 +83,12 @@ class EntryData(Struct):
             w.nullable_string(self.error_message)
         if v >= 1:
             w.compact_array_len(len(self.entity))
-            for e in self.entity:
-                e.write(w, v)
+            for e_entity in self.entity:
+                e_entity.write(w, v)
         else:
             w.array_len(len(self.entity))
-            for e in self.entity:
-                e.write(w, v)
+            for e_entity in self.entity:
+                e_entity.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -118,12 +119,12 @@ class AlterClientQuotasResponse(Struct):
         w.int32(self.throttle_time_ms)
         if v >= 1:
             w.compact_array_len(len(self.entries))
-            for e in self.entries:
-                e.write(w, v)
+            for e_entries in self.entries:
+                e_entries.write(w, v)
         else:
             w.array_len(len(self.entries))
-            for e in self.entries:
-                e.write(w, v)
+            for e_entries in self.entries:
+                e_entries.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterConfigsRequest', 'AlterConfigsResource', 'AlterableConfig']
@@ -82,12 +83,12 @@ class AlterConfigsResource(Struct):
             w.string(self.resource_name)
         if v >= 2:
             w.compact_array_len(len(self.configs))
-            for e in self.configs:
-                e.write(w, v)
+            for e_configs in self.configs:
+                e_configs.write(w, v)
         else:
             w.array_len(len(self.configs))
-            for e in self.configs:
-                e.write(w, v)
+            for e_configs in self.configs:
+                e_configs.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -117,12 +118,12 @@ class AlterConfigsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 2:
             w.compact_array_len(len(self.resources))
-            for e in self.resources:
-                e.write(w, v)
+            for e_resources in self.resources:
+                e_resources.write(w, v)
         else:
             w.array_len(len(self.resources))
-            for e in self.resources:
-                e.write(w, v)
+            for e_resources in self.resources:
+                e_resources.write(w, v)
         w.bool(self.validate_only)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)

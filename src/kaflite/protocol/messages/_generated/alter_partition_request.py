@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterPartitionRequest', 'BrokerState', 'PartitionData', 'TopicData']
@@ -103,8 +104,8 @@ class PartitionData(Struct):
             raise UnsupportedVersionError(f"PartitionData.new_isr is not supported at version {v}")
         if v >= 3:
             w.compact_array_len(len(self.new_isr_with_epochs))
-            for e in self.new_isr_with_epochs:
-                e.write(w, v)
+            for e_new_isr_with_epochs in self.new_isr_with_epochs:
+                e_new_isr_with_epochs.write(w, v)
         elif bool(self.new_isr_with_epochs):
             raise UnsupportedVersionError(f"PartitionData.new_isr_with_epochs is not supported at version {v}")
         if v >= 1:
@@ -149,8 +150,8 @@ class TopicData(Struct):
         if v >= 2:
             w.uuid(self.topic_id)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -181,8 +182,8 @@ class AlterPartitionRequest(Struct):
         w.int32(self.broker_id)
         w.int64(self.broker_epoch)
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterReplicaLogDir', 'AlterReplicaLogDirTopic', 'AlterReplicaLogDirsRequest']
@@ -82,12 +83,12 @@ class AlterReplicaLogDir(Struct):
             w.string(self.path)
         if v >= 2:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -115,12 +116,12 @@ class AlterReplicaLogDirsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 2:
             w.compact_array_len(len(self.dirs))
-            for e in self.dirs:
-                e.write(w, v)
+            for e_dirs in self.dirs:
+                e_dirs.write(w, v)
         else:
             w.array_len(len(self.dirs))
-            for e in self.dirs:
-                e.write(w, v)
+            for e_dirs in self.dirs:
+                e_dirs.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterUserScramCredentialsRequest', 'ScramCredentialDeletion', 'ScramCredentialUpsertion']
@@ -101,11 +102,11 @@ class AlterUserScramCredentialsRequest(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.deletions))
-        for e in self.deletions:
-            e.write(w, v)
+        for e_deletions in self.deletions:
+            e_deletions.write(w, v)
         w.compact_array_len(len(self.upsertions))
-        for e in self.upsertions:
-            e.write(w, v)
+        for e_upsertions in self.upsertions:
+            e_upsertions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ApiVersion', 'ApiVersionsResponse', 'FinalizedFeatureKey', 'SupportedFeatureKey']
@@ -206,12 +207,12 @@ class ApiVersionsResponse(Struct):
         w.int16(self.error_code)
         if v >= 3:
             w.compact_array_len(len(self.api_keys))
-            for e in self.api_keys:
-                e.write(w, v)
+            for e_api_keys in self.api_keys:
+                e_api_keys.write(w, v)
         else:
             w.array_len(len(self.api_keys))
-            for e in self.api_keys:
-                e.write(w, v)
+            for e_api_keys in self.api_keys:
+                e_api_keys.write(w, v)
         if v >= 1:
             w.int32(self.throttle_time_ms)
         if v >= 3:
@@ -219,8 +220,8 @@ class ApiVersionsResponse(Struct):
             if v >= 3 and bool(self.supported_features):
                 tw = Writer()
                 tw.compact_array_len(len(self.supported_features))
-                for e in self.supported_features:
-                    e.write(tw, v)
+                for e_supported_features in self.supported_features:
+                    e_supported_features.write(tw, v)
                 tags.append((0, tw.getvalue()))
             if v >= 3 and self.finalized_features_epoch != -1:
                 tw = Writer()
@@ -229,8 +230,8 @@ class ApiVersionsResponse(Struct):
             if v >= 3 and bool(self.finalized_features):
                 tw = Writer()
                 tw.compact_array_len(len(self.finalized_features))
-                for e in self.finalized_features:
-                    e.write(tw, v)
+                for e_finalized_features in self.finalized_features:
+                    e_finalized_features.write(tw, v)
                 tags.append((2, tw.getvalue()))
             if v >= 3 and self.zk_migration_ready != False:
                 tw = Writer()

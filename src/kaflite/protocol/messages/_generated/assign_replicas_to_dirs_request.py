@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AssignReplicasToDirsRequest', 'DirectoryData', 'PartitionData', 'TopicData']
@@ -63,8 +64,8 @@ class TopicData(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.uuid(self.topic_id)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -91,8 +92,8 @@ class DirectoryData(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.uuid(self.id)
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -123,8 +124,8 @@ class AssignReplicasToDirsRequest(Struct):
         w.int32(self.broker_id)
         w.int64(self.broker_epoch)
         w.compact_array_len(len(self.directories))
-        for e in self.directories:
-            e.write(w, v)
+        for e_directories in self.directories:
+            e_directories.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['BeginQuorumEpochResponse', 'NodeEndpoint', 'PartitionData', 'TopicData']
@@ -79,12 +80,12 @@ class TopicData(Struct):
             w.string(self.topic_name)
         if v >= 1:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         else:
             w.array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -172,19 +173,19 @@ class BeginQuorumEpochResponse(Struct):
         w.int16(self.error_code)
         if v >= 1:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if v >= 1:
             tags: list[tuple[int, BytesLike]] = []
             if v >= 1 and bool(self.node_endpoints):
                 tw = Writer()
                 tw.compact_array_len(len(self.node_endpoints))
-                for e in self.node_endpoints:
-                    e.write(tw, v)
+                for e_node_endpoints in self.node_endpoints:
+                    e_node_endpoints.write(tw, v)
                 tags.append((0, tw.getvalue()))
             w.tagged_fields(merge_tags(tags, self.unknown_tagged_fields))
 

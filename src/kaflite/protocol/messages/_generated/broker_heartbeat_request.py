@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['BrokerHeartbeatRequest']
@@ -63,8 +64,8 @@ class BrokerHeartbeatRequest(Struct):
         if v >= 1 and bool(self.offline_log_dirs):
             tw = Writer()
             tw.compact_array_len(len(self.offline_log_dirs))
-            for e in self.offline_log_dirs:
-                tw.uuid(e)
+            for e_offline_log_dirs in self.offline_log_dirs:
+                tw.uuid(e_offline_log_dirs)
             tags.append((0, tw.getvalue()))
         w.tagged_fields(merge_tags(tags, self.unknown_tagged_fields))
 

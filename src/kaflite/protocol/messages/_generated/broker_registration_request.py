@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['BrokerRegistrationRequest', 'Feature', 'Listener']
@@ -128,11 +129,11 @@ class BrokerRegistrationRequest(Struct):
         w.compact_string(self.cluster_id)
         w.uuid(self.incarnation_id)
         w.compact_array_len(len(self.listeners))
-        for e in self.listeners:
-            e.write(w, v)
+        for e_listeners in self.listeners:
+            e_listeners.write(w, v)
         w.compact_array_len(len(self.features))
-        for e in self.features:
-            e.write(w, v)
+        for e_features in self.features:
+            e_features.write(w, v)
         w.compact_nullable_string(self.rack)
         if v >= 1:
             w.bool(self.is_migrating_zk_broker)
@@ -140,8 +141,8 @@ class BrokerRegistrationRequest(Struct):
             raise UnsupportedVersionError(f"BrokerRegistrationRequest.is_migrating_zk_broker is not supported at version {v}")
         if v >= 2:
             w.compact_array_len(len(self.log_dirs))
-            for e in self.log_dirs:
-                w.uuid(e)
+            for e_log_dirs in self.log_dirs:
+                w.uuid(e_log_dirs)
         if v >= 3:
             w.int64(self.previous_broker_epoch)
         w.tagged_fields(self.unknown_tagged_fields)

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ConsumerGroupCurrentMemberAssignmentValue', 'TopicPartitions']
@@ -77,11 +78,11 @@ class ConsumerGroupCurrentMemberAssignmentValue(Struct):
         w.int32(self.previous_member_epoch)
         w.int8(self.state)
         w.compact_array_len(len(self.assigned_partitions))
-        for e in self.assigned_partitions:
-            e.write(w, v)
+        for e_assigned_partitions in self.assigned_partitions:
+            e_assigned_partitions.write(w, v)
         w.compact_array_len(len(self.partitions_pending_revocation))
-        for e in self.partitions_pending_revocation:
-            e.write(w, v)
+        for e_partitions_pending_revocation in self.partitions_pending_revocation:
+            e_partitions_pending_revocation.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

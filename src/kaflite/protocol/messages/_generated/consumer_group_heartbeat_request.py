@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ConsumerGroupHeartbeatRequest', 'TopicPartitions']
@@ -97,8 +98,8 @@ class ConsumerGroupHeartbeatRequest(Struct):
             w.compact_array_len(-1)
         else:
             w.compact_array_len(len(self.subscribed_topic_names))
-            for e in self.subscribed_topic_names:
-                w.compact_string(e)
+            for e_subscribed_topic_names in self.subscribed_topic_names:
+                w.compact_string(e_subscribed_topic_names)
         if v >= 1:
             w.compact_nullable_string(self.subscribed_topic_regex)
         elif self.subscribed_topic_regex is not None:
@@ -108,8 +109,8 @@ class ConsumerGroupHeartbeatRequest(Struct):
             w.compact_array_len(-1)
         else:
             w.compact_array_len(len(self.topic_partitions))
-            for e in self.topic_partitions:
-                e.write(w, v)
+            for e_topic_partitions in self.topic_partitions:
+                e_topic_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

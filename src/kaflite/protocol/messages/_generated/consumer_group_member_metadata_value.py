@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ClassicMemberMetadata', 'ClassicProtocol', 'ConsumerGroupMemberMetadataValue']
@@ -66,8 +67,8 @@ class ClassicMemberMetadata(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.session_timeout_ms)
         w.compact_array_len(len(self.supported_protocols))
-        for e in self.supported_protocols:
-            e.write(w, v)
+        for e_supported_protocols in self.supported_protocols:
+            e_supported_protocols.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -117,8 +118,8 @@ class ConsumerGroupMemberMetadataValue(Struct):
         w.compact_string(self.client_id)
         w.compact_string(self.client_host)
         w.compact_array_len(len(self.subscribed_topic_names))
-        for e in self.subscribed_topic_names:
-            w.compact_string(e)
+        for e_subscribed_topic_names in self.subscribed_topic_names:
+            w.compact_string(e_subscribed_topic_names)
         w.compact_nullable_string(self.subscribed_topic_regex)
         w.int32(self.rebalance_timeout_ms)
         w.compact_nullable_string(self.server_assignor)

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ConsumerGroupPartitionMetadataValue', 'PartitionMetadata', 'TopicMetadata']
@@ -41,8 +42,8 @@ class PartitionMetadata(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.partition)
         w.compact_array_len(len(self.racks))
-        for e in self.racks:
-            w.compact_string(e)
+        for e_racks in self.racks:
+            w.compact_string(e_racks)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -75,8 +76,8 @@ class TopicMetadata(Struct):
         w.compact_string(self.topic_name)
         w.int32(self.num_partitions)
         w.compact_array_len(len(self.partition_metadata))
-        for e in self.partition_metadata:
-            e.write(w, v)
+        for e_partition_metadata in self.partition_metadata:
+            e_partition_metadata.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -100,8 +101,8 @@ class ConsumerGroupPartitionMetadataValue(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ConsumerGroupTargetAssignmentMemberValue', 'TopicPartition']
@@ -65,8 +66,8 @@ class ConsumerGroupTargetAssignmentMemberValue(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.topic_partitions))
-        for e in self.topic_partitions:
-            e.write(w, v)
+        for e_topic_partitions in self.topic_partitions:
+            e_topic_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

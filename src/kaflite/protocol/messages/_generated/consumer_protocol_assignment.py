@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ConsumerProtocolAssignment', 'TopicPartition']
@@ -62,8 +63,8 @@ class ConsumerProtocolAssignment(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.array_len(len(self.assigned_partitions))
-        for e in self.assigned_partitions:
-            e.write(w, v)
+        for e_assigned_partitions in self.assigned_partitions:
+            e_assigned_partitions.write(w, v)
         w.nullable_bytes(self.user_data)
 
 

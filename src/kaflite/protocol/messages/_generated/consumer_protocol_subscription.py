@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ConsumerProtocolSubscription', 'TopicPartition']
@@ -90,13 +91,13 @@ class ConsumerProtocolSubscription(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.array_len(len(self.topics))
-        for e in self.topics:
-            w.string(e)
+        for e_topics in self.topics:
+            w.string(e_topics)
         w.nullable_bytes(self.user_data)
         if v >= 1:
             w.array_len(len(self.owned_partitions))
-            for e in self.owned_partitions:
-                e.write(w, v)
+            for e_owned_partitions in self.owned_partitions:
+                e_owned_partitions.write(w, v)
         if v >= 2:
             w.int32(self.generation_id)
         if v >= 3:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ControlledShutdownResponse', 'RemainingPartition']
@@ -74,12 +75,12 @@ class ControlledShutdownResponse(Struct):
         w.int16(self.error_code)
         if v >= 3:
             w.compact_array_len(len(self.remaining_partitions))
-            for e in self.remaining_partitions:
-                e.write(w, v)
+            for e_remaining_partitions in self.remaining_partitions:
+                e_remaining_partitions.write(w, v)
         else:
             w.array_len(len(self.remaining_partitions))
-            for e in self.remaining_partitions:
-                e.write(w, v)
+            for e_remaining_partitions in self.remaining_partitions:
+                e_remaining_partitions.write(w, v)
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 

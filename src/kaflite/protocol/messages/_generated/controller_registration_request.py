@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ControllerRegistrationRequest', 'Feature', 'Listener']
@@ -110,11 +111,11 @@ class ControllerRegistrationRequest(Struct):
         w.uuid(self.incarnation_id)
         w.bool(self.zk_migration_ready)
         w.compact_array_len(len(self.listeners))
-        for e in self.listeners:
-            e.write(w, v)
+        for e_listeners in self.listeners:
+            e_listeners.write(w, v)
         w.compact_array_len(len(self.features))
-        for e in self.features:
-            e.write(w, v)
+        for e_features in self.features:
+            e_features.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

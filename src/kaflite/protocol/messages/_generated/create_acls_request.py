@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AclCreation', 'CreateAclsRequest']
@@ -98,12 +99,12 @@ class CreateAclsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 2:
             w.compact_array_len(len(self.creations))
-            for e in self.creations:
-                e.write(w, v)
+            for e_creations in self.creations:
+                e_creations.write(w, v)
         else:
             w.array_len(len(self.creations))
-            for e in self.creations:
-                e.write(w, v)
+            for e_creations in self.creations:
+                e_creations.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['CreatableRenewers', 'CreateDelegationTokenRequest']
@@ -94,12 +95,12 @@ class CreateDelegationTokenRequest(Struct):
             raise UnsupportedVersionError(f"CreateDelegationTokenRequest.owner_principal_name is not supported at version {v}")
         if v >= 2:
             w.compact_array_len(len(self.renewers))
-            for e in self.renewers:
-                e.write(w, v)
+            for e_renewers in self.renewers:
+                e_renewers.write(w, v)
         else:
             w.array_len(len(self.renewers))
-            for e in self.renewers:
-                e.write(w, v)
+            for e_renewers in self.renewers:
+                e_renewers.write(w, v)
         w.int64(self.max_lifetime_ms)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)

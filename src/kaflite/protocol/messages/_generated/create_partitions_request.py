@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['CreatePartitionsAssignment', 'CreatePartitionsRequest', 'CreatePartitionsTopic']
@@ -82,15 +83,15 @@ class CreatePartitionsTopic(Struct):
                 w.compact_array_len(-1)
             else:
                 w.compact_array_len(len(self.assignments))
-                for e in self.assignments:
-                    e.write(w, v)
+                for e_assignments in self.assignments:
+                    e_assignments.write(w, v)
         else:
             if self.assignments is None:
                 w.array_len(-1)
             else:
                 w.array_len(len(self.assignments))
-                for e in self.assignments:
-                    e.write(w, v)
+                for e_assignments in self.assignments:
+                    e_assignments.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -122,12 +123,12 @@ class CreatePartitionsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 2:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         w.int32(self.timeout_ms)
         w.bool(self.validate_only)
         if v >= 2:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['CreatableReplicaAssignment', 'CreatableTopic', 'CreatableTopicConfig', 'CreateTopicsRequest']
@@ -121,20 +122,20 @@ class CreatableTopic(Struct):
         w.int16(self.replication_factor)
         if v >= 5:
             w.compact_array_len(len(self.assignments))
-            for e in self.assignments:
-                e.write(w, v)
+            for e_assignments in self.assignments:
+                e_assignments.write(w, v)
         else:
             w.array_len(len(self.assignments))
-            for e in self.assignments:
-                e.write(w, v)
+            for e_assignments in self.assignments:
+                e_assignments.write(w, v)
         if v >= 5:
             w.compact_array_len(len(self.configs))
-            for e in self.configs:
-                e.write(w, v)
+            for e_configs in self.configs:
+                e_configs.write(w, v)
         else:
             w.array_len(len(self.configs))
-            for e in self.configs:
-                e.write(w, v)
+            for e_configs in self.configs:
+                e_configs.write(w, v)
         if v >= 5:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -169,12 +170,12 @@ class CreateTopicsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 5:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         w.int32(self.timeout_ms)
         if v >= 1:
             w.bool(self.validate_only)

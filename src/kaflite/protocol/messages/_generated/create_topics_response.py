@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['CreatableTopicConfigs', 'CreatableTopicResult', 'CreateTopicsResponse']
@@ -158,8 +159,8 @@ class CreatableTopicResult(Struct):
                 w.compact_array_len(-1)
             else:
                 w.compact_array_len(len(self.configs))
-                for e in self.configs:
-                    e.write(w, v)
+                for e_configs in self.configs:
+                    e_configs.write(w, v)
         if v >= 5:
             tags: list[tuple[int, BytesLike]] = []
             if v >= 5 and self.topic_config_error_code != 0:
@@ -199,12 +200,12 @@ class CreateTopicsResponse(Struct):
             w.int32(self.throttle_time_ms)
         if v >= 5:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if v >= 5:
             w.tagged_fields(self.unknown_tagged_fields)
 

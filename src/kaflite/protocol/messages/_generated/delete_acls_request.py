@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeleteAclsFilter', 'DeleteAclsRequest']
@@ -98,12 +99,12 @@ class DeleteAclsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 2:
             w.compact_array_len(len(self.filters))
-            for e in self.filters:
-                e.write(w, v)
+            for e_filters in self.filters:
+                e_filters.write(w, v)
         else:
             w.array_len(len(self.filters))
-            for e in self.filters:
-                e.write(w, v)
+            for e_filters in self.filters:
+                e_filters.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

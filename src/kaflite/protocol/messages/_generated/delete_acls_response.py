@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeleteAclsFilterResult', 'DeleteAclsMatchingAcl', 'DeleteAclsResponse']
@@ -115,12 +116,12 @@ class DeleteAclsFilterResult(Struct):
             w.nullable_string(self.error_message)
         if v >= 2:
             w.compact_array_len(len(self.matching_acls))
-            for e in self.matching_acls:
-                e.write(w, v)
+            for e_matching_acls in self.matching_acls:
+                e_matching_acls.write(w, v)
         else:
             w.array_len(len(self.matching_acls))
-            for e in self.matching_acls:
-                e.write(w, v)
+            for e_matching_acls in self.matching_acls:
+                e_matching_acls.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -151,12 +152,12 @@ class DeleteAclsResponse(Struct):
         w.int32(self.throttle_time_ms)
         if v >= 2:
             w.compact_array_len(len(self.filter_results))
-            for e in self.filter_results:
-                e.write(w, v)
+            for e_filter_results in self.filter_results:
+                e_filter_results.write(w, v)
         else:
             w.array_len(len(self.filter_results))
-            for e in self.filter_results:
-                e.write(w, v)
+            for e_filter_results in self.filter_results:
+                e_filter_results.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

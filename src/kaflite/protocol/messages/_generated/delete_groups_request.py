@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeleteGroupsRequest']
@@ -41,12 +42,12 @@ class DeleteGroupsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 2:
             w.compact_array_len(len(self.groups_names))
-            for e in self.groups_names:
-                w.compact_string(e)
+            for e_groups_names in self.groups_names:
+                w.compact_string(e_groups_names)
         else:
             w.array_len(len(self.groups_names))
-            for e in self.groups_names:
-                w.string(e)
+            for e_groups_names in self.groups_names:
+                w.string(e_groups_names)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeletableGroupResult', 'DeleteGroupsResponse']
@@ -74,12 +75,12 @@ class DeleteGroupsResponse(Struct):
         w.int32(self.throttle_time_ms)
         if v >= 2:
             w.compact_array_len(len(self.results))
-            for e in self.results:
-                e.write(w, v)
+            for e_results in self.results:
+                e_results.write(w, v)
         else:
             w.array_len(len(self.results))
-            for e in self.results:
-                e.write(w, v)
+            for e_results in self.results:
+                e_results.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeleteShareGroupStateRequest', 'DeleteStateData', 'PartitionData']
@@ -63,8 +64,8 @@ class DeleteStateData(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.uuid(self.topic_id)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -92,8 +93,8 @@ class DeleteShareGroupStateRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.compact_string(self.group_id)
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

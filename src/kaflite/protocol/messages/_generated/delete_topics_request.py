@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeleteTopicState', 'DeleteTopicsRequest']
@@ -91,19 +92,19 @@ class DeleteTopicsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 6:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         elif bool(self.topics):
             raise UnsupportedVersionError(f"DeleteTopicsRequest.topics is not supported at version {v}")
         if v <= 5:
             if v >= 4:
                 w.compact_array_len(len(self.topic_names))
-                for e in self.topic_names:
-                    w.compact_string(e)
+                for e_topic_names in self.topic_names:
+                    w.compact_string(e_topic_names)
             else:
                 w.array_len(len(self.topic_names))
-                for e in self.topic_names:
-                    w.string(e)
+                for e_topic_names in self.topic_names:
+                    w.string(e_topic_names)
         w.int32(self.timeout_ms)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeletableTopicResult', 'DeleteTopicsResponse']
@@ -95,12 +96,12 @@ class DeleteTopicsResponse(Struct):
             w.int32(self.throttle_time_ms)
         if v >= 4:
             w.compact_array_len(len(self.responses))
-            for e in self.responses:
-                e.write(w, v)
+            for e_responses in self.responses:
+                e_responses.write(w, v)
         else:
             w.array_len(len(self.responses))
-            for e in self.responses:
-                e.write(w, v)
+            for e_responses in self.responses:
+                e_responses.write(w, v)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AclDescription', 'DescribeAclsResource', 'DescribeAclsResponse']
@@ -97,12 +98,12 @@ class DescribeAclsResource(Struct):
             raise UnsupportedVersionError(f"DescribeAclsResource.pattern_type is not supported at version {v}")
         if v >= 2:
             w.compact_array_len(len(self.acls))
-            for e in self.acls:
-                e.write(w, v)
+            for e_acls in self.acls:
+                e_acls.write(w, v)
         else:
             w.array_len(len(self.acls))
-            for e in self.acls:
-                e.write(w, v)
+            for e_acls in self.acls:
+                e_acls.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -142,12 +143,12 @@ class DescribeAclsResponse(Struct):
             w.nullable_string(self.error_message)
         if v >= 2:
             w.compact_array_len(len(self.resources))
-            for e in self.resources:
-                e.write(w, v)
+            for e_resources in self.resources:
+                e_resources.write(w, v)
         else:
             w.array_len(len(self.resources))
-            for e in self.resources:
-                e.write(w, v)
+            for e_resources in self.resources:
+                e_resources.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ComponentData', 'DescribeClientQuotasRequest']
@@ -79,12 +80,12 @@ class DescribeClientQuotasRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 1:
             w.compact_array_len(len(self.components))
-            for e in self.components:
-                e.write(w, v)
+            for e_components in self.components:
+                e_components.write(w, v)
         else:
             w.array_len(len(self.components))
-            for e in self.components:
-                e.write(w, v)
+            for e_components in self.components:
+                e_components.write(w, v)
         w.bool(self.strict)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)

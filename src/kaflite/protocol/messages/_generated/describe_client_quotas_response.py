@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeClientQuotasResponse', 'EntityData', 'EntryData', 'ValueData']
@@ -106,20 +107,20 @@ class EntryData(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 1:
             w.compact_array_len(len(self.entity))
-            for e in self.entity:
-                e.write(w, v)
+            for e_entity in self.entity:
+                e_entity.write(w, v)
         else:
             w.array_len(len(self.entity))
-            for e in self.entity:
-                e.write(w, v)
+            for e_entity in self.entity:
+                e_entity.write(w, v)
         if v >= 1:
             w.compact_array_len(len(self.values))
-            for e in self.values:
-                e.write(w, v)
+            for e_values in self.values:
+                e_values.write(w, v)
         else:
             w.array_len(len(self.values))
-            for e in self.values:
-                e.write(w, v)
+            for e_values in self.values:
+                e_values.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -162,15 +163,15 @@ class DescribeClientQuotasResponse(Struct):
                 w.compact_array_len(-1)
             else:
                 w.compact_array_len(len(self.entries))
-                for e in self.entries:
-                    e.write(w, v)
+                for e_entries in self.entries:
+                    e_entries.write(w, v)
         else:
             if self.entries is None:
                 w.array_len(-1)
             else:
                 w.array_len(len(self.entries))
-                for e in self.entries:
-                    e.write(w, v)
+                for e_entries in self.entries:
+                    e_entries.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 

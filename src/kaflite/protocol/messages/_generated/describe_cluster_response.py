@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeClusterBroker', 'DescribeClusterResponse']
@@ -96,8 +97,8 @@ class DescribeClusterResponse(Struct):
         w.compact_string(self.cluster_id)
         w.int32(self.controller_id)
         w.compact_array_len(len(self.brokers))
-        for e in self.brokers:
-            e.write(w, v)
+        for e_brokers in self.brokers:
+            e_brokers.write(w, v)
         w.int32(self.cluster_authorized_operations)
         w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeConfigsRequest', 'DescribeConfigsResource']
@@ -52,15 +53,15 @@ class DescribeConfigsResource(Struct):
                 w.compact_array_len(-1)
             else:
                 w.compact_array_len(len(self.configuration_keys))
-                for e in self.configuration_keys:
-                    w.compact_string(e)
+                for e_configuration_keys in self.configuration_keys:
+                    w.compact_string(e_configuration_keys)
         else:
             if self.configuration_keys is None:
                 w.array_len(-1)
             else:
                 w.array_len(len(self.configuration_keys))
-                for e in self.configuration_keys:
-                    w.string(e)
+                for e_configuration_keys in self.configuration_keys:
+                    w.string(e_configuration_keys)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -98,12 +99,12 @@ class DescribeConfigsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 4:
             w.compact_array_len(len(self.resources))
-            for e in self.resources:
-                e.write(w, v)
+            for e_resources in self.resources:
+                e_resources.write(w, v)
         else:
             w.array_len(len(self.resources))
-            for e in self.resources:
-                e.write(w, v)
+            for e_resources in self.resources:
+                e_resources.write(w, v)
         if v >= 1:
             w.bool(self.include_synonyms)
         elif self.include_synonyms != False:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeConfigsResourceResult', 'DescribeConfigsResponse', 'DescribeConfigsResult', 'DescribeConfigsSynonym']
@@ -142,12 +143,12 @@ class DescribeConfigsResourceResult(Struct):
         if v >= 1:
             if v >= 4:
                 w.compact_array_len(len(self.synonyms))
-                for e in self.synonyms:
-                    e.write(w, v)
+                for e_synonyms in self.synonyms:
+                    e_synonyms.write(w, v)
             else:
                 w.array_len(len(self.synonyms))
-                for e in self.synonyms:
-                    e.write(w, v)
+                for e_synonyms in self.synonyms:
+                    e_synonyms.write(w, v)
         if v >= 3:
             w.int8(self.config_type)
         if v >= 3:
@@ -199,12 +200,12 @@ class DescribeConfigsResult(Struct):
             w.string(self.resource_name)
         if v >= 4:
             w.compact_array_len(len(self.configs))
-            for e in self.configs:
-                e.write(w, v)
+            for e_configs in self.configs:
+                e_configs.write(w, v)
         else:
             w.array_len(len(self.configs))
-            for e in self.configs:
-                e.write(w, v)
+            for e_configs in self.configs:
+                e_configs.write(w, v)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -235,12 +236,12 @@ class DescribeConfigsResponse(Struct):
         w.int32(self.throttle_time_ms)
         if v >= 4:
             w.compact_array_len(len(self.results))
-            for e in self.results:
-                e.write(w, v)
+            for e_results in self.results:
+                e_results.write(w, v)
         else:
             w.array_len(len(self.results))
-            for e in self.results:
-                e.write(w, v)
+            for e_results in self.results:
+                e_results.write(w, v)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeDelegationTokenOwner', 'DescribeDelegationTokenRequest']
@@ -77,15 +78,15 @@ class DescribeDelegationTokenRequest(Struct):
                 w.compact_array_len(-1)
             else:
                 w.compact_array_len(len(self.owners))
-                for e in self.owners:
-                    e.write(w, v)
+                for e_owners in self.owners:
+                    e_owners.write(w, v)
         else:
             if self.owners is None:
                 w.array_len(-1)
             else:
                 w.array_len(len(self.owners))
-                for e in self.owners:
-                    e.write(w, v)
+                for e_owners in self.owners:
+                    e_owners.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

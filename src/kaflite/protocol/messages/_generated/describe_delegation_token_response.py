@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeDelegationTokenResponse', 'DescribedDelegationToken', 'DescribedDelegationTokenRenewer']
@@ -124,12 +125,12 @@ class DescribedDelegationToken(Struct):
             w.bytes(self.hmac)
         if v >= 2:
             w.compact_array_len(len(self.renewers))
-            for e in self.renewers:
-                e.write(w, v)
+            for e_renewers in self.renewers:
+                e_renewers.write(w, v)
         else:
             w.array_len(len(self.renewers))
-            for e in self.renewers:
-                e.write(w, v)
+            for e_renewers in self.renewers:
+                e_renewers.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -162,12 +163,12 @@ class DescribeDelegationTokenResponse(Struct):
         w.int16(self.error_code)
         if v >= 2:
             w.compact_array_len(len(self.tokens))
-            for e in self.tokens:
-                e.write(w, v)
+            for e_tokens in self.tokens:
+                e_tokens.write(w, v)
         else:
             w.array_len(len(self.tokens))
-            for e in self.tokens:
-                e.write(w, v)
+            for e_tokens in self.tokens:
+                e_tokens.write(w, v)
         w.int32(self.throttle_time_ms)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)

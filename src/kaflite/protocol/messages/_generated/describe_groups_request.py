@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeGroupsRequest']
@@ -46,12 +47,12 @@ class DescribeGroupsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 5:
             w.compact_array_len(len(self.groups))
-            for e in self.groups:
-                w.compact_string(e)
+            for e_groups in self.groups:
+                w.compact_string(e_groups)
         else:
             w.array_len(len(self.groups))
-            for e in self.groups:
-                w.string(e)
+            for e_groups in self.groups:
+                w.string(e_groups)
         if v >= 3:
             w.bool(self.include_authorized_operations)
         elif self.include_authorized_operations != False:

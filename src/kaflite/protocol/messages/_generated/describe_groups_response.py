@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeGroupsResponse', 'DescribedGroup', 'DescribedGroupMember']
@@ -133,12 +134,12 @@ class DescribedGroup(Struct):
             w.string(self.protocol_data)
         if v >= 5:
             w.compact_array_len(len(self.members))
-            for e in self.members:
-                e.write(w, v)
+            for e_members in self.members:
+                e_members.write(w, v)
         else:
             w.array_len(len(self.members))
-            for e in self.members:
-                e.write(w, v)
+            for e_members in self.members:
+                e_members.write(w, v)
         if v >= 3:
             w.int32(self.authorized_operations)
         elif self.authorized_operations != -2147483648:
@@ -177,12 +178,12 @@ class DescribeGroupsResponse(Struct):
             w.int32(self.throttle_time_ms)
         if v >= 5:
             w.compact_array_len(len(self.groups))
-            for e in self.groups:
-                e.write(w, v)
+            for e_groups in self.groups:
+                e_groups.write(w, v)
         else:
             w.array_len(len(self.groups))
-            for e in self.groups:
-                e.write(w, v)
+            for e_groups in self.groups:
+                e_groups.write(w, v)
         if v >= 5:
             w.tagged_fields(self.unknown_tagged_fields)
 

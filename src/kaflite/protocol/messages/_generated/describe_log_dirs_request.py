@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribableLogDirTopic', 'DescribeLogDirsRequest']
@@ -80,15 +81,15 @@ class DescribeLogDirsRequest(Struct):
                 w.compact_array_len(-1)
             else:
                 w.compact_array_len(len(self.topics))
-                for e in self.topics:
-                    e.write(w, v)
+                for e_topics in self.topics:
+                    e_topics.write(w, v)
         else:
             if self.topics is None:
                 w.array_len(-1)
             else:
                 w.array_len(len(self.topics))
-                for e in self.topics:
-                    e.write(w, v)
+                for e_topics in self.topics:
+                    e_topics.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

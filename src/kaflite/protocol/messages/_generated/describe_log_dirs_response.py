@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeLogDirsPartition', 'DescribeLogDirsResponse', 'DescribeLogDirsResult', 'DescribeLogDirsTopic']
@@ -79,12 +80,12 @@ class DescribeLogDirsTopic(Struct):
             w.string(self.name)
         if v >= 2:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         else:
             w.array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -130,12 +131,12 @@ class DescribeLogDirsResult(Struct):
             w.string(self.log_dir)
         if v >= 2:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if v >= 4:
             w.int64(self.total_bytes)
         if v >= 4:
@@ -177,12 +178,12 @@ class DescribeLogDirsResponse(Struct):
             w.int16(self.error_code)
         if v >= 2:
             w.compact_array_len(len(self.results))
-            for e in self.results:
-                e.write(w, v)
+            for e_results in self.results:
+                e_results.write(w, v)
         else:
             w.array_len(len(self.results))
-            for e in self.results:
-                e.write(w, v)
+            for e_results in self.results:
+                e_results.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeQuorumResponse', 'Listener', 'Node', 'PartitionData', 'ReplicaState', 'TopicData']
@@ -111,11 +112,11 @@ class PartitionData(Struct):
         w.int32(self.leader_epoch)
         w.int64(self.high_watermark)
         w.compact_array_len(len(self.current_voters))
-        for e in self.current_voters:
-            e.write(w, v)
+        for e_current_voters in self.current_voters:
+            e_current_voters.write(w, v)
         w.compact_array_len(len(self.observers))
-        for e in self.observers:
-            e.write(w, v)
+        for e_observers in self.observers:
+            e_observers.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -142,8 +143,8 @@ class TopicData(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.compact_string(self.topic_name)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -226,8 +227,8 @@ class Node(Struct):
             raise UnsupportedVersionError(f"Node.node_id is not supported at version {v}")
         if v >= 2:
             w.compact_array_len(len(self.listeners))
-            for e in self.listeners:
-                e.write(w, v)
+            for e_listeners in self.listeners:
+                e_listeners.write(w, v)
         elif bool(self.listeners):
             raise UnsupportedVersionError(f"Node.listeners is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
@@ -270,12 +271,12 @@ class DescribeQuorumResponse(Struct):
         if v >= 2:
             w.compact_nullable_string(self.error_message)
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         if v >= 2:
             w.compact_array_len(len(self.nodes))
-            for e in self.nodes:
-                e.write(w, v)
+            for e_nodes in self.nodes:
+                e_nodes.write(w, v)
         elif bool(self.nodes):
             raise UnsupportedVersionError(f"DescribeQuorumResponse.nodes is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['Cursor', 'DescribeTopicPartitionsRequest', 'TopicRequest']
@@ -90,8 +91,8 @@ class DescribeTopicPartitionsRequest(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         w.int32(self.response_partition_limit)
         if self.cursor is None:
             w.int8(-1)

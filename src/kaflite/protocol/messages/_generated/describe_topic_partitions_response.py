@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['Cursor', 'DescribeTopicPartitionsResponse', 'DescribeTopicPartitionsResponsePartition', 'DescribeTopicPartitionsResponseTopic']
@@ -114,8 +115,8 @@ class DescribeTopicPartitionsResponseTopic(Struct):
         w.uuid(self.topic_id)
         w.bool(self.is_internal)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.int32(self.topic_authorized_operations)
         w.tagged_fields(self.unknown_tagged_fields)
 
@@ -171,8 +172,8 @@ class DescribeTopicPartitionsResponse(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.throttle_time_ms)
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         if self.next_cursor is None:
             w.int8(-1)
         else:

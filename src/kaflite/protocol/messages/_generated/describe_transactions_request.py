@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeTransactionsRequest']
@@ -39,8 +40,8 @@ class DescribeTransactionsRequest(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.transactional_ids))
-        for e in self.transactional_ids:
-            w.compact_string(e)
+        for e_transactional_ids in self.transactional_ids:
+            w.compact_string(e_transactional_ids)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeTransactionsResponse', 'TopicData', 'TransactionState']
@@ -86,8 +87,8 @@ class TransactionState(Struct):
         w.int64(self.producer_id)
         w.int16(self.producer_epoch)
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -115,8 +116,8 @@ class DescribeTransactionsResponse(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.throttle_time_ms)
         w.compact_array_len(len(self.transaction_states))
-        for e in self.transaction_states:
-            e.write(w, v)
+        for e_transaction_states in self.transaction_states:
+            e_transaction_states.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

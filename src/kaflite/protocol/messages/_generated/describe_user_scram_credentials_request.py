@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeUserScramCredentialsRequest', 'UserName']
@@ -64,8 +65,8 @@ class DescribeUserScramCredentialsRequest(Struct):
             w.compact_array_len(-1)
         else:
             w.compact_array_len(len(self.users))
-            for e in self.users:
-                e.write(w, v)
+            for e_users in self.users:
+                e_users.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['CredentialInfo', 'DescribeUserScramCredentialsResponse', 'DescribeUserScramCredentialsResult']
@@ -72,8 +73,8 @@ class DescribeUserScramCredentialsResult(Struct):
         w.int16(self.error_code)
         w.compact_nullable_string(self.error_message)
         w.compact_array_len(len(self.credential_infos))
-        for e in self.credential_infos:
-            e.write(w, v)
+        for e_credential_infos in self.credential_infos:
+            e_credential_infos.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -107,8 +108,8 @@ class DescribeUserScramCredentialsResponse(Struct):
         w.int16(self.error_code)
         w.compact_nullable_string(self.error_message)
         w.compact_array_len(len(self.results))
-        for e in self.results:
-            e.write(w, v)
+        for e_results in self.results:
+            e_results.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

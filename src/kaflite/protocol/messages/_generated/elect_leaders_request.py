@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ElectLeadersRequest', 'TopicPartitions']
@@ -91,15 +92,15 @@ class ElectLeadersRequest(Struct):
                 w.compact_array_len(-1)
             else:
                 w.compact_array_len(len(self.topic_partitions))
-                for e in self.topic_partitions:
-                    e.write(w, v)
+                for e_topic_partitions in self.topic_partitions:
+                    e_topic_partitions.write(w, v)
         else:
             if self.topic_partitions is None:
                 w.array_len(-1)
             else:
                 w.array_len(len(self.topic_partitions))
-                for e in self.topic_partitions:
-                    e.write(w, v)
+                for e_topic_partitions in self.topic_partitions:
+                    e_topic_partitions.write(w, v)
         w.int32(self.timeout_ms)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)

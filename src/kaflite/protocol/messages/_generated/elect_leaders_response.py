@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ElectLeadersResponse', 'PartitionResult', 'ReplicaElectionResult']
@@ -79,12 +80,12 @@ class ReplicaElectionResult(Struct):
             w.string(self.topic)
         if v >= 2:
             w.compact_array_len(len(self.partition_result))
-            for e in self.partition_result:
-                e.write(w, v)
+            for e_partition_result in self.partition_result:
+                e_partition_result.write(w, v)
         else:
             w.array_len(len(self.partition_result))
-            for e in self.partition_result:
-                e.write(w, v)
+            for e_partition_result in self.partition_result:
+                e_partition_result.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -124,12 +125,12 @@ class ElectLeadersResponse(Struct):
             raise UnsupportedVersionError(f"ElectLeadersResponse.error_code is not supported at version {v}")
         if v >= 2:
             w.compact_array_len(len(self.replica_election_results))
-            for e in self.replica_election_results:
-                e.write(w, v)
+            for e_replica_election_results in self.replica_election_results:
+                e_replica_election_results.write(w, v)
         else:
             w.array_len(len(self.replica_election_results))
-            for e in self.replica_election_results:
-                e.write(w, v)
+            for e_replica_election_results in self.replica_election_results:
+                e_replica_election_results.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['EndQuorumEpochRequest', 'LeaderEndpoint', 'PartitionData', 'ReplicaInfo', 'TopicData']
@@ -100,8 +101,8 @@ class PartitionData(Struct):
             w.int32_array(self.preferred_successors)
         if v >= 1:
             w.compact_array_len(len(self.preferred_candidates))
-            for e in self.preferred_candidates:
-                e.write(w, v)
+            for e_preferred_candidates in self.preferred_candidates:
+                e_preferred_candidates.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -134,12 +135,12 @@ class TopicData(Struct):
             w.string(self.topic_name)
         if v >= 1:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         else:
             w.array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -227,16 +228,16 @@ class EndQuorumEpochRequest(Struct):
             w.nullable_string(self.cluster_id)
         if v >= 1:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if v >= 1:
             w.compact_array_len(len(self.leader_endpoints))
-            for e in self.leader_endpoints:
-                e.write(w, v)
+            for e_leader_endpoints in self.leader_endpoints:
+                e_leader_endpoints.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['FetchPartition', 'FetchRequest', 'FetchTopic', 'ForgottenTopic', 'ReplicaState']
@@ -162,12 +163,12 @@ class FetchTopic(Struct):
             w.uuid(self.topic_id)
         if v >= 12:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         else:
             w.array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         if v >= 12:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -317,21 +318,21 @@ class FetchRequest(Struct):
             w.int32(self.session_epoch)
         if v >= 12:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if v >= 7:
             if v >= 12:
                 w.compact_array_len(len(self.forgotten_topics_data))
-                for e in self.forgotten_topics_data:
-                    e.write(w, v)
+                for e_forgotten_topics_data in self.forgotten_topics_data:
+                    e_forgotten_topics_data.write(w, v)
             else:
                 w.array_len(len(self.forgotten_topics_data))
-                for e in self.forgotten_topics_data:
-                    e.write(w, v)
+                for e_forgotten_topics_data in self.forgotten_topics_data:
+                    e_forgotten_topics_data.write(w, v)
         elif bool(self.forgotten_topics_data):
             raise UnsupportedVersionError(f"FetchRequest.forgotten_topics_data is not supported at version {v}")
         if v >= 11:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AbortedTransaction', 'EpochEndOffset', 'FetchResponse', 'FetchableTopicResponse', 'LeaderIdAndEpoch', 'NodeEndpoint', 'PartitionData', 'SnapshotId']
@@ -243,15 +244,15 @@ class PartitionData(Struct):
                     w.compact_array_len(-1)
                 else:
                     w.compact_array_len(len(self.aborted_transactions))
-                    for e in self.aborted_transactions:
-                        e.write(w, v)
+                    for e_aborted_transactions in self.aborted_transactions:
+                        e_aborted_transactions.write(w, v)
             else:
                 if self.aborted_transactions is None:
                     w.array_len(-1)
                 else:
                     w.array_len(len(self.aborted_transactions))
-                    for e in self.aborted_transactions:
-                        e.write(w, v)
+                    for e_aborted_transactions in self.aborted_transactions:
+                        e_aborted_transactions.write(w, v)
         if v >= 11:
             w.int32(self.preferred_read_replica)
         elif self.preferred_read_replica != -1:
@@ -316,12 +317,12 @@ class FetchableTopicResponse(Struct):
             w.uuid(self.topic_id)
         if v >= 12:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         else:
             w.array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         if v >= 12:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -438,19 +439,19 @@ class FetchResponse(Struct):
             raise UnsupportedVersionError(f"FetchResponse.session_id is not supported at version {v}")
         if v >= 12:
             w.compact_array_len(len(self.responses))
-            for e in self.responses:
-                e.write(w, v)
+            for e_responses in self.responses:
+                e_responses.write(w, v)
         else:
             w.array_len(len(self.responses))
-            for e in self.responses:
-                e.write(w, v)
+            for e_responses in self.responses:
+                e_responses.write(w, v)
         if v >= 12:
             tags: list[tuple[int, BytesLike]] = []
             if v >= 16 and bool(self.node_endpoints):
                 tw = Writer()
                 tw.compact_array_len(len(self.node_endpoints))
-                for e in self.node_endpoints:
-                    e.write(tw, v)
+                for e_node_endpoints in self.node_endpoints:
+                    e_node_endpoints.write(tw, v)
                 tags.append((0, tw.getvalue()))
             w.tagged_fields(merge_tags(tags, self.unknown_tagged_fields))
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['FetchSnapshotRequest', 'PartitionSnapshot', 'SnapshotId', 'TopicSnapshot']
@@ -110,8 +111,8 @@ class TopicSnapshot(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.compact_string(self.name)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -150,8 +151,8 @@ class FetchSnapshotRequest(Struct):
         w.int32(self.replica_id)
         w.int32(self.max_bytes)
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         tags: list[tuple[int, BytesLike]] = []
         if self.cluster_id is not None:
             tw = Writer()

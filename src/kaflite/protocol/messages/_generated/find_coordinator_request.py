@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['FindCoordinatorRequest']
@@ -65,8 +66,8 @@ class FindCoordinatorRequest(Struct):
             raise UnsupportedVersionError(f"FindCoordinatorRequest.key_type is not supported at version {v}")
         if v >= 4:
             w.compact_array_len(len(self.coordinator_keys))
-            for e in self.coordinator_keys:
-                w.compact_string(e)
+            for e_coordinator_keys in self.coordinator_keys:
+                w.compact_string(e_coordinator_keys)
         elif bool(self.coordinator_keys):
             raise UnsupportedVersionError(f"FindCoordinatorRequest.coordinator_keys is not supported at version {v}")
         if v >= 3:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['Coordinator', 'FindCoordinatorResponse']
@@ -173,8 +174,8 @@ class FindCoordinatorResponse(Struct):
             raise UnsupportedVersionError(f"FindCoordinatorResponse.port is not supported at version {v}")
         if v >= 4:
             w.compact_array_len(len(self.coordinators))
-            for e in self.coordinators:
-                e.write(w, v)
+            for e_coordinators in self.coordinators:
+                e_coordinators.write(w, v)
         elif bool(self.coordinators):
             raise UnsupportedVersionError(f"FindCoordinatorResponse.coordinators is not supported at version {v}")
         if v >= 3:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['GetTelemetrySubscriptionsResponse']
@@ -60,14 +61,14 @@ class GetTelemetrySubscriptionsResponse(Struct):
         w.uuid(self.client_instance_id)
         w.int32(self.subscription_id)
         w.compact_array_len(len(self.accepted_compression_types))
-        for e in self.accepted_compression_types:
-            w.int8(e)
+        for e_accepted_compression_types in self.accepted_compression_types:
+            w.int8(e_accepted_compression_types)
         w.int32(self.push_interval_ms)
         w.int32(self.telemetry_max_bytes)
         w.bool(self.delta_temporality)
         w.compact_array_len(len(self.requested_metrics))
-        for e in self.requested_metrics:
-            w.compact_string(e)
+        for e_requested_metrics in self.requested_metrics:
+            w.compact_string(e_requested_metrics)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterConfigsResource', 'AlterableConfig', 'IncrementalAlterConfigsRequest']
@@ -85,12 +86,12 @@ class AlterConfigsResource(Struct):
             w.string(self.resource_name)
         if v >= 1:
             w.compact_array_len(len(self.configs))
-            for e in self.configs:
-                e.write(w, v)
+            for e_configs in self.configs:
+                e_configs.write(w, v)
         else:
             w.array_len(len(self.configs))
-            for e in self.configs:
-                e.write(w, v)
+            for e_configs in self.configs:
+                e_configs.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -120,12 +121,12 @@ class IncrementalAlterConfigsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 1:
             w.compact_array_len(len(self.resources))
-            for e in self.resources:
-                e.write(w, v)
+            for e_resources in self.resources:
+                e_resources.write(w, v)
         else:
             w.array_len(len(self.resources))
-            for e in self.resources:
-                e.write(w, v)
+            for e_resources in self.resources:
+                e_resources.write(w, v)
         w.bool(self.validate_only)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)

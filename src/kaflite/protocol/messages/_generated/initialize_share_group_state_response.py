@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['InitializeShareGroupStateResponse', 'InitializeStateResult', 'PartitionResult']
@@ -69,8 +70,8 @@ class InitializeStateResult(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.uuid(self.topic_id)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -95,8 +96,8 @@ class InitializeShareGroupStateResponse(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.results))
-        for e in self.results:
-            e.write(w, v)
+        for e_results in self.results:
+            e_results.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

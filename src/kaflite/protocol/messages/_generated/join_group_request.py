@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['JoinGroupRequest', 'JoinGroupRequestProtocol']
@@ -119,12 +120,12 @@ class JoinGroupRequest(Struct):
             w.string(self.protocol_type)
         if v >= 6:
             w.compact_array_len(len(self.protocols))
-            for e in self.protocols:
-                e.write(w, v)
+            for e_protocols in self.protocols:
+                e_protocols.write(w, v)
         else:
             w.array_len(len(self.protocols))
-            for e in self.protocols:
-                e.write(w, v)
+            for e_protocols in self.protocols:
+                e_protocols.write(w, v)
         if v >= 8:
             w.compact_nullable_string(self.reason)
         if v >= 6:

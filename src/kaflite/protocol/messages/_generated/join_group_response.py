@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['JoinGroupResponse', 'JoinGroupResponseMember']
@@ -134,12 +135,12 @@ class JoinGroupResponse(Struct):
             w.string(self.member_id)
         if v >= 6:
             w.compact_array_len(len(self.members))
-            for e in self.members:
-                e.write(w, v)
+            for e_members in self.members:
+                e_members.write(w, v)
         else:
             w.array_len(len(self.members))
-            for e in self.members:
-                e.write(w, v)
+            for e_members in self.members:
+                e_members.write(w, v)
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 

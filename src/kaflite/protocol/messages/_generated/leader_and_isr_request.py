@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['LeaderAndIsrLiveLeader', 'LeaderAndIsrPartitionState', 'LeaderAndIsrRequest', 'LeaderAndIsrTopicState']
@@ -166,12 +167,12 @@ class LeaderAndIsrTopicState(Struct):
         if v >= 2:
             if v >= 4:
                 w.compact_array_len(len(self.partition_states))
-                for e in self.partition_states:
-                    e.write(w, v)
+                for e_partition_states in self.partition_states:
+                    e_partition_states.write(w, v)
             else:
                 w.array_len(len(self.partition_states))
-                for e in self.partition_states:
-                    e.write(w, v)
+                for e_partition_states in self.partition_states:
+                    e_partition_states.write(w, v)
         elif bool(self.partition_states):
             raise UnsupportedVersionError(f"LeaderAndIsrTopicState.partition_states is not supported at version {v}")
         if v >= 4:
@@ -277,29 +278,29 @@ class LeaderAndIsrRequest(Struct):
             raise UnsupportedVersionError(f"LeaderAndIsrRequest.type is not supported at version {v}")
         if v <= 1:
             w.array_len(len(self.ungrouped_partition_states))
-            for e in self.ungrouped_partition_states:
-                e.write(w, v)
+            for e_ungrouped_partition_states in self.ungrouped_partition_states:
+                e_ungrouped_partition_states.write(w, v)
         elif bool(self.ungrouped_partition_states):
             raise UnsupportedVersionError(f"LeaderAndIsrRequest.ungrouped_partition_states is not supported at version {v}")
         if v >= 2:
             if v >= 4:
                 w.compact_array_len(len(self.topic_states))
-                for e in self.topic_states:
-                    e.write(w, v)
+                for e_topic_states in self.topic_states:
+                    e_topic_states.write(w, v)
             else:
                 w.array_len(len(self.topic_states))
-                for e in self.topic_states:
-                    e.write(w, v)
+                for e_topic_states in self.topic_states:
+                    e_topic_states.write(w, v)
         elif bool(self.topic_states):
             raise UnsupportedVersionError(f"LeaderAndIsrRequest.topic_states is not supported at version {v}")
         if v >= 4:
             w.compact_array_len(len(self.live_leaders))
-            for e in self.live_leaders:
-                e.write(w, v)
+            for e_live_leaders in self.live_leaders:
+                e_live_leaders.write(w, v)
         else:
             w.array_len(len(self.live_leaders))
-            for e in self.live_leaders:
-                e.write(w, v)
+            for e_live_leaders in self.live_leaders:
+                e_live_leaders.write(w, v)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

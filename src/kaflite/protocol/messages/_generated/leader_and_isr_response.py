@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['LeaderAndIsrPartitionError', 'LeaderAndIsrResponse', 'LeaderAndIsrTopicError']
@@ -89,8 +90,8 @@ class LeaderAndIsrTopicError(Struct):
             raise UnsupportedVersionError(f"LeaderAndIsrTopicError.topic_id is not supported at version {v}")
         if v >= 5:
             w.compact_array_len(len(self.partition_errors))
-            for e in self.partition_errors:
-                e.write(w, v)
+            for e_partition_errors in self.partition_errors:
+                e_partition_errors.write(w, v)
         elif bool(self.partition_errors):
             raise UnsupportedVersionError(f"LeaderAndIsrTopicError.partition_errors is not supported at version {v}")
         if v >= 4:
@@ -133,18 +134,18 @@ class LeaderAndIsrResponse(Struct):
         if v <= 4:
             if v >= 4:
                 w.compact_array_len(len(self.partition_errors))
-                for e in self.partition_errors:
-                    e.write(w, v)
+                for e_partition_errors in self.partition_errors:
+                    e_partition_errors.write(w, v)
             else:
                 w.array_len(len(self.partition_errors))
-                for e in self.partition_errors:
-                    e.write(w, v)
+                for e_partition_errors in self.partition_errors:
+                    e_partition_errors.write(w, v)
         elif bool(self.partition_errors):
             raise UnsupportedVersionError(f"LeaderAndIsrResponse.partition_errors is not supported at version {v}")
         if v >= 5:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         elif bool(self.topics):
             raise UnsupportedVersionError(f"LeaderAndIsrResponse.topics is not supported at version {v}")
         if v >= 4:

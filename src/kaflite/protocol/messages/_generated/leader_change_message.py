@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['LeaderChangeMessage', 'Voter']
@@ -78,11 +79,11 @@ class LeaderChangeMessage(Struct):
         w.int16(self.version)
         w.int32(self.leader_id)
         w.compact_array_len(len(self.voters))
-        for e in self.voters:
-            e.write(w, v)
+        for e_voters in self.voters:
+            e_voters.write(w, v)
         w.compact_array_len(len(self.granting_voters))
-        for e in self.granting_voters:
-            e.write(w, v)
+        for e_granting_voters in self.granting_voters:
+            e_granting_voters.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

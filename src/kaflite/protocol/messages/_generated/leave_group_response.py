@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['LeaveGroupResponse', 'MemberResponse']
@@ -109,12 +110,12 @@ class LeaveGroupResponse(Struct):
         if v >= 3:
             if v >= 4:
                 w.compact_array_len(len(self.members))
-                for e in self.members:
-                    e.write(w, v)
+                for e_members in self.members:
+                    e_members.write(w, v)
             else:
                 w.array_len(len(self.members))
-                for e in self.members:
-                    e.write(w, v)
+                for e_members in self.members:
+                    e_members.write(w, v)
         elif bool(self.members):
             raise UnsupportedVersionError(f"LeaveGroupResponse.members is not supported at version {v}")
         if v >= 4:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ClientMetricsResource', 'ListClientMetricsResourcesResponse']
@@ -67,8 +68,8 @@ class ListClientMetricsResourcesResponse(Struct):
         w.int32(self.throttle_time_ms)
         w.int16(self.error_code)
         w.compact_array_len(len(self.client_metrics_resources))
-        for e in self.client_metrics_resources:
-            e.write(w, v)
+        for e_client_metrics_resources in self.client_metrics_resources:
+            e_client_metrics_resources.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ListGroupsRequest']
@@ -50,14 +51,14 @@ class ListGroupsRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 4:
             w.compact_array_len(len(self.states_filter))
-            for e in self.states_filter:
-                w.compact_string(e)
+            for e_states_filter in self.states_filter:
+                w.compact_string(e_states_filter)
         elif bool(self.states_filter):
             raise UnsupportedVersionError(f"ListGroupsRequest.states_filter is not supported at version {v}")
         if v >= 5:
             w.compact_array_len(len(self.types_filter))
-            for e in self.types_filter:
-                w.compact_string(e)
+            for e_types_filter in self.types_filter:
+                w.compact_string(e_types_filter)
         elif bool(self.types_filter):
             raise UnsupportedVersionError(f"ListGroupsRequest.types_filter is not supported at version {v}")
         if v >= 3:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ListGroupsResponse', 'ListedGroup']
@@ -98,12 +99,12 @@ class ListGroupsResponse(Struct):
         w.int16(self.error_code)
         if v >= 3:
             w.compact_array_len(len(self.groups))
-            for e in self.groups:
-                e.write(w, v)
+            for e_groups in self.groups:
+                e_groups.write(w, v)
         else:
             w.array_len(len(self.groups))
-            for e in self.groups:
-                e.write(w, v)
+            for e_groups in self.groups:
+                e_groups.write(w, v)
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 

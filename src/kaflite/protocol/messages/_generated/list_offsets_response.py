@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ListOffsetsPartitionResponse', 'ListOffsetsResponse', 'ListOffsetsTopicResponse']
@@ -64,8 +65,8 @@ class ListOffsetsPartitionResponse(Struct):
         w.int16(self.error_code)
         if v <= 0:
             w.array_len(len(self.old_style_offsets))
-            for e in self.old_style_offsets:
-                w.int64(e)
+            for e_old_style_offsets in self.old_style_offsets:
+                w.int64(e_old_style_offsets)
         elif bool(self.old_style_offsets):
             raise UnsupportedVersionError(f"ListOffsetsPartitionResponse.old_style_offsets is not supported at version {v}")
         if v >= 1:
@@ -112,12 +113,12 @@ class ListOffsetsTopicResponse(Struct):
             w.string(self.name)
         if v >= 6:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         else:
             w.array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -152,12 +153,12 @@ class ListOffsetsResponse(Struct):
             w.int32(self.throttle_time_ms)
         if v >= 6:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 

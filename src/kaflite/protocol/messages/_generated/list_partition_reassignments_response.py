@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ListPartitionReassignmentsResponse', 'OngoingPartitionReassignment', 'OngoingTopicReassignment']
@@ -78,8 +79,8 @@ class OngoingTopicReassignment(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.compact_string(self.name)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -113,8 +114,8 @@ class ListPartitionReassignmentsResponse(Struct):
         w.int16(self.error_code)
         w.compact_nullable_string(self.error_message)
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ListTransactionsRequest']
@@ -47,11 +48,11 @@ class ListTransactionsRequest(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.state_filters))
-        for e in self.state_filters:
-            w.compact_string(e)
+        for e_state_filters in self.state_filters:
+            w.compact_string(e_state_filters)
         w.compact_array_len(len(self.producer_id_filters))
-        for e in self.producer_id_filters:
-            w.int64(e)
+        for e_producer_id_filters in self.producer_id_filters:
+            w.int64(e_producer_id_filters)
         if v >= 1:
             w.int64(self.duration_filter)
         elif self.duration_filter != -1:

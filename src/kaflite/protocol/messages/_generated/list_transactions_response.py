@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ListTransactionsResponse', 'TransactionState']
@@ -76,11 +77,11 @@ class ListTransactionsResponse(Struct):
         w.int32(self.throttle_time_ms)
         w.int16(self.error_code)
         w.compact_array_len(len(self.unknown_state_filters))
-        for e in self.unknown_state_filters:
-            w.compact_string(e)
+        for e_unknown_state_filters in self.unknown_state_filters:
+            w.compact_string(e_unknown_state_filters)
         w.compact_array_len(len(self.transaction_states))
-        for e in self.transaction_states:
-            e.write(w, v)
+        for e_transaction_states in self.transaction_states:
+            e_transaction_states.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

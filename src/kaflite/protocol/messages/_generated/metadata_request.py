@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['MetadataRequest', 'MetadataRequestTopic']
@@ -96,20 +97,22 @@ class MetadataRequest(Struct):
                 w.compact_array_len(-1)
             else:
                 w.compact_array_len(len(self.topics))
-                for e in self.topics:
-                    e.write(w, v)
+                for e_topics in self.topics:
+                    e_topics.write(w, v)
         else:
             if v >= 1:
                 if self.topics is None:
                     w.array_len(-1)
                 else:
                     w.array_len(len(self.topics))
-                    for e in self.topics:
-                        e.write(w, v)
+                    for e_topics in self.topics:
+                        e_topics.write(w, v)
             else:
+                if self.topics is None:
+                    raise LocalProtocolError("MetadataRequest.topics may not be null at version " + str(v))
                 w.array_len(len(self.topics))
-                for e in self.topics:
-                    e.write(w, v)
+                for e_topics in self.topics:
+                    e_topics.write(w, v)
         if v >= 4:
             w.bool(self.allow_auto_topic_creation)
         elif self.allow_auto_topic_creation != True:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['MetadataResponse', 'MetadataResponseBroker', 'MetadataResponsePartition', 'MetadataResponseTopic']
@@ -182,12 +183,12 @@ class MetadataResponseTopic(Struct):
             w.bool(self.is_internal)
         if v >= 9:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         else:
             w.array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         if v >= 8:
             w.int32(self.topic_authorized_operations)
         elif self.topic_authorized_operations != -2147483648:
@@ -244,12 +245,12 @@ class MetadataResponse(Struct):
             w.int32(self.throttle_time_ms)
         if v >= 9:
             w.compact_array_len(len(self.brokers))
-            for e in self.brokers:
-                e.write(w, v)
+            for e_brokers in self.brokers:
+                e_brokers.write(w, v)
         else:
             w.array_len(len(self.brokers))
-            for e in self.brokers:
-                e.write(w, v)
+            for e_brokers in self.brokers:
+                e_brokers.write(w, v)
         if v >= 2:
             if v >= 9:
                 w.compact_nullable_string(self.cluster_id)
@@ -259,12 +260,12 @@ class MetadataResponse(Struct):
             w.int32(self.controller_id)
         if v >= 9:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if 8 <= v <= 10:
             w.int32(self.cluster_authorized_operations)
         elif self.cluster_authorized_operations != -2147483648:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['OffsetDeleteRequest', 'OffsetDeleteRequestPartition', 'OffsetDeleteRequestTopic']
@@ -58,8 +59,8 @@ class OffsetDeleteRequestTopic(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.string(self.name)
         w.array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
 
 
 @dataclass(slots=True)
@@ -84,8 +85,8 @@ class OffsetDeleteRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.string(self.group_id)
         w.array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
 
 
 OffsetDeleteRequestPartition.FIELDS = (

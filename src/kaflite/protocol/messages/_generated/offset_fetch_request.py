@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['OffsetFetchRequest', 'OffsetFetchRequestGroup', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopics']
@@ -158,8 +159,8 @@ class OffsetFetchRequestGroup(Struct):
                 w.compact_array_len(-1)
             else:
                 w.compact_array_len(len(self.topics))
-                for e in self.topics:
-                    e.write(w, v)
+                for e_topics in self.topics:
+                    e_topics.write(w, v)
         elif bool(self.topics):
             raise UnsupportedVersionError(f"OffsetFetchRequestGroup.topics is not supported at version {v}")
         if v >= 6:
@@ -219,26 +220,28 @@ class OffsetFetchRequest(Struct):
                     w.compact_array_len(-1)
                 else:
                     w.compact_array_len(len(self.topics))
-                    for e in self.topics:
-                        e.write(w, v)
+                    for e_topics in self.topics:
+                        e_topics.write(w, v)
             else:
                 if v >= 2:
                     if self.topics is None:
                         w.array_len(-1)
                     else:
                         w.array_len(len(self.topics))
-                        for e in self.topics:
-                            e.write(w, v)
+                        for e_topics in self.topics:
+                            e_topics.write(w, v)
                 else:
+                    if self.topics is None:
+                        raise LocalProtocolError("OffsetFetchRequest.topics may not be null at version " + str(v))
                     w.array_len(len(self.topics))
-                    for e in self.topics:
-                        e.write(w, v)
+                    for e_topics in self.topics:
+                        e_topics.write(w, v)
         elif bool(self.topics):
             raise UnsupportedVersionError(f"OffsetFetchRequest.topics is not supported at version {v}")
         if v >= 8:
             w.compact_array_len(len(self.groups))
-            for e in self.groups:
-                e.write(w, v)
+            for e_groups in self.groups:
+                e_groups.write(w, v)
         elif bool(self.groups):
             raise UnsupportedVersionError(f"OffsetFetchRequest.groups is not supported at version {v}")
         if v >= 7:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['OffsetFetchResponse', 'OffsetFetchResponseGroup', 'OffsetFetchResponsePartition', 'OffsetFetchResponsePartitions', 'OffsetFetchResponseTopic', 'OffsetFetchResponseTopics']
@@ -123,12 +124,12 @@ class OffsetFetchResponseTopic(Struct):
         if v <= 7:
             if v >= 6:
                 w.compact_array_len(len(self.partitions))
-                for e in self.partitions:
-                    e.write(w, v)
+                for e_partitions in self.partitions:
+                    e_partitions.write(w, v)
             else:
                 w.array_len(len(self.partitions))
-                for e in self.partitions:
-                    e.write(w, v)
+                for e_partitions in self.partitions:
+                    e_partitions.write(w, v)
         elif bool(self.partitions):
             raise UnsupportedVersionError(f"OffsetFetchResponseTopic.partitions is not supported at version {v}")
         if v >= 6:
@@ -233,8 +234,8 @@ class OffsetFetchResponseTopics(Struct):
             raise UnsupportedVersionError(f"OffsetFetchResponseTopics.name is not supported at version {v}")
         if v >= 8:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         elif bool(self.partitions):
             raise UnsupportedVersionError(f"OffsetFetchResponseTopics.partitions is not supported at version {v}")
         if v >= 6:
@@ -280,8 +281,8 @@ class OffsetFetchResponseGroup(Struct):
             raise UnsupportedVersionError(f"OffsetFetchResponseGroup.group_id is not supported at version {v}")
         if v >= 8:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         elif bool(self.topics):
             raise UnsupportedVersionError(f"OffsetFetchResponseGroup.topics is not supported at version {v}")
         if v >= 8:
@@ -337,20 +338,20 @@ class OffsetFetchResponse(Struct):
         if v <= 7:
             if v >= 6:
                 w.compact_array_len(len(self.topics))
-                for e in self.topics:
-                    e.write(w, v)
+                for e_topics in self.topics:
+                    e_topics.write(w, v)
             else:
                 w.array_len(len(self.topics))
-                for e in self.topics:
-                    e.write(w, v)
+                for e_topics in self.topics:
+                    e_topics.write(w, v)
         elif bool(self.topics):
             raise UnsupportedVersionError(f"OffsetFetchResponse.topics is not supported at version {v}")
         if 2 <= v <= 7:
             w.int16(self.error_code)
         if v >= 8:
             w.compact_array_len(len(self.groups))
-            for e in self.groups:
-                e.write(w, v)
+            for e_groups in self.groups:
+                e_groups.write(w, v)
         elif bool(self.groups):
             raise UnsupportedVersionError(f"OffsetFetchResponse.groups is not supported at version {v}")
         if v >= 6:

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['OffsetForLeaderEpochRequest', 'OffsetForLeaderPartition', 'OffsetForLeaderTopic']
@@ -80,12 +81,12 @@ class OffsetForLeaderTopic(Struct):
             w.string(self.topic)
         if v >= 4:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         else:
             w.array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -120,12 +121,12 @@ class OffsetForLeaderEpochRequest(Struct):
             w.int32(self.replica_id)
         if v >= 4:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['EpochEndOffset', 'OffsetForLeaderEpochResponse', 'OffsetForLeaderTopicResult']
@@ -83,12 +84,12 @@ class OffsetForLeaderTopicResult(Struct):
             w.string(self.topic)
         if v >= 4:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         else:
             w.array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -123,12 +124,12 @@ class OffsetForLeaderEpochResponse(Struct):
             w.int32(self.throttle_time_ms)
         if v >= 4:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

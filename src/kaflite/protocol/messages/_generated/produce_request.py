@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['PartitionProduceData', 'ProduceRequest', 'TopicProduceData']
@@ -76,12 +77,12 @@ class TopicProduceData(Struct):
             w.string(self.name)
         if v >= 9:
             w.compact_array_len(len(self.partition_data))
-            for e in self.partition_data:
-                e.write(w, v)
+            for e_partition_data in self.partition_data:
+                e_partition_data.write(w, v)
         else:
             w.array_len(len(self.partition_data))
-            for e in self.partition_data:
-                e.write(w, v)
+            for e_partition_data in self.partition_data:
+                e_partition_data.write(w, v)
         if v >= 9:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -127,12 +128,12 @@ class ProduceRequest(Struct):
         w.int32(self.timeout_ms)
         if v >= 9:
             w.compact_array_len(len(self.topic_data))
-            for e in self.topic_data:
-                e.write(w, v)
+            for e_topic_data in self.topic_data:
+                e_topic_data.write(w, v)
         else:
             w.array_len(len(self.topic_data))
-            for e in self.topic_data:
-                e.write(w, v)
+            for e_topic_data in self.topic_data:
+                e_topic_data.write(w, v)
         if v >= 9:
             w.tagged_fields(self.unknown_tagged_fields)
 

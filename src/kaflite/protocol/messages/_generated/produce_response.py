@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['BatchIndexAndErrorMessage', 'LeaderIdAndEpoch', 'NodeEndpoint', 'PartitionProduceResponse', 'ProduceResponse', 'TopicProduceResponse']
@@ -161,12 +162,12 @@ class PartitionProduceResponse(Struct):
         if v >= 8:
             if v >= 9:
                 w.compact_array_len(len(self.record_errors))
-                for e in self.record_errors:
-                    e.write(w, v)
+                for e_record_errors in self.record_errors:
+                    e_record_errors.write(w, v)
             else:
                 w.array_len(len(self.record_errors))
-                for e in self.record_errors:
-                    e.write(w, v)
+                for e_record_errors in self.record_errors:
+                    e_record_errors.write(w, v)
         if v >= 8:
             if v >= 9:
                 w.compact_nullable_string(self.error_message)
@@ -209,12 +210,12 @@ class TopicProduceResponse(Struct):
             w.string(self.name)
         if v >= 9:
             w.compact_array_len(len(self.partition_responses))
-            for e in self.partition_responses:
-                e.write(w, v)
+            for e_partition_responses in self.partition_responses:
+                e_partition_responses.write(w, v)
         else:
             w.array_len(len(self.partition_responses))
-            for e in self.partition_responses:
-                e.write(w, v)
+            for e_partition_responses in self.partition_responses:
+                e_partition_responses.write(w, v)
         if v >= 9:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -313,12 +314,12 @@ class ProduceResponse(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 9:
             w.compact_array_len(len(self.responses))
-            for e in self.responses:
-                e.write(w, v)
+            for e_responses in self.responses:
+                e_responses.write(w, v)
         else:
             w.array_len(len(self.responses))
-            for e in self.responses:
-                e.write(w, v)
+            for e_responses in self.responses:
+                e_responses.write(w, v)
         if v >= 1:
             w.int32(self.throttle_time_ms)
         if v >= 9:
@@ -326,8 +327,8 @@ class ProduceResponse(Struct):
             if v >= 10 and bool(self.node_endpoints):
                 tw = Writer()
                 tw.compact_array_len(len(self.node_endpoints))
-                for e in self.node_endpoints:
-                    e.write(tw, v)
+                for e_node_endpoints in self.node_endpoints:
+                    e_node_endpoints.write(tw, v)
                 tags.append((0, tw.getvalue()))
             w.tagged_fields(merge_tags(tags, self.unknown_tagged_fields))
 

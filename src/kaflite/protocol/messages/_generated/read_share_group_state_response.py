@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['PartitionResult', 'ReadShareGroupStateResponse', 'ReadStateResult', 'StateBatch']
@@ -84,8 +85,8 @@ class PartitionResult(Struct):
         w.int32(self.state_epoch)
         w.int64(self.start_offset)
         w.compact_array_len(len(self.state_batches))
-        for e in self.state_batches:
-            e.write(w, v)
+        for e_state_batches in self.state_batches:
+            e_state_batches.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -112,8 +113,8 @@ class ReadStateResult(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.uuid(self.topic_id)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -138,8 +139,8 @@ class ReadShareGroupStateResponse(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.results))
-        for e in self.results:
-            e.write(w, v)
+        for e_results in self.results:
+            e_results.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

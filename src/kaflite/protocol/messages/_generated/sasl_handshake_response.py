@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['SaslHandshakeResponse']
@@ -40,8 +41,8 @@ class SaslHandshakeResponse(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.int16(self.error_code)
         w.array_len(len(self.mechanisms))
-        for e in self.mechanisms:
-            w.string(e)
+        for e_mechanisms in self.mechanisms:
+            w.string(e_mechanisms)
 
 
 SaslHandshakeResponse.FIELDS = (

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AcknowledgePartition', 'AcknowledgeTopic', 'AcknowledgementBatch', 'ShareAcknowledgeRequest']
@@ -44,8 +45,8 @@ class AcknowledgementBatch(Struct):
         w.int64(self.first_offset)
         w.int64(self.last_offset)
         w.compact_array_len(len(self.acknowledge_types))
-        for e in self.acknowledge_types:
-            w.int8(e)
+        for e_acknowledge_types in self.acknowledge_types:
+            w.int8(e_acknowledge_types)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -72,8 +73,8 @@ class AcknowledgePartition(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.partition_index)
         w.compact_array_len(len(self.acknowledgement_batches))
-        for e in self.acknowledgement_batches:
-            e.write(w, v)
+        for e_acknowledgement_batches in self.acknowledgement_batches:
+            e_acknowledgement_batches.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -100,8 +101,8 @@ class AcknowledgeTopic(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.uuid(self.topic_id)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -135,8 +136,8 @@ class ShareAcknowledgeRequest(Struct):
         w.compact_nullable_string(self.member_id)
         w.int32(self.share_session_epoch)
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

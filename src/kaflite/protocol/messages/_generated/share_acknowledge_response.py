@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['LeaderIdAndEpoch', 'NodeEndpoint', 'PartitionData', 'ShareAcknowledgeResponse', 'ShareAcknowledgeTopicResponse']
@@ -97,8 +98,8 @@ class ShareAcknowledgeTopicResponse(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.uuid(self.topic_id)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -166,11 +167,11 @@ class ShareAcknowledgeResponse(Struct):
         w.int16(self.error_code)
         w.compact_nullable_string(self.error_message)
         w.compact_array_len(len(self.responses))
-        for e in self.responses:
-            e.write(w, v)
+        for e_responses in self.responses:
+            e_responses.write(w, v)
         w.compact_array_len(len(self.node_endpoints))
-        for e in self.node_endpoints:
-            e.write(w, v)
+        for e_node_endpoints in self.node_endpoints:
+            e_node_endpoints.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AcquiredRecords', 'LeaderIdAndEpoch', 'NodeEndpoint', 'PartitionData', 'ShareFetchResponse', 'ShareFetchableTopicResponse']
@@ -112,8 +113,8 @@ class PartitionData(Struct):
         self.current_leader.write(w, v)
         w.compact_nullable_bytes(self.records)
         w.compact_array_len(len(self.acquired_records))
-        for e in self.acquired_records:
-            e.write(w, v)
+        for e_acquired_records in self.acquired_records:
+            e_acquired_records.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -140,8 +141,8 @@ class ShareFetchableTopicResponse(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.uuid(self.topic_id)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -209,11 +210,11 @@ class ShareFetchResponse(Struct):
         w.int16(self.error_code)
         w.compact_nullable_string(self.error_message)
         w.compact_array_len(len(self.responses))
-        for e in self.responses:
-            e.write(w, v)
+        for e_responses in self.responses:
+            e_responses.write(w, v)
         w.compact_array_len(len(self.node_endpoints))
-        for e in self.node_endpoints:
-            e.write(w, v)
+        for e_node_endpoints in self.node_endpoints:
+            e_node_endpoints.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ShareGroupDescribeRequest']
@@ -41,8 +42,8 @@ class ShareGroupDescribeRequest(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.group_ids))
-        for e in self.group_ids:
-            w.compact_string(e)
+        for e_group_ids in self.group_ids:
+            w.compact_string(e_group_ids)
         w.bool(self.include_authorized_operations)
         w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['Assignment', 'DescribedGroup', 'Member', 'ShareGroupDescribeResponse', 'TopicPartitions']
@@ -68,8 +69,8 @@ class Assignment(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.topic_partitions))
-        for e in self.topic_partitions:
-            e.write(w, v)
+        for e_topic_partitions in self.topic_partitions:
+            e_topic_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -110,8 +111,8 @@ class Member(Struct):
         w.compact_string(self.client_id)
         w.compact_string(self.client_host)
         w.compact_array_len(len(self.subscribed_topic_names))
-        for e in self.subscribed_topic_names:
-            w.compact_string(e)
+        for e_subscribed_topic_names in self.subscribed_topic_names:
+            w.compact_string(e_subscribed_topic_names)
         self.assignment.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
@@ -159,8 +160,8 @@ class DescribedGroup(Struct):
         w.int32(self.assignment_epoch)
         w.compact_string(self.assignor_name)
         w.compact_array_len(len(self.members))
-        for e in self.members:
-            e.write(w, v)
+        for e_members in self.members:
+            e_members.write(w, v)
         w.int32(self.authorized_operations)
         w.tagged_fields(self.unknown_tagged_fields)
 
@@ -189,8 +190,8 @@ class ShareGroupDescribeResponse(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.throttle_time_ms)
         w.compact_array_len(len(self.groups))
-        for e in self.groups:
-            e.write(w, v)
+        for e_groups in self.groups:
+            e_groups.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ShareGroupHeartbeatRequest']
@@ -54,8 +55,8 @@ class ShareGroupHeartbeatRequest(Struct):
             w.compact_array_len(-1)
         else:
             w.compact_array_len(len(self.subscribed_topic_names))
-            for e in self.subscribed_topic_names:
-                w.compact_string(e)
+            for e_subscribed_topic_names in self.subscribed_topic_names:
+                w.compact_string(e_subscribed_topic_names)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

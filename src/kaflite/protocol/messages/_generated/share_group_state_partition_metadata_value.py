@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ShareGroupStatePartitionMetadataValue', 'TopicInfo', 'TopicPartitionsInfo']
@@ -96,11 +97,11 @@ class ShareGroupStatePartitionMetadataValue(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.initialized_topics))
-        for e in self.initialized_topics:
-            e.write(w, v)
+        for e_initialized_topics in self.initialized_topics:
+            e_initialized_topics.write(w, v)
         w.compact_array_len(len(self.deleting_topics))
-        for e in self.deleting_topics:
-            e.write(w, v)
+        for e_deleting_topics in self.deleting_topics:
+            e_deleting_topics.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

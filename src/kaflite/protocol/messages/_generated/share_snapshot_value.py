@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ShareSnapshotValue', 'StateBatch']
@@ -81,8 +82,8 @@ class ShareSnapshotValue(Struct):
         w.int32(self.leader_epoch)
         w.int64(self.start_offset)
         w.compact_array_len(len(self.state_batches))
-        for e in self.state_batches:
-            e.write(w, v)
+        for e_state_batches in self.state_batches:
+            e_state_batches.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['StopReplicaPartitionState', 'StopReplicaPartitionV0', 'StopReplicaRequest', 'StopReplicaTopicState', 'StopReplicaTopicV1']
@@ -187,8 +188,8 @@ class StopReplicaTopicState(Struct):
             raise UnsupportedVersionError(f"StopReplicaTopicState.topic_name is not supported at version {v}")
         if v >= 3:
             w.compact_array_len(len(self.partition_states))
-            for e in self.partition_states:
-                e.write(w, v)
+            for e_partition_states in self.partition_states:
+                e_partition_states.write(w, v)
         elif bool(self.partition_states):
             raise UnsupportedVersionError(f"StopReplicaTopicState.partition_states is not supported at version {v}")
         if v >= 2:
@@ -264,25 +265,25 @@ class StopReplicaRequest(Struct):
             raise UnsupportedVersionError(f"StopReplicaRequest.delete_partitions is not supported at version {v}")
         if v <= 0:
             w.array_len(len(self.ungrouped_partitions))
-            for e in self.ungrouped_partitions:
-                e.write(w, v)
+            for e_ungrouped_partitions in self.ungrouped_partitions:
+                e_ungrouped_partitions.write(w, v)
         elif bool(self.ungrouped_partitions):
             raise UnsupportedVersionError(f"StopReplicaRequest.ungrouped_partitions is not supported at version {v}")
         if 1 <= v <= 2:
             if v >= 2:
                 w.compact_array_len(len(self.topics))
-                for e in self.topics:
-                    e.write(w, v)
+                for e_topics in self.topics:
+                    e_topics.write(w, v)
             else:
                 w.array_len(len(self.topics))
-                for e in self.topics:
-                    e.write(w, v)
+                for e_topics in self.topics:
+                    e_topics.write(w, v)
         elif bool(self.topics):
             raise UnsupportedVersionError(f"StopReplicaRequest.topics is not supported at version {v}")
         if v >= 3:
             w.compact_array_len(len(self.topic_states))
-            for e in self.topic_states:
-                e.write(w, v)
+            for e_topic_states in self.topic_states:
+                e_topic_states.write(w, v)
         elif bool(self.topic_states):
             raise UnsupportedVersionError(f"StopReplicaRequest.topic_states is not supported at version {v}")
         if v >= 2:

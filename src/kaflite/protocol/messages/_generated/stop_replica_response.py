@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['StopReplicaPartitionError', 'StopReplicaResponse']
@@ -77,12 +78,12 @@ class StopReplicaResponse(Struct):
         w.int16(self.error_code)
         if v >= 2:
             w.compact_array_len(len(self.partition_errors))
-            for e in self.partition_errors:
-                e.write(w, v)
+            for e_partition_errors in self.partition_errors:
+                e_partition_errors.write(w, v)
         else:
             w.array_len(len(self.partition_errors))
-            for e in self.partition_errors:
-                e.write(w, v)
+            for e_partition_errors in self.partition_errors:
+                e_partition_errors.write(w, v)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['SyncGroupRequest', 'SyncGroupRequestAssignment']
@@ -115,12 +116,12 @@ class SyncGroupRequest(Struct):
             w.compact_nullable_string(self.protocol_name)
         if v >= 4:
             w.compact_array_len(len(self.assignments))
-            for e in self.assignments:
-                e.write(w, v)
+            for e_assignments in self.assignments:
+                e_assignments.write(w, v)
         else:
             w.array_len(len(self.assignments))
-            for e in self.assignments:
-                e.write(w, v)
+            for e_assignments in self.assignments:
+                e_assignments.write(w, v)
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

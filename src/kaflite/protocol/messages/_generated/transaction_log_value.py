@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['PartitionsSchema', 'TransactionLogValue']
@@ -117,15 +118,15 @@ class TransactionLogValue(Struct):
                 w.compact_array_len(-1)
             else:
                 w.compact_array_len(len(self.transaction_partitions))
-                for e in self.transaction_partitions:
-                    e.write(w, v)
+                for e_transaction_partitions in self.transaction_partitions:
+                    e_transaction_partitions.write(w, v)
         else:
             if self.transaction_partitions is None:
                 w.array_len(-1)
             else:
                 w.array_len(len(self.transaction_partitions))
-                for e in self.transaction_partitions:
-                    e.write(w, v)
+                for e_transaction_partitions in self.transaction_partitions:
+                    e_transaction_partitions.write(w, v)
         w.int64(self.transaction_last_update_timestamp_ms)
         w.int64(self.transaction_start_timestamp_ms)
         if v >= 1:

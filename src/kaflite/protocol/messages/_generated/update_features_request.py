@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['FeatureUpdateKey', 'UpdateFeaturesRequest']
@@ -90,8 +91,8 @@ class UpdateFeaturesRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.timeout_ms)
         w.compact_array_len(len(self.feature_updates))
-        for e in self.feature_updates:
-            e.write(w, v)
+        for e_feature_updates in self.feature_updates:
+            e_feature_updates.write(w, v)
         if v >= 1:
             w.bool(self.validate_only)
         elif self.validate_only != False:

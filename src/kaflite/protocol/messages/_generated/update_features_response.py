@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['UpdatableFeatureResult', 'UpdateFeaturesResponse']
@@ -80,8 +81,8 @@ class UpdateFeaturesResponse(Struct):
         w.compact_nullable_string(self.error_message)
         if v <= 1:
             w.compact_array_len(len(self.results))
-            for e in self.results:
-                e.write(w, v)
+            for e_results in self.results:
+                e_results.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['UpdateMetadataBroker', 'UpdateMetadataEndpoint', 'UpdateMetadataPartitionState', 'UpdateMetadataRequest', 'UpdateMetadataTopicState']
@@ -137,12 +138,12 @@ class UpdateMetadataTopicState(Struct):
         if v >= 5:
             if v >= 6:
                 w.compact_array_len(len(self.partition_states))
-                for e in self.partition_states:
-                    e.write(w, v)
+                for e_partition_states in self.partition_states:
+                    e_partition_states.write(w, v)
             else:
                 w.array_len(len(self.partition_states))
-                for e in self.partition_states:
-                    e.write(w, v)
+                for e_partition_states in self.partition_states:
+                    e_partition_states.write(w, v)
         elif bool(self.partition_states):
             raise UnsupportedVersionError(f"UpdateMetadataTopicState.partition_states is not supported at version {v}")
         if v >= 6:
@@ -258,12 +259,12 @@ class UpdateMetadataBroker(Struct):
         if v >= 1:
             if v >= 6:
                 w.compact_array_len(len(self.endpoints))
-                for e in self.endpoints:
-                    e.write(w, v)
+                for e_endpoints in self.endpoints:
+                    e_endpoints.write(w, v)
             else:
                 w.array_len(len(self.endpoints))
-                for e in self.endpoints:
-                    e.write(w, v)
+                for e_endpoints in self.endpoints:
+                    e_endpoints.write(w, v)
         if v >= 2:
             if v >= 6:
                 w.compact_nullable_string(self.rack)
@@ -338,29 +339,29 @@ class UpdateMetadataRequest(Struct):
             w.int64(self.broker_epoch)
         if v <= 4:
             w.array_len(len(self.ungrouped_partition_states))
-            for e in self.ungrouped_partition_states:
-                e.write(w, v)
+            for e_ungrouped_partition_states in self.ungrouped_partition_states:
+                e_ungrouped_partition_states.write(w, v)
         elif bool(self.ungrouped_partition_states):
             raise UnsupportedVersionError(f"UpdateMetadataRequest.ungrouped_partition_states is not supported at version {v}")
         if v >= 5:
             if v >= 6:
                 w.compact_array_len(len(self.topic_states))
-                for e in self.topic_states:
-                    e.write(w, v)
+                for e_topic_states in self.topic_states:
+                    e_topic_states.write(w, v)
             else:
                 w.array_len(len(self.topic_states))
-                for e in self.topic_states:
-                    e.write(w, v)
+                for e_topic_states in self.topic_states:
+                    e_topic_states.write(w, v)
         elif bool(self.topic_states):
             raise UnsupportedVersionError(f"UpdateMetadataRequest.topic_states is not supported at version {v}")
         if v >= 6:
             w.compact_array_len(len(self.live_brokers))
-            for e in self.live_brokers:
-                e.write(w, v)
+            for e_live_brokers in self.live_brokers:
+                e_live_brokers.write(w, v)
         else:
             w.array_len(len(self.live_brokers))
-            for e in self.live_brokers:
-                e.write(w, v)
+            for e_live_brokers in self.live_brokers:
+                e_live_brokers.write(w, v)
         if v >= 6:
             tags: list[tuple[int, BytesLike]] = []
             if v >= 8 and self.type != 0:

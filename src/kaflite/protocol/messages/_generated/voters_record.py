@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['Endpoint', 'KRaftVersionFeature', 'Voter', 'VotersRecord']
@@ -99,8 +100,8 @@ class Voter(Struct):
         w.int32(self.voter_id)
         w.uuid(self.voter_directory_id)
         w.compact_array_len(len(self.endpoints))
-        for e in self.endpoints:
-            e.write(w, v)
+        for e_endpoints in self.endpoints:
+            e_endpoints.write(w, v)
         self.k_raft_version_feature.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
@@ -128,8 +129,8 @@ class VotersRecord(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.int16(self.version)
         w.compact_array_len(len(self.voters))
-        for e in self.voters:
-            e.write(w, v)
+        for e_voters in self.voters:
+            e_voters.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['PartitionData', 'StateBatch', 'WriteShareGroupStateRequest', 'WriteStateData']
@@ -81,8 +82,8 @@ class PartitionData(Struct):
         w.int32(self.leader_epoch)
         w.int64(self.start_offset)
         w.compact_array_len(len(self.state_batches))
-        for e in self.state_batches:
-            e.write(w, v)
+        for e_state_batches in self.state_batches:
+            e_state_batches.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -109,8 +110,8 @@ class WriteStateData(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.uuid(self.topic_id)
         w.compact_array_len(len(self.partitions))
-        for e in self.partitions:
-            e.write(w, v)
+        for e_partitions in self.partitions:
+            e_partitions.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -138,8 +139,8 @@ class WriteShareGroupStateRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         w.compact_string(self.group_id)
         w.compact_array_len(len(self.topics))
-        for e in self.topics:
-            e.write(w, v)
+        for e_topics in self.topics:
+            e_topics.write(w, v)
         w.tagged_fields(self.unknown_tagged_fields)
 
 

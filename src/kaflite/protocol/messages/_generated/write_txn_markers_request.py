@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['WritableTxnMarker', 'WritableTxnMarkerTopic', 'WriteTxnMarkersRequest']
@@ -87,12 +88,12 @@ class WritableTxnMarker(Struct):
         w.bool(self.transaction_result)
         if v >= 1:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         w.int32(self.coordinator_epoch)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
@@ -121,12 +122,12 @@ class WriteTxnMarkersRequest(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 1:
             w.compact_array_len(len(self.markers))
-            for e in self.markers:
-                e.write(w, v)
+            for e_markers in self.markers:
+                e_markers.write(w, v)
         else:
             w.array_len(len(self.markers))
-            for e in self.markers:
-                e.write(w, v)
+            for e_markers in self.markers:
+                e_markers.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 

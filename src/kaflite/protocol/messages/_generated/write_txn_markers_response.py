@@ -13,6 +13,7 @@ from typing import ClassVar
 from kaflite.protocol.messages._runtime import (
     FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
 )
+from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['WritableTxnMarkerPartitionResult', 'WritableTxnMarkerResult', 'WritableTxnMarkerTopicResult', 'WriteTxnMarkersResponse']
@@ -73,12 +74,12 @@ class WritableTxnMarkerTopicResult(Struct):
             w.string(self.name)
         if v >= 1:
             w.compact_array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         else:
             w.array_len(len(self.partitions))
-            for e in self.partitions:
-                e.write(w, v)
+            for e_partitions in self.partitions:
+                e_partitions.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -108,12 +109,12 @@ class WritableTxnMarkerResult(Struct):
         w.int64(self.producer_id)
         if v >= 1:
             w.compact_array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         else:
             w.array_len(len(self.topics))
-            for e in self.topics:
-                e.write(w, v)
+            for e_topics in self.topics:
+                e_topics.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -141,12 +142,12 @@ class WriteTxnMarkersResponse(Struct):
     def write(self, w: Writer, v: int) -> None:
         if v >= 1:
             w.compact_array_len(len(self.markers))
-            for e in self.markers:
-                e.write(w, v)
+            for e_markers in self.markers:
+                e_markers.write(w, v)
         else:
             w.array_len(len(self.markers))
-            for e in self.markers:
-                e.write(w, v)
+            for e_markers in self.markers:
+                e_markers.write(w, v)
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -1,0 +1,32 @@
+"""The ``kaflite`` command line."""
+
+from __future__ import annotations
+
+import sys
+
+DEMO_PLAN = """\
+kaflite demo: what is really inside poll(), live.
+
+The demo is not built yet: it needs the embedded cluster and the client.
+When it lands, `make demo` will:
+  1. start a 3-broker embedded cluster in a temporary data directory;
+  2. create an `events` topic (6 partitions, replication factor 3) and `results`;
+  3. run a producer writing a keyed clickstream, and a group of 2 consumers;
+  4. run a Spark pipeline (kaflite.spark) writing windowed aggregates to `results`;
+  5. show every client connection and its role (bootstrap, partition leader,
+     group coordinator), the heartbeat/fetch/commit cadences and consumer lag;
+  6. inject failures (leader moves, a broker kill, a coordinator move, a
+     rebalance) and show how each client recovers;
+  7. verify that no record was lost and print a summary.
+
+Available today: the protocol codec, `kaflite.protocol`.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "demo":
+        print(DEMO_PLAN, end="")
+        return 0
+    print("usage: kaflite demo", file=sys.stderr)
+    return 2

@@ -1,0 +1,5 @@
+import sys
+
+from kaflite.cli import main
+
+sys.exit(main())

@@ -1,0 +1,137 @@
+"""Headers, frames and the stream splitter."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kaflite.protocol import (
+    FrameDecoder,
+    RemoteProtocolError,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    request_header_version,
+    response_header_version,
+)
+from kaflite.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataRequestTopic,
+    ProduceRequest,
+)
+
+
+def test_header_versions_follow_flexibility() -> None:
+    assert request_header_version(3, 8) == 1  # Metadata v8: not flexible
+    assert request_header_version(3, 9) == 2
+    assert response_header_version(3, 8) == 0
+    assert response_header_version(3, 9) == 1
+    # ApiVersions responses always use header v0, even at flexible versions.
+    assert request_header_version(18, 3) == 2
+    assert response_header_version(18, 3) == 0
+    # ControlledShutdown v0 has header v0 (no client id).
+    assert request_header_version(7, 0) == 0
+    assert request_header_version(7, 1) == 1
+
+
+def test_request_header_v2_keeps_a_classic_client_id() -> None:
+    frame = b"".join(encode_request(18, 3, 7, "abc", ApiVersionsRequest("kaflite", "0.1")))
+    # size, api key 18, version 3, correlation 7, client id: int16 length 3 + "abc"
+    assert frame[4:17] == struct.pack(">hhih", 18, 3, 7, 3) + b"abc"
+    assert frame[17] == 0  # header v2's empty tagged-field section
+    header, body = decode_request(frame[4:])
+    assert header.client_id == "abc" and header.correlation_id == 7
+    assert body == ApiVersionsRequest("kaflite", "0.1")
+
+
+def test_response_round_trip_and_api_versions_header_v0() -> None:
+    body = ApiVersionsResponse(error_code=35)
+    frame = b"".join(encode_response(18, 3, 99, body))
+    # Header v0: only the correlation id, no tagged-field byte.
+    assert frame[4:8] == struct.pack(">i", 99)
+    header, decoded = decode_response(frame[4:], 18, 3)
+    assert header.correlation_id == 99 and decoded == body
+
+
+def test_large_records_are_not_copied_into_the_frame() -> None:
+    payload = bytes(50_000)
+    from kaflite.protocol.messages import produce_request as pr  # type: ignore[attr-defined]
+
+    req = ProduceRequest(
+        acks=-1, timeout_ms=1000,
+        topic_data=[pr.TopicProduceData("t", partition_data=[pr.PartitionProduceData(0, payload)])],
+    )
+    chunks = encode_request(0, 9, 1, "c", req)
+    assert any(c is payload for c in chunks)
+    _, decoded = decode_request(b"".join(chunks)[4:])
+    assert isinstance(decoded, ProduceRequest)
+    records = decoded.topic_data[0].partition_data[0].records
+    assert isinstance(records, memoryview) and records == payload
+
+
+def test_unknown_api_key_and_bad_version_are_protocol_errors() -> None:
+    with pytest.raises(RemoteProtocolError, match="unknown API key"):
+        decode_request(struct.pack(">hhih", 999, 0, 1, -1))
+    with pytest.raises(RemoteProtocolError, match="no version"):
+        decode_request(struct.pack(">hhih", 3, 99, 1, -1))
+
+
+def frames_of(chunks: list[bytes]) -> list[bytes]:
+    decoder = FrameDecoder()
+    out: list[bytes] = []
+    for chunk in chunks:
+        out += [bytes(f) for f in decoder.feed(chunk)]
+    assert decoder.pending == 0
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.binary(max_size=300), max_size=10),
+    st.lists(st.integers(1, 500), min_size=1, max_size=50),
+)
+def test_frame_decoder_splits_any_chunking(payloads: list[bytes], cuts: list[int]) -> None:
+    stream = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    chunks, pos, i = [], 0, 0
+    while pos < len(stream):
+        n = cuts[i % len(cuts)]
+        chunks.append(stream[pos:pos + n])
+        pos += n
+        i += 1
+    assert frames_of(chunks) == payloads
+
+
+def test_frame_decoder_fills_big_frames_in_place() -> None:
+    big = bytes(range(256)) * 2000  # 512,000 bytes: beyond the shared buffer
+    small = b"xyz"
+    stream = struct.pack(">i", 3) + small + struct.pack(">i", len(big)) + big + struct.pack(">i", 3) + small
+    decoder = FrameDecoder()
+    got: list[bytes] = []
+    pos = 0
+    while pos < len(stream):  # emulate a BufferedProtocol transport
+        buf = decoder.get_buffer()
+        n = min(len(buf), 7000, len(stream) - pos)
+        buf[:n] = stream[pos:pos + n]
+        pos += n
+        got += [bytes(f) for f in decoder.buffer_updated(n)]
+    assert got == [small, big, small]
+
+
+def test_frame_decoder_refuses_oversized_and_negative_sizes() -> None:
+    with pytest.raises(RemoteProtocolError, match="frame size"):
+        FrameDecoder(max_frame_size=1000).feed(struct.pack(">i", 1001))
+    with pytest.raises(RemoteProtocolError, match="frame size"):
+        FrameDecoder().feed(struct.pack(">i", -5))
+
+
+def test_metadata_request_round_trips_through_a_frame() -> None:
+    req = MetadataRequest(topics=[MetadataRequestTopic(name="events")], allow_auto_topic_creation=False)
+    for v in (4, 9, 12):
+        header, body = decode_request(b"".join(encode_request(3, v, 5, None, req))[4:])
+        assert header.client_id is None and body == req
