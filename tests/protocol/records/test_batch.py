@@ -91,6 +91,10 @@ def test_encode_batch_round_trip(
     lazy = list(batch)
     assert [r.offset for r in lazy] == cols.offsets
     assert [_b(r.value) for r in lazy] == values
+    one_by_one = list(batch.iter_one_by_one())
+    assert [(r.offset, r.timestamp, _b(r.key), _b(r.value)) for r in one_by_one] == [
+        (r.offset, r.timestamp, _b(r.key), _b(r.value)) for r in lazy
+    ]
 
 
 @settings(max_examples=60, deadline=None)

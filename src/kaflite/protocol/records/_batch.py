@@ -220,6 +220,15 @@ class RecordBatch:
         return self.columns().records()
 
     def __iter__(self) -> Iterator[Record]:
+        """Records on demand: nothing is decoded until the first one is asked for.
+
+        The records are then decoded in one bulk pass (much faster per record
+        than one at a time) and handed out one by one.
+        """
+        yield from self.columns().records()
+
+    def iter_one_by_one(self) -> Iterator[Record]:
+        """Decode strictly one record per step (for very large batches read partially)."""
         buf = self.records_buffer()
         count = self._checked_count(buf)
         return iter_records(

@@ -24,8 +24,11 @@ from kaflite.protocol.records._wire import (
     CONTROL_BIT,
     HEADER_SIZE,
     NO_TIMESTAMP,
+    TABLE_SIZE,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
+    VARINT,
+    VARINT_SIZE_PLUS,
     varint,
 )
 
@@ -114,27 +117,50 @@ class RecordBatchBuilder:
             self._has_keys = True
         if headers:
             self._has_headers = True
-        self._size += self._record_size(value, key, headers, timestamp, offset_delta)
+        self._size += self._record_size(
+            value, key, headers, timestamp - self.base_timestamp, offset_delta
+        )
         return offset_delta
 
+    @staticmethod
     def _record_size(
-        self,
         value: BytesLike | None,
         key: BytesLike | None,
         headers: HeaderInput | None,
-        timestamp: int,
+        timestamp_delta: int,
         offset_delta: int,
     ) -> int:
-        base_ts = self.base_timestamp if self.base_timestamp is not None else timestamp
-        body = 1 + len(varint(timestamp - base_ts)) + len(varint(offset_delta))
-        body += 1 if key is None else len(varint(len(key))) + len(key)
-        body += 1 if value is None else len(varint(len(value))) + len(value)
-        body += len(varint(len(headers) if headers else 0))
-        for hkey, hvalue in headers or ():
-            klen = len(hkey.encode("utf-8", "surrogateescape") if isinstance(hkey, str) else hkey)
-            body += len(varint(klen)) + klen
-            body += 1 if hvalue is None else len(varint(len(hvalue))) + len(hvalue)
-        return len(varint(body)) + body
+        # Kafka's DefaultRecord.sizeInBytes, with table lookups for the
+        # common small varints.
+        sp = VARINT_SIZE_PLUS
+        body = 1
+        body += (
+            len(VARINT[timestamp_delta])
+            if 0 <= timestamp_delta < TABLE_SIZE
+            else len(varint(timestamp_delta))
+        )
+        body += (
+            len(VARINT[offset_delta]) if offset_delta < TABLE_SIZE else len(varint(offset_delta))
+        )
+        if key is None:
+            body += 1
+        else:
+            n = len(key)
+            body += sp[n] if n < TABLE_SIZE else len(varint(n)) + n
+        if value is None:
+            body += 1
+        else:
+            n = len(value)
+            body += sp[n] if n < TABLE_SIZE else len(varint(n)) + n
+        if not headers:
+            body += 1
+        else:
+            body += len(varint(len(headers)))
+            for hkey, hvalue in headers:
+                raw = hkey.encode("utf-8", "surrogateescape") if isinstance(hkey, str) else hkey
+                body += len(varint(len(raw))) + len(raw)
+                body += 1 if hvalue is None else len(varint(len(hvalue))) + len(hvalue)
+        return (len(VARINT[body]) if body < TABLE_SIZE else len(varint(body))) + body
 
     def build(self) -> bytes:
         """Encode the batch (the builder may be reused; its records stay)."""
