@@ -12,8 +12,9 @@ builtin:
 * value lengths come from ``map(len, values)`` and their encodings from
   ``map(VARINT.__getitem__, lengths)``;
 * each record's length is a sum of columns, again with ``map``;
-* the columns are interleaved with ``zip`` and ``chain`` and concatenated by a
-  single ``b"".join``, so every value is copied exactly once.
+* the columns are interleaved into one list by extended-slice assignment
+  (``parts[0::4] = heads``; no tuple per record, unlike ``zip``) and
+  concatenated by a single ``b"".join``, so every value is copied once.
 
 Fields that are the same for every record (attributes, a zero timestamp
 delta, a null key, no headers) are single constant pieces; the common case
