@@ -44,8 +44,10 @@ def render_index(messages: list[Message]) -> str:
         "",
         "from kaflite.protocol.messages._runtime import Struct",
     ]
-    for m in sorted(messages, key=lambda m: m.name):
-        lines.append(f"from .{module_name(m)} import {m.name}")
+    ordered = sorted(messages, key=lambda m: m.name)
+    for m in ordered:
+        lines.append(f"from . import {module_name(m)} as {module_name(m)}")
+        lines.append(f"from .{module_name(m)} import {m.name} as {m.name}")
     lines += ["", "# api_key: (name, request, response, latest version unstable)", "APIS: dict[int, tuple[str, type[Struct], type[Struct], bool]] = {"]
     for key in sorted(apis):
         req, resp = apis[key]["request"], apis[key]["response"]
@@ -55,6 +57,8 @@ def render_index(messages: list[Message]) -> str:
     others = sorted(m.name for m in messages if m.api_key is None)
     lines += ["", "# schemas that are not API messages: headers and data formats",
               f"DATA: tuple[type[Struct], ...] = ({', '.join(others)},)", ""]
+    names = sorted([m.name for m in messages] + [module_name(m) for m in messages])
+    lines += ["__all__ = ["] + [f"    {n!r}," for n in ["APIS", "DATA", *names]] + ["]", ""]
     return "\n".join(lines)
 
 

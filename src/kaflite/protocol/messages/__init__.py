@@ -22,7 +22,8 @@ from kaflite.protocol.messages._generated import *  # noqa: F403
 from kaflite.protocol.messages._generated import APIS, DATA
 from kaflite.protocol.messages._runtime import FieldSpec, Struct, UnsupportedVersionError
 
-__all__ = ["DATA", "REGISTRY", "ApiInfo", "FieldSpec", "Struct", "UnsupportedVersionError", "api_by_name"]
+__all__ = ["REGISTRY", "ApiInfo", "FieldSpec", "Struct", "UnsupportedVersionError", "api_by_name"]
+__all__ += _generated.__all__
 
 
 @dataclass(frozen=True, slots=True)
