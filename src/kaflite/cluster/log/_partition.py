@@ -147,6 +147,8 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self.epochs.truncate_from_start(self._log_start_offset)
+        # A snapshot past the recovered end describes batches that are gone.
+        self.producers.delete_snapshots_after(self.log_end_offset)
         self._rebuild_producer_state()
         return self
 
