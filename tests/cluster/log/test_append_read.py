@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ def test_segments_roll_at_segment_bytes_and_reads_cross_them(tmp_path: Path) -> 
         assert seg.size_bytes <= 1000
         assert Path(seg.path).name == f"{seg.base_offset:020d}.log"
         assert seg.base_offset % 2 == 0  # segments start at batch boundaries
-    for prev, nxt in zip(segments, segments[1:], strict=False):
+    for prev, nxt in pairwise(segments):
         assert prev.next_offset == nxt.base_offset
     assert [r[0] for r in read_records(log)] == list(range(120))
     # Each read comes from one segment only, and never splits a batch.

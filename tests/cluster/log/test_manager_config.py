@@ -75,7 +75,7 @@ def test_unknown_names_are_ignored_unless_strict() -> None:
     assert LogConfig.from_props({"preallocate": "true"}) == LogConfig()
     with pytest.raises(ValueError, match="bogus"):
         LogConfig.from_props({"bogus": "1"}, ignore_unknown=False)
-    with pytest.raises(ValueError, match="min.compaction.lag.ms"):
+    with pytest.raises(ValueError, match=r"min\.compaction\.lag\.ms"):
         LogConfig.from_props({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
 
 
@@ -91,9 +91,9 @@ def test_meta_properties_and_node_identity(tmp_path: Path) -> None:
     assert props["version"] == "1" and len(props["directory.id"]) == 22
     manager.close()
     LogManager(tmp_path, node_id=3, cluster_id="abcDEF123").close()
-    with pytest.raises(ValueError, match="node.id"):
+    with pytest.raises(ValueError, match=r"node\.id"):
         LogManager(tmp_path, node_id=4, cluster_id="abcDEF123")
-    with pytest.raises(ValueError, match="cluster.id"):
+    with pytest.raises(ValueError, match=r"cluster\.id"):
         LogManager(tmp_path, node_id=3, cluster_id="other")
 
 

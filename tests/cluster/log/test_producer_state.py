@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kaflite.cluster.log import AppendOrigin, PartitionLog
+from kaflite.cluster.log import AppendOrigin, AppendResult, PartitionLog
 from kaflite.protocol import errors
 from kaflite.protocol.records import encode_end_txn_marker_batch
 from tests.cluster.log.helpers import T0, batch, open_log
@@ -16,10 +16,11 @@ INT32_MAX = (1 << 31) - 1
 PID = 4000
 
 
-def produce(log: PartitionLog, seq: int, n: int = 2, epoch: int = 0, pid: int = PID,
-            **kw: object):  # type: ignore[no-untyped-def]
+def produce(
+    log: PartitionLog, seq: int, n: int = 2, epoch: int = 0, pid: int = PID
+) -> AppendResult:
     values = [b"p%d-s%d-%d" % (epoch, seq, i) for i in range(n)]
-    return log.append_as_leader(batch(values, pid=pid, epoch=epoch, seq=seq), 0, now_ms=T0, **kw)  # type: ignore[arg-type]
+    return log.append_as_leader(batch(values, pid=pid, epoch=epoch, seq=seq), 0, now_ms=T0)
 
 
 def _send_seven(log: PartitionLog) -> list[tuple[int, int]]:

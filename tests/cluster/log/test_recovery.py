@@ -25,7 +25,7 @@ def _fill(log: PartitionLog, n: int, epoch: int = 0) -> list[int]:
 
 
 def _reopen(tmp_path: Path, **config: object) -> PartitionLog:
-    return open_log(tmp_path, **config)
+    return open_log(tmp_path, "topic-0", **config)
 
 
 @pytest.mark.parametrize("cut", [1, 12, 40, 61, 70])
