@@ -193,3 +193,17 @@ def test_compaction_keeps_a_producers_last_batch_header(tmp_path: Path) -> None:
     retry = log.append_as_leader(batch([b"mid"], keys=[b"k"], pid=5, epoch=0, seq=1), 0,
                                  now_ms=T0)
     assert retry.duplicate and retry.base_offset == 1
+
+
+def test_segments_without_timestamps_age_by_file_time(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for _ in range(2):
+        log.append_as_leader(batch([b"v"], ts=-1), 0, now_ms=T0)  # NO_TIMESTAMP records
+        log.roll(now_ms=T0)
+    first = Path(log.segments[0].path)
+    os.utime(first, ns=((T0 - 10 * HOUR) * 1_000_000, (T0 - 10 * HOUR) * 1_000_000))
+    second = Path(log.segments[1].path)
+    os.utime(second, ns=(T0 * 1_000_000, T0 * 1_000_000))
+    # Kafka's largestTimestamp falls back to the file's modification time.
+    assert log.apply_retention(T0, retention_ms=HOUR, retention_bytes=-1) == 1
+    assert log.log_start_offset == 1

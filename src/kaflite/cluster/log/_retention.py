@@ -8,7 +8,8 @@ Retention follows Kafka's ``UnifiedLog.deleteOldSegments``:
   of its offsets are below the high watermark (consumers may still need what
   is not yet committed) and it is not the empty active segment;
 * ``retention.ms``: a segment goes when ``now - its largest timestamp`` exceeds
-  it, judged oldest first and stopping at the first one that is young enough;
+  it (the file's mtime stands in when no record has a timestamp), judged oldest
+  first and stopping at the first one that is young enough;
 * ``retention.bytes``: the oldest segments go while the log would stay at or
   above the limit without them;
 * segments entirely below the log start offset (after DeleteRecords) go too;
@@ -57,7 +58,7 @@ def retention_breaches(
     by_time = 0
     if retention_ms >= 0:
         for segment in segments[:eligible]:
-            if now_ms - segment.max_timestamp <= retention_ms:
+            if now_ms - segment.largest_timestamp <= retention_ms:
                 break
             by_time += 1
 
@@ -94,7 +95,7 @@ def cleanable_count(
     for i, segment in enumerate(segments[:-1]):
         if segments[i + 1].base_offset > uncleanable:
             break
-        if min_compaction_lag_ms > 0 and now_ms - segment.max_timestamp < min_compaction_lag_ms:
+        if min_compaction_lag_ms > 0 and now_ms - segment.largest_timestamp < min_compaction_lag_ms:
             break
         count = i + 1
     return count

@@ -176,6 +176,17 @@ class LogSegment:
         self.size = position + len(data)
         self.next_offset = last_offset + 1
 
+    @property
+    def largest_timestamp(self) -> int:
+        """Kafka's ``LogSegment.largestTimestamp``: the max record timestamp, or the
+        file's modification time when no record carries a timestamp."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return -1
+
     def fits_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= _INT32_MAX
 
