@@ -83,9 +83,11 @@ def test_max_bytes_returns_whole_batches_only(tmp_path: Path) -> None:
     result = log.read(0, sizes[0] + sizes[1] + sizes[2] - 1)
     assert len(result.records) == sizes[0] + sizes[1]
     assert [b.base_offset for b in iter_batches(result.records, allow_partial=False)] == [0, 1]
+    assert result.next_offset == 2
     # A first batch larger than max_bytes comes whole with min_one_batch (KIP-74)...
     result = log.read(2, 10)
     assert len(result.records) == sizes[2] and result.first_offset == 2
+    assert result.next_offset == 3
     # ...and not at all without it.
     result = log.read(2, 10, min_one_batch=False)
     assert result.records == b"" and result.first_offset == -1
@@ -114,7 +116,9 @@ def test_max_offset_hides_whole_batches(tmp_path: Path) -> None:
         log.append_as_leader(batch([b"a", b"b", b"c"]), 0, now_ms=T0)  # offsets 3k..3k+2
     def offsets(max_offset: int, start: int = 0) -> list[int]:
         res = log.read(start, 1 << 20, max_offset=max_offset)
-        return [b.base_offset for b in iter_batches(res.records, allow_partial=False)]
+        got = [b.base_offset for b in iter_batches(res.records, allow_partial=False)]
+        assert res.next_offset == (got[-1] + 3 if got else start)
+        return got
     assert offsets(12) == [0, 3, 6, 9]
     assert offsets(9) == [0, 3, 6]
     assert offsets(8) == [0, 3]  # batch 6..8 ends at the bound, so it is not visible

@@ -107,7 +107,9 @@ class LogMachine(RuleBasedStateMachine):
         candidates = [b for b in self.batches if b.last >= offset and b.last < max_offset]
         if not got:
             assert not candidates or (not min_one and candidates[0].size > max_bytes)
+            assert result.next_offset == offset
             return
+        assert result.next_offset == got[-1].next_offset  # no gaps in this log
         assert got[0].base_offset == candidates[0].base
         assert len(result.records) <= max_bytes or len(got) == 1
         assert len(got) <= len(candidates)
@@ -202,7 +204,8 @@ class LogMachine(RuleBasedStateMachine):
             assert got, f"no data at {offset} below the log end {self.leo}"
             for b in got:
                 seen.extend((r.offset, bytes(r.value or b"")) for r in b if r.offset >= offset)
-            offset = got[-1].next_offset
+            assert result.next_offset == got[-1].next_offset
+            offset = result.next_offset
         expected = [
             (b.base + i, v) for b in self.batches for i, v in enumerate(b.values)
             if b.base + i >= self.log_start

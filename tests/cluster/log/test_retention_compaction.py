@@ -9,7 +9,7 @@ import pytest
 
 from kaflite.cluster.log import PartitionLog
 from kaflite.protocol import errors
-from kaflite.protocol.records import Compression
+from kaflite.protocol.records import Compression, iter_batches
 from tests.cluster.log.helpers import T0, batch, open_log, read_batches, read_records
 
 HOUR = 3_600_000
@@ -138,6 +138,14 @@ def test_compaction_keeps_the_latest_value_per_key_at_its_offset(
     # ...and the active segment is untouched.
     assert [r for r in after if r[0] >= active_base] == [r for r in before if r[0] >= active_base]
     assert all(b.crc_ok() for b in read_batches(log))
+    # A consumer that follows next_offset walks over the gaps batch by batch.
+    offset, walked = log.log_start_offset, []
+    while offset < log.log_end_offset:
+        result = log.read(offset, 1)
+        walked += [b.base_offset for b in iter_batches(result.records, allow_partial=False)]
+        assert result.next_offset > offset
+        offset = result.next_offset
+    assert walked == [b.base_offset for b in read_batches(log)]
     assert log.compact(T0).segments_rewritten == 0  # nothing new to clean
     log.close()
     log = open_log(tmp_path, segment_bytes=1500, cleanup_policy=("compact",))

@@ -89,14 +89,17 @@ class LocalLog:
     # -- reading -------------------------------------------------------------------------
     def read(
         self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool
-    ) -> tuple[bytes, int]:
-        """Whole batches from the first segment that has any at or after ``offset``."""
+    ) -> tuple[bytes, int, int]:
+        """Whole batches from the first segment that has any at or after ``offset``.
+
+        Returns (bytes, first batch's base offset or -1, offset to fetch next).
+        """
         i = max(bisect_right(self.bases, offset) - 1, 0)
         for segment in self.segments[i:]:
             got = segment.read(offset, max_bytes, max_offset, min_one_batch)
             if got is not None:
                 return got
-        return b"", -1
+        return b"", -1, offset
 
     def iter_from(self, offset: int) -> Iterator[tuple[LogSegment, BatchInfo]]:
         """Headers of every batch whose last offset is >= ``offset``, in log order."""

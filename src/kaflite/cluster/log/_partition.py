@@ -403,9 +403,11 @@ class PartitionLog:
             )
         limit = leo if max_offset is None else min(max_offset, leo)
         if fetch_offset >= limit:
-            return ReadResult(b"", -1, self._log_start_offset, leo)
-        data, first = self._local.read(fetch_offset, max_bytes, limit, min_one_batch)
-        return ReadResult(data, first if data else -1, self._log_start_offset, leo)
+            return ReadResult(b"", -1, fetch_offset, self._log_start_offset, leo)
+        data, first, following = self._local.read(fetch_offset, max_bytes, limit, min_one_batch)
+        if not data:
+            return ReadResult(b"", -1, fetch_offset, self._log_start_offset, leo)
+        return ReadResult(data, first, following, self._log_start_offset, leo)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets by timestamp: the first record with a timestamp >= ``timestamp``."""

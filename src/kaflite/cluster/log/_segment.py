@@ -253,42 +253,48 @@ class LogSegment:
                 return info
         return None
 
-    def last_boundary(self, start: int, limit: int) -> int:
-        """The largest batch end that is <= ``limit``, walking from ``start`` at the latest."""
+    def last_boundary(self, start: int, limit: int) -> tuple[int, int]:
+        """The largest batch end <= ``limit`` (walking from ``start`` at the latest),
+        and the base offset of the batch that starts there (the next one to fetch)."""
         pos = max(self.offset_index.floor_position(limit), start)
+        following = self.next_offset
         for info in self.iter_infos(pos):
             if info.position + info.size > limit:
+                following = info.base_offset
                 break
             pos = info.position + info.size
-        return pos
+        return pos, following
 
     def read(
         self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool
-    ) -> tuple[bytes, int] | None:
+    ) -> tuple[bytes, int, int] | None:
         """Whole batches from the one holding ``offset``; None if the segment has none.
 
-        A batch is visible only if its last offset is below ``max_offset``.
+        Returns (bytes, base offset of the first batch, offset to fetch next). A
+        batch is visible only if its last offset is below ``max_offset``.
         """
         first = self.find_batch(offset)
         if first is None:
             return None
         if first.last_offset >= max_offset:
-            return b"", -1
+            return b"", -1, offset
         if max_offset >= self.next_offset:
-            max_position = self.size
+            max_position, following = self.size, self.next_offset
         else:
             fence = self.find_batch(max_offset, first.position)
-            max_position = self.size if fence is None else fence.position
+            if fence is None:
+                max_position, following = self.size, self.next_offset
+            else:
+                max_position, following = fence.position, fence.base_offset
         limit = first.position + max(max_bytes, 0)
-        if limit >= max_position:
-            end = max_position
-        else:
-            end = self.last_boundary(first.position, limit)
-            if end == first.position:
+        if limit < max_position:
+            max_position, following = self.last_boundary(first.position, limit)
+            if max_position == first.position:
                 if not min_one_batch:
-                    return b"", -1
-                end = first.position + first.size
-        return self.pread(end - first.position, first.position), first.base_offset
+                    return b"", -1, offset
+                max_position, following = first.position + first.size, first.last_offset + 1
+        data = self.pread(max_position - first.position, first.position)
+        return data, first.base_offset, following
 
     # -- timestamps ---------------------------------------------------------------------------
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:

@@ -58,6 +58,10 @@ class ReadResult(NamedTuple):
 
     records: bytes
     first_offset: int  # base offset of the first batch returned, -1 when empty
+    # Where the next fetch should start: past the last batch returned (the base
+    # offset of the batch that did not fit, or the segment's end); the fetch
+    # offset itself when nothing was returned.
+    next_offset: int
     log_start_offset: int
     log_end_offset: int
 
