@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: $(STAMP) check-java lint
+	@tools/ensure_kcat.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: $(STAMP) check-java

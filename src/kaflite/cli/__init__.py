@@ -1,32 +1,20 @@
-"""The ``kaflite`` command line."""
+"""The ``kaflite`` command line: one module per command group."""
 
 from __future__ import annotations
 
-import sys
+import typer
 
-DEMO_PLAN = """\
-kaflite demo: what is really inside poll(), live.
+from kaflite.cli import demo, up
 
-The demo is not built yet: it needs the embedded cluster and the client.
-When it lands, `make demo` will:
-  1. start a 3-broker embedded cluster in a temporary data directory;
-  2. create an `events` topic (6 partitions, replication factor 3) and `results`;
-  3. run a producer writing a keyed clickstream, and a group of 2 consumers;
-  4. run a Spark pipeline (kaflite.spark) writing windowed aggregates to `results`;
-  5. show every client connection and its role (bootstrap, partition leader,
-     group coordinator), the heartbeat/fetch/commit cadences and consumer lag;
-  6. inject failures (leader moves, a broker kill, a coordinator move, a
-     rebalance) and show how each client recovers;
-  7. verify that no record was lost and print a summary.
-
-Available today: the protocol codec, `kaflite.protocol`.
-"""
+app = typer.Typer(
+    name="kaflite",
+    help="Kafka for Python users: an embedded cluster, a smart client, a Spark source.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.command("up")(up.up)
+app.command("demo")(demo.demo)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] == "demo":
-        print(DEMO_PLAN, end="")
-        return 0
-    print("usage: kaflite demo", file=sys.stderr)
-    return 2
+def main() -> None:
+    app()

@@ -1,5 +1,3 @@
-import sys
-
 from kaflite.cli import main
 
-sys.exit(main())
+main()

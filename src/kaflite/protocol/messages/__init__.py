@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from kaflite.protocol.messages import _generated
 from kaflite.protocol.messages._generated import *  # noqa: F403
-from kaflite.protocol.messages._generated import APIS, DATA
+from kaflite.protocol.messages._generated import APIS
 from kaflite.protocol.messages._runtime import FieldSpec, Struct, UnsupportedVersionError
 
 __all__ = ["REGISTRY", "ApiInfo", "FieldSpec", "Struct", "UnsupportedVersionError", "api_by_name"]

@@ -1,0 +1,276 @@
+"""One broker: a listener, the partition replicas it hosts, and its replica fetchers.
+
+A broker learns its role for each partition from the controller
+(``on_partition_change``): as leader it serves Produce and Fetch and keeps the
+ISR and high watermark; as follower it runs a replica fetcher against the
+leader, over a real TCP connection speaking Kafka's Fetch protocol.
+
+``stop()`` is a graceful shutdown (leadership moves first, logs are flushed);
+``kill()`` drops everything on the floor as a crashed process would, leaving the
+log files exactly as they were written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kaflite.cluster.configs import BrokerConfig, effective_topic_configs
+from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, TopicState
+from kaflite.cluster.handlers import all_handlers
+from kaflite.cluster.log import LogConfig, LogManager
+from kaflite.cluster.network import ServerConnection, api_versions_error_body
+from kaflite.cluster.partition import Partition
+from kaflite.protocol import errors
+from kaflite.protocol.messages import ApiVersionsResponse
+
+if TYPE_CHECKING:
+    from kaflite.cluster.replication import ReplicaFetcher
+
+__all__ = ["Broker"]
+
+log = logging.getLogger("kaflite.cluster.broker")
+
+
+class Broker:
+    def __init__(
+        self,
+        node_id: int,
+        controller: Controller,
+        config: BrokerConfig,
+        data_dir: Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        advertised_host: str | None = None,
+        advertised_port: int | None = None,
+        rack: str | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.controller = controller
+        self.config = config
+        self.data_dir = data_dir
+        self.host, self.port = host, port
+        self._advertised = (advertised_host, advertised_port)
+        self.rack = rack
+        self.handlers = all_handlers()
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.connections: dict[int, ServerConnection] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.logs: LogManager | None = None
+        self.server: asyncio.Server | None = None
+        self.running = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._bad_input_logged: set[str] = set()
+        self.started_at = 0.0
+        self.faults: Any = None  # set by the cluster's fault injector
+
+    # -- addresses ---------------------------------------------------------------
+    @property
+    def advertised_host(self) -> str:
+        return self._advertised[0] or self.host
+
+    @property
+    def advertised_port(self) -> int:
+        return self._advertised[1] or self.port
+
+    @property
+    def info(self) -> BrokerInfo:
+        return BrokerInfo(self.node_id, self.advertised_host, self.advertised_port, self.rack)
+
+    # -- lifecycle ----------------------------------------------------------------
+    async def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.logs = LogManager(self.data_dir, node_id=self.node_id,
+                               cluster_id=self.controller.cluster_id)
+        self.logs.load_all()
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(
+            lambda: ServerConnection(self), self.host, self.port, reuse_address=True
+        )
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.running = True
+        self.started_at = time.time()
+        info = self.controller.brokers.get(self.node_id)
+        if info is None:
+            info = self.info
+        else:
+            info.host, info.port, info.rack = self.advertised_host, self.advertised_port, self.rack
+        self.controller.register_broker(info, self)
+        self.controller.broker_started(self.node_id)
+        self._tasks.append(loop.create_task(self._maintain_isr()))
+        self._tasks.append(loop.create_task(self._retention()))
+
+    async def stop(self) -> None:
+        """Graceful shutdown: hand leadership over, then close everything."""
+        if not self.running:
+            return
+        self.controller.broker_stopped(self.node_id)
+        await self._shutdown()
+        if self.logs is not None:
+            self.logs.close()
+
+    async def kill(self) -> None:
+        """Crash: stop serving at once; nothing is flushed or handed over nicely."""
+        if not self.running:
+            return
+        await self._shutdown()
+        self.controller.broker_stopped(self.node_id)
+        if self.logs is not None:
+            self.logs.close(flush=False)
+
+    async def _shutdown(self) -> None:
+        self.running = False
+        if self.server is not None:
+            self.server.close()
+        for conn in list(self.connections.values()):
+            conn.abort()
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._tasks.clear()
+        for p in self.partitions.values():
+            p.leader = -1
+            p.wake_fetchers()
+            p._fail_hw_waiters()
+        self.partitions.clear()
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.wait_closed(), 5)
+            self.server = None
+
+    # -- controller callbacks -------------------------------------------------------
+    def on_partition_change(self, topic: TopicState, state: PartitionState) -> None:
+        if not self.running:
+            return
+        key = (topic.name, state.partition)
+        p = self.partitions.get(key)
+        if self.node_id not in state.replicas:
+            if p is not None:
+                self._remove_partition(p, delete=True)
+            return
+        if p is None:
+            log_config = self.topic_log_config(topic)
+            assert self.logs is not None
+            plog = self.logs.get_or_create(topic.name, state.partition, topic.topic_id, log_config)
+            p = Partition(self.node_id, topic.name, state.partition, topic.topic_id, plog)
+            self.partitions[key] = p
+        else:
+            p.log.config = self.topic_log_config(topic)
+        became_leader, _ = p.apply(state)
+        if p.is_leader or state.leader == -1:
+            self._unfollow(p)
+        else:
+            self._follow(p, state.leader)
+        if became_leader:
+            log.debug("broker %s leads %s-%s at epoch %s", self.node_id, *key, p.leader_epoch)
+
+    def on_topic_deleted(self, topic: TopicState) -> None:
+        for p in [p for k, p in self.partitions.items() if k[0] == topic.name]:
+            self._remove_partition(p, delete=True)
+
+    def _remove_partition(self, p: Partition, delete: bool) -> None:
+        self._unfollow(p)
+        p.leader = -1
+        p.wake_fetchers()
+        p._fail_hw_waiters()
+        self.partitions.pop(p.tp, None)
+        if delete and self.logs is not None:
+            self.logs.delete_partition(p.topic, p.index)
+
+    def _follow(self, p: Partition, leader: int) -> None:
+        from kaflite.cluster.replication import ReplicaFetcher
+
+        for fid, fetcher in self.fetchers.items():
+            if fid != leader:
+                fetcher.remove(p)
+        existing = self.fetchers.get(leader)
+        if existing is None:
+            existing = self.fetchers[leader] = ReplicaFetcher(self, leader)
+            existing.start()
+        existing.add(p)
+
+    def _unfollow(self, p: Partition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(p)
+
+    def topic_log_config(self, topic: TopicState) -> LogConfig:
+        values = {k: v for k, (v, _) in effective_topic_configs(topic.configs, self.config).items()
+                  if v is not None}
+        return LogConfig.from_props(values)
+
+    # -- serving helpers --------------------------------------------------------------
+    def leader_partition(self, topic: str, index: int, epoch: int = -1) -> Partition:
+        """The partition if this broker leads it, else the error Kafka would return."""
+        p = self.partitions.get((topic, index))
+        if p is None:
+            t = self.controller.topics.get(topic)
+            if t is None or index >= len(t.partitions):
+                raise errors.UnknownTopicOrPartitionError(f"{topic}-{index}")
+            if t.partitions[index].leader == -1:
+                raise errors.LeaderNotAvailableError(f"{topic}-{index}")
+            raise errors.NotLeaderOrFollowerError(f"{topic}-{index}")
+        if p.leader == -1:
+            raise errors.LeaderNotAvailableError(f"{topic}-{index}")
+        if epoch >= 0:
+            if epoch < p.leader_epoch:
+                raise errors.FencedLeaderEpochError(f"{topic}-{index}")
+            if epoch > p.leader_epoch:
+                raise errors.UnknownLeaderEpochError(f"{topic}-{index}")
+        if not p.is_leader:
+            raise errors.NotLeaderOrFollowerError(f"{topic}-{index}")
+        return p
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        return {k: (h.min_version, h.max_version) for k, h in self.handlers.items()}
+
+    def api_versions_v0_error(self) -> ApiVersionsResponse:
+        return api_versions_error_body(self.api_versions())
+
+    def log_bad_input(self, peer: str, why: str) -> None:
+        key = f"{peer}:{why.split(':')[0]}"
+        if key not in self._bad_input_logged:
+            self._bad_input_logged.add(key)
+            log.warning("broker %s: closing connection from %s: %s", self.node_id, peer, why)
+
+    # -- background duties -------------------------------------------------------------
+    async def _maintain_isr(self) -> None:
+        lag_ms = self.config.int("replica.lag.time.max.ms")
+        while self.running:
+            await asyncio.sleep(max(0.05, lag_ms / 4000))
+            for p in list(self.partitions.values()):
+                if not p.is_leader or p.isr_change_pending:
+                    continue
+                lagging = p.lagging_isr_members(lag_ms)
+                if lagging:
+                    self.alter_isr(p, [r for r in p.isr if r not in lagging])
+
+    def alter_isr(self, p: Partition, isr: list[int]) -> None:
+        try:
+            state = self.controller.alter_isr(p.topic, p.index, self.node_id, p.leader_epoch, isr)
+        except errors.KafkaError:
+            return
+        p.isr = list(state.isr)
+        p.partition_epoch = state.partition_epoch
+        p.maybe_advance_hw()
+
+    async def _retention(self) -> None:
+        interval = self.config.int("log.retention.check.interval.ms") / 1000
+        while self.running:
+            await asyncio.sleep(min(interval, 5.0))
+            now_ms = int(time.time() * 1000)
+            for p in list(self.partitions.values()):
+                if not p.is_leader:
+                    continue  # followers take the leader's log start from its Fetch responses
+                try:
+                    p.log.housekeeping(now_ms, high_watermark=p.high_watermark)
+                except Exception:
+                    log.exception("retention failed for %s-%s", p.topic, p.index)

@@ -1,0 +1,206 @@
+"""An embedded Kafka-compatible cluster: N brokers and a controller on one event loop.
+
+    async with Cluster(brokers=3) as cluster:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+
+    with Cluster(brokers=3) as cluster:   # runs its loop in a background thread
+        ...
+
+Each broker has its own TCP listener (loopback by default), node id and rack,
+and keeps its partitions in its own directory under ``data_dir``. Without a
+``data_dir`` the cluster lives in a temporary directory removed on exit; with
+one, a restarted cluster recovers its topics and data from disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from kaflite.cluster.broker import Broker
+from kaflite.cluster.configs import BrokerConfig, validate_topic_configs
+from kaflite.cluster.controller import Controller, TopicState
+
+__all__ = ["Cluster"]
+
+T = TypeVar("T")
+
+
+class Cluster:
+    def __init__(
+        self,
+        brokers: int = 3,
+        data_dir: str | Path | None = None,
+        host: str = "127.0.0.1",
+        base_port: int = 0,
+        racks: Sequence[str | None] | None = None,
+        config: Mapping[str, object] | None = None,
+        advertised_host: str | None = None,
+        advertised_ports: Sequence[int] | None = None,
+        cluster_id: str | None = None,
+    ) -> None:
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self._tmp: str | None = None
+        if data_dir is None:
+            self._tmp = tempfile.mkdtemp(prefix="kaflite-")
+            data_dir = self._tmp
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.base_port = base_port
+        self.num_brokers = brokers
+        self.racks = list(racks) if racks is not None else [None] * brokers
+        if len(self.racks) != brokers:
+            raise ValueError("racks must name one rack per broker")
+        self.config = BrokerConfig.from_props(config)
+        self.advertised_host = advertised_host
+        self.advertised_ports = list(advertised_ports) if advertised_ports else None
+        self.controller = Controller(self.data_dir, cluster_id)
+        self.brokers: dict[int, Broker] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.started = False
+
+    # -- addresses -------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{b.advertised_host}:{b.advertised_port}"
+                        for b in self.brokers.values() if b.running)
+
+    @property
+    def cluster_id(self) -> str:
+        return self.controller.cluster_id
+
+    def broker(self, node_id: int) -> Broker:
+        return self.brokers[node_id]
+
+    # -- lifecycle (async) -----------------------------------------------------------
+    async def start(self) -> Cluster:
+        self._loop = asyncio.get_running_loop()
+        for node_id in range(self.num_brokers):
+            port = self.base_port + node_id if self.base_port else 0
+            adv_port = self.advertised_ports[node_id] if self.advertised_ports else None
+            broker = Broker(
+                node_id, self.controller, self.config, self.data_dir / f"broker-{node_id}",
+                host=self.host, port=port, advertised_host=self.advertised_host,
+                advertised_port=adv_port, rack=self.racks[node_id],
+            )
+            self.brokers[node_id] = broker
+            # Every broker is known (and not alive) before any starts, so the
+            # first one does not elect itself leader of everything.
+            self.controller.brokers.setdefault(node_id, broker.info).alive = False
+        for broker in self.brokers.values():
+            await broker.start()
+        self.started = True
+        return self
+
+    async def stop(self) -> None:
+        for broker in list(self.brokers.values()):
+            await broker.stop()
+        self.started = False
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    async def __aenter__(self) -> Cluster:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- broker faults -----------------------------------------------------------------
+    async def stop_broker(self, node_id: int) -> None:
+        await self.brokers[node_id].stop()
+
+    async def kill_broker(self, node_id: int) -> None:
+        await self.brokers[node_id].kill()
+
+    async def restart_broker(self, node_id: int) -> None:
+        old = self.brokers[node_id]
+        if old.running:
+            await old.stop()
+        broker = Broker(node_id, self.controller, self.config, old.data_dir, host=old.host,
+                        port=old.port, advertised_host=old._advertised[0],
+                        advertised_port=old._advertised[1], rack=old.rack)
+        broker.faults = old.faults
+        self.brokers[node_id] = broker
+        await broker.start()
+
+    # -- admin shortcuts -------------------------------------------------------------
+    def _on_loop(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the cluster's loop: controller changes must happen there."""
+        if self._thread is None or threading.current_thread() is self._thread:
+            return fn()
+
+        async def call() -> T:
+            return fn()
+
+        return self._run(call())
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     configs: Mapping[str, str] | None = None,
+                     assignments: list[list[int]] | None = None) -> TopicState:
+        """Create a topic directly through the controller (no client needed)."""
+        valid = validate_topic_configs(dict(configs or {}))
+
+        def create() -> TopicState:
+            plan = assignments or self.controller.assign_replicas(partitions, replication_factor)
+            return self.controller.create_topic(name, plan, valid, topic_id=uuid.uuid4())
+
+        return self._on_loop(create)
+
+    def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
+        """Move a partition's leadership to ``to`` or to any other ISR member."""
+        return self._on_loop(lambda: self.controller.move_leader(topic, partition, to))
+
+    # -- sync façade -------------------------------------------------------------------
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
+        assert self._loop is not None
+        fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return fut.result(timeout)
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
+        """Run a coroutine on the cluster's loop from another thread (sync mode)."""
+        return self._run(coro, timeout)
+
+    def __enter__(self) -> Cluster:
+        ready = threading.Event()
+        loop = _new_loop()
+        self._loop = loop
+
+        def main() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=main, name="kaflite-cluster", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        self._run(self.start())
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            self._run(self.stop())
+        finally:
+            assert self._loop is not None and self._thread is not None
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop.close()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        return uvloop.new_event_loop()  # type: ignore[no-any-return]
+    except ImportError:
+        return asyncio.new_event_loop()

@@ -1,0 +1,166 @@
+"""Broker and topic configuration: Kafka's names, defaults and validation.
+
+Topic configs fall back to the broker's ``log.*`` equivalents (Kafka's
+"synonyms"), then to Kafka's defaults. DescribeConfigs reports each value with
+its source: DYNAMIC_TOPIC_CONFIG (set on the topic), STATIC_BROKER_CONFIG (set
+on the broker at start) or DEFAULT_CONFIG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "BROKER_DEFAULTS",
+    "TOPIC_CONFIGS",
+    "BrokerConfig",
+    "ConfigDef",
+    "ConfigError",
+    "effective_topic_configs",
+    "validate_topic_configs",
+]
+
+
+class ConfigError(ValueError):
+    """An unknown config name or an invalid value (the message names the property)."""
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    default: str | None
+    type: str  # BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
+    broker_synonym: str | None = None
+    check: Callable[[str], bool] | None = None
+    sensitive: bool = False
+
+
+def _int(lo: int = -(1 << 63), hi: int = (1 << 63) - 1) -> Callable[[str], bool]:
+    def check(v: str) -> bool:
+        try:
+            return lo <= int(v) <= hi
+        except ValueError:
+            return False
+    return check
+
+
+def _choice(*options: str) -> Callable[[str], bool]:
+    def check(v: str) -> bool:
+        return all(part.strip() in options for part in v.split(",")) and bool(v.strip())
+    return check
+
+
+def _bool(v: str) -> bool:
+    return v.lower() in ("true", "false")
+
+
+# Kafka 4.0 topic configs (name, default, type, broker synonym).
+TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
+    ConfigDef("cleanup.policy", "delete", "LIST", "log.cleanup.policy", _choice("delete", "compact")),
+    ConfigDef("compression.type", "producer", "STRING", "compression.type",
+              _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+    ConfigDef("delete.retention.ms", "86400000", "LONG", "log.cleaner.delete.retention.ms", _int(0)),
+    ConfigDef("file.delete.delay.ms", "60000", "LONG", "log.segment.delete.delay.ms", _int(0)),
+    ConfigDef("flush.messages", "9223372036854775807", "LONG", "log.flush.interval.messages", _int(1)),
+    ConfigDef("flush.ms", "9223372036854775807", "LONG", "log.flush.interval.ms", _int(0)),
+    ConfigDef("index.interval.bytes", "4096", "INT", "log.index.interval.bytes", _int(0, 2**31 - 1)),
+    ConfigDef("max.compaction.lag.ms", "9223372036854775807", "LONG", "log.cleaner.max.compaction.lag.ms", _int(1)),
+    ConfigDef("max.message.bytes", "1048588", "INT", "message.max.bytes", _int(0, 2**31 - 1)),
+    ConfigDef("message.timestamp.type", "CreateTime", "STRING", "log.message.timestamp.type",
+              _choice("CreateTime", "LogAppendTime")),
+    ConfigDef("message.timestamp.before.max.ms", "9223372036854775807", "LONG",
+              "log.message.timestamp.before.max.ms", _int(0)),
+    ConfigDef("message.timestamp.after.max.ms", "3600000", "LONG",
+              "log.message.timestamp.after.max.ms", _int(0)),
+    ConfigDef("min.cleanable.dirty.ratio", "0.5", "DOUBLE", "log.cleaner.min.cleanable.ratio"),
+    ConfigDef("min.compaction.lag.ms", "0", "LONG", "log.cleaner.min.compaction.lag.ms", _int(0)),
+    ConfigDef("min.insync.replicas", "1", "INT", "min.insync.replicas", _int(1, 2**31 - 1)),
+    ConfigDef("preallocate", "false", "BOOLEAN", "log.preallocate", _bool),
+    ConfigDef("retention.bytes", "-1", "LONG", "log.retention.bytes", _int(-1)),
+    ConfigDef("retention.ms", "604800000", "LONG", "log.retention.ms", _int(-1)),
+    ConfigDef("segment.bytes", "1073741824", "INT", "log.segment.bytes", _int(14, 2**31 - 1)),
+    ConfigDef("segment.index.bytes", "10485760", "INT", "log.index.size.max.bytes", _int(4)),
+    ConfigDef("segment.jitter.ms", "0", "LONG", "log.roll.jitter.ms", _int(0)),
+    ConfigDef("segment.ms", "604800000", "LONG", "log.roll.ms", _int(1)),
+    ConfigDef("unclean.leader.election.enable", "false", "BOOLEAN",
+              "unclean.leader.election.enable", _bool),
+]}
+
+# Broker configs kaflite honours, with Kafka's defaults.
+BROKER_DEFAULTS: dict[str, str] = {
+    "auto.create.topics.enable": "true",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "3",
+    "min.insync.replicas": "1",
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.max.bytes": "1048576",
+    "socket.request.max.bytes": "104857600",
+    "connections.max.idle.ms": "600000",
+    "message.max.bytes": "1048588",
+    "log.retention.check.interval.ms": "300000",
+    "group.initial.rebalance.delay.ms": "3000",
+    "offsets.retention.minutes": "10080",
+    "delete.topic.enable": "true",
+    "log.flush.interval.messages": "9223372036854775807",
+}
+
+
+@dataclass
+class BrokerConfig:
+    """Broker-wide settings: Kafka's defaults overridden by ``props``."""
+
+    props: dict[str, str]
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, object] | None = None) -> BrokerConfig:
+        merged = dict(BROKER_DEFAULTS)
+        for key, value in (props or {}).items():
+            merged[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return cls(merged)
+
+    def get(self, name: str) -> str:
+        return self.props[name]
+
+    def int(self, name: str) -> int:
+        return int(self.props[name])
+
+    def bool(self, name: str) -> bool:
+        return self.props[name].lower() == "true"
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check names and values; return the non-null ones. Raises ``ConfigError``."""
+    out: dict[str, str] = {}
+    for name, value in configs.items():
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            raise ConfigError(f"Unknown topic config name: {name}")
+        if value is None:
+            continue
+        if definition.check is not None and not definition.check(value):
+            raise ConfigError(f"Invalid value {value} for configuration {name}")
+        out[name] = value
+    return out
+
+
+def effective_topic_configs(
+    topic_configs: Mapping[str, str], broker: BrokerConfig
+) -> dict[str, tuple[str | None, str]]:
+    """Every topic config: ``name -> (value, source)`` in DescribeConfigs terms."""
+    out: dict[str, tuple[str | None, str]] = {}
+    for name, definition in TOPIC_CONFIGS.items():
+        if name in topic_configs:
+            out[name] = (topic_configs[name], "DYNAMIC_TOPIC_CONFIG")
+        elif (synonym := definition.broker_synonym) in broker.props and \
+                broker.props[synonym] != BROKER_DEFAULTS.get(synonym):
+            # Set on the broker at start (a default would not be in props or would match).
+            out[name] = (broker.props[synonym], "STATIC_BROKER_CONFIG")
+        else:
+            out[name] = (definition.default, "DEFAULT_CONFIG")
+    return out

@@ -1,0 +1,167 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.configs import ConfigError, effective_topic_configs, validate_topic_configs
+from kaflite.cluster.handlers._base import Handler
+from kaflite.cluster.handlers.metadata import validate_topic_name
+from kaflite.protocol import errors
+from kaflite.protocol.headers import RequestHeader
+from kaflite.protocol.messages import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from kaflite.protocol.messages import create_partitions_response as cpr
+from kaflite.protocol.messages import create_topics_request as ctq
+from kaflite.protocol.messages import create_topics_response as ctr
+from kaflite.protocol.messages import delete_topics_response as dtr
+from kaflite.protocol.primitives import ZERO_UUID
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.network import ServerConnection
+
+__all__ = ["HANDLERS"]
+
+SOURCES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG": 5}
+
+
+def _plan(broker: Broker, t: ctq.CreatableTopic) -> list[list[int]]:
+    controller = broker.controller
+    if t.assignments:
+        if t.num_partitions != -1 or t.replication_factor != -1:
+            raise errors.InvalidRequestError(
+                "Both numPartitions or replicationFactor and replicasAssignments were set")
+        out = []
+        for i, a in enumerate(sorted(t.assignments, key=lambda a: a.partition_index)):
+            if a.partition_index != i:
+                raise errors.InvalidReplicaAssignmentError("partitions must be 0..n-1")
+            if not a.broker_ids or len(set(a.broker_ids)) != len(a.broker_ids):
+                raise errors.InvalidReplicaAssignmentError(f"bad replicas for partition {i}")
+            for b in a.broker_ids:
+                if b not in controller.brokers:
+                    raise errors.InvalidReplicaAssignmentError(f"unknown broker {b}")
+            out.append(list(a.broker_ids))
+        return out
+    partitions = broker.config.int("num.partitions") if t.num_partitions == -1 else t.num_partitions
+    rf = broker.config.int("default.replication.factor") if t.replication_factor == -1 \
+        else t.replication_factor
+    if partitions <= 0:
+        raise errors.InvalidPartitionsError("Number of partitions must be larger than 0.")
+    if rf <= 0:
+        raise errors.InvalidReplicationFactorError("Replication factor must be larger than 0.")
+    return controller.assign_replicas(partitions, rf)
+
+
+async def handle_create_topics(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                               req: CreateTopicsRequest) -> CreateTopicsResponse:
+    controller = broker.controller
+    results = []
+    seen: dict[str, int] = {}
+    for t in req.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    for t in req.topics:
+        res = ctr.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=0)
+        try:
+            if seen[t.name] > 1:
+                raise errors.InvalidRequestError(f"Duplicate topic name {t.name}")
+            validate_topic_name(t.name)
+            if t.name in controller.topics:
+                raise errors.TopicAlreadyExistsError(f"Topic '{t.name}' already exists.")
+            try:
+                configs = validate_topic_configs({c.name: c.value for c in t.configs})
+            except ConfigError as exc:
+                raise errors.InvalidConfigError(str(exc)) from None
+            plan = _plan(broker, t)
+            res.num_partitions = len(plan)
+            res.replication_factor = len(plan[0])
+            if not req.validate_only:
+                topic = controller.create_topic(t.name, plan, configs)
+                res.topic_id = topic.topic_id
+            res.configs = [
+                ctr.CreatableTopicConfigs(name, value, False, SOURCES[source], False)
+                for name, (value, source) in effective_topic_configs(configs, broker.config).items()
+            ]
+        except errors.KafkaError as exc:
+            res.error_code, res.error_message = exc.code, exc.message
+            res.num_partitions = res.replication_factor = -1
+        results.append(res)
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+async def handle_delete_topics(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                               req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    controller = broker.controller
+    wanted: list[tuple[str | None, uuid.UUID]] = [(n, ZERO_UUID) for n in req.topic_names]
+    wanted += [(t.name, t.topic_id) for t in req.topics]
+    responses = []
+    for name, topic_id in wanted:
+        res = dtr.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
+        try:
+            if name is None:
+                topic = controller.topics_by_id.get(topic_id)
+                if topic is None:
+                    raise errors.UnknownTopicIdError(str(topic_id))
+                name = res.name = topic.name
+            topic = controller.topics.get(name)
+            if topic is None:
+                raise errors.UnknownTopicOrPartitionError(name)
+            if topic.internal:
+                raise errors.TopicDeletionDisabledError(f"{name} is internal")
+            res.topic_id = topic.topic_id
+            controller.delete_topic(name)
+        except errors.KafkaError as exc:
+            res.error_code, res.error_message = exc.code, exc.message
+        responses.append(res)
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
+
+
+async def handle_create_partitions(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                                   req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    controller = broker.controller
+    results = []
+    for t in req.topics:
+        res = cpr.CreatePartitionsTopicResult(name=t.name, error_code=0)
+        try:
+            topic = controller.topics.get(t.name)
+            if topic is None:
+                raise errors.UnknownTopicOrPartitionError(t.name)
+            current = len(topic.partitions)
+            if t.count < current:
+                raise errors.InvalidPartitionsError(
+                    f"Topic currently has {current} partitions, which is higher than the "
+                    f"requested {t.count}.")
+            if t.count == current:
+                raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
+            rf = len(topic.partitions[0].replicas)
+            if t.assignments is not None:
+                if len(t.assignments) != t.count - current:
+                    raise errors.InvalidReplicaAssignmentError(
+                        f"Increasing the number of partitions by {t.count - current} but "
+                        f"{len(t.assignments)} assignments provided.")
+                plan = [list(a.broker_ids) for a in t.assignments]
+                for replicas in plan:
+                    if any(b not in controller.brokers for b in replicas):
+                        raise errors.InvalidReplicaAssignmentError(f"unknown broker in {replicas}")
+            else:
+                plan = controller.assign_replicas(t.count - current, rf, start=current)
+            if not req.validate_only:
+                controller.create_partitions(t.name, plan)
+        except errors.KafkaError as exc:
+            res.error_code, res.error_message = exc.code, exc.message
+        results.append(res)
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+HANDLERS = [
+    Handler(19, 2, 7, handle_create_topics),
+    Handler(20, 1, 6, handle_delete_topics),
+    Handler(37, 0, 3, handle_create_partitions),
+]

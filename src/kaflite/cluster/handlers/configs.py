@@ -1,0 +1,192 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Topic configs are stored on the controller and take effect on every replica at
+once (the controller pushes the topic's new state to its brokers). Broker
+configs are described as they were given at start; altering them dynamically
+is refused with INVALID_REQUEST, except with validate_only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.configs import (
+    BROKER_DEFAULTS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    effective_topic_configs,
+    validate_topic_configs,
+)
+from kaflite.cluster.handlers._base import Handler
+from kaflite.protocol import errors
+from kaflite.protocol.headers import RequestHeader
+from kaflite.protocol.messages import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kaflite.protocol.messages import alter_configs_response as acr
+from kaflite.protocol.messages import describe_configs_response as dcr
+from kaflite.protocol.messages import incremental_alter_configs_response as iacr
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.network import ServerConnection
+
+__all__ = ["HANDLERS"]
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SOURCE = {"DYNAMIC_TOPIC_CONFIG": 1, "DYNAMIC_BROKER_CONFIG": 2, "STATIC_BROKER_CONFIG": 4,
+          "DEFAULT_CONFIG": 5}
+TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7,
+         "CLASS": 8, "PASSWORD": 9}
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _describe_topic(broker: Broker, name: str, keys: list[str] | None,
+                    synonyms: bool) -> list[dcr.DescribeConfigsResourceResult]:
+    topic = broker.controller.topics.get(name)
+    if topic is None:
+        raise errors.UnknownTopicOrPartitionError(name)
+    out = []
+    for key, (value, source) in effective_topic_configs(topic.configs, broker.config).items():
+        if keys is not None and key not in keys:
+            continue
+        definition = TOPIC_CONFIGS[key]
+        syn = []
+        if synonyms:
+            if source == "DYNAMIC_TOPIC_CONFIG":
+                syn.append(dcr.DescribeConfigsSynonym(key, value, SOURCE[source]))
+            if definition.broker_synonym and definition.broker_synonym in broker.config.props:
+                syn.append(dcr.DescribeConfigsSynonym(
+                    definition.broker_synonym, broker.config.props[definition.broker_synonym],
+                    SOURCE["STATIC_BROKER_CONFIG"]
+                    if broker.config.props[definition.broker_synonym]
+                    != BROKER_DEFAULTS.get(definition.broker_synonym) else SOURCE["DEFAULT_CONFIG"]))
+            syn.append(dcr.DescribeConfigsSynonym(key, definition.default, SOURCE["DEFAULT_CONFIG"]))
+        out.append(dcr.DescribeConfigsResourceResult(
+            name=key, value=value, read_only=False,
+            config_source=SOURCE[source], is_sensitive=definition.sensitive, synonyms=syn,
+            config_type=TYPES[definition.type],
+        ))
+    return out
+
+
+def _describe_broker(broker: Broker, name: str,
+                     keys: list[str] | None) -> list[dcr.DescribeConfigsResourceResult]:
+    if name and name != str(broker.node_id):
+        raise errors.InvalidRequestError(f"broker {name} cannot describe broker {broker.node_id}")
+    out = []
+    for key, value in sorted(broker.config.props.items()):
+        if keys is not None and key not in keys:
+            continue
+        default = BROKER_DEFAULTS.get(key) == value
+        out.append(dcr.DescribeConfigsResourceResult(
+            name=key, value=value, read_only=True,
+            config_source=SOURCE["DEFAULT_CONFIG" if default else "STATIC_BROKER_CONFIG"],
+            is_sensitive=False, config_type=TYPES["STRING"],
+        ))
+    return out
+
+
+async def handle_describe(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                          req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    results = []
+    for res in req.resources:
+        result = dcr.DescribeConfigsResult(error_code=0, resource_type=res.resource_type,
+                                           resource_name=res.resource_name)
+        try:
+            if res.resource_type == TOPIC:
+                result.configs = _describe_topic(broker, res.resource_name,
+                                                 res.configuration_keys, req.include_synonyms)
+            elif res.resource_type == BROKER:
+                result.configs = _describe_broker(broker, res.resource_name,
+                                                  res.configuration_keys)
+            else:
+                raise errors.InvalidRequestError(f"unsupported resource type {res.resource_type}")
+        except errors.KafkaError as exc:
+            result.error_code, result.error_message = exc.code, exc.message
+        results.append(result)
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _apply(broker: Broker, resource_type: int, name: str, new: dict[str, str],
+           validate_only: bool) -> None:
+    if resource_type == BROKER:
+        if validate_only:
+            return
+        raise errors.InvalidRequestError("dynamic broker configs are not supported")
+    if resource_type != TOPIC:
+        raise errors.InvalidRequestError(f"unsupported resource type {resource_type}")
+    if name not in broker.controller.topics:
+        raise errors.UnknownTopicOrPartitionError(name)
+    try:
+        valid = validate_topic_configs(new)
+    except ConfigError as exc:
+        raise errors.InvalidConfigError(str(exc)) from None
+    if not validate_only:
+        broker.controller.set_topic_configs(name, valid)
+
+
+async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                       req: AlterConfigsRequest) -> AlterConfigsResponse:
+    responses = []
+    for res in req.resources:
+        out = acr.AlterConfigsResourceResponse(error_code=0, resource_type=res.resource_type,
+                                               resource_name=res.resource_name)
+        try:
+            # AlterConfigs replaces the whole set of dynamic configs.
+            new = {c.name: c.value for c in res.configs if c.value is not None}
+            _apply(broker, res.resource_type, res.resource_name, new, req.validate_only)
+        except errors.KafkaError as exc:
+            out.error_code, out.error_message = exc.code, exc.message
+        responses.append(out)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+async def handle_incremental(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                             req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    responses = []
+    for res in req.resources:
+        out = iacr.AlterConfigsResourceResponse(error_code=0, resource_type=res.resource_type,
+                                                resource_name=res.resource_name)
+        try:
+            topic = broker.controller.topics.get(res.resource_name)
+            current = dict(topic.configs) if topic is not None else {}
+            for c in res.configs:
+                if c.name not in TOPIC_CONFIGS and res.resource_type == TOPIC:
+                    raise errors.InvalidConfigError(f"Unknown topic config name: {c.name}")
+                if c.config_operation == SET:
+                    if c.value is None:
+                        raise errors.InvalidRequestError(f"null value for {c.name}")
+                    current[c.name] = c.value
+                elif c.config_operation == DELETE:
+                    current.pop(c.name, None)
+                elif c.config_operation in (APPEND, SUBTRACT):
+                    if TOPIC_CONFIGS[c.name].type != "LIST":
+                        raise errors.InvalidConfigError(f"{c.name} is not a list config")
+                    items = [x for x in current.get(c.name, TOPIC_CONFIGS[c.name].default or "")
+                             .split(",") if x]
+                    for v in (c.value or "").split(","):
+                        if c.config_operation == APPEND and v not in items:
+                            items.append(v)
+                        elif c.config_operation == SUBTRACT and v in items:
+                            items.remove(v)
+                    current[c.name] = ",".join(items)
+                else:
+                    raise errors.InvalidRequestError(f"unknown operation {c.config_operation}")
+            _apply(broker, res.resource_type, res.resource_name, current, req.validate_only)
+        except errors.KafkaError as exc:
+            out.error_code, out.error_message = exc.code, exc.message
+        responses.append(out)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+HANDLERS = [
+    Handler(32, 1, 4, handle_describe),
+    Handler(33, 0, 2, handle_alter),
+    Handler(44, 0, 1, handle_incremental),
+]

@@ -1,0 +1,141 @@
+"""Metadata (key 3) and DescribeCluster (key 60): the cluster map clients route by.
+
+Any broker answers Metadata from the controller's state: the live brokers at
+their advertised addresses, and every requested topic's partitions with
+leader, leader epoch, replicas, ISR and offline replicas. A partition without
+a leader reports LEADER_NOT_AVAILABLE. Unknown topics are created when both the
+request (v4+ ``allow_auto_topic_creation``) and the broker
+(``auto.create.topics.enable``) allow it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.controller import TopicState
+from kaflite.cluster.handlers._base import Handler
+from kaflite.protocol import errors
+from kaflite.protocol.headers import RequestHeader
+from kaflite.protocol.messages import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kaflite.protocol.messages import describe_cluster_response as dc
+from kaflite.protocol.messages import metadata_response as mr
+from kaflite.protocol.primitives import ZERO_UUID
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.network import ServerConnection
+
+__all__ = ["HANDLERS", "auto_create", "validate_topic_name"]
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+# Kafka's default for authorized operations when not requested.
+NO_OPS = -(1 << 31)
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", "..") or len(name) > 249 or not _LEGAL.match(name):
+        raise errors.InvalidTopicExceptionError(f"Topic name '{name}' is illegal")
+
+
+def auto_create(broker: Broker, name: str) -> TopicState:
+    controller = broker.controller
+    validate_topic_name(name)
+    rf = min(broker.config.int("default.replication.factor"), len(controller.live_brokers()))
+    assignment = controller.assign_replicas(broker.config.int("num.partitions"), max(rf, 1))
+    return controller.create_topic(name, assignment)
+
+
+def topic_metadata(broker: Broker, topic: TopicState) -> mr.MetadataResponseTopic:
+    controller = broker.controller
+    parts = []
+    for p in topic.partitions:
+        offline = [r for r in p.replicas
+                   if r not in controller.brokers or not controller.brokers[r].alive]
+        parts.append(mr.MetadataResponsePartition(
+            error_code=errors.LeaderNotAvailableError.code if p.leader == -1 else 0,
+            partition_index=p.partition,
+            leader_id=p.leader,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas),
+            isr_nodes=list(p.isr),
+            offline_replicas=offline,
+        ))
+    return mr.MetadataResponseTopic(
+        error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
+        partitions=parts,
+    )
+
+
+async def handle_metadata(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                          req: MetadataRequest) -> MetadataResponse:
+    controller = broker.controller
+    version = header.request_api_version
+    faults = broker.faults
+    if faults is not None:
+        await faults.before_request(broker, conn, header, req)
+    topics: list[mr.MetadataResponseTopic] = []
+    wanted = req.topics
+    if wanted is None or (version == 0 and not wanted):
+        for t in controller.topics.values():
+            topics.append(topic_metadata(broker, t))
+    else:
+        allow = req.allow_auto_topic_creation and broker.config.bool("auto.create.topics.enable")
+        for wt in wanted:
+            t = None
+            if wt.name is None and wt.topic_id != ZERO_UUID:
+                t = controller.topics_by_id.get(wt.topic_id)
+                if t is None:
+                    topics.append(mr.MetadataResponseTopic(
+                        error_code=errors.UnknownTopicIdError.code, name=None,
+                        topic_id=wt.topic_id))
+                    continue
+            else:
+                name = wt.name or ""
+                t = controller.topics.get(name)
+                if t is None:
+                    code = errors.UnknownTopicOrPartitionError.code
+                    if allow:
+                        try:
+                            t = auto_create(broker, name)
+                        except errors.KafkaError as exc:
+                            code = exc.code
+                    if t is None:
+                        topics.append(mr.MetadataResponseTopic(error_code=code, name=name))
+                        continue
+            topics.append(topic_metadata(broker, t))
+    brokers = [
+        mr.MetadataResponseBroker(b.node_id, b.host, b.port, b.rack)
+        for b in sorted(controller.live_brokers(), key=lambda b: b.node_id)
+    ]
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=controller.cluster_id,
+        controller_id=min((b.node_id for b in controller.live_brokers()), default=-1),
+        topics=topics,
+        cluster_authorized_operations=NO_OPS,
+    )
+
+
+async def handle_describe_cluster(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                                  req: DescribeClusterRequest) -> DescribeClusterResponse:
+    controller = broker.controller
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        endpoint_type=req.endpoint_type,
+        cluster_id=controller.cluster_id,
+        controller_id=min((b.node_id for b in controller.live_brokers()), default=-1),
+        brokers=[dc.DescribeClusterBroker(b.node_id, b.host, b.port, b.rack)
+                 for b in sorted(controller.live_brokers(), key=lambda b: b.node_id)],
+        cluster_authorized_operations=NO_OPS,
+    )
+
+
+HANDLERS = [Handler(3, 0, 12, handle_metadata), Handler(60, 0, 1, handle_describe_cluster)]

@@ -1,0 +1,140 @@
+"""ListOffsets (2), OffsetForLeaderEpoch (23), DeleteRecords (21), InitProducerId (22)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.handlers._base import Handler
+from kaflite.cluster.handlers._util import error_code_of
+from kaflite.protocol import errors
+from kaflite.protocol.headers import RequestHeader
+from kaflite.protocol.messages import (
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kaflite.protocol.messages import delete_records_response as drr
+from kaflite.protocol.messages import list_offsets_response as lor
+from kaflite.protocol.messages import offset_for_leader_epoch_response as ofl
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.network import ServerConnection
+
+__all__ = ["HANDLERS"]
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+READ_COMMITTED = 1
+MAX_EPOCH = 32767
+
+
+async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                              req: ListOffsetsRequest) -> ListOffsetsResponse:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for lp in t.partitions:
+            res = lor.ListOffsetsPartitionResponse(partition_index=lp.partition_index,
+                                                   error_code=0, timestamp=-1, offset=-1)
+            try:
+                if broker.faults is not None:
+                    broker.faults.check_partition(broker, conn, 2, t.name, lp.partition_index)
+                p = broker.leader_partition(t.name, lp.partition_index, lp.current_leader_epoch)
+                ts = lp.timestamp
+                if header.request_api_version >= 4:
+                    res.leader_epoch = p.leader_epoch
+                if ts == LATEST:
+                    res.offset = p.high_watermark
+                elif ts in (EARLIEST, EARLIEST_LOCAL):
+                    res.offset = p.log_start_offset
+                elif ts == EARLIEST_PENDING_UPLOAD:
+                    res.offset = -1
+                elif ts == MAX_TIMESTAMP:
+                    found = p.log.max_timestamp()
+                    if found is not None and found[0] < p.high_watermark:
+                        res.offset, res.timestamp = found
+                else:
+                    found = p.log.offset_for_timestamp(ts)
+                    if found is not None and found[0] < p.high_watermark:
+                        res.offset, res.timestamp = found
+                if header.request_api_version == 0:
+                    res.old_style_offsets = [res.offset] if res.offset >= 0 else []
+            except errors.KafkaError as exc:
+                res.error_code = error_code_of(exc)
+            parts.append(res)
+        topics.append(lor.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+async def handle_offset_for_leader_epoch(broker: Broker, conn: ServerConnection,
+                                         header: RequestHeader,
+                                         req: OffsetForLeaderEpochRequest
+                                         ) -> OffsetForLeaderEpochResponse:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for q in t.partitions:
+            res = ofl.EpochEndOffset(error_code=0, partition=q.partition, leader_epoch=-1,
+                                     end_offset=-1)
+            try:
+                p = broker.leader_partition(t.topic, q.partition, q.current_leader_epoch)
+                res.leader_epoch, res.end_offset = p.log.end_offset_for_epoch(q.leader_epoch)
+            except errors.KafkaError as exc:
+                res.error_code = error_code_of(exc)
+            parts.append(res)
+        topics.append(ofl.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+
+async def handle_delete_records(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                                req: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for dp in t.partitions:
+            res = drr.DeleteRecordsPartitionResult(partition_index=dp.partition_index,
+                                                   low_watermark=-1, error_code=0)
+            try:
+                p = broker.leader_partition(t.name, dp.partition_index)
+                offset = p.high_watermark if dp.offset == -1 else dp.offset
+                if offset < 0 or offset > p.high_watermark:
+                    raise errors.OffsetOutOfRangeError(
+                        f"offset {offset} is beyond the high watermark {p.high_watermark}")
+                if offset > p.log_start_offset:
+                    p.log.delete_records_before(offset)
+                res.low_watermark = p.log_start_offset
+            except errors.KafkaError as exc:
+                res.error_code = error_code_of(exc)
+            parts.append(res)
+        topics.append(drr.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
+
+
+async def handle_init_producer_id(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                                  req: InitProducerIdRequest) -> InitProducerIdResponse:
+    if req.transactional_id is not None:
+        # The transaction coordinator arrives with the transactions work.
+        return InitProducerIdResponse(error_code=errors.CoordinatorNotAvailableError.code,
+                                      producer_id=-1, producer_epoch=-1)
+    controller = broker.controller
+    if req.producer_id >= 0 and req.producer_epoch >= 0:
+        # KIP-360: an idempotent producer bumps its epoch after an unknown-producer error.
+        if req.producer_epoch + 1 > MAX_EPOCH:
+            return InitProducerIdResponse(producer_id=controller.allocate_producer_id(),
+                                          producer_epoch=0)
+        return InitProducerIdResponse(producer_id=req.producer_id,
+                                      producer_epoch=req.producer_epoch + 1)
+    return InitProducerIdResponse(producer_id=controller.allocate_producer_id(), producer_epoch=0)
+
+
+HANDLERS = [
+    Handler(2, 1, 10, handle_list_offsets),
+    Handler(23, 2, 4, handle_offset_for_leader_epoch),
+    Handler(21, 0, 2, handle_delete_records),
+    Handler(22, 0, 5, handle_init_producer_id),
+]

@@ -1,0 +1,190 @@
+"""One partition replica on one broker: its log, its role, and the leader's bookkeeping.
+
+As leader, a ``Partition`` tracks every follower's log end offset (reported by
+the follower's own Fetch requests) and derives the high watermark: the
+smallest log end offset across the ISR. A follower that has not caught up to
+the leader's log end within ``replica.lag.time.max.ms`` is dropped from the
+ISR; one that reaches the high watermark again is added back (both through the
+controller, as Kafka's AlterPartition). Producers with acks=all wait here for
+the high watermark to pass their batch; consumers' long-poll Fetches wait here
+for new data.
+
+As follower, it only appends what its replica fetcher brings and keeps the
+high watermark the leader reports (capped by its own log end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from kaflite.cluster.controller import PartitionState
+from kaflite.cluster.log import PartitionLog
+
+__all__ = ["FollowerState", "Partition"]
+
+
+@dataclass
+class FollowerState:
+    log_end_offset: int = -1
+    last_caught_up_ms: float = field(default_factory=lambda: time.monotonic() * 1000)
+    last_fetch_ms: float = 0.0
+
+
+class Partition:
+    def __init__(self, broker_id: int, topic: str, index: int, topic_id: uuid.UUID,
+                 log: PartitionLog) -> None:
+        self.broker_id = broker_id
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.leader = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.high_watermark = 0
+        self.followers: dict[int, FollowerState] = {}
+        self._data_waiters: set[asyncio.Future[None]] = set()
+        self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.isr_change_pending = False
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (self.topic, self.index)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.broker_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    # -- role changes ------------------------------------------------------------
+    def apply(self, state: PartitionState) -> tuple[bool, bool]:
+        """Adopt the controller's state; returns (became_leader, became_follower)."""
+        was_leader = self.is_leader
+        old_leader, old_epoch = self.leader, self.leader_epoch
+        self.replicas = list(state.replicas)
+        self.isr = list(state.isr)
+        self.partition_epoch = state.partition_epoch
+        self.leader = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.isr_change_pending = False
+        became_leader = self.is_leader and (not was_leader or old_epoch != state.leader_epoch)
+        became_follower = not self.is_leader and (was_leader or old_leader != state.leader
+                                                  or old_epoch != state.leader_epoch)
+        if became_leader:
+            # Kafka: a new leader starts a new epoch at its log end offset.
+            self.log.assign_epoch(self.leader_epoch, self.log_end_offset)
+            now = time.monotonic() * 1000
+            self.followers = {r: FollowerState(last_caught_up_ms=now)
+                              for r in self.replicas if r != self.broker_id}
+            self.high_watermark = min(max(self.high_watermark, 0), self.log_end_offset)
+            self.maybe_advance_hw()
+        if not self.is_leader:
+            self.followers = {}
+            self._fail_hw_waiters()
+        self.wake_fetchers()
+        return became_leader, became_follower
+
+    # -- leader bookkeeping ------------------------------------------------------------
+    def update_follower(self, replica: int, fetch_offset: int) -> bool:
+        """Record a follower's fetch position; returns True if the ISR should grow."""
+        st = self.followers.get(replica)
+        if st is None:
+            st = self.followers[replica] = FollowerState()
+        now = time.monotonic() * 1000
+        st.log_end_offset = fetch_offset
+        st.last_fetch_ms = now
+        if fetch_offset >= self.log_end_offset:
+            st.last_caught_up_ms = now
+        self.maybe_advance_hw()
+        return (replica not in self.isr and replica in self.replicas
+                and fetch_offset >= self.high_watermark and not self.isr_change_pending)
+
+    def lagging_isr_members(self, lag_ms: float) -> list[int]:
+        now = time.monotonic() * 1000
+        return [r for r in self.isr if r != self.broker_id and r in self.followers
+                and now - self.followers[r].last_caught_up_ms > lag_ms]
+
+    def maybe_advance_hw(self) -> None:
+        if not self.is_leader:
+            return
+        leo = self.log_end_offset
+        ends = [leo]
+        for r in self.isr:
+            if r != self.broker_id:
+                st = self.followers.get(r)
+                ends.append(st.log_end_offset if st is not None else -1)
+        new_hw = min(ends)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            self._release_hw_waiters()
+            self.wake_fetchers()
+
+    def set_follower_hw(self, leader_hw: int) -> None:
+        hw = min(leader_hw, self.log_end_offset)
+        if hw != self.high_watermark:
+            self.high_watermark = hw
+            self.wake_fetchers()
+
+    # -- waiting -------------------------------------------------------------------
+    def wake_fetchers(self) -> None:
+        waiters, self._data_waiters = self._data_waiters, set()
+        for f in waiters:
+            if not f.done():
+                f.set_result(None)
+
+    def data_waiter(self) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._data_waiters.add(fut)
+        return fut
+
+    def discard_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._data_waiters.discard(fut)
+
+    async def wait_for_hw(self, offset: int, timeout: float) -> bool:
+        """Wait until the high watermark reaches ``offset``; False on timeout or lost leadership."""
+        if self.high_watermark >= offset:
+            return True
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._hw_waiters.append((offset, fut))
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            self._hw_waiters = [(o, f) for o, f in self._hw_waiters if f is not fut]
+            if not fut.done():
+                fut.cancel()
+            return False
+        except LostLeadership:
+            return False
+        return self.high_watermark >= offset
+
+    def _release_hw_waiters(self) -> None:
+        keep = []
+        for offset, fut in self._hw_waiters:
+            if offset <= self.high_watermark:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((offset, fut))
+        self._hw_waiters = keep
+
+    def _fail_hw_waiters(self) -> None:
+        waiters, self._hw_waiters = self._hw_waiters, []
+        for _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(LostLeadership())
+
+
+class LostLeadership(Exception):
+    """The partition stopped being led here while a producer waited for acks."""
