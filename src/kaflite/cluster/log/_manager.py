@@ -34,6 +34,7 @@ from kaflite.cluster.log._files import (
     write_partition_metadata,
 )
 from kaflite.cluster.log._partition import PartitionLog
+from kaflite.protocol import errors
 
 __all__ = ["LogManager"]
 
@@ -120,7 +121,13 @@ class LogManager:
             tp = parse_partition_dir(name)
             if tp is None or tp in self._logs:
                 continue
-            plog = PartitionLog.open(path, self._config_for(tp[0], configs))
+            try:
+                plog = PartitionLog.open(path, self._config_for(tp[0], configs))
+            except (OSError, ValueError, errors.KafkaError):
+                # Kafka takes a log directory offline on such errors; kaflite keeps
+                # the broker up and leaves this one partition unloaded.
+                log.exception("cannot load %s; leaving it offline", path)
+                continue
             self._logs[tp] = plog
             loaded.append(plog)
         return loaded

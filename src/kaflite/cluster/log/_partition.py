@@ -121,7 +121,10 @@ class PartitionLog:
         config = config or LogConfig()
         topic, partition = parse_partition_dir(directory.name) or (directory.name, 0)
         now = _now_ms() if now_ms is None else now_ms
-        known = read_partition_metadata(directory)
+        try:
+            known = read_partition_metadata(directory)
+        except ValueError:
+            known = None  # unreadable: rewritten below when the topic id is known
         wanted = None if topic_id is None else parse_topic_id(topic_id)
         if wanted is not None and known is not None and wanted != known:
             raise errors.InconsistentTopicIdError(
