@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +68,12 @@ class Broker:
         self._bad_input_logged: set[str] = set()
         self.started_at = 0.0
         self.faults: Any = None  # set by the cluster's fault injector
+        # Called after every partition state change with (partition, was_leader):
+        # coordinators use it to load or unload state when an internal topic's
+        # leadership moves here or away.
+        self.partition_hooks: list[Callable[[Partition, bool], None]] = []
+        # Called once a broker has started, so coordinators can attach themselves.
+        self.services: dict[str, Any] = {}
 
     # -- addresses ---------------------------------------------------------------
     @property
@@ -165,7 +172,10 @@ class Broker:
             self.partitions[key] = p
         else:
             p.log.config = self.topic_log_config(topic)
+        was_leader = p.is_leader
         became_leader, _ = p.apply(state)
+        for hook in self.partition_hooks:
+            hook(p, was_leader)
         if p.is_leader or state.leader == -1:
             self._unfollow(p)
         else:
@@ -179,7 +189,10 @@ class Broker:
 
     def _remove_partition(self, p: Partition, delete: bool) -> None:
         self._unfollow(p)
+        was_leader = p.is_leader
         p.leader = -1
+        for hook in self.partition_hooks:
+            hook(p, was_leader)
         p.wake_fetchers()
         p._fail_hw_waiters()
         self.partitions.pop(p.tp, None)

@@ -1,6 +1,13 @@
-"""One module per Kafka API; each declares the versions it serves."""
+"""One module per Kafka API (or per small family of APIs); each declares its versions.
+
+Every module in this package that defines ``HANDLERS`` (a list of ``Handler``)
+is picked up, so adding an API means adding a module.
+"""
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
 
 from kaflite.cluster.handlers._base import Handler
 
@@ -8,20 +15,13 @@ __all__ = ["Handler", "all_handlers"]
 
 
 def all_handlers() -> dict[int, Handler]:
-    from kaflite.cluster.handlers import (
-        admin_topics,
-        api_versions,
-        configs,
-        fetch,
-        metadata,
-        offsets,
-        produce,
-        reassignment,
-    )
-
     handlers: dict[int, Handler] = {}
-    for module in (api_versions, metadata, admin_topics, configs, produce, fetch, offsets,
-                   reassignment):
-        for h in module.HANDLERS:
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for h in getattr(module, "HANDLERS", []):
+            if h.api_key in handlers:
+                raise RuntimeError(f"API key {h.api_key} has two handlers")
             handlers[h.api_key] = h
     return handlers
