@@ -17,8 +17,8 @@ one of them gets new data.
 A follower that sends ``last_fetched_epoch`` (v12+) and whose log has diverged
 from the leader's gets ``diverging_epoch`` instead of records, and truncates.
 
-Fetch sessions (KIP-227): this broker does not create sessions; it answers
-``session_id`` 0, which tells clients to keep sending full fetch requests.
+Fetch sessions (KIP-227): see ``kaflite.cluster.fetch_session``; an incremental
+fetch reads every partition of its session but answers only those with news.
 """
 
 from __future__ import annotations
@@ -27,14 +27,21 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from kaflite.cluster.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    FetchSession,
+    FetchSessionCache,
+    SessionPartition,
+)
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers._util import error_code_of, leader_hint
 from kaflite.cluster.partition import Partition
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import FetchRequest, FetchResponse
-from kaflite.protocol.messages import fetch_request as fq
 from kaflite.protocol.messages import fetch_response as fr
+from kaflite.protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
@@ -43,22 +50,23 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 READ_COMMITTED = 1
-FETCH_SESSION_ID_NOT_FOUND = 70
 
 
-def _read_partition(broker: Broker, conn: ServerConnection, topic: str, fp: fq.FetchPartition,
+def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition,
                     replica_id: int, isolation: int, budget: int, first: bool
                     ) -> tuple[fr.PartitionData, Partition | None]:
-    index = fp.partition
+    topic, index = sp.topic, sp.partition
     out = fr.PartitionData(partition_index=index, error_code=0, high_watermark=-1,
                            last_stable_offset=-1, log_start_offset=-1,
                            aborted_transactions=[] if isolation == READ_COMMITTED else None)
     p: Partition | None = None
     try:
+        if not topic:
+            raise errors.UnknownTopicIdError(str(sp.topic_id))
         if broker.faults is not None and replica_id < 0:
             broker.faults.check_partition(broker, conn, 1, topic, index)
-        p = broker.leader_partition(topic, index, fp.current_leader_epoch)
-        offset = fp.fetch_offset
+        p = broker.leader_partition(topic, index, sp.current_leader_epoch)
+        offset = sp.fetch_offset
         if replica_id >= 0:
             if p.update_follower(replica_id, offset):
                 broker.alter_isr(p, [*p.isr, replica_id])
@@ -69,7 +77,7 @@ def _read_partition(broker: Broker, conn: ServerConnection, topic: str, fp: fq.F
         out.high_watermark = p.high_watermark
         out.last_stable_offset = p.high_watermark
         out.log_start_offset = p.log_start_offset
-        last_epoch = fp.last_fetched_epoch
+        last_epoch = sp.last_fetched_epoch
         if last_epoch >= 0:
             epoch, end = p.log.end_offset_for_epoch(last_epoch)
             if epoch < last_epoch or end < offset:
@@ -80,9 +88,8 @@ def _read_partition(broker: Broker, conn: ServerConnection, topic: str, fp: fq.F
                 f"{topic}-{index}: offset {offset} outside "
                 f"[{p.log_start_offset}, {p.log_end_offset}]")
         if offset < max_offset and budget > 0:
-            limit = min(fp.partition_max_bytes, budget)
-            result = p.log.read(offset, limit, max_offset=max_offset,
-                                min_one_batch=first)
+            limit = min(sp.partition_max_bytes, budget)
+            result = p.log.read(offset, limit, max_offset=max_offset, min_one_batch=first)
             out.records = result.records
         else:
             out.records = b""
@@ -96,35 +103,97 @@ def _read_partition(broker: Broker, conn: ServerConnection, topic: str, fp: fq.F
     return out, p
 
 
-def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest, names: list[str],
-             replica_id: int) -> tuple[list[fr.FetchableTopicResponse], int, list[Partition], bool]:
+def _targets(broker: Broker, req: FetchRequest, version: int) -> list[SessionPartition]:
+    """The request's partitions, with topic names resolved ('' for an unknown topic id)."""
+    out = []
+    for t in req.topics:
+        if version >= 13:
+            topic = broker.controller.topics_by_id.get(t.topic_id)
+            name = topic.name if topic is not None else ""
+            topic_id = t.topic_id
+        else:
+            name = t.topic
+            known = broker.controller.topics.get(name)
+            topic_id = known.topic_id if known is not None else ZERO_UUID
+        for fp in t.partitions:
+            out.append(SessionPartition(
+                name, topic_id, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
+                fp.current_leader_epoch, fp.last_fetched_epoch, fp.log_start_offset))
+    return out
+
+
+def _forget(session: FetchSession, req: FetchRequest, broker: Broker, version: int) -> None:
+    for ft in req.forgotten_topics_data:
+        if version >= 13:
+            topic = broker.controller.topics_by_id.get(ft.topic_id)
+            name = topic.name if topic is not None else ""
+        else:
+            name = ft.topic
+        for index in ft.partitions:
+            session.partitions.pop((name, index), None)
+
+
+def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest,
+             targets: list[SessionPartition], replica_id: int
+             ) -> tuple[list[tuple[SessionPartition, fr.PartitionData]], int, list[Partition], bool]:
     budget = req.max_bytes
     total = 0
     got_error = False
     first = True
     waiting: list[Partition] = []
-    topics = []
-    for t, name in zip(req.topics, names, strict=True):
-        parts = []
-        for fp in t.partitions:
-            if not name:
-                parts.append(fr.PartitionData(partition_index=fp.partition,
-                                              error_code=errors.UnknownTopicIdError.code))
-                got_error = True
-                continue
-            data, p = _read_partition(broker, conn, name, fp, replica_id, req.isolation_level,
-                                      budget - total, first)
-            size = len(data.records) if data.records is not None else 0
-            if size:
-                first = False
-            total += size
-            got_error = got_error or data.error_code != 0 or data.diverging_epoch.epoch != -1
-            if p is not None:
-                waiting.append(p)
-            parts.append(data)
-        topics.append(fr.FetchableTopicResponse(topic=name if name else t.topic,
-                                                topic_id=t.topic_id, partitions=parts))
-    return topics, total, waiting, got_error
+    results = []
+    for sp in targets:
+        data, p = _read_partition(broker, conn, sp, replica_id, req.isolation_level,
+                                  budget - total, first)
+        size = len(data.records) if data.records is not None else 0
+        if size:
+            first = False
+        total += size
+        got_error = got_error or data.error_code != 0 or data.diverging_epoch.epoch != -1
+        if p is not None:
+            waiting.append(p)
+        results.append((sp, data))
+    return results, total, waiting, got_error
+
+
+def _worth_sending(sp: SessionPartition, data: fr.PartitionData) -> bool:
+    """In an incremental response, does this partition have anything new?"""
+    state = (data.high_watermark, data.last_stable_offset, data.log_start_offset)
+    return bool(data.records) or data.error_code != 0 or data.diverging_epoch.epoch != -1 \
+        or sp.reported != state
+
+
+def _group(results: list[tuple[SessionPartition, fr.PartitionData]]
+           ) -> list[fr.FetchableTopicResponse]:
+    topics: list[fr.FetchableTopicResponse] = []
+    for sp, data in results:
+        if not topics or (topics[-1].topic, topics[-1].topic_id) != (sp.topic, sp.topic_id):
+            topics.append(fr.FetchableTopicResponse(topic=sp.topic, topic_id=sp.topic_id))
+        topics[-1].partitions.append(data)
+    return topics
+
+
+def _session_for(broker: Broker, req: FetchRequest, version: int
+                 ) -> tuple[FetchSession | None, bool, int]:
+    """(session, incremental, error code) for the request's session id and epoch."""
+    cache = broker.services.get("fetch_sessions")
+    if cache is None:
+        cache = broker.services["fetch_sessions"] = FetchSessionCache()
+    sid, epoch = req.session_id, req.session_epoch
+    if version < 7 or (sid == 0 and epoch == FINAL_EPOCH):
+        return None, False, 0
+    if epoch in (FINAL_EPOCH, INITIAL_EPOCH) and sid != 0:
+        cache.close(sid)
+    if epoch == FINAL_EPOCH:
+        return None, False, 0
+    if epoch == INITIAL_EPOCH:
+        return cache.new_session(), False, 0
+    session = cache.get(sid)
+    if session is None:
+        return None, False, errors.FetchSessionIdNotFoundError.code
+    if epoch != session.next_epoch:
+        return None, False, errors.InvalidFetchSessionEpochError.code
+    return session, True, 0
 
 
 async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -133,18 +202,24 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
     replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
     if replica_id >= 0:
         conn.info.replica_id = replica_id
-    if req.session_id != 0:
-        return FetchResponse(error_code=FETCH_SESSION_ID_NOT_FOUND, session_id=0)
-    names: list[str] = []
-    for t in req.topics:
-        if version >= 13:
-            topic = broker.controller.topics_by_id.get(t.topic_id)
-            names.append(topic.name if topic is not None else "")
-        else:
-            names.append(t.topic)
+    session, incremental, code = _session_for(broker, req, version)
+    if code:
+        return FetchResponse(error_code=code, session_id=0)
+    requested = _targets(broker, req, version)
+    if session is not None:
+        if incremental:
+            _forget(session, req, broker, version)
+        for sp in requested:
+            old = session.partitions.get((sp.topic, sp.partition))
+            if old is not None:
+                sp.reported = old.reported  # a new position, but the same client view
+            session.partitions[(sp.topic, sp.partition)] = sp
+        targets = list(session.partitions.values())
+    else:
+        targets = requested
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     while True:
-        topics, total, waiting, got_error = _collect(broker, conn, req, names, replica_id)
+        results, total, waiting, got_error = _collect(broker, conn, req, targets, replica_id)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or got_error or remaining <= 0 or not waiting \
                 or not broker.running:
@@ -155,6 +230,14 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
         finally:
             for p, f in zip(waiting, futures, strict=True):
                 p.discard_waiter(f)
+    if session is not None:
+        if incremental:
+            results = [(sp, d) for sp, d in results if _worth_sending(sp, d)]
+        for sp, d in results:
+            sp.reported = (d.high_watermark, d.last_stable_offset, d.log_start_offset)
+        if incremental:  # a new session expects epoch 1 next
+            session.next_epoch += 1
+    topics = _group(results)
     endpoints = []
     hinted = {pd.current_leader.leader_id for t in topics for pd in t.partitions
               if pd.current_leader.leader_id >= 0}
@@ -162,8 +245,9 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
         b = broker.controller.brokers.get(node)
         if b is not None:
             endpoints.append(fr.NodeEndpoint(b.node_id, b.host, b.port, b.rack))
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics,
-                         node_endpoints=endpoints)
+    return FetchResponse(throttle_time_ms=0, error_code=0,
+                         session_id=session.session_id if session is not None else 0,
+                         responses=topics, node_endpoints=endpoints)
 
 
 HANDLERS = [Handler(1, 4, 17, handle_fetch)]
