@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from kaflite._loop import run
 from kaflite.cluster import Cluster
 
 
@@ -32,7 +33,7 @@ def up(
         if not sep:
             raise typer.BadParameter(f"expected name=value, got {item!r}", param_hint="--config")
         props[name.strip()] = value.strip()
-    asyncio.run(_serve(brokers, data_dir, host, base_port, props))
+    run(_serve(brokers, data_dir, host, base_port, props))
 
 
 async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,

