@@ -18,6 +18,10 @@ error and closes the connection, failing everything in flight.
 
 Produce with acks=0 has no response: it is written and completed at once.
 
+A response carrying ``throttle_time_ms > 0`` (KIP-219: the broker answers at
+once and leaves the waiting to the client) holds back the next request on this
+connection until the throttle time has passed.
+
 The receive side is an ``asyncio.BufferedProtocol`` fed by ``FrameDecoder``, so
 a large Fetch response is read straight into its own buffer and decoded
 without a copy of its records.
@@ -73,6 +77,7 @@ class ConnectionStats:
     bytes_sent: int = 0
     bytes_received: int = 0
     requests_by_api: dict[int, int] = field(default_factory=dict)
+    throttled_ms: int = 0
 
 
 @dataclass
@@ -153,6 +158,10 @@ class BrokerConnection:
         self._ids = itertools.count(1)
         self._protocol: _Protocol | None = None
         self._closed: BaseException | None = None
+        # time.monotonic() before which no request may be sent (KIP-219 throttling)
+        self.throttled_until = 0.0
+        # time.monotonic() of the last request or response, for connections.max.idle.ms
+        self.last_used = time.monotonic()
 
     @property
     def address(self) -> str:
@@ -240,8 +249,12 @@ class BrokerConnection:
         expect_response = not (api_key == PRODUCE and isinstance(body, ProduceRequest)
                                and body.acks == 0)
         async with self._slots:
+            wait = self.throttled_until - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
             if self._closed is not None:
                 raise ConnectionClosed(str(self._closed))
+            self.last_used = time.monotonic()
             cid = next(self._ids) & 0x7FFFFFFF
             chunks = encode_request(api_key, version, cid, self.client_id, body)
             future: asyncio.Future[Struct] = asyncio.get_running_loop().create_future()
@@ -267,6 +280,7 @@ class BrokerConnection:
     # -- protocol callbacks ------------------------------------------------------
     def _on_frame(self, frame: bytes | bytearray) -> None:
         self.stats.last_activity = time.time()
+        self.last_used = time.monotonic()
         if len(frame) < 4:
             raise RemoteProtocolError("response frame shorter than its header")
         cid = int.from_bytes(frame[:4], "big", signed=True)
@@ -286,6 +300,10 @@ class BrokerConnection:
             if not pending.future.done():
                 pending.future.set_exception(exc)
             raise
+        throttle = getattr(body, "throttle_time_ms", 0)
+        if throttle and throttle > 0:
+            self.stats.throttled_ms += throttle
+            self.throttled_until = max(self.throttled_until, time.monotonic() + throttle / 1000)
         if not pending.future.done():
             pending.future.set_result(body)
 

@@ -1,0 +1,113 @@
+"""What every kaflite client shares: configuration, connections, metadata, events.
+
+``Producer``, ``Consumer`` and ``Admin`` derive from ``BaseClient``. It owns
+the connection pool and the metadata cache, routes requests to a broker (and
+drops a connection that failed at the network level, so the next request
+reconnects with back-off), and exposes the transparency API:
+
+* ``connections()``: every open connection, its broker, address, roles,
+  requests in flight, bytes, last activity and negotiated API versions;
+* ``events()``: the control-plane transitions so far (also logged to
+  ``kaflite.client.events`` and passed to callbacks from ``on_event``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, Self
+
+from kaflite.client.connection import ConnectionClosed
+from kaflite.client.events import Event, EventLog
+from kaflite.client.metadata import Metadata
+from kaflite.client.pool import DATA, ConnectionInfo, ConnectionPool
+from kaflite.config import ClientConfig, resolve
+
+__all__ = ["BaseClient"]
+
+
+class BaseClient:
+    ROLE = "admin"
+    ALL_TOPICS = False
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config: ClientConfig = resolve(self.ROLE, config, **kwargs)
+        self.client_id: str = self.config["client.id"]
+        self._events = EventLog(self.client_id, self.config.int("events.max"))
+        self.pool = ConnectionPool(self.config, self._events)
+        self.metadata = Metadata(self.config, self.pool, self._events,
+                                 all_topics=self.ALL_TOPICS)
+        self._started = False
+        self._closed = False
+        self._start_lock: asyncio.Lock | None = None
+
+    # -- lifecycle ------------------------------------------------------------------
+    async def start(self) -> Self:
+        if self._started:
+            return self
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if not self._started:
+                await self.metadata.refresh("bootstrap")
+                self.metadata.start()
+                await self._on_start()
+                self._started = True
+        return self
+
+    async def _on_start(self) -> None:
+        """Hook for subclasses (InitProducerId, group join...)."""
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.metadata.close()
+        await self.pool.close()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    # -- requests ----------------------------------------------------------------------
+    async def _request(self, node_id: int, body: Any, *, channel: str = DATA,
+                       timeout: float | None = None) -> Any:
+        """Send ``body`` to broker ``node_id``; a network failure drops the connection."""
+        conn = await self.pool.get(node_id, channel)
+        try:
+            return await conn.request(body, timeout=timeout)
+        except (ConnectionClosed, TimeoutError, OSError) as exc:
+            self.pool.discard(conn, f"{type(body).__name__} failed: {type(exc).__name__}")
+            raise
+
+    async def _request_any(self, body: Any, timeout: float | None = None) -> Any:
+        """Send ``body`` to any broker (the least loaded one)."""
+        conn = self.pool.least_loaded()
+        if conn is None:
+            await self.metadata.refresh("no open connection")
+            conn = self.pool.least_loaded()
+        if conn is None:
+            node = next(iter(self.pool.brokers))
+            return await self._request(node, body, timeout=timeout)
+        try:
+            return await conn.request(body, timeout=timeout)
+        except (ConnectionClosed, TimeoutError, OSError):
+            self.pool.discard(conn, f"{type(body).__name__} failed")
+            raise
+
+    # -- transparency --------------------------------------------------------------------
+    def connections(self) -> list[ConnectionInfo]:
+        """Every open connection: broker, address, roles, in flight, bytes, versions."""
+        return self.pool.connections()
+
+    def events(self, kind: str | None = None) -> list[Event]:
+        """Control-plane transitions so far, oldest first."""
+        return self._events.list(kind)
+
+    def on_event(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``callback`` with each new event; returns an unsubscribe function."""
+        return self._events.subscribe(callback)

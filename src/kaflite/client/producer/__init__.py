@@ -1,0 +1,7 @@
+"""The kaflite producer (see ``_producer`` for the API and ``_sender`` for how it works)."""
+
+from kaflite.client.producer._accumulator import BufferFull, RecordMetadata
+from kaflite.client.producer._producer import BatchMetadata, Producer
+from kaflite.client.producer._sender import DeliveryTimeout
+
+__all__ = ["BatchMetadata", "BufferFull", "DeliveryTimeout", "Producer", "RecordMetadata"]

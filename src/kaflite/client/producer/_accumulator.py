@@ -1,0 +1,316 @@
+"""The record accumulator: one queue of batches per partition.
+
+``append`` adds a record to the newest batch of its partition's queue, or opens
+a new batch when that one would grow past ``batch.size``. A batch is *ready*
+to send when it is full (another batch queues behind it), when it has waited
+``linger.ms``, when a flush is under way, or, for a retry, once its back-off
+has passed. ``drain(node)`` takes at most one ready batch per partition led by
+``node`` (the Produce protocol carries one batch per partition per request),
+up to ``max.request.size``.
+
+Memory is bounded by ``buffer.memory``: ``used`` counts the estimated size of
+every batch not yet acknowledged, and appends beyond the limit either wait
+(``send``) or fail with ``BufferFull`` (``produce``), as Java's
+``max.block.ms`` and librdkafka's queue-full error do.
+
+Record sizes are estimated, not exact: key and value lengths plus 21 bytes
+(the worst-case varint overhead of a small record), which is what Java's
+``DefaultRecord.sizeInUpperBound`` amounts to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kaflite.protocol.records import encode_batch
+
+__all__ = ["BufferFull", "DeliveryCallback", "ProducerBatch", "RecordAccumulator",
+           "RecordMetadata"]
+
+RECORD_OVERHEAD = 21
+BATCH_OVERHEAD = 61
+HeaderList = Sequence[tuple[str, bytes | None]]
+
+
+class BufferFull(BufferError):
+    """``buffer.memory`` is exhausted (the producer's queue is full)."""
+
+
+class RecordMetadata:
+    """Where a record was written."""
+
+    __slots__ = ("offset", "partition", "timestamp", "topic")
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+
+    def __repr__(self) -> str:
+        return (f"RecordMetadata(topic={self.topic!r}, partition={self.partition}, "
+                f"offset={self.offset}, timestamp={self.timestamp})")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RecordMetadata) and (
+            self.topic, self.partition, self.offset, self.timestamp) == (
+            other.topic, other.partition, other.offset, other.timestamp)
+
+    def __hash__(self) -> int:
+        return hash((self.topic, self.partition, self.offset))
+
+
+DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], Any]
+
+
+class ProducerBatch:
+    __slots__ = ("attempts", "base_offset", "base_sequence", "callbacks", "created",
+                 "done", "encoded", "error", "headers", "keys", "log_append_time",
+                 "partition", "producer_epoch", "producer_id", "retry_at", "size",
+                 "timestamps", "topic", "values")
+
+    def __init__(self, topic: str, partition: int, now: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.values: list[bytes | None] = []
+        self.keys: list[bytes | None] | None = None
+        self.headers: list[HeaderList | None] | None = None
+        self.timestamps: list[int] = []
+        self.size = BATCH_OVERHEAD
+        self.created = now
+        self.done: asyncio.Future[None] | None = None
+        self.callbacks: list[tuple[int, DeliveryCallback]] | None = None
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.encoded: bytes | None = None
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def future(self) -> asyncio.Future[None]:
+        if self.done is None:
+            self.done = asyncio.get_running_loop().create_future()
+            if self.error is not None:
+                self.done.set_exception(self.error)
+            elif self.base_offset >= 0 or self.log_append_time != -1:
+                self.done.set_result(None)
+        return self.done
+
+    def metadata(self, index: int) -> RecordMetadata:
+        ts = self.log_append_time if self.log_append_time != -1 else self.timestamps[index]
+        offset = self.base_offset + index if self.base_offset >= 0 else -1
+        return RecordMetadata(self.topic, self.partition, offset, ts)
+
+    def encode(self, compression: int, producer_id: int, producer_epoch: int,
+               base_sequence: int) -> bytes:
+        key = (producer_id, producer_epoch, base_sequence)
+        if self.encoded is None or (self.producer_id, self.producer_epoch,
+                                    self.base_sequence) != key:
+            ts = self.timestamps
+            self.encoded = encode_batch(
+                self.values, keys=self.keys, headers=self.headers, timestamps=ts,
+                compression=compression, producer_id=producer_id,
+                producer_epoch=producer_epoch, base_sequence=base_sequence,
+                base_timestamp=ts[0] if ts else None)
+            self.producer_id, self.producer_epoch, self.base_sequence = key
+        return self.encoded
+
+    def complete(self, base_offset: int, log_append_time: int) -> None:
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+        if self.callbacks:
+            for index, cb in self.callbacks:
+                cb(None, self.metadata(index))
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        if self.done is not None and not self.done.done():
+            self.done.set_exception(error)
+            self.done.exception()  # the caller may never look
+        if self.callbacks:
+            for index, cb in self.callbacks:
+                cb(error, self.metadata(index))
+
+
+TP = tuple[str, int]
+
+
+class RecordAccumulator:
+    def __init__(self, batch_size: int, linger_ms: int, buffer_memory: int) -> None:
+        self.batch_size = max(batch_size, 1)
+        self.linger = linger_ms / 1000
+        self.buffer_memory = buffer_memory
+        self.queues: dict[TP, deque[ProducerBatch]] = {}
+        self.used = 0
+        self.incomplete: set[ProducerBatch] = set()
+        self.flushing = 0
+        self.wakeup: Callable[[], None] = lambda: None
+        self._space: asyncio.Event | None = None
+
+    # -- appending -------------------------------------------------------------------
+    def has_room(self, size: int) -> bool:
+        return self.used + size <= self.buffer_memory or not self.incomplete
+
+    async def wait_for_room(self, size: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.has_room(size):
+            if self._space is None:
+                self._space = asyncio.Event()
+            self._space.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BufferFull(f"buffer.memory ({self.buffer_memory} bytes) exhausted "
+                                 f"for {timeout:.1f}s (max.block.ms)")
+            try:
+                await asyncio.wait_for(self._space.wait(), remaining)
+            except TimeoutError:
+                continue
+
+    def append(self, topic: str, partition: int, value: bytes | None, key: bytes | None,
+               headers: HeaderList | None, timestamp: int, size: int
+               ) -> tuple[ProducerBatch, int]:
+        tp = (topic, partition)
+        queue = self.queues.get(tp)
+        if queue is None:
+            queue = self.queues[tp] = deque()
+        batch = queue[-1] if queue else None
+        if batch is None or batch.encoded is not None or batch.attempts \
+                or (batch.size + size > self.batch_size and batch.values):
+            batch = ProducerBatch(topic, partition, time.monotonic())
+            queue.append(batch)
+            self.incomplete.add(batch)
+            self.wakeup()
+        index = len(batch.values)
+        batch.values.append(value)
+        batch.timestamps.append(timestamp)
+        if key is not None:
+            if batch.keys is None:
+                batch.keys = [None] * index
+            batch.keys.append(key)
+        elif batch.keys is not None:
+            batch.keys.append(None)
+        if headers:
+            if batch.headers is None:
+                batch.headers = [None] * index
+            batch.headers.append(headers)
+        elif batch.headers is not None:
+            batch.headers.append(None)
+        batch.size += size
+        self.used += size
+        return batch, index
+
+    def append_many(self, topic: str, partition: int, values: Sequence[bytes | None],
+                    keys: Sequence[bytes | None] | None, timestamp: int,
+                    sizes: list[int]) -> list[tuple[ProducerBatch, int, int]]:
+        """Bulk append: whole slices go into batches at once (send_batch)."""
+        out: list[tuple[ProducerBatch, int, int]] = []
+        tp = (topic, partition)
+        queue = self.queues.setdefault(tp, deque())
+        i, n = 0, len(values)
+        while i < n:
+            batch = ProducerBatch(topic, partition, time.monotonic())
+            start = i
+            total = BATCH_OVERHEAD
+            while i < n and (total + sizes[i] <= self.batch_size or i == start):
+                total += sizes[i]
+                i += 1
+            batch.values = list(values[start:i])
+            if keys is not None:
+                batch.keys = list(keys[start:i])
+            batch.timestamps = [timestamp] * (i - start)
+            batch.size = total
+            self.used += total
+            queue.append(batch)
+            self.incomplete.add(batch)
+            out.append((batch, 0, i - start))
+        self.wakeup()
+        return out
+
+    def queue_size(self, topic: str, partition: int) -> int:
+        q = self.queues.get((topic, partition))
+        return len(q) if q else 0
+
+    # -- sending ----------------------------------------------------------------------
+    def ready(self, now: float, leader_of: Callable[[str, int], int | None],
+              muted: set[TP]) -> tuple[set[int], float, set[str]]:
+        """Nodes with a sendable batch, seconds until the next one may be, unknown leaders."""
+        nodes: set[int] = set()
+        unknown: set[str] = set()
+        next_check = self.linger if self.linger > 0 else 0.05
+        flushing = self.flushing > 0
+        for tp, queue in self.queues.items():
+            if not queue or tp in muted:
+                continue
+            leader = leader_of(tp[0], tp[1])
+            if leader is None:
+                unknown.add(tp[0])
+                continue
+            if leader in nodes:
+                continue
+            batch = queue[0]
+            if batch.attempts and batch.retry_at > now:
+                next_check = min(next_check, batch.retry_at - now)
+                continue
+            waited = now - batch.created
+            if len(queue) > 1 or batch.size >= self.batch_size or waited >= self.linger \
+                    or flushing or batch.attempts:
+                nodes.add(leader)
+            else:
+                next_check = min(next_check, self.linger - waited)
+        return nodes, max(next_check, 0.0), unknown
+
+    def drain(self, node: int, now: float, leader_of: Callable[[str, int], int | None],
+              muted: set[TP], max_size: int) -> list[ProducerBatch]:
+        out: list[ProducerBatch] = []
+        total = 0
+        for tp, queue in self.queues.items():
+            if not queue or tp in muted or leader_of(tp[0], tp[1]) != node:
+                continue
+            batch = queue[0]
+            if batch.attempts and batch.retry_at > now:
+                continue
+            if out and total + batch.size > max_size:
+                break
+            queue.popleft()
+            total += batch.size
+            out.append(batch)
+        return out
+
+    def reenqueue(self, batch: ProducerBatch) -> None:
+        """Put a batch back at the front, in sequence order (for idempotent retries)."""
+        queue = self.queues.setdefault((batch.topic, batch.partition), deque())
+        i = 0
+        while i < len(queue) and queue[i].attempts and \
+                0 <= queue[i].base_sequence < batch.base_sequence:
+            i += 1
+        queue.insert(i, batch)
+
+    def release(self, batch: ProducerBatch) -> None:
+        if batch in self.incomplete:
+            self.incomplete.discard(batch)
+            self.used -= batch.size
+            if self._space is not None:
+                self._space.set()
+
+    def expire(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
+        """Queued batches older than ``delivery.timeout.ms``."""
+        out = []
+        for queue in self.queues.values():
+            while queue and now - queue[0].created > delivery_timeout:
+                out.append(queue.popleft())
+        return out
+
+    def pending_batches(self) -> list[ProducerBatch]:
+        return [b for q in self.queues.values() for b in q]

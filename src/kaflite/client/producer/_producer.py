@@ -1,0 +1,338 @@
+"""``Producer``: send records to partition leaders, batched, retried and idempotent.
+
+    async with Producer({"bootstrap.servers": servers}) as producer:
+        md = await producer.send("t", b"value", key=b"k")           # one record
+        producer.produce("t", b"v", on_delivery=callback)           # fire and forget
+        await producer.send_batch("t", [b"a", b"b", b"c"])          # bulk path
+        await producer.flush()
+
+``send`` waits for the acknowledgement; ``produce`` only queues the record
+(and raises ``BufferFull`` when ``buffer.memory`` is exhausted), reporting
+the outcome to ``on_delivery(error, metadata)``; ``send_batch`` hands a whole
+sequence of values to the accumulator at once and encodes each batch with the
+column encoder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kaflite.client._base import BaseClient
+from kaflite.client.pool import DATA
+from kaflite.client.producer._accumulator import (
+    BATCH_OVERHEAD,
+    RECORD_OVERHEAD,
+    BufferFull,
+    DeliveryCallback,
+    ProducerBatch,
+    RecordAccumulator,
+    RecordMetadata,
+)
+from kaflite.client.producer._idempotence import IdempotenceState
+from kaflite.client.producer._partitioner import Partitioner
+from kaflite.client.producer._sender import Sender
+from kaflite.client.recovery import Action, action_for, error_name
+from kaflite.protocol import errors
+from kaflite.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+from kaflite.protocol.records import Compression
+
+__all__ = ["BatchMetadata", "Producer"]
+
+HeadersArg = Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None
+_CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+           "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
+
+
+class BatchMetadata:
+    """Where the records of one ``send_batch`` call were written, in call order."""
+
+    def __init__(self, topic: str, parts: list[tuple[ProducerBatch, int, int]],
+                 order: list[int] | None = None) -> None:
+        self.topic = topic
+        self._parts = parts
+        self._order = order
+
+    def __len__(self) -> int:
+        return sum(n for _, _, n in self._parts)
+
+    @property
+    def ranges(self) -> list[tuple[int, int, int]]:
+        """(partition, base offset, record count) per batch."""
+        return [(b.partition, b.base_offset + start, n) for b, start, n in self._parts]
+
+    def __getitem__(self, i: int) -> RecordMetadata:
+        if self._order is not None:
+            i = self._order[i]
+        for batch, start, n in self._parts:
+            if i < n:
+                return batch.metadata(start + i)
+            i -= n
+        raise IndexError(i)
+
+    def __iter__(self) -> Any:
+        return (self[i] for i in range(len(self)))
+
+
+def _to_bytes(value: Any, serializer: Callable[[Any], bytes] | None) -> bytes | None:
+    if value is None:
+        return None
+    if serializer is not None:
+        return serializer(value)
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"cannot send a {type(value).__name__} without a serializer")
+
+
+def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]] | None:
+    if not headers:
+        return None
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [(k, v.encode() if isinstance(v, str) else v) for k, v in items]
+
+
+class Producer(BaseClient):
+    ROLE = "producer"
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        c = self.config
+        self._acc = RecordAccumulator(c.int("batch.size"), c.int("linger.ms"),
+                                      c.int("buffer.memory"))
+        self._partitioner = Partitioner(
+            c["partitioner"], c.int("batch.size"), c.bool("partitioner.ignore.keys"),
+            c.bool("partitioner.adaptive.partitioning.enable"))
+        self._idem = IdempotenceState(c.bool("enable.idempotence"), c["transactional.id"])
+        self._compression = _CODECS[c["compression.type"]]
+        self._key_ser: Callable[[Any], bytes] | None = c["key.serializer"]
+        self._value_ser: Callable[[Any], bytes] | None = c["value.serializer"]
+        self._sender: Sender | None = None
+        self._waiting: set[asyncio.Task[Any]] = set()
+        self._written: set[tuple[str, int]] = set()
+        self._max_block = c.int("max.block.ms") / 1000
+
+    async def _on_start(self) -> None:
+        self.pool.role_providers.append(self._roles)
+        if self._idem.enabled:
+            await self._init_producer_id()
+        self._sender = Sender(self, self._acc, self._idem, self._compression,
+                              self._init_producer_id)
+        self._sender.start()
+
+    def _roles(self, node_id: int, channel: str) -> list[str]:
+        if channel != DATA:
+            return []
+        led = sorted(f"{t}-{p}" for t, p in self._written
+                     if (m := self.metadata.leader(t, p)) is not None and m.leader == node_id)
+        return [f"leader for {', '.join(led)}"] if led else []
+
+    # -- idempotence -------------------------------------------------------------------------
+    async def _init_producer_id(self) -> None:
+        """InitProducerId; with an id already, bump its epoch (KIP-360)."""
+        idem = self._idem
+        deadline = time.monotonic() + self.config.int("request.timeout.ms") / 1000
+        backoff = self.config.int("retry.backoff.ms") / 1000
+        while True:
+            req = InitProducerIdRequest(
+                transactional_id=idem.transactional_id,
+                transaction_timeout_ms=self.config.int("transaction.timeout.ms"),
+                producer_id=idem.producer_id, producer_epoch=idem.producer_epoch)
+            try:
+                resp: InitProducerIdResponse = await self._request_any(req)
+                code = resp.error_code
+            except (ConnectionError, TimeoutError, OSError):
+                code = errors.NetworkExceptionError.code
+                resp = InitProducerIdResponse()
+            if code == 0:
+                old = (idem.producer_id, idem.producer_epoch)
+                idem.set_producer_id(resp.producer_id, resp.producer_epoch)
+                self._events.emit("producer", f"producer id {resp.producer_id} epoch "
+                                  f"{resp.producer_epoch}",
+                                  cause="InitProducerId" if old[0] < 0 else "epoch bump")
+                return
+            if code == errors.InvalidProducerEpochError.code or \
+                    code == errors.ProducerFencedError.code or \
+                    action_for(code) in (Action.RAISE, Action.FATAL):
+                if idem.producer_id >= 0 and code != errors.ProducerFencedError.code:
+                    # The broker cannot bump this id: start over with a new one.
+                    idem.producer_id, idem.producer_epoch = -1, -1
+                    continue
+                raise errors.error_for_code(code, "InitProducerId")
+            if time.monotonic() > deadline:
+                raise errors.error_for_code(code, f"InitProducerId: {error_name(code)}")
+            await asyncio.sleep(backoff)
+
+    # -- sending --------------------------------------------------------------------------------
+    def _choose(self, topic: str, key: bytes | None, partition: int | None, size: int) -> int:
+        tm = self.metadata.topics[topic]
+        n = len(tm.partitions)
+        if partition is not None:
+            if not 0 <= partition < n:
+                raise errors.UnknownTopicOrPartitionError(
+                    f"{topic} has {n} partitions, not {partition + 1}")
+            return partition
+        if key is None or self._partitioner.ignore_keys:
+            avail = [p.partition for p in tm.partitions if p.leader >= 0]
+            p = self._partitioner.partition(topic, key, n, avail, self._acc.queue_size)
+            self._partitioner.record_appended(topic, size, n, avail, self._acc.queue_size)
+            return p
+        return self._partitioner.partition(topic, key, n)
+
+    def _append(self, topic: str, value: Any, key: Any, partition: int | None,
+                headers: HeadersArg, timestamp: int | None
+                ) -> tuple[ProducerBatch, int]:
+        v = _to_bytes(value, self._value_ser)
+        k = _to_bytes(key, self._key_ser)
+        h = _headers(headers)
+        size = RECORD_OVERHEAD + (len(v) if v is not None else 0) + \
+            (len(k) if k is not None else 0)
+        if h:
+            size += sum(len(hk) + (len(hv) if hv else 0) + 2 for hk, hv in h)
+        p = self._choose(topic, k, partition, size)
+        ts = timestamp if timestamp is not None else int(time.time() * 1000)
+        self._written.add((topic, p))
+        return self._acc.append(topic, p, v, k, h, ts, size)
+
+    async def _ready_for(self, topic: str) -> None:
+        if not self._started:
+            await self.start()
+        if topic not in self.metadata.topics:
+            await self.metadata.ensure_topic(topic, self._max_block)
+
+    async def send(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
+                   headers: HeadersArg = None, timestamp: int | None = None) -> RecordMetadata:
+        """Send one record and wait for its acknowledgement."""
+        if topic not in self.metadata.topics or not self._started:
+            await self._ready_for(topic)
+        if not self._acc.has_room(len(value) if value else 0):
+            await self._acc.wait_for_room(len(value) if value else 0, self._max_block)
+        batch, index = self._append(topic, value, key, partition, headers, timestamp)
+        await batch.future()
+        return batch.metadata(index)
+
+    def produce(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
+                headers: HeadersArg = None, timestamp: int | None = None,
+                on_delivery: DeliveryCallback | None = None) -> None:
+        """Queue one record without waiting; ``on_delivery(err, metadata)`` reports it."""
+        if topic not in self.metadata.topics or not self._started:
+            task = asyncio.get_running_loop().create_task(self._produce_later(
+                topic, value, key, partition, headers, timestamp, on_delivery))
+            self._waiting.add(task)
+            task.add_done_callback(self._waiting.discard)
+            return
+        if self._acc.used >= self._acc.buffer_memory and self._acc.incomplete:
+            raise BufferFull(f"buffer.memory ({self._acc.buffer_memory} bytes) is exhausted")
+        batch, index = self._append(topic, value, key, partition, headers, timestamp)
+        if on_delivery is not None:
+            if batch.callbacks is None:
+                batch.callbacks = []
+            batch.callbacks.append((index, on_delivery))
+
+    async def _produce_later(self, topic: str, value: Any, key: Any, partition: int | None,
+                             headers: HeadersArg, timestamp: int | None,
+                             on_delivery: DeliveryCallback | None) -> None:
+        try:
+            await self._ready_for(topic)
+            batch, index = self._append(topic, value, key, partition, headers, timestamp)
+        except Exception as exc:
+            if on_delivery is not None:
+                on_delivery(exc, None)
+            return
+        if on_delivery is not None:
+            if batch.callbacks is None:
+                batch.callbacks = []
+            batch.callbacks.append((index, on_delivery))
+
+    async def send_batch(self, topic: str, values: Sequence[Any],
+                         keys: Sequence[Any] | None = None, partition: int | None = None,
+                         timestamp: int | None = None, *, wait: bool = True) -> BatchMetadata:
+        """Send many records at once (the bulk path); returns where each one went."""
+        await self._ready_for(topic)
+        vs: Sequence[bytes | None] = values
+        if self._value_ser is not None or (values and not isinstance(values[0], bytes)):
+            vs = [_to_bytes(v, self._value_ser) for v in values]
+        ks: list[bytes | None] | None = None
+        if keys is not None:
+            if len(keys) != len(values):
+                raise ValueError("keys and values differ in length")
+            ks = [_to_bytes(k, self._key_ser) for k in keys]
+        ts = timestamp if timestamp is not None else int(time.time() * 1000)
+        sizes = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in vs]
+        if ks is not None:
+            sizes = [s + (len(k) if k is not None else 0) for s, k in zip(sizes, ks, strict=True)]
+        await self._acc.wait_for_room(min(sum(sizes), self._acc.buffer_memory), self._max_block)
+        n = len(self.metadata.topics[topic].partitions)
+        parts: list[tuple[ProducerBatch, int, int]] = []
+        order: list[int] | None = None
+        if partition is not None or (ks is None and n == 1):
+            p = self._choose(topic, None, partition if partition is not None else 0, 0)
+            self._written.add((topic, p))
+            parts = self._acc.append_many(topic, p, vs, None, ts, sizes)
+        elif ks is None:
+            # Uniform sticky (KIP-794) at batch granularity: one batch's worth per partition.
+            i = 0
+            limit = self._acc.batch_size
+            while i < len(vs):
+                j, total = i, BATCH_OVERHEAD
+                while j < len(vs) and (total + sizes[j] <= limit or j == i):
+                    total += sizes[j]
+                    j += 1
+                p = self._choose(topic, None, None, max(total, limit))
+                self._written.add((topic, p))
+                parts += self._acc.append_many(topic, p, vs[i:j], None, ts, sizes[i:j])
+                i = j
+        else:
+            groups: dict[int, list[int]] = {}
+            for i, k in enumerate(ks):
+                groups.setdefault(self._choose(topic, k, None, sizes[i]), []).append(i)
+            positions: dict[int, int] = {}
+            for p, idx in groups.items():
+                self._written.add((topic, p))
+                for b in self._acc.append_many(topic, p, [vs[i] for i in idx],
+                                               [ks[i] for i in idx], ts, [sizes[i] for i in idx]):
+                    parts.append(b)
+            flat = [i for idx in groups.values() for i in idx]
+            for rank, i in enumerate(flat):
+                positions[i] = rank
+            order = [positions[i] for i in range(len(flat))]
+        result = BatchMetadata(topic, parts, order)
+        if wait:
+            await asyncio.gather(*(b.future() for b, _, _ in parts))
+        return result
+
+    produce_many = send_batch
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now, and wait until it is acknowledged (or failed)."""
+        if self._waiting:
+            await asyncio.wait(list(self._waiting), timeout=timeout)
+        batches = list(self._acc.incomplete)
+        if not batches:
+            return
+        self._acc.flushing += 1
+        self._acc.wakeup()
+        try:
+            futures = [b.future() for b in batches]
+            await asyncio.wait(futures, timeout=timeout)
+        finally:
+            self._acc.flushing -= 1
+
+    def partitions_for(self, topic: str) -> list[int] | None:
+        parts = self.metadata.partitions(topic)
+        return None if parts is None else [p.partition for p in parts]
+
+    async def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        if self._sender is not None:
+            try:
+                await self.flush(timeout)
+            finally:
+                await self._sender.close(timeout)
+        await super().close()

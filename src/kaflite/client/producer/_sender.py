@@ -1,0 +1,258 @@
+"""The sender: drains ready batches to partition leaders and handles the answers.
+
+Theory of operation
+-------------------
+One loop wakes when a batch becomes ready (full, lingered, flushed or due for
+retry) or a response frees a slot. It asks the accumulator which leaders have
+ready batches and, for each leader with fewer than
+``max.in.flight.requests.per.connection`` requests outstanding, drains one
+batch per partition into one Produce request and sends it on its own task:
+so each broker gets its own stream of requests, and a slow broker never
+holds up the others.
+
+Each partition's answer goes through the recovery table:
+
+* no error (or DUPLICATE_SEQUENCE_NUMBER, a retry the broker had already
+  appended): the batch completes with its base offset;
+* NOT_LEADER_OR_FOLLOWER and friends: the KIP-951 hint, if any, is applied
+  at once, a metadata refresh is requested, and the batch is re-queued;
+* other retriable errors: re-queued after ``retry.backoff.ms`` (exponential,
+  up to ``retry.backoff.max.ms``);
+* UNKNOWN_PRODUCER_ID, or OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier failure
+  to explain it: the producer epoch is bumped and the batch re-queued;
+* anything else: the batch fails.
+
+A request that fails on the network (connection lost, request timeout)
+re-queues all its batches and drops the connection. A batch that has been
+retried past ``delivery.timeout.ms`` or ``retries`` fails with the last error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from kaflite.client.connection import ConnectionClosed
+from kaflite.client.producer._accumulator import ProducerBatch, RecordAccumulator
+from kaflite.client.producer._idempotence import IdempotenceState
+from kaflite.client.recovery import Action, action_for, error_name
+from kaflite.protocol import errors
+from kaflite.protocol.messages import ProduceRequest, ProduceResponse
+from kaflite.protocol.messages import produce_request as pq
+
+if TYPE_CHECKING:
+    from kaflite.client.producer import Producer
+
+__all__ = ["Sender"]
+
+log = logging.getLogger("kaflite.client.producer")
+
+DUPLICATE_SEQUENCE = errors.DuplicateSequenceNumberError.code
+OUT_OF_ORDER = errors.OutOfOrderSequenceNumberError.code
+
+
+class DeliveryTimeout(errors.RequestTimedOutError):
+    """A record was not acknowledged within ``delivery.timeout.ms``."""
+
+
+class Sender:
+    def __init__(self, producer: Producer, accumulator: RecordAccumulator,
+                 idempotence: IdempotenceState, compression: int,
+                 bump_epoch: Callable[[], Awaitable[None]]) -> None:
+        self.producer = producer
+        self.acc = accumulator
+        self.idem = idempotence
+        self.compression = compression
+        self.bump_epoch = bump_epoch
+        cfg = producer.config
+        self.acks = cfg.int("acks")
+        self.timeout_ms = cfg.int("request.timeout.ms")
+        self.max_in_flight = cfg.int("max.in.flight.requests.per.connection")
+        self.max_request = cfg.int("max.request.size")
+        self.delivery_timeout = cfg.int("delivery.timeout.ms") / 1000
+        self.retries = cfg.int("retries")
+        self.backoff = cfg.int("retry.backoff.ms") / 1000
+        self.backoff_max = cfg.int("retry.backoff.max.ms") / 1000
+        self.in_flight: dict[int, int] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._running = True
+        self._bumping: asyncio.Task[None] | None = None
+        self.loop_task: asyncio.Task[None] | None = None
+        accumulator.wakeup = self.wakeup
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        self.loop_task = asyncio.get_running_loop().create_task(self._run())
+
+    def _leader_of(self, topic: str, partition: int) -> int | None:
+        p = self.producer.metadata.leader(topic, partition)
+        return p.leader if p is not None else None
+
+    async def _run(self) -> None:
+        md = self.producer.metadata
+        while self._running:
+            self._wake.clear()
+            now = time.monotonic()
+            self._expire(now)
+            if self.idem.enabled and (self.idem.needs_bump or not self.idem.has_producer_id):
+                if self._bumping is None or self._bumping.done():
+                    self._bumping = asyncio.get_running_loop().create_task(self._bump())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), 0.1)
+                continue
+            muted = self.idem.muted() if self.idem.enabled else set()
+            nodes, delay, unknown = self.acc.ready(now, self._leader_of, muted)
+            if unknown:
+                md.add_topics(unknown)
+                md.request_update(f"no leader for {', '.join(sorted(unknown))}")
+            for node in nodes:
+                if self.in_flight.get(node, 0) >= self.max_in_flight:
+                    continue
+                batches = self.acc.drain(node, now, self._leader_of, muted, self.max_request)
+                if batches:
+                    self._send(node, batches)
+            if not self.acc.incomplete and not self.tasks:
+                delay = 3600.0
+            if delay > 0 or not nodes:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), max(delay, 0.001))
+            else:
+                await asyncio.sleep(0)
+
+    async def _bump(self) -> None:
+        try:
+            await self.bump_epoch()
+        except Exception as exc:
+            log.warning("InitProducerId failed: %r", exc)
+            await asyncio.sleep(self.backoff)
+        finally:
+            self.wakeup()
+
+    def _expire(self, now: float) -> None:
+        for batch in self.acc.expire(now, self.delivery_timeout):
+            self._fail(batch, DeliveryTimeout(
+                f"{batch.topic}-{batch.partition}: {len(batch)} records not delivered within "
+                f"delivery.timeout.ms"))
+
+    # -- one request ---------------------------------------------------------------------
+    def _send(self, node: int, batches: list[ProducerBatch]) -> None:
+        by_topic: dict[str, list[pq.PartitionProduceData]] = {}
+        for batch in batches:
+            pid, epoch, seq = self.idem.assign(batch)
+            data = batch.encode(self.compression, pid, epoch, seq)
+            batch.attempts += 1
+            by_topic.setdefault(batch.topic, []).append(
+                pq.PartitionProduceData(index=batch.partition, records=data))
+        req = ProduceRequest(
+            transactional_id=self.idem.transactional_id, acks=self.acks,
+            timeout_ms=self.timeout_ms,
+            topic_data=[pq.TopicProduceData(name=t, partition_data=p)
+                        for t, p in by_topic.items()])
+        self.in_flight[node] = self.in_flight.get(node, 0) + 1
+        task = asyncio.get_running_loop().create_task(self._exchange(node, req, batches))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _exchange(self, node: int, req: ProduceRequest,
+                        batches: list[ProducerBatch]) -> None:
+        try:
+            try:
+                resp: ProduceResponse | None = await self.producer._request(node, req)
+            except (ConnectionClosed, TimeoutError, OSError) as exc:
+                self.producer.metadata.request_update(f"Produce to broker {node} failed")
+                for batch in batches:
+                    self._retry(batch, exc, Action.REFRESH_METADATA)
+                return
+            except Exception as exc:
+                for batch in batches:
+                    self._fail(batch, exc)
+                return
+            if resp is None:  # acks=0
+                for batch in batches:
+                    self._complete(batch, -1, -1)
+                return
+            self._handle(node, resp, batches)
+        finally:
+            self.in_flight[node] -= 1
+            self.wakeup()
+
+    def _handle(self, node: int, resp: ProduceResponse, batches: list[ProducerBatch]) -> None:
+        md = self.producer.metadata
+        endpoints = [(e.node_id, e.host, e.port, e.rack) for e in resp.node_endpoints]
+        results = {(t.name, p.index): p for t in resp.responses for p in t.partition_responses}
+        for batch in batches:
+            pr = results.get((batch.topic, batch.partition))
+            if pr is None:
+                self._fail(batch, errors.UnknownServerError("no response for partition"))
+                continue
+            code = pr.error_code
+            if code == 0 or code == DUPLICATE_SEQUENCE:
+                self._complete(batch, pr.base_offset, pr.log_append_time_ms)
+                continue
+            action = action_for(code)
+            where = f"{error_name(code)} on {batch.topic}-{batch.partition}"
+            if action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH):
+                hint = pr.current_leader
+                if hint.leader_id >= 0:
+                    md.apply_leader_hint(batch.topic, batch.partition, hint.leader_id,
+                                         hint.leader_epoch, endpoints)
+                md.request_update(where)
+            exc = errors.error_for_code(code, pr.error_message or where)
+            if code == OUT_OF_ORDER and self.idem.enabled:
+                action = Action.BACKOFF if self.idem.earlier_failed(batch) else Action.BUMP_EPOCH
+            if action == Action.BUMP_EPOCH and self.idem.enabled:
+                if not self.idem.needs_bump:
+                    self.producer._events.emit("producer", "bump producer epoch", cause=where)
+                self.idem.needs_bump = True
+                self._retry(batch, exc, action)
+            elif action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH, Action.BACKOFF) \
+                    or exc.retriable:
+                self._retry(batch, exc, action)
+            else:
+                self._fail(batch, exc)
+
+    # -- outcomes -----------------------------------------------------------------------
+    def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self.idem.done(batch, True)
+        self.acc.release(batch)
+        batch.complete(base_offset, log_append_time)
+
+    def _fail(self, batch: ProducerBatch, exc: BaseException) -> None:
+        self.idem.done(batch, True)
+        self.acc.release(batch)
+        batch.fail(exc)
+
+    def _retry(self, batch: ProducerBatch, exc: BaseException, action: Action) -> None:
+        now = time.monotonic()
+        if now - batch.created > self.delivery_timeout or batch.attempts > self.retries:
+            self._fail(batch, exc)
+            return
+        self.idem.done(batch, False)
+        if action == Action.REFRESH_METADATA:
+            delay = 0.0 if batch.attempts <= 1 else self.backoff
+        else:
+            delay = min(self.backoff * (2 ** (batch.attempts - 1)), self.backoff_max)
+        batch.retry_at = now + delay
+        self.acc.reenqueue(batch)
+
+    async def close(self, timeout: float | None) -> None:
+        self._running = False
+        self.wakeup()
+        if self.loop_task is not None:
+            self.loop_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self.loop_task
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=timeout)
+        for task in list(self.tasks):
+            task.cancel()
+        for batch in self.acc.pending_batches():
+            self._fail(batch, errors.KafkaError("producer closed"))
+        self.acc.queues.clear()

@@ -1,0 +1,293 @@
+"""Kafka client properties: names, defaults and validation.
+
+Every property is declared once, with Kafka's own dotted name, its type, its
+default (the Java client's) and the roles that accept it. A client takes its
+configuration as a dict with the dotted names, as keyword arguments with
+underscores, or both (keyword arguments win)::
+
+    resolve("producer", {"bootstrap.servers": "b:9092"}, linger_ms=5)
+
+An unknown property, a value of the wrong type or one out of range is a
+``ConfigError`` at construction time, and the message names the property.
+Values are normalised: durations and sizes become ``int``, booleans accept
+``"true"``/``"false"``, lists accept comma-separated strings, and ``acks``
+accepts ``"all"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PROPERTIES", "ClientConfig", "ConfigError", "Property", "resolve"]
+
+COMMON, PRODUCER, CONSUMER, ADMIN = "common", "producer", "consumer", "admin"
+ROLES = (PRODUCER, CONSUMER, ADMIN)
+
+
+class ConfigError(ValueError):
+    """An unknown or invalid configuration property."""
+
+    def __init__(self, name: str, message: str) -> None:
+        self.property = name
+        super().__init__(f"{name}: {message}")
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    kind: str                       # int, float, bool, str, list, any
+    default: Any
+    roles: frozenset[str]
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] | None = None
+    nullable: bool = False
+    check: Callable[[Any], str | None] | None = None
+
+
+PROPERTIES: dict[str, Property] = {}
+
+
+def _p(name: str, kind: str, default: Any, *roles: str, **kw: Any) -> None:
+    PROPERTIES[name] = Property(name, kind, default, frozenset(roles or (COMMON,)), **kw)
+
+
+def _acks(value: Any) -> str | None:
+    return None if value in (-1, 0, 1) else "must be one of all, -1, 0, 1"
+
+
+_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+_ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+
+# -- common ------------------------------------------------------------------------
+_p("bootstrap.servers", "list", None)
+_p("client.id", "str", "kaflite")
+_p("client.rack", "str", "")
+_p("request.timeout.ms", "int", 30_000, minimum=0)
+_p("metadata.max.age.ms", "int", 300_000, minimum=0)
+_p("connections.max.idle.ms", "int", 540_000, minimum=-1)
+_p("reconnect.backoff.ms", "int", 50, minimum=0)
+_p("reconnect.backoff.max.ms", "int", 1000, minimum=0)
+_p("retry.backoff.ms", "int", 100, minimum=0)
+_p("retry.backoff.max.ms", "int", 1000, minimum=0)
+_p("socket.connection.setup.timeout.ms", "int", 10_000, minimum=0)
+_p("socket.connection.setup.timeout.max.ms", "int", 30_000, minimum=0)
+_p("max.in.flight.requests.per.connection", "int", 5, minimum=1)
+_p("metadata.recovery.strategy", "str", "rebootstrap", choices=("none", "rebootstrap"))
+_p("send.buffer.bytes", "int", 131_072, minimum=-1)
+_p("receive.buffer.bytes", "int", 65_536, minimum=-1)
+_p("security.protocol", "str", "PLAINTEXT", choices=("PLAINTEXT",))
+_p("client.software.name", "str", "kaflite")
+_p("client.software.version", "str", "0.1.0")
+_p("allow.auto.create.topics", "bool", True)
+_p("max.frame.bytes", "int", 104_857_600, minimum=1024)
+_p("events.max", "int", 10_000, minimum=0)
+
+# -- producer ----------------------------------------------------------------------
+_p("acks", "int", -1, PRODUCER, check=_acks)
+_p("linger.ms", "int", 5, PRODUCER, minimum=0)
+_p("batch.size", "int", 16_384, PRODUCER, minimum=0)
+_p("buffer.memory", "int", 33_554_432, PRODUCER, minimum=0)
+_p("max.block.ms", "int", 60_000, PRODUCER, minimum=0)
+_p("max.request.size", "int", 1_048_576, PRODUCER, minimum=1)
+_p("compression.type", "str", "none", PRODUCER, choices=_CODECS)
+_p("enable.idempotence", "bool", True, PRODUCER)
+_p("delivery.timeout.ms", "int", 120_000, PRODUCER, minimum=0)
+_p("retries", "int", 2_147_483_647, PRODUCER, minimum=0)
+_p("partitioner", "str", "default", PRODUCER,
+   choices=("default", "murmur2", "murmur2_random", "consistent_random", "random",
+            "round_robin"))
+_p("partitioner.ignore.keys", "bool", False, PRODUCER)
+_p("partitioner.adaptive.partitioning.enable", "bool", True, PRODUCER)
+_p("transactional.id", "str", None, PRODUCER, nullable=True)
+_p("transaction.timeout.ms", "int", 60_000, PRODUCER, minimum=1)
+_p("key.serializer", "any", None, PRODUCER, nullable=True)
+_p("value.serializer", "any", None, PRODUCER, nullable=True)
+
+# -- consumer ----------------------------------------------------------------------
+_p("group.id", "str", None, CONSUMER, ADMIN, nullable=True)
+_p("group.instance.id", "str", None, CONSUMER, nullable=True)
+_p("group.protocol", "str", "classic", CONSUMER, choices=("classic",))
+_p("session.timeout.ms", "int", 45_000, CONSUMER, minimum=1)
+_p("heartbeat.interval.ms", "int", 3_000, CONSUMER, minimum=1)
+_p("max.poll.interval.ms", "int", 300_000, CONSUMER, minimum=1)
+_p("rebalance.timeout.ms", "int", None, CONSUMER, nullable=True, minimum=1)
+_p("auto.offset.reset", "str", "latest", CONSUMER, choices=("earliest", "latest", "none"))
+_p("enable.auto.commit", "bool", True, CONSUMER)
+_p("auto.commit.interval.ms", "int", 5_000, CONSUMER, minimum=0)
+_p("fetch.min.bytes", "int", 1, CONSUMER, minimum=0)
+_p("fetch.max.wait.ms", "int", 500, CONSUMER, minimum=0)
+_p("max.partition.fetch.bytes", "int", 1_048_576, CONSUMER, minimum=0)
+_p("fetch.max.bytes", "int", 52_428_800, CONSUMER, minimum=0)
+_p("fetch.buffer.bytes", "int", 67_108_864, CONSUMER, minimum=1)
+_p("max.poll.records", "int", 500, CONSUMER, minimum=1)
+_p("isolation.level", "str", "read_uncommitted", CONSUMER,
+   choices=("read_uncommitted", "read_committed"))
+_p("partition.assignment.strategy", "list", ["range", "cooperative-sticky"], CONSUMER)
+_p("check.crcs", "bool", True, CONSUMER)
+_p("exclude.internal.topics", "bool", True, CONSUMER)
+_p("key.deserializer", "any", None, CONSUMER, nullable=True)
+_p("value.deserializer", "any", None, CONSUMER, nullable=True)
+
+# -- admin -------------------------------------------------------------------------
+_p("default.api.timeout.ms", "int", 60_000, CONSUMER, ADMIN, minimum=0)
+
+
+def _coerce(prop: Property, value: Any) -> Any:
+    name, kind = prop.name, prop.kind
+    if value is None:
+        if prop.nullable or prop.default is None:
+            return None
+        raise ConfigError(name, "must not be null")
+    if kind == "int":
+        if name == "acks" and isinstance(value, str) and value.strip().lower() == "all":
+            return -1
+        if isinstance(value, bool):
+            raise ConfigError(name, f"expected an integer, got {value!r}")
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise ConfigError(name, f"expected an integer, got {value!r}") from None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int):
+            raise ConfigError(name, f"expected an integer, got {value!r}")
+        return value
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise ConfigError(name, f"expected true or false, got {value!r}")
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(name, f"expected a string, got {value!r}")
+        return value
+    if kind == "list":
+        if isinstance(value, str):
+            items = [v.strip() for v in value.split(",")]
+        elif isinstance(value, (list, tuple)):
+            items = [str(v).strip() for v in value]
+        else:
+            raise ConfigError(name, f"expected a list or a comma-separated string, got {value!r}")
+        return [v for v in items if v]
+    return value
+
+
+def _validate(prop: Property, value: Any) -> None:
+    if value is None:
+        return
+    name = prop.name
+    if prop.minimum is not None and value < prop.minimum:
+        raise ConfigError(name, f"must be at least {prop.minimum}, got {value}")
+    if prop.maximum is not None and value > prop.maximum:
+        raise ConfigError(name, f"must be at most {prop.maximum}, got {value}")
+    if prop.choices is not None and value not in prop.choices:
+        raise ConfigError(name, f"must be one of {', '.join(prop.choices)}, got {value!r}")
+    if prop.check is not None:
+        problem = prop.check(value)
+        if problem:
+            raise ConfigError(name, problem)
+
+
+class ClientConfig(Mapping[str, Any]):
+    """A validated, read-only view of one client's properties (defaults filled in)."""
+
+    def __init__(self, role: str, values: dict[str, Any]) -> None:
+        self.role = role
+        self._values = values
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def int(self, name: str) -> int:
+        v = self._values[name]
+        assert isinstance(v, int)
+        return v
+
+    def bool(self, name: str) -> bool:
+        return bool(self._values[name])
+
+    def __repr__(self) -> str:
+        return f"ClientConfig({self.role}, {self._values!r})"
+
+
+def resolve(role: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -> ClientConfig:
+    """Validate ``config`` and ``kwargs`` for a client of ``role``; fill in defaults."""
+    if role not in ROLES:
+        raise ValueError(f"unknown client role {role!r}")
+    given: dict[str, Any] = dict(config or {})
+    for key, value in kwargs.items():
+        given[key.replace("_", ".")] = value
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        prop = PROPERTIES.get(name)
+        if prop is None:
+            raise ConfigError(name, "unknown configuration property")
+        if COMMON not in prop.roles and role not in prop.roles:
+            raise ConfigError(name, f"is not a {role} property")
+        coerced = _coerce(prop, value)
+        _validate(prop, coerced)
+        out[name] = coerced
+    for name, prop in PROPERTIES.items():
+        if name not in out and (COMMON in prop.roles or role in prop.roles):
+            out[name] = prop.default
+    if not out.get("bootstrap.servers"):
+        raise ConfigError("bootstrap.servers", "is required")
+    for server in out["bootstrap.servers"]:
+        host, _, port = server.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError("bootstrap.servers", f"{server!r} is not host:port")
+    if role == PRODUCER:
+        _check_producer(out, explicit=set(given))
+    if role == CONSUMER:
+        _check_consumer(out)
+    if out["reconnect.backoff.max.ms"] < out["reconnect.backoff.ms"]:
+        out["reconnect.backoff.max.ms"] = out["reconnect.backoff.ms"]
+    return ClientConfig(role, out)
+
+
+def _check_producer(out: dict[str, Any], explicit: set[str]) -> None:
+    # As in Java: idempotence is on by default, and quietly turned off when the
+    # user asks for something it cannot do (acks != all, more than 5 in flight)
+    # without having asked for idempotence explicitly.
+    conflicts = out["acks"] != -1 or out["max.in.flight.requests.per.connection"] > 5
+    if "enable.idempotence" not in explicit and conflicts:
+        out["enable.idempotence"] = False
+    explicit_idempotence = out["enable.idempotence"]
+    if explicit_idempotence:
+        if out["acks"] != -1:
+            raise ConfigError("acks", "must be all (-1) when enable.idempotence is true")
+        if out["max.in.flight.requests.per.connection"] > 5:
+            raise ConfigError("max.in.flight.requests.per.connection",
+                              "must be at most 5 when enable.idempotence is true")
+    if out["transactional.id"] is not None and not explicit_idempotence:
+        raise ConfigError("enable.idempotence", "must be true for a transactional producer")
+    if out["delivery.timeout.ms"] < out["linger.ms"] + out["request.timeout.ms"]:
+        raise ConfigError("delivery.timeout.ms",
+                          "must be at least linger.ms + request.timeout.ms")
+
+
+def _check_consumer(out: dict[str, Any]) -> None:
+    strategies = out["partition.assignment.strategy"]
+    for s in strategies:
+        if s not in _ASSIGNORS:
+            raise ConfigError("partition.assignment.strategy",
+                              f"unknown assignor {s!r} (known: {', '.join(_ASSIGNORS)})")
+    if not strategies:
+        raise ConfigError("partition.assignment.strategy", "needs at least one assignor")
+    if out["heartbeat.interval.ms"] >= out["session.timeout.ms"]:
+        raise ConfigError("heartbeat.interval.ms", "must be lower than session.timeout.ms")
+    if out["group.instance.id"] is not None and out["group.id"] is None:
+        raise ConfigError("group.instance.id", "needs group.id")
+    if out["rebalance.timeout.ms"] is None:
+        out["rebalance.timeout.ms"] = out["max.poll.interval.ms"]
