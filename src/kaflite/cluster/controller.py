@@ -359,11 +359,15 @@ class Controller:
         self._notify(topic, p)
 
     def _finish_reassignment(self, topic: TopicState, p: PartitionState) -> None:
+        removed = list(p.removing)
         keep = [r for r in p.replicas if r not in p.removing]
         p.replicas, p.adding, p.removing = keep, [], []
         p.isr = [r for r in p.isr if r in keep]
         if p.leader not in keep:
             self._elect(topic, p, exclude={p.leader})
+        # Brokers no longer hosting the partition learn it too, and drop their replica.
+        for node in removed:
+            self._notify(topic, p, only=node)
 
     def _notify(self, topic: TopicState, p: PartitionState, only: int | None = None,
                 skip: int | None = None) -> None:

@@ -1,0 +1,145 @@
+"""Leadership: elections, fencing by leader epoch, reassignment and advertised listeners."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kaflite.client.connection import BrokerConnection
+from kaflite.cluster import Cluster
+from kaflite.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
+    FetchRequest,
+    ListPartitionReassignmentsRequest,
+    MetadataRequest,
+    MetadataRequestTopic,
+    ProduceRequest,
+)
+from kaflite.protocol.messages import alter_partition_reassignments_request as apr
+from kaflite.protocol.messages import elect_leaders_request as elq
+from kaflite.protocol.messages import fetch_request as fq
+from kaflite.protocol.messages import produce_request as pq
+from kaflite.protocol.records import encode_batch
+
+
+async def connect(cluster: Cluster, node: int) -> BrokerConnection:
+    return await BrokerConnection("127.0.0.1", cluster.broker(node).port).open()
+
+
+async def wait_for(predicate, timeout: float = 20) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.05)
+
+
+def fetch_req(topic_id, epoch: int) -> FetchRequest:  # type: ignore[no-untyped-def]
+    return FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_epoch=-1, topics=[
+        fq.FetchTopic(topic_id=topic_id, partitions=[fq.FetchPartition(
+            partition=0, current_leader_epoch=epoch, fetch_offset=0,
+            partition_max_bytes=1 << 20)])])
+
+
+def test_old_leader_fences_and_redirects() -> None:
+    async def main() -> None:
+        async with Cluster(brokers=3) as cluster:
+            t = cluster.create_topic("fence", replication_factor=3)
+            p = cluster.controller.topics["fence"].partitions[0]
+            old, epoch = p.leader, p.leader_epoch
+            new = cluster.move_leader("fence", 0)
+            assert new != old and p.leader_epoch == epoch + 1
+            conn = await connect(cluster, old)
+            try:
+                # Like Kafka, the epoch is checked before leadership: a stale epoch is
+                # FENCED_LEADER_EPOCH even on the old leader; a current one gets
+                # NOT_LEADER_OR_FOLLOWER. Both carry the new leader (KIP-951).
+                fenced_old = await conn.request(fetch_req(t.topic_id, epoch))
+                assert fenced_old.responses[0].partitions[0].error_code == 74
+                stale = await conn.request(fetch_req(t.topic_id, epoch + 1))
+                part = stale.responses[0].partitions[0]
+                assert part.error_code == 6  # NOT_LEADER_OR_FOLLOWER
+                assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == \
+                    (new, epoch + 1)  # KIP-951 hint
+                assert [e.node_id for e in stale.node_endpoints] == [new]
+            finally:
+                conn.close()
+            conn = await connect(cluster, new)
+            try:
+                fenced = await conn.request(fetch_req(t.topic_id, epoch))
+                assert fenced.responses[0].partitions[0].error_code == 74  # FENCED_LEADER_EPOCH
+                ahead = await conn.request(fetch_req(t.topic_id, epoch + 5))
+                assert ahead.responses[0].partitions[0].error_code == 75  # UNKNOWN_LEADER_EPOCH
+                ok = await conn.request(fetch_req(t.topic_id, epoch + 1))
+                assert ok.responses[0].partitions[0].error_code == 0
+            finally:
+                conn.close()
+
+    asyncio.run(main())
+
+
+def test_leaderless_partition_reports_leader_not_available() -> None:
+    async def main() -> None:
+        async with Cluster(brokers=2) as cluster:
+            cluster.create_topic("alone", assignments=[[1]])
+            await cluster.kill_broker(1)
+            conn = await connect(cluster, 0)
+            try:
+                md = await conn.request(MetadataRequest(topics=[MetadataRequestTopic(name="alone")]))
+                part = md.topics[0].partitions[0]
+                assert part.error_code == 5 and part.leader_id == -1  # LEADER_NOT_AVAILABLE
+                assert part.offline_replicas == [1]
+                req = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[pq.TopicProduceData(
+                    "alone", [pq.PartitionProduceData(0, encode_batch([b"x"]))])])
+                resp = await conn.request(req)
+                assert resp.responses[0].partition_responses[0].error_code == 5
+            finally:
+                conn.close()
+
+    asyncio.run(main())
+
+
+def test_preferred_election_and_reassignment() -> None:
+    async def main() -> None:
+        async with Cluster(brokers=4) as cluster:
+            cluster.create_topic("moving", assignments=[[0, 1, 2]])
+            p = cluster.controller.topics["moving"].partitions[0]
+            cluster.move_leader("moving", 0, 2)
+            conn = await connect(cluster, 3)
+            try:
+                resp = await conn.request(ElectLeadersRequest(
+                    election_type=0, topic_partitions=[elq.TopicPartitions("moving", [0])]))
+                assert resp.replica_election_results[0].partition_result[0].error_code == 0
+                assert p.leader == 0
+                again = await conn.request(ElectLeadersRequest(
+                    election_type=0, topic_partitions=[elq.TopicPartitions("moving", [0])]))
+                assert again.replica_election_results[0].partition_result[0].error_code == 84
+                # Reassign to [3, 1, 2]: broker 3 catches up, joins the ISR, 0 is removed.
+                alter = await conn.request(AlterPartitionReassignmentsRequest(
+                    timeout_ms=5000, topics=[apr.ReassignableTopic(
+                        "moving", [apr.ReassignablePartition(0, [3, 1, 2])])]))
+                assert alter.responses[0].partitions[0].error_code == 0
+                await wait_for(lambda: p.replicas == [3, 1, 2])
+                assert 0 not in p.isr and p.leader in (1, 2, 3)
+                listed = await conn.request(ListPartitionReassignmentsRequest(timeout_ms=1000))
+                assert listed.topics == []
+                await wait_for(lambda: ("moving", 0) not in cluster.broker(0).partitions)
+            finally:
+                conn.close()
+
+    asyncio.run(main())
+
+
+def test_advertised_address_differs_from_the_bound_one() -> None:
+    async def main() -> None:
+        async with Cluster(brokers=2, advertised_host="kafka.example",
+                           advertised_ports=[19092, 19093]) as cluster:
+            conn = await connect(cluster, 0)
+            try:
+                md = await conn.request(MetadataRequest(topics=None))
+                assert [(b.host, b.port) for b in md.brokers] == [
+                    ("kafka.example", 19092), ("kafka.example", 19093)]
+            finally:
+                conn.close()
+
+    asyncio.run(main())
