@@ -1,0 +1,366 @@
+"""``Consumer``: read records from partition leaders, alone or as a group member.
+
+    async with Consumer({"bootstrap.servers": s, "group.id": "g"}) as consumer:
+        consumer.subscribe(["t"])
+        async for record in consumer:
+            ...
+
+Each ``poll`` does what a Kafka poll does, in this order: coordinator
+housekeeping (join or rejoin the group if needed), a due auto-commit,
+positions for partitions that have none (committed offsets, else
+``auto.offset.reset``), records already buffered returned first, otherwise
+Fetches sent to every leader and the network polled until data arrives or the
+timeout passes. Metadata is refreshed in the background when stale or when an
+error asked for it. Batches are decoded in ``poll``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kaflite.client._base import BaseClient
+from kaflite.client.consumer._coordinator import CommitFailedError, GroupMember
+from kaflite.client.consumer._fetcher import Fetcher
+from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
+from kaflite.client.consumer._subscription import IllegalStateError, SubscriptionState
+from kaflite.client.consumer._types import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    RebalanceListener,
+    TopicPartition,
+)
+from kaflite.client.pool import DATA
+
+__all__ = ["CommitFailedError", "Consumer", "IllegalStateError"]
+
+
+class Consumer(BaseClient):
+    ROLE = "consumer"
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        c = self.config
+        self._subs = SubscriptionState(c["auto.offset.reset"])
+        self._fetcher = Fetcher(self, self._subs)
+        self._group: GroupMember | None = GroupMember(self) if c["group.id"] else None
+        self._auto_commit = c.bool("enable.auto.commit") and self._group is not None
+        self._auto_commit_interval = c.int("auto.commit.interval.ms") / 1000
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+        self._max_poll_records = c.int("max.poll.records")
+        self._api_timeout = c.int("default.api.timeout.ms") / 1000
+        self._isolation = 1 if c["isolation.level"] == "read_committed" else 0
+        self._iter_buffer: list[ConsumerRecord] = []
+        self._commit_tasks: set[asyncio.Task[None]] = set()
+
+    async def _on_start(self) -> None:
+        self.pool.role_providers.append(self._roles)
+        if self._group is not None:
+            self.pool.role_providers.append(self._group.roles)
+
+    def _roles(self, node_id: int, channel: str) -> list[str]:
+        if channel != DATA:
+            return []
+        led = sorted(str(tp) for tp in self._subs.assignment
+                     if (m := self.metadata.leader(tp.topic, tp.partition)) is not None
+                     and m.leader == node_id)
+        return [f"leader for {', '.join(led)}"] if led else []
+
+    # -- subscription ---------------------------------------------------------------------------
+    def subscribe(self, topics: Iterable[str] | None = None, pattern: str | None = None,
+                  listener: RebalanceListener | None = None) -> None:
+        """Join the group for ``topics`` (or every topic matching ``pattern``)."""
+        if self._group is None:
+            raise IllegalStateError("subscribe() needs group.id")
+        if (topics is None) == (pattern is None):
+            raise ValueError("give topics or a pattern")
+        compiled = re.compile(pattern) if pattern is not None else None
+        self._subs.subscribe(list(topics) if topics is not None else None, compiled, listener)
+        if compiled is not None:
+            self.metadata.all_topics = True
+            self.metadata.request_update("pattern subscription")
+        else:
+            self.metadata.add_topics(self._subs.topics)
+        self._group.request_rejoin("subscription changed")
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Read exactly these partitions, outside any group rebalancing."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        self._subs.assign_from_user(tps)
+        self.metadata.add_topics({tp.topic for tp in tps})
+        self._fetcher.clear(set(tps))
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._subs.assignment)
+
+    def subscription(self) -> set[str]:
+        return set(self._subs.topics)
+
+    def unsubscribe(self) -> None:
+        self._subs.unsubscribe()
+        self._fetcher.clear()
+
+    # -- group callbacks ---------------------------------------------------------------------------
+    async def _call_listener(self, name: str, tps: set[TopicPartition]) -> None:
+        listener = self._subs.listener
+        if listener is None or not tps:
+            return
+        result = getattr(listener, name)(tps)
+        if inspect.isawaitable(result):
+            await result
+
+    async def _revoke(self, tps: set[TopicPartition], why: str) -> None:
+        if self._auto_commit:
+            try:
+                await self._commit_positions(tps)
+            except Exception as exc:
+                self._events.emit("offsets", "commit before revoke failed", cause=repr(exc))
+        await self._call_listener("on_partitions_revoked", tps)
+        keep = set(self._subs.assignment) - tps
+        self._subs.set_assignment(keep)
+        self._fetcher.clear(keep)
+        self._events.emit("rebalance", f"revoked [{', '.join(sorted(map(str, tps)))}]", cause=why)
+
+    async def _on_assignment(self, assigned: set[TopicPartition], generation: int,
+                             cooperative: bool) -> None:
+        owned = set(self._subs.assignment)
+        revoked = owned - assigned
+        added = assigned - owned
+        if revoked:
+            await self._revoke(revoked, f"generation {generation}")
+            if cooperative and self._group is not None:
+                # KIP-429: rejoin at once so the revoked partitions can be handed over.
+                self._group.request_rejoin("cooperative rebalance: partitions revoked")
+        self._subs.set_assignment(assigned)
+        self._fetcher.clear(assigned)
+        self._events.emit("rebalance", f"rebalance: generation {generation}, assigned "
+                          f"[{', '.join(sorted(map(str, assigned)))}]")
+        await self._call_listener("on_partitions_assigned", added)
+
+    # -- positions ---------------------------------------------------------------------------------
+    async def _update_positions(self) -> None:
+        needing = self._subs.needing_position()
+        if not needing:
+            return
+        fresh = [tp for tp in needing if self._subs.assignment[tp].reset is None]
+        if fresh and self._group is not None:
+            committed = await self._group.fetch_committed(fresh, self._api_timeout)
+            for tp, om in committed.items():
+                if om is not None and tp in self._subs.assignment:
+                    self._subs.seek(tp, om.offset, om.leader_epoch)
+        query: dict[TopicPartition, int] = {}
+        for tp in self._subs.needing_position():
+            strategy = self._subs.assignment[tp].reset or self._subs.default_reset
+            if strategy == "none":
+                from kaflite.protocol.errors import OffsetOutOfRangeError
+                raise OffsetOutOfRangeError(f"{tp} has no committed offset and "
+                                            "auto.offset.reset is none")
+            query[tp] = EARLIEST if strategy == "earliest" else LATEST
+        if query:
+            found = await list_offsets(self, query, self._isolation, self._api_timeout)
+            for tp, ot in found.items():
+                if tp in self._subs.assignment and ot is not None:
+                    self._subs.seek(tp, ot.offset, ot.leader_epoch)
+
+    def seek(self, tp: TopicPartition | tuple[str, int], offset: int) -> None:
+        tp = TopicPartition(*tp)
+        self._subs.seek(tp, offset)
+
+    def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        for tp in tps or tuple(self._subs.assignment):
+            self._subs.request_reset(TopicPartition(*tp), "earliest")
+
+    def seek_to_end(self, *tps: TopicPartition) -> None:
+        for tp in tps or tuple(self._subs.assignment):
+            self._subs.request_reset(TopicPartition(*tp), "latest")
+
+    async def position(self, tp: TopicPartition | tuple[str, int]) -> int:
+        tp = TopicPartition(*tp)
+        state = self._subs.state(tp)
+        if state.position is None or state.reset:
+            await self.start()
+            await self._update_positions()
+        assert state.position is not None
+        return state.position
+
+    def pause(self, *tps: TopicPartition) -> None:
+        for tp in tps:
+            self._subs.state(TopicPartition(*tp)).paused = True
+
+    def resume(self, *tps: TopicPartition) -> None:
+        for tp in tps:
+            self._subs.state(TopicPartition(*tp)).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, s in self._subs.assignment.items() if s.paused}
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        hw = self._subs.state(TopicPartition(*tp)).high_watermark
+        return hw if hw >= 0 else None
+
+    def lag(self, tp: TopicPartition) -> int | None:
+        """High watermark (from the last Fetch) minus position."""
+        s = self._subs.state(TopicPartition(*tp))
+        if s.high_watermark < 0 or s.position is None:
+            return None
+        return max(s.high_watermark - s.position, 0)
+
+    # -- offsets lookups -------------------------------------------------------------------------------
+    async def offsets_for_times(self, query: Mapping[TopicPartition, int]
+                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        await self.start()
+        return await list_offsets(self, {TopicPartition(*k): v for k, v in query.items()},
+                                  self._isolation, self._api_timeout)
+
+    async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        await self.start()
+        found = await list_offsets(self, {TopicPartition(*tp): EARLIEST for tp in tps},
+                                   self._isolation, self._api_timeout)
+        return {tp: ot.offset for tp, ot in found.items() if ot is not None}
+
+    async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        await self.start()
+        found = await list_offsets(self, {TopicPartition(*tp): LATEST for tp in tps},
+                                   self._isolation, self._api_timeout)
+        return {tp: ot.offset for tp, ot in found.items() if ot is not None}
+
+    # -- commits -----------------------------------------------------------------------------------
+    def _need_group(self) -> GroupMember:
+        if self._group is None:
+            raise IllegalStateError("committing offsets needs group.id")
+        return self._group
+
+    async def committed(self, tp: TopicPartition | tuple[str, int]) -> int | None:
+        await self.start()
+        tp = TopicPartition(*tp)
+        got = await self._need_group().fetch_committed([tp], self._api_timeout)
+        om = got.get(tp)
+        return om.offset if om is not None else None
+
+    async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None
+                     = None) -> None:
+        """Commit ``offsets`` (default: the current positions) and wait for the answer."""
+        group = self._need_group()
+        await self.start()
+        if offsets is None:
+            await self._commit_positions(set(self._subs.assignment))
+            return
+        oms = {TopicPartition(*tp): (o if isinstance(o, OffsetAndMetadata)
+                                     else OffsetAndMetadata(o))
+               for tp, o in offsets.items()}
+        await group.commit(oms, self._api_timeout)
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
+                     callback: Any = None) -> asyncio.Task[None]:
+        """Commit without waiting; ``callback(offsets, error)`` reports the outcome."""
+        async def run() -> None:
+            try:
+                await self.commit(offsets)
+            except Exception as exc:
+                if callback is not None:
+                    callback(offsets, exc)
+                else:
+                    self._events.emit("offsets", "async commit failed", cause=repr(exc))
+                return
+            if callback is not None:
+                callback(offsets, None)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._commit_tasks.add(task)
+        task.add_done_callback(self._commit_tasks.discard)
+        return task
+
+    async def _commit_positions(self, tps: set[TopicPartition]) -> None:
+        group = self._need_group()
+        offsets = {}
+        for tp in tps:
+            s = self._subs.assignment.get(tp)
+            if s is not None and s.position is not None:
+                offsets[tp] = OffsetAndMetadata(s.position, "", s.position_epoch)
+        if offsets:
+            await group.commit(offsets, self._api_timeout)
+
+    # -- polling -----------------------------------------------------------------------------------
+    async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
+                      max_records: int | None = None
+                      ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records by partition: whatever is buffered, else wait up to ``timeout_ms``."""
+        await self.start()
+        deadline = time.monotonic() + timeout_ms / 1000
+        limit = max_records or self._max_poll_records
+        fetcher = self._fetcher
+        while True:
+            fetcher.raise_errors()
+            await self._housekeeping(deadline)
+            if fetcher.has_buffered():
+                out = fetcher.drain(limit)
+                fetcher.send_fetches()  # prefetch while the caller works
+                if out:
+                    if partitions:
+                        out = {tp: r for tp, r in out.items() if tp in partitions}
+                    return {tp: r for tp, r in out.items() if r}
+            fetcher.data_ready.clear()
+            fetcher.send_fetches()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return {}
+            try:
+                await asyncio.wait_for(fetcher.data_ready.wait(), remaining)
+            except TimeoutError:
+                return {}
+
+    async def poll(self, timeout_ms: int = 1000, max_records: int | None = None
+                   ) -> list[ConsumerRecord]:
+        """The next records, in partition order, waiting up to ``timeout_ms``."""
+        got = await self.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        if len(got) == 1:
+            return next(iter(got.values()))
+        return [r for records in got.values() for r in records]
+
+    async def getone(self) -> ConsumerRecord:
+        while not self._iter_buffer:
+            self._iter_buffer = (await self.poll(timeout_ms=1000))[::-1]
+        return self._iter_buffer.pop()
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        if self._closed:
+            raise StopAsyncIteration
+        return await self.getone()
+
+    async def _housekeeping(self, deadline: float) -> None:
+        group = self._group
+        if group is not None:
+            group.last_poll = time.monotonic()
+            if self._subs.subscribed:
+                await group.ensure_active_group(max(deadline - time.monotonic(), 0.0) +
+                                                self._api_timeout)
+            if self._auto_commit and time.monotonic() >= self._next_auto_commit:
+                self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+                if self._subs.assignment:
+                    self.commit_async()
+        if self._subs.needing_position():
+            await self._update_positions()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        group = self._group
+        if group is not None and self._started:
+            if self._auto_commit and self._subs.assignment:
+                try:
+                    await self._commit_positions(set(self._subs.assignment))
+                except Exception as exc:
+                    self._events.emit("offsets", "final commit failed", cause=repr(exc))
+            if self._commit_tasks:
+                await asyncio.wait(list(self._commit_tasks), timeout=5)
+            await group.close()
+        await self._fetcher.close()
+        await super().close()

@@ -1,0 +1,397 @@
+"""The fetcher: one Fetch per partition leader, in parallel, into a bounded buffer.
+
+Theory of operation
+-------------------
+For every broker that leads at least one fetchable partition (assigned, not
+paused, with a position and no data already buffered), the fetcher keeps one
+Fetch in flight. The partitions are grouped by leader from the metadata
+cache, so a consumer of 12 partitions on 12 brokers sends 12 Fetches at once,
+each on that broker's connection. Responses go into a buffer of completed
+fetches, bounded in bytes (``fetch.buffer.bytes``): once it is full no new
+Fetch is sent until ``poll`` has drained it, which is the prefetch: while the
+application works through one poll's records, the next are on their way.
+
+Fetch sessions (KIP-227) are kept per broker by ``FetchSession``: the first
+request is full and asks for a session (epoch 0); if the broker grants one
+(a non-zero session id), later requests are incremental, carrying only the
+partitions whose fetch offset changed and listing the ones no longer wanted
+as forgotten. A broker that answers session id 0 (kaflite's broker, Tansu)
+keeps getting full requests. FETCH_SESSION_ID_NOT_FOUND and
+INVALID_FETCH_SESSION_EPOCH start a new session.
+
+Partition errors follow the recovery table: NOT_LEADER_OR_FOLLOWER and the
+leader epoch errors refresh metadata (a KIP-951 hint is applied at once);
+OFFSET_OUT_OF_RANGE resets the position by ``auto.offset.reset``, or is
+raised from ``poll`` when that is ``none``; TOPIC_AUTHORIZATION_FAILED is
+raised from ``poll``.
+
+Decoding happens in ``poll`` (``drain``), batch by batch, up to
+``max.poll.records``; records before the position (the start of a batch the
+position falls inside) and control batches are skipped, and with
+``read_committed`` records of aborted transactions are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import TYPE_CHECKING, Any
+
+from kaflite.client.connection import ConnectionClosed
+from kaflite.client.consumer._subscription import SubscriptionState
+from kaflite.client.consumer._types import ConsumerRecord, TopicPartition
+from kaflite.client.recovery import Action, action_for, error_name
+from kaflite.protocol import errors
+from kaflite.protocol.messages import FetchRequest, FetchResponse
+from kaflite.protocol.messages import fetch_request as fq
+from kaflite.protocol.records import RecordBatch, iter_batches
+
+if TYPE_CHECKING:
+    from kaflite.client.consumer._consumer import Consumer
+
+__all__ = ["FetchSession", "Fetcher"]
+
+ZERO_UUID = uuid.UUID(int=0)
+SESSION_ERRORS = (errors.FetchSessionIdNotFoundError.code,
+                  errors.InvalidFetchSessionEpochError.code,
+                  errors.FetchSessionTopicIdError.code)
+
+
+@dataclass
+class FetchSession:
+    """KIP-227 client side for one broker (Java's ``FetchSessionHandler``)."""
+
+    node_id: int
+    session_id: int = 0
+    epoch: int = 0                   # 0: ask for a new session; -1: no session at all
+    sent: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+
+    def build(self, wanted: dict[TopicPartition, tuple[int, int]]
+              ) -> tuple[dict[TopicPartition, tuple[int, int]], list[TopicPartition], bool]:
+        """(partitions to send, partitions to forget, full?) for the next request."""
+        if self.session_id == 0:
+            return dict(wanted), [], True
+        send = {tp: v for tp, v in wanted.items() if self.sent.get(tp) != v}
+        forget = [tp for tp in self.sent if tp not in wanted]
+        return send, forget, False
+
+    def sent_request(self, wanted: dict[TopicPartition, tuple[int, int]]) -> None:
+        self.sent = dict(wanted)
+
+    def handle(self, error_code: int, session_id: int) -> None:
+        if error_code in SESSION_ERRORS or error_code:
+            self.session_id, self.epoch, self.sent = 0, 0, {}
+        elif session_id == 0:
+            self.session_id, self.epoch = 0, 0   # sessionless broker: full requests
+        elif session_id != self.session_id:
+            self.session_id, self.epoch = session_id, 1
+        else:
+            self.epoch = self.epoch + 1 if self.epoch < 0x7FFFFFFF else 1
+
+    def reset(self) -> None:
+        self.session_id, self.epoch, self.sent = 0, 0, {}
+
+
+class _Completed:
+    """A partition's data from one Fetch response, waiting to be handed out."""
+
+    __slots__ = ("aborted", "batches", "fetch_offset", "size", "tp")
+
+    def __init__(self, tp: TopicPartition, fetch_offset: int, batches: deque[RecordBatch],
+                 size: int, aborted: list[tuple[int, int]] | None) -> None:
+        self.tp = tp
+        self.fetch_offset = fetch_offset
+        self.batches = batches
+        self.size = size
+        self.aborted = aborted
+
+
+class Fetcher:
+    def __init__(self, consumer: Consumer, subs: SubscriptionState) -> None:
+        self.consumer = consumer
+        self.subs = subs
+        c = consumer.config
+        self.min_bytes = c.int("fetch.min.bytes")
+        self.max_wait = c.int("fetch.max.wait.ms")
+        self.max_bytes = c.int("fetch.max.bytes")
+        self.partition_max = c.int("max.partition.fetch.bytes")
+        self.buffer_limit = c.int("fetch.buffer.bytes")
+        self.isolation = 1 if c["isolation.level"] == "read_committed" else 0
+        self.rack = c["client.rack"]
+        self.check_crcs = c.bool("check.crcs")
+        self.sessions: dict[int, FetchSession] = {}
+        self.buffer: deque[_Completed] = deque()
+        self.buffered_bytes = 0
+        self.buffered_tps: set[TopicPartition] = set()
+        self.in_flight: dict[int, asyncio.Task[None]] = {}
+        self.errors: list[BaseException] = []
+        self.data_ready = asyncio.Event()
+        self.key_deser: Callable[[bytes], Any] | None = c["key.deserializer"]
+        self.value_deser: Callable[[bytes], Any] | None = c["value.deserializer"]
+        self._closed = False
+
+    # -- sending fetches -------------------------------------------------------------------
+    def send_fetches(self) -> None:
+        """Start a Fetch to every leader that has fetchable partitions and none in flight."""
+        if self._closed or self.buffered_bytes >= self.buffer_limit:
+            return
+        md = self.consumer.metadata
+        by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
+        epochs: dict[TopicPartition, int] = {}
+        for tp in self.subs.fetchable():
+            if tp in self.buffered_tps:
+                continue
+            leader = md.leader(tp.topic, tp.partition)
+            if leader is None:
+                md.request_update(f"no leader for {tp}")
+                continue
+            if leader.leader in self.in_flight:
+                continue
+            state = self.subs.assignment[tp]
+            assert state.position is not None
+            by_node.setdefault(leader.leader, {})[tp] = (state.position, self.partition_max)
+            epochs[tp] = leader.leader_epoch
+        for node, wanted in by_node.items():
+            task = asyncio.get_running_loop().create_task(self._fetch(node, wanted, epochs))
+            self.in_flight[node] = task
+
+    def _request(self, node: int, wanted: dict[TopicPartition, tuple[int, int]],
+                 epochs: dict[TopicPartition, int], version: int) -> FetchRequest:
+        session = self.sessions.setdefault(node, FetchSession(node))
+        send, forget, _full = session.build(wanted)
+        md = self.consumer.metadata
+        topics: dict[str, list[fq.FetchPartition]] = {}
+        for tp, (offset, max_bytes) in send.items():
+            topics.setdefault(tp.topic, []).append(fq.FetchPartition(
+                partition=tp.partition, current_leader_epoch=epochs.get(tp, -1),
+                fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+                partition_max_bytes=max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for tp in forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        session.sent_request(wanted)
+        return FetchRequest(
+            replica_id=-1, max_wait_ms=self.max_wait, min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes, isolation_level=self.isolation,
+            session_id=session.session_id, session_epoch=session.epoch if version >= 7 else -1,
+            topics=[fq.FetchTopic(topic=t, topic_id=md.topic_id(t), partitions=ps)
+                    for t, ps in topics.items()],
+            forgotten_topics_data=[fq.ForgottenTopic(topic=t, topic_id=md.topic_id(t),
+                                                     partitions=ps)
+                                   for t, ps in forgotten.items()],
+            rack_id=self.rack)
+
+    async def _fetch(self, node: int, wanted: dict[TopicPartition, tuple[int, int]],
+                     epochs: dict[TopicPartition, int]) -> None:
+        consumer = self.consumer
+        try:
+            conn = await consumer.pool.get(node)
+            version = conn.version_for(1)
+            if version >= 13 and any(consumer.metadata.topic_id(tp.topic) == ZERO_UUID
+                                     for tp in wanted):
+                version = 12  # the broker gave no topic ids: fetch by name
+            req = self._request(node, wanted, epochs, version)
+            try:
+                resp: FetchResponse = await conn.request(
+                    req, version=version,
+                    timeout=consumer.config.int("request.timeout.ms") / 1000 + self.max_wait / 1000)
+            except (ConnectionClosed, TimeoutError, OSError) as exc:
+                consumer.pool.discard(conn, f"Fetch failed: {type(exc).__name__}")
+                self.sessions.pop(node, None)
+                consumer.metadata.request_update(f"Fetch to broker {node} failed")
+                return
+            self._handle(node, resp, wanted, version)
+        except (ConnectionClosed, OSError, TimeoutError):
+            consumer.metadata.request_update(f"cannot reach broker {node}")
+            await asyncio.sleep(consumer.config.int("retry.backoff.ms") / 1000)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.errors.append(exc)
+        finally:
+            self.in_flight.pop(node, None)
+            self.data_ready.set()
+
+    def _handle(self, node: int, resp: FetchResponse,
+                wanted: dict[TopicPartition, tuple[int, int]], version: int) -> None:
+        session = self.sessions[node]
+        session.handle(resp.error_code, resp.session_id)
+        md = self.consumer.metadata
+        if resp.error_code:
+            if resp.error_code not in SESSION_ERRORS:
+                md.request_update(f"{error_name(resp.error_code)} from Fetch")
+            return
+        endpoints = [(e.node_id, e.host, e.port, e.rack) for e in resp.node_endpoints]
+        for t in resp.responses:
+            name = t.topic if version < 13 else md.topics_by_id.get(t.topic_id, t.topic)
+            for pd in t.partitions:
+                tp = TopicPartition(name, pd.partition_index)
+                sent = wanted.get(tp)
+                state = self.subs.assignment.get(tp)
+                if sent is None or state is None or state.position != sent[0]:
+                    continue  # unassigned or seeked while the fetch was in flight
+                code = pd.error_code
+                if code:
+                    self._partition_error(tp, code, pd.current_leader.leader_id,
+                                          pd.current_leader.leader_epoch, endpoints)
+                    continue
+                if pd.high_watermark >= 0:
+                    state.high_watermark = pd.high_watermark
+                state.last_stable_offset = pd.last_stable_offset
+                state.log_start_offset = pd.log_start_offset
+                records = pd.records
+                if not records:
+                    continue
+                batches = deque(iter_batches(records))
+                if not batches:
+                    continue
+                aborted = None
+                if self.isolation and pd.aborted_transactions:
+                    aborted = sorted((a.first_offset, a.producer_id)
+                                     for a in pd.aborted_transactions)
+                size = len(records)
+                self.buffer.append(_Completed(tp, sent[0], batches, size, aborted))
+                self.buffered_bytes += size
+                self.buffered_tps.add(tp)
+
+    def _partition_error(self, tp: TopicPartition, code: int, leader: int, epoch: int,
+                         endpoints: list[tuple[int, str, int, str | None]]) -> None:
+        md = self.consumer.metadata
+        action = action_for(code)
+        where = f"{error_name(code)} on {tp}"
+        if action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH):
+            if leader >= 0:
+                md.apply_leader_hint(tp.topic, tp.partition, leader, epoch, endpoints)
+            md.request_update(where)
+        elif action == Action.RESET_OFFSET:
+            strategy = self.subs.default_reset
+            if strategy == "none":
+                self.errors.append(errors.OffsetOutOfRangeError(
+                    f"{where}: position {self.subs.assignment[tp].position}, "
+                    "and auto.offset.reset is none"))
+            else:
+                self.consumer._events.emit("offsets", f"reset {tp} to {strategy}", cause=where)
+                self.subs.request_reset(tp, strategy)
+        elif action in (Action.RAISE, Action.FATAL):
+            self.errors.append(errors.error_for_code(code, where))
+        else:
+            md.request_update(where)
+
+    # -- handing out records -------------------------------------------------------------------
+    def has_buffered(self) -> bool:
+        return bool(self.buffer)
+
+    def raise_errors(self) -> None:
+        if self.errors:
+            exc = self.errors.pop(0)
+            raise exc
+
+    def drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Decode buffered batches into records, advancing positions."""
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        remaining = max_records
+        assignment = self.subs.assignment
+        while self.buffer and remaining > 0:
+            done = self.buffer[0]
+            tp = done.tp
+            state = assignment.get(tp)
+            if state is None or state.paused or state.position is None \
+                    or state.position < done.fetch_offset or state.reset is not None:
+                self._drop_first()
+                continue
+            batches = done.batches
+            records = out.get(tp)
+            while batches and remaining > 0:
+                batch = batches[0]
+                position = state.position
+                if batch.next_offset <= position:
+                    batches.popleft()
+                    continue
+                if batch.is_control or (done.aborted and batch.is_transactional and
+                                        self._aborted(done, batch)):
+                    batches.popleft()
+                    state.position = batch.next_offset
+                    continue
+                if self.check_crcs and not batch.crc_ok():
+                    self._drop_first()
+                    raise errors.CorruptMessageError(f"{tp}: CRC mismatch at offset "
+                                                     f"{batch.base_offset}")
+                cols = batch.columns()
+                offsets = cols.offsets
+                start = 0
+                if offsets and offsets[0] < position:
+                    while start < len(offsets) and offsets[start] < position:
+                        start += 1
+                end = min(len(offsets), start + remaining)
+                if records is None:
+                    records = out[tp] = []
+                if end > start:
+                    records.extend(self._records(tp, cols, start, end))
+                    remaining -= end - start
+                if end >= len(offsets):
+                    batches.popleft()
+                    state.position = batch.next_offset
+                else:
+                    state.position = offsets[end]
+            if not batches:
+                self._drop_first()
+        return out
+
+    def _records(self, tp: TopicPartition, cols: Any, start: int, end: int
+                 ) -> list[ConsumerRecord]:
+        keys = cols.keys[start:end]
+        values = cols.values[start:end]
+        kd, vd = self.key_deser, self.value_deser
+        keys = [None if k is None else (kd(bytes(k)) if kd else bytes(k)) for k in keys]
+        if vd is None:
+            values = [None if v is None else bytes(v) for v in values]
+        else:
+            values = [None if v is None else vd(bytes(v)) for v in values]
+        headers = cols.headers[start:end]
+        if any(headers):
+            headers = [tuple((k, None if v is None else bytes(v)) for k, v in h)
+                       for h in headers]
+        n = end - start
+        return list(map(ConsumerRecord, repeat(tp.topic, n), repeat(tp.partition, n),
+                        cols.offsets[start:end], cols.timestamps[start:end], keys, values,
+                        headers))
+
+    @staticmethod
+    def _aborted(done: _Completed, batch: RecordBatch) -> bool:
+        assert done.aborted is not None
+        return any(pid == batch.producer_id and first <= batch.last_offset
+                   for first, pid in done.aborted)
+
+    def _drop_first(self) -> None:
+        done = self.buffer.popleft()
+        self.buffered_bytes -= done.size
+        self.buffered_tps.discard(done.tp)
+
+    def clear(self, keep: set[TopicPartition] | None = None) -> None:
+        """Forget buffered data (for partitions not in ``keep``)."""
+        kept: deque[_Completed] = deque()
+        for done in self.buffer:
+            if keep is not None and done.tp in keep:
+                kept.append(done)
+            else:
+                self.buffered_bytes -= done.size
+                self.buffered_tps.discard(done.tp)
+        self.buffer = kept
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self.in_flight.values()):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        self.in_flight.clear()
+
+
+def now() -> float:
+    return time.monotonic()
