@@ -1,0 +1,24 @@
+"""kaflite.client: the smart Kafka client (async), with a blocking façade in ``.sync``.
+
+    from kaflite.client import Producer, Consumer, Admin
+"""
+
+from kaflite.client.admin import Admin, ConfigResource, NewTopic
+from kaflite.client.consumer import (
+    CommitFailedError,
+    Consumer,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    RebalanceListener,
+    TopicPartition,
+)
+from kaflite.client.events import Event
+from kaflite.client.pool import ConnectionInfo
+from kaflite.client.producer import BatchMetadata, BufferFull, Producer, RecordMetadata
+from kaflite.config import ConfigError
+
+__all__ = ["Admin", "BatchMetadata", "BufferFull", "CommitFailedError", "ConfigError",
+           "ConfigResource", "ConnectionInfo", "Consumer", "ConsumerRecord", "Event",
+           "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "Producer",
+           "RebalanceListener", "RecordMetadata", "TopicPartition"]

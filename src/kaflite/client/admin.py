@@ -1,0 +1,329 @@
+"""``Admin``: topics, partitions, configs, groups, offsets and records.
+
+    async with Admin({"bootstrap.servers": servers}) as admin:
+        await admin.create_topics([NewTopic("t", 6, 3)])
+        print(await admin.describe_topics(["t"]))
+
+Topic changes go to the controller named in Metadata (any broker forwards
+them in KRaft, but the controller answers first-hand); group operations go to
+the group's coordinator (FindCoordinator); ListGroups asks every broker;
+offset and record operations go to the partition leaders. Errors are raised
+as the ``kaflite.protocol.errors`` class of their code; a per-item error in a
+multi-item call is raised for the first failing item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaflite.client._base import BaseClient
+from kaflite.client.consumer._assignors import decode_assignment
+from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
+from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kaflite.client.metadata import TopicMetadata
+from kaflite.client.pool import COORDINATOR, BrokerAddress
+from kaflite.protocol import errors
+from kaflite.protocol.messages import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteGroupsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeGroupsRequest,
+    FindCoordinatorRequest,
+    IncrementalAlterConfigsRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
+from kaflite.protocol.messages import create_partitions_request as cpq
+from kaflite.protocol.messages import create_topics_request as ctq
+from kaflite.protocol.messages import delete_records_request as drq
+from kaflite.protocol.messages import delete_topics_request as dtq
+from kaflite.protocol.messages import describe_configs_request as dcq
+from kaflite.protocol.messages import incremental_alter_configs_request as iacq
+from kaflite.protocol.messages import offset_commit_request as ocq
+from kaflite.protocol.messages import offset_fetch_request as ofq
+
+__all__ = ["Admin", "ConfigResource", "GroupDescription", "MemberDescription", "NewTopic"]
+
+TOPIC, BROKER = 2, 4
+SET, DELETE = 0, 1
+
+
+@dataclass
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+    assignments: dict[int, list[int]] | None = None
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    type: int   # 2 topic, 4 broker
+    name: str
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: list[TopicPartition]
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+
+
+def _check(code: int, what: str, message: str | None = None) -> None:
+    if code:
+        raise errors.error_for_code(code, f"{what}: {message}" if message else what)
+
+
+class Admin(BaseClient):
+    ROLE = "admin"
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self.timeout_ms = self.config.int("default.api.timeout.ms")
+
+    async def _controller(self) -> int:
+        await self.start()
+        if self.metadata.controller_id < 0:
+            await self.metadata.refresh("controller unknown")
+        node = self.metadata.controller_id
+        return node if node >= 0 else next(iter(self.pool.brokers))
+
+    # -- topics ------------------------------------------------------------------------------
+    async def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False) -> None:
+        req = CreateTopicsRequest(topics=[
+            ctq.CreatableTopic(
+                name=t.name, num_partitions=t.num_partitions if not t.assignments else -1,
+                replication_factor=t.replication_factor if not t.assignments else -1,
+                assignments=[ctq.CreatableReplicaAssignment(partition_index=p, broker_ids=b)
+                             for p, b in (t.assignments or {}).items()],
+                configs=[ctq.CreatableTopicConfig(name=k, value=v) for k, v in t.configs.items()])
+            for t in topics], timeout_ms=self.timeout_ms, validate_only=validate_only)
+        resp = await self._request(await self._controller(), req)
+        for r in resp.topics:
+            _check(r.error_code, f"create topic {r.name}", r.error_message)
+        self.metadata.request_update("topics created")
+
+    async def delete_topics(self, names: Iterable[str]) -> None:
+        names = list(names)
+        req = DeleteTopicsRequest(topics=[dtq.DeleteTopicState(name=n) for n in names],
+                                  topic_names=names, timeout_ms=self.timeout_ms)
+        resp = await self._request(await self._controller(), req)
+        for r in resp.responses:
+            _check(r.error_code, f"delete topic {r.name}", r.error_message)
+        self.metadata.request_update("topics deleted")
+
+    async def list_topics(self, internal: bool = False) -> list[str]:
+        await self.start()
+        self.metadata.all_topics = True
+        await self.metadata.refresh("list topics")
+        return sorted(n for n, t in self.metadata.topics.items() if internal or not t.internal)
+
+    async def describe_topics(self, names: Iterable[str]) -> dict[str, TopicMetadata]:
+        await self.start()
+        names = list(names)
+        self.metadata.add_topics(names)
+        await self.metadata.refresh("describe topics")
+        out = {}
+        for n in names:
+            t = self.metadata.topics.get(n)
+            if t is None:
+                code = self.metadata.topic_errors.get(n, errors.UnknownTopicOrPartitionError.code)
+                _check(code, f"describe topic {n}")
+            else:
+                out[n] = t
+        return out
+
+    async def create_partitions(self, counts: Mapping[str, int]) -> None:
+        req = CreatePartitionsRequest(topics=[cpq.CreatePartitionsTopic(name=t, count=c,
+                                                                         assignments=None)
+                                              for t, c in counts.items()],
+                                      timeout_ms=self.timeout_ms)
+        resp = await self._request(await self._controller(), req)
+        for r in resp.results:
+            _check(r.error_code, f"create partitions for {r.name}", r.error_message)
+        self.metadata.request_update("partitions created")
+
+    async def describe_cluster(self) -> dict[str, Any]:
+        await self.start()
+        resp = await self._request_any(DescribeClusterRequest())
+        _check(resp.error_code, "describe cluster", resp.error_message)
+        return {"cluster_id": resp.cluster_id, "controller_id": resp.controller_id,
+                "brokers": [BrokerAddress(b.broker_id, b.host, b.port, b.rack)
+                            for b in resp.brokers]}
+
+    # -- configs ----------------------------------------------------------------------------
+    async def describe_configs(self, resources: Iterable[ConfigResource]
+                               ) -> dict[ConfigResource, dict[str, str | None]]:
+        await self.start()
+        out: dict[ConfigResource, dict[str, str | None]] = {}
+        for res in resources:
+            req = DescribeConfigsRequest(resources=[dcq.DescribeConfigsResource(
+                resource_type=res.type, resource_name=res.name, configuration_keys=None)])
+            node = int(res.name) if res.type == BROKER else None
+            resp = await (self._request(node, req) if node is not None
+                          else self._request_any(req))
+            for r in resp.results:
+                _check(r.error_code, f"describe configs {res.name}", r.error_message)
+                out[res] = {c.name: c.value for c in r.configs}
+        return out
+
+    async def alter_configs(self, changes: Mapping[ConfigResource, Mapping[str, str | None]]
+                            ) -> None:
+        """Incrementally set (or, with ``None``, delete) configs."""
+        await self.start()
+        for res, configs in changes.items():
+            req = IncrementalAlterConfigsRequest(resources=[iacq.AlterConfigsResource(
+                resource_type=res.type, resource_name=res.name,
+                configs=[iacq.AlterableConfig(name=k, config_operation=SET if v is not None
+                                              else DELETE, value=v)
+                         for k, v in configs.items()])])
+            node = int(res.name) if res.type == BROKER else None
+            resp = await (self._request(node, req) if node is not None
+                          else self._request_any(req))
+            for r in resp.responses:
+                _check(r.error_code, f"alter configs {res.name}", r.error_message)
+
+    # -- groups -----------------------------------------------------------------------------
+    async def _coordinator(self, group: str) -> int:
+        await self.start()
+        for _ in range(10):
+            resp = await self._request_any(FindCoordinatorRequest(
+                key=group, key_type=0, coordinator_keys=[group]))
+            if resp.coordinators:
+                c = resp.coordinators[0]
+                code, node, host, port = c.error_code, c.node_id, c.host, c.port
+            else:
+                code, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+            if code == 0:
+                await self.pool.get(node, COORDINATOR, address=BrokerAddress(node, host, port))
+                return int(node)
+            if not errors.error_class(code).retriable:
+                _check(code, f"FindCoordinator {group}")
+            await asyncio.sleep(0.2)
+        raise errors.CoordinatorNotAvailableError(f"no coordinator for {group}")
+
+    async def list_groups(self) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of every group on every broker."""
+        await self.start()
+        out = []
+        for node in list(self.pool.brokers):
+            resp = await self._request(node, ListGroupsRequest())
+            _check(resp.error_code, f"list groups on broker {node}")
+            out += [(g.group_id, g.protocol_type, g.group_state) for g in resp.groups]
+        return sorted(out)
+
+    async def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupDescription]:
+        out = {}
+        for group in groups:
+            node = await self._coordinator(group)
+            resp = await self._request(node, DescribeGroupsRequest(groups=[group]),
+                                       channel=COORDINATOR)
+            for g in resp.groups:
+                _check(g.error_code, f"describe group {g.group_id}")
+                members = [MemberDescription(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                    [TopicPartition(t, p) for t, p in decode_assignment(m.member_assignment)]
+                    if g.protocol_type == "consumer" and len(m.member_assignment) >= 2 else [])
+                    for m in g.members]
+                out[g.group_id] = GroupDescription(g.group_id, g.group_state, g.protocol_type,
+                                                   g.protocol_data, members)
+        return out
+
+    async def delete_groups(self, groups: Iterable[str]) -> None:
+        for group in groups:
+            node = await self._coordinator(group)
+            resp = await self._request(node, DeleteGroupsRequest(groups_names=[group]),
+                                       channel=COORDINATOR)
+            for r in resp.results:
+                _check(r.error_code, f"delete group {r.group_id}")
+
+    async def list_group_offsets(self, group: str) -> dict[TopicPartition, OffsetAndMetadata]:
+        node = await self._coordinator(group)
+        conn = await self.pool.get(node, COORDINATOR)
+        version = conn.version_for(9)
+        if version >= 8:
+            req = OffsetFetchRequest(groups=[ofq.OffsetFetchRequestGroup(group_id=group,
+                                                                         topics=None)])
+        else:
+            req = OffsetFetchRequest(group_id=group, topics=None)
+        resp = await self._request(node, req, channel=COORDINATOR)
+        if version >= 8:
+            g = resp.groups[0]
+            _check(g.error_code, f"list offsets of group {group}")
+            topics = g.topics
+        else:
+            _check(resp.error_code, f"list offsets of group {group}")
+            topics = resp.topics
+        return {TopicPartition(t.name, p.partition_index):
+                OffsetAndMetadata(p.committed_offset, p.metadata or "", p.committed_leader_epoch)
+                for t in topics for p in t.partitions if p.committed_offset >= 0}
+
+    async def alter_group_offsets(self, group: str,
+                                  offsets: Mapping[TopicPartition, int]) -> None:
+        node = await self._coordinator(group)
+        by_topic: dict[str, list[ocq.OffsetCommitRequestPartition]] = {}
+        for tp, off in offsets.items():
+            by_topic.setdefault(tp.topic, []).append(ocq.OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=off))
+        req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1,
+                                  member_id="", topics=[ocq.OffsetCommitRequestTopic(
+                                      name=t, partitions=ps) for t, ps in by_topic.items()])
+        resp = await self._request(node, req, channel=COORDINATOR)
+        for t in resp.topics:
+            for p in t.partitions:
+                _check(p.error_code, f"alter offset {t.name}-{p.partition_index} of {group}")
+
+    # -- offsets and records -------------------------------------------------------------------
+    async def list_offsets(self, query: Mapping[TopicPartition, int | str]
+                           ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """``{tp: "earliest" | "latest" | timestamp}`` → offsets."""
+        await self.start()
+        q = {TopicPartition(*tp): (EARLIEST if v == "earliest" else LATEST if v == "latest"
+                                   else int(v)) for tp, v in query.items()}
+        return await list_offsets(self, q, 0, self.timeout_ms / 1000)
+
+    async def delete_records(self, before: Mapping[TopicPartition, int]
+                             ) -> dict[TopicPartition, int]:
+        """Delete records before the given offsets; returns the new low watermarks."""
+        await self.start()
+        md = self.metadata
+        for topic in {tp.topic for tp in before}:
+            await md.ensure_topic(topic, self.timeout_ms / 1000)
+        by_node: dict[int, dict[str, list[drq.DeleteRecordsPartition]]] = {}
+        for tp, off in before.items():
+            leader = md.leader(tp.topic, tp.partition)
+            if leader is None:
+                raise errors.LeaderNotAvailableError(str(tp))
+            by_node.setdefault(leader.leader, {}).setdefault(tp.topic, []).append(
+                drq.DeleteRecordsPartition(partition_index=tp.partition, offset=off))
+        out = {}
+        for node, topics in by_node.items():
+            req = DeleteRecordsRequest(topics=[drq.DeleteRecordsTopic(name=t, partitions=ps)
+                                               for t, ps in topics.items()],
+                                       timeout_ms=self.timeout_ms)
+            resp = await self._request(node, req)
+            for t in resp.topics:
+                for p in t.partitions:
+                    _check(p.error_code, f"delete records {t.name}-{p.partition_index}")
+                    out[TopicPartition(t.name, p.partition_index)] = p.low_watermark
+        return out

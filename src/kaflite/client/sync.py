@@ -1,0 +1,259 @@
+"""Blocking façades over the async clients, for scripts and the Spark data source.
+
+    from kaflite.client.sync import Producer, Consumer, Admin
+
+    with Producer({"bootstrap.servers": servers}) as p:
+        p.send("t", b"v")            # blocks for the acknowledgement
+        p.produce("t", b"w")         # queues; flush() waits
+        p.flush()
+
+Every sync client runs its async client on one private event loop thread,
+shared by all sync clients of the process. Blocking calls submit a coroutine
+to that loop and wait for it. ``Producer.produce`` does not wait: records are
+queued in a thread-safe deque and handed to the loop in bulk, so producing
+from a plain thread costs about what it costs on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import threading
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from kaflite.client import admin as _admin
+from kaflite.client import consumer as _consumer
+from kaflite.client import producer as _producer
+from kaflite.client.consumer import ConsumerRecord, TopicPartition
+from kaflite.client.events import Event
+from kaflite.client.pool import ConnectionInfo
+
+__all__ = ["Admin", "Consumer", "Producer"]
+
+T = TypeVar("T")
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _shared_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def main() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            threading.Thread(target=main, name="kaflite-client", daemon=True).start()
+            ready.wait(10)
+            _loop = loop
+        return _loop
+
+
+class _SyncClient:
+    _async: Any
+
+    def __init__(self) -> None:
+        self._loop = _shared_loop()
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return fut.result(timeout)
+
+    def _make(self, cls: type, config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> Any:
+        async def build() -> Any:
+            return cls(config, **kwargs)
+        return self._run(build())
+
+    def start(self) -> Self:
+        self._run(self._async.start())
+        return self
+
+    def close(self) -> None:
+        self._run(self._async.close())
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def connections(self) -> list[ConnectionInfo]:
+        async def get() -> list[ConnectionInfo]:
+            return list(self._async.connections())
+        return self._run(get())
+
+    def events(self, kind: str | None = None) -> list[Event]:
+        async def get() -> list[Event]:
+            return list(self._async.events(kind))
+        return self._run(get())
+
+
+class Producer(_SyncClient):
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__()
+        self._async: _producer.Producer = self._make(_producer.Producer, config, kwargs)
+        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._scheduled = False
+        self._qlock = threading.Lock()
+
+    def send(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
+             headers: Any = None, timestamp: int | None = None,
+             timeout: float | None = None) -> _producer.RecordMetadata:
+        return self._run(self._async.send(topic, value, key, partition, headers, timestamp),
+                         timeout)
+
+    def produce(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
+                headers: Any = None, timestamp: int | None = None,
+                on_delivery: Any = None) -> None:
+        """Queue a record; ``on_delivery`` runs on the client's loop thread."""
+        self._queue.append((topic, value, key, partition, headers, timestamp, on_delivery))
+        with self._qlock:
+            if not self._scheduled:
+                self._scheduled = True
+                self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        with self._qlock:
+            self._scheduled = False
+        q = self._queue
+        produce = self._async.produce
+        while q:
+            args = q.popleft()
+            try:
+                produce(*args)
+            except _producer.BufferFull:
+                q.appendleft(args)
+                self._loop.call_later(0.005, self._drain)
+                with self._qlock:
+                    self._scheduled = True
+                return
+            except Exception as exc:
+                if args[6] is not None:
+                    args[6](exc, None)
+
+    def send_batch(self, topic: str, values: list[Any], keys: list[Any] | None = None,
+                   partition: int | None = None,
+                   timeout: float | None = None) -> _producer.BatchMetadata:
+        return self._run(self._async.send_batch(topic, values, keys, partition), timeout)
+
+    produce_many = send_batch
+
+    def flush(self, timeout: float | None = None) -> None:
+        async def flush() -> None:
+            while self._queue or self._scheduled:
+                self._drain()
+                await asyncio.sleep(0)
+            await self._async.flush(timeout)
+        self._run(flush())
+
+    def partitions_for(self, topic: str) -> list[int] | None:
+        async def get() -> list[int] | None:
+            await self._async.metadata.ensure_topic(topic, 30)
+            return self._async.partitions_for(topic)
+        return self._run(get())
+
+    def close(self) -> None:
+        self.flush()
+        super().close()
+
+
+class Consumer(_SyncClient):
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__()
+        self._async: _consumer.Consumer = self._make(_consumer.Consumer, config, kwargs)
+
+    def subscribe(self, topics: Iterable[str] | None = None, pattern: str | None = None,
+                  listener: _consumer.RebalanceListener | None = None) -> None:
+        async def sub() -> None:
+            self._async.subscribe(topics, pattern, listener)
+        self._run(sub())
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        async def assign() -> None:
+            self._async.assign(partitions)
+        self._run(assign())
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._async.assignment()
+
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None
+             ) -> list[ConsumerRecord]:
+        return self._run(self._async.poll(timeout_ms, max_records))
+
+    def getmany(self, timeout_ms: int = 0, max_records: int | None = None
+                ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        return self._run(self._async.getmany(timeout_ms=timeout_ms, max_records=max_records))
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        while not self._async._closed:
+            yield from self.poll(1000)
+
+    def seek(self, tp: TopicPartition | tuple[str, int], offset: int) -> None:
+        async def seek() -> None:
+            self._async.seek(tp, offset)
+        self._run(seek())
+
+    def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        async def seek() -> None:
+            self._async.seek_to_beginning(*tps)
+        self._run(seek())
+
+    def seek_to_end(self, *tps: TopicPartition) -> None:
+        async def seek() -> None:
+            self._async.seek_to_end(*tps)
+        self._run(seek())
+
+    def position(self, tp: TopicPartition | tuple[str, int]) -> int:
+        return self._run(self._async.position(tp))
+
+    def committed(self, tp: TopicPartition | tuple[str, int]) -> int | None:
+        return self._run(self._async.committed(tp))
+
+    def commit(self, offsets: Mapping[TopicPartition, Any] | None = None) -> None:
+        self._run(self._async.commit(offsets))
+
+    def pause(self, *tps: TopicPartition) -> None:
+        async def pause() -> None:
+            self._async.pause(*tps)
+        self._run(pause())
+
+    def resume(self, *tps: TopicPartition) -> None:
+        async def resume() -> None:
+            self._async.resume(*tps)
+        self._run(resume())
+
+    def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._run(self._async.end_offsets(list(tps)))
+
+    def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._run(self._async.beginning_offsets(list(tps)))
+
+    def offsets_for_times(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, Any]:
+        return self._run(self._async.offsets_for_times(query))
+
+    def lag(self, tp: TopicPartition) -> int | None:
+        return self._async.lag(tp)
+
+
+class Admin(_SyncClient):
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__()
+        self._async: _admin.Admin = self._make(_admin.Admin, config, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._async, name)
+        if not callable(attr) or not asyncio.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._run(attr(*args, **kwargs))
+        call.__name__ = name
+        return call
