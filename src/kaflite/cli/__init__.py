@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kaflite.cli import demo, up
+from kaflite.cli import chaos, connections, demo, up
 
 app = typer.Typer(
     name="kaflite",
@@ -14,6 +14,8 @@ app = typer.Typer(
 )
 app.command("up")(up.up)
 app.command("demo")(demo.demo)
+app.command("connections")(connections.connections)
+app.add_typer(chaos.app, name="chaos")
 
 
 def main() -> None:

@@ -25,6 +25,9 @@ def up(
         help="broker N listens on base-port + N (0: any free port)")] = 9092,
     config: Annotated[list[str] | None, typer.Option(
         "--config", "-c", help="broker config as name=value (repeatable)")] = None,
+    http_port: Annotated[int, typer.Option(
+        "--http-port", help="serve the HTTP JSON API (connections, faults) here; -1: off")]
+    = 9990,
 ) -> None:
     """Start an embedded Kafka-compatible cluster and print its bootstrap address."""
     props = {}
@@ -33,11 +36,11 @@ def up(
         if not sep:
             raise typer.BadParameter(f"expected name=value, got {item!r}", param_hint="--config")
         props[name.strip()] = value.strip()
-    run(_serve(brokers, data_dir, host, base_port, props))
+    run(_serve(brokers, data_dir, host, base_port, props, http_port))
 
 
 async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
-                 props: dict[str, str]) -> None:
+                 props: dict[str, str], http_port: int = -1) -> None:
     cluster = Cluster(brokers=brokers, data_dir=data_dir, host=host, base_port=base_port,
                       config=props)
     await cluster.start()
@@ -45,6 +48,12 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
     typer.echo(f"bootstrap.servers={cluster.bootstrap_servers}")
     if data_dir is not None:
         typer.echo(f"data in {data_dir.resolve()}")
+    api = None
+    if http_port >= 0:
+        from kaflite.cluster.http import HttpApi
+
+        api = await HttpApi(cluster, host, http_port).start()
+        typer.echo(f"HTTP API on {api.url} (kaflite connections / kaflite chaos)")
     typer.echo("Ctrl-C stops the cluster gracefully.")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -53,4 +62,6 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     typer.echo("stopping...")
+    if api is not None:
+        await api.stop()
     await cluster.stop()

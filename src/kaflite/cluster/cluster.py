@@ -29,6 +29,8 @@ from kaflite._loop import new_event_loop
 from kaflite.cluster.broker import Broker
 from kaflite.cluster.configs import BrokerConfig, validate_topic_configs
 from kaflite.cluster.controller import Controller, TopicState
+from kaflite.cluster.faults import FaultInjector
+from kaflite.cluster.observe import ClientSnapshot, ConnectionSnapshot, Registry
 
 __all__ = ["Cluster"]
 
@@ -69,6 +71,8 @@ class Cluster:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.started = False
+        self.faults = FaultInjector(self)  # fault injection (kaflite.cluster.faults)
+        self.registry = Registry(self)     # the connection registry (kaflite.cluster.observe)
 
     # -- addresses -------------------------------------------------------------
     @property
@@ -94,6 +98,7 @@ class Cluster:
                 host=self.host, port=port, advertised_host=self.advertised_host,
                 advertised_port=adv_port, rack=self.racks[node_id],
             )
+            broker.faults = self.faults
             self.brokers[node_id] = broker
             # Every broker is known (and not alive) before any starts, so the
             # first one does not elect itself leader of everything.
@@ -160,6 +165,17 @@ class Cluster:
     def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         """Move a partition's leadership to ``to`` or to any other ISR member."""
         return self._on_loop(lambda: self.controller.move_leader(topic, partition, to))
+
+    # -- observation -----------------------------------------------------------------
+    def connections(self, include_replicas: bool = False, client_id: str | None = None,
+                    broker: int | None = None) -> list[ConnectionSnapshot]:
+        """Every open client connection of every broker, with its roles and stats."""
+        return self._on_loop(lambda: self.registry.connections(include_replicas, client_id,
+                                                               broker))
+
+    def clients(self) -> list[ClientSnapshot]:
+        """Per-client (client.id + host) fan-out and measured cadences."""
+        return self._on_loop(self.registry.clients)
 
     # -- sync façade -------------------------------------------------------------------
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:

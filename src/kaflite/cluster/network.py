@@ -10,6 +10,17 @@ Bad input never reaches a handler: a frame over ``socket.request.max.bytes``,
 a negative size, an unknown API key, an unsupported version (other than
 ApiVersions, which is answered with v0 and UNSUPPORTED_VERSION, KIP-511) or a
 body that does not decode closes this connection only, and is logged once.
+
+Around each handler call the connection
+
+* asks the cluster's fault injector (``broker.faults``) for a plan: drop the
+  connection, answer with an error without calling the handler, take faulted
+  partitions out of the request, rewrite the response, delay or throttle it;
+* records the request in the connection registry (``observe.record_request``):
+  latency, error codes at every level, roles.
+
+A connection with no traffic for ``connections.max.idle.ms`` is closed, as
+Kafka's selector closes idle channels; its client reconnects when it needs to.
 """
 
 from __future__ import annotations
@@ -17,70 +28,42 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from kaflite.cluster.observe import ApiStats, ConnectionInfo, record_request
 from kaflite.protocol import FrameDecoder, ProtocolError, RemoteProtocolError, encode_response
 from kaflite.protocol.framing import peek_request, read_request_header
 from kaflite.protocol.headers import RequestHeader
-from kaflite.protocol.messages import REGISTRY, ApiVersionsResponse
+from kaflite.protocol.messages import REGISTRY, ApiVersionsResponse, Struct
 from kaflite.protocol.messages._generated.api_versions_response import ApiVersion
 
 if TYPE_CHECKING:
+    from kaflite.cluster._inject import RequestPlan
     from kaflite.cluster.broker import Broker
 
-__all__ = ["ConnectionInfo", "ServerConnection"]
+__all__ = ["ApiStats", "ConnectionInfo", "ServerConnection"]
 
 log = logging.getLogger("kaflite.cluster.network")
 
-API_VERSIONS = 18
+FETCH, LIST_OFFSETS, API_VERSIONS = 1, 2, 18
 UNSUPPORTED_VERSION = 35
 
-
-@dataclass
-class ApiStats:
-    count: int = 0
-    total_ms: float = 0.0
-    max_ms: float = 0.0
-    errors: dict[int, int] = field(default_factory=dict)
+# The first version of each API whose clients throttle themselves from
+# throttle_time_ms (KIP-219): the broker answers at once and then mutes the
+# channel. Before it, the broker held the response back for the throttle time.
+KIP219_VERSION = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2,
+                  15: 2, 16: 2, 18: 2, 19: 3, 20: 2, 21: 1, 22: 1, 23: 3, 32: 2}
 
 
-@dataclass
-class ConnectionInfo:
-    """What the broker knows about one client connection (the registry's row)."""
-
-    connection_id: int
-    broker_id: int
-    peer: str
-    client_id: str | None = None
-    software_name: str | None = None
-    software_version: str | None = None
-    principal: str = "User:ANONYMOUS"
-    opened_at: float = field(default_factory=time.time)
-    last_activity: float = field(default_factory=time.time)
-    bytes_in: int = 0
-    bytes_out: int = 0
-    apis: dict[int, ApiStats] = field(default_factory=dict)
-    replica_id: int | None = None
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    groups: set[str] = field(default_factory=set)
-    transactional_ids: set[str] = field(default_factory=set)
-
-    @property
-    def roles(self) -> list[str]:
-        roles = []
-        if self.replica_id is not None:
-            roles.append("replica-fetcher")
-        if self.partitions and self.replica_id is None:
-            roles.append("partition-leader")
-        if self.groups:
-            roles.append("group-coordinator")
-        if self.transactional_ids:
-            roles.append("txn-coordinator")
-        if not roles and set(self.apis) <= {API_VERSIONS, 3}:
-            roles.append("bootstrap")
-        return roles
+def _replica_id(api_key: int, version: int, body: Any) -> int:
+    """The replica id a follower's Fetch (or ListOffsets) carries; -1 for clients."""
+    if api_key == FETCH and version >= 15:
+        return int(body.replica_state.replica_id)
+    if api_key in (FETCH, LIST_OFFSETS):
+        return int(getattr(body, "replica_id", -1))
+    return -1
 
 
 class ServerConnection(asyncio.BufferedProtocol):
@@ -96,6 +79,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         ServerConnection._ids += 1
         self.info = ConnectionInfo(ServerConnection._ids, broker.node_id, "?")
         self.closed = False
+        self.idle_ms = broker.config.int("connections.max.idle.ms")
 
     # -- asyncio callbacks ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -111,6 +95,7 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.info.bytes_in += nbytes
+        self.info.last_activity = time.time()
         try:
             frames = self.decoder.buffer_updated(nbytes)
         except ProtocolError as exc:
@@ -145,7 +130,11 @@ class ServerConnection(asyncio.BufferedProtocol):
         while not self.closed:
             if not self.queue:
                 self.wakeup.clear()
-                await self.wakeup.wait()
+                if not await self._wait_or_idle():
+                    log.debug("broker %s: closing idle connection from %s",
+                              self.broker.node_id, self.info.peer)
+                    self.close()
+                    return
                 continue
             frame = self.queue.popleft()
             try:
@@ -160,6 +149,18 @@ class ServerConnection(asyncio.BufferedProtocol):
                               self.broker.node_id, self.info.peer)
                 self.abort()
                 return
+
+    async def _wait_or_idle(self) -> bool:
+        """Wait for a request; False once the connection has been idle too long."""
+        while True:
+            idle_left = self.idle_ms / 1000 - (time.time() - self.info.last_activity)
+            if idle_left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self.wakeup.wait(), idle_left)
+                return True
+            except TimeoutError:
+                continue
 
     async def _handle(self, frame: bytes | bytearray) -> None:
         started = time.perf_counter()
@@ -181,25 +182,59 @@ class ServerConnection(asyncio.BufferedProtocol):
         body = info.request.read(reader, version)
         self.info.client_id = header.client_id
         self.info.last_activity = time.time()
-        response = await handler.handle(self.broker, self, header, body)
+        replica = _replica_id(api_key, version, body)
+        if replica >= 0:
+            self.info.replica_id = replica
+        faults = self.broker.faults
+        plan: RequestPlan | None = None
+        if faults is not None and faults.active:
+            plan = faults.plan(self.broker, header.client_id, self.info.replica_id is not None,
+                               api_key, version, body, self._resolve)
+        if plan is not None and plan.drop:
+            record_request(self.info, api_key, version, body, None, 0.0)
+            self.abort()
+            return
+        if plan is not None and plan.response is not None:
+            response: Struct | None = plan.response
+        else:
+            response = await handler.handle(self.broker, self, header, body)
+            if plan is not None and response is not None:
+                response = faults.finish(plan, api_key, version, body, response,
+                                         self._resolve, self._session_partitions)
+        if plan is not None and plan.delay_ms:
+            await asyncio.sleep(plan.delay_ms / 1000)
+        throttle_ms = plan.throttle_ms if plan is not None else 0
+        if throttle_ms and response is not None:
+            if hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = throttle_ms
+            if version < KIP219_VERSION.get(api_key, 0):
+                await asyncio.sleep(throttle_ms / 1000)  # pre-KIP-219: hold the response
+                throttle_ms = 0
         if response is not None and not self.closed:
             self._send(api_key, version, correlation_id, response)
         elapsed = (time.perf_counter() - started) * 1000
-        stats = self.info.apis.get(api_key)
-        if stats is None:
-            stats = self.info.apis[api_key] = ApiStats()
-        stats.count += 1
-        stats.total_ms += elapsed
-        stats.max_ms = max(stats.max_ms, elapsed)
-        code = getattr(response, "error_code", 0)
-        if code:
-            stats.errors[code] = stats.errors.get(code, 0) + 1
+        record_request(self.info, api_key, version, body, response, elapsed, self._resolve)
+        if throttle_ms:
+            await asyncio.sleep(throttle_ms / 1000)  # KIP-219: mute the channel
+
+    def _resolve(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.broker.controller.topics_by_id.get(topic_id)
+        return topic.name if topic is not None else None
+
+    def _session_partitions(self, session_id: int) -> list[tuple[str, Any, int]]:
+        """The partitions of a fetch session (KIP-227), for fault injection."""
+        cache = self.broker.services.get("fetch_sessions")
+        session = getattr(cache, "sessions", {}).get(session_id) if session_id else None
+        if session is None:
+            return []
+        return [(sp.topic, sp.topic_id, sp.partition) for sp in session.partitions.values()]
 
     def _send(self, api_key: int, version: int, correlation_id: int, body: object) -> None:
         if self.transport is None or self.closed:
             return
         chunks = encode_response(api_key, version, correlation_id, body)  # type: ignore[arg-type]
         self.info.bytes_out += sum(len(c) for c in chunks)
+        self.info.last_activity = time.time()
         self.transport.writelines(chunks)
 
 

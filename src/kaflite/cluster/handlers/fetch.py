@@ -63,8 +63,6 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
     try:
         if not topic:
             raise errors.UnknownTopicIdError(str(sp.topic_id))
-        if broker.faults is not None and replica_id < 0:
-            broker.faults.check_partition(broker, conn, 1, topic, index)
         p = broker.leader_partition(topic, index, sp.current_leader_epoch)
         offset = sp.fetch_offset
         if replica_id >= 0:

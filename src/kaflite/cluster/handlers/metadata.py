@@ -76,9 +76,6 @@ async def handle_metadata(broker: Broker, conn: ServerConnection, header: Reques
                           req: MetadataRequest) -> MetadataResponse:
     controller = broker.controller
     version = header.request_api_version
-    faults = broker.faults
-    if faults is not None:
-        await faults.before_request(broker, conn, header, req)
     topics: list[mr.MetadataResponseTopic] = []
     wanted = req.topics
     if wanted is None or (version == 0 and not wanted):

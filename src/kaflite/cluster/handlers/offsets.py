@@ -42,8 +42,6 @@ async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: Re
             res = lor.ListOffsetsPartitionResponse(partition_index=lp.partition_index,
                                                    error_code=0, timestamp=-1, offset=-1)
             try:
-                if broker.faults is not None:
-                    broker.faults.check_partition(broker, conn, 2, t.name, lp.partition_index)
                 p = broker.leader_partition(t.name, lp.partition_index, lp.current_leader_epoch)
                 ts = lp.timestamp
                 if header.request_api_version >= 4:

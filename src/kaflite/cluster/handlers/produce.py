@@ -42,8 +42,6 @@ async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
     res = pr.PartitionProduceResponse(index=index, error_code=0, base_offset=-1,
                                       log_append_time_ms=-1, log_start_offset=-1)
     try:
-        if broker.faults is not None:
-            broker.faults.check_partition(broker, conn, 0, topic, index)
         p = broker.leader_partition(topic, index)
         conn.info.partitions.add((topic, index))
         cfg = p.log.config

@@ -1,0 +1,39 @@
+"""The CLI's client for the cluster's HTTP API (``kaflite up --http-port``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from typing import Any
+
+import typer
+
+__all__ = ["DEFAULT_URL", "request"]
+
+DEFAULT_URL = os.environ.get("KAFLITE_HTTP", "http://127.0.0.1:9990")
+
+
+def request(base: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """Call the API; print its error and exit 1 on failure."""
+    data = None
+    if body is not None:
+        data = json.dumps({k: v for k, v in body.items() if v is not None}).encode()
+    req = urllib.request.Request(base.rstrip("/") + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("error", exc.reason)
+        except ValueError:
+            message = exc.reason
+        typer.echo(f"error ({exc.code}): {message}", err=True)
+        raise typer.Exit(1) from None
+    except (urllib.error.URLError, OSError) as exc:
+        typer.echo(f"cannot reach the kaflite HTTP API at {base}: {exc}\n"
+                   "(start the cluster with `kaflite up --http-port N`, pass --http URL "
+                   "or set KAFLITE_HTTP)", err=True)
+        raise typer.Exit(1) from None

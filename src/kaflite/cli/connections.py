@@ -1,0 +1,94 @@
+"""``kaflite connections``: every client connection, the broker it goes to and why."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kaflite.cli._http import DEFAULT_URL, request
+
+HttpOption = Annotated[str, typer.Option("--http", help="the cluster's HTTP API",
+                                         envvar="KAFLITE_HTTP")]
+
+
+def _short(items: list[str], limit: int = 6) -> str:
+    if len(items) <= limit:
+        return ", ".join(items)
+    return ", ".join(items[:limit]) + f" (+{len(items) - limit})"
+
+
+def connections_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="client connections", show_lines=False)
+    for name in ("client", "broker", "peer", "role", "partitions / groups", "requests",
+                 "errors", "idle"):
+        table.add_column(name, overflow="fold")
+    now = time.time()
+    for c in rows:
+        targets = c["partitions"] + [f"group:{g}" for g in c["groups"]] \
+            + [f"txn:{t}" for t in c["transactional_ids"]]
+        software = c.get("software_name") or ""
+        client = c["client_id"] or "-"
+        if software:
+            client += f"\n[dim]{software} {c.get('software_version') or ''}[/dim]"
+        errs: dict[str, int] = {}
+        for api in c["apis"].values():
+            for name, n in api["errors"].items():
+                errs[name] = errs.get(name, 0) + n
+        table.add_row(
+            client, str(c["broker"]), c["peer"], ", ".join(c["roles"]), _short(targets),
+            str(sum(a["count"] for a in c["apis"].values())),
+            ", ".join(f"{k} x{v}" for k, v in errs.items()),
+            f"{now - c['last_activity']:.0f}s",
+        )
+    return table
+
+
+def clients_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="clients (fan-out and cadences)")
+    for name in ("client", "host", "connections", "fan-out (broker: n)", "roles",
+                 "heartbeat", "commit", "fetch/s"):
+        table.add_column(name, overflow="fold")
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v / 1000:.1f}s"
+
+    for c in rows:
+        table.add_row(
+            c["client_id"] or "-", c["host"], str(c["connections"]),
+            " ".join(f"{b}:{n}" for b, n in c["fan_out"].items()),
+            ", ".join(f"{r} x{n}" for r, n in c["roles"].items()),
+            ms(c["heartbeat_interval_ms"]), ms(c["commit_interval_ms"]),
+            "-" if c["fetch_rate"] is None else f"{c['fetch_rate']:.1f}",
+        )
+    return table
+
+
+def connections(
+    http: HttpOption = DEFAULT_URL,
+    client_id: Annotated[str | None, typer.Option("--client-id", help="only this client")] = None,
+    replicas: Annotated[bool, typer.Option(help="include replica fetchers")] = False,
+    clients: Annotated[bool, typer.Option("--clients", help="also per-client cadences")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Show every client connection: client, broker, role and partitions or groups."""
+    query = []
+    if client_id:
+        query.append(f"client_id={client_id}")
+    if replicas:
+        query.append("replicas=1")
+    rows = request(http, "GET", "/connections" + ("?" + "&".join(query) if query else ""))
+    summary = request(http, "GET", "/clients") if clients else None
+    if as_json:
+        import json
+
+        typer.echo(json.dumps({"connections": rows, "clients": summary}
+                              if clients else rows, indent=1))
+        return
+    console = Console(width=160)
+    console.print(connections_table(rows))
+    if summary is not None:
+        console.print(clients_table(summary))

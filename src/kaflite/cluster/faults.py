@@ -1,0 +1,341 @@
+"""Fault injection: break the cluster on purpose, the way Kafka breaks, and watch clients recover.
+
+``cluster.faults`` is a ``FaultInjector``. Built like franz-go's kfake control
+hooks: request-level faults are rules (``Rule``) that match the next N requests
+(or every request until removed), and each rule is visible (``rules()``) and
+removable (``remove(id)``, ``clear()``). The rules act inside the brokers'
+connections (``_inject``), so every API gets its error "as Kafka returns it" on
+the wire, at the level Kafka reports it.
+
+Cluster-level faults act on the real machinery instead:
+
+=============================  ==========================================================
+``stop/kill/restart_broker``   graceful shutdown, crash, restart (same data directory)
+``move_leader``                a partition's leadership moves to a named or any ISR member
+``move_coordinator``           a group's (or transactional id's) coordinator moves, by
+                               moving the leadership of its ``__consumer_offsets``
+                               (``__transaction_state``) partition
+``forget_member``              the coordinator forgets a member: the next request from it
+                               gets UNKNOWN_MEMBER_ID
+``isolate_replication``        a broker neither fetches from leaders nor is fetched from
+``drop_connections``           close client connections now
+``delete_records``             move a partition's log start: a consumer behind it gets
+                               OFFSET_OUT_OF_RANGE and applies ``auto.offset.reset``
+``deny_topic``                 an ACL denial: TOPIC_AUTHORIZATION_FAILED on Metadata (topic
+                               level) and on Produce/Fetch/... (partition level)
+=============================  ==========================================================
+
+The recovery table of the seed, and how to produce each error:
+
+=============================  ==========================================================
+NOT_LEADER_OR_FOLLOWER         ``inject_error("Produce", ...)`` or ``move_leader``
+LEADER_NOT_AVAILABLE           ``inject_error`` (Metadata/Produce/Fetch) or kill every ISR
+                               member
+NOT_COORDINATOR                ``inject_error("Heartbeat", ...)`` or ``move_coordinator``
+COORDINATOR_LOAD_IN_PROGRESS   ``inject_error`` on a group API (also while a moved
+                               coordinator loads)
+ILLEGAL_GENERATION             ``inject_error("Heartbeat"/"OffsetCommit"/"SyncGroup", ...)``
+UNKNOWN_MEMBER_ID              ``forget_member`` or ``inject_error``
+FENCED_INSTANCE_ID             ``inject_error`` on a static member's group API, or a second
+                               instance with the same ``group.instance.id``
+OFFSET_OUT_OF_RANGE            ``delete_records`` (naturally), or ``inject_error("Fetch")``
+TOPIC_AUTHORIZATION_FAILED     ``deny_topic``
+=============================  ==========================================================
+
+Thread-safety: rules are guarded by a lock and may be changed from any thread.
+Operations on brokers and the controller run on the cluster's loop; from another
+thread (a ``with Cluster()`` block) they are sent there and waited for. On the
+loop itself, await the ``*_async`` variants.
+
+The group coordinator is a separate service (``broker.services["group"]``).
+``forget_member`` calls its ``forget_member(group_id: str, member_id: str) -> bool``
+(remove the member as if its session expired, without a rebalance notice to it);
+while no such service is registered it returns False.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from kaflite.cluster._inject import (
+    RequestPlan,
+    Rule,
+    SessionPartitions,
+    finish_response,
+    plan_request,
+)
+from kaflite.cluster._msgscope import TopicResolver
+from kaflite.protocol import errors
+from kaflite.protocol.hashing import coordinator_partition
+from kaflite.protocol.messages import REGISTRY, Struct, api_by_name
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.cluster import Cluster
+
+__all__ = ["FaultInjector", "FaultUnavailable", "Rule", "api_key_of", "error_code_of"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
+
+
+class FaultUnavailable(RuntimeError):
+    """The fault cannot be applied (no such service, topic or broker)."""
+
+
+def api_key_of(api: int | str | None) -> int | None:
+    """An API key from a key, a numeric string or a Kafka API name ("Produce")."""
+    if api is None or isinstance(api, int):
+        if api is not None and api not in REGISTRY:
+            raise ValueError(f"unknown API key {api}")
+        return api
+    text = api.strip()
+    if text.lstrip("-").isdigit():
+        return api_key_of(int(text))
+    try:
+        return api_by_name(text).api_key
+    except KeyError:
+        lowered = {info.name.lower(): k for k, info in REGISTRY.items()}
+        key = lowered.get(text.lower().replace("_", "").replace("-", ""))
+        if key is None:
+            raise ValueError(f"unknown API {api!r}") from None
+        return key
+
+
+def error_code_of(error: int | str) -> int:
+    """An error code from a code, a numeric string or a Kafka error name."""
+    if isinstance(error, int):
+        return error
+    text = error.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    wanted = text.upper().replace("-", "_")
+    for code, cls in errors.ERROR_CLASSES.items():
+        if cls.name == wanted:
+            return code
+    raise ValueError(f"unknown error {error!r}")
+
+
+class FaultInjector:
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._rules: list[Rule] = []
+        self._lock = threading.Lock()
+
+    # -- request-level rules -----------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return bool(self._rules)
+
+    def add(self, rule: Rule) -> Rule:
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def rules(self) -> list[Rule]:
+        with self._lock:
+            return list(self._rules)
+
+    def remove(self, rule_id: int) -> bool:
+        with self._lock:
+            for rule in self._rules:
+                if rule.id == rule_id:
+                    self._rules.remove(rule)
+                    return True
+        return False
+
+    def clear(self) -> int:
+        with self._lock:
+            n = len(self._rules)
+            self._rules.clear()
+        return n
+
+    def inject_error(self, api: int | str | None, error: int | str, count: int | None = 1, *,
+                     topic: str | None = None, partition: int | None = None,
+                     group: str | None = None, client_id: str | None = None,
+                     broker: int | None = None, level: str | None = None,
+                     include_replicas: bool = False) -> Rule:
+        """Answer the next ``count`` matching requests of ``api`` with ``error``."""
+        return self.add(Rule("error", api_key_of(api), error_code=error_code_of(error),
+                             remaining=count, topic=topic, partition=partition, group=group,
+                             client_id=client_id, broker=broker, level=level,
+                             include_replicas=include_replicas))
+
+    def delay(self, api: int | str | None, ms: int, count: int | None = None, *,
+              topic: str | None = None, partition: int | None = None,
+              group: str | None = None, client_id: str | None = None,
+              broker: int | None = None) -> Rule:
+        """Hold the responses of ``api`` for ``ms`` milliseconds."""
+        return self.add(Rule("delay", api_key_of(api), delay_ms=ms, remaining=count,
+                             topic=topic, partition=partition, group=group,
+                             client_id=client_id, broker=broker))
+
+    def drop_requests(self, api: int | str | None, count: int | None = 1, *,
+                      topic: str | None = None, group: str | None = None,
+                      client_id: str | None = None, broker: int | None = None) -> Rule:
+        """Close the connection instead of answering the next ``count`` requests of ``api``."""
+        return self.add(Rule("drop", api_key_of(api), remaining=count, topic=topic,
+                             group=group, client_id=client_id, broker=broker))
+
+    def throttle(self, ms: int, api: int | str | None = None, count: int | None = None, *,
+                 client_id: str | None = None, broker: int | None = None) -> Rule:
+        """Throttle like a quota: ``throttle_time_ms`` in the response, then the
+        connection is muted for that long (KIP-219); older request versions get the
+        response itself delayed, as Kafka did before KIP-219."""
+        return self.add(Rule("throttle", api_key_of(api), delay_ms=ms, remaining=count,
+                             client_id=client_id, broker=broker))
+
+    def deny_topic(self, topic: str, client_id: str | None = None) -> Rule:
+        """An ACL denial on ``topic``: TOPIC_AUTHORIZATION_FAILED until removed."""
+        return self.add(Rule("error", None, error_code=errors.TopicAuthorizationFailedError.code,
+                             remaining=None, topic=topic, client_id=client_id))
+
+    # -- the connection's hooks (called on the cluster loop) -----------------------------
+    def plan(self, broker: Broker, client_id: str | None, is_replica: bool, api_key: int,
+             version: int, request: Struct, resolve: TopicResolver | None
+             ) -> RequestPlan | None:
+        with self._lock:
+            return plan_request(self._rules, broker.node_id, client_id, is_replica, api_key,
+                                version, request, resolve)
+
+    def finish(self, plan: RequestPlan, api_key: int, version: int, request: Struct,
+               response: Struct, resolve: TopicResolver | None,
+               session_partitions: SessionPartitions | None = None) -> Struct:
+        with self._lock:
+            return finish_response(plan, self._rules, api_key, version, request, response,
+                                   resolve, session_partitions)
+
+    # -- brokers -------------------------------------------------------------------------
+    def _sync(self, coro: Any) -> None:
+        cluster = self.cluster
+        thread = getattr(cluster, "_thread", None)
+        if thread is None or threading.current_thread() is thread:
+            coro.close()
+            raise RuntimeError("on the cluster's loop, await the *_async variant instead")
+        cluster.call(coro)
+
+    async def stop_broker_async(self, node_id: int) -> None:
+        self._broker(node_id)
+        await self.cluster.stop_broker(node_id)
+
+    async def kill_broker_async(self, node_id: int) -> None:
+        self._broker(node_id)
+        await self.cluster.kill_broker(node_id)
+
+    async def restart_broker_async(self, node_id: int) -> None:
+        self._broker(node_id)
+        await self.cluster.restart_broker(node_id)
+
+    def stop_broker(self, node_id: int) -> None:
+        self._sync(self.stop_broker_async(node_id))
+
+    def kill_broker(self, node_id: int) -> None:
+        self._sync(self.kill_broker_async(node_id))
+
+    def restart_broker(self, node_id: int) -> None:
+        self._sync(self.restart_broker_async(node_id))
+
+    def _broker(self, node_id: int) -> Broker:
+        broker = self.cluster.brokers.get(node_id)
+        if broker is None:
+            raise FaultUnavailable(f"no broker {node_id}")
+        return broker
+
+    def isolate_replication(self, node_id: int, isolated: bool = True) -> None:
+        """Cut ``node_id`` off replication (it neither fetches nor is fetched from)."""
+        def run() -> None:
+            info = self.cluster.controller.brokers.get(node_id)
+            if info is None:
+                raise FaultUnavailable(f"no broker {node_id}")
+            info.fenced_replication = isolated
+            if isolated:
+                # Drop the replication connections now, both ways, as a network
+                # partition would; fetchers reconnecting are refused until healed.
+                for broker in self.cluster.brokers.values():
+                    for conn in list(broker.connections.values()):
+                        rid = conn.info.replica_id
+                        if rid is not None and (broker.node_id == node_id or rid == node_id):
+                            conn.abort()
+
+        self.cluster._on_loop(run)
+
+    def drop_connections(self, broker: int | None = None, client_id: str | None = None,
+                         include_replicas: bool = False) -> int:
+        """Close matching client connections now; returns how many were closed."""
+        def run() -> int:
+            n = 0
+            for b in self.cluster.brokers.values():
+                if broker is not None and b.node_id != broker:
+                    continue
+                for conn in list(b.connections.values()):
+                    if conn.info.replica_id is not None and not include_replicas:
+                        continue
+                    if client_id is not None and conn.info.client_id != client_id:
+                        continue
+                    conn.abort()
+                    n += 1
+            return n
+
+        return self.cluster._on_loop(run)
+
+    # -- leadership and coordinators -------------------------------------------------------
+    def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
+        """Move a partition's leadership to ``to`` (an ISR member) or any other ISR member."""
+        if topic not in self.cluster.controller.topics:
+            raise FaultUnavailable(f"no topic {topic!r}")
+        return self.cluster.move_leader(topic, partition, to)
+
+    def coordinator_of(self, key: str, key_type: str = "group") -> tuple[str, int, int]:
+        """(internal topic, partition, leader) of the coordinator for ``key``."""
+        topic, setting = ((OFFSETS_TOPIC, "offsets.topic.num.partitions") if key_type == "group"
+                          else (TXN_TOPIC, "transaction.state.log.num.partitions"))
+        state = self.cluster.controller.topics.get(topic)
+        if state is None:
+            raise FaultUnavailable(f"{topic} does not exist yet (no coordinator has been used)")
+        n = len(state.partitions) or self.cluster.config.int(setting)
+        index = coordinator_partition(key, n)
+        return topic, index, state.partitions[index].leader
+
+    def move_coordinator(self, key: str, to: int | None = None, key_type: str = "group") -> int:
+        """Move the coordinator of a group (or transactional id): returns the new one."""
+        topic, index, _ = self.coordinator_of(key, key_type)
+        return self.cluster.move_leader(topic, index, to)
+
+    def forget_member(self, group_id: str, member_id: str) -> bool:
+        """Make the group's coordinator forget ``member_id``; False without a coordinator."""
+        def run() -> bool:
+            try:
+                _, _, leader = self.coordinator_of(group_id)
+            except FaultUnavailable:
+                return False
+            broker = self.cluster.brokers.get(leader)
+            service = broker.services.get("group") if broker is not None else None
+            forget = getattr(service, "forget_member", None)
+            if forget is None:
+                return False
+            return bool(forget(group_id, member_id))
+
+        return self.cluster._on_loop(run)
+
+    # -- data -----------------------------------------------------------------------------
+    def delete_records(self, topic: str, partition: int, before_offset: int = -1) -> int:
+        """Move the log start of ``topic``-``partition`` to ``before_offset`` (-1: the high
+        watermark), as DeleteRecords or retention would; returns the new log start."""
+        def run() -> int:
+            state = self.cluster.controller.topics.get(topic)
+            if state is None or partition >= len(state.partitions):
+                raise FaultUnavailable(f"no partition {topic}-{partition}")
+            broker = self.cluster.brokers.get(state.partitions[partition].leader)
+            p = broker.partitions.get((topic, partition)) if broker is not None else None
+            if p is None or not p.is_leader:
+                raise FaultUnavailable(f"{topic}-{partition} has no leader")
+            offset = p.high_watermark if before_offset < 0 else before_offset
+            if offset > p.high_watermark:
+                raise ValueError(f"offset {offset} is beyond the high watermark "
+                                 f"{p.high_watermark}")
+            if offset > p.log_start_offset:
+                p.log.delete_records_before(offset)
+            return p.log_start_offset
+
+        return self.cluster._on_loop(run)

@@ -1,0 +1,400 @@
+"""The connection registry: which client connection is which, and what it does.
+
+Every ``ServerConnection`` keeps a ``ConnectionInfo``. After each request the
+connection calls ``record_request``, which
+
+* counts the request and its latency per API,
+* counts every error code in the response, at whatever level the API reports it
+  (top, group, topic or partition; found by ``_msgscope.walk``, so no API needs
+  its own code),
+* keeps the request's time in a bounded ring per API, from which the cadences
+  of a client are measured (heartbeat interval, commit interval, fetch rate),
+* and infers the connection's roles from what travels on it:
+
+  ==================  =========================================================
+  bootstrap           only discovery: ApiVersions, Metadata (also FindCoordinator,
+                      DescribeCluster and SASL, which are discovery too)
+  partition-leader    Produce, Fetch, ListOffsets or OffsetForLeaderEpoch answered
+                      for a partition this broker leads (the partitions are listed)
+  group-coordinator   a group API answered by the group's coordinator (groups listed)
+  txn-coordinator     a transactional API answered by the coordinator (ids listed)
+  replica-fetcher     a follower broker's Fetch (replica id >= 0)
+  ==================  =========================================================
+
+A role is dropped as soon as the broker says it is no longer the owner:
+NOT_LEADER_OR_FOLLOWER for a partition, NOT_COORDINATOR for a group, which is
+exactly when a client goes to find the new owner.
+
+``Registry`` is the cluster-wide view: ``connections()`` lists every connection
+of every running broker and ``clients()`` groups them by (client.id, host), with
+the fan-out (connections per broker) and the measured cadences.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kaflite.cluster._msgscope import TopicResolver, walk
+from kaflite.protocol import errors
+from kaflite.protocol.messages import REGISTRY, Struct
+
+if TYPE_CHECKING:
+    from kaflite.cluster.cluster import Cluster
+
+__all__ = [
+    "ApiStats",
+    "ClientSnapshot",
+    "ConnectionInfo",
+    "ConnectionSnapshot",
+    "Registry",
+    "api_name",
+    "error_name",
+    "record_request",
+]
+
+RING = 128  # request timestamps kept per API and connection
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT = 0, 1, 2, 3, 8
+HEARTBEAT, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH, CONSUMER_GROUP_HEARTBEAT = 12, 18, 23, 68
+FIND_COORDINATOR, SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_CLUSTER = 10, 17, 36, 60
+
+DISCOVERY_APIS = frozenset({API_VERSIONS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE,
+                            SASL_AUTHENTICATE, DESCRIBE_CLUSTER})
+PARTITION_LEADER_APIS = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH})
+# Requests a client sends to its group's coordinator (classic and KIP-848).
+GROUP_COORDINATOR_APIS = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68, 69, 76, 77})
+# Requests a transactional producer sends to its transaction coordinator.
+TXN_COORDINATOR_APIS = frozenset({22, 24, 25, 26})
+
+NOT_LEADER_CODES = frozenset({errors.NotLeaderOrFollowerError.code,
+                              errors.LeaderNotAvailableError.code,
+                              errors.UnknownTopicOrPartitionError.code,
+                              errors.FencedLeaderEpochError.code})
+NOT_COORDINATOR_CODES = frozenset({errors.NotCoordinatorError.code,
+                                   errors.CoordinatorNotAvailableError.code})
+
+
+def api_name(key: int) -> str:
+    info = REGISTRY.get(key)
+    return info.name if info is not None else f"Api{key}"
+
+
+def error_name(code: int) -> str:
+    cls = errors.ERROR_CLASSES.get(code)
+    return cls.name if cls is not None else f"UNKNOWN_ERROR_CODE_{code}"
+
+
+@dataclass
+class ApiStats:
+    count: int = 0
+    total_ms: float = 0.0
+    max_ms: float = 0.0
+    errors: dict[int, int] = field(default_factory=dict)
+    recent: deque[float] = field(default_factory=lambda: deque(maxlen=RING))  # monotonic
+
+    @property
+    def mean_ms(self) -> float:
+        return self.total_ms / self.count if self.count else 0.0
+
+
+@dataclass
+class ConnectionInfo:
+    """What the broker knows about one client connection (the registry's row)."""
+
+    connection_id: int
+    broker_id: int
+    peer: str
+    client_id: str | None = None
+    software_name: str | None = None
+    software_version: str | None = None
+    principal: str = "User:ANONYMOUS"
+    opened_at: float = field(default_factory=time.time)
+    last_activity: float = field(default_factory=time.time)
+    bytes_in: int = 0
+    bytes_out: int = 0
+    apis: dict[int, ApiStats] = field(default_factory=dict)
+    replica_id: int | None = None
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    transactional_ids: set[str] = field(default_factory=set)
+
+    @property
+    def host(self) -> str:
+        return self.peer.rsplit(":", 1)[0]
+
+    @property
+    def roles(self) -> list[str]:
+        roles = []
+        if self.replica_id is not None:
+            roles.append("replica-fetcher")
+        if self.partitions and self.replica_id is None:
+            roles.append("partition-leader")
+        if self.groups:
+            roles.append("group-coordinator")
+        if self.transactional_ids:
+            roles.append("txn-coordinator")
+        if not roles:
+            roles.append("bootstrap" if set(self.apis) <= DISCOVERY_APIS else "other")
+        return roles
+
+    def stats(self, key: int) -> ApiStats:
+        stats = self.apis.get(key)
+        if stats is None:
+            stats = self.apis[key] = ApiStats()
+        return stats
+
+
+# -- recording ---------------------------------------------------------------------------
+def _request_groups(api_key: int, request: Struct) -> list[str]:
+    group = getattr(request, "group_id", None)
+    if isinstance(group, str) and group:
+        return [group]
+    out = []
+    for g in getattr(request, "groups", None) or []:  # OffsetFetch v8+
+        gid = getattr(g, "group_id", None)
+        if isinstance(gid, str) and gid:
+            out.append(gid)
+    return out
+
+
+def request_group(request: Struct) -> str | None:
+    """The group a request is about, if it names one at the top."""
+    group = getattr(request, "group_id", None)
+    return group if isinstance(group, str) and group else None
+
+
+def record_request(info: ConnectionInfo, api_key: int, version: int, request: Struct,
+                   response: Struct | None, elapsed_ms: float,
+                   resolve: TopicResolver | None = None) -> None:
+    """Account one answered (or dropped) request on ``info``."""
+    stats = info.stats(api_key)
+    stats.count += 1
+    stats.total_ms += elapsed_ms
+    stats.max_ms = max(stats.max_ms, elapsed_ms)
+    stats.recent.append(time.monotonic())
+    info.last_activity = time.time()
+    if api_key == API_VERSIONS and getattr(request, "client_software_name", None):
+        info.software_name = request.client_software_name  # type: ignore[attr-defined]
+        info.software_version = request.client_software_version  # type: ignore[attr-defined]
+    if response is None:
+        return
+    group = request_group(request)
+    failed_groups: set[str] = set()
+    top_error = 0
+    track_partitions = api_key in PARTITION_LEADER_APIS and info.replica_id is None
+    for slot in walk(response, version, resolve, group):
+        if not slot.error_at(version):
+            if track_partitions and slot.level == "partition" and slot.topic is not None:
+                info.partitions.add((slot.topic, slot.partition))  # type: ignore[arg-type]
+            continue
+        code = getattr(slot.obj, "error_code", 0)
+        if slot.level == "top":
+            top_error = code
+        if code:
+            stats.errors[code] = stats.errors.get(code, 0) + 1
+        if slot.level == "partition" and slot.topic is not None and slot.partition is not None:
+            tp = (slot.topic, slot.partition)
+            if code in NOT_LEADER_CODES:
+                info.partitions.discard(tp)
+            elif code == 0 and track_partitions:
+                info.partitions.add(tp)
+        if code in NOT_COORDINATOR_CODES and slot.group is not None:
+            failed_groups.add(slot.group)
+    if top_error in NOT_COORDINATOR_CODES and group is not None:
+        failed_groups.add(group)
+    if api_key in GROUP_COORDINATOR_APIS:
+        for g in _request_groups(api_key, request):
+            if g in failed_groups:
+                info.groups.discard(g)
+            else:
+                info.groups.add(g)
+    if api_key in TXN_COORDINATOR_APIS:
+        txn = getattr(request, "transactional_id", None)
+        if isinstance(txn, str) and txn:
+            if top_error in NOT_COORDINATOR_CODES:
+                info.transactional_ids.discard(txn)
+            else:
+                info.transactional_ids.add(txn)
+
+
+# -- snapshots -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ApiSnapshot:
+    api: str
+    api_key: int
+    count: int
+    mean_ms: float
+    max_ms: float
+    errors: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ConnectionSnapshot:
+    connection_id: int
+    broker: int
+    peer: str
+    client_id: str | None
+    software_name: str | None
+    software_version: str | None
+    principal: str
+    opened_at: float
+    last_activity: float
+    bytes_in: int
+    bytes_out: int
+    roles: list[str]
+    partitions: list[str]
+    groups: list[str]
+    transactional_ids: list[str]
+    replica_id: int | None
+    apis: dict[str, ApiSnapshot]
+
+    @property
+    def host(self) -> str:
+        return self.peer.rsplit(":", 1)[0]
+
+    @property
+    def requests(self) -> int:
+        return sum(a.count for a in self.apis.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ClientSnapshot:
+    client_id: str | None
+    host: str
+    software_name: str | None
+    software_version: str | None
+    principal: str
+    connections: int
+    fan_out: dict[int, int]            # broker id -> connections to it
+    roles: dict[str, int]              # role -> connections with it
+    partitions: list[str]
+    groups: list[str]
+    heartbeat_interval_ms: float | None
+    commit_interval_ms: float | None
+    fetch_rate: float | None           # Fetch requests per second
+    requests: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def snapshot(info: ConnectionInfo) -> ConnectionSnapshot:
+    return ConnectionSnapshot(
+        connection_id=info.connection_id,
+        broker=info.broker_id,
+        peer=info.peer,
+        client_id=info.client_id,
+        software_name=info.software_name,
+        software_version=info.software_version,
+        principal=info.principal,
+        opened_at=info.opened_at,
+        last_activity=info.last_activity,
+        bytes_in=info.bytes_in,
+        bytes_out=info.bytes_out,
+        roles=info.roles,
+        partitions=sorted(f"{t}-{p}" for t, p in info.partitions),
+        groups=sorted(info.groups),
+        transactional_ids=sorted(info.transactional_ids),
+        replica_id=info.replica_id,
+        apis={api_name(k): ApiSnapshot(api_name(k), k, s.count, round(s.mean_ms, 3),
+                                       round(s.max_ms, 3),
+                                       {error_name(c): n for c, n in sorted(s.errors.items())})
+              for k, s in sorted(info.apis.items())},
+    )
+
+
+def mean_gap_ms(times: Iterable[float], last: int = 32) -> float | None:
+    """The mean gap between consecutive timestamps (seconds in, milliseconds out)."""
+    ordered = sorted(times)[-(last + 1):]
+    if len(ordered) < 2:
+        return None
+    return (ordered[-1] - ordered[0]) / (len(ordered) - 1) * 1000
+
+
+def rate_per_s(times: Iterable[float], now: float, window: float = 30.0) -> float | None:
+    recent = [t for t in times if t >= now - window]
+    if len(recent) < 2:
+        return None
+    span = max(now - min(recent), 1e-3)
+    return len(recent) / span
+
+
+def summarize(infos: list[ConnectionInfo], now: float | None = None) -> list[ClientSnapshot]:
+    """Per-client (client.id + host) summaries of ``infos``."""
+    now = time.monotonic() if now is None else now
+    by_client: dict[tuple[str | None, str], list[ConnectionInfo]] = {}
+    for info in infos:
+        if info.replica_id is not None:
+            continue
+        by_client.setdefault((info.client_id, info.host), []).append(info)
+    out = []
+    for (client_id, host), conns in sorted(by_client.items(), key=lambda kv: (str(kv[0][0]),
+                                                                             kv[0][1])):
+        fan_out: dict[int, int] = {}
+        roles: dict[str, int] = {}
+        requests: dict[str, int] = {}
+        stamps: dict[int, list[float]] = {}
+        for c in conns:
+            fan_out[c.broker_id] = fan_out.get(c.broker_id, 0) + 1
+            for r in c.roles:
+                roles[r] = roles.get(r, 0) + 1
+            for k, s in c.apis.items():
+                requests[api_name(k)] = requests.get(api_name(k), 0) + s.count
+                stamps.setdefault(k, []).extend(s.recent)
+        first = conns[0]
+        out.append(ClientSnapshot(
+            client_id=client_id,
+            host=host,
+            software_name=next((c.software_name for c in conns if c.software_name), None),
+            software_version=next((c.software_version for c in conns if c.software_version),
+                                  None),
+            principal=first.principal,
+            connections=len(conns),
+            fan_out=dict(sorted(fan_out.items())),
+            roles=dict(sorted(roles.items())),
+            partitions=sorted({f"{t}-{p}" for c in conns for t, p in c.partitions}),
+            groups=sorted({g for c in conns for g in c.groups}),
+            heartbeat_interval_ms=mean_gap_ms(stamps.get(HEARTBEAT, [])
+                                              + stamps.get(CONSUMER_GROUP_HEARTBEAT, [])),
+            commit_interval_ms=mean_gap_ms(stamps.get(OFFSET_COMMIT, [])),
+            fetch_rate=rate_per_s(stamps.get(FETCH, []), now),
+            requests=dict(sorted(requests.items())),
+        ))
+    return out
+
+
+class Registry:
+    """The cluster-wide view of every broker's connections."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def infos(self, include_replicas: bool = True) -> list[ConnectionInfo]:
+        out = []
+        for broker in list(self.cluster.brokers.values()):
+            for conn in list(broker.connections.values()):
+                if conn.closed:
+                    continue
+                if not include_replicas and conn.info.replica_id is not None:
+                    continue
+                out.append(conn.info)
+        return out
+
+    def connections(self, include_replicas: bool = False, client_id: str | None = None,
+                    broker: int | None = None) -> list[ConnectionSnapshot]:
+        infos = [i for i in self.infos(include_replicas)
+                 if (client_id is None or i.client_id == client_id)
+                 and (broker is None or i.broker_id == broker)]
+        return [snapshot(i) for i in sorted(infos, key=lambda i: (str(i.client_id),
+                                                                   i.broker_id,
+                                                                   i.connection_id))]
+
+    def clients(self) -> list[ClientSnapshot]:
+        return summarize(self.infos(include_replicas=False))
