@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kaflite.cluster.configs import BrokerConfig, effective_topic_configs
 from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, TopicState
+from kaflite.cluster.groups import GroupCoordinator
 from kaflite.cluster.handlers import all_handlers
 from kaflite.cluster.log import LogConfig, LogManager
 from kaflite.cluster.network import ServerConnection, api_versions_error_body
@@ -107,6 +108,7 @@ class Broker:
         else:
             info.host, info.port, info.rack = self.advertised_host, self.advertised_port, self.rack
         self.controller.register_broker(info, self)
+        GroupCoordinator.attach(self)  # hooks partition changes before this broker takes any
         self.controller.broker_started(self.node_id)
         self._tasks.append(loop.create_task(self._maintain_isr()))
         self._tasks.append(loop.create_task(self._retention()))
@@ -135,6 +137,9 @@ class Broker:
             self.server.close()
         for conn in list(self.connections.values()):
             conn.abort()
+        coordinator = self.services.get(GroupCoordinator.SERVICE)
+        if coordinator is not None:
+            coordinator.close()
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
         self.fetchers.clear()

@@ -1,0 +1,30 @@
+"""The group coordinator: classic consumer groups and their committed offsets.
+
+``GroupCoordinator.attach(broker)`` hangs a coordinator on a broker
+(``broker.services["group"]``); the API handlers in ``cluster/handlers``
+(``find_coordinator``, ``groups``, ``group_offsets``) call into it. State lives
+in ``__consumer_offsets`` in Kafka's own record formats (``records``), so
+Kafka's tools, and any reader of that topic, see the real groups and offsets.
+"""
+
+from kaflite.cluster.groups._classic import ClassicGroupManager, RequestContext
+from kaflite.cluster.groups._config import GroupConfig
+from kaflite.cluster.groups._coordinator import GROUP_KEY, TRANSACTION_KEY, GroupCoordinator
+from kaflite.cluster.groups._group import ClassicGroup, ClassicMember, GroupState
+from kaflite.cluster.groups._records import OffsetAndMetadata
+from kaflite.cluster.groups._shard import OFFSETS_TOPIC, CoordinatorShard
+
+__all__ = [
+    "GROUP_KEY",
+    "OFFSETS_TOPIC",
+    "TRANSACTION_KEY",
+    "ClassicGroup",
+    "ClassicGroupManager",
+    "ClassicMember",
+    "CoordinatorShard",
+    "GroupConfig",
+    "GroupCoordinator",
+    "GroupState",
+    "OffsetAndMetadata",
+    "RequestContext",
+]

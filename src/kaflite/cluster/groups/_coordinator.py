@@ -1,0 +1,219 @@
+"""The broker's group coordinator: one shard per ``__consumer_offsets`` partition it leads.
+
+The coordinator of a group is the leader of partition
+``abs(javaStringHashCode(group)) % partitions`` of ``__consumer_offsets``
+(``coordinator_partition``); FindCoordinator answers with that leader, and
+creates the internal topic first if it does not exist yet (answering
+COORDINATOR_NOT_AVAILABLE to that first request, as Kafka does). Transactional
+ids are located the same way on ``__transaction_state``.
+
+Leadership drives everything else. The broker calls ``_on_partition_change``
+after every change to a partition it hosts: becoming leader of an offsets
+partition (or leader again at a new epoch) starts a shard loading; losing it
+closes the shard. A request for a group whose shard is not here gets
+NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while it loads, and the
+client goes back to FindCoordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.controller import BrokerInfo
+from kaflite.cluster.groups._config import GroupConfig
+from kaflite.cluster.groups._shard import (
+    OFFSETS_TOPIC,
+    CoordinatorShard,
+    PartitionWriter,
+    load_shard,
+)
+from kaflite.cluster.groups._timer import LoopTimer
+from kaflite.protocol import errors
+from kaflite.protocol.hashing import coordinator_partition
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.partition import Partition
+
+__all__ = ["GROUP_KEY", "TRANSACTION_KEY", "TXN_TOPIC", "GroupCoordinator"]
+
+log = logging.getLogger("kaflite.cluster.groups")
+
+TXN_TOPIC = "__transaction_state"
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+class GroupCoordinator:
+    SERVICE = "group"
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = GroupConfig.from_props(broker.config.props)
+        self.shards: dict[int, CoordinatorShard] = {}
+        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._loop = asyncio.get_running_loop()
+        self._expiry: asyncio.Task[None] | None = self._loop.create_task(self._expire_offsets())
+        self.closed = False
+        broker.partition_hooks.append(self._on_partition_change)
+        broker.services[self.SERVICE] = self
+
+    @classmethod
+    def attach(cls, broker: Broker) -> GroupCoordinator:
+        """Create the coordinator and hook it to ``broker`` (call before it takes partitions)."""
+        return cls(broker)
+
+    def close(self) -> None:
+        """Broker shutdown: close every shard, stop every timer and task."""
+        self.closed = True
+        for index in list(self.shards):
+            self._unload(index)
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        with contextlib.suppress(ValueError):
+            self.broker.partition_hooks.remove(self._on_partition_change)
+
+    # -- leadership ---------------------------------------------------------------------------
+    def _on_partition_change(self, p: Partition, was_leader: bool) -> None:
+        if p.topic != OFFSETS_TOPIC or self.closed:
+            return
+        shard = self.shards.get(p.index)
+        if p.is_leader and self.broker.running:
+            if shard is not None and shard.epoch == p.leader_epoch:
+                return
+            if shard is not None:
+                self._unload(p.index)
+            self._load(p)
+        elif shard is not None:
+            self._unload(p.index)
+
+    def _load(self, p: Partition) -> None:
+        writer = PartitionWriter(self.broker, p.index, p.leader_epoch,
+                                 self.config.commit_timeout_ms)
+        shard = CoordinatorShard(p.index, p.leader_epoch, writer, LoopTimer(self._loop),
+                                 self.config, self._topic_exists)
+        self.shards[p.index] = shard
+        self._loads[p.index] = self._loop.create_task(self._run_load(shard, p))
+
+    async def _run_load(self, shard: CoordinatorShard, p: Partition) -> None:
+        def current() -> bool:
+            return self.shards.get(shard.index) is shard and p.is_leader
+        try:
+            done = await load_shard(shard, p.log, current, self.config.load_buffer_size)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("broker %s: loading %s-%s failed", self.broker.node_id, OFFSETS_TOPIC,
+                          shard.index)
+            return  # the shard stays LOADING; a new leader epoch retries
+        finally:
+            if self._loads.get(shard.index) is asyncio.current_task():
+                del self._loads[shard.index]
+        if done and current():
+            shard.finish_loading()
+            log.info("broker %s: loaded %s-%s (%s records, %s groups)", self.broker.node_id,
+                     OFFSETS_TOPIC, shard.index, shard.records_loaded, len(shard.groups))
+
+    def _unload(self, index: int) -> None:
+        shard = self.shards.pop(index, None)
+        task = self._loads.pop(index, None)
+        if task is not None:
+            task.cancel()
+        if shard is not None:
+            shard.close()
+
+    # -- lookups --------------------------------------------------------------------------------
+    def _topic_exists(self, name: str) -> bool:
+        return name in self.broker.controller.topics
+
+    def partition_for(self, group_id: str) -> int:
+        topic = self.broker.controller.topics.get(OFFSETS_TOPIC)
+        n = len(topic.partitions) if topic is not None else self.config.offsets_partitions
+        return coordinator_partition(group_id, n)
+
+    def shard_for(self, group_id: str) -> CoordinatorShard:
+        """The active shard owning ``group_id``, or the error Kafka answers."""
+        if self.closed or not self.broker.running \
+                or OFFSETS_TOPIC not in self.broker.controller.topics:
+            raise errors.NotCoordinatorError(group_id)
+        shard = self.shards.get(self.partition_for(group_id))
+        if shard is None or not shard.active:
+            if shard is not None and shard.loading:
+                raise errors.CoordinatorLoadInProgressError(group_id)
+            raise errors.NotCoordinatorError(group_id)
+        return shard
+
+    def active_shards(self) -> list[CoordinatorShard]:
+        return [s for s in self.shards.values() if s.active]
+
+    @property
+    def loading(self) -> bool:
+        return any(s.loading for s in self.shards.values())
+
+    # -- FindCoordinator -----------------------------------------------------------------------
+    def find_coordinator(self, key: str, key_type: int) -> BrokerInfo:
+        """The broker coordinating ``key``; raises COORDINATOR_NOT_AVAILABLE and friends."""
+        if key_type == GROUP_KEY:
+            topic_name = OFFSETS_TOPIC
+        elif key_type == TRANSACTION_KEY:
+            topic_name = TXN_TOPIC
+        else:
+            raise errors.InvalidRequestError(f"unsupported coordinator key type {key_type}")
+        controller = self.broker.controller
+        topic = controller.topics.get(topic_name)
+        if topic is None:
+            try:
+                self._create_internal_topic(topic_name)
+            except errors.KafkaError as exc:
+                log.warning("cannot create %s: %s", topic_name, exc)
+            raise errors.CoordinatorNotAvailableError(f"{topic_name} is being created")
+        state = topic.partitions[coordinator_partition(key, len(topic.partitions))]
+        info = controller.brokers.get(state.leader)
+        if state.leader < 0 or info is None or not info.alive:
+            raise errors.CoordinatorNotAvailableError(f"{topic_name}-{state.partition} has no leader")
+        return info
+
+    def _create_internal_topic(self, name: str) -> None:
+        controller = self.broker.controller
+        cfg = self.config
+        live = len(controller.live_brokers())
+        if name == OFFSETS_TOPIC:
+            partitions, rf = cfg.offsets_partitions, min(cfg.offsets_replication_factor, live)
+            configs = {"cleanup.policy": "compact", "compression.type": "producer",
+                       "segment.bytes": str(cfg.offsets_segment_bytes)}
+        else:
+            partitions, rf = cfg.txn_partitions, min(cfg.txn_replication_factor, live)
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.txn_segment_bytes),
+                       "min.insync.replicas": str(max(1, min(cfg.txn_min_isr, rf))),
+                       "unclean.leader.election.enable": "false"}
+        plan = controller.assign_replicas(partitions, max(rf, 1))
+        controller.create_topic(name, plan, configs)
+        log.info("created %s with %s partitions, replication factor %s", name, partitions, rf)
+
+    # -- fault injection and tools ---------------------------------------------------------------
+    def forget_member(self, group_id: str, member_id: str) -> bool:
+        """Drop a member as if its session had expired (the chaos "forget member" action)."""
+        shard = self.shard_for(group_id)
+        group = shard.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return False
+        shard.classic.remove_member(group, member, f"member {member_id} forgotten on request")
+        return True
+
+    # -- offset expiry ----------------------------------------------------------------------------
+    async def _expire_offsets(self) -> None:
+        interval = max(self.config.retention_check_interval_ms, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for shard in self.active_shards():
+                try:
+                    expired = await shard.offset_manager.expire()
+                except Exception:
+                    log.exception("offset expiry failed on %s-%s", OFFSETS_TOPIC, shard.index)
+                    continue
+                if expired:
+                    log.info("expired %s offsets on %s-%s", expired, OFFSETS_TOPIC, shard.index)

@@ -1,0 +1,146 @@
+"""The ``__consumer_offsets`` record formats, byte for byte as Kafka writes them.
+
+Every record key and value starts with an int16 version, followed by the
+struct of that version (Kafka's ``CoordinatorRecordSerde``). The key's version
+doubles as the record type:
+
+* 0 and 1: ``OffsetCommitKey`` (group, topic, partition); Kafka 4.0 writes 1.
+  Its value is ``OffsetCommitValue`` v3 (offset, leader epoch, metadata, commit
+  timestamp), or v1 when the commit carried an explicit expiry (OffsetCommit
+  v2-v4 ``retention_time_ms``), the only version with ``expireTimestamp``.
+* 2: ``GroupMetadataKey`` (group); value ``GroupMetadataValue`` v3.
+* 3 and up: KIP-848 consumer-group and share-group records, which a classic
+  coordinator skips.
+
+A null value is a tombstone: the offset or the group is gone, and compaction
+eventually drops the key too.
+
+Reading follows KIP-915: a value version newer than the newest this code knows
+is read with the newest known layout, and trailing bytes are tolerated, so a
+log written by a newer coordinator still loads.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from kaflite.protocol.messages import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
+from kaflite.protocol.messages import OffsetCommitValue as _OffsetCommitValue
+from kaflite.protocol.primitives import Reader
+
+__all__ = [
+    "GROUP_METADATA_KEY_VERSION",
+    "GROUP_METADATA_VALUE_VERSION",
+    "OFFSET_COMMIT_KEY_VERSION",
+    "GroupKey",
+    "OffsetAndMetadata",
+    "OffsetKey",
+    "OtherKey",
+    "decode_group_value",
+    "decode_key",
+    "decode_offset_value",
+    "encode_group_key",
+    "encode_group_value",
+    "encode_offset_key",
+    "encode_offset_value",
+]
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+_I16 = struct.Struct(">h")
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class OtherKey:
+    """A record type a classic coordinator does not handle (KIP-848, share groups)."""
+
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    """A committed offset as the coordinator keeps it (Kafka's ``OffsetAndMetadata``)."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1  # -1: expiry follows offsets.retention.minutes
+
+
+def _versioned(version: int, body: bytes) -> bytes:
+    return _I16.pack(version) + body
+
+
+def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
+    key = OffsetCommitKey(group=group, topic=topic, partition=partition)
+    return _versioned(OFFSET_COMMIT_KEY_VERSION, key.encode(OFFSET_COMMIT_KEY_VERSION))
+
+
+def encode_group_key(group: str) -> bytes:
+    return _versioned(GROUP_METADATA_KEY_VERSION,
+                      GroupMetadataKey(group=group).encode(GROUP_METADATA_KEY_VERSION))
+
+
+def encode_offset_value(om: OffsetAndMetadata) -> bytes:
+    version = OFFSET_COMMIT_VALUE_WITH_EXPIRY if om.expire_timestamp >= 0 \
+        else OFFSET_COMMIT_VALUE_VERSION
+    value = _OffsetCommitValue(offset=om.offset, leader_epoch=om.leader_epoch,
+                               metadata=om.metadata, commit_timestamp=om.commit_timestamp,
+                               expire_timestamp=om.expire_timestamp)
+    return _versioned(version, value.encode(version))
+
+
+def encode_group_value(value: GroupMetadataValue) -> bytes:
+    return _versioned(GROUP_METADATA_VALUE_VERSION, value.encode(GROUP_METADATA_VALUE_VERSION))
+
+
+def _split(data: bytes | bytearray | memoryview) -> tuple[int, Reader]:
+    view = memoryview(data)
+    if len(view) < 2:
+        raise ValueError("a coordinator record needs its int16 version")
+    (version,) = _I16.unpack_from(view, 0)
+    return version, Reader(view[2:])
+
+
+def decode_key(data: bytes | bytearray | memoryview) -> OffsetKey | GroupKey | OtherKey:
+    version, r = _split(data)
+    if version in (0, 1):
+        k = OffsetCommitKey.read(r, version)
+        return OffsetKey(k.group, k.topic, k.partition)
+    if version == GROUP_METADATA_KEY_VERSION:
+        return GroupKey(GroupMetadataKey.read(r, GROUP_METADATA_KEY_VERSION).group)
+    return OtherKey(version)
+
+
+def decode_offset_value(data: bytes | bytearray | memoryview) -> OffsetAndMetadata:
+    version, r = _split(data)
+    if version < 0:
+        raise ValueError(f"bad OffsetCommitValue version {version}")
+    v = _OffsetCommitValue.read(r, min(version, _OffsetCommitValue.MAX_VERSION))
+    return OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                             v.expire_timestamp)
+
+
+def decode_group_value(data: bytes | bytearray | memoryview) -> GroupMetadataValue:
+    version, r = _split(data)
+    if version < 0:
+        raise ValueError(f"bad GroupMetadataValue version {version}")
+    return GroupMetadataValue.read(r, min(version, GroupMetadataValue.MAX_VERSION))

@@ -1,0 +1,136 @@
+"""Committed offsets: OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47).
+
+OffsetCommit answers once the offsets are committed in ``__consumer_offsets``
+(replicated to the ISR). OffsetFetch reads the coordinator's committed view:
+v1 reports coordinator errors per partition, v2-v7 at the top, and v8+ (KIP-709)
+per group, for a batch of groups. ``require_stable`` (KIP-447) waits for
+pending transactional commits; with no transactional commits yet, every
+offset is stable.
+
+Versions follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-v1, OffsetFetch v0).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.groups._records import OffsetAndMetadata
+from kaflite.cluster.handlers._base import Handler
+from kaflite.cluster.handlers.groups import shard_for
+from kaflite.protocol import errors
+from kaflite.protocol.headers import RequestHeader
+from kaflite.protocol.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from kaflite.protocol.messages import offset_commit_response as ocr
+from kaflite.protocol.messages import offset_delete_response as odr
+from kaflite.protocol.messages import offset_fetch_response as ofr
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.network import ServerConnection
+
+__all__ = ["HANDLERS"]
+
+NONE = 0
+Wanted = list[tuple[str, list[int]]] | None
+
+
+async def handle_offset_commit(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                               req: OffsetCommitRequest) -> OffsetCommitResponse:
+    code = NONE
+    results: dict[tuple[str, int], int] = {}
+    try:
+        shard = shard_for(broker, conn, req.group_id)
+    except errors.KafkaError as exc:
+        code = exc.code
+    else:
+        results = await shard.offset_manager.commit(req, header.request_api_version)
+    topics = []
+    for t in req.topics:
+        parts = [ocr.OffsetCommitResponsePartition(
+            partition_index=p.partition_index,
+            error_code=code or results.get((t.name, p.partition_index), NONE))
+            for p in t.partitions]
+        topics.append(ocr.OffsetCommitResponseTopic(name=t.name, partitions=parts))
+    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+
+def _partition(index: int, om: OffsetAndMetadata | None,
+               code: int = NONE) -> ofr.OffsetFetchResponsePartitions:
+    if om is None:
+        return ofr.OffsetFetchResponsePartitions(partition_index=index, committed_offset=-1,
+                                                 committed_leader_epoch=-1, metadata="",
+                                                 error_code=code)
+    return ofr.OffsetFetchResponsePartitions(partition_index=index, committed_offset=om.offset,
+                                             committed_leader_epoch=om.leader_epoch,
+                                             metadata=om.metadata, error_code=code)
+
+
+def _fetch_group(broker: Broker, conn: ServerConnection, group_id: str,
+                 wanted: Wanted) -> tuple[int, list[ofr.OffsetFetchResponseTopics]]:
+    """One group's offsets, or its coordinator error (with no topics)."""
+    try:
+        shard = shard_for(broker, conn, group_id)
+    except errors.KafkaError as exc:
+        return exc.code, []
+    found = shard.offset_manager.fetch(group_id, wanted)
+    return NONE, [ofr.OffsetFetchResponseTopics(name, [_partition(p, om) for p, om in parts])
+                  for name, parts in found]
+
+
+async def handle_offset_fetch(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                              req: OffsetFetchRequest) -> OffsetFetchResponse:
+    version = header.request_api_version
+    if version >= 8:
+        groups = []
+        for g in req.groups:
+            wanted: Wanted = None if g.topics is None else \
+                [(t.name, list(t.partition_indexes)) for t in g.topics]
+            code, topics = _fetch_group(broker, conn, g.group_id, wanted)
+            groups.append(ofr.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics,
+                                                       error_code=code))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    wanted = None if req.topics is None else \
+        [(t.name, list(t.partition_indexes)) for t in req.topics]
+    code, found = _fetch_group(broker, conn, req.group_id, wanted)
+    if code and version < 2:
+        # v1 has no top-level error: every requested partition carries it.
+        found = [ofr.OffsetFetchResponseTopics(name, [_partition(p, None, code) for p in parts])
+                 for name, parts in wanted or []]
+    legacy = [ofr.OffsetFetchResponseTopic(t.name, [
+        ofr.OffsetFetchResponsePartition(p.partition_index, p.committed_offset,
+                                         p.committed_leader_epoch, p.metadata, p.error_code)
+        for p in t.partitions]) for t in found]
+    return OffsetFetchResponse(throttle_time_ms=0, topics=legacy,
+                               error_code=code if version >= 2 else NONE)
+
+
+async def handle_offset_delete(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                               req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    if not req.group_id:
+        return OffsetDeleteResponse(error_code=errors.InvalidGroupIdError.code)
+    try:
+        shard = shard_for(broker, conn, req.group_id)
+    except errors.KafkaError as exc:
+        return OffsetDeleteResponse(error_code=exc.code)
+    wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+    top, results = await shard.offset_manager.delete_offsets(req.group_id, wanted)
+    if top:
+        return OffsetDeleteResponse(error_code=top)
+    return OffsetDeleteResponse(error_code=NONE, throttle_time_ms=0, topics=[
+        odr.OffsetDeleteResponseTopic(name, [
+            odr.OffsetDeleteResponsePartition(p, results.get((name, p), NONE)) for p in parts])
+        for name, parts in wanted])
+
+
+HANDLERS = [
+    Handler(8, 2, 9, handle_offset_commit),
+    Handler(9, 1, 9, handle_offset_fetch),
+    Handler(47, 0, 0, handle_offset_delete),
+]

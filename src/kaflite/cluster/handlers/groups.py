@@ -1,0 +1,224 @@
+"""Classic group membership and administration.
+
+JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13), DescribeGroups
+(15), ListGroups (16) and DeleteGroups (42). The state machine lives in
+``kaflite.cluster.groups``; these handlers find the shard that owns the group
+(or answer NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS), call it, and shape
+the response for the request's version. JoinGroup and SyncGroup responses may
+wait for the rest of the group, as Kafka parks them.
+
+Versions follow Kafka 4.0 (KIP-896 removed JoinGroup v0-v1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.groups import CoordinatorShard, GroupCoordinator, GroupState, RequestContext
+from kaflite.cluster.groups._classic import join_error
+from kaflite.cluster.handlers._base import Handler
+from kaflite.protocol import errors
+from kaflite.protocol.headers import RequestHeader
+from kaflite.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kaflite.protocol.messages import delete_groups_response as dgr
+from kaflite.protocol.messages import describe_groups_response as dsr
+from kaflite.protocol.messages import leave_group_request as lgq
+from kaflite.protocol.messages import list_groups_response as lsr
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.network import ServerConnection
+
+__all__ = ["HANDLERS", "client_host", "shard_for"]
+
+NONE = 0
+# Without ACLs every operation on a group is allowed: READ, DELETE, DESCRIBE.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NO_OPERATIONS = -(1 << 31)
+
+
+def coordinator_of(broker: Broker) -> GroupCoordinator:
+    coordinator = broker.services.get(GroupCoordinator.SERVICE)
+    if not isinstance(coordinator, GroupCoordinator):
+        raise errors.CoordinatorNotAvailableError("no group coordinator on this broker")
+    return coordinator
+
+
+def shard_for(broker: Broker, conn: ServerConnection, group_id: str,
+              label: bool = True) -> CoordinatorShard:
+    """The shard owning ``group_id``; with ``label``, the connection becomes the group's
+    coordinator connection in the registry (requests a member sends, not admin ones)."""
+    shard = coordinator_of(broker).shard_for(group_id)
+    if label:
+        conn.info.groups.add(group_id)
+    return shard
+
+
+def client_host(conn: ServerConnection) -> str:
+    """The peer address as Kafka prints it (``InetAddress.toString``: ``/127.0.0.1``)."""
+    host = conn.info.peer.rsplit(":", 1)[0]
+    return "/" + host.strip("[]")
+
+
+def _fix_join(resp: JoinGroupResponse, version: int) -> JoinGroupResponse:
+    if version < 7 and resp.protocol_name is None:
+        resp.protocol_name = ""
+    return resp
+
+
+async def handle_join_group(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                            req: JoinGroupRequest) -> JoinGroupResponse:
+    version = header.request_api_version
+    try:
+        shard = shard_for(broker, conn, req.group_id)
+    except errors.KafkaError as exc:
+        return _fix_join(join_error(exc.code, req.member_id), version)
+    ctx = RequestContext(header.client_id or "", client_host(conn), version)
+    resp = await shard.classic.join(ctx, req)
+    return _fix_join(resp, version)
+
+
+async def handle_sync_group(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                            req: SyncGroupRequest) -> SyncGroupResponse:
+    try:
+        shard = shard_for(broker, conn, req.group_id)
+    except errors.KafkaError as exc:
+        return SyncGroupResponse(error_code=exc.code)
+    return await shard.classic.sync(req)
+
+
+async def handle_heartbeat(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                           req: HeartbeatRequest) -> HeartbeatResponse:
+    try:
+        shard = shard_for(broker, conn, req.group_id)
+    except errors.KafkaError as exc:
+        return HeartbeatResponse(error_code=exc.code)
+    return HeartbeatResponse(error_code=shard.classic.heartbeat(
+        req.group_id, req.member_id, req.group_instance_id, req.generation_id))
+
+
+async def handle_leave_group(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                             req: LeaveGroupRequest) -> LeaveGroupResponse:
+    version = header.request_api_version
+    members = req.members if version >= 3 else [lgq.MemberIdentity(member_id=req.member_id)]
+    try:
+        shard = shard_for(broker, conn, req.group_id)
+    except errors.KafkaError as exc:
+        return LeaveGroupResponse(error_code=exc.code)
+    top, results = shard.classic.leave(req.group_id, members)
+    if version < 3:
+        # One member, one error: the top-level code is the member's (Kafka's getError).
+        return LeaveGroupResponse(
+            error_code=top or next((r.error_code for r in results if r.error_code), NONE))
+    return LeaveGroupResponse(error_code=top, members=results)
+
+
+def _describe(broker: Broker, conn: ServerConnection, group_id: str,
+              operations: int) -> dsr.DescribedGroup:
+    out = dsr.DescribedGroup(error_code=NONE, group_id=group_id, group_state="",
+                             protocol_type="", protocol_data="", authorized_operations=operations)
+    if not group_id:
+        out.error_code = errors.InvalidGroupIdError.code
+        return out
+    try:
+        shard = shard_for(broker, conn, group_id, label=False)
+    except errors.KafkaError as exc:
+        out.error_code = exc.code
+        return out
+    group = shard.groups.get(group_id)
+    if group is None:
+        out.group_state = str(GroupState.DEAD)
+        return out
+    out.group_state = str(group.state)
+    out.protocol_type = group.protocol_type or ""
+    stable = group.is_in(GroupState.STABLE) and group.protocol_name is not None
+    if stable and group.protocol_name is not None:
+        out.protocol_data = group.protocol_name
+    for m in group.members.values():
+        member = dsr.DescribedGroupMember(
+            member_id=m.member_id, group_instance_id=m.group_instance_id,
+            client_id=m.client_id, client_host=m.client_host)
+        if stable and group.protocol_name is not None:
+            member.member_metadata = m.metadata(group.protocol_name)
+            member.member_assignment = m.assignment
+        out.members.append(member)
+    return out
+
+
+async def handle_describe_groups(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                                 req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    ops = GROUP_OPERATIONS if req.include_authorized_operations else NO_OPERATIONS
+    return DescribeGroupsResponse(throttle_time_ms=0,
+                                  groups=[_describe(broker, conn, g, ops) for g in req.groups])
+
+
+async def handle_list_groups(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                             req: ListGroupsRequest) -> ListGroupsResponse:
+    try:
+        coordinator = coordinator_of(broker)
+    except errors.KafkaError as exc:
+        return ListGroupsResponse(error_code=exc.code)
+    states = {s.lower() for s in req.states_filter}
+    types = {t.lower() for t in req.types_filter}
+    listed = []
+    if not types or "classic" in types:
+        for shard in coordinator.active_shards():
+            for group in shard.groups.values():
+                if states and str(group.state).lower() not in states:
+                    continue
+                listed.append(lsr.ListedGroup(group_id=group.group_id,
+                                              protocol_type=group.protocol_type or "",
+                                              group_state=str(group.state), group_type="classic"))
+    listed.sort(key=lambda g: g.group_id)
+    error = errors.CoordinatorLoadInProgressError.code if coordinator.loading else NONE
+    return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=listed)
+
+
+async def handle_delete_groups(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                               req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    results: dict[str, int] = {}
+    by_shard: dict[int, tuple[CoordinatorShard, list[str]]] = {}
+    for gid in req.groups_names:
+        if not gid:
+            results[gid] = errors.InvalidGroupIdError.code
+            continue
+        try:
+            shard = shard_for(broker, conn, gid, label=False)
+        except errors.KafkaError as exc:
+            results[gid] = exc.code
+            continue
+        by_shard.setdefault(shard.index, (shard, []))[1].append(gid)
+    done = await asyncio.gather(*(s.offset_manager.delete_groups(ids)
+                                  for s, ids in by_shard.values()))
+    for part in done:
+        results.update(part)
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
+        dgr.DeletableGroupResult(group_id=gid, error_code=results[gid])
+        for gid in dict.fromkeys(req.groups_names)])
+
+
+HANDLERS = [
+    Handler(11, 2, 9, handle_join_group),
+    Handler(12, 0, 4, handle_heartbeat),
+    Handler(13, 0, 5, handle_leave_group),
+    Handler(14, 0, 5, handle_sync_group),
+    Handler(15, 0, 5, handle_describe_groups),
+    Handler(16, 0, 5, handle_list_groups),
+    Handler(42, 0, 2, handle_delete_groups),
+]
