@@ -311,7 +311,7 @@ def mark_error(obj: Struct, code: int, level: str, version: int) -> None:
         if negative and f.type in ("int32", "int64", "int16") and not f.is_array:
             setattr(obj, f.name, -1)
         elif f.name == "records":
-            setattr(obj, f.name, None if in_range(f.nullable, version) else b"")
+            setattr(obj, f.name, b"")  # Kafka's MemoryRecords.EMPTY: librdkafka rejects null
         elif f.name == "host" and f.type == "string" and not f.is_array:
             setattr(obj, f.name, "")
         elif level in ("topic", "group") and f.is_array and f.struct is not None:

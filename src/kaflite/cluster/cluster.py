@@ -168,10 +168,11 @@ class Cluster:
 
     # -- observation -----------------------------------------------------------------
     def connections(self, include_replicas: bool = False, client_id: str | None = None,
-                    broker: int | None = None) -> list[ConnectionSnapshot]:
+                    broker: int | None = None, include_closed: bool = False
+                    ) -> list[ConnectionSnapshot]:
         """Every open client connection of every broker, with its roles and stats."""
-        return self._on_loop(lambda: self.registry.connections(include_replicas, client_id,
-                                                               broker))
+        return self._on_loop(lambda: self.registry.connections(
+            include_replicas, client_id, broker, include_closed))
 
     def clients(self) -> list[ClientSnapshot]:
         """Per-client (client.id + host) fan-out and measured cadences."""

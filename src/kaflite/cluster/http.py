@@ -7,7 +7,8 @@ TCP connection (``Connection: close``); bodies are JSON objects.
 Read-only:
 
 ==========================  =======================================================
-GET  /connections           client connections (``?client_id=&broker=&replicas=1``)
+GET  /connections           client connections
+                            (``?client_id=&broker=&replicas=1&closed=1``)
 GET  /clients               per-client fan-out and cadences
 GET  /cluster               brokers, topics, partitions with leader, ISR, replicas
 GET  /faults                the active fault rules
@@ -148,7 +149,8 @@ class HttpApi:
                 return [c.to_dict() for c in cluster.registry.connections(
                     include_replicas=query.get("replicas", "") in ("1", "true"),
                     client_id=query.get("client_id"),
-                    broker=int(broker) if broker is not None else None)]
+                    broker=int(broker) if broker is not None else None,
+                    include_closed=query.get("closed", "") in ("1", "true"))]
             if path == ["clients"]:
                 return [c.to_dict() for c in cluster.registry.clients()]
             if path == ["cluster"]:

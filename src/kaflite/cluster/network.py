@@ -32,7 +32,7 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
-from kaflite.cluster.observe import ApiStats, ConnectionInfo, record_request
+from kaflite.cluster.observe import CLOSED_HISTORY, ApiStats, ConnectionInfo, record_request
 from kaflite.protocol import FrameDecoder, ProtocolError, RemoteProtocolError, encode_response
 from kaflite.protocol.framing import peek_request, read_request_header
 from kaflite.protocol.headers import RequestHeader
@@ -49,6 +49,8 @@ log = logging.getLogger("kaflite.cluster.network")
 
 FETCH, LIST_OFFSETS, API_VERSIONS = 1, 2, 18
 UNSUPPORTED_VERSION = 35
+# Closed connections stay visible to the registry for a while (the latest ones).
+CLOSED_KEPT = 256
 
 # The first version of each API whose clients throttle themselves from
 # throttle_time_ms (KIP-219): the broker answers at once and then mutes the
@@ -107,7 +109,12 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.broker.connections.pop(self.info.connection_id, None)
+        if self.broker.connections.pop(self.info.connection_id, None) is not None:
+            self.info.closed_at = time.time()
+            history = self.broker.services.get(CLOSED_HISTORY)
+            if history is None:
+                history = self.broker.services[CLOSED_HISTORY] = deque(maxlen=CLOSED_KEPT)
+            history.append(self.info)
         if self.worker is not None:
             self.worker.cancel()
 

@@ -57,6 +57,7 @@ __all__ = [
 ]
 
 RING = 128  # request timestamps kept per API and connection
+CLOSED_HISTORY = "closed_connections"  # broker.services key of recently closed connections
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT = 0, 1, 2, 3, 8
 HEARTBEAT, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH, CONSUMER_GROUP_HEARTBEAT = 12, 18, 23, 68
@@ -121,6 +122,7 @@ class ConnectionInfo:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
     transactional_ids: set[str] = field(default_factory=set)
+    closed_at: float | None = None
 
     @property
     def host(self) -> str:
@@ -243,6 +245,7 @@ class ConnectionSnapshot:
     principal: str
     opened_at: float
     last_activity: float
+    closed_at: float | None
     bytes_in: int
     bytes_out: int
     roles: list[str]
@@ -296,6 +299,7 @@ def snapshot(info: ConnectionInfo) -> ConnectionSnapshot:
         principal=info.principal,
         opened_at=info.opened_at,
         last_activity=info.last_activity,
+        closed_at=info.closed_at,
         bytes_in=info.bytes_in,
         bytes_out=info.bytes_out,
         roles=info.roles,
@@ -376,20 +380,21 @@ class Registry:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
 
-    def infos(self, include_replicas: bool = True) -> list[ConnectionInfo]:
-        out = []
+    def infos(self, include_replicas: bool = True, include_closed: bool = False
+              ) -> list[ConnectionInfo]:
+        out: list[ConnectionInfo] = []
         for broker in list(self.cluster.brokers.values()):
-            for conn in list(broker.connections.values()):
-                if conn.closed:
-                    continue
-                if not include_replicas and conn.info.replica_id is not None:
-                    continue
-                out.append(conn.info)
+            infos = [c.info for c in list(broker.connections.values()) if not c.closed]
+            if include_closed:
+                infos += list(broker.services.get(CLOSED_HISTORY) or [])
+            out += [i for i in infos if include_replicas or i.replica_id is None]
         return out
 
     def connections(self, include_replicas: bool = False, client_id: str | None = None,
-                    broker: int | None = None) -> list[ConnectionSnapshot]:
-        infos = [i for i in self.infos(include_replicas)
+                    broker: int | None = None, include_closed: bool = False
+                    ) -> list[ConnectionSnapshot]:
+        """Open connections (and, with ``include_closed``, the latest closed ones)."""
+        infos = [i for i in self.infos(include_replicas, include_closed)
                  if (client_id is None or i.client_id == client_id)
                  and (broker is None or i.broker_id == broker)]
         return [snapshot(i) for i in sorted(infos, key=lambda i: (str(i.client_id),

@@ -93,7 +93,7 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
             out.records = b""
     except errors.KafkaError as exc:
         out.error_code = error_code_of(exc)
-        out.records = None
+        out.records = b""  # Kafka sends empty records with an error; librdkafka rejects null
         if exc.code in (errors.NotLeaderOrFollowerError.code, errors.FencedLeaderEpochError.code):
             hint = leader_hint(broker, topic, index)
             if hint is not None and hint[0] >= 0:

@@ -1,0 +1,177 @@
+"""The connection registry: stats, error codes at every level, roles, cadences, idle close."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kaflite.client.connection import BrokerConnection
+from kaflite.cluster import Cluster
+from kaflite.cluster.observe import ApiStats, ConnectionInfo, summarize
+from kaflite.protocol.messages import MetadataRequest, ProduceRequest
+from kaflite.protocol.messages import metadata_request as mq
+from kaflite.protocol.messages import produce_request as pq
+from kaflite.protocol.records import encode_batch
+
+TOPIC = "registry"
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster(brokers=3) as c:
+        c.create_topic(TOPIC, 3, 2, assignments=[[0, 1], [1, 2], [2, 0]])
+        yield c
+
+
+def _session(cluster: Cluster, broker: int, client_id: str,
+             requests: list[Any]) -> list[Any]:
+    """Open a kaflite client connection to ``broker``, send ``requests``, keep it open."""
+    port = cluster.broker(broker).port
+
+    async def run() -> list[Any]:
+        conn = await BrokerConnection("127.0.0.1", port, client_id=client_id).open()
+        out = [await conn.request(r) for r in requests]
+        _OPEN.append(conn)
+        return out
+
+    return asyncio.run_coroutine_threadsafe(run(), _loop(cluster)).result(10)
+
+
+_OPEN: list[BrokerConnection] = []
+
+
+def _loop(cluster: Cluster) -> asyncio.AbstractEventLoop:
+    assert cluster._loop is not None
+    return cluster._loop
+
+
+def _produce(topic: str, partition: int) -> ProduceRequest:
+    return ProduceRequest(acks=1, timeout_ms=5000, topic_data=[pq.TopicProduceData(
+        topic, [pq.PartitionProduceData(partition, encode_batch([b"v"]))])])
+
+
+def test_bootstrap_role_and_client_software(cluster: Cluster) -> None:
+    _session(cluster, 0, "boot-only", [MetadataRequest(topics=None)])
+    [conn] = cluster.connections(client_id="boot-only")
+    assert conn.roles == ["bootstrap"]
+    assert conn.broker == 0
+    assert set(conn.apis) == {"ApiVersions", "Metadata"}
+    assert conn.software_name == "kaflite" and conn.software_version == "0.1.0"
+    assert conn.principal == "User:ANONYMOUS"
+    assert conn.bytes_in > 0 and conn.bytes_out > 0
+    assert conn.opened_at <= conn.last_activity <= time.time()
+    stats = conn.apis["Metadata"]
+    assert stats.count == 1 and 0 <= stats.mean_ms <= stats.max_ms
+
+
+def test_partition_errors_and_topic_errors_are_counted(cluster: Cluster) -> None:
+    # Broker 0 leads partition 0 only: partition 1 answers NOT_LEADER_OR_FOLLOWER
+    # inside the Produce response, and an unknown topic is a topic-level error.
+    responses = _session(cluster, 0, "nested-errors", [
+        _produce(TOPIC, 0), _produce(TOPIC, 1),
+        MetadataRequest(topics=[mq.MetadataRequestTopic(name="no-such-topic")],
+                        allow_auto_topic_creation=False),
+    ])
+    assert responses[1].responses[0].partition_responses[0].error_code == 6
+    [conn] = cluster.connections(client_id="nested-errors")
+    assert conn.apis["Produce"].count == 2
+    assert conn.apis["Produce"].errors == {"NOT_LEADER_OR_FOLLOWER": 1}
+    assert conn.apis["Metadata"].errors == {"UNKNOWN_TOPIC_OR_PARTITION": 1}
+    assert conn.roles == ["partition-leader"]
+    assert conn.partitions == [f"{TOPIC}-0"]  # not the partition it was refused
+
+
+def test_replica_fetchers_are_listed_only_on_request(cluster: Cluster) -> None:
+    def replicas() -> list[Any]:
+        return [c for c in cluster.connections(include_replicas=True)
+                if "replica-fetcher" in c.roles]
+
+    wait_for(lambda: len(replicas()) >= 3)
+    assert all(c.client_id and c.client_id.startswith("replica-fetcher") for c in replicas())
+    assert not [c for c in cluster.connections() if "replica-fetcher" in c.roles]
+
+
+def test_leadership_move_moves_the_partition_role(cluster: Cluster) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused",
+                         "client.id": "mover", "fetch.wait.max.ms": 100,
+                         "topic.metadata.refresh.interval.ms": 1000})
+    try:
+        consumer.assign([TopicPartition(TOPIC, 2, 0)])
+
+        def leader_conn_of(broker: int) -> bool:
+            consumer.poll(0.05)
+            return any(f"{TOPIC}-2" in c.partitions and c.broker == broker
+                       for c in cluster.connections(client_id="mover"))
+
+        wait_for(lambda: leader_conn_of(2))
+        assert cluster.faults.move_leader(TOPIC, 2, to=0) == 0
+        wait_for(lambda: leader_conn_of(0), timeout=15)
+        # The old leader's connection lost the role when it answered NOT_LEADER_OR_FOLLOWER.
+        old = [c for c in cluster.connections(client_id="mover") if c.broker == 2]
+        assert all(f"{TOPIC}-2" not in c.partitions for c in old)
+        clients = [c for c in cluster.clients() if c.client_id == "mover"]
+        assert len(clients) == 1 and clients[0].fetch_rate is not None
+        assert clients[0].fetch_rate > 1  # long polls of 100 ms, continuous
+        assert clients[0].fan_out.get(0, 0) >= 1
+    finally:
+        consumer.close()
+        cluster.faults.move_leader(TOPIC, 2, to=2)
+
+
+def test_idle_connections_close() -> None:
+    with Cluster(brokers=1, config={"connections.max.idle.ms": 400}) as c:
+        _session(c, 0, "idler", [MetadataRequest(topics=None)])
+        assert len(c.connections(client_id="idler")) == 1
+        wait_for(lambda: not c.connections(client_id="idler"), timeout=5)
+        conn = _OPEN.pop()
+        wait_for(lambda: not conn.connected, timeout=5)
+
+
+def _info(client: str, broker: int, peer_port: int, stamps: dict[int, list[float]]
+          ) -> ConnectionInfo:
+    info = ConnectionInfo(peer_port, broker, f"10.0.0.1:{peer_port}", client_id=client)
+    for key, times in stamps.items():
+        stats = info.apis[key] = ApiStats(count=len(times))
+        stats.recent.extend(times)
+    return info
+
+
+def test_cadences_are_measured_across_a_clients_connections() -> None:
+    now = 1000.0
+    heartbeats = [now - 30 + 3 * i for i in range(10)]          # every 3 s
+    commits = [now - 25 + 5 * i for i in range(5)]              # every 5 s
+    fetches_a = [now - 10 + 0.5 * i for i in range(20)]         # 2/s to broker 0
+    fetches_b = [now - 10 + 0.5 * i + 0.25 for i in range(20)]  # 2/s to broker 1
+    infos = [
+        _info("app", 0, 1, {1: fetches_a}),
+        _info("app", 1, 2, {1: fetches_b}),
+        _info("app", 2, 3, {12: heartbeats[:5], 8: commits}),
+        _info("app", 2, 4, {12: heartbeats[5:]}),              # a reconnect: same cadence
+        _info("other", 0, 5, {18: [now]}),
+    ]
+    infos[0].partitions.add(("t", 0))
+    infos[1].partitions.add(("t", 1))
+    infos[2].groups.add("g")
+    infos[3].groups.add("g")
+    [app, other] = summarize(infos, now=now)
+    assert app.client_id == "app" and app.host == "10.0.0.1"
+    assert app.connections == 4 and app.fan_out == {0: 1, 1: 1, 2: 2}
+    assert app.roles == {"group-coordinator": 2, "partition-leader": 2}
+    assert app.groups == ["g"] and app.partitions == ["t-0", "t-1"]
+    assert app.heartbeat_interval_ms == pytest.approx(3000)
+    assert app.commit_interval_ms == pytest.approx(5000)
+    assert app.fetch_rate == pytest.approx(4.0, rel=0.1)
+    assert other.heartbeat_interval_ms is None and other.fetch_rate is None
