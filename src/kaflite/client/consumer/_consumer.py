@@ -340,8 +340,7 @@ class Consumer(BaseClient):
         if group is not None:
             group.last_poll = time.monotonic()
             if self._subs.subscribed:
-                await group.ensure_active_group(max(deadline - time.monotonic(), 0.0) +
-                                                self._api_timeout)
+                await group.ensure_active_group(deadline - time.monotonic())
             if self._auto_commit and time.monotonic() >= self._next_auto_commit:
                 self._next_auto_commit = time.monotonic() + self._auto_commit_interval
                 if self._subs.assignment:

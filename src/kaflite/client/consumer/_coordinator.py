@@ -115,7 +115,7 @@ class GroupMember:
         self.last_poll = time.monotonic()
         self.last_heartbeat_ok = time.monotonic()
         self._hb_task: asyncio.Task[None] | None = None
-        self._join_lock = asyncio.Lock()
+        self._join_task: asyncio.Task[None] | None = None
         self.joined_topics: set[str] = set()
 
     @property
@@ -230,27 +230,38 @@ class GroupMember:
 
     # -- joining -------------------------------------------------------------------------------
     async def ensure_active_group(self, timeout: float) -> bool:
-        """Join (or rejoin) if needed; True when the member is STABLE."""
+        """Join (or rejoin) if needed, waiting at most ``timeout``; True when STABLE.
+
+        The join runs on its own task, so a poll with a short timeout returns on
+        time while a rebalance that waits for other members goes on.
+        """
         if self.fatal is not None:
             raise self.fatal
         self.start_heartbeat()
-        if self.state == STABLE and not self._subscription_changed():
-            return True
-        if self._subscription_changed() and self.state == STABLE:
+        if self.state == STABLE and self._subscription_changed():
             self.request_rejoin("subscription changed")
-        deadline = time.monotonic() + timeout
-        async with self._join_lock:
-            while self.state != STABLE:
-                if self.fatal is not None:
-                    raise self.fatal
-                with contextlib.suppress(_Retry):
-                    await self._join_once(deadline)
-                if self.state == STABLE:
-                    break
-                if time.monotonic() > deadline:
-                    return False
+        if self.state == STABLE:
+            return True
+        task = self._join_task
+        if task is None or task.done():
+            task = self._join_task = asyncio.get_running_loop().create_task(self._join_loop())
+        await asyncio.wait({task}, timeout=max(timeout, 0.0))
+        if task.done() and task.exception() is not None:
+            exc = task.exception()
+            assert exc is not None
+            raise exc
+        if self.fatal is not None:
+            raise self.fatal
+        return self.state == STABLE
+
+    async def _join_loop(self) -> None:
+        while self.state != STABLE:
+            if self.fatal is not None:
+                return
+            with contextlib.suppress(_Retry):
+                await self._join_once(time.monotonic() + self.rebalance_timeout / 1000)
+            if self.state != STABLE:
                 await asyncio.sleep(self.backoff)
-        return True
 
     def _subscription_changed(self) -> bool:
         return self._topics() != self.joined_topics
@@ -483,6 +494,10 @@ class GroupMember:
             self.state = UNJOINED
 
     async def close(self) -> None:
+        if self._join_task is not None and not self._join_task.done():
+            self._join_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._join_task
         if self._hb_task is not None:
             self._hb_task.cancel()
             with contextlib.suppress(BaseException):
