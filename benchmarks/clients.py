@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import socket
 import subprocess
 import time
@@ -238,12 +239,12 @@ def main() -> None:
             consume_topic = ""
             for name, fn in PRODUCERS.items():
                 topic = create_topic(servers)
-                secs = timed(lambda fn=fn, topic=topic: fn(servers, topic, value, n))
+                secs = timed(functools.partial(fn, servers, topic, value, n))
                 results[f"produce {name}"] = (n / secs, n * size / secs / 1e6)
                 if name == "kaflite send_batch":
                     consume_topic = topic
             for name, cfn in CONSUMERS.items():
-                secs = timed(lambda cfn=cfn: cfn(servers, consume_topic, n))
+                secs = timed(functools.partial(cfn, servers, consume_topic, n))
                 results[f"consume {name}"] = (n / secs, n * size / secs / 1e6)
             base_p = results["produce aiokafka"][0]
             base_c = results["consume aiokafka"][0]
