@@ -1,29 +1,28 @@
-"""``kaflite demo``: what is really inside poll(), live."""
+"""``kaflite demo``: what is really inside poll(), live, on the embedded cluster."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-DEMO_PLAN = """\
-kaflite demo: what is really inside poll(), live.
 
-The demo is not built yet: it needs the smart client and the Spark source.
-When it lands, `make demo` will:
-  1. start a 3-broker embedded cluster in a temporary data directory;
-  2. create an `events` topic (6 partitions, replication factor 3) and `results`;
-  3. run a producer writing a keyed clickstream, and a group of 2 consumers;
-  4. run a Spark pipeline (kaflite.spark) writing windowed aggregates to `results`;
-  5. show every client connection and its role (bootstrap, partition leader,
-     group coordinator), the heartbeat/fetch/commit cadences and consumer lag;
-  6. inject failures (leader moves, a broker kill, a coordinator move, a
-     rebalance) and show how each client recovers;
-  7. verify that no record was lost and print a summary.
+def demo(
+    brokers: Annotated[int, typer.Option(help="brokers in the embedded cluster")] = 3,
+    duration: Annotated[float, typer.Option(help="seconds of traffic and faults")] = 60.0,
+    data_dir: Annotated[Path | None, typer.Option(
+        help="keep the cluster's data here (default: a temporary directory)")] = None,
+    spark: Annotated[bool, typer.Option(
+        "--spark/--no-spark", help="run the Spark pipeline (needs Java 17+)")] = True,
+    faults: Annotated[bool, typer.Option(
+        "--faults/--no-faults", help="play the scripted tour of failures")] = True,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="print a machine-readable summary on stdout")] = False,
+) -> None:
+    """Run the main job: a cluster, a producer, a consumer group, Spark, and a tour of faults."""
+    from kaflite.demo import DemoOptions, run_demo
 
-Available today: the protocol codec (kaflite.protocol) and the embedded
-cluster: try `kaflite up --brokers 3` and point any Kafka client at it.
-"""
-
-
-def demo() -> None:
-    """Run the main job on an embedded cluster (not built yet: prints the plan)."""
-    typer.echo(DEMO_PLAN, nl=False)
+    raise typer.Exit(run_demo(DemoOptions(
+        brokers=brokers, duration=duration, data_dir=data_dir, spark=spark, faults=faults,
+        json_out=json_out)))

@@ -1,0 +1,5 @@
+"""``kaflite demo``: the main job, a live tour of what is really inside poll()."""
+
+from kaflite.demo.run import DemoOptions, run_demo
+
+__all__ = ["DemoOptions", "run_demo"]

@@ -1,0 +1,131 @@
+"""The demo's live view: rich panels on a terminal, plain periodic lines otherwise.
+
+Everything shown is read, not assumed: the cluster panel from the controller,
+the connections panel from the brokers' connection registry (with the
+connection counts each client reports about itself beside it), cadences from
+the registry's measured request gaps, and the event log from the clients.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from kaflite.cluster import Cluster
+    from kaflite.demo.tour import Tour
+    from kaflite.demo.workload import Workload
+
+__all__ = ["Snapshot", "plain_line", "render", "take_snapshot"]
+
+Snapshot = dict[str, Any]
+
+
+def take_snapshot(cluster: Cluster, workload: Workload, tour: Tour | None, topic: str,
+                  spark: str) -> Snapshot:
+    controller = cluster.controller
+    brokers = [(b.node_id, b.alive) for b in sorted(controller.brokers.values(),
+                                                    key=lambda b: b.node_id)]
+    t = controller.topics.get(topic)
+    partitions = [(p.partition, p.leader, list(p.isr)) for p in t.partitions] if t else []
+    clients = {c.client_id: c for c in cluster.clients() if c.client_id}
+    own = {"producer": workload.producer, **{c.name: c.client for c in workload.consumers}}
+    events = []
+    for name, client in own.items():
+        events += [(ev.timestamp, name, str(ev)) for ev in client.events()[-12:]]
+    events.sort()
+    return {
+        "time": time.time(),
+        "brokers": brokers,
+        "partitions": partitions,
+        "clients": clients,
+        "reported": {name: len(client.connections()) for name, client in own.items()},
+        "lag": workload.lag(),
+        "acked": len(workload.acked),
+        "consumed": len(workload.consumed()),
+        "events": [e[2] for e in events[-10:]],
+        "tour": tour,
+        "spark": spark,
+    }
+
+
+def _cluster_panel(s: Snapshot) -> Panel:
+    table = Table(expand=True, box=None)
+    table.add_column("partition")
+    table.add_column("leader")
+    table.add_column("ISR")
+    for p, leader, isr in s["partitions"]:
+        table.add_row(str(p), "-" if leader < 0 else str(leader), ",".join(map(str, isr)))
+    up = " ".join(f"[green]{n}[/]" if alive else f"[red]{n}✗[/]" for n, alive in s["brokers"])
+    return Panel(Group(Text.from_markup(f"brokers: {up}"), table), title="Cluster")
+
+
+def _connections_panel(s: Snapshot) -> Panel:
+    table = Table(expand=True, box=None)
+    for col in ("client", "conns (broker / self)", "fan-out", "roles"):
+        table.add_column(col)
+    for cid, c in sorted(s["clients"].items()):
+        fan = " ".join(f"b{b}:{n}" for b, n in sorted(c.fan_out.items()))
+        roles = ", ".join(f"{r} x{n}" for r, n in sorted(c.roles.items()))
+        reported = s["reported"].get(cid)
+        table.add_row(cid, f"{c.connections} / {reported if reported is not None else '-'}",
+                      fan, roles)
+    return Panel(table, title="Connections: which connection is which")
+
+
+def _cadence_panel(s: Snapshot) -> Panel:
+    table = Table(expand=True, box=None)
+    for col in ("client", "heartbeat", "commit", "fetch/s"):
+        table.add_column(col)
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v / 1000:.1f}s"
+
+    for cid, c in sorted(s["clients"].items()):
+        if not cid.startswith("consumer"):
+            continue
+        rate = "-" if c.fetch_rate is None else f"{c.fetch_rate:.1f}"
+        table.add_row(cid, ms(c.heartbeat_interval_ms), ms(c.commit_interval_ms), rate)
+    lag = " ".join(f"p{p}:{v}" for p, v in sorted(s["lag"].items())) or "-"
+    body = Group(table, Text(f"lag per partition: {lag}"),
+                 Text(f"acknowledged {s['acked']}  consumed {s['consumed']}  "
+                      f"spark: {s['spark']}"))
+    return Panel(body, title="Cadences")
+
+
+def _tour_panel(s: Snapshot) -> Panel:
+    tour: Tour | None = s["tour"]
+    if tour is None:
+        return Panel("faults disabled (--no-faults)", title="Tour of failures")
+    lines = []
+    for step in tour.steps:
+        mark = {"pending": "·", "running": "▶", "done": "✓"}[step.status]
+        lines.append(f"{mark} {step.title} — expect: {step.expect}")
+        if step.outcome:
+            lines.append(f"    happened: {step.outcome}")
+        for obs in step.observed[-3:]:
+            lines.append(f"    seen: {obs}")
+    return Panel("\n".join(lines), title="Tour of failures")
+
+
+def render(s: Snapshot) -> Group:
+    grid = Table.grid(expand=True)
+    grid.add_column(ratio=1)
+    grid.add_column(ratio=2)
+    grid.add_row(_cluster_panel(s), _connections_panel(s))
+    grid.add_row(_cadence_panel(s), Panel("\n".join(s["events"]) or "-", title="Event log"))
+    return Group(grid, _tour_panel(s))
+
+
+def plain_line(s: Snapshot) -> str:
+    leaders = " ".join(f"p{p}:{leader}" for p, leader, _ in s["partitions"])
+    conns = " ".join(f"{cid}={c.connections}" for cid, c in sorted(s["clients"].items()))
+    tour: Tour | None = s["tour"]
+    step = tour.current.title if tour is not None and tour.current is not None else "-"
+    return (f"[{time.strftime('%H:%M:%S')}] acked={s['acked']} consumed={s['consumed']} "
+            f"leaders {leaders} | conns {conns} | step: {step} | spark: {s['spark']}")

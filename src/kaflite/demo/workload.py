@@ -1,0 +1,157 @@
+"""The demo's traffic: a keyed clickstream producer and a group of consumers.
+
+Every record carries a sequence number, so at the end we know exactly which
+acknowledged records each consumer saw: produced, consumed, lost and
+duplicated are counted, not estimated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaflite.client import Consumer, Producer
+
+__all__ = ["Workload"]
+
+PAGES = ["/", "/search", "/cart", "/checkout", "/product", "/help", "/account"]
+USERS = [f"user-{i:03d}" for i in range(200)]
+
+
+@dataclass
+class ConsumerState:
+    name: str
+    client: Consumer
+    task: asyncio.Task[None] | None = None
+    seen: set[int] = field(default_factory=set)
+    records: int = 0
+    last_error: str | None = None
+
+
+class Workload:
+    def __init__(self, bootstrap: str, topic: str, group: str, rate: int = 500) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.group = group
+        self.rate = rate
+        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": "producer",
+                                  "acks": "all", "linger.ms": 10,
+                                  "delivery.timeout.ms": 120_000})
+        self.consumers: list[ConsumerState] = []
+        self.acked: set[int] = set()
+        self.failed: list[str] = []
+        self.events: list[dict[str, Any]] = []  # every acknowledged event, for Spark checks
+        self._next = 0
+        self._stop = asyncio.Event()
+        self._producing: asyncio.Task[None] | None = None
+
+    # -- producer ------------------------------------------------------------------
+    async def start(self, consumers: int = 2) -> None:
+        await self.producer.start()
+        self._producing = asyncio.create_task(self._produce())
+        for _ in range(consumers):
+            await self.add_consumer()
+
+    def _record(self) -> tuple[bytes, bytes, dict[str, Any]]:
+        seq = self._next
+        self._next += 1
+        user = random.choice(USERS)
+        event = {"seq": seq, "user": user, "page": random.choice(PAGES),
+                 "ts": int(time.time() * 1000)}
+        return user.encode(), json.dumps(event, separators=(",", ":")).encode(), event
+
+    async def _produce(self) -> None:
+        tick = 0.05
+        per_tick = max(1, int(self.rate * tick))
+        while not self._stop.is_set():
+            for _ in range(per_tick):
+                key, value, event = self._record()
+
+                def done(err: BaseException | None, md: Any, event: dict[str, Any] = event) -> None:
+                    if err is None:
+                        self.acked.add(event["seq"])
+                        self.events.append(event)
+                    else:
+                        self.failed.append(f"{event['seq']}: {err!r}")
+
+                while True:
+                    try:
+                        self.producer.produce(self.topic, value, key=key, on_delivery=done)
+                        break
+                    except Exception:  # the buffer is full while a leader moves: wait
+                        await asyncio.sleep(0.05)
+            await asyncio.sleep(tick)
+
+    async def stop_producing(self) -> None:
+        self._stop.set()
+        if self._producing is not None:
+            await self._producing
+        await self.producer.flush(120)
+
+    # -- consumers -----------------------------------------------------------------
+    async def add_consumer(self) -> ConsumerState:
+        name = f"consumer-{len(self.consumers) + 1}"
+        client = Consumer({"bootstrap.servers": self.bootstrap, "client.id": name,
+                           "group.id": self.group, "auto.offset.reset": "earliest",
+                           "enable.auto.commit": True, "auto.commit.interval.ms": 2000,
+                           "heartbeat.interval.ms": 1000, "session.timeout.ms": 10000})
+        await client.start()
+        client.subscribe([self.topic])
+        state = ConsumerState(name, client)
+        state.task = asyncio.create_task(self._consume(state))
+        self.consumers.append(state)
+        return state
+
+    async def _consume(self, state: ConsumerState) -> None:
+        while True:
+            try:
+                batch = await state.client.getmany(timeout_ms=500, max_records=2000)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # surfaced in the view; the loop goes on
+                state.last_error = repr(exc)
+                await asyncio.sleep(0.2)
+                continue
+            for records in batch.values():
+                for rec in records:
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        state.seen.add(json.loads(bytes(rec.value))["seq"])
+                    state.records += 1
+
+    def consumed(self) -> set[int]:
+        out: set[int] = set()
+        for c in self.consumers:
+            out |= c.seen
+        return out
+
+    def lag(self) -> dict[int, int]:
+        """Per-partition lag summed over the consumers that own each partition."""
+        lags: dict[int, int] = {}
+        for c in self.consumers:
+            for tp in c.client.assignment():
+                value = c.client.lag(tp)
+                if value is not None:
+                    lags[tp.partition] = value
+        return lags
+
+    async def drain(self, timeout: float = 60) -> None:
+        """Wait until the consumers have seen every acknowledged record (bounded)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.acked <= self.consumed():
+            await asyncio.sleep(0.25)
+
+    async def close(self) -> None:
+        for c in self.consumers:
+            if c.task is not None:
+                c.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await c.task
+            with contextlib.suppress(Exception):
+                await c.client.close()
+        with contextlib.suppress(Exception):
+            await self.producer.close()
