@@ -1,44 +1,19 @@
-"""The classic group protocol: JoinGroup, SyncGroup, Heartbeat and LeaveGroup.
+"""The classic group protocol's requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
 
 Theory of operation
 -------------------
-The coordinator only runs the rebalance; the assignment is computed by the
-group's leader (a client), so the same state machine serves eager and
+The coordinator only runs the rebalance (``_rebalance``); the assignment is
+computed by the group's leader, a client, so the same code serves eager and
 cooperative (KIP-429) consumers alike: a cooperative rebalance is just two
 ordinary rebalances in a row.
 
-A rebalance, step by step (Kafka's ``GroupMetadataManager``):
-
-1. A member joins without a member id. With JoinGroup v4+ (KIP-394) it gets a
-   fresh id and MEMBER_ID_REQUIRED and is "pending" until it joins again with
-   that id (or its session timeout passes). A static member (KIP-345) gets its
-   id at once; if its ``group.instance.id`` already had a member, the old id is
-   fenced (FENCED_INSTANCE_ID) and the new one takes its place.
-2. A new member, or a known member with changed metadata, or the leader,
-   moves the group to PreparingRebalance. Each JoinGroup response is parked
-   (the member's ``join_future``). The join phase completes when every member
-   has rejoined, or when the rebalance timeout (the largest member's) passes:
-   members that did not rejoin are dropped, unless static. An Empty group's
-   first rebalance waits ``group.initial.rebalance.delay.ms`` first, again each
-   time a member arrives, up to the rebalance timeout.
-3. The join phase bumps the generation, picks the protocol every member
-   supports with the most first-choice votes, and answers all parked
-   JoinGroups; the leader's answer carries every member's metadata. The group
-   is CompletingRebalance.
-4. SyncGroups park too (``sync_future``) until the leader's SyncGroup brings
-   the assignment. It is written to ``__consumer_offsets`` as a GroupMetadata
-   record; once that write is committed every member gets its assignment and
-   the group is Stable. Members that send no SyncGroup within the rebalance
-   timeout are removed, and a new rebalance starts.
-
-Sessions: each member has one ``heartbeat-<group>-<member>`` deadline,
-pushed back by Heartbeat (and by OffsetCommit). When it passes the member is
-removed, unless it is parked in a JoinGroup or SyncGroup, which counts as
-alive; a member added by a JoinGroup that is still parked has a 5-minute
-deadline instead, so a client that vanished mid-rebalance does not linger.
-
-All of this runs on one event loop; no method here awaits. Responses go out
-through futures, and writes through ``write`` (a future of the error code).
+A member joins without a member id. With JoinGroup v4+ (KIP-394) it gets a
+fresh id and MEMBER_ID_REQUIRED, and is "pending" until it joins again with
+that id (or its session timeout passes). A static member (KIP-345) gets its id
+at once; if its ``group.instance.id`` already had a member, the old id is
+fenced (FENCED_INSTANCE_ID) and the new one takes its place, without a
+rebalance when nothing else changed. Error codes follow Kafka 4.0's
+``GroupMetadataManager`` check for check, in the same order.
 """
 
 from __future__ import annotations
@@ -47,10 +22,8 @@ import asyncio
 import base64
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from kaflite.cluster.groups._config import GroupConfig
 from kaflite.cluster.groups._group import (
     ClassicGroup,
     ClassicMember,
@@ -58,8 +31,15 @@ from kaflite.cluster.groups._group import (
     complete_join,
     complete_sync,
 )
+from kaflite.cluster.groups._rebalance import (
+    NONE,
+    Rebalancer,
+    Record,
+    WriteFn,
+    hb_key,
+    join_error,
+)
 from kaflite.cluster.groups._records import encode_group_key, encode_group_value
-from kaflite.cluster.groups._timer import Timer
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
     GroupMetadataValue,
@@ -71,15 +51,11 @@ from kaflite.protocol.messages import (
 from kaflite.protocol.messages import leave_group_request as lgq
 from kaflite.protocol.messages import leave_group_response as lgr
 
-__all__ = ["ClassicGroupManager", "Record", "RequestContext", "WriteFn"]
+__all__ = ["ClassicGroupManager", "Record", "RequestContext", "WriteFn", "join_error"]
 
 log = logging.getLogger("kaflite.cluster.groups")
 
-Record = tuple[bytes, bytes | None]
-WriteFn = Callable[[list[Record]], "asyncio.Future[int]"]
-
 S = GroupState
-NONE = 0
 
 
 @dataclass(frozen=True)
@@ -95,23 +71,7 @@ def new_member_id(prefix: str) -> str:
     return f"{prefix}-{raw}"
 
 
-def join_error(code: int, member_id: str = "") -> JoinGroupResponse:
-    return JoinGroupResponse(error_code=code, generation_id=-1, protocol_type=None,
-                             protocol_name=None, leader="", member_id=member_id)
-
-
-def hb_key(group_id: str, member_id: str) -> str:
-    return f"heartbeat-{group_id}-{member_id}"
-
-
-class ClassicGroupManager:
-    def __init__(self, groups: dict[str, ClassicGroup], timer: Timer, config: GroupConfig,
-                 write: WriteFn) -> None:
-        self.groups = groups
-        self.timer = timer
-        self.config = config
-        self.write = write
-
+class ClassicGroupManager(Rebalancer):
     def _future(self) -> asyncio.Future[JoinGroupResponse]:
         return asyncio.get_running_loop().create_future()
 
@@ -231,16 +191,6 @@ class ClassicGroupManager:
         else:
             fut.set_result(join_error(errors.UnknownMemberIdError.code, member_id))
 
-    def _join_response(self, group: ClassicGroup, member: ClassicMember,
-                       with_members: bool) -> JoinGroupResponse:
-        leader = with_members and group.is_leader(member.member_id)
-        return JoinGroupResponse(
-            error_code=NONE, generation_id=group.generation_id,
-            protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-            leader=group.leader_id or "", skip_assignment=False, member_id=member.member_id,
-            members=group.current_member_metadata() if leader else [],
-        )
-
     @staticmethod
     def _timeouts(req: JoinGroupRequest) -> tuple[int, int]:
         rebalance = req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0 \
@@ -317,105 +267,6 @@ class ClassicGroupManager:
         elif group.is_in(S.PREPARING_REBALANCE):
             self._maybe_complete_join_phase(group)
 
-    # -- rebalance ---------------------------------------------------------------------------
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
-        if group.can_rebalance():
-            self.prepare_rebalance(group, reason)
-        else:
-            self._maybe_complete_join_phase(group)
-
-    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
-        if group.is_in(S.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment_error(group, errors.RebalanceInProgressError.code)
-        group.pending_sync.clear()
-        self.timer.cancel(f"sync-{group.group_id}")
-        initial = group.is_in(S.EMPTY)
-        if initial:
-            delay = self.config.initial_rebalance_delay_ms
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self.timer.schedule(f"join-{group.group_id}", delay,
-                                self._initial_join_callback(group.group_id, delay, remaining))
-        group.transition_to(S.PREPARING_REBALANCE, self.timer.now_ms())
-        log.info("preparing to rebalance group %s (generation %s): %s", group.group_id,
-                 group.generation_id, reason)
-        if not initial:
-            if group.has_all_members_joined():
-                self._complete_join(group)
-            else:
-                self.timer.schedule(f"join-{group.group_id}", group.rebalance_timeout_ms(),
-                                    self._complete_join_callback(group.group_id))
-
-    def _initial_join_callback(self, group_id: str, delay: int,
-                               remaining: int) -> Callable[[], None]:
-        def fire() -> None:
-            group = self.groups.get(group_id)
-            if group is None or not group.is_in(S.PREPARING_REBALANCE):
-                return
-            if group.new_member_added and remaining != 0:
-                group.new_member_added = False
-                new_delay = min(self.config.initial_rebalance_delay_ms, remaining)
-                self.timer.schedule(f"join-{group_id}", new_delay, self._initial_join_callback(
-                    group_id, new_delay, max(remaining - delay, 0)))
-            else:
-                self._complete_join(group)
-        return fire
-
-    def _complete_join_callback(self, group_id: str) -> Callable[[], None]:
-        def fire() -> None:
-            group = self.groups.get(group_id)
-            if group is not None and group.is_in(S.PREPARING_REBALANCE):
-                self._complete_join(group)
-        return fire
-
-    def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
-        if not group.is_in(S.PREPARING_REBALANCE):
-            return
-        if group.previous_state is S.EMPTY:
-            return  # the initial rebalance always waits out its delay
-        if group.has_all_members_joined():
-            self._complete_join(group)
-
-    def _complete_join(self, group: ClassicGroup) -> None:
-        gid = group.group_id
-        self.timer.cancel(f"join-{gid}")
-        for m in group.not_yet_rejoined():
-            if not m.is_static:
-                group.remove(m.member_id)
-                self.timer.cancel(hb_key(gid, m.member_id))
-        if group.is_in(S.DEAD):
-            return
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            # Nobody rejoined: wait another rebalance timeout for sessions to expire.
-            self.timer.schedule(f"join-{gid}", group.rebalance_timeout_ms(),
-                                self._complete_join_callback(gid))
-            return
-        group.init_next_generation(self.timer.now_ms())
-        if group.is_in(S.EMPTY):
-            log.info("group %s is empty at generation %s", gid, group.generation_id)
-            self._write_group(group, {})
-            return
-        log.info("group %s stabilising at generation %s with %s members (protocol %s)", gid,
-                 group.generation_id, len(group.members), group.protocol_name)
-        for member in group.members.values():
-            complete_join(member, self._join_response(group, member, with_members=True))
-            self.reschedule_heartbeat(group, member)
-            member.is_new = False
-            group.pending_sync.add(member.member_id)
-        generation = group.generation_id
-        self.timer.schedule(f"sync-{gid}", group.rebalance_timeout_ms(),
-                            lambda: self._expire_pending_sync(gid, generation))
-
-    def _expire_pending_sync(self, group_id: str, generation: int) -> None:
-        group = self.groups.get(group_id)
-        if group is None or group.generation_id != generation or not group.pending_sync:
-            return
-        if group.is_in(S.COMPLETING_REBALANCE, S.STABLE):
-            missing = sorted(group.pending_sync)
-            for member_id in missing:
-                group.remove(member_id)
-                self.timer.cancel(hb_key(group_id, member_id))
-            self.prepare_rebalance(group, f"members {missing} sent no SyncGroup in time")
-
     # -- SyncGroup --------------------------------------------------------------------------
     def sync(self, req: SyncGroupRequest) -> asyncio.Future[SyncGroupResponse]:
         fut: asyncio.Future[SyncGroupResponse] = asyncio.get_running_loop().create_future()
@@ -485,21 +336,6 @@ class ClassicGroupManager:
 
         written.add_done_callback(on_written)
 
-    def _reset_and_propagate_assignment_error(self, group: ClassicGroup, code: int) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-        self._propagate_assignment(group, code)
-
-    def _propagate_assignment(self, group: ClassicGroup, code: int) -> None:
-        ok = code == NONE
-        for member in list(group.members.values()):
-            resp = SyncGroupResponse(
-                error_code=code, protocol_type=group.protocol_type if ok else None,
-                protocol_name=group.protocol_name if ok else None, assignment=member.assignment)
-            if complete_sync(member, resp):
-                # Sessions that lapsed while parked in SyncGroup restart now.
-                self.reschedule_heartbeat(group, member)
-
     # -- Heartbeat ----------------------------------------------------------------------------
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
                   generation_id: int) -> int:
@@ -522,40 +358,6 @@ class ClassicGroupManager:
         if group.is_in(S.PREPARING_REBALANCE):
             return errors.RebalanceInProgressError.code
         return NONE
-
-    def reschedule_heartbeat(self, group: ClassicGroup, member: ClassicMember,
-                             timeout_ms: int | None = None) -> None:
-        self.timer.schedule(hb_key(group.group_id, member.member_id),
-                            member.session_timeout_ms if timeout_ms is None else timeout_ms,
-                            self._expire_callback(group.group_id, member.member_id))
-
-    def _expire_callback(self, group_id: str, member_id: str) -> Callable[[], None]:
-        return lambda: self.expire_heartbeat(group_id, member_id)
-
-    def expire_heartbeat(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(S.DEAD):
-            return
-        if member_id in group.pending_members:
-            group.remove(member_id)
-            if group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined():
-                self._complete_join(group)
-            return
-        member = group.members.get(member_id)
-        if member is None or member.has_satisfied_heartbeat():
-            return
-        log.info("member %s of group %s timed out", member_id, group_id)
-        self.remove_member(group, member, f"session of {member_id} expired")
-
-    def remove_member(self, group: ClassicGroup, member: ClassicMember, reason: str) -> None:
-        """Drop a member (session expiry, fault injection) and rebalance the rest."""
-        self.timer.cancel(hb_key(group.group_id, member.member_id))
-        complete_join(member, join_error(errors.UnknownMemberIdError.code))
-        group.remove(member.member_id)
-        if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance_or_complete_join(group, reason)
-        elif group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined():
-            self._complete_join(group)
 
     # -- LeaveGroup -------------------------------------------------------------------------
     def leave(self, group_id: str, members: list[lgq.MemberIdentity]
@@ -624,7 +426,3 @@ class ClassicGroupManager:
                 complete_sync(member, SyncGroupResponse(error_code=code))
             group.previous_state, group.state = group.state, S.DEAD
 
-    # -- the log -----------------------------------------------------------------------------
-    def _write_group(self, group: ClassicGroup, assignment: dict[str, bytes]) -> asyncio.Future[int]:
-        record = (encode_group_key(group.group_id), encode_group_value(group.to_record(assignment)))
-        return self.write([record])

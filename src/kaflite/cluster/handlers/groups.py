@@ -147,15 +147,15 @@ def _describe(broker: Broker, conn: ServerConnection, group_id: str,
         return out
     out.group_state = str(group.state)
     out.protocol_type = group.protocol_type or ""
-    stable = group.is_in(GroupState.STABLE) and group.protocol_name is not None
-    if stable and group.protocol_name is not None:
-        out.protocol_data = group.protocol_name
+    # Member metadata and assignments are only meaningful once the group is Stable.
+    protocol = group.protocol_name if group.is_in(GroupState.STABLE) else None
+    out.protocol_data = protocol or ""
     for m in group.members.values():
         member = dsr.DescribedGroupMember(
             member_id=m.member_id, group_instance_id=m.group_instance_id,
             client_id=m.client_id, client_host=m.client_host)
-        if stable and group.protocol_name is not None:
-            member.member_metadata = m.metadata(group.protocol_name)
+        if protocol is not None:
+            member.member_metadata = m.metadata(protocol)
             member.member_assignment = m.assignment
         out.members.append(member)
     return out
