@@ -77,3 +77,47 @@ def test_topic_authorization_failed_is_raised(chaos_cluster: Cluster) -> None:
     with pytest.raises(TopicAuthorizationFailedError):
         p.send("kp-denied", b"denied", partition=0).get(15)
     p.close(timeout=5)
+
+
+def _group_member(cluster: Cluster, topic: str, group: str, client_id: str) -> Any:
+    if cluster.broker(0).services.get("group") is None:
+        pytest.skip("no group coordinator on the brokers (broker.services['group'] absent)")
+    if topic not in cluster.controller.topics:
+        cluster.create_topic(topic, 2, 3)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
+                             client_id=client_id, auto_offset_reset="earliest",
+                             heartbeat_interval_ms=200, session_timeout_ms=6000,
+                             fetch_max_wait_ms=100, retry_backoff_ms=50)
+    # Metadata first: a member that joins before it knows the topic's partitions is
+    # assigned nothing until its next metadata refresh.
+    assert topic in consumer.topics()
+    consumer.subscribe([topic])
+    return consumer
+
+
+def _poll_until(consumer: Any, cond: Any, what: str) -> None:
+    wait_for(lambda: (consumer.poll(timeout_ms=50), cond())[1], what=what)
+
+
+@pytest.mark.parametrize(("error", "api", "recovery"), [
+    ("NOT_COORDINATOR", "FindCoordinator", "re-discovers the coordinator"),
+    ("ILLEGAL_GENERATION", "JoinGroup", "re-joins the group"),
+])
+def test_group_errors(chaos_cluster: Cluster, error: str, api: str, recovery: str) -> None:
+    cluster = chaos_cluster
+    client_id = f"kp-group-{error.lower()}"
+    group = f"kp-group-{error.lower()}"
+    consumer = _group_member(cluster, "kp-group", group, client_id)
+    try:
+        _poll_until(consumer, lambda: bool(consumer.assignment())
+                    and requests(cluster, client_id, "Heartbeat") >= 2, "a stable member")
+        before = requests(cluster, client_id, api)
+        cluster.faults.inject_error("Heartbeat", error, 1, group=group)
+        _poll_until(consumer, lambda: requests(cluster, client_id, api) > before, recovery)
+        assert errors(cluster, client_id, "Heartbeat") == {error: 1}
+        beats = requests(cluster, client_id, "Heartbeat")
+        _poll_until(consumer, lambda: bool(consumer.assignment())
+                    and requests(cluster, client_id, "Heartbeat") > beats + 2,
+                    "heartbeats in the group again")
+    finally:
+        consumer.close()

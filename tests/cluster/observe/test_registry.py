@@ -175,3 +175,40 @@ def test_cadences_are_measured_across_a_clients_connections() -> None:
     assert app.commit_interval_ms == pytest.approx(5000)
     assert app.fetch_rate == pytest.approx(4.0, rel=0.1)
     assert other.heartbeat_interval_ms is None and other.fetch_rate is None
+
+
+def test_live_cadences_of_a_group_consumer(cluster: Cluster) -> None:
+    if cluster.broker(0).services.get("group") is None:
+        pytest.skip("no group coordinator on the brokers (broker.services['group'] absent)")
+    from confluent_kafka import Consumer, Producer
+
+    # librdkafka commits only offsets that moved: keep records coming.
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 0})
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "group.id": "cadence-group", "client.id": "cadence",
+                         # librdkafka's group timer ticks every 500 ms: ask for a multiple.
+                         "heartbeat.interval.ms": 500, "session.timeout.ms": 6000,
+                         "enable.auto.commit": True, "auto.commit.interval.ms": 500,
+                         "fetch.wait.max.ms": 100})
+    consumer.subscribe([TOPIC])
+
+    def summary() -> Any:
+        producer.produce(TOPIC, b"tick", partition=0)
+        producer.poll(0)
+        consumer.poll(0.05)
+        return next((c for c in cluster.clients() if c.client_id == "cadence"), None)
+
+    try:
+        wait_for(lambda: (s := summary()) is not None and s.groups == ["cadence-group"]
+                 and s.requests.get("Heartbeat", 0) >= 8
+                 and s.requests.get("OffsetCommit", 0) >= 5, timeout=20)
+        s = summary()
+        assert s is not None
+        assert s.heartbeat_interval_ms == pytest.approx(500, rel=0.2)
+        assert s.commit_interval_ms == pytest.approx(500, rel=0.2)
+        assert s.fetch_rate is not None and s.fetch_rate > 5  # 100 ms long polls, 3 leaders
+        assert s.roles.get("group-coordinator") == 1
+        assert s.fan_out and sum(s.fan_out.values()) == s.connections
+    finally:
+        consumer.close()
+        producer.flush(5)
