@@ -66,8 +66,9 @@ FIND_COORDINATOR, SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_CLUSTER = 10, 17, 
 DISCOVERY_APIS = frozenset({API_VERSIONS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE,
                             SASL_AUTHENTICATE, DESCRIBE_CLUSTER})
 PARTITION_LEADER_APIS = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH})
-# Requests a client sends to its group's coordinator (classic and KIP-848).
-GROUP_COORDINATOR_APIS = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68, 69, 76, 77})
+# Requests a member sends to its group's coordinator (classic, KIP-848, share groups);
+# admin requests (DescribeGroups, OffsetDelete...) do not make a coordinator connection.
+GROUP_COORDINATOR_APIS = frozenset({8, 9, 11, 12, 13, 14, 28, 68, 76})
 # Requests a transactional producer sends to its transaction coordinator.
 TXN_COORDINATOR_APIS = frozenset({22, 24, 25, 26})
 
@@ -190,8 +191,6 @@ def record_request(info: ConnectionInfo, api_key: int, version: int, request: St
     track_partitions = api_key in PARTITION_LEADER_APIS and info.replica_id is None
     for slot in walk(response, version, resolve, group):
         if not slot.error_at(version):
-            if track_partitions and slot.level == "partition" and slot.topic is not None:
-                info.partitions.add((slot.topic, slot.partition))  # type: ignore[arg-type]
             continue
         code = getattr(slot.obj, "error_code", 0)
         if slot.level == "top":
