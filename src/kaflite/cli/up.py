@@ -13,6 +13,8 @@ import typer
 from kaflite._loop import run
 from kaflite.cluster import Cluster
 
+DEFAULT_HTTP_PORT = 9990  # where `kaflite connections` and `kaflite chaos` look by default
+
 
 def up(
     brokers: Annotated[int, typer.Option("--brokers", "-b", help="number of brokers")] = 3,
@@ -25,9 +27,9 @@ def up(
         help="broker N listens on base-port + N (0: any free port)")] = 9092,
     config: Annotated[list[str] | None, typer.Option(
         "--config", "-c", help="broker config as name=value (repeatable)")] = None,
-    http_port: Annotated[int, typer.Option(
-        "--http-port", help="serve the HTTP JSON API (connections, faults) here; -1: off")]
-    = 9990,
+    http_port: Annotated[int | None, typer.Option(
+        "--http-port", help="serve the HTTP JSON API (connections, faults) on this port "
+        "(default: 9990 when free; 0: any free port; -1: off)")] = None,
 ) -> None:
     """Start an embedded Kafka-compatible cluster and print its bootstrap address."""
     props = {}
@@ -40,7 +42,7 @@ def up(
 
 
 async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
-                 props: dict[str, str], http_port: int = -1) -> None:
+                 props: dict[str, str], http_port: int | None = -1) -> None:
     cluster = Cluster(brokers=brokers, data_dir=data_dir, host=host, base_port=base_port,
                       config=props)
     await cluster.start()
@@ -49,11 +51,18 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
     if data_dir is not None:
         typer.echo(f"data in {data_dir.resolve()}")
     api = None
-    if http_port >= 0:
+    if http_port is None or http_port >= 0:
         from kaflite.cluster.http import HttpApi
 
-        api = await HttpApi(cluster, host, http_port).start()
-        typer.echo(f"HTTP API on {api.url} (kaflite connections / kaflite chaos)")
+        try:
+            api = await HttpApi(cluster, host, DEFAULT_HTTP_PORT if http_port is None
+                                else http_port).start()
+            typer.echo(f"HTTP API on {api.url} (kaflite connections / kaflite chaos)")
+        except OSError as exc:
+            if http_port is not None:
+                await cluster.stop()
+                raise
+            typer.echo(f"HTTP API not started: {exc} (pass --http-port)")
     typer.echo("Ctrl-C stops the cluster gracefully.")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
