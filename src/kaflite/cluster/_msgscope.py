@@ -98,7 +98,10 @@ def _shape(cls: type[Struct]) -> Shape:
                   and by_name[n].type == "string" and not by_name[n].is_array), None)
     if group is None and cls.__name__ == "Coordinator" and "key" in by_name:
         group = by_name["key"]
-    children = tuple(f for f in cls.FIELDS if f.struct is not None)
+    # Only the struct fields under which an error code or a topic, partition or group
+    # can be found are walked (not Fetch's diverging_epoch or current_leader...).
+    children = tuple(f for f in cls.FIELDS if f.struct is not None and f.struct is not cls
+                     and _relevant(f.struct, frozenset({cls})))
     partition_array = next((f for f in children if f.is_array and f.struct is not None
                             and shape(f.struct).partition is not None), None)
     has_identity = topic_name is not None or topic_id is not None
@@ -108,7 +111,16 @@ def _shape(cls: type[Struct]) -> Shape:
                  partition_array if is_topic else None)
 
 
-@dataclass
+def _relevant(cls: type[Struct], seen: frozenset[type[Struct]]) -> bool:
+    names = {f.name for f in cls.FIELDS}
+    if names & {"error_code", "topic_id", *TOPIC_NAME_FIELDS, *PARTITION_FIELDS,
+                *GROUP_FIELDS, "key"}:
+        return True
+    return any(_relevant(f.struct, seen | {cls}) for f in cls.FIELDS
+               if f.struct is not None and f.struct not in seen)
+
+
+@dataclass(slots=True)
 class Slot:
     """One struct found in a message, with where it sits."""
 
