@@ -27,8 +27,10 @@ side effect of a request that succeeded:
 2. *partition*, for a request that lists partitions (Produce, ListOffsets,
    OffsetCommit, DeleteRecords...): the matching partitions are taken out of the
    request before the handler runs (nothing is appended, committed or deleted
-   for them) and put back into the response with the error.
-3. otherwise (Metadata topics and partitions, groups, and Fetch, whose
+   for them) and put back into the response with the error. *topic*, for a
+   request that lists topics (Metadata, CreateTopics, DeleteTopics v6+...): the
+   same with whole topics (a denied topic is neither created nor deleted).
+3. otherwise (Metadata partitions, groups, and Fetch, whose
    incremental sessions must keep every partition) the handler's response is
    rewritten; a Fetch partition of the request or its session that the response
    left out gets an error entry spliced in.
@@ -49,9 +51,11 @@ from kaflite.cluster._msgscope import (
     OUTERMOST_FIRST,
     Slot,
     TopicResolver,
+    identity_of,
     levels_at,
     set_field,
     splice_partition,
+    splice_topic,
     topic_identity,
     walk,
 )
@@ -159,6 +163,8 @@ class RequestPlan:
     response: Struct | None = None      # the handler is skipped: this is the answer
     # (rule, topic identity, topic, partition) taken out of the request
     stripped: list[tuple[Rule, dict[str, object], str, int]] = field(default_factory=list)
+    # (rule, topic identity, topic) taken out of the request
+    stripped_topics: list[tuple[Rule, dict[str, object], str]] = field(default_factory=list)
     rewrites: list[tuple[Rule, str]] = field(default_factory=list)  # (rule, level)
 
 
@@ -270,6 +276,12 @@ def plan_request(rules: list[Rule], broker_id: int, client_id: str | None, is_re
                 plan.stripped.extend((rule, ident, t, p) for ident, t, p in took)
                 _consume(rule, rules)
                 continue
+        if level == "topic" and rule.partition is None and (api_key, version) != (METADATA, 0):
+            topics = _strip_topics(rule, request, version, resolve)
+            if topics:
+                plan.stripped_topics.extend((rule, ident, t) for ident, t in topics)
+                _consume(rule, rules)
+                continue
         plan.rewrites.append((rule, level))
     return plan
 
@@ -291,6 +303,19 @@ def _strip(rule: Rule, request: Struct, version: int, resolve: TopicResolver | N
     for topic in emptied:
         if topic.container is not None and topic.obj in topic.container:
             topic.container.remove(topic.obj)
+    return took
+
+
+def _strip_topics(rule: Rule, request: Struct, version: int, resolve: TopicResolver | None
+                  ) -> list[tuple[dict[str, object], str]]:
+    """Take the topics ``rule`` hits out of ``request`` (CreateTopics, Metadata...)."""
+    took = []
+    for slot in list(walk(request, version, resolve)):
+        if slot.level != "topic" or slot.depth != 1 or slot.container is None \
+                or slot.topic is None or not rule.in_scope(slot.topic, None, slot.group):
+            continue
+        took.append((identity_of(slot, version), slot.topic))
+        slot.container.remove(slot.obj)
     return took
 
 
@@ -324,7 +349,11 @@ SessionPartitions = Callable[[int], list[tuple[str, Any, int]]]
 def finish_response(plan: RequestPlan, rules: list[Rule], api_key: int, version: int,
                     request: Struct, response: Struct, resolve: TopicResolver | None,
                     session_partitions: SessionPartitions | None = None) -> Struct:
-    """Put back stripped partitions with their error and apply the response rewrites."""
+    """Put back stripped partitions and topics with their error; apply the rewrites."""
+    for rule, ident, topic in plan.stripped_topics:
+        holder = splice_topic(response, version, ident, topic, resolve)
+        if holder is not None:
+            mark_error(holder, rule.error_code, "topic", version)
     for rule, ident, topic, partition in plan.stripped:
         entry = splice_partition(response, version, ident, topic, partition, resolve)
         if entry is not None:

@@ -246,11 +246,11 @@ def partition_targets(msg: Struct, version: int, resolve: TopicResolver | None =
     return [s for s in walk(msg, version, resolve) if s.level == "partition"]
 
 
-def splice_partition(response: Struct, version: int, topic_identity: dict[str, object],
-                     topic: str, partition: int, resolve: TopicResolver | None) -> Struct | None:
-    """Find or add the struct for ``topic``/``partition`` in ``response``; return it.
+def splice_topic(response: Struct, version: int, identity: dict[str, object], topic: str,
+                 resolve: TopicResolver | None) -> Struct | None:
+    """Find or add the struct for ``topic`` in ``response``'s topics; return it.
 
-    ``topic_identity`` holds the request's identity fields (``name``, ``topic``,
+    ``identity`` holds the request's identity fields (``name``, ``topic``,
     ``topic_id``); whichever of them the response's topic struct has are copied.
     """
     topics_field = next((f for f in shape(type(response)).children
@@ -258,15 +258,27 @@ def splice_partition(response: Struct, version: int, topic_identity: dict[str, o
                          and in_range(f.versions, version)), None)
     if topics_field is None or topics_field.struct is None:
         return None
-    topics: list[Struct] = getattr(response, topics_field.name)
+    topics: list[Struct] | None = getattr(response, topics_field.name)
+    if topics is None:
+        topics = []
+        setattr(response, topics_field.name, topics)
     tsh = shape(topics_field.struct)
     holder = next((t for t in topics if _topic_of(t, tsh, version, resolve) == topic), None)
     if holder is None:
         holder = topics_field.struct()
-        for name, value in topic_identity.items():
+        for name, value in identity.items():
             set_field(holder, name, value, version)
         topics.append(holder)
-    parts_field = tsh.partition_array
+    return holder
+
+
+def splice_partition(response: Struct, version: int, identity: dict[str, object],
+                     topic: str, partition: int, resolve: TopicResolver | None) -> Struct | None:
+    """Find or add the struct for ``topic``/``partition`` in ``response``; return it."""
+    holder = splice_topic(response, version, identity, topic, resolve)
+    if holder is None:
+        return None
+    parts_field = shape(type(holder)).partition_array
     if parts_field is None or parts_field.struct is None:
         return None
     parts: list[Struct] = getattr(holder, parts_field.name)
@@ -281,22 +293,23 @@ def splice_partition(response: Struct, version: int, topic_identity: dict[str, o
     return new
 
 
-def topic_identity(slot: Slot, version: int) -> dict[str, object]:
-    """The identity fields of the topic struct above a partition slot."""
+def identity_of(slot: Slot, version: int) -> dict[str, object]:
+    """A topic slot's identity fields, offered under every spelling of the name field
+    (requests and responses name it differently: Produce's ``name`` is Fetch's ``topic``)."""
     out: dict[str, object] = {}
-    parent = slot.parent
-    if parent is None:
-        return out
-    sh = parent.shape
+    sh = slot.shape
     for f in (sh.topic_name, sh.topic_id):
         if f is not None and in_range(f.versions, version):
-            out[f.name] = getattr(parent.obj, f.name)
-            # Requests and responses name the field differently (Produce's ``name``
-            # is Fetch's ``topic``): offer the value under every spelling.
+            out[f.name] = getattr(slot.obj, f.name)
             if f is sh.topic_name:
                 for alias in TOPIC_NAME_FIELDS:
                     out.setdefault(alias, out[f.name])
     return out
 
 
-__all__ += ["OUTERMOST_FIRST", "topic_identity"]
+def topic_identity(slot: Slot, version: int) -> dict[str, object]:
+    """The identity fields of the topic struct above a partition slot."""
+    return identity_of(slot.parent, version) if slot.parent is not None else {}
+
+
+__all__ += ["OUTERMOST_FIRST", "identity_of", "splice_topic", "topic_identity"]

@@ -140,13 +140,42 @@ def test_metadata_acl_denial_is_a_topic_error_or_a_missing_topic() -> None:
     rules = [Rule("error", None, error_code=TOPIC_AUTH, topic="t", remaining=None)]
     named = MetadataRequest(topics=[mq.MetadataRequestTopic(name="t"),
                                     mq.MetadataRequestTopic(name="u")])
-    resp, _ = run(rules, 3, 12, named, lambda r: metadata_response(3, 2))
-    t, u = resp.topics
-    assert (t.name, t.error_code, t.partitions) == ("t", TOPIC_AUTH, [])
+    asked: list[str] = []
+
+    def handle(r: MetadataRequest) -> MetadataResponse:
+        asked.extend(t.name for t in r.topics)  # a denied topic is not even auto-created
+        full = metadata_response(3, 2)
+        full.topics = [t for t in full.topics if t.name in asked]
+        return full
+
+    resp, _ = run(rules, 3, 12, named, handle)
+    assert asked == ["u"]
+    by_name = {t.name: t for t in resp.topics}
+    t, u = by_name["t"], by_name["u"]
+    assert (t.error_code, t.partitions, str(t.topic_id)) == (TOPIC_AUTH, [], str(uuid.UUID(int=0)))
     assert (u.error_code, len(u.partitions)) == (0, 2)
     # All topics: an unauthorized topic is simply not listed.
     resp, _ = run(rules, 3, 12, MetadataRequest(topics=None), lambda r: metadata_response(3, 2))
     assert [t.name for t in resp.topics] == ["u"]
+
+
+def test_denied_topic_is_not_created() -> None:
+    from kaflite.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+    from kaflite.protocol.messages import create_topics_request as ctq
+    from kaflite.protocol.messages import create_topics_response as ctr
+
+    rules = [Rule("error", None, error_code=TOPIC_AUTH, topic="t", remaining=None)]
+    req = CreateTopicsRequest(topics=[ctq.CreatableTopic("t", 1, 1), ctq.CreatableTopic("u", 1, 1)],
+                              timeout_ms=1000)
+    created: list[str] = []
+
+    def handle(r: CreateTopicsRequest) -> CreateTopicsResponse:
+        created.extend(t.name for t in r.topics)
+        return CreateTopicsResponse(topics=[ctr.CreatableTopicResult("u", error_code=0)])
+
+    resp, _ = run(rules, 19, 5, req, handle)
+    assert created == ["u"]
+    assert {t.name: t.error_code for t in resp.topics} == {"t": TOPIC_AUTH, "u": 0}
 
 
 def test_metadata_leader_not_available_is_a_partition_error() -> None:
