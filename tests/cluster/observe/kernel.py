@@ -39,3 +39,21 @@ def established_connections(pid: int, remote_ports: set[int]) -> set[int]:
             if state == ESTABLISHED and inode in inodes and _port(remote) in remote_ports:
                 local_ports.add(_port(local))
     return local_ports
+
+
+def ss_connections(pid: int, remote_ports: set[int]) -> set[int] | None:
+    """The same, read from ``ss -tnp`` (None where ss is not installed)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("ss") is None:
+        return None
+    out = subprocess.run(["ss", "-tnp"], capture_output=True, text=True, check=True).stdout
+    local_ports = set()
+    for line in out.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 6 or fields[0] != "ESTAB" or f"pid={pid}," not in line:
+            continue
+        if int(fields[4].rsplit(":", 1)[1]) in remote_ports:
+            local_ports.add(int(fields[3].rsplit(":", 1)[1]))
+    return local_ports

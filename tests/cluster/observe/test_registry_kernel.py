@@ -23,7 +23,7 @@ import pytest
 
 from kaflite.cluster import Cluster
 from kaflite.cluster.observe import ConnectionSnapshot
-from tests.cluster.observe.kernel import established_connections
+from tests.cluster.observe.kernel import established_connections, ss_connections
 
 pytest.importorskip("confluent_kafka")
 
@@ -77,6 +77,8 @@ def test_registry_matches_kernel_and_roles(cluster12: Cluster) -> None:
                 break
             time.sleep(0.2)
         assert registry == kernel, f"registry {sorted(registry)} != kernel {sorted(kernel)}"
+        shown = ss_connections(proc.pid, ports)
+        assert shown is None or shown == kernel, f"ss -tnp shows {sorted(shown or [])}"
         _check_roles(conns, has_groups, group)
     finally:
         if proc.stdin is not None:
