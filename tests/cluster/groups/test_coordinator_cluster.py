@@ -192,3 +192,44 @@ def test_offsets_expire_on_the_brokers_own_schedule(cluster: Cluster) -> None:
 
 async def _groups_of(coordinator: GroupCoordinator) -> list[str]:
     return [g for s in coordinator.active_shards() for g in s.groups]
+
+
+def test_old_versions_join_sync_heartbeat_leave(cluster: Cluster) -> None:
+    """JoinGroup v3 (before KIP-394) joins at once; LeaveGroup v1 reports at the top."""
+    from kaflite.protocol.messages import (
+        JoinGroupRequest,
+        LeaveGroupRequest,
+        ListGroupsRequest,
+        SyncGroupRequest,
+    )
+    from kaflite.protocol.messages import join_group_request as jgq
+    from kaflite.protocol.messages import sync_group_request as sgq
+
+    group = "old-timer"
+    port = cluster.brokers[find(cluster, group).node_id].port
+    join = call(port, 11, 3, JoinGroupRequest(
+        group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+        protocol_type="consumer", protocols=[jgq.JoinGroupRequestProtocol("range", b"meta")]))
+    assert join.error_code == 0 and join.generation_id == 1
+    assert join.member_id.startswith("raw-") and join.leader == join.member_id
+    assert [(m.member_id, bytes(m.metadata)) for m in join.members] == [(join.member_id, b"meta")]
+    sync = call(port, 14, 1, SyncGroupRequest(
+        group_id=group, generation_id=1, member_id=join.member_id,
+        assignments=[sgq.SyncGroupRequestAssignment(join.member_id, b"mine")]))
+    assert (sync.error_code, bytes(sync.assignment)) == (0, b"mine")
+    assert call(port, 12, 1, HeartbeatRequest(group_id=group, generation_id=1,
+                                              member_id=join.member_id)).error_code == 0
+    listed = call(port, 16, 5, ListGroupsRequest(states_filter=["stable"],
+                                                 types_filter=["Classic"]))
+    assert (group, "Stable", "classic") in [(g.group_id, g.group_state, g.group_type)
+                                            for g in listed.groups]
+    assert call(port, 16, 5, ListGroupsRequest(types_filter=["consumer"])).groups == []
+    # A v5 error response still carries a (non-null) protocol name.
+    bad = call(port, 11, 5, JoinGroupRequest(
+        group_id=group, session_timeout_ms=10, member_id="", protocol_type="consumer",
+        protocols=[]))
+    assert bad.error_code == errors.InvalidSessionTimeoutError.code and bad.protocol_name == ""
+    left = call(port, 13, 1, LeaveGroupRequest(group_id=group, member_id=join.member_id))
+    assert left.error_code == 0
+    again = call(port, 13, 1, LeaveGroupRequest(group_id=group, member_id=join.member_id))
+    assert again.error_code == errors.UnknownMemberIdError.code

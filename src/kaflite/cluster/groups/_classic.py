@@ -72,6 +72,8 @@ def new_member_id(prefix: str) -> str:
 
 
 class ClassicGroupManager(Rebalancer):
+    """One shard's classic groups, driven by requests (and timers, via ``Rebalancer``)."""
+
     def _future(self) -> asyncio.Future[JoinGroupResponse]:
         return asyncio.get_running_loop().create_future()
 
