@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kaflite.cli import chaos, connections, demo, up
+from kaflite.cli import bench, chaos, connections, consume, demo, groups, produce, topics, up
 
 app = typer.Typer(
     name="kaflite",
@@ -15,6 +15,11 @@ app = typer.Typer(
 app.command("up")(up.up)
 app.command("demo")(demo.demo)
 app.command("connections")(connections.connections)
+app.command("produce")(produce.produce)
+app.command("consume")(consume.consume)
+app.command("bench")(bench.bench)
+app.add_typer(topics.app, name="topics")
+app.add_typer(groups.app, name="groups")
 app.add_typer(chaos.app, name="chaos")
 
 

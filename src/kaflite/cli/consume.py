@@ -1,0 +1,99 @@
+"""``kaflite consume``: records from a topic to stdout, like ``kcat -C``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Annotated
+
+import typer
+
+from kaflite._loop import run
+from kaflite.cli._format import compile_format
+from kaflite.cli.produce import Bootstrap
+
+
+def consume(
+    topic: Annotated[str, typer.Option("--topic", "-t", help="topic to read")],
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    group: Annotated[str | None, typer.Option(
+        "--group", "-G", help="join this consumer group (and commit) instead of assigning")]
+    = None,
+    offset: Annotated[str, typer.Option(
+        "--offset", "-o", help="beginning, end, an offset, or -N (N before the end)")]
+    = "beginning",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="kcat-style format")] = "%s\\n",
+    count: Annotated[int | None, typer.Option("--count", "-c", help="stop after this many")]
+    = None,
+    exit_at_end: Annotated[bool, typer.Option(
+        "--exit", "-e", help="exit once every partition is read to its end")] = False,
+) -> None:
+    """Print records with a kcat-style format (%t %p %o %k %s %T %h ...)."""
+    try:
+        render = compile_format(fmt)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--format") from None
+    run(_consume(bootstrap, topic, group, offset, render, count, exit_at_end))
+
+
+async def _consume(bootstrap: str, topic: str, group: str | None, offset: str, render,  # type: ignore[no-untyped-def]
+                   count: int | None, exit_at_end: bool) -> None:
+    from kaflite.client import Consumer, TopicPartition
+
+    config = {"bootstrap.servers": bootstrap, "client.id": "kaflite-consume",
+              "enable.auto.commit": group is not None,
+              "auto.offset.reset": "latest" if offset == "end" else "earliest"}
+    if group is not None:
+        config["group.id"] = group
+    seen = 0
+    async with Consumer(config) as consumer:
+        if group is not None:
+            consumer.subscribe([topic])
+        else:
+            tps = [TopicPartition(topic, p) for p in await _partitions(bootstrap, topic)]
+            consumer.assign(tps)
+            ends = await consumer.end_offsets(tps)
+            if offset == "beginning":
+                consumer.seek_to_beginning(*tps)
+            elif offset == "end":
+                consumer.seek_to_end(*tps)
+            else:
+                n = int(offset)
+                starts = await consumer.beginning_offsets(tps)
+                for tp in tps:
+                    target = ends[tp] + n if n < 0 else n
+                    consumer.seek(tp, max(starts[tp], min(target, ends[tp])))
+        out = sys.stdout
+        idle_since = time.monotonic()
+        while count is None or seen < count:
+            batch = await consumer.getmany(timeout_ms=500)
+            for records in batch.values():
+                for rec in records:
+                    out.write(render(rec))
+                    seen += 1
+                    if count is not None and seen >= count:
+                        break
+            out.flush()
+            if batch:
+                idle_since = time.monotonic()
+            elif exit_at_end and await _at_end(consumer) and time.monotonic() - idle_since > 0.5:
+                break
+
+
+async def _partitions(bootstrap: str, topic: str) -> list[int]:
+    from kaflite.client import Admin
+
+    async with Admin({"bootstrap.servers": bootstrap, "client.id": "kaflite-consume"}) as admin:
+        described = await admin.describe_topics([topic])
+    return sorted(p.partition for p in described[topic].partitions)
+
+
+async def _at_end(consumer) -> bool:  # type: ignore[no-untyped-def]
+    tps = list(consumer.assignment())
+    if not tps:
+        return False
+    ends = await consumer.end_offsets(tps)
+    for tp in tps:
+        if await consumer.position(tp) < ends[tp]:
+            return False
+    return True

@@ -1,0 +1,93 @@
+"""``kaflite produce``: lines from stdin (or ``--file``) to a topic, like ``kcat -P``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, TextIO
+
+import typer
+from rich.progress import Progress
+
+from kaflite._loop import run
+
+Bootstrap = Annotated[str, typer.Option("--bootstrap", "-b", envvar="KAFLITE_BOOTSTRAP",
+                                        help="bootstrap.servers of any Kafka cluster")]
+
+
+def produce(
+    topic: Annotated[str, typer.Option("--topic", "-t", help="topic to write to")],
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    key_delimiter: Annotated[str | None, typer.Option(
+        "--key-delimiter", "-K", help="split each line into key and value at this string")] = None,
+    partition: Annotated[int | None, typer.Option("--partition", "-p")] = None,
+    header: Annotated[list[str] | None, typer.Option(
+        "--header", "-H", help="a header as name=value (repeatable)")] = None,
+    compression: Annotated[str, typer.Option("--compression", "-z",
+                                             help="none, gzip, snappy, lz4 or zstd")] = "none",
+    acks: Annotated[str, typer.Option(help="0, 1 or all")] = "all",
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="read lines from a file")]
+    = None,
+) -> None:
+    """Write one record per input line; print how many were acknowledged."""
+    headers = []
+    for h in header or []:
+        name, sep, value = h.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"expected name=value, got {h!r}", param_hint="--header")
+        headers.append((name, value.encode()))
+    source = file.open() if file is not None else sys.stdin
+    try:
+        count = run(_produce(bootstrap, topic, source, key_delimiter, partition, headers,
+                             compression, acks))
+    finally:
+        if file is not None:
+            source.close()
+    typer.echo(f"{count} records acknowledged by {topic}", err=True)
+
+
+async def _produce(bootstrap: str, topic: str, source: TextIO, delimiter: str | None,
+                   partition: int | None, headers: list[tuple[str, bytes]], compression: str,
+                   acks: str) -> int:
+    from kaflite.client import Producer
+
+    errors: list[str] = []
+    acked = 0
+
+    def done(err: BaseException | None, md: object) -> None:
+        nonlocal acked
+        if err is None:
+            acked += 1
+        else:
+            errors.append(repr(err))
+
+    async with Producer({"bootstrap.servers": bootstrap, "compression.type": compression,
+                         "acks": acks, "client.id": "kaflite-produce"}) as producer:
+        show = sys.stderr.isatty()
+        with Progress(disable=not show, transient=True) as progress:
+            task = progress.add_task("producing", total=None)
+            for n, line in enumerate(source, 1):
+                line = line.rstrip("\n")
+                key: str | None = None
+                if delimiter is not None and delimiter in line:
+                    key, line = line.split(delimiter, 1)
+                while True:
+                    try:
+                        producer.produce(topic, line.encode(),
+                                         key=None if key is None else key.encode(),
+                                         partition=partition, headers=headers or None,
+                                         on_delivery=done)
+                        break
+                    except Exception:  # buffer full: let the sender catch up
+                        await producer.flush(5)
+                if n % 1000 == 0:
+                    progress.update(task, completed=n)
+            await producer.flush()
+    if errors:
+        raise typer.Exit(_fail(f"{len(errors)} records failed, first: {errors[0]}"))
+    return acked
+
+
+def _fail(message: str) -> int:
+    typer.echo(message, err=True)
+    return 1
