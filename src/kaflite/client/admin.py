@@ -207,8 +207,15 @@ class Admin(BaseClient):
     async def _coordinator(self, group: str) -> int:
         await self.start()
         for _ in range(10):
-            resp = await self._request_any(FindCoordinatorRequest(
-                key=group, key_type=0, coordinator_keys=[group]))
+            # v4+ carries the key in coordinator_keys; older versions only in key.
+            conn = self.pool.least_loaded()
+            if conn is None:
+                await self.metadata.refresh("finding a coordinator")
+                conn = self.pool.least_loaded()
+            batched = conn is None or conn.version_for(FindCoordinatorRequest.API_KEY) >= 4
+            req = (FindCoordinatorRequest(key_type=0, coordinator_keys=[group]) if batched
+                   else FindCoordinatorRequest(key=group, key_type=0))
+            resp = await self._request_any(req)
             if resp.coordinators:
                 c = resp.coordinators[0]
                 code, node, host, port = c.error_code, c.node_id, c.host, c.port
