@@ -1,0 +1,94 @@
+"""The ``kaflite`` format: a PySpark Python data source for Kafka topics.
+
+    import kaflite.spark
+    kaflite.spark.register(spark)            # or: import kaflite.spark with a session active
+
+    df = (spark.read.format("kaflite")
+          .option("kafka.bootstrap.servers", servers)
+          .option("subscribe", "events")
+          .load())
+
+Spark keeps the name ``kafka`` for its own (JVM) connector, so this one is
+``kaflite``; the options, defaults and schema are those of Spark's ``kafka``
+format (see ``options.py``). It needs no connector jar: the driver plans offset
+ranges and the executors' Python workers read them straight from the
+partition leaders with the kaflite client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructType,
+    TimestampType,
+)
+
+from kaflite.spark.options import KafkaOptionError, parse_sink_options, parse_source_options
+from kaflite.spark.reader import KafkaBatchReader
+from kaflite.spark.stream import KafkaStreamReader
+from kaflite.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_save_mode
+
+__all__ = ["FORMAT", "KafliteDataSource", "register", "spark_schema"]
+
+FORMAT = "kaflite"
+
+
+def spark_schema(include_headers: bool = False) -> StructType:
+    """Spark's Kafka source schema."""
+    s = (StructType()
+         .add("key", BinaryType()).add("value", BinaryType()).add("topic", StringType())
+         .add("partition", IntegerType()).add("offset", LongType())
+         .add("timestamp", TimestampType()).add("timestampType", IntegerType()))
+    if include_headers:
+        s = s.add("headers", ArrayType(StructType().add("key", StringType())
+                                       .add("value", BinaryType())))
+    return s
+
+
+def _include_headers(options: Any) -> bool:
+    raw = options.get("includeHeaders", options.get("includeheaders", "false"))
+    return str(raw).strip().lower() == "true"
+
+
+def _check_schema(options: Any, schema: StructType) -> None:
+    if schema.simpleString() != spark_schema(_include_headers(options)).simpleString():
+        raise KafkaOptionError("Kafka source has a fixed schema and cannot be set with a "
+                               "custom one")
+
+
+class KafliteDataSource(DataSource):
+    """Reads and writes Kafka topics with Spark's Kafka options and schema."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return spark_schema(_include_headers(self.options))
+
+    def reader(self, schema: StructType) -> KafkaBatchReader:
+        _check_schema(self.options, schema)
+        return KafkaBatchReader(parse_source_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        _check_schema(self.options, schema)
+        return KafkaStreamReader(parse_source_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:
+        check_save_mode(overwrite)
+        return KafkaBatchWriter(parse_sink_options(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:
+        return KafkaStreamWriter(parse_sink_options(self.options), schema)
+
+
+def register(spark: Any) -> None:
+    """Register the ``kaflite`` format with ``spark`` (a SparkSession)."""
+    spark.dataSource.register(KafliteDataSource)

@@ -1,0 +1,258 @@
+"""Structured Streaming reads: ``spark.readStream.format("kaflite")``.
+
+Theory of operation
+-------------------
+Spark drives the reader on the driver, once per micro-batch:
+
+1. ``latestOffset(start, limit)``: discover the partitions (a new one is
+   picked up here), ask their leaders for the latest offsets and cap them by
+   the read limit. The result is the batch's end; Spark writes it to the
+   checkpoint's offset log as Spark-style JSON (``offsets.to_json``) before
+   the batch runs.
+2. ``partitions(start, end)``: turn the two positions into offset ranges. A
+   partition in ``end`` but not in ``start`` was added since; it is read from
+   its earliest offset (Spark's rule, which also reports data loss if that is
+   not 0). A partition that vanished, or whose offsets went backwards, is data
+   loss too: the query fails with ``failOnDataLoss=true`` and warns otherwise.
+3. The executors read the ranges (``read``), exactly as a batch query does.
+4. ``commit(end)`` once the sink has the batch. kaflite never commits offsets
+   to Kafka, as Spark does not: the checkpoint is the only position.
+
+A query restarted from its checkpoint gets the last end offset as its next
+``start``, so every record is read exactly once by the source.
+
+Admission control. On Spark 4.2+ the engine calls ``latestOffset(start,
+limit)`` with the limit from ``getDefaultReadLimit()``:
+``ReadMaxRows(maxOffsetsPerTrigger)`` when that is set (shared among
+partitions in proportion to their backlog), else ``ReadMinRows
+(minOffsetsPerTrigger)``; ``minOffsetsPerTrigger`` holds a batch back until
+that many records wait or ``maxTriggerDelay`` has passed, as in Spark. A
+``ReadAllAvailable`` limit from the engine (Trigger.Once, say) wins over the
+options. Spark 4.0/4.1 call ``latestOffset()`` without arguments; the reader
+then limits itself, starting from the end of the last batch it planned.
+
+Trigger.AvailableNow: ``prepareForTriggerAvailableNow`` makes the first
+``latestOffset`` fix the target (the latest offsets at that moment); later
+calls never go past it, so the query stops once it is reached, in as many
+batches as the limits ask for.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader
+
+from kaflite.spark._fetch import read_range
+from kaflite.spark._kafka import OffsetReader, report_data_loss
+from kaflite.spark.offsets import (
+    OffsetRange,
+    PartitionOffsets,
+    from_json,
+    offsets_behind_latest,
+    rate_limit,
+    to_json,
+)
+from kaflite.spark.options import SourceOptions
+from kaflite.spark.reader import KafkaInputPartition, executor_params, input_partitions
+
+__all__ = ["HAS_ADMISSION_CONTROL", "KafkaStreamReader"]
+
+log = logging.getLogger("kaflite.spark")
+
+try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        ReadMinRows,
+        SupportsTriggerAvailableNow,
+    )
+    HAS_ADMISSION_CONTROL = True
+except ImportError:  # pragma: no cover - older PySpark
+    HAS_ADMISSION_CONTROL = False
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
+
+    class ReadLimit:  # type: ignore[no-redef]
+        pass
+
+    class ReadAllAvailable(ReadLimit):  # type: ignore[no-redef]
+        pass
+
+    class ReadMaxRows(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, max_rows: int) -> None:
+            self.max_rows = max_rows
+
+    class ReadMinRows(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, min_rows: int) -> None:
+            self.min_rows = min_rows
+
+
+def _tps(tps: Any) -> str:
+    return "Set(" + ", ".join(sorted(map(str, tps))) + ")"
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.params = executor_params(opts)
+        self._reader: OffsetReader | None = None
+        self._latest: PartitionOffsets | None = None     # for reportLatestOffset / metrics
+        self._available_now = False
+        self._target: PartitionOffsets | None = None     # Trigger.AvailableNow's end
+        self._last_trigger_ms = 0.0
+        self._planned_end: dict[str, Any] | None = None  # for Spark < 4.2 self-limiting
+
+    # Spark pickles the reader for the executors; the driver's client stays here.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_reader"] = None
+        return state
+
+    @property
+    def offsets(self) -> OffsetReader:
+        if self._reader is None:
+            self._reader = OffsetReader(self.opts, "driver-0")
+        return self._reader
+
+    # -- positions ---------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        r = self.offsets
+        start = r.resolve(self.opts.starting, True, r.partitions())
+        log.info("initial offsets of %s: %s", self.opts.strategy, start)
+        return to_json(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def _fetch_latest(self, start: PartitionOffsets) -> PartitionOffsets:
+        """Latest offsets, retried while a partition seems to go backwards (a lagging leader)."""
+        r = self.offsets
+        attempts = max(self.opts.fetch_offset_num_retries, 1)
+        latest: PartitionOffsets = {}
+        for attempt in range(1, attempts + 1):
+            latest = r.latest(r.partitions())
+            wrong = [tp for tp, off in latest.items() if off < start.get(tp, off)]
+            if not wrong or attempt == attempts:
+                break
+            log.warning("Found incorrect offsets in some partitions %s; retrying", wrong)
+            time.sleep(self.opts.fetch_offset_retry_interval_ms / 1000)
+        return latest
+
+    def latestOffset(self, start: dict[str, Any] | None = None,
+                     limit: ReadLimit | None = None) -> dict[str, Any]:
+        if start is None:
+            # Spark 4.0/4.1: no start and no limit given; limit ourselves from the end of
+            # the last batch planned (unknown before the first plan: read all available).
+            start = self._planned_end
+            limit = self.getDefaultReadLimit() if start is not None else ReadAllAvailable()
+        begin = from_json(start) if start is not None else {}
+        latest = self._fetch_latest(begin)
+        self._latest = latest
+        if self._available_now:
+            if self._target is None:
+                self._target = latest
+            latest = self._target
+        end = self._limit(begin, latest, limit if limit is not None else ReadAllAvailable())
+        return to_json(end)
+
+    def _limit(self, start: PartitionOffsets, latest: PartitionOffsets,
+               limit: ReadLimit) -> PartitionOffsets:
+        if isinstance(limit, ReadAllAvailable):
+            return latest
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) \
+            else self.opts.min_offsets_per_trigger
+        if min_rows is not None and not self._available_now \
+                and self._delay_batch(min_rows, start, latest):
+            return dict(start)
+        if max_rows is None:
+            return latest
+        new = [tp for tp in latest if tp not in start]
+        return rate_limit(max_rows, start, latest, self.offsets.earliest(new) if new else {})
+
+    def _delay_batch(self, min_rows: int, start: PartitionOffsets,
+                     latest: PartitionOffsets) -> bool:
+        """minOffsetsPerTrigger: hold the batch back until enough records or maxTriggerDelay."""
+        now = time.time() * 1000
+        if now - self._last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        waiting = sum(off - start.get(tp, 0) for tp, off in latest.items())
+        if waiting < min_rows:
+            log.debug("Delaying batch as number of records available is less than "
+                      "minOffsetsPerTrigger")
+            return True
+        self._last_trigger_ms = now
+        return False
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return to_json(self._latest) if self._latest else None
+
+    def metrics(self, consumed: dict[str, Any] | None) -> dict[str, str]:
+        """Spark's Kafka source metrics: offsets behind latest (min, max, avg)."""
+        if consumed is None or self._latest is None:
+            return {}
+        return offsets_behind_latest(from_json(consumed), self._latest)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = True
+
+    # -- planning ---------------------------------------------------------------------------------
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]
+                   ) -> list[KafkaInputPartition]:
+        self._planned_end = end
+        begin, until = from_json(start), from_json(end)
+        if begin == until:
+            return []
+        fail = self.opts.fail_on_data_loss
+        new = set(until) - set(begin)
+        new_starts = self.offsets.earliest(new) if new else {}
+        if set(new_starts) != new:
+            report_data_loss(fail, f"Cannot find earliest offsets of "
+                                   f"{_tps(new - set(new_starts))}. Some data may have been "
+                                   "missed")
+        if new_starts:
+            log.info("Partitions added: %s", new_starts)
+        for tp, off in sorted(new_starts.items()):
+            if off != 0:
+                report_data_loss(fail, f"Added partition {tp} starts from {off} instead of 0. "
+                                       "Some data may have been missed")
+        gone = set(begin) - set(until)
+        if gone:
+            report_data_loss(fail, f"{_tps(gone)} are gone. Some data may have been missed.")
+        ranges = []
+        for tp in sorted(until):
+            first = begin.get(tp, new_starts.get(tp))
+            if first is None:
+                continue
+            last = until[tp]
+            if last < first:
+                report_data_loss(fail, f"Partition {tp}'s offset was changed from {first} to "
+                                       f"{last}, some data may have been missed")
+            ranges.append(OffsetRange(tp.topic, tp.partition, first, last))
+        return input_partitions(ranges, self.opts, self.params)
+
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        return read_range(partition.range, partition.params)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        # Spark's checkpoint is the position; nothing is committed to Kafka.
+        log.debug("batch done up to %s", end)
+
+    def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
