@@ -244,7 +244,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return input_partitions(ranges, self.opts, self.params)
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
+        if not isinstance(partition, KafkaInputPartition):
+            # Nothing to read: PySpark plans one empty InputPartition(None) instead of none.
+            return iter(())
         return read_range(partition.range, partition.params)
 
     def commit(self, end: dict[str, Any]) -> None:
