@@ -97,6 +97,9 @@ class _Protocol(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; both fit.
         self.transport = cast(asyncio.Transport, transport)
+        sockname = transport.get_extra_info("sockname")
+        if isinstance(sockname, tuple) and len(sockname) >= 2:
+            self.conn.local_address = f"{sockname[0]}:{sockname[1]}"
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer(sizehint)
@@ -162,6 +165,8 @@ class BrokerConnection:
         self.throttled_until = 0.0
         # time.monotonic() of the last request or response, for connections.max.idle.ms
         self.last_used = time.monotonic()
+        # our end of the socket, as the broker sees it (the registry's "peer")
+        self.local_address = ""
 
     @property
     def address(self) -> str:
@@ -179,12 +184,9 @@ class BrokerConnection:
     async def open(self) -> BrokerConnection:
         loop = asyncio.get_running_loop()
         try:
-            _, proto = await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: _Protocol(self, self.max_frame_size), self.host, self.port
-                ),
-                self.connect_timeout,
-            )
+            async with asyncio.timeout(self.connect_timeout):
+                _, proto = await loop.create_connection(
+                    lambda: _Protocol(self, self.max_frame_size), self.host, self.port)
         except (OSError, TimeoutError) as exc:
             raise ConnectionClosed(f"cannot connect to {self.address}: {exc!r}") from exc
         self._protocol = proto
@@ -269,11 +271,9 @@ class BrokerConnection:
             if not expect_response:
                 return None
             try:
-                return await asyncio.wait_for(future, timeout or self.request_timeout)
-            except TimeoutError:
-                self._pending.pop(cid, None)
-                raise
-            except asyncio.CancelledError:
+                async with asyncio.timeout(timeout or self.request_timeout):
+                    return await future
+            except BaseException:  # timed out or cancelled: the answer is not wanted
                 self._pending.pop(cid, None)
                 raise
 

@@ -31,9 +31,10 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from kaflite.client._aio import cancel_and_wait, wait_event
 from kaflite.client.connection import BrokerConnection, ConnectionClosed
 from kaflite.client.events import EventLog
 from kaflite.client.pool import BrokerAddress, ConnectionPool, NoBrokerAvailable
@@ -90,6 +91,8 @@ class Metadata:
         self._maintainer: asyncio.Task[None] | None = None
         self._bootstrapped = False
         self._closed = False
+        # called after every refresh and every applied leader hint
+        self.listeners: list[Callable[[], None]] = []
 
     # -- queries ----------------------------------------------------------------------
     def partitions(self, topic: str) -> list[PartitionMetadata] | None:
@@ -157,7 +160,13 @@ class Metadata:
         self.events.emit("leader", f"leader of {topic}-{partition} moved {p.leader}→{leader} "
                          f"(epoch {p.leader_epoch}→{epoch})", cause="KIP-951 leader hint")
         p.leader, p.leader_epoch = leader, epoch
+        self.version += 1
+        self._notify()
         return True
+
+    def _notify(self) -> None:
+        for listener in list(self.listeners):
+            listener()
 
     # -- refreshing ----------------------------------------------------------------------
     async def refresh(self, reason: str | None = None) -> None:
@@ -186,8 +195,7 @@ class Metadata:
             age = self.config.int("metadata.max.age.ms") / 1000
             due = self.last_refresh + age - time.monotonic()
             if self._pending_reason is None and due > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), due)
+                await wait_event(self._wake, due)
             self._wake.clear()
             if self._closed:
                 return
@@ -301,6 +309,7 @@ class Metadata:
         if moved:
             detail += "; leaders moved: " + ", ".join(moved)
         self.events.emit("metadata", msg, cause=detail)
+        self._notify()
 
     # -- waiting for topics ---------------------------------------------------------------------
     async def ensure_topic(self, topic: str, timeout: float) -> TopicMetadata:
@@ -329,8 +338,4 @@ class Metadata:
 
     async def close(self) -> None:
         self._closed = True
-        for task in (self._maintainer, self._refreshing):
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        await cancel_and_wait(self._maintainer, self._refreshing)

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kaflite.client._aio import cancel_and_wait
 from kaflite.client.connection import BrokerConnection, ConnectionClosed
 from kaflite.client.events import EventLog
 from kaflite.config import ClientConfig
@@ -83,6 +84,7 @@ class ConnectionInfo:
     opened_at: float
     api_versions: dict[str, int] = field(default_factory=dict)
     throttled_ms: int = 0
+    local_address: str = ""   # our end of the socket: the cluster registry's "peer"
 
 
 @dataclass
@@ -311,16 +313,14 @@ class ConnectionPool:
                 broker=node_id, address=conn.address, channel=channel, roles=roles,
                 in_flight=conn.in_flight, requests=s.requests, bytes_sent=s.bytes_sent,
                 bytes_received=s.bytes_received, last_activity=s.last_activity,
-                opened_at=s.opened_at, api_versions=versions, throttled_ms=s.throttled_ms))
+                opened_at=s.opened_at, api_versions=versions, throttled_ms=s.throttled_ms,
+                local_address=conn.local_address))
         out.sort(key=lambda i: (i.broker, i.channel))
         return out
 
     async def close(self) -> None:
         self._closed = True
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(BaseException):
-                await self._reaper
+        await cancel_and_wait(self._reaper)
         for key, conn in list(self._conns.items()):
             self._drop(key, conn, "client closed")
         if self._bootstrap is not None:

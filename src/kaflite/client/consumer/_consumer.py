@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kaflite.client._aio import wait_event
 from kaflite.client._base import BaseClient
 from kaflite.client.consumer._coordinator import CommitFailedError, GroupMember
 from kaflite.client.consumer._fetcher import Fetcher
@@ -115,6 +116,14 @@ class Consumer(BaseClient):
             await result
 
     async def _revoke(self, tps: set[TopicPartition], why: str) -> None:
+        # Java's markPendingRevocation: from here on no record of these partitions is
+        # fetched or handed out, so the positions committed below are exactly what
+        # the application has been given (a poll running meanwhile cannot move them).
+        for tp in tps:
+            state = self._subs.assignment.get(tp)
+            if state is not None:
+                state.revoking = True
+        self._fetcher.clear(set(self._subs.assignment) - tps)
         if self._auto_commit:
             try:
                 await self._commit_positions(tps)
@@ -309,9 +318,7 @@ class Consumer(BaseClient):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return {}
-            try:
-                await asyncio.wait_for(fetcher.data_ready.wait(), remaining)
-            except TimeoutError:
+            if not await wait_event(fetcher.data_ready, remaining):
                 return {}
 
     async def poll(self, timeout_ms: int = 1000, max_records: int | None = None

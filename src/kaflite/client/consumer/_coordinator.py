@@ -40,6 +40,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kaflite.client._aio import cancel_and_wait
 from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._assignors import (
     ASSIGNORS,
@@ -61,6 +62,7 @@ from kaflite.protocol.messages import (
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
+    LeaveGroupResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
@@ -91,6 +93,12 @@ class _Retry(Exception):
     pass
 
 
+def _consume_exception(task: asyncio.Task[Any]) -> None:
+    """Mark a shared task's failure as seen (each waiter gets it through its own await)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class GroupMember:
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
@@ -116,6 +124,9 @@ class GroupMember:
         self.last_heartbeat_ok = time.monotonic()
         self._hb_task: asyncio.Task[None] | None = None
         self._join_task: asyncio.Task[None] | None = None
+        self._finding: asyncio.Task[int] | None = None
+        self._closing = False
+        self._last_coordinator: int | None = None
         self.joined_topics: set[str] = set()
 
     @property
@@ -137,7 +148,14 @@ class GroupMember:
     async def ensure_coordinator(self, deadline: float) -> int:
         while self.coordinator is None:
             try:
-                node = await self._find_coordinator()
+                # Callers (the join, a commit, the heartbeat) share one lookup in flight,
+                # as Java's lookupCoordinator does.
+                task = self._finding
+                if task is None or task.done():
+                    task = self._finding = asyncio.get_running_loop().create_task(
+                        self._find_coordinator())
+                    task.add_done_callback(_consume_exception)
+                node = await asyncio.shield(task)
             except (ConnectionClosed, OSError, TimeoutError, errors.KafkaError) as exc:
                 if isinstance(exc, errors.KafkaError) and action_for(exc.code) in (
                         Action.RAISE, Action.FATAL):
@@ -181,7 +199,7 @@ class GroupMember:
         old = self.coordinator
         self.coordinator = node
         if old is None:
-            prev = getattr(self, "_last_coordinator", None)
+            prev = self._last_coordinator
             if prev is not None and prev != node:
                 self._emit("coordinator", f"coordinator moved {prev}→{node}",
                            cause=f"group {self.group_id}")
@@ -355,7 +373,7 @@ class GroupMember:
             self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
 
     async def _heartbeat_loop(self) -> None:
-        while self.state != FATAL:
+        while self.state != FATAL and not self._closing:
             await asyncio.sleep(self.heartbeat_interval)
             if time.monotonic() - self.last_poll > self.max_poll_interval and \
                     self.state == STABLE:
@@ -366,8 +384,11 @@ class GroupMember:
                 await self.leave("max.poll.interval.ms exceeded")
                 self.request_rejoin("max.poll.interval.ms exceeded")
                 continue
-            if self.state not in (STABLE,) or self.coordinator is None:
+            if self.state != STABLE:
                 continue
+            # An unknown coordinator (NOT_COORDINATOR, a lost connection) is looked up
+            # again right here, as Java's heartbeat thread does: a STABLE member whose
+            # poll() needs nothing from the coordinator must not stop heartbeating.
             req = HeartbeatRequest(group_id=self.group_id, generation_id=self.generation,
                                    member_id=self.member_id,
                                    group_instance_id=self.instance_id)
@@ -393,7 +414,11 @@ class GroupMember:
                 partition_index=tp.partition, committed_offset=om.offset,
                 committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
         while True:
-            in_group = self.state in (STABLE, SYNCING) and self.generation >= 0
+            # A member that must rejoin (REBALANCE_IN_PROGRESS, or an ILLEGAL_GENERATION
+            # that may be spurious) still commits under the generation it has: the
+            # coordinator takes it if that generation is current, and answers
+            # ILLEGAL_GENERATION otherwise, so nothing is committed over a newer owner.
+            in_group = self.generation >= 0 and bool(self.member_id) and self.state != FATAL
             req = OffsetCommitRequest(
                 group_id=self.group_id,
                 generation_id_or_member_epoch=self.generation if in_group else -1,
@@ -482,27 +507,40 @@ class GroupMember:
         if self.instance_id is not None or not self.member_id or self.coordinator is None:
             self.state = UNJOINED if self.state != FATAL else FATAL
             return
-        req = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id,
-                                members=[lgq.MemberIdentity(member_id=self.member_id,
-                                                            reason=reason)])
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._coord_request(req, time.monotonic() + 5), 5)
-        self._emit("rebalance", f"left group {self.group_id}", cause=reason)
+        failed: str | None = None
+        try:
+            async with asyncio.timeout(5):
+                conn = await self.consumer.pool.get(self.coordinator, COORDINATOR)
+            # v0-2 name the member at the top; v3+ (KIP-345) list members, v5+ with a reason.
+            version = conn.version_for(13)
+            if version >= 3:
+                req = LeaveGroupRequest(group_id=self.group_id, members=[lgq.MemberIdentity(
+                    member_id=self.member_id, reason=reason if version >= 5 else None)])
+            else:
+                req = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
+            resp: LeaveGroupResponse = await conn.request(req, version=version, timeout=5)
+            codes = {resp.error_code} | {m.error_code for m in resp.members}
+            codes.discard(0)
+            if codes:
+                failed = error_name(codes.pop())
+        except Exception as exc:
+            failed = type(exc).__name__
+        if failed is None:
+            self._emit("rebalance", f"left group {self.group_id}", cause=reason)
+        else:
+            self._emit("rebalance", f"LeaveGroup for {self.group_id} failed ({failed}); the "
+                       "coordinator drops the member when its session times out", cause=reason)
         self.member_id = ""
         self.generation = -1
         if self.state != FATAL:
             self.state = UNJOINED
 
     async def close(self) -> None:
-        if self._join_task is not None and not self._join_task.done():
-            self._join_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._join_task
-        if self._hb_task is not None:
-            self._hb_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._hb_task
-        if self.state in (STABLE, SYNCING):
+        self._closing = True
+        await cancel_and_wait(self._finding, self._join_task, self._hb_task)
+        # A member the coordinator knows leaves, even one that was about to rejoin
+        # (the rebalance then need not wait for it), as Java's maybeLeaveGroup does.
+        if self.member_id and self.state != FATAL:
             await self.leave("consumer closed")
 
     def roles(self, node_id: int, channel: str) -> list[str]:

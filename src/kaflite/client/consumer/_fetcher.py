@@ -34,7 +34,6 @@ position falls inside) and control batches are skipped, and with
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections import deque
@@ -43,6 +42,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
+from kaflite.client._aio import cancel_and_wait
 from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._subscription import SubscriptionState
 from kaflite.client.consumer._types import ConsumerRecord, TopicPartition
@@ -131,6 +131,14 @@ class Fetcher:
         self.buffered_tps: set[TopicPartition] = set()
         self.in_flight: dict[int, asyncio.Task[None]] = {}
         self.errors: list[BaseException] = []
+        # monotonic time before which a partition is not fetched (after LEADER_NOT_AVAILABLE
+        # and other back-off errors of the recovery table)
+        self.backoff_until: dict[TopicPartition, float] = {}
+        self.retry_backoff = c.int("retry.backoff.ms") / 1000
+        # partitions whose leader was wrong: not fetched again until the metadata
+        # version moves past the one recorded here (a refresh, or a KIP-951 hint)
+        self.await_metadata: dict[TopicPartition, int] = {}
+        consumer.metadata.listeners.append(self._metadata_updated)
         self.data_ready = asyncio.Event()
         self.key_deser: Callable[[bytes], Any] | None = c["key.deserializer"]
         self.value_deser: Callable[[bytes], Any] | None = c["value.deserializer"]
@@ -144,9 +152,18 @@ class Fetcher:
         md = self.consumer.metadata
         by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
         epochs: dict[TopicPartition, int] = {}
+        backoff = self.backoff_until
+        now_ = time.monotonic() if backoff else 0.0
+        waiting = self.await_metadata
         for tp in self.subs.fetchable():
             if tp in self.buffered_tps:
                 continue
+            if backoff and backoff.get(tp, 0.0) > now_:
+                continue
+            if waiting and tp in waiting:
+                if waiting[tp] == md.version:
+                    continue
+                del waiting[tp]
             leader = md.leader(tp.topic, tp.partition)
             if leader is None:
                 md.request_update(f"no leader for {tp}")
@@ -266,9 +283,14 @@ class Fetcher:
         action = action_for(code)
         where = f"{error_name(code)} on {tp}"
         if action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH):
+            # Refresh and reroute: the partition waits for newer metadata (a KIP-951
+            # hint applied here counts) instead of asking the old leader again.
+            self.await_metadata[tp] = md.version
             if leader >= 0:
                 md.apply_leader_hint(tp.topic, tp.partition, leader, epoch, endpoints)
             md.request_update(where)
+            if action == Action.BACKOFF_REFRESH:
+                self._back_off(tp)
         elif action == Action.RESET_OFFSET:
             strategy = self.subs.default_reset
             if strategy == "none":
@@ -282,6 +304,16 @@ class Fetcher:
             self.errors.append(errors.error_for_code(code, where))
         else:
             md.request_update(where)
+            self._back_off(tp)
+
+    def _metadata_updated(self) -> None:
+        if self.await_metadata:
+            self.data_ready.set()
+
+    def _back_off(self, tp: TopicPartition) -> None:
+        """Skip ``tp`` for retry.backoff.ms, then wake ``poll`` to fetch it again."""
+        self.backoff_until[tp] = time.monotonic() + self.retry_backoff
+        asyncio.get_running_loop().call_later(self.retry_backoff, self.data_ready.set)
 
     # -- handing out records -------------------------------------------------------------------
     def has_buffered(self) -> bool:
@@ -301,7 +333,7 @@ class Fetcher:
             done = self.buffer[0]
             tp = done.tp
             state = assignment.get(tp)
-            if state is None or state.paused or state.position is None \
+            if state is None or state.paused or state.revoking or state.position is None \
                     or state.position < done.fetch_offset or state.reset is not None:
                 self._drop_first()
                 continue
@@ -386,10 +418,7 @@ class Fetcher:
 
     async def close(self) -> None:
         self._closed = True
-        for task in list(self.in_flight.values()):
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait(*self.in_flight.values())
         self.in_flight.clear()
 
 

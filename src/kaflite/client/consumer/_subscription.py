@@ -28,6 +28,7 @@ class PartitionState:
     position: int | None = None
     position_epoch: int = -1
     paused: bool = False
+    revoking: bool = False         # being revoked: nothing more is fetched or handed out
     reset: str | None = None       # "earliest", "latest" or a timestamp, when pending
     high_watermark: int = -1
     last_stable_offset: int = -1
@@ -89,7 +90,8 @@ class SubscriptionState:
 
     def fetchable(self) -> list[TopicPartition]:
         return [tp for tp, s in self.assignment.items()
-                if not s.paused and s.position is not None and s.reset is None]
+                if not s.paused and not s.revoking and s.position is not None
+                and s.reset is None]
 
     def needing_position(self) -> list[TopicPartition]:
         return [tp for tp, s in self.assignment.items() if s.position is None or s.reset]

@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kaflite.client._aio import wait_event
 from kaflite.protocol.records import encode_batch
 
 __all__ = ["BufferFull", "DeliveryCallback", "ProducerBatch", "RecordAccumulator",
@@ -173,10 +174,7 @@ class RecordAccumulator:
             if remaining <= 0:
                 raise BufferFull(f"buffer.memory ({self.buffer_memory} bytes) exhausted "
                                  f"for {timeout:.1f}s (max.block.ms)")
-            try:
-                await asyncio.wait_for(self._space.wait(), remaining)
-            except TimeoutError:
-                continue
+            await wait_event(self._space, remaining)
 
     def append(self, topic: str, partition: int, value: bytes | None, key: bytes | None,
                headers: HeaderList | None, timestamp: int, size: int

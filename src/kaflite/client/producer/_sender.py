@@ -30,12 +30,12 @@ retried past ``delivery.timeout.ms`` or ``retries`` fails with the last error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from kaflite.client._aio import cancel_and_wait, wait_event
 from kaflite.client.connection import ConnectionClosed
 from kaflite.client.producer._accumulator import ProducerBatch, RecordAccumulator
 from kaflite.client.producer._idempotence import IdempotenceState
@@ -104,8 +104,7 @@ class Sender:
             if self.idem.enabled and (self.idem.needs_bump or not self.idem.has_producer_id):
                 if self._bumping is None or self._bumping.done():
                     self._bumping = asyncio.get_running_loop().create_task(self._bump())
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), 0.1)
+                await wait_event(self._wake, 0.1)
                 continue
             muted = self.idem.muted() if self.idem.enabled else set()
             nodes, delay, unknown = self.acc.ready(now, self._leader_of, muted)
@@ -121,8 +120,7 @@ class Sender:
             if not self.acc.incomplete and not self.tasks:
                 delay = 3600.0
             if delay > 0 or not nodes:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), max(delay, 0.001))
+                await wait_event(self._wake, max(delay, 0.001))
             else:
                 await asyncio.sleep(0)
 
@@ -245,10 +243,7 @@ class Sender:
     async def close(self, timeout: float | None) -> None:
         self._running = False
         self.wakeup()
-        if self.loop_task is not None:
-            self.loop_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self.loop_task
+        await cancel_and_wait(self.loop_task)
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=timeout)
         for task in list(self.tasks):
