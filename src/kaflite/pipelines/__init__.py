@@ -1,0 +1,1 @@
+"""Example data pipelines built on kaflite (``python -m kaflite.pipelines.clickstream``)."""

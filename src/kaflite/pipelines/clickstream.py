@@ -1,0 +1,156 @@
+"""The example pipeline: clickstream events in, windowed aggregates out, on Spark.
+
+    python -m kaflite.pipelines.clickstream --bootstrap localhost:9092 \\
+        [--events clicks] [--results clicks-per-minute] [--master local[*]] \\
+        [--window "1 minute"] [--watermark "1 minute"] [--parquet DIR] [--available-now]
+
+It reads the events topic with Structured Streaming through the ``kaflite``
+source. Each event is a JSON object::
+
+    {"user": "u17", "page": "/cart", "action": "click", "amount": 0.0, "ts": 1700000000123}
+
+``ts`` is the event time (epoch milliseconds). The pipeline counts, per page
+and per tumbling event-time window, the events, the views, the clicks and the
+purchases, and sums the purchase amounts. A watermark bounds how late an
+event may arrive; in append mode (the default) a window's row is written once,
+when the watermark passes the window's end, so each result is final. Results
+go to the results topic through the ``kaflite`` sink, keyed by
+``page|window start``, as JSON::
+
+    {"page": "/cart", "window_start": 1700000040000, "window_end": 1700000100000,
+     "events": 12, "views": 7, "clicks": 4, "purchases": 1, "revenue": 19.99}
+
+With ``--parquet DIR`` the same rows are also written as Parquet files (a
+second streaming query over the same source, with its own checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["EVENT_SCHEMA", "aggregates", "build_parser", "main", "start"]
+
+EVENT_SCHEMA = "user string, page string, action string, amount double, ts long"
+
+
+def aggregates(spark: Any, bootstrap: str, events: str, *, window: str = "1 minute",
+               watermark: str = "1 minute", starting_offsets: str = "earliest",
+               max_offsets_per_trigger: int | None = None) -> Any:
+    """The streaming DataFrame of per-page window aggregates (columns ``key``, ``value``...)."""
+    from pyspark.sql import functions as F
+
+    reader = (spark.readStream.format("kaflite")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", events)
+              .option("startingOffsets", starting_offsets))
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    parsed = (reader.load()
+              .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
+              .select("e.*")
+              .where(F.col("page").isNotNull() & F.col("ts").isNotNull())
+              .withColumn("event_time", F.timestamp_millis("ts")))
+    counted = (parsed.withWatermark("event_time", watermark)
+               .groupBy(F.window("event_time", window).alias("w"), "page")
+               .agg(F.count(F.lit(1)).alias("events"),
+                    F.sum((F.col("action") == "view").cast("long")).alias("views"),
+                    F.sum((F.col("action") == "click").cast("long")).alias("clicks"),
+                    F.sum((F.col("action") == "purchase").cast("long")).alias("purchases"),
+                    F.round(F.sum(F.when(F.col("action") == "purchase", F.col("amount"))
+                                  .otherwise(0.0)), 2).alias("revenue")))
+    out = counted.select(
+        "page",
+        F.unix_millis(F.col("w.start")).alias("window_start"),
+        F.unix_millis(F.col("w.end")).alias("window_end"),
+        "events", "views", "clicks", "purchases", "revenue")
+    return out.select(
+        F.concat_ws("|", "page", F.col("window_start").cast("string")).alias("key"),
+        F.to_json(F.struct(*[c for c in out.columns])).alias("value"),
+        *out.columns)
+
+
+def start(spark: Any, bootstrap: str, events: str, results: str, checkpoint: str, *,
+          window: str = "1 minute", watermark: str = "1 minute",
+          starting_offsets: str = "earliest", parquet: str | None = None,
+          available_now: bool = False, trigger_interval: str = "10 seconds",
+          max_offsets_per_trigger: int | None = None, output_mode: str = "append") -> list[Any]:
+    """Start the pipeline's streaming queries; returns them (the caller waits or stops)."""
+    df = aggregates(spark, bootstrap, events, window=window, watermark=watermark,
+                    starting_offsets=starting_offsets,
+                    max_offsets_per_trigger=max_offsets_per_trigger)
+    trigger: dict[str, Any] = ({"availableNow": True} if available_now
+                               else {"processingTime": trigger_interval})
+    queries = [
+        df.select("key", "value").writeStream.format("kaflite")
+        .queryName(f"clickstream-to-{results}")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", results)
+        .option("checkpointLocation", os.path.join(checkpoint, "kafka"))
+        .outputMode(output_mode).trigger(**trigger).start()
+    ]
+    if parquet:
+        queries.append(
+            df.drop("key", "value").writeStream.format("parquet")
+            .queryName("clickstream-to-parquet")
+            .option("path", parquet)
+            .option("checkpointLocation", os.path.join(checkpoint, "parquet"))
+            .outputMode("append").trigger(**trigger).start())
+    return queries
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m kaflite.pipelines.clickstream",
+                                description="Windowed clickstream aggregates on Spark, "
+                                            "from one Kafka topic to another.")
+    p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers (host:port,...)")
+    p.add_argument("--events", default="clicks", help="topic of JSON events")
+    p.add_argument("--results", default="clicks-per-minute", help="topic for the aggregates")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--window", default="1 minute", help="tumbling window length")
+    p.add_argument("--watermark", default="1 minute", help="how late an event may be")
+    p.add_argument("--starting-offsets", default="earliest", choices=["earliest", "latest"])
+    p.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    p.add_argument("--checkpoint", default=None, help="checkpoint directory (default: temp)")
+    p.add_argument("--parquet", default=None, help="also write the aggregates here as Parquet")
+    p.add_argument("--available-now", action="store_true",
+                   help="process what is in the topic now, then stop (Trigger.AvailableNow)")
+    p.add_argument("--trigger-interval", default="10 seconds")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import kaflite.spark  # sets PYSPARK_PYTHON for the executors before Spark starts
+
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(args.master).appName("kaflite-clickstream")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())
+    kaflite.spark.register(spark)
+    checkpoint = args.checkpoint or tempfile.mkdtemp(prefix="clickstream-checkpoint-")
+    queries = start(spark, args.bootstrap, args.events, args.results, checkpoint,
+                    window=args.window, watermark=args.watermark,
+                    starting_offsets=args.starting_offsets, parquet=args.parquet,
+                    available_now=args.available_now, trigger_interval=args.trigger_interval,
+                    max_offsets_per_trigger=args.max_offsets_per_trigger)
+    print(f"clickstream: {args.events} → {args.results}"
+          + (f" and {args.parquet}" if args.parquet else "") + f" (checkpoint {checkpoint})")
+    try:
+        for q in queries:
+            q.awaitTermination()
+    except KeyboardInterrupt:
+        for q in queries:
+            q.stop()
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
