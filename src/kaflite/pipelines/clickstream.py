@@ -124,9 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import kaflite.spark  # sets PYSPARK_PYTHON for the executors before Spark starts
-
     from pyspark.sql import SparkSession
+
+    import kaflite.spark  # sets PYSPARK_PYTHON for the executors before Spark starts
 
     spark = (SparkSession.builder.master(args.master).appName("kaflite-clickstream")
              .config("spark.sql.shuffle.partitions", "4")
