@@ -21,9 +21,12 @@ def run_demo(*args: str) -> dict:  # type: ignore[type-arg]
 
 
 @pytest.mark.timeout_demo
-def test_demo_without_spark_loses_nothing_and_tours_every_fault() -> None:
-    s = run_demo("--duration", "40", "--no-spark")
-    assert s["_returncode"] == 0, s["checks"]
+def test_demo_with_spark_loses_nothing_tours_every_fault_and_checks_spark() -> None:
+    s = run_demo("--duration", "60")
+    assert s["_returncode"] == 0, (s["checks"], s["spark"])
+    spark = s["spark"]
+    assert spark["ok"] and spark["windows"] >= 10, spark
+    assert spark["results"] >= spark["windows"] and not spark["missing"] and not spark["wrong"]
     assert s["ok"] and all(s["checks"].values())
     assert s["produced"] > 1000 and s["lost"] == 0 and s["consumed"] == s["produced"]
     steps = {t["step"]: t for t in s["tour"]}
@@ -44,3 +47,11 @@ def test_demo_without_spark_loses_nothing_and_tours_every_fault() -> None:
         # to within a connection still being opened or closed at the snapshot
         assert abs(c["connections"] - c["reported_by_client"]) <= 1, (name, c)
         assert c["heartbeat_interval_ms"] is not None
+
+
+@pytest.mark.timeout_demo
+def test_demo_without_spark_or_faults() -> None:
+    s = run_demo("--duration", "15", "--no-spark", "--no-faults")
+    assert s["_returncode"] == 0 and s["ok"], s["checks"]
+    assert s["tour"] == [] and s["spark"]["detail"] == "Spark off (--no-spark)"
+    assert s["produced"] > 0 and s["lost"] == 0

@@ -68,7 +68,7 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console) -> dict[s
         last_line = 0.0
         while time.monotonic() - start < opts.duration:
             snap = await asyncio.to_thread(take_snapshot, cluster, workload, tour, EVENTS,
-                                           spark.status)
+                                           spark.describe())
             if live is not None:
                 live.update(render(snap))
             elif not opts.json_out and time.monotonic() - last_line >= 5:
@@ -81,7 +81,7 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console) -> dict[s
         await workload.drain(timeout=90)
         spark_result = await asyncio.to_thread(spark.finish, workload.events)
         snap = await asyncio.to_thread(take_snapshot, cluster, workload, tour, EVENTS,
-                                       spark.status)
+                                       spark.describe())
         if live is not None:
             live.update(render(snap))
     finally:

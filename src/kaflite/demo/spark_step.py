@@ -1,16 +1,47 @@
 """The demo's Spark step: the clickstream pipeline (kaflite.spark) on the events topic.
 
-It starts ``kaflite.pipelines.clickstream`` on a local Spark session, reading
-``events`` and writing windowed aggregates to ``results``, and at the end checks
-the aggregates against a plain Python computation over the acknowledged events.
+It runs ``kaflite.pipelines.clickstream`` on a local Spark session: Structured
+Streaming reads ``events`` through the ``kaflite`` source, computes per-page
+counts in 10-second event-time windows with a 5-second watermark, and writes
+each window's final row to ``results`` through the ``kaflite`` sink.
+
+At the end it checks the results against a plain Python computation over the
+events the producer had acknowledged: every window the watermark has passed
+must be in ``results``, exactly once, with exactly the expected counts.
 """
 
 from __future__ import annotations
 
-import importlib
+import contextlib
+import json
+import shutil
+import tempfile
+import time
+from collections import defaultdict
 from typing import Any
 
-__all__ = ["SparkStep"]
+__all__ = ["WATERMARK_MS", "WINDOW_MS", "SparkStep", "expected_windows"]
+
+WINDOW_MS = 10_000
+WATERMARK_MS = 5_000
+
+
+def expected_windows(events: list[dict[str, Any]], watermark: int) -> dict[str, dict[str, Any]]:
+    """Per ``page|window_start``: the counts of every window closed by ``watermark``."""
+    acc: dict[tuple[str, int], dict[str, Any]] = defaultdict(
+        lambda: {"events": 0, "views": 0, "clicks": 0, "purchases": 0, "revenue": 0.0})
+    for e in events:
+        start = e["ts"] // WINDOW_MS * WINDOW_MS
+        a = acc[(e["page"], start)]
+        a["events"] += 1
+        a["views"] += e["action"] == "view"
+        a["clicks"] += e["action"] == "click"
+        a["purchases"] += e["action"] == "purchase"
+        a["revenue"] += e["amount"] if e["action"] == "purchase" else 0.0
+    return {f"{page}|{start}": {"page": page, "window_start": start,
+                                "window_end": start + WINDOW_MS, **a,
+                                "revenue": round(a["revenue"], 2)}
+            for (page, start), a in acc.items() if start + WINDOW_MS <= watermark}
 
 
 class SparkStep:
@@ -20,30 +51,95 @@ class SparkStep:
         self.results = results
         self.enabled = enabled
         self.status = "off (--no-spark)" if not enabled else "starting"
-        self._pipeline: Any = None
+        self._spark: Any = None
+        self._queries: list[Any] = []
+        self._checkpoint = tempfile.mkdtemp(prefix="kaflite-demo-spark-")
 
     def start(self) -> None:
         if not self.enabled:
             return
         try:
-            clickstream: Any = importlib.import_module("kaflite.pipelines.clickstream")
+            from pyspark.sql import SparkSession
+
+            import kaflite.spark  # before the session: points executors at this interpreter
+            from kaflite.pipelines import clickstream
         except ImportError as exc:
             self.status = f"unavailable: {exc}"
             return
-        self._pipeline = clickstream.start_demo_pipeline(
-            bootstrap=self.bootstrap, events_topic=self.events, results_topic=self.results)
+        self._spark = (SparkSession.builder.master("local[2]").appName("kaflite-demo")
+                       .config("spark.ui.enabled", "false")
+                       .config("spark.sql.shuffle.partitions", "2")
+                       .config("spark.ui.showConsoleProgress", "false")
+                       .getOrCreate())
+        self._spark.sparkContext.setLogLevel("ERROR")
+        kaflite.spark.register(self._spark)
+        self._queries = clickstream.start(
+            self._spark, self.bootstrap, self.events, self.results, self._checkpoint,
+            window="10 seconds", watermark="5 seconds", trigger_interval="3 seconds")
         self.status = "running"
 
-    def finish(self, events: list[dict[str, Any]]) -> dict[str, Any]:
+    def describe(self) -> str:
+        """A one-line status for the view."""
+        if self.status != "running":
+            return self.status
+        return f"running, {self.batches} micro-batches"
+
+    @property
+    def batches(self) -> int:
+        if not self._queries:
+            return 0
+        progress = self._queries[0].recentProgress
+        return int(progress[-1]["batchId"]) + 1 if progress else 0
+
+    def _results(self) -> dict[str, dict[str, Any]]:
+        rows = (self._spark.read.format("kaflite")
+                .option("kafka.bootstrap.servers", self.bootstrap)
+                .option("subscribe", self.results).load()
+                .selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
+                .collect())
+        out: dict[str, dict[str, Any]] = {}
+        self._duplicates = 0
+        for r in rows:
+            if r.key in out:
+                self._duplicates += 1
+            value = json.loads(r.value)
+            value["revenue"] = round(value.get("revenue") or 0.0, 2)
+            out[r.key] = value
+        return out
+
+    def finish(self, events: list[dict[str, Any]], timeout: float = 90) -> dict[str, Any]:
+        """Wait for the closed windows to reach ``results``, then compare."""
         if not self.enabled:
             return {"ok": True, "detail": "Spark off (--no-spark)"}
-        if self._pipeline is None:
+        if not self._queries:
             return {"ok": False, "detail": self.status}
-        ok, detail = self._pipeline.verify(events)
+        # The last event sets the watermark; windows ending before it are final.
+        watermark = max(e["ts"] for e in events) - WATERMARK_MS if events else 0
+        want = expected_windows(events, watermark)
+        deadline = time.monotonic() + timeout
+        got: dict[str, dict[str, Any]] = {}
+        while time.monotonic() < deadline:
+            if self._queries[0].exception() is not None:
+                return {"ok": False, "detail": f"query failed: {self._queries[0].exception()}"}
+            got = self._results()
+            if set(want) <= set(got):
+                break
+            time.sleep(2)
+        missing = sorted(set(want) - set(got))
+        wrong = sorted(k for k in want if k in got and got[k] != want[k])
+        ok = bool(want) and not missing and not wrong and not self._duplicates
         self.status = "verified" if ok else "mismatch"
-        return {"ok": ok, "detail": detail}
+        detail = (f"{len(want)} closed windows, {len(got)} result rows: "
+                  f"{len(missing)} missing, {len(wrong)} wrong, {self._duplicates} duplicated")
+        return {"ok": ok, "detail": detail, "windows": len(want), "results": len(got),
+                "missing": missing[:5], "wrong": wrong[:5]}
 
     def stop(self) -> None:
-        if self._pipeline is not None:
-            self._pipeline.stop()
-            self._pipeline = None
+        for q in self._queries:
+            with contextlib.suppress(Exception):  # stopping is best effort at shutdown
+                q.stop()
+        self._queries = []
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+        shutil.rmtree(self._checkpoint, ignore_errors=True)

@@ -21,6 +21,7 @@ __all__ = ["Workload"]
 
 PAGES = ["/", "/search", "/cart", "/checkout", "/product", "/help", "/account"]
 USERS = [f"user-{i:03d}" for i in range(200)]
+ACTIONS = ["view", "view", "view", "click", "click", "purchase"]
 
 
 @dataclass
@@ -61,7 +62,9 @@ class Workload:
         seq = self._next
         self._next += 1
         user = random.choice(USERS)
-        event = {"seq": seq, "user": user, "page": random.choice(PAGES),
+        action = random.choice(ACTIONS)
+        event = {"seq": seq, "user": user, "page": random.choice(PAGES), "action": action,
+                 "amount": round(random.uniform(1, 80), 2) if action == "purchase" else 0.0,
                  "ts": int(time.time() * 1000)}
         return user.encode(), json.dumps(event, separators=(",", ":")).encode(), event
 
