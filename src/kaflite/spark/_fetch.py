@@ -22,7 +22,8 @@ records were deleted (retention, DeleteRecords) and, with
 it warns and skips to the first record still there. A range that ends beyond
 the log end (the log was truncated after planning) is cut short the same way.
 Control batches are skipped, and with ``isolation.level=read_committed`` so
-are the batches of aborted transactions.
+are the batches of aborted transactions. Batch CRCs are checked
+(``kafka.check.crcs``, true by default, as in the Java consumer).
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ class _RangeReader:
         self.client = client_for(dict(params.config))
         self.builder = ColumnBuilder(r.topic, r.partition, params.include_headers)
         self.backoff = self.client.config.int("retry.backoff.ms") / 1000
+        self.check_crcs = self.client.config.bool("check.crcs")
 
     def _submit(self, offset: int) -> concurrent.futures.Future[Any]:
         p = self.params
@@ -223,12 +225,15 @@ class _RangeReader:
             for batch in batches:
                 if aborted and _is_aborted(batch, aborted):
                     continue
+                if self.check_crcs and not batch.crc_ok():
+                    raise errors.CorruptMessageError(
+                        f"{self.tp}: CRC mismatch in the batch at offset {batch.base_offset}")
                 self.builder.add(batch, pos, until)
+                if len(self.builder) >= ROWS_PER_BATCH:
+                    out = self.builder.build()
+                    if out is not None:
+                        yield out
             pos = next_pos
-            if len(self.builder) >= ROWS_PER_BATCH:
-                out = self.builder.build()
-                if out is not None:
-                    yield out
         out = self.builder.build()
         if out is not None:
             yield out

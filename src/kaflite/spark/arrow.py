@@ -156,8 +156,8 @@ class _Run:
     def __init__(self, buf: memoryview, p: int, index: int) -> None:
         length, w = _varint(buf, p)
         self.start, self.index, self.size, self.count = p, index, w + length, 0
-        q = w + 1  # attributes
-        constant = [*range(w + 1)]
+        q = w + 1  # the attributes byte: unused by v2 records, so not checked
+        constant = [*range(w)]
         self.ts_at = q
         self.ts_width = _varint(buf, p + q)[1]
         q += self.ts_width
@@ -233,8 +233,44 @@ _SHIFTS = [pa.scalar(7 * j, _I64) for j in range(4)]
 _THOUSAND = pa.scalar(1000, _I64)
 
 
+_IOTA: list[pa.Array] = [pa.array([], pa.int64())]
+_STEPS: dict[int, pa.Buffer] = {}
+
+
+def _iota(n: int) -> pa.Array:
+    """0, 1, ..., n-1 as int64 (a slice of a cached array: no per-value work)."""
+    if len(_IOTA[0]) < n:
+        size = max(n, 2 * len(_IOTA[0]), 1 << 16)
+        _IOTA[0] = pa.Array.from_buffers(_I64, size, [None, pa.py_buffer(array("q", range(size)))])
+    return _IOTA[0].slice(0, n)
+
+
+def _steps(length: int, n: int) -> pa.Buffer:
+    """int32 offsets 0, L, 2L, ..., nL: the offsets of n values of length L."""
+    cached = _STEPS.get(length)
+    if cached is None or cached.size < 4 * (n + 1):
+        size = max(n + 1, 1 << 16)
+        cached = pa.py_buffer(array("i", range(0, size * length, length)) if length
+                              else array("i", [0]) * size)
+        _STEPS[length] = cached
+    return cached.slice(0, 4 * (n + 1))
+
+
+def _fixed_to_binary(values: pa.Array, length: int) -> pa.Array:
+    """A fixed_size_binary(L) array (offset 0, no nulls) as binary, sharing its bytes."""
+    n = len(values)
+    return pa.Array.from_buffers(pa.binary(), n, [None, _steps(length, n), values.buffers()[1]])
+
+
+# zigzag-decoded values of one-byte varints, for pc.take
+_UNZIGZAG8 = pa.array([(z >> 1) ^ -(z & 1) if z < 0x80 else 0 for z in range(256)], _I64)
+
+
 def _zigzag_column(cols: list[bytes], base: int) -> pa.Array:
     """``base`` + the zigzag varints of one width given as byte columns (low byte first)."""
+    if len(cols) == 1:
+        u8 = pa.Array.from_buffers(pa.uint8(), len(cols[0]), [None, pa.py_buffer(cols[0])])
+        return pc.add(pc.take(_UNZIGZAG8, u8), pa.scalar(base, _I64))
     z: Any = None
     for j, col in enumerate(cols):
         b = pa.Array.from_buffers(pa.uint8(), len(col), [None, pa.py_buffer(col)]).cast(_I64)
@@ -307,7 +343,7 @@ class ColumnBuilder:
         self.rows = 0
         self._keys: list[pa.Array] = []
         self._values: list[pa.Array] = []
-        self._offsets = array("q")
+        self._offsets: list[pa.Array] = []
         self._timestamps: list[pa.Array] = []
         self._types = array("i")
         self._headers: list[pa.Array] = []
@@ -347,10 +383,13 @@ class ColumnBuilder:
                                     (run.value_len, run.value_at, self._values)):
                 if length < 0:
                     out.append(pa.nulls(k, pa.binary()))
+                elif length == 0:
+                    out.append(pa.Array.from_buffers(pa.binary(), k, [None, _steps(0, k),
+                                                                      pa.py_buffer(b"")]))
                 else:
-                    out.append(pc.call_function("binary_slice", [records],
-                                                pc.SliceOptions(at, at + length))
-                               .cast(pa.binary()))
+                    cut = pc.call_function("binary_slice", [records],
+                                           pc.SliceOptions(at, at + length))
+                    out.append(_fixed_to_binary(cut, length))
             if lat is not None:
                 ts = pa.Array.from_buffers(pa.int64(), k, [None, pa.py_buffer(
                     array("q", [lat]) * k)])
@@ -362,7 +401,7 @@ class ColumnBuilder:
                 else:
                     ts = _zigzag_column(cols, batch.base_timestamp)
             self._timestamps.append(ts)
-            self._offsets.extend(range(base + a, base + b))
+            self._offsets.append(pc.add(_iota(k), pa.scalar(base + a, _I64)))
             if self.include_headers:
                 self._headers.append(pa.nulls(k, HEADERS_TYPE))
         return max(last - first, 0)
@@ -375,7 +414,8 @@ class ColumnBuilder:
             return 0
         self._keys.append(_binary(cols.keys[a:b]))
         self._values.append(_binary(cols.values[a:b]))
-        self._offsets.extend(offsets[a:b])
+        self._offsets.append(pa.Array.from_buffers(
+            _I64, b - a, [None, pa.py_buffer(array("q", offsets[a:b]))]))
         self._timestamps.append(pa.Array.from_buffers(
             pa.int64(), b - a, [None, pa.py_buffer(array("q", cols.timestamps[a:b]))]))
         if self.include_headers:
@@ -389,9 +429,7 @@ class ColumnBuilder:
             return None
         topic = self.topic.encode()
         topics = pa.Array.from_buffers(pa.string(), n, [
-            None, pa.py_buffer(array("i", range(0, (n + 1) * len(topic), len(topic)))
-                               if topic else array("i", [0]) * (n + 1)),
-            pa.py_buffer(topic * n)])
+            None, _steps(len(topic), n), pa.py_buffer(topic * n)])
         millis = pa.concat_arrays(self._timestamps)
         micros = pc.multiply(millis, _THOUSAND).view(TIMESTAMP)
         columns = [
@@ -399,7 +437,7 @@ class ColumnBuilder:
             pa.concat_arrays(self._values),
             topics,
             _constant_int32(self.partition, n),
-            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self._offsets)]),
+            pa.concat_arrays(self._offsets),
             micros,
             pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self._types)]),
         ]
