@@ -344,3 +344,25 @@ def test_columns_hold_what_was_written() -> None:
     assert rows[5]["topic"] == "events" and rows[5]["timestampType"] == 0
     assert out.column("timestamp").cast(pa.int64()).to_pylist() == [t * 1000 for t in ts]
     assert b.build() is None   # reset after build
+
+
+def test_fast_path_on_a_big_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 20,000 records: offset deltas of one, two and three bytes (runs break at 64 and 8192,
+    # and where the timestamp deltas grow a byte).
+    n = 20_000
+    data = encode_batch([b"%010d" % i for i in range(n)],
+                        timestamps=[1_700_000_000_000 + i // 7 for i in range(n)],
+                        base_offset=5_000)
+    batch = next(iter_batches(data))
+    runs = arrow_mod._runs(batch.records_buffer(), n)
+    assert runs is not None and {0, 64, 8192} <= {r.index for r in runs}
+    fast = ColumnBuilder("t", 0)
+    fast.add(batch, 5_100, 24_000)
+    got = fast.build()
+    monkeypatch.setattr(arrow_mod, "_runs", lambda *a: None)
+    slow = ColumnBuilder("t", 0)
+    slow.add(batch, 5_100, 24_000)
+    want = slow.build()
+    assert got is not None and want is not None and got.equals(want)
+    assert got.num_rows == 18_900
+    assert got.column("value")[0].as_py() == b"%010d" % 100

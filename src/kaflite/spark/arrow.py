@@ -111,18 +111,35 @@ def _zigzag_bytes(v: int) -> bytes:
     return bytes(out)
 
 
-# _OD_COLUMNS[w][j]: byte j of the encodings of every offset delta of width w, in order.
-_OD_COLUMNS: dict[int, list[bytes]] = {}
+# The encodings of offset deltas as byte columns, built lazily in chunks of _CHUNK
+# deltas (all deltas of width 3 at once would cost a worker half a second).
+_CHUNK = 8192
+_OD_CHUNKS: dict[int, list[bytes]] = {}
 
 
-def _od_columns(width: int) -> list[bytes]:
-    cols = _OD_COLUMNS.get(width)
+def _od_chunk(c: int) -> list[bytes]:
+    """Byte columns (low byte first) of the encodings of deltas [c*_CHUNK, (c+1)*_CHUNK)."""
+    cols = _OD_CHUNKS.get(c)
     if cols is None:
-        lo = 0 if width == 1 else _OD_LIMIT[width - 1]
-        enc = [_zigzag_bytes(d) for d in range(lo, _OD_LIMIT[width])]
-        cols = [bytes(e[j] for e in enc) for j in range(width)]
-        _OD_COLUMNS[width] = cols
+        enc = [_zigzag_bytes(d) for d in range(c * _CHUNK, (c + 1) * _CHUNK)]
+        # Shorter encodings are padded with 0: a run never mixes widths (see _measure),
+        # so it only compares the bytes its width has.
+        width = max(map(len, enc))
+        cols = [bytes(e[j] if j < len(e) else 0 for e in enc) for j in range(width)]
+        _OD_CHUNKS[c] = cols
     return cols
+
+
+def _od_expected(first: int, n: int, j: int) -> bytes:
+    """Byte j of the encodings of offset deltas first .. first+n-1."""
+    out = []
+    d, end = first, first + n
+    while d < end:
+        c, i = divmod(d, _CHUNK)
+        take = min(_CHUNK - i, end - d)
+        out.append(_od_chunk(c)[j][i:i + take])
+        d += take
+    return b"".join(out)
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -189,10 +206,9 @@ class _Run:
             col = bytes(buf[p + f:stop:size])
             k = min(k, len(col) - len(col.lstrip(col[:1])))
             stop = p + k * size
-        first = index - (0 if od_width == 1 else _OD_LIMIT[od_width - 1])
-        for j, expected in enumerate(_od_columns(od_width)):
+        for j in range(od_width):
             col = bytes(buf[p + od_at + j:stop:size])
-            k = min(k, _common_prefix(col, expected[first:first + len(col)]))
+            k = min(k, _common_prefix(col, _od_expected(index, len(col), j)))
             stop = p + k * size
         for j in range(self.ts_width):
             col = bytes(buf[p + self.ts_at + j:stop:size])
