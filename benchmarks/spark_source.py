@@ -77,7 +77,7 @@ def fill_topic(bootstrap: str, records: int, size: int, partitions: int) -> None
     admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
     time.sleep(0.5)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20,
-                         "batch.size": 1_000_000, "queue.buffering.max.kbytes": 524288,
+                         "batch.size": int(os.environ.get("BENCH_BATCH_SIZE", "1000000")), "queue.buffering.max.kbytes": 524288,
                          "queue.buffering.max.messages": 1_000_000,
                          "enable.idempotence": False})
     payload = os.urandom(size)

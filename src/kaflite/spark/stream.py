@@ -164,6 +164,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._target = latest
             latest = self._target
         end = self._limit(begin, latest, limit if limit is not None else ReadAllAvailable())
+        if log.isEnabledFor(logging.INFO):
+            # Spark's Kafka metrics (Python sources cannot report custom metrics).
+            behind = offsets_behind_latest(end, self._latest)
+            if behind:
+                log.info("%s: offsets behind latest after this batch: min %s, max %s, avg %s",
+                         self.opts.strategy, behind["minOffsetsBehindLatest"],
+                         behind["maxOffsetsBehindLatest"], behind["avgOffsetsBehindLatest"])
         return to_json(end)
 
     def _limit(self, start: PartitionOffsets, latest: PartitionOffsets,
