@@ -366,3 +366,30 @@ def test_fast_path_on_a_big_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert got is not None and want is not None and got.equals(want)
     assert got.num_rows == 18_900
     assert got.column("value")[0].as_py() == b"%010d" % 100
+
+
+def test_runs_of_many_small_batches_with_offset_gaps(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Java-sized batches (about 140 records), some offsets missing between batches (as
+    # after compaction or transaction markers), and one LogAppendTime batch.
+    data, base, expected = [], 0, []
+    for i in range(30):
+        n = 140 + i % 3
+        data.append(encode_batch([b"%099d" % (base + j) for j in range(n)],
+                                 timestamps=[1_700_000_000_000 + 40 * i + j // 50
+                                             for j in range(n)],
+                                 base_offset=base, log_append_time=i == 7))
+        expected += range(base, base + n)
+        base += n + (2 if i % 4 == 0 else 0)
+    batches = list(iter_batches(b"".join(data)))
+    fast = ColumnBuilder("t", 1)
+    for b in batches:
+        fast.add(b, 10, 10**9)
+    got = fast.build()
+    monkeypatch.setattr(arrow_mod, "_runs", lambda *a: None)
+    slow = ColumnBuilder("t", 1)
+    for b in batches:
+        slow.add(b, 10, 10**9)
+    want = slow.build()
+    assert got is not None and want is not None and got.equals(want)
+    assert got.column("offset").to_pylist() == expected[10:]
+    assert got.column("value").to_pylist()[:2] == [b"%099d" % 10, b"%099d" % 11]

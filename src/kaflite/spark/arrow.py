@@ -340,6 +340,103 @@ def _constant_int32(value: int, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array("i", [value]) * n)])
 
 
+_PIECE_FIELDS = [pa.field("key", pa.binary()), pa.field("value", pa.binary()),
+                 pa.field("offset", pa.int64()), pa.field("millis", pa.int64())]
+_PIECE = pa.schema(_PIECE_FIELDS)
+_PIECE_WITH_HEADERS = pa.schema([*_PIECE_FIELDS, pa.field("headers", HEADERS_TYPE)])
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    if hasattr(pa, "concat_batches"):  # pyarrow 19+
+        return pa.concat_batches(batches)
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]  # pragma: no cover
+
+
+class _Piece:
+    """Consecutive records of one Kafka batch: key, value, offset, millis[, headers]."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: pa.RecordBatch | None = None) -> None:
+        self.batch = batch
+
+
+class _Strided(_Piece):
+    """``count`` records of a run, waiting to be converted with the others of its layout."""
+
+    __slots__ = ("count", "first_offset", "layout", "region", "ts_base")
+
+    def __init__(self, run: _Run, region: memoryview, count: int, first_offset: int,
+                 ts_base: int, log_append_time: bool) -> None:
+        super().__init__()
+        self.layout = (run.size, run.key_at, run.key_len, run.value_at, run.value_len,
+                       run.ts_at, run.ts_width, log_append_time)
+        self.region, self.count = region, count
+        self.first_offset, self.ts_base = first_offset, ts_base
+
+
+def _repeat_each(values: list[int], counts: list[int]) -> pa.Array:
+    out = array("q")
+    for v, c in zip(values, counts, strict=True):
+        out.extend(array("q", [v]) * c)
+    return pa.Array.from_buffers(_I64, len(out), [None, pa.py_buffer(out)])
+
+
+def _bytes_column(records: pa.Array, n: int, at: int, length: int) -> pa.Array:
+    if length < 0:
+        return pa.nulls(n, pa.binary())
+    if length == 0:
+        return pa.Array.from_buffers(pa.binary(), n, [None, _steps(0, n), pa.py_buffer(b"")])
+    cut = pc.call_function("binary_slice", [records], pc.SliceOptions(at, at + length))
+    return _fixed_to_binary(cut, length)
+
+
+def _convert(group: list[_Strided], include_headers: bool) -> None:
+    """Convert runs of one layout in one go (their bytes joined), then hand out slices.
+
+    Small producer batches (Java's default batch.size gives about 140 records of
+    100 bytes) make short runs; doing the Arrow work per layout rather than per
+    run keeps its fixed cost off every batch.
+    """
+    size, key_at, key_len, value_at, value_len, ts_at, ts_width, lat = group[0].layout
+    counts = [m.count for m in group]
+    n = sum(counts)
+    data: Any = group[0].region if len(group) == 1 else b"".join(m.region for m in group)
+    records = pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), n,
+                                                   [None, pa.py_buffer(data)])
+    keys = _bytes_column(records, n, key_at, key_len)
+    values = _bytes_column(records, n, value_at, value_len)
+    bases = _repeat_each([m.ts_base for m in group], counts)
+    if lat:
+        timestamps = bases
+    else:
+        view = memoryview(data)
+        cols = [bytes(view[ts_at + j::size]) for j in range(ts_width)]
+        if ts_width == 1 and not cols[0].strip(b"\x00"):
+            timestamps = bases
+        else:
+            timestamps = pc.add(_zigzag_column(cols, 0), bases)
+    first = group[0].first_offset
+    if all(m.first_offset == first + c for m, c in zip(group, accumulate([0, *counts]),
+                                                        strict=False)):
+        offsets = pc.add(_iota(n), pa.scalar(first, _I64))
+    else:
+        starts = [m.first_offset - c for m, c in zip(group, accumulate([0, *counts]),
+                                                     strict=False)]
+        offsets = pc.add(_iota(n), _repeat_each(starts, counts))
+    columns = [keys, values, offsets, timestamps]
+    if include_headers:
+        columns.append(pa.nulls(n, HEADERS_TYPE))
+    whole = pa.RecordBatch.from_arrays(columns, schema=_PIECE_WITH_HEADERS if include_headers
+                                       else _PIECE)
+    at = 0
+    for m in group:
+        m.batch = whole.slice(at, m.count)
+        at += m.count
+
+
 class ColumnBuilder:
     """Collects the records of one partition into Spark's columns.
 
@@ -357,12 +454,8 @@ class ColumnBuilder:
 
     def _reset(self) -> None:
         self.rows = 0
-        self._keys: list[pa.Array] = []
-        self._values: list[pa.Array] = []
-        self._offsets: list[pa.Array] = []
-        self._timestamps: list[pa.Array] = []
+        self._pieces: list[_Piece] = []
         self._types = array("i")
-        self._headers: list[pa.Array] = []
 
     def __len__(self) -> int:
         return self.rows
@@ -385,41 +478,15 @@ class ColumnBuilder:
                   lo: int, hi: int) -> int:
         base = batch.base_offset
         first, last = max(lo - base, 0), min(hi - base, batch.record_count)
-        lat = batch.max_timestamp if batch.is_log_append_time else None
+        lat = batch.is_log_append_time
+        ts_base = batch.max_timestamp if lat else batch.base_timestamp
         for run in runs:
             a, b = max(run.index, first), min(run.index + run.count, last)
             if a >= b:
                 continue
-            k, size = b - a, run.size
-            start = run.start + (a - run.index) * size
-            region = buf[start:start + k * size]
-            records = pa.FixedSizeBinaryArray.from_buffers(
-                pa.binary(size), k, [None, pa.py_buffer(region)])
-            for length, at, out in ((run.key_len, run.key_at, self._keys),
-                                    (run.value_len, run.value_at, self._values)):
-                if length < 0:
-                    out.append(pa.nulls(k, pa.binary()))
-                elif length == 0:
-                    out.append(pa.Array.from_buffers(pa.binary(), k, [None, _steps(0, k),
-                                                                      pa.py_buffer(b"")]))
-                else:
-                    cut = pc.call_function("binary_slice", [records],
-                                           pc.SliceOptions(at, at + length))
-                    out.append(_fixed_to_binary(cut, length))
-            if lat is not None:
-                ts = pa.Array.from_buffers(pa.int64(), k, [None, pa.py_buffer(
-                    array("q", [lat]) * k)])
-            else:
-                cols = [bytes(region[run.ts_at + j::size]) for j in range(run.ts_width)]
-                if run.ts_width == 1 and not cols[0].strip(b"\x00"):
-                    ts = pa.Array.from_buffers(pa.int64(), k, [None, pa.py_buffer(
-                        array("q", [batch.base_timestamp]) * k)])
-                else:
-                    ts = _zigzag_column(cols, batch.base_timestamp)
-            self._timestamps.append(ts)
-            self._offsets.append(pc.add(_iota(k), pa.scalar(base + a, _I64)))
-            if self.include_headers:
-                self._headers.append(pa.nulls(k, HEADERS_TYPE))
+            start = run.start + (a - run.index) * run.size
+            region = buf[start:start + (b - a) * run.size]
+            self._pieces.append(_Strided(run, region, b - a, base + a, ts_base, lat))
         return max(last - first, 0)
 
     def _add_columns(self, batch: RecordBatch, lo: int, hi: int) -> int:
@@ -428,14 +495,15 @@ class ColumnBuilder:
         a, b = bisect_left(offsets, lo), bisect_left(offsets, hi)
         if a >= b:
             return 0
-        self._keys.append(_binary(cols.keys[a:b]))
-        self._values.append(_binary(cols.values[a:b]))
-        self._offsets.append(pa.Array.from_buffers(
-            _I64, b - a, [None, pa.py_buffer(array("q", offsets[a:b]))]))
-        self._timestamps.append(pa.Array.from_buffers(
-            pa.int64(), b - a, [None, pa.py_buffer(array("q", cols.timestamps[a:b]))]))
+        columns = [
+            _binary(cols.keys[a:b]), _binary(cols.values[a:b]),
+            pa.Array.from_buffers(_I64, b - a, [None, pa.py_buffer(array("q", offsets[a:b]))]),
+            pa.Array.from_buffers(_I64, b - a, [None, pa.py_buffer(
+                array("q", cols.timestamps[a:b]))])]
         if self.include_headers:
-            self._headers.append(_headers(cols.headers[a:b]))
+            columns.append(_headers(cols.headers[a:b]))
+        self._pieces.append(_Piece(pa.RecordBatch.from_arrays(
+            columns, schema=_PIECE_WITH_HEADERS if self.include_headers else _PIECE)))
         return b - a
 
     def build(self) -> pa.RecordBatch | None:
@@ -446,19 +514,25 @@ class ColumnBuilder:
         topic = self.topic.encode()
         topics = pa.Array.from_buffers(pa.string(), n, [
             None, _steps(len(topic), n), pa.py_buffer(topic * n)])
-        millis = pa.concat_arrays(self._timestamps)
-        micros = pc.multiply(millis, _THOUSAND).view(TIMESTAMP)
+        groups: dict[tuple[int | bool, ...], list[_Strided]] = {}
+        for piece in self._pieces:
+            if isinstance(piece, _Strided):
+                groups.setdefault(piece.layout, []).append(piece)
+        for group in groups.values():
+            _convert(group, self.include_headers)
+        whole = _concat([p.batch for p in self._pieces if p.batch is not None])
+        micros = pc.multiply(whole.column(3), _THOUSAND).view(TIMESTAMP)
         columns = [
-            pa.concat_arrays(self._keys),
-            pa.concat_arrays(self._values),
+            whole.column(0),
+            whole.column(1),
             topics,
             _constant_int32(self.partition, n),
-            pa.concat_arrays(self._offsets),
+            whole.column(2),
             micros,
             pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self._types)]),
         ]
         if self.include_headers:
-            columns.append(pa.concat_arrays(self._headers))
+            columns.append(whole.column(4))
         out = pa.RecordBatch.from_arrays(columns, schema=self.schema)
         self._reset()
         return out
