@@ -25,20 +25,24 @@ at the same place in its record (the same idea as the protocol layer's
 1. The first record of a run is parsed the ordinary way; it gives the record
    size ``S`` and the position of every field.
 2. The run is the longest prefix of records for which the bytes that must not
-   change (length varint, attributes, key and value length varints, header
-   count 0) equal the first record's, the offset deltas are the consecutive
-   ones (compared against precomputed encodings), and the timestamp deltas
-   keep their varint width. Each check reads one column of the run with a
-   strided ``memoryview`` slice, in C.
-3. The run's bytes are then one ``fixed_size_binary(S)`` Arrow array without
-   copying, and ``pyarrow.compute.binary_slice`` cuts the keys and values out
-   of it; the timestamp deltas are un-zigzagged with Arrow kernels; offsets
-   are a range.
+   change (length varint, key and value length varints, header count 0)
+   equal the first record's, the offset deltas are the consecutive ones
+   (compared against their encodings, built lazily in chunks), and the
+   timestamp deltas keep their varint width. Each check reads one column of
+   the run with a strided ``memoryview`` slice, in C. A batch splits into a
+   few runs, because varints grow a byte at offset delta 64 and 8192.
+3. When ``build()`` is called, the runs of one layout (from many batches: a
+   Java producer's 16 KiB batches hold about 140 records of 100 bytes) are
+   converted together: their bytes become one ``fixed_size_binary(S)`` Arrow
+   array, ``pyarrow.compute.binary_slice`` cuts the keys and values out of it,
+   the timestamp deltas are un-zigzagged with Arrow kernels and the offsets
+   are a range; each run then takes its slice back, in order.
 
-A batch that does not split into a few long runs (varied value sizes, headers,
-compacted gaps) goes through ``RecordBatch.columns()`` and is converted from
-its lists; that path is general and several times slower. Both give the same
-arrays (a test checks this on many shapes of batch).
+Batch CRCs are checked by the caller (``_fetch``), so the layout checks only
+have to tell record shapes apart. A batch that does not split into a few long
+runs (varied value sizes, headers) goes through ``RecordBatch.columns()`` and
+is converted from its lists; that path is general and several times slower.
+Both give the same arrays (tests compare them on many shapes of batch).
 """
 
 from __future__ import annotations
