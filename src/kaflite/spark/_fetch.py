@@ -230,13 +230,9 @@ class _RangeReader:
                         f"{self.tp}: CRC mismatch in the batch at offset {batch.base_offset}")
                 self.builder.add(batch, pos, until)
                 if len(self.builder) >= ROWS_PER_BATCH:
-                    out = self.builder.build()
-                    if out is not None:
-                        yield out
+                    yield from self.builder.build_batches()
             pos = next_pos
-        out = self.builder.build()
-        if out is not None:
-            yield out
+        yield from self.builder.build_batches()
 
 
 def read_range(r: OffsetRange, params: ExecutorParams) -> Iterator[pa.RecordBatch]:

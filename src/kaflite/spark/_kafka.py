@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
+from kaflite._loop import new_event_loop
 from kaflite.client import TopicPartition
 from kaflite.client._base import BaseClient
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
@@ -86,7 +87,7 @@ def _shared_loop() -> asyncio.AbstractEventLoop:
     global _loop
     with _lock:
         if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
+            loop = new_event_loop()   # uvloop where installed
             ready = threading.Event()
 
             def main() -> None:

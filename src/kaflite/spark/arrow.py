@@ -60,6 +60,7 @@ from kaflite.protocol.records import RecordBatch
 
 __all__ = [
     "HEADERS_TYPE",
+    "MIN_ROWS",
     "SCHEMA",
     "SCHEMA_WITH_HEADERS",
     "ColumnBuilder",
@@ -100,6 +101,7 @@ def spark_ddl(include_headers: bool) -> str:
 
 # -- strided runs ---------------------------------------------------------------------
 _MIN_BATCH = 16     # smaller batches are not worth the vector set-up
+MIN_ROWS = 4096     # pieces smaller than this are joined before they are handed out
 _CONTINUED = re.compile(rb"[\x80-\xff]*")
 _FINAL = re.compile(rb"[\x00-\x7f]*")
 _OD_LIMIT = {1: 1 << 6, 2: 1 << 13, 3: 1 << 20}  # offset deltas each varint width covers
@@ -510,33 +512,70 @@ class ColumnBuilder:
             columns, schema=_PIECE_WITH_HEADERS if self.include_headers else _PIECE)))
         return b - a
 
-    def build(self) -> pa.RecordBatch | None:
-        """The records added so far as one Arrow batch (None if there are none)."""
-        n = self.rows
-        if n == 0:
-            return None
-        topic = self.topic.encode()
-        topics = pa.Array.from_buffers(pa.string(), n, [
-            None, _steps(len(topic), n), pa.py_buffer(topic * n)])
+    def build_batches(self) -> list[pa.RecordBatch]:
+        """The records added so far as Arrow batches in offset order; starts over.
+
+        A big run becomes a batch of its own, sliced from its conversion without
+        another copy; smaller pieces are joined until a batch has ``MIN_ROWS``.
+        """
+        if self.rows == 0:
+            return []
         groups: dict[tuple[int | bool, ...], list[_Strided]] = {}
         for piece in self._pieces:
             if isinstance(piece, _Strided):
                 groups.setdefault(piece.layout, []).append(piece)
         for group in groups.values():
-            _convert(group, self.include_headers)
-        whole = _concat([p.batch for p in self._pieces if p.batch is not None])
-        micros = pc.multiply(whole.column(3), _THOUSAND).view(TIMESTAMP)
-        columns = [
-            whole.column(0),
-            whole.column(1),
-            topics,
-            _constant_int32(self.partition, n),
-            whole.column(2),
-            micros,
-            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self._types)]),
-        ]
-        if self.include_headers:
-            columns.append(whole.column(4))
-        out = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+            if sum(m.count for m in group) >= MIN_ROWS * len(group):
+                for m in group:          # big runs: no need to join their bytes first
+                    _convert([m], self.include_headers)
+            else:
+                _convert(group, self.include_headers)
+        out: list[pa.RecordBatch] = []
+        small: list[pa.RecordBatch] = []
+        rows = 0
+        start = 0
+        for piece in self._pieces:
+            batch = piece.batch
+            assert batch is not None
+            if batch.num_rows >= MIN_ROWS:
+                if small:
+                    out.append(self._finish(_concat(small), start))
+                    start += rows
+                    small, rows = [], 0
+                out.append(self._finish(batch, start))
+                start += batch.num_rows
+                continue
+            small.append(batch)
+            rows += batch.num_rows
+            if rows >= MIN_ROWS:
+                out.append(self._finish(_concat(small), start))
+                start += rows
+                small, rows = [], 0
+        if small:
+            out.append(self._finish(_concat(small), start))
         self._reset()
         return out
+
+    def _finish(self, piece: pa.RecordBatch, start: int) -> pa.RecordBatch:
+        """Spark's columns for a piece whose first record is record ``start`` of the lot."""
+        n = piece.num_rows
+        topic = self.topic.encode()
+        columns = [
+            piece.column(0),
+            piece.column(1),
+            pa.Array.from_buffers(pa.string(), n, [None, _steps(len(topic), n),
+                                                   pa.py_buffer(topic * n)]),
+            _constant_int32(self.partition, n),
+            piece.column(2),
+            pc.multiply(piece.column(3), _THOUSAND).view(TIMESTAMP),
+            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(
+                self._types[start:start + n])]),
+        ]
+        if self.include_headers:
+            columns.append(piece.column(4))
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def build(self) -> pa.RecordBatch | None:
+        """The records added so far as one Arrow batch (None if there are none)."""
+        batches = self.build_batches()
+        return _concat(batches) if batches else None
