@@ -246,3 +246,22 @@ def test_streaming_rejects_ending_offsets(spark: Any, servers: str) -> None:
     with pytest.raises(Exception, match="ending offset not valid in streaming queries"):
         q.awaitTermination(60)
     q.stop()
+
+
+def test_driver_self_limits_without_admission_control(kafka: Cluster, servers: str) -> None:
+    # Spark 4.0/4.1 call latestOffset() with no start and no limit.
+    topic = unique("selflimit")
+    kafka.create_topic(topic, 1, 1)
+    produce(servers, topic, values(0, 100))
+    r = reader(servers, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="30")
+    try:
+        start = r.initialOffset()
+        # Before any batch was planned the reader cannot know where Spark stands: no cap.
+        assert r.latestOffset() == {topic: {"0": 100}}
+        r.partitions(start, start)          # what Spark does on restart (latest seen offset)
+        first = r.latestOffset()
+        assert first == {topic: {"0": 30}}
+        r.partitions(start, first)
+        assert r.latestOffset() == {topic: {"0": 60}}
+    finally:
+        r.stop()

@@ -59,6 +59,10 @@ def test_defaults_follow_spark() -> None:
     assert batch.group_id_prefix == "spark-kafka-relation"
     assert stream.group_id_prefix == "spark-kafka-source"
     assert stream.client_id("driver-0").startswith("spark-kafka-source-")
+    # kaflite joins no group: the prefix names the clients (their client.id) instead.
+    mine = src(subscribe="a", groupIdPrefix="etl")
+    assert mine.client_id("executor").startswith("etl-")
+    assert mine.client_id("executor").endswith("-executor")
 
 
 def test_option_names_are_case_insensitive() -> None:
