@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-import kaflite.spark  # sets PYSPARK_PYTHON before any SparkContext exists
 from kaflite.client.sync import Admin, Producer
 from kaflite.cluster import Cluster
 
@@ -31,6 +30,8 @@ def unique(prefix: str) -> str:
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
+    import kaflite.spark  # sets PYSPARK_PYTHON before the SparkContext starts
+
     if shutil.which("java") is None:
         pytest.skip("PySpark needs a Java 17+ runtime (none on PATH)")
     from pyspark.sql import SparkSession

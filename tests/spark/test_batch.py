@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
 import json
 import time
 from typing import Any

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
 from typing import Any
 
 import pytest
