@@ -97,9 +97,12 @@ def kaflite_send_batch(servers: str, topic: str, value: bytes, n: int) -> None:
 
     async def main() -> None:
         async with Producer(bootstrap_servers=servers, linger_ms=LINGER, batch_size=BATCH) as p:
+            # Like the other producers: hand everything over (buffer.memory is the only
+            # brake), then wait for the acknowledgements at the end.
             step = 100_000
             for i in range(0, n, step):
-                await p.send_batch(topic, [value] * min(step, n - i), partition=0)
+                await p.send_batch(topic, [value] * min(step, n - i), partition=0, wait=False)
+            await p.flush()
     asyncio.run(main())
 
 
@@ -144,33 +147,40 @@ def kafka_python_produce(servers: str, topic: str, value: bytes, n: int) -> None
 
 
 # -- consumers -------------------------------------------------------------------------
-def kaflite_consume(servers: str, topic: str, n: int) -> None:
+def kaflite_consume(servers: str, topic: str, value: bytes, n: int) -> None:
     from kaflite.client import Consumer, TopicPartition
 
     async def main() -> None:
         async with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest",
                             max_poll_records=100_000) as c:
             c.assign([TopicPartition(topic, 0)])
-            got = 0
+            got = size = 0
             while got < n:
                 for records in (await c.getmany(timeout_ms=1000)).values():
+                    for r in records:
+                        size += len(r.value)
                     got += len(records)
+            assert size == got * len(value)
     asyncio.run(main())
 
 
-def confluent_consume(servers: str, topic: str, n: int) -> None:
+def confluent_consume(servers: str, topic: str, value: bytes, n: int) -> None:
     import confluent_kafka
 
     c = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": uuid.uuid4().hex,
                                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
-    got = 0
+    got = size = 0
     while got < n:
-        got += len([m for m in c.consume(10_000, 1.0) if not m.error()])
+        for m in c.consume(10_000, 1.0):
+            if not m.error():
+                size += len(m.value())
+                got += 1
     c.close()
+    assert size == got * len(value)
 
 
-def aiokafka_consume(servers: str, topic: str, n: int) -> None:
+def aiokafka_consume(servers: str, topic: str, value: bytes, n: int) -> None:
     import aiokafka
 
     async def main() -> None:
@@ -180,16 +190,19 @@ def aiokafka_consume(servers: str, topic: str, n: int) -> None:
         try:
             c.assign([aiokafka.TopicPartition(topic, 0)])
             c.seek(aiokafka.TopicPartition(topic, 0), 0)
-            got = 0
+            got = size = 0
             while got < n:
                 for records in (await c.getmany(timeout_ms=1000, max_records=100_000)).values():
+                    for r in records:
+                        size += len(r.value)
                     got += len(records)
+            assert size == got * len(value)
         finally:
             await c.stop()
     asyncio.run(main())
 
 
-def kafka_python_consume(servers: str, topic: str, n: int) -> None:
+def kafka_python_consume(servers: str, topic: str, value: bytes, n: int) -> None:
     import kafka
 
     c = kafka.KafkaConsumer(bootstrap_servers=servers, auto_offset_reset="earliest",
@@ -197,11 +210,14 @@ def kafka_python_consume(servers: str, topic: str, n: int) -> None:
     tp = kafka.TopicPartition(topic, 0)
     c.assign([tp])
     c.seek(tp, 0)
-    got = 0
+    got = size = 0
     while got < n:
         for records in c.poll(1000, max_records=100_000).values():
+            for r in records:
+                size += len(r.value)
             got += len(records)
     c.close()
+    assert size == got * len(value)
 
 
 PRODUCERS: dict[str, Callable[[str, str, bytes, int], None]] = {
@@ -211,7 +227,7 @@ PRODUCERS: dict[str, Callable[[str, str, bytes, int], None]] = {
     "aiokafka": aiokafka_produce,
     "kafka-python": kafka_python_produce,
 }
-CONSUMERS: dict[str, Callable[[str, str, int], None]] = {
+CONSUMERS: dict[str, Callable[[str, str, bytes, int], None]] = {
     "kaflite": kaflite_consume,
     "confluent-kafka": confluent_consume,
     "aiokafka": aiokafka_consume,
@@ -244,7 +260,7 @@ def main() -> None:
                 if name == "kaflite send_batch":
                     consume_topic = topic
             for name, cfn in CONSUMERS.items():
-                secs = timed(functools.partial(cfn, servers, consume_topic, n))
+                secs = timed(functools.partial(cfn, servers, consume_topic, value, n))
                 results[f"consume {name}"] = (n / secs, n * size / secs / 1e6)
             base_p = results["produce aiokafka"][0]
             base_c = results["consume aiokafka"][0]

@@ -11,6 +11,7 @@ from kaflite.client.consumer import (
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RebalanceListener,
+    RecordList,
     TopicPartition,
 )
 from kaflite.client.events import Event
@@ -21,4 +22,4 @@ from kaflite.config import ConfigError
 __all__ = ["Admin", "BatchMetadata", "BufferFull", "CommitFailedError", "ConfigError",
            "ConfigResource", "ConnectionInfo", "Consumer", "ConsumerRecord", "Event",
            "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "Producer",
-           "RebalanceListener", "RecordMetadata", "TopicPartition"]
+           "RebalanceListener", "RecordList", "RecordMetadata", "TopicPartition"]

@@ -27,7 +27,7 @@ from typing import Any, Self, TypeVar
 from kaflite.client import admin as _admin
 from kaflite.client import consumer as _consumer
 from kaflite.client import producer as _producer
-from kaflite.client.consumer import ConsumerRecord, TopicPartition
+from kaflite.client.consumer import ConsumerRecord, RecordList, TopicPartition
 from kaflite.client.events import Event
 from kaflite.client.pool import ConnectionInfo
 
@@ -185,11 +185,11 @@ class Consumer(_SyncClient):
         return self._async.assignment()
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None
-             ) -> list[ConsumerRecord]:
+             ) -> RecordList:
         return self._run(self._async.poll(timeout_ms, max_records))
 
     def getmany(self, timeout_ms: int = 0, max_records: int | None = None
-                ) -> dict[TopicPartition, list[ConsumerRecord]]:
+                ) -> dict[TopicPartition, RecordList]:
         return self._run(self._async.getmany(timeout_ms=timeout_ms, max_records=max_records))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:

@@ -7,9 +7,10 @@ from kaflite.client.consumer._types import (
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RebalanceListener,
+    RecordList,
     TopicPartition,
 )
 
 __all__ = ["ASSIGNORS", "CommitFailedError", "Consumer", "ConsumerRecord",
            "IllegalStateError", "OffsetAndMetadata", "OffsetAndTimestamp",
-           "RebalanceListener", "TopicPartition"]
+           "RebalanceListener", "RecordList", "TopicPartition"]

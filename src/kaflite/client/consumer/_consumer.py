@@ -20,7 +20,7 @@ import asyncio
 import inspect
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from kaflite.client._aio import wait_event
@@ -34,9 +34,11 @@ from kaflite.client.consumer._types import (
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RebalanceListener,
+    RecordList,
     TopicPartition,
 )
 from kaflite.client.pool import DATA
+from kaflite.protocol import errors
 
 __all__ = ["CommitFailedError", "Consumer", "IllegalStateError"]
 
@@ -56,7 +58,7 @@ class Consumer(BaseClient):
         self._max_poll_records = c.int("max.poll.records")
         self._api_timeout = c.int("default.api.timeout.ms") / 1000
         self._isolation = 1 if c["isolation.level"] == "read_committed" else 0
-        self._iter_buffer: list[ConsumerRecord] = []
+        self._iter_buffer: Iterator[ConsumerRecord] = iter(())
         self._commit_tasks: set[asyncio.Task[None]] = set()
 
     async def _on_start(self) -> None:
@@ -156,24 +158,36 @@ class Consumer(BaseClient):
         needing = self._subs.needing_position()
         if not needing:
             return
-        fresh = [tp for tp in needing if self._subs.assignment[tp].reset is None]
+        assignment = self._subs.assignment
+
+        def unchanged(tp: TopicPartition, gen: int) -> bool:
+            # The answer applies only if nothing moved the position meanwhile (a seek by
+            # the application, another lookup, a new assignment).
+            state = assignment.get(tp)
+            return state is not None and state.fetch_gen == gen and state is \
+                self._subs.assignment.get(tp)
+
+        fresh = {tp: assignment[tp].fetch_gen for tp in needing if assignment[tp].reset is None}
         if fresh and self._group is not None:
-            committed = await self._group.fetch_committed(fresh, self._api_timeout)
+            committed = await self._group.fetch_committed(list(fresh), self._api_timeout)
             for tp, om in committed.items():
-                if om is not None and tp in self._subs.assignment:
+                if om is not None and tp in fresh and unchanged(tp, fresh[tp]):
                     self._subs.seek(tp, om.offset, om.leader_epoch)
         query: dict[TopicPartition, int] = {}
+        gens: dict[TopicPartition, int] = {}
+        assignment = self._subs.assignment
         for tp in self._subs.needing_position():
-            strategy = self._subs.assignment[tp].reset or self._subs.default_reset
+            state = assignment[tp]
+            strategy = state.reset or self._subs.default_reset
             if strategy == "none":
-                from kaflite.protocol.errors import OffsetOutOfRangeError
-                raise OffsetOutOfRangeError(f"{tp} has no committed offset and "
-                                            "auto.offset.reset is none")
+                raise errors.OffsetOutOfRangeError(f"{tp} has no committed offset and "
+                                                   "auto.offset.reset is none")
             query[tp] = EARLIEST if strategy == "earliest" else LATEST
+            gens[tp] = state.fetch_gen
         if query:
             found = await list_offsets(self, query, self._isolation, self._api_timeout)
             for tp, ot in found.items():
-                if tp in self._subs.assignment and ot is not None:
+                if ot is not None and tp in gens and unchanged(tp, gens[tp]):
                     self._subs.seek(tp, ot.offset, ot.leader_epoch)
 
     def seek(self, tp: TopicPartition | tuple[str, int], offset: int) -> None:
@@ -191,10 +205,17 @@ class Consumer(BaseClient):
     async def position(self, tp: TopicPartition | tuple[str, int]) -> int:
         tp = TopicPartition(*tp)
         state = self._subs.state(tp)
-        if state.position is None or state.reset:
+        deadline = time.monotonic() + self._api_timeout
+        # Never the old position while a reset (seek_to_beginning...) is pending.
+        while state.position is None or state.reset:
             await self.start()
             await self._update_positions()
-        assert state.position is not None
+            if state.position is not None and not state.reset:
+                break
+            if time.monotonic() > deadline:
+                raise errors.RequestTimedOutError(f"no position for {tp} within "
+                                                  "default.api.timeout.ms")
+            await asyncio.sleep(self.config.int("retry.backoff.ms") / 1000)
         return state.position
 
     def pause(self, *tps: TopicPartition) -> None:
@@ -297,8 +318,12 @@ class Consumer(BaseClient):
     # -- polling -----------------------------------------------------------------------------------
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None
-                      ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Records by partition: whatever is buffered, else wait up to ``timeout_ms``."""
+                      ) -> dict[TopicPartition, RecordList]:
+        """Records by partition: whatever is buffered, else wait up to ``timeout_ms``.
+
+        Each partition's records come as a ``RecordList``: a read-only sequence
+        whose ``ConsumerRecord`` objects are made as they are iterated.
+        """
         await self.start()
         deadline = time.monotonic() + timeout_ms / 1000
         limit = max_records or self._max_poll_records
@@ -322,17 +347,19 @@ class Consumer(BaseClient):
                 return {}
 
     async def poll(self, timeout_ms: int = 1000, max_records: int | None = None
-                   ) -> list[ConsumerRecord]:
+                   ) -> RecordList:
         """The next records, in partition order, waiting up to ``timeout_ms``."""
         got = await self.getmany(timeout_ms=timeout_ms, max_records=max_records)
         if len(got) == 1:
             return next(iter(got.values()))
-        return [r for records in got.values() for r in records]
+        return RecordList.concat(list(got.values()))
 
     async def getone(self) -> ConsumerRecord:
-        while not self._iter_buffer:
-            self._iter_buffer = (await self.poll(timeout_ms=1000))[::-1]
-        return self._iter_buffer.pop()
+        while True:
+            record = next(self._iter_buffer, None)
+            if record is not None:
+                return record
+            self._iter_buffer = iter(await self.poll(timeout_ms=1000))
 
     def __aiter__(self) -> Consumer:
         return self

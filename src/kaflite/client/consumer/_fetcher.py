@@ -3,13 +3,22 @@
 Theory of operation
 -------------------
 For every broker that leads at least one fetchable partition (assigned, not
-paused, with a position and no data already buffered), the fetcher keeps one
-Fetch in flight. The partitions are grouped by leader from the metadata
-cache, so a consumer of 12 partitions on 12 brokers sends 12 Fetches at once,
-each on that broker's connection. Responses go into a buffer of completed
-fetches, bounded in bytes (``fetch.buffer.bytes``): once it is full no new
-Fetch is sent until ``poll`` has drained it, which is the prefetch: while the
-application works through one poll's records, the next are on their way.
+paused, with a position), the fetcher keeps one Fetch in flight. The
+partitions are grouped by leader from the metadata cache, so a consumer of 12
+partitions on 12 brokers sends 12 Fetches at once, each on that broker's
+connection. Responses go into a buffer of completed fetches, bounded in bytes
+(``fetch.buffer.bytes``).
+
+The fetcher runs ahead of the application (librdkafka's pre-fetch): as soon as
+a response arrives, before anything of it is decoded, the next Fetch for its
+partitions goes out, asking from where the last complete batch of the
+response ends (``PartitionState.fetch_offset``). So while ``poll`` decodes one
+response, the broker is already serving the next, until the buffer is full.
+A position set from outside (seek, reset, a new assignment) bumps the
+partition's ``fetch_gen``: data fetched for the old position, buffered or in
+flight, is dropped, and fetching starts again from the position. A partition
+error on a Fetch that ran ahead is only acted on once the data before it has
+been handed out and the partition is fetched from its position again.
 
 Fetch sessions (KIP-227) are kept per broker by ``FetchSession``: the first
 request is full and asks for a session (epoch 0); if the broker grants one
@@ -39,18 +48,17 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from kaflite.client._aio import cancel_and_wait
 from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._subscription import SubscriptionState
-from kaflite.client.consumer._types import ConsumerRecord, TopicPartition
+from kaflite.client.consumer._types import RecordList, Segment, TopicPartition
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.protocol import errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse
 from kaflite.protocol.messages import fetch_request as fq
-from kaflite.protocol.records import RecordBatch, iter_batches
+from kaflite.protocol.records import RecordBatch, RecordColumns, iter_batches
 
 if TYPE_CHECKING:
     from kaflite.client.consumer._consumer import Consumer
@@ -101,12 +109,14 @@ class FetchSession:
 class _Completed:
     """A partition's data from one Fetch response, waiting to be handed out."""
 
-    __slots__ = ("aborted", "batches", "fetch_offset", "size", "tp")
+    __slots__ = ("aborted", "batches", "fetch_offset", "gen", "size", "tp")
 
-    def __init__(self, tp: TopicPartition, fetch_offset: int, batches: deque[RecordBatch],
-                 size: int, aborted: list[tuple[int, int]] | None) -> None:
+    def __init__(self, tp: TopicPartition, fetch_offset: int, gen: int,
+                 batches: deque[RecordBatch], size: int,
+                 aborted: list[tuple[int, int]] | None) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
+        self.gen = gen
         self.batches = batches
         self.size = size
         self.aborted = aborted
@@ -128,9 +138,12 @@ class Fetcher:
         self.sessions: dict[int, FetchSession] = {}
         self.buffer: deque[_Completed] = deque()
         self.buffered_bytes = 0
-        self.buffered_tps: set[TopicPartition] = set()
+        self.buffered_tps: dict[TopicPartition, int] = {}   # completed fetches buffered
         self.in_flight: dict[int, asyncio.Task[None]] = {}
-        self.errors: list[BaseException] = []
+        # Errors for the application, one per partition (None: not about one). A
+        # partition with an error waiting is not fetched until poll has raised it, so
+        # the fetcher, which runs on between polls, does not pile up copies of it.
+        self.errors: dict[TopicPartition | None, BaseException] = {}
         # monotonic time before which a partition is not fetched (after LEADER_NOT_AVAILABLE
         # and other back-off errors of the recovery table)
         self.backoff_until: dict[TopicPartition, float] = {}
@@ -152,13 +165,21 @@ class Fetcher:
         md = self.consumer.metadata
         by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
         epochs: dict[TopicPartition, int] = {}
+        gens: dict[TopicPartition, int] = {}
         backoff = self.backoff_until
         now_ = time.monotonic() if backoff else 0.0
         waiting = self.await_metadata
+        assignment = self.subs.assignment
         for tp in self.subs.fetchable():
-            if tp in self.buffered_tps:
-                continue
+            state = assignment[tp]
+            offset = state.fetch_offset
+            if offset < 0:
+                if tp in self.buffered_tps:
+                    continue  # fetch from the position once what is buffered is handed out
+                offset = state.position  # type: ignore[assignment]
             if backoff and backoff.get(tp, 0.0) > now_:
+                continue
+            if tp in self.errors:
                 continue
             if waiting and tp in waiting:
                 if waiting[tp] == md.version:
@@ -170,12 +191,12 @@ class Fetcher:
                 continue
             if leader.leader in self.in_flight:
                 continue
-            state = self.subs.assignment[tp]
-            assert state.position is not None
-            by_node.setdefault(leader.leader, {})[tp] = (state.position, self.partition_max)
+            by_node.setdefault(leader.leader, {})[tp] = (offset, self.partition_max)
             epochs[tp] = leader.leader_epoch
+            gens[tp] = state.fetch_gen
         for node, wanted in by_node.items():
-            task = asyncio.get_running_loop().create_task(self._fetch(node, wanted, epochs))
+            task = asyncio.get_running_loop().create_task(
+                self._fetch(node, wanted, epochs, gens))
             self.in_flight[node] = task
 
     def _request(self, node: int, wanted: dict[TopicPartition, tuple[int, int]],
@@ -205,7 +226,8 @@ class Fetcher:
             rack_id=self.rack)
 
     async def _fetch(self, node: int, wanted: dict[TopicPartition, tuple[int, int]],
-                     epochs: dict[TopicPartition, int]) -> None:
+                     epochs: dict[TopicPartition, int], gens: dict[TopicPartition, int]
+                     ) -> None:
         consumer = self.consumer
         try:
             conn = await consumer.pool.get(node)
@@ -223,20 +245,24 @@ class Fetcher:
                 self.sessions.pop(node, None)
                 consumer.metadata.request_update(f"Fetch to broker {node} failed")
                 return
-            self._handle(node, resp, wanted, version)
+            self._handle(node, resp, wanted, gens, version)
+            self.in_flight.pop(node, None)
+            self.send_fetches()  # run ahead: the next Fetch before this one is decoded
         except (ConnectionClosed, OSError, TimeoutError):
             consumer.metadata.request_update(f"cannot reach broker {node}")
             await asyncio.sleep(consumer.config.int("retry.backoff.ms") / 1000)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.errors.append(exc)
+            self.errors[None] = exc
         finally:
-            self.in_flight.pop(node, None)
+            if self.in_flight.get(node) is asyncio.current_task():
+                del self.in_flight[node]
             self.data_ready.set()
 
     def _handle(self, node: int, resp: FetchResponse,
-                wanted: dict[TopicPartition, tuple[int, int]], version: int) -> None:
+                wanted: dict[TopicPartition, tuple[int, int]], gens: dict[TopicPartition, int],
+                version: int) -> None:
         session = self.sessions[node]
         session.handle(resp.error_code, resp.session_id)
         md = self.consumer.metadata
@@ -251,12 +277,16 @@ class Fetcher:
                 tp = TopicPartition(name, pd.partition_index)
                 sent = wanted.get(tp)
                 state = self.subs.assignment.get(tp)
-                if sent is None or state is None or state.position != sent[0]:
+                if sent is None or state is None or state.fetch_gen != gens.get(tp):
                     continue  # unassigned or seeked while the fetch was in flight
                 code = pd.error_code
                 if code:
-                    self._partition_error(tp, code, pd.current_leader.leader_id,
-                                          pd.current_leader.leader_epoch, endpoints)
+                    # Fetch from the position next; an error about data beyond what is
+                    # buffered is acted on when the partition gets there.
+                    state.fetch_offset = -1
+                    if sent[0] == state.position:
+                        self._partition_error(tp, code, pd.current_leader.leader_id,
+                                              pd.current_leader.leader_epoch, endpoints)
                     continue
                 if pd.high_watermark >= 0:
                     state.high_watermark = pd.high_watermark
@@ -273,9 +303,11 @@ class Fetcher:
                     aborted = sorted((a.first_offset, a.producer_id)
                                      for a in pd.aborted_transactions)
                 size = len(records)
-                self.buffer.append(_Completed(tp, sent[0], batches, size, aborted))
+                self.buffer.append(_Completed(tp, sent[0], state.fetch_gen, batches, size,
+                                              aborted))
                 self.buffered_bytes += size
-                self.buffered_tps.add(tp)
+                self.buffered_tps[tp] = self.buffered_tps.get(tp, 0) + 1
+                state.fetch_offset = batches[-1].next_offset
 
     def _partition_error(self, tp: TopicPartition, code: int, leader: int, epoch: int,
                          endpoints: list[tuple[int, str, int, str | None]]) -> None:
@@ -294,14 +326,14 @@ class Fetcher:
         elif action == Action.RESET_OFFSET:
             strategy = self.subs.default_reset
             if strategy == "none":
-                self.errors.append(errors.OffsetOutOfRangeError(
+                self.errors[tp] = errors.OffsetOutOfRangeError(
                     f"{where}: position {self.subs.assignment[tp].position}, "
-                    "and auto.offset.reset is none"))
+                    "and auto.offset.reset is none")
             else:
                 self.consumer._events.emit("offsets", f"reset {tp} to {strategy}", cause=where)
                 self.subs.request_reset(tp, strategy)
         elif action in (Action.RAISE, Action.FATAL):
-            self.errors.append(errors.error_for_code(code, where))
+            self.errors[tp] = errors.error_for_code(code, where)
         else:
             md.request_update(where)
             self._back_off(tp)
@@ -321,21 +353,24 @@ class Fetcher:
 
     def raise_errors(self) -> None:
         if self.errors:
-            exc = self.errors.pop(0)
+            exc = self.errors.pop(next(iter(self.errors)))
             raise exc
 
-    def drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+    def drain(self, max_records: int) -> dict[TopicPartition, RecordList]:
         """Decode buffered batches into records, advancing positions."""
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        out: dict[TopicPartition, RecordList] = {}
         remaining = max_records
         assignment = self.subs.assignment
         while self.buffer and remaining > 0:
             done = self.buffer[0]
             tp = done.tp
             state = assignment.get(tp)
-            if state is None or state.paused or state.revoking or state.position is None \
-                    or state.position < done.fetch_offset or state.reset is not None:
+            if state is None or state.fetch_gen != done.gen or state.paused or state.revoking \
+                    or state.position is None or state.position < done.fetch_offset \
+                    or state.reset is not None:
                 self._drop_first()
+                if state is not None and state.fetch_gen == done.gen:
+                    state.refetch()   # fetch again from the position later
                 continue
             batches = done.batches
             records = out.get(tp)
@@ -354,7 +389,7 @@ class Fetcher:
                     self._drop_first()
                     raise errors.CorruptMessageError(f"{tp}: CRC mismatch at offset "
                                                      f"{batch.base_offset}")
-                cols = batch.columns()
+                cols = batch.columns(copy=True)
                 offsets = cols.offsets
                 start = 0
                 if offsets and offsets[0] < position:
@@ -362,9 +397,9 @@ class Fetcher:
                         start += 1
                 end = min(len(offsets), start + remaining)
                 if records is None:
-                    records = out[tp] = []
+                    records = out[tp] = RecordList()
                 if end > start:
-                    records.extend(self._records(tp, cols, start, end))
+                    records.add(self._segment(tp, cols, start, end))
                     remaining -= end - start
                 if end >= len(offsets):
                     batches.popleft()
@@ -375,24 +410,21 @@ class Fetcher:
                 self._drop_first()
         return out
 
-    def _records(self, tp: TopicPartition, cols: Any, start: int, end: int
-                 ) -> list[ConsumerRecord]:
-        keys = cols.keys[start:end]
-        values = cols.values[start:end]
+    def _segment(self, tp: TopicPartition, cols: RecordColumns, start: int, end: int
+                 ) -> Segment:
+        """Records ``start:end`` of a batch decoded with ``copy=True`` (bytes, not views)."""
+        whole = start == 0 and end == len(cols.offsets)
+        keys: list[Any] = cols.keys if whole else cols.keys[start:end]
+        values: list[Any] = cols.values if whole else cols.values[start:end]
         kd, vd = self.key_deser, self.value_deser
-        keys = [None if k is None else (kd(bytes(k)) if kd else bytes(k)) for k in keys]
-        if vd is None:
-            values = [None if v is None else bytes(v) for v in values]
-        else:
-            values = [None if v is None else vd(bytes(v)) for v in values]
-        headers = cols.headers[start:end]
-        if any(headers):
-            headers = [tuple((k, None if v is None else bytes(v)) for k, v in h)
-                       for h in headers]
-        n = end - start
-        return list(map(ConsumerRecord, repeat(tp.topic, n), repeat(tp.partition, n),
-                        cols.offsets[start:end], cols.timestamps[start:end], keys, values,
-                        headers))
+        if kd is not None:
+            keys = [None if k is None else kd(k) for k in keys]
+        if vd is not None:
+            values = [None if v is None else vd(v) for v in values]
+        return (tp.topic, tp.partition,
+                cols.offsets if whole else cols.offsets[start:end],
+                cols.timestamps if whole else cols.timestamps[start:end],
+                keys, values, cols.headers if whole else cols.headers[start:end])
 
     @staticmethod
     def _aborted(done: _Completed, batch: RecordBatch) -> bool:
@@ -401,9 +433,15 @@ class Fetcher:
                    for first, pid in done.aborted)
 
     def _drop_first(self) -> None:
-        done = self.buffer.popleft()
+        self._forget(self.buffer.popleft())
+
+    def _forget(self, done: _Completed) -> None:
         self.buffered_bytes -= done.size
-        self.buffered_tps.discard(done.tp)
+        left = self.buffered_tps[done.tp] - 1
+        if left:
+            self.buffered_tps[done.tp] = left
+        else:
+            del self.buffered_tps[done.tp]
 
     def clear(self, keep: set[TopicPartition] | None = None) -> None:
         """Forget buffered data (for partitions not in ``keep``)."""
@@ -411,9 +449,11 @@ class Fetcher:
         for done in self.buffer:
             if keep is not None and done.tp in keep:
                 kept.append(done)
-            else:
-                self.buffered_bytes -= done.size
-                self.buffered_tps.discard(done.tp)
+                continue
+            self._forget(done)
+            state = self.subs.assignment.get(done.tp)
+            if state is not None and state.fetch_gen == done.gen:
+                state.refetch()
         self.buffer = kept
 
     async def close(self) -> None:

@@ -11,12 +11,18 @@ Fetch, which give the lag.
 
 from __future__ import annotations
 
+import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kaflite.client.consumer._types import RebalanceListener, TopicPartition
 
 __all__ = ["PartitionState", "SubscriptionState"]
+
+
+# fetch generations are unique across partition states, so a state created for a
+# partition assigned again never matches data fetched for the one before it
+_GENERATIONS = itertools.count(1)
 
 
 class IllegalStateError(RuntimeError):
@@ -29,6 +35,16 @@ class PartitionState:
     position_epoch: int = -1
     paused: bool = False
     revoking: bool = False         # being revoked: nothing more is fetched or handed out
+    # The fetcher runs ahead of the position (see _fetcher): the offset its next Fetch
+    # asks for (-1: the position), and a generation bumped whenever the position is
+    # set from outside (seek, reset), so data fetched for an old position is dropped.
+    fetch_offset: int = -1
+    fetch_gen: int = field(default_factory=lambda: next(_GENERATIONS))
+
+    def refetch(self) -> None:
+        """Drop what was fetched ahead: fetch again from the position."""
+        self.fetch_offset = -1
+        self.fetch_gen = next(_GENERATIONS)
     reset: str | None = None       # "earliest", "latest" or a timestamp, when pending
     high_watermark: int = -1
     last_stable_offset: int = -1
@@ -99,9 +115,12 @@ class SubscriptionState:
     def seek(self, tp: TopicPartition, offset: int, epoch: int = -1) -> None:
         s = self.state(tp)
         s.position, s.position_epoch, s.reset = offset, epoch, None
+        s.refetch()
 
     def request_reset(self, tp: TopicPartition, strategy: str) -> None:
-        self.state(tp).reset = strategy
+        s = self.state(tp)
+        s.reset = strategy
+        s.refetch()
 
     def all_consumed(self) -> dict[TopicPartition, int]:
         return {tp: s.position for tp, s in self.assignment.items() if s.position is not None}

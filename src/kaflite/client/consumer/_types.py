@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from itertools import chain, repeat
+from typing import Any, NamedTuple, overload
 
 __all__ = ["ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp",
-           "RebalanceListener", "TopicPartition"]
+           "RebalanceListener", "RecordList", "TopicPartition"]
 
 
 class TopicPartition(NamedTuple):
@@ -29,25 +31,122 @@ class OffsetAndTimestamp(NamedTuple):
     leader_epoch: int = -1
 
 
-class ConsumerRecord:
-    """One consumed record. ``key``/``value`` are bytes (or deserialized)."""
+class ConsumerRecord(NamedTuple):
+    """One consumed record. ``key``/``value`` are bytes (or deserialized).
 
-    __slots__ = ("headers", "key", "offset", "partition", "timestamp", "topic", "value")
+    A named tuple, because the consumer makes them by the hundred thousand: the
+    fetcher builds each one in C (``tuple.__new__`` over zipped columns), with
+    no Python-level ``__init__`` call per record.
+    """
 
-    def __init__(self, topic: str, partition: int, offset: int, timestamp: int, key: Any,
-                 value: Any, headers: Sequence[tuple[str, bytes | None]] = ()) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
-        self.key = key
-        self.value = value
-        self.headers = headers
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Any
+    value: Any
+    headers: Sequence[tuple[str, bytes | None]] = ()
+
+
+# (topic, partition, offsets, timestamps, keys, values, headers): one decoded run of a
+# partition's records, as parallel lists
+Segment = tuple[str, int, Sequence[int], Sequence[int], Sequence[Any], Sequence[Any],
+                Sequence[Any]]
+
+# ConsumerRecord is a named tuple; tuple.__new__ fills one from a row without the
+# Python-level __new__ the class would run (half the cost per record).
+_new_record: Callable[[type[ConsumerRecord], tuple[Any, ...]], ConsumerRecord] = tuple.__new__
+
+
+def _make(seg: Segment) -> Iterator[ConsumerRecord]:
+    topic, partition, offsets, timestamps, keys, values, headers = seg
+    n = len(offsets)
+    rows = zip(repeat(topic, n), repeat(partition, n), offsets, timestamps, keys, values,
+               headers, strict=True)
+    return map(_new_record, repeat(ConsumerRecord, n), rows)
+
+
+class RecordList(Sequence[ConsumerRecord]):
+    """The records of a poll: a read-only sequence that makes each record when asked.
+
+    Like Java's ``ConsumerRecords``, it is not a list. The fetcher decodes a
+    batch into columns (offsets, timestamps, keys, values, headers), and the
+    ``ConsumerRecord`` tuples are made from them as the application iterates
+    (in C, with no Python call per record) or indexes. An application that
+    handles records one at a time therefore never holds a whole poll of record
+    objects at once: each dies young, and CPython's cyclic garbage collector,
+    which otherwise walks every live record again and again while a large poll
+    is being built, hardly notices them. ``list(records)`` makes a list.
+    """
+
+    __slots__ = ("_ends", "_segments")
+
+    def __init__(self, segments: Sequence[Segment] = ()) -> None:
+        self._segments: list[Segment] = []
+        self._ends: list[int] = []     # cumulative record counts, for indexing
+        for seg in segments:
+            self.add(seg)
+
+    def add(self, seg: Segment) -> None:
+        n = len(seg[2])
+        if n:
+            self._segments.append(seg)
+            self._ends.append((self._ends[-1] if self._ends else 0) + n)
+
+    @classmethod
+    def concat(cls, lists: Sequence[RecordList]) -> RecordList:
+        out = cls()
+        for records in lists:
+            for seg in records._segments:
+                out.add(seg)
+        return out
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    def __bool__(self) -> bool:
+        return bool(self._ends)
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        if len(self._segments) == 1:
+            return _make(self._segments[0])
+        return chain.from_iterable(map(_make, self._segments))
+
+    @overload
+    def __getitem__(self, index: int) -> ConsumerRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[ConsumerRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> ConsumerRecord | list[ConsumerRecord]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("record index out of range")
+        s = bisect_right(self._ends, index)
+        topic, partition, offsets, timestamps, keys, values, headers = self._segments[s]
+        i = index - (self._ends[s - 1] if s else 0)
+        return ConsumerRecord(topic, partition, offsets[i], timestamps[i], keys[i], values[i],
+                              headers[i])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RecordList | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other,
+                                                                          strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Sequence[ConsumerRecord]) -> list[ConsumerRecord]:
+        return [*self, *other]
+
+    def __radd__(self, other: Sequence[ConsumerRecord]) -> list[ConsumerRecord]:
+        return [*other, *self]
 
     def __repr__(self) -> str:
-        return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, "
-                f"offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
-                f"value={self.value!r})")
+        return f"RecordList({list(self)!r})"
 
 
 class RebalanceListener:

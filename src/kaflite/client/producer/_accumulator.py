@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any
 
 from kaflite.client._aio import wait_event
@@ -69,7 +71,7 @@ DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], Any]
 
 
 class ProducerBatch:
-    __slots__ = ("attempts", "base_offset", "base_sequence", "callbacks", "created",
+    __slots__ = ("attempts", "base_offset", "base_sequence", "callbacks", "closed", "created",
                  "done", "encoded", "error", "headers", "keys", "log_append_time",
                  "partition", "producer_epoch", "producer_id", "retry_at", "size",
                  "timestamps", "topic", "values")
@@ -94,6 +96,9 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
+        # True once nothing more may be appended: another batch queued behind it,
+        # or it was drained (encoded) or expired. The producer's fast path checks it.
+        self.closed = False
 
     def __len__(self) -> int:
         return len(self.values)
@@ -118,11 +123,12 @@ class ProducerBatch:
         if self.encoded is None or (self.producer_id, self.producer_epoch,
                                     self.base_sequence) != key:
             ts = self.timestamps
+            self.closed = True
             self.encoded = encode_batch(
                 self.values, keys=self.keys, headers=self.headers, timestamps=ts,
                 compression=compression, producer_id=producer_id,
                 producer_epoch=producer_epoch, base_sequence=base_sequence,
-                base_timestamp=ts[0] if ts else None)
+                base_timestamp=min(ts) if ts else None)
             self.producer_id, self.producer_epoch, self.base_sequence = key
         return self.encoded
 
@@ -146,6 +152,29 @@ class ProducerBatch:
 
 
 TP = tuple[str, int]
+
+
+def cut_batches(sizes: Sequence[int], batch_size: int) -> list[tuple[int, int, int]]:
+    """(start, end, bytes) of consecutive batches of at most ``batch_size`` bytes.
+
+    A batch takes records while their sizes, plus the batch overhead, fit; a
+    record larger than that gets a batch of its own. Found with running sums
+    and bisection, so the cost is per batch, not per record.
+    """
+    cum = list(accumulate(sizes))
+    n = len(cum)
+    out = []
+    start, before = 0, 0
+    room = batch_size - BATCH_OVERHEAD
+    while start < n:
+        end = bisect_right(cum, before + room, start)
+        if end == start:
+            end = start + 1   # one record bigger than a batch
+        total = BATCH_OVERHEAD + cum[end - 1] - before
+        out.append((start, end, total))
+        before = cum[end - 1]
+        start = end
+    return out
 
 
 class RecordAccumulator:
@@ -184,8 +213,10 @@ class RecordAccumulator:
         if queue is None:
             queue = self.queues[tp] = deque()
         batch = queue[-1] if queue else None
-        if batch is None or batch.encoded is not None or batch.attempts \
+        if batch is None or batch.closed or batch.attempts \
                 or (batch.size + size > self.batch_size and batch.values):
+            if batch is not None:
+                batch.closed = True
             batch = ProducerBatch(topic, partition, time.monotonic())
             queue.append(batch)
             self.incomplete.add(batch)
@@ -216,23 +247,20 @@ class RecordAccumulator:
         out: list[tuple[ProducerBatch, int, int]] = []
         tp = (topic, partition)
         queue = self.queues.setdefault(tp, deque())
-        i, n = 0, len(values)
-        while i < n:
-            batch = ProducerBatch(topic, partition, time.monotonic())
-            start = i
-            total = BATCH_OVERHEAD
-            while i < n and (total + sizes[i] <= self.batch_size or i == start):
-                total += sizes[i]
-                i += 1
-            batch.values = list(values[start:i])
+        if queue:
+            queue[-1].closed = True
+        now = time.monotonic()
+        for start, end, total in cut_batches(sizes, self.batch_size):
+            batch = ProducerBatch(topic, partition, now)
+            batch.values = list(values[start:end])
             if keys is not None:
-                batch.keys = list(keys[start:i])
-            batch.timestamps = [timestamp] * (i - start)
+                batch.keys = list(keys[start:end])
+            batch.timestamps = [timestamp] * (end - start)
             batch.size = total
             self.used += total
             queue.append(batch)
             self.incomplete.add(batch)
-            out.append((batch, 0, i - start))
+            out.append((batch, 0, end - start))
         self.wakeup()
         return out
 
@@ -307,7 +335,9 @@ class RecordAccumulator:
         out = []
         for queue in self.queues.values():
             while queue and now - queue[0].created > delivery_timeout:
-                out.append(queue.popleft())
+                batch = queue.popleft()
+                batch.closed = True
+                out.append(batch)
         return out
 
     def pending_batches(self) -> list[ProducerBatch]:

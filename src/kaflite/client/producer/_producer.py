@@ -18,18 +18,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
+from operator import add
 from typing import Any
 
 from kaflite.client._base import BaseClient
 from kaflite.client.pool import DATA
 from kaflite.client.producer._accumulator import (
-    BATCH_OVERHEAD,
     RECORD_OVERHEAD,
     BufferFull,
     DeliveryCallback,
     ProducerBatch,
     RecordAccumulator,
     RecordMetadata,
+    cut_batches,
 )
 from kaflite.client.producer._idempotence import IdempotenceState
 from kaflite.client.producer._partitioner import Partitioner
@@ -116,6 +118,10 @@ class Producer(BaseClient):
         self._waiting: set[asyncio.Task[Any]] = set()
         self._written: set[tuple[str, int]] = set()
         self._max_block = c.int("max.block.ms") / 1000
+        # The fast path for unkeyed records (see produce): per topic, the open batch
+        # of its sticky partition and the batch's size when it was opened here.
+        self._open: dict[str, tuple[ProducerBatch, int]] = {}
+        self._available: dict[str, tuple[int, list[int]]] = {}
 
     async def _on_start(self) -> None:
         self.pool.role_providers.append(self._roles)
@@ -178,11 +184,27 @@ class Producer(BaseClient):
                     f"{topic} has {n} partitions, not {partition + 1}")
             return partition
         if key is None or self._partitioner.ignore_keys:
-            avail = [p.partition for p in tm.partitions if p.leader >= 0]
+            avail = self._leaders_available(topic)
+            opened = self._open.pop(topic, None)
+            if opened is not None:
+                # Bytes appended on the fast path count against the sticky partition.
+                batch, base = opened
+                self._partitioner.record_appended(topic, batch.size - base, n, avail,
+                                                  self._acc.queue_size)
             p = self._partitioner.partition(topic, key, n, avail, self._acc.queue_size)
             self._partitioner.record_appended(topic, size, n, avail, self._acc.queue_size)
             return p
         return self._partitioner.partition(topic, key, n)
+
+    def _leaders_available(self, topic: str) -> list[int]:
+        """Partitions of ``topic`` with a leader (cached per metadata version)."""
+        version = self.metadata.version
+        cached = self._available.get(topic)
+        if cached is None or cached[0] != version:
+            tm = self.metadata.topics[topic]
+            cached = (version, [p.partition for p in tm.partitions if p.leader >= 0])
+            self._available[topic] = cached
+        return cached[1]
 
     def _append(self, topic: str, value: Any, key: Any, partition: int | None,
                 headers: HeadersArg, timestamp: int | None
@@ -195,9 +217,40 @@ class Producer(BaseClient):
         if h:
             size += sum(len(hk) + (len(hv) if hv else 0) + 2 for hk, hv in h)
         p = self._choose(topic, k, partition, size)
-        ts = timestamp if timestamp is not None else int(time.time() * 1000)
+        ts = timestamp if timestamp is not None else time.time_ns() // 1_000_000
         self._written.add((topic, p))
-        return self._acc.append(topic, p, v, k, h, ts, size)
+        batch, index = self._acc.append(topic, p, v, k, h, ts, size)
+        if k is None and partition is None and h is None and timestamp is None \
+                and self._value_ser is None and batch.keys is None and batch.headers is None:
+            self._open[topic] = (batch, batch.size)   # later unkeyed records go fast
+        return batch, index
+
+    def _append_fast(self, topic: str, value: Any) -> tuple[ProducerBatch, int] | None:
+        """An unkeyed record into the open batch of the topic's sticky partition.
+
+        The general path (serialize, partition, size, accumulate) costs about a
+        microsecond per record in Python. An unkeyed record without headers or
+        timestamp, whose topic has an open batch (see ``_open``) with room, only
+        needs appending to that batch's columns; the batch is encoded in bulk when
+        the sender drains it. Anything else returns None: take the general path.
+        """
+        opened = self._open.get(topic)
+        if opened is None or type(value) is not bytes or self._value_ser is not None:
+            return None
+        batch = opened[0]
+        size = len(value) + RECORD_OVERHEAD
+        acc = self._acc
+        if batch.closed or batch.size + size > acc.batch_size \
+                or acc.used + size > acc.buffer_memory \
+                or batch.keys is not None or batch.headers is not None:
+            return None  # (a keyed record or one with headers joined the batch since)
+        values = batch.values
+        index = len(values)
+        values.append(value)
+        batch.timestamps.append(time.time_ns() // 1_000_000)
+        batch.size += size
+        acc.used += size
+        return batch, index
 
     async def _ready_for(self, topic: str) -> None:
         if not self._started:
@@ -208,11 +261,16 @@ class Producer(BaseClient):
     async def send(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
                    headers: HeadersArg = None, timestamp: int | None = None) -> RecordMetadata:
         """Send one record and wait for its acknowledgement."""
-        if topic not in self.metadata.topics or not self._started:
-            await self._ready_for(topic)
-        if not self._acc.has_room(len(value) if value else 0):
-            await self._acc.wait_for_room(len(value) if value else 0, self._max_block)
-        batch, index = self._append(topic, value, key, partition, headers, timestamp)
+        appended = None
+        if key is None and partition is None and headers is None and timestamp is None:
+            appended = self._append_fast(topic, value)
+        if appended is None:
+            if topic not in self.metadata.topics or not self._started:
+                await self._ready_for(topic)
+            if not self._acc.has_room(len(value) if value else 0):
+                await self._acc.wait_for_room(len(value) if value else 0, self._max_block)
+            appended = self._append(topic, value, key, partition, headers, timestamp)
+        batch, index = appended
         await batch.future()
         return batch.metadata(index)
 
@@ -220,6 +278,15 @@ class Producer(BaseClient):
                 headers: HeadersArg = None, timestamp: int | None = None,
                 on_delivery: DeliveryCallback | None = None) -> None:
         """Queue one record without waiting; ``on_delivery(err, metadata)`` reports it."""
+        if key is None and partition is None and headers is None and timestamp is None:
+            appended = self._append_fast(topic, value)
+            if appended is not None:
+                if on_delivery is not None:
+                    batch, index = appended
+                    if batch.callbacks is None:
+                        batch.callbacks = []
+                    batch.callbacks.append((index, on_delivery))
+                return
         if topic not in self.metadata.topics or not self._started:
             task = asyncio.get_running_loop().create_task(self._produce_later(
                 topic, value, key, partition, headers, timestamp, on_delivery))
@@ -262,8 +329,11 @@ class Producer(BaseClient):
             if len(keys) != len(values):
                 raise ValueError("keys and values differ in length")
             ks = [_to_bytes(k, self._key_ser) for k in keys]
-        ts = timestamp if timestamp is not None else int(time.time() * 1000)
-        sizes = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in vs]
+        ts = timestamp if timestamp is not None else time.time_ns() // 1_000_000
+        try:
+            sizes = list(map(add, map(len, vs), repeat(RECORD_OVERHEAD)))  # type: ignore[arg-type]
+        except TypeError:  # None values (tombstones)
+            sizes = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in vs]
         if ks is not None:
             sizes = [s + (len(k) if k is not None else 0) for s, k in zip(sizes, ks, strict=True)]
         await self._acc.wait_for_room(min(sum(sizes), self._acc.buffer_memory), self._max_block)
@@ -276,17 +346,11 @@ class Producer(BaseClient):
             parts = self._acc.append_many(topic, p, vs, None, ts, sizes)
         elif ks is None:
             # Uniform sticky (KIP-794) at batch granularity: one batch's worth per partition.
-            i = 0
             limit = self._acc.batch_size
-            while i < len(vs):
-                j, total = i, BATCH_OVERHEAD
-                while j < len(vs) and (total + sizes[j] <= limit or j == i):
-                    total += sizes[j]
-                    j += 1
+            for i, j, total in cut_batches(sizes, limit):
                 p = self._choose(topic, None, None, max(total, limit))
                 self._written.add((topic, p))
                 parts += self._acc.append_many(topic, p, vs[i:j], None, ts, sizes[i:j])
-                i = j
         else:
             groups: dict[int, list[int]] = {}
             for i, k in enumerate(ks):
@@ -334,5 +398,6 @@ class Producer(BaseClient):
             try:
                 await self.flush(timeout)
             finally:
+                self._open.clear()
                 await self._sender.close(timeout)
         await super().close()

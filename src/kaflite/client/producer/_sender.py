@@ -116,7 +116,13 @@ class Sender:
                     continue
                 batches = self.acc.drain(node, now, self._leader_of, muted, self.max_request)
                 if batches:
-                    self._send(node, batches)
+                    try:
+                        self._send(node, batches)
+                    except Exception as exc:  # a batch that cannot be encoded fails alone
+                        log.exception("cannot send to broker %s", node)
+                        for batch in batches:
+                            if batch.error is None and batch.base_offset < 0:
+                                self._fail(batch, exc)
             if not self.acc.incomplete and not self.tasks:
                 delay = 3600.0
             if delay > 0 or not nodes:
@@ -142,12 +148,21 @@ class Sender:
     # -- one request ---------------------------------------------------------------------
     def _send(self, node: int, batches: list[ProducerBatch]) -> None:
         by_topic: dict[str, list[pq.PartitionProduceData]] = {}
+        sending = []
         for batch in batches:
             pid, epoch, seq = self.idem.assign(batch)
-            data = batch.encode(self.compression, pid, epoch, seq)
+            try:
+                data = batch.encode(self.compression, pid, epoch, seq)
+            except Exception as exc:  # e.g. a value of the wrong type: this batch fails
+                self._fail(batch, exc)
+                continue
             batch.attempts += 1
+            sending.append(batch)
             by_topic.setdefault(batch.topic, []).append(
                 pq.PartitionProduceData(index=batch.partition, records=data))
+        if not sending:
+            return
+        batches = sending
         req = ProduceRequest(
             transactional_id=self.idem.transactional_id, acks=self.acks,
             timeout_ms=self.timeout_ms,
@@ -249,5 +264,6 @@ class Sender:
         for task in list(self.tasks):
             task.cancel()
         for batch in self.acc.pending_batches():
+            batch.closed = True
             self._fail(batch, errors.KafkaError("producer closed"))
         self.acc.queues.clear()
