@@ -7,6 +7,7 @@ loss, no duplicates, per-partition order kept.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Coroutine
 from typing import Any
@@ -228,10 +229,14 @@ def test_seek_pause_offsets_for_times(cluster: Cluster) -> None:
     topic = topic_name()
     cluster.create_topic(topic, partitions=1, replication_factor=1)
 
+    # Recent timestamps: records stamped in 1970 are past retention.ms at once, and the
+    # broker's retention check (as Kafka's) deletes them while the test runs.
+    base = int(time.time() * 1000) - 60_000
+
     async def main() -> None:
         async with Producer(bootstrap_servers=cluster.bootstrap_servers) as p:
             for i in range(10):
-                await p.send(topic, str(i).encode(), timestamp=1_000_000 + i * 10)
+                await p.send(topic, str(i).encode(), timestamp=base + i * 10)
         tp = TopicPartition(topic, 0)
         async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
                             auto_offset_reset="latest") as c:
@@ -240,7 +245,7 @@ def test_seek_pause_offsets_for_times(cluster: Cluster) -> None:
             c.seek(tp, 3)
             recs = await c.poll(timeout_ms=2000)
             assert [r.offset for r in recs][:1] == [3]
-            found = await c.offsets_for_times({tp: 1_000_055})
+            found = await c.offsets_for_times({tp: base + 55})
             assert found[tp] is not None and found[tp].offset == 6
             c.seek_to_beginning(tp)
             assert await c.position(tp) == 0
