@@ -87,6 +87,36 @@ class _Pending:
     future: asyncio.Future[Struct]
 
 
+# A chunk at least this large is written on its own rather than joined with its
+# neighbours.
+_WRITE_ALONE = 65536
+
+
+def _write(transport: asyncio.Transport, chunks: list[Any]) -> None:
+    """Write a request's chunks without joining its big payloads into one copy.
+
+    ``writelines`` of asyncio's selector transport (3.11) joins all chunks into
+    one bytes object, a copy of every record batch of a Produce request. Small
+    chunks are still joined (one write, one send); a large one is handed to
+    ``write`` by itself, which sends what the socket takes straight from it and
+    copies only the rest into the transport's buffer.
+    """
+    if len(chunks) == 1 or all(len(c) < _WRITE_ALONE for c in chunks):
+        transport.writelines(chunks)
+        return
+    small: list[Any] = []
+    for chunk in chunks:
+        if len(chunk) >= _WRITE_ALONE:
+            if small:
+                transport.write(b"".join(small))
+                small = []
+            transport.write(chunk)
+        else:
+            small.append(chunk)
+    if small:
+        transport.write(b"".join(small))
+
+
 class _Protocol(asyncio.BufferedProtocol):
     def __init__(self, conn: BrokerConnection, max_frame_size: int) -> None:
         self.conn = conn
@@ -262,7 +292,7 @@ class BrokerConnection:
             future: asyncio.Future[Struct] = asyncio.get_running_loop().create_future()
             if expect_response:
                 self._pending[cid] = _Pending(api_key, version, future)
-            proto.transport.writelines(chunks)
+            _write(proto.transport, chunks)
             self.stats.requests += 1
             self.stats.requests_by_api[api_key] = self.stats.requests_by_api.get(api_key, 0) + 1
             self.stats.bytes_sent += sum(len(c) for c in chunks)
