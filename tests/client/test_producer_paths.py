@@ -82,7 +82,7 @@ def test_fast_and_general_paths_interleaved(cluster: Cluster) -> None:
         rank = {v: i for i, v in enumerate(order)}
         for q, rs in got.items():
             assert [rank[v] for _, v, _, _ in rs] == sorted(rank[v] for _, v, _, _ in rs), q
-            assert len(rs) > 300, "the sticky partitioner never moved to this partition"
+            assert len(rs) >= 50, "the sticky partitioner never moved to this partition"
         for v, md in reports.items():
             assert (md.partition, md.offset) == seen[v][:2], v
             if seen[v][2] is not None:
