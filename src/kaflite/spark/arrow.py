@@ -29,7 +29,7 @@ at the same place in its record (the same idea as the protocol layer's
    equal the first record's, the offset deltas are the consecutive ones
    (compared against their encodings, built lazily in chunks), and the
    timestamp deltas keep their varint width. Each check reads one column of
-   the run with a strided ``memoryview`` slice, in C. A batch splits into a
+   the run with a strided slice of the batch's bytes, in C. A batch splits into a
    few runs, because varints grow a byte at offset delta 64 and 8192.
 3. When ``build()`` is called, the runs of one layout (from many batches: a
    Java producer's 16 KiB batches hold about 140 records of 100 bytes) are
@@ -156,7 +156,7 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return len(a) - 1 - (x.bit_length() - 1) // 8
 
 
-def _varint(buf: memoryview, q: int) -> tuple[int, int]:
+def _varint(buf: bytes, q: int) -> tuple[int, int]:
     """(zigzag-decoded value, width) of the varint at ``q``."""
     z = shift = w = 0
     while True:
@@ -176,7 +176,7 @@ class _Run:
     __slots__ = ("count", "index", "key_at", "key_len", "size", "start", "ts_at", "ts_width",
                  "value_at", "value_len")
 
-    def __init__(self, buf: memoryview, p: int, index: int) -> None:
+    def __init__(self, buf: bytes, p: int, index: int) -> None:
         length, w = _varint(buf, p)
         self.start, self.index, self.size, self.count = p, index, w + length, 0
         q = w + 1  # the attributes byte: unused by v2 records, so not checked
@@ -204,27 +204,27 @@ class _Run:
         constant.append(q)
         self._measure(buf, constant, od_at, od_width)
 
-    def _measure(self, buf: memoryview, constant: list[int], od_at: int, od_width: int) -> None:
+    def _measure(self, buf: bytes, constant: list[int], od_at: int, od_width: int) -> None:
         p, size, index = self.start, self.size, self.index
         k = min((len(buf) - p) // size, _OD_LIMIT[od_width] - index)
         stop = p + k * size
         for f in constant:
-            col = bytes(buf[p + f:stop:size])
-            k = min(k, len(col) - len(col.lstrip(col[:1])))
+            col = buf[p + f:stop:size]
+            k = min(k, _common_prefix(col, col[:1] * len(col)))
             stop = p + k * size
         for j in range(od_width):
-            col = bytes(buf[p + od_at + j:stop:size])
+            col = buf[p + od_at + j:stop:size]
             k = min(k, _common_prefix(col, _od_expected(index, len(col), j)))
             stop = p + k * size
         for j in range(self.ts_width):
-            col = bytes(buf[p + self.ts_at + j:stop:size])
+            col = buf[p + self.ts_at + j:stop:size]
             m = (_FINAL if j == self.ts_width - 1 else _CONTINUED).match(col)
             k = min(k, m.end() if m else 0)
             stop = p + k * size
         self.count = k
 
 
-def _runs(buf: memoryview, count: int) -> list[_Run] | None:
+def _runs(buf: bytes, count: int) -> list[_Run] | None:
     """Split the records into strided runs; None when they do not split into few."""
     if count < _MIN_BATCH:
         return None
@@ -372,15 +372,20 @@ class _Piece:
 class _Strided(_Piece):
     """``count`` records of a run, waiting to be converted with the others of its layout."""
 
-    __slots__ = ("count", "first_offset", "layout", "region", "ts_base")
+    __slots__ = ("count", "first_offset", "layout", "source", "start", "ts_base")
 
-    def __init__(self, run: _Run, region: memoryview, count: int, first_offset: int,
+    def __init__(self, run: _Run, source: bytes, start: int, count: int, first_offset: int,
                  ts_base: int, log_append_time: bool) -> None:
         super().__init__()
         self.layout = (run.size, run.key_at, run.key_len, run.value_at, run.value_len,
                        run.ts_at, run.ts_width, log_append_time)
-        self.region, self.count = region, count
+        self.source, self.start, self.count = source, start, count
         self.first_offset, self.ts_base = first_offset, ts_base
+
+    @property
+    def region(self) -> memoryview:
+        """The run's records: ``count`` records of ``size`` bytes, without a copy."""
+        return memoryview(self.source)[self.start:self.start + self.count * self.layout[0]]
 
 
 def _repeat_each(values: list[int], counts: list[int]) -> pa.Array:
@@ -409,7 +414,15 @@ def _convert(group: list[_Strided], include_headers: bool) -> None:
     size, key_at, key_len, value_at, value_len, ts_at, ts_width, lat = group[0].layout
     counts = [m.count for m in group]
     n = sum(counts)
-    data: Any = group[0].region if len(group) == 1 else b"".join(m.region for m in group)
+    if len(group) == 1:
+        # Strided slices of bytes run in a tight C loop (a memoryview's take several
+        # times as long), so the columns are cut from the batch's bytes in place.
+        data: Any = group[0].region
+        source, begin = group[0].source, group[0].start
+    else:
+        data = source = b"".join(m.region for m in group)
+        begin = 0
+    end = begin + n * size
     records = pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), n,
                                                    [None, pa.py_buffer(data)])
     keys = _bytes_column(records, n, key_at, key_len)
@@ -418,8 +431,7 @@ def _convert(group: list[_Strided], include_headers: bool) -> None:
     if lat:
         timestamps = bases
     else:
-        view = memoryview(data)
-        cols = [bytes(view[ts_at + j::size]) for j in range(ts_width)]
+        cols = [source[begin + ts_at + j:end:size] for j in range(ts_width)]
         if ts_width == 1 and not cols[0].strip(b"\x00"):
             timestamps = bases
         else:
@@ -470,17 +482,21 @@ class ColumnBuilder:
         """Add the records of ``batch`` with ``lo <= offset < hi``; returns how many."""
         if batch.is_control or batch.next_offset <= lo or batch.base_offset >= hi:
             return 0
-        buf = batch.records_buffer()
-        runs = _runs(buf, batch.record_count)
+        runs = None
+        if batch.record_count >= _MIN_BATCH:
+            raw = batch.records_buffer()
+            # One copy of the batch: its strided slices are then several times cheaper.
+            data = raw if isinstance(raw, bytes) else bytes(raw)
+            runs = _runs(data, batch.record_count)
         if runs is None:
             n = self._add_columns(batch, lo, hi)
         else:
-            n = self._add_runs(batch, buf, runs, lo, hi)
+            n = self._add_runs(batch, data, runs, lo, hi)
         self._types.extend(array("i", [batch.timestamp_type]) * n)
         self.rows += n
         return n
 
-    def _add_runs(self, batch: RecordBatch, buf: memoryview, runs: list[_Run],
+    def _add_runs(self, batch: RecordBatch, data: bytes, runs: list[_Run],
                   lo: int, hi: int) -> int:
         base = batch.base_offset
         first, last = max(lo - base, 0), min(hi - base, batch.record_count)
@@ -491,8 +507,7 @@ class ColumnBuilder:
             if a >= b:
                 continue
             start = run.start + (a - run.index) * run.size
-            region = buf[start:start + (b - a) * run.size]
-            self._pieces.append(_Strided(run, region, b - a, base + a, ts_base, lat))
+            self._pieces.append(_Strided(run, data, start, b - a, base + a, ts_base, lat))
         return max(last - first, 0)
 
     def _add_columns(self, batch: RecordBatch, lo: int, hi: int) -> int:
