@@ -123,6 +123,40 @@ def test_frame_decoder_fills_big_frames_in_place() -> None:
     assert got == [small, big, small]
 
 
+
+def _big_frame(fill: int, size: int) -> bytes:
+    return struct.pack(">i", size) + bytes([fill]) * size
+
+
+def test_frame_decoder_reuses_large_buffers_only_once_they_are_free() -> None:
+    decoder = FrameDecoder()
+
+    def buffer_id(frame: object) -> int:
+        return id(frame.obj if isinstance(frame, memoryview) else frame)
+
+    first = decoder.feed(_big_frame(1, 700_000))[0]
+    held = memoryview(first)[10:20]  # a view of the first frame, still in use
+    ids = {buffer_id(first)}
+    del first
+    second = decoder.feed(_big_frame(2, 600_000))[0]
+    ids.add(buffer_id(second))
+    third = decoder.feed(_big_frame(3, 500_000))[0]
+    # Both earlier buffers are still in use: a third one, and no bytes overwritten.
+    assert buffer_id(third) not in ids
+    assert bytes(held) == b"\x01" * 10
+    assert bytes(second) == b"\x02" * 600_000
+    assert bytes(third) == b"\x03" * 500_000
+    ids = {buffer_id(second), buffer_id(third)}  # the two kept as spares
+    del second, third, held
+    # Nothing refers to them now: the next frame that fits fills one of them again.
+    fourth = decoder.feed(_big_frame(4, 400_000))[0]
+    assert isinstance(fourth, memoryview) and buffer_id(fourth) in ids
+    assert bytes(fourth) == b"\x04" * 400_000
+    # A frame larger than every free spare gets a buffer of its own.
+    fifth = decoder.feed(_big_frame(5, 900_000))[0]
+    assert bytes(fifth) == b"\x05" * 900_000 and bytes(fourth) == b"\x04" * 400_000
+
+
 def test_frame_decoder_refuses_oversized_and_negative_sizes() -> None:
     with pytest.raises(RemoteProtocolError, match="frame size"):
         FrameDecoder(max_frame_size=1000).feed(struct.pack(">i", 1001))

@@ -46,6 +46,7 @@ from kaflite.protocol import (
     encode_request,
 )
 from kaflite.protocol.errors import error_for_code
+from kaflite.protocol.framing import Frame
 from kaflite.protocol.messages import ApiVersionsRequest, ApiVersionsResponse, ProduceRequest
 from kaflite.protocol.messages._runtime import Struct
 
@@ -308,7 +309,7 @@ class BrokerConnection:
                 raise
 
     # -- protocol callbacks ------------------------------------------------------
-    def _on_frame(self, frame: bytes | bytearray) -> None:
+    def _on_frame(self, frame: Frame) -> None:
         self.stats.last_activity = time.time()
         self.last_used = time.monotonic()
         if len(frame) < 4:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kaflite.cluster.observe import CLOSED_HISTORY, ApiStats, ConnectionInfo, record_request
 from kaflite.protocol import FrameDecoder, ProtocolError, RemoteProtocolError, encode_response
-from kaflite.protocol.framing import peek_request, read_request_header
+from kaflite.protocol.framing import Frame, peek_request, read_request_header
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import REGISTRY, ApiVersionsResponse, Struct
 from kaflite.protocol.messages._generated.api_versions_response import ApiVersion
@@ -75,7 +75,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.broker = broker
         self.decoder = FrameDecoder(broker.config.int("socket.request.max.bytes"))
         self.transport: asyncio.Transport | None = None
-        self.queue: deque[bytes | bytearray] = deque()
+        self.queue: deque[Frame] = deque()
         self.wakeup = asyncio.Event()
         self.worker: asyncio.Task[None] | None = None
         ServerConnection._ids += 1
@@ -169,7 +169,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             except TimeoutError:
                 continue
 
-    async def _handle(self, frame: bytes | bytearray) -> None:
+    async def _handle(self, frame: Frame) -> None:
         started = time.perf_counter()
         api_key, version, correlation_id = peek_request(frame)
         info = REGISTRY.get(api_key)

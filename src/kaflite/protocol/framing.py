@@ -16,11 +16,21 @@ to the transport until the frame is complete: a large Fetch response is then
 written once by the kernel and never copied again. Sizes are checked against
 ``max_frame_size`` before any allocation, so a hostile length cannot make us
 allocate more than that.
+
+``bytearray(n)`` zero-fills its memory, which costs as much as a quarter of
+receiving the frame. So the decoder keeps the last two large buffers (of up
+to ``SPARE_MAX`` bytes; two, so that a reader that asks for the next frame
+before it decodes this one still finds one free) and fills one again for the
+next large frame, but only once nothing refers to it any more: every view of a frame (memoryview slices,
+record batches, Arrow buffers made from them) holds a reference to the
+``bytearray``, so its reference count says whether the bytes are still in
+use. A frame that lands in a reused buffer is a ``memoryview`` of it.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 
 from kaflite.protocol._exceptions import RemoteProtocolError
 from kaflite.protocol.headers import (
@@ -48,20 +58,24 @@ __all__ = [
 DEFAULT_MAX_FRAME_SIZE = 104_857_600
 _SIZE = struct.Struct(">i")
 _RECV_SIZE = 256 * 1024
+SPARE_MAX = 16 * 1024 * 1024
+_SPARE_STEP = 64 * 1024
+Frame = bytes | bytearray | memoryview
 _BIG_FRAME = 64 * 1024
 
 
 class FrameDecoder:
     """Splits a stream of bytes into Kafka frames (without their size prefix)."""
 
-    __slots__ = ("_big", "_big_filled", "_buf", "_end", "_start", "max_frame_size")
+    __slots__ = ("_big", "_big_filled", "_buf", "_end", "_spare", "_start", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
         self._buf = bytearray(_RECV_SIZE)
         self._start = 0  # first unconsumed byte
         self._end = 0  # one past the last received byte
-        self._big: bytearray | None = None  # a large frame being filled in place
+        self._big: bytearray | memoryview | None = None  # a large frame being filled in place
+        self._spare: list[bytearray] = []  # the last large buffers, to fill again
         self._big_filled = 0
 
     # -- BufferedProtocol side -------------------------------------------------
@@ -72,7 +86,7 @@ class FrameDecoder:
             self._compact()
         return memoryview(self._buf)[self._end:]
 
-    def buffer_updated(self, nbytes: int) -> list[bytes | bytearray]:
+    def buffer_updated(self, nbytes: int) -> list[Frame]:
         if self._big is not None:
             self._big_filled += nbytes
             if self._big_filled < len(self._big):
@@ -84,9 +98,9 @@ class FrameDecoder:
         return self._drain()
 
     # -- plain side ------------------------------------------------------------
-    def feed(self, data: BytesLike) -> list[bytes | bytearray]:
+    def feed(self, data: BytesLike) -> list[Frame]:
         """Add received bytes; return every frame they complete."""
-        frames: list[bytes | bytearray] = []
+        frames: list[Frame] = []
         view = memoryview(data).cast("B")
         while view:
             target = self.get_buffer()
@@ -112,8 +126,25 @@ class FrameDecoder:
         if self._end == len(self._buf):  # a full buffer with no complete frame
             self._buf.extend(bytes(len(self._buf)))
 
-    def _drain(self) -> list[bytes | bytearray]:
-        frames: list[bytes | bytearray] = []
+    def _large(self, size: int) -> bytearray | memoryview:
+        """A buffer of ``size`` bytes for a large frame (the spare one if it is free)."""
+        spares = self._spare
+        for i in range(len(spares)):
+            # References to a spare: the list and getrefcount's argument; any more
+            # is a view of an earlier frame that is still alive.
+            if len(spares[i]) >= size and sys.getrefcount(spares[i]) == 2:
+                return memoryview(spares[i])[:size]
+        if size > SPARE_MAX:
+            return bytearray(size)
+        # An eighth more, so that the next frames of about this size fit in it too.
+        spare = bytearray(min(-(-(size + size // 8) // _SPARE_STEP) * _SPARE_STEP, SPARE_MAX))
+        spares.append(spare)
+        if len(spares) > 2:
+            del spares[0]
+        return memoryview(spare)[:size]
+
+    def _drain(self) -> list[Frame]:
+        frames: list[Frame] = []
         buf, start, end = self._buf, self._start, self._end
         while end - start >= 4:
             size = _SIZE.unpack_from(buf, start)[0]
@@ -127,7 +158,7 @@ class FrameDecoder:
                 continue
             if size >= _BIG_FRAME:
                 have = end - start - 4
-                big = bytearray(size)
+                big = self._large(size)
                 big[:have] = buf[start + 4:end]
                 self._big, self._big_filled = big, have
                 start = end
