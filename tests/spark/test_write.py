@@ -80,6 +80,11 @@ def test_save_modes(spark: Any, servers: str) -> None:
     with pytest.raises(Exception) as info:
         w.mode("overwrite").save()
     assert "Save mode Overwrite not allowed for Kafka" in str(info.value)
+    # Spark refuses these for any Python data source, before the source is asked.
+    for mode in ("errorifexists", "ignore"):
+        with pytest.raises(Exception) as info:
+            w.mode(mode).save()
+        assert "UNSUPPORTED_DATA_SOURCE_SAVE_MODE" in str(info.value)
 
 
 def test_streaming_write(spark: Any, kafka: Cluster, servers: str, tmp_path: Any) -> None:

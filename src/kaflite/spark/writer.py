@@ -14,9 +14,11 @@ fails if any record could not be written. The producer is idempotent (acks=all,
 sequence numbers), so a retried request never duplicates a record; a retried
 *task* may, so delivery is at least once, as with Spark's sink.
 
-Save modes follow Spark's rules for Kafka: Append and ErrorIfExists (the
-default) write; Overwrite is refused with Spark's message (Ignore never
-reaches a Python data source).
+Save modes: Spark's Kafka sink writes in Append and ErrorIfExists (its
+default) and refuses the others. Spark itself refuses ErrorIfExists and Ignore
+for every Python data source (UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before the
+source is asked, so batch writes here say ``mode("append")``; Overwrite, which
+Spark does pass on, is refused with the Kafka sink's message.
 
 Where PySpark has them (4.1+), the Arrow writers are used: the rows arrive as
 ``pyarrow.RecordBatch`` es and are turned into Python values one column at a
