@@ -15,6 +15,7 @@ from typing import Any
 
 from kaflite.cluster import Cluster
 from kaflite.pipelines import clickstream
+from kaflite.spark import AVAILABLE_NOW_WRAPPER
 from tests.spark.conftest import produce, source, unique
 
 WINDOW_MS = 60_000
@@ -66,11 +67,17 @@ def test_clickstream_aggregates_match_python(spark: Any, kafka: Cluster, servers
     produce(servers, src, [{"value": json.dumps(e).encode(), "key": e["user"].encode()}
                            for e in evts])
     parquet = str(tmp_path / "parquet")
-    queries = clickstream.start(spark, servers, src, dst, str(tmp_path / "checkpoint"),
-                                parquet=parquet, available_now=True)
-    for q in queries:
-        q.awaitTermination(180)
-        assert q.exception() is None
+    try:
+        queries = clickstream.start(spark, servers, src, dst, str(tmp_path / "checkpoint"),
+                                    parquet=parquet, available_now=True)
+        for q in queries:
+            q.awaitTermination(180)
+            assert q.exception() is None
+    finally:
+        # On Spark 4.0/4.1 the pipeline enabled the AvailableNow wrapper on the session.
+        for q in spark.streams.active:
+            q.stop()
+        spark.conf.unset(AVAILABLE_NOW_WRAPPER)
     want = expected(evts)
     assert len(want) >= 9          # three pages over at least three closed windows
     records = source(spark, servers, subscribe=dst).selectExpr(

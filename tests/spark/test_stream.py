@@ -20,8 +20,14 @@ import pytest
 
 from kaflite.client import TopicPartition
 from kaflite.cluster import Cluster
+from kaflite.spark import AVAILABLE_NOW_WRAPPER, enable_available_now
 from kaflite.spark.options import parse_source_options
-from kaflite.spark.stream import KafkaStreamReader, ReadAllAvailable, ReadMaxRows
+from kaflite.spark.stream import (
+    HAS_ADMISSION_CONTROL,
+    KafkaStreamReader,
+    ReadAllAvailable,
+    ReadMaxRows,
+)
 from tests.spark.conftest import admin, produce, source, unique
 
 TP = TopicPartition
@@ -70,7 +76,11 @@ def test_micro_batches_then_restart_reads_every_record_once(
         spark: Any, kafka: Cluster, servers: str, tmp_path: Any) -> None:
     topic = unique("stream")
     kafka.create_topic(topic, 2, 1)
-    produce(servers, topic, values(0, 1000))
+    # Spark 4.2+ caps every batch at maxOffsetsPerTrigger. Spark 4.0/4.1 give a Python
+    # source no limit, and the reader cannot cap the first batch of a run (see the
+    # kaflite.spark.stream docstring): there the query starts on 10 records, the bulk
+    # comes once that first batch ran, and every later batch must be capped.
+    produce(servers, topic, values(0, 1000 if HAS_ADMISSION_CONTROL else 10))
     checkpoint, out = str(tmp_path / "checkpoint"), str(tmp_path / "out")
 
     def start(trigger: dict[str, Any]) -> Any:
@@ -82,13 +92,22 @@ def test_micro_batches_then_restart_reads_every_record_once(
 
     q = start({"processingTime": "100 milliseconds"})
     try:
+        if not HAS_ADMISSION_CONTROL:
+            wait_for(lambda: any(p["numInputRows"] for p in q.recentProgress),
+                     what="the first micro-batch")
+            produce(servers, topic, values(10, 1000))
         wait_for(lambda: sum(p["numInputRows"] for p in q.recentProgress) >= 600,
                  what="three micro-batches")
     finally:
         q.stop()
     progress = [p for p in q.recentProgress if p["numInputRows"]]
-    assert len(progress) >= 3
-    assert all(p["numInputRows"] <= 200 for p in progress)
+    if HAS_ADMISSION_CONTROL:
+        assert len(progress) >= 3
+        assert all(p["numInputRows"] <= 200 for p in progress)
+    else:
+        assert progress[0]["numInputRows"] == 10
+        assert len(progress) >= 4          # >= 590 more records, at most 200 a batch
+        assert all(p["numInputRows"] <= 200 for p in progress[1:])
     stopped_at = last_offsets(checkpoint)
     assert set(stopped_at) == {topic} and set(stopped_at[topic]) == {"0", "1"}
 
@@ -96,7 +115,12 @@ def test_micro_batches_then_restart_reads_every_record_once(
     q = start({"availableNow": True})
     q.awaitTermination(120)
     assert q.exception() is None
-    assert all(p["numInputRows"] <= 200 for p in q.recentProgress)
+    rows = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    if HAS_ADMISSION_CONTROL:
+        assert all(n <= 200 for n in rows)
+    else:
+        # Spark 4.0/4.1 ask the source once for an AvailableNow run: one uncapped batch.
+        assert rows == [1500 - sum(stopped_at[topic].values())]
     got = [r.value for r in spark.read.parquet(out).collect()]
     assert len(got) == 1500
     assert sorted(got) == sorted(f"v{i}" for i in range(1500))
@@ -104,6 +128,44 @@ def test_micro_batches_then_restart_reads_every_record_once(
     assert sum(end.values()) == 1500
     reported = q.lastProgress["sources"][0]["latestOffset"]   # reportLatestOffset()
     assert json.loads(reported) == {topic: end}
+
+
+def test_available_now_runs_read_to_the_end_across_restarts(
+        spark: Any, kafka: Cluster, servers: str, tmp_path: Any) -> None:
+    topic = unique("availnow")
+    kafka.create_topic(topic, 2, 1)
+    checkpoint = str(tmp_path / "ck")
+
+    def run(n0: int, n1: int) -> list[int]:
+        """Write records n0..n1, run the query to its end; the sizes of its batches."""
+        produce(servers, topic, values(n0, n1))
+        before = len(sink.rows)
+        df = source(spark, servers, stream=True, subscribe=topic, startingOffsets="earliest",
+                    maxOffsetsPerTrigger="50")
+        q = (df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+        try:
+            assert q.awaitTermination(120), "the AvailableNow query did not finish"
+        finally:
+            q.stop()
+        assert q.exception() is None
+        assert sorted(sink.values()[before:]) == sorted(f"v{i}" for i in range(n0, n1))
+        return [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+
+    sink = Collector()
+    # Spark 4.0/4.1 need their AvailableNow wrapper (a no-op on 4.2+).
+    enable_available_now(spark)
+    try:
+        for n0, n1 in ((0, 120), (120, 250)):      # a new query, then a restart
+            sizes = run(n0, n1)
+            if HAS_ADMISSION_CONTROL:
+                assert len(sizes) >= 3 and all(n <= 50 for n in sizes)
+            else:
+                # The wrapper asks a Python source for its latest offsets once: one batch.
+                assert sizes == [n1 - n0]
+    finally:
+        spark.conf.unset(AVAILABLE_NOW_WRAPPER)
+    assert sorted(sink.values()) == sorted(f"v{i}" for i in range(250))
 
 
 def test_partition_added_mid_stream_is_read_from_earliest(
@@ -244,6 +306,14 @@ def test_driver_min_offsets_and_available_now(kafka: Cluster, servers: str) -> N
         r.stop()
 
 
+def test_available_now_wrapper_only_where_needed(spark: Any) -> None:
+    session = spark.newSession()           # SQL settings of its own
+    assert enable_available_now(session) is not HAS_ADMISSION_CONTROL
+    assert session.conf.get(AVAILABLE_NOW_WRAPPER, "false") == \
+        ("false" if HAS_ADMISSION_CONTROL else "true")
+    assert spark.conf.get(AVAILABLE_NOW_WRAPPER, "false") == "false"
+
+
 def test_streaming_rejects_ending_offsets(spark: Any, servers: str) -> None:
     # The stream reader is made when the query starts, on the query's thread.
     q = (source(spark, servers, stream=True, subscribe="t", endingOffsets="latest")
@@ -254,19 +324,50 @@ def test_streaming_rejects_ending_offsets(spark: Any, servers: str) -> None:
 
 
 def test_driver_self_limits_without_admission_control(kafka: Cluster, servers: str) -> None:
-    # Spark 4.0/4.1 call latestOffset() with no start and no limit.
+    # Spark 4.0/4.1 call latestOffset() with no start and no limit; these are their calls.
     topic = unique("selflimit")
     kafka.create_topic(topic, 1, 1)
     produce(servers, topic, values(0, 100))
+    # A new query: latestOffset() first, then initialOffset() for the start of batch 0.
     r = reader(servers, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="30")
     try:
-        start = r.initialOffset()
-        # Before any batch was planned the reader cannot know where Spark stands: no cap.
-        assert r.latestOffset() == {topic: {"0": 100}}
-        r.partitions(start, start)          # what Spark does on restart (latest seen offset)
         first = r.latestOffset()
-        assert first == {topic: {"0": 30}}
+        assert first == {topic: {"0": 100}}         # the first answer is never capped
+        start = r.initialOffset()
+        assert start == {topic: {"0": 0}}
         r.partitions(start, first)
-        assert r.latestOffset() == {topic: {"0": 60}}
+        produce(servers, topic, values(100, 200))
+        second = r.latestOffset()
+        assert second == {topic: {"0": 130}}        # capped from the end of the last plan
+        r.partitions(first, second)
+        assert r.latestOffset() == {topic: {"0": 160}}
+    finally:
+        r.stop()
+    # A restart: Spark first plans the newest batch of the offset log again, as (L, L).
+    r = reader(servers, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="30")
+    try:
+        seen = {topic: {"0": 160}}
+        assert r.partitions(seen, seen) == []
+        first = r.latestOffset()
+        assert first == {topic: {"0": 200}}         # maybe all of an AvailableNow run
+        r.partitions(seen, first)
+        produce(servers, topic, values(200, 300))
+        assert r.latestOffset() == {topic: {"0": 230}}
+    finally:
+        r.stop()
+
+
+def test_driver_initial_offsets_do_not_move(kafka: Cluster, servers: str) -> None:
+    # Spark 4.0/4.1 ask for batch 0's end before its start (initialOffset): with
+    # startingOffsets=latest, records written in between must not move the start past it.
+    topic = unique("initial")
+    kafka.create_topic(topic, 1, 1)
+    produce(servers, topic, values(0, 10))
+    r = reader(servers, subscribe=topic, maxOffsetsPerTrigger="30")
+    try:
+        end = r.latestOffset()
+        produce(servers, topic, values(10, 20))
+        assert r.initialOffset() == end == {topic: {"0": 10}}
+        assert r.partitions(r.initialOffset(), end) == []
     finally:
         r.stop()

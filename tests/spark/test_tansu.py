@@ -1,7 +1,7 @@
 """The data source against a broker that is not kaflite: Tansu (a Rust Kafka broker).
 
 A batch write through the sink, batch reads and a streaming read with
-``maxOffsetsPerTrigger`` run against Tansu, so the source and the sink rely on
+``maxOffsetsPerTrigger`` (Trigger.AvailableNow) run against Tansu, so the source and the sink rely on
 nothing but the Kafka protocol.
 
 Tansu's limitation (0.6): ListOffsets for the latest offset answers the base
@@ -31,6 +31,7 @@ from kaflite.client.admin import NewTopic
 from kaflite.client.sync import Producer
 from kaflite.spark._kafka import OffsetReader
 from kaflite.spark.options import parse_source_options
+from kaflite.spark.stream import HAS_ADMISSION_CONTROL
 from tests._tansu import tansu_broker
 from tests.spark.conftest import admin, source, unique
 
@@ -53,7 +54,9 @@ def written(spark: Any, tansu: str) -> tuple[str, list[tuple[int, bytes, bytes]]
     finally:
         a.close()
     data = [(f"k{i}", f"v{i}".encode(), i % 2) for i in range(200)]
-    df = spark.createDataFrame(data, "key string, value binary, partition int")
+    # One task, so that each Kafka partition holds its records in the order of ``data``
+    # (two tasks writing the same partition at once interleave as they please).
+    df = spark.createDataFrame(data, "key string, value binary, partition int").coalesce(1)
     (df.write.format("kaflite").option("kafka.bootstrap.servers", tansu)
      .option("topic", topic).mode("append").save())
     return topic, [(p, k.encode(), v) for k, v, p in data]
@@ -124,4 +127,9 @@ def test_streaming_read_in_micro_batches(spark: Any, tansu: str, tmp_path: Any) 
         q.stop()
     rows = [r for b in batches for r in b]
     assert sorted(rows) == sorted((p, o) for p in (0, 1) for o in range(100))
-    assert len(batches) >= 4 and all(len(b) <= 50 for b in batches)
+    if HAS_ADMISSION_CONTROL:
+        assert len(batches) >= 4 and all(len(b) <= 50 for b in batches)
+    else:
+        # Spark 4.0/4.1 pass a Python source no read limit and ask it for its latest
+        # offsets once per AvailableNow run (see kaflite.spark.stream): one batch.
+        assert [len(b) for b in batches] == [200]

@@ -7,9 +7,11 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
+import inspect
 import itertools
 import os
 import random
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -263,9 +265,13 @@ def test_schema_is_exactly_pysparks_arrow_schema() -> None:
 
     from kaflite.spark.datasource import spark_schema
 
+    # PySpark 4.0 asks for UTC timestamps with timestamp_utc=True (its default); later
+    # versions take the time zone by name.
+    utc: dict[str, Any] = ({"timezone": "UTC"}
+                           if "timezone" in inspect.signature(to_arrow_schema).parameters
+                           else {"timestamp_utc": True})
     for headers in (False, True):
-        assert arrow_schema(headers).equals(to_arrow_schema(spark_schema(headers),
-                                                            timezone="UTC"))
+        assert arrow_schema(headers).equals(to_arrow_schema(spark_schema(headers), **utc))
 
 
 def _batches(shape: str, rng: random.Random) -> list[bytes]:

@@ -22,6 +22,14 @@ go to the results topic through the ``kaflite`` sink, keyed by
 
 With ``--parquet DIR`` the same rows are also written as Parquet files (a
 second streaming query over the same source, with its own checkpoint).
+
+``--available-now`` processes what the topic holds at the start, emits every
+window the watermark closes, then stops (Trigger.AvailableNow). Spark 4.0/4.1
+run AvailableNow over a Python source as a single batch, after which no batch
+runs to emit the windows its watermark closed; there the pipeline enables
+Spark's AvailableNow wrapper for the session (``kaflite.spark
+.enable_available_now``), which reads the same data and adds those batches,
+so the results are those of Spark 4.2+.
 """
 
 from __future__ import annotations
@@ -78,7 +86,17 @@ def start(spark: Any, bootstrap: str, events: str, results: str, checkpoint: str
           starting_offsets: str = "earliest", parquet: str | None = None,
           available_now: bool = False, trigger_interval: str = "10 seconds",
           max_offsets_per_trigger: int | None = None, output_mode: str = "append") -> list[Any]:
-    """Start the pipeline's streaming queries; returns them (the caller waits or stops)."""
+    """Start the pipeline's streaming queries; returns them (the caller waits or stops).
+
+    With ``available_now`` on Spark 4.0/4.1 this enables Spark's AvailableNow
+    wrapper on ``spark``'s session (``kaflite.spark.enable_available_now``),
+    and leaves it enabled: the engine reads the setting when a query starts
+    running, after this function has returned.
+    """
+    if available_now:
+        from kaflite.spark import enable_available_now
+
+        enable_available_now(spark)
     df = aggregates(spark, bootstrap, events, window=window, watermark=watermark,
                     starting_offsets=starting_offsets,
                     max_offsets_per_trigger=max_offsets_per_trigger)

@@ -18,12 +18,20 @@ from kaflite.spark._env import configure_python
 configure_python()
 
 from kaflite.spark._kafka import DataLossError  # noqa: E402
-from kaflite.spark.datasource import FORMAT, KafliteDataSource, register, spark_schema  # noqa: E402
+from kaflite.spark.datasource import (  # noqa: E402
+    AVAILABLE_NOW_WRAPPER,
+    FORMAT,
+    KafliteDataSource,
+    enable_available_now,
+    register,
+    spark_schema,
+)
 from kaflite.spark.options import KafkaOptionError  # noqa: E402
 from kaflite.spark.writer import KafkaWriteError  # noqa: E402
 
-__all__ = ["FORMAT", "DataLossError", "KafkaOptionError", "KafkaWriteError",
-           "KafliteDataSource", "register", "register_active", "spark_schema"]
+__all__ = ["AVAILABLE_NOW_WRAPPER", "FORMAT", "DataLossError", "KafkaOptionError",
+           "KafkaWriteError", "KafliteDataSource", "enable_available_now", "register",
+           "register_active", "spark_schema"]
 
 
 def register_active() -> bool:

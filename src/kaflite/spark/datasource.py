@@ -32,12 +32,14 @@ from pyspark.sql.types import (
 
 from kaflite.spark.options import KafkaOptionError, parse_sink_options, parse_source_options
 from kaflite.spark.reader import KafkaBatchReader
-from kaflite.spark.stream import KafkaStreamReader
+from kaflite.spark.stream import HAS_ADMISSION_CONTROL, KafkaStreamReader
 from kaflite.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_save_mode
 
-__all__ = ["FORMAT", "KafliteDataSource", "register", "spark_schema"]
+__all__ = ["AVAILABLE_NOW_WRAPPER", "FORMAT", "KafliteDataSource", "enable_available_now", "register",
+           "spark_schema"]
 
 FORMAT = "kaflite"
+AVAILABLE_NOW_WRAPPER = "spark.sql.streaming.triggerAvailableNowWrapper.enabled"
 
 
 def spark_schema(include_headers: bool = False) -> StructType:
@@ -92,3 +94,24 @@ class KafliteDataSource(DataSource):
 def register(spark: Any) -> None:
     """Register the ``kaflite`` format with ``spark`` (a SparkSession)."""
     spark.dataSource.register(KafliteDataSource)
+
+
+def enable_available_now(spark: Any) -> bool:
+    """Let Trigger.AvailableNow run kaflite queries to the end on Spark 4.0/4.1.
+
+    Those versions give Python sources no ``SupportsTriggerAvailableNow``, and
+    by default run an AvailableNow query over such a source as one batch,
+    like Trigger.Once: no batch without data follows, so windows a watermark
+    closes are not emitted. This sets Spark's ``AVAILABLE_NOW_WRAPPER`` for
+    ``spark``'s session: the engine then asks the source for its latest
+    offsets once, reads up to them and runs the batches without data that
+    stateful operators ask for, then stops. That is safe for kaflite's
+    reader (fixed offset ranges, nothing consumed by asking), but the setting
+    applies to every source of the session, and Spark warns that sources that
+    are not replayable can lose or repeat data under it. Returns whether the
+    setting was made; on Spark 4.2+ it is not needed and nothing is changed.
+    """
+    if HAS_ADMISSION_CONTROL:
+        return False
+    spark.conf.set(AVAILABLE_NOW_WRAPPER, "true")
+    return True

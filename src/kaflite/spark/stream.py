@@ -28,13 +28,61 @@ partitions in proportion to their backlog), else ``ReadMinRows
 (minOffsetsPerTrigger)``; ``minOffsetsPerTrigger`` holds a batch back until
 that many records wait or ``maxTriggerDelay`` has passed, as in Spark. A
 ``ReadAllAvailable`` limit from the engine (Trigger.Once, say) wins over the
-options. Spark 4.0/4.1 call ``latestOffset()`` without arguments; the reader
-then limits itself, starting from the end of the last batch it planned.
+options.
 
 Trigger.AvailableNow: ``prepareForTriggerAvailableNow`` makes the first
 ``latestOffset`` fix the target (the latest offsets at that moment); later
 calls never go past it, so the query stops once it is reached, in as many
 batches as the limits ask for.
+
+Spark 4.0 and 4.1
+-----------------
+Their Python streaming API has neither admission control nor
+``SupportsTriggerAvailableNow`` (``HAS_ADMISSION_CONTROL`` is False): the
+engine calls ``latestOffset()`` with no start and no limit, and uses the
+answer as the end of the next batch. The reader learns where Spark stands
+only from the other calls, which come in this order (seen on 4.0.1):
+
+* a new query: ``latestOffset()``, then ``initialOffset()`` for the start
+  of batch 0, then ``partitions(initial, end)``;
+* a query restarted from its checkpoint: first ``partitions(L, L)``, where
+  ``L`` is the newest end in the offset log (Spark's
+  ``setLatestSeenOffset``), then (after re-running an uncommitted batch, if
+  any) ``latestOffset()``;
+* Trigger.AvailableNow with ``spark.sql.streaming.triggerAvailableNowWrapper
+  .enabled``: the same, except that a new query gets an ``initialOffset()``
+  first; the wrapper asks ``latestOffset()`` once for the end of the run and
+  ends *every* batch of the run there (it asks again after each batch only
+  for the progress report's ``latestOffset``).
+
+None of this says which trigger runs the query: at its first
+``latestOffset()`` a processing-time query looks exactly like a
+Trigger.Once or Trigger.AvailableNow one, for which that answer is the end
+of the whole run. So the reader answers its first ``latestOffset()`` with
+everything available, and caps later answers by the options, counting from
+the end of the last batch Spark planned. The consequences, Spark 4.0/4.1
+only:
+
+* ``maxOffsetsPerTrigger`` and ``minOffsetsPerTrigger`` do not apply to the
+  first batch planned after the query starts or restarts: it takes the
+  whole backlog (one big batch after a long stop). Later batches are capped.
+* Trigger.AvailableNow (and Once) read everything available at the start in
+  one batch: the engine asks once and takes no limit. By default Spark runs
+  an AvailableNow query over a Python source as that one batch only (its
+  Trigger.Once fallback), so no batch without data follows it: windows that
+  the batch's watermark closes are not emitted in that run. With the wrapper
+  setting above (``kaflite.spark.enable_available_now``) the query also runs
+  the batches without data that stateful operators ask for, then stops, with
+  the results of Spark 4.2+.
+* Capping the first answer instead would not be safe: under
+  Trigger.AvailableNow or Once it would end the run early, leaving behind
+  records the trigger promises to read.
+
+The initial offsets are resolved once per reader and kept: a first
+``latestOffset()`` with no batch planned (a new query) resolves them before
+it asks for the latest offsets, so the ``initialOffset()`` that follows
+cannot lie past the end of batch 0 (``startingOffsets=latest`` with records
+arriving in between).
 """
 
 from __future__ import annotations
@@ -42,6 +90,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -74,6 +123,7 @@ try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python source
     )
     HAS_ADMISSION_CONTROL = True
 except ImportError:  # pragma: no cover - older PySpark
+    # Stand-ins with the same names, fields and value semantics (4.2+'s are dataclasses).
     HAS_ADMISSION_CONTROL = False
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
@@ -82,16 +132,17 @@ except ImportError:  # pragma: no cover - older PySpark
     class ReadLimit:  # type: ignore[no-redef]
         pass
 
+    @dataclass
     class ReadAllAvailable(ReadLimit):  # type: ignore[no-redef]
         pass
 
+    @dataclass
     class ReadMaxRows(ReadLimit):  # type: ignore[no-redef]
-        def __init__(self, max_rows: int) -> None:
-            self.max_rows = max_rows
+        max_rows: int
 
+    @dataclass
     class ReadMinRows(ReadLimit):  # type: ignore[no-redef]
-        def __init__(self, min_rows: int) -> None:
-            self.min_rows = min_rows
+        min_rows: int
 
 
 def _tps(tps: Any) -> str:
@@ -107,7 +158,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = False
         self._target: PartitionOffsets | None = None     # Trigger.AvailableNow's end
         self._last_trigger_ms = 0.0
-        self._planned_end: dict[str, Any] | None = None  # for Spark < 4.2 self-limiting
+        self._initial: PartitionOffsets | None = None    # resolved once, see initialOffset
+        # Spark < 4.2 self-limiting: the end of the last batch Spark planned, and whether
+        # latestOffset() has answered yet (the first answer is never capped).
+        self._planned_end: dict[str, Any] | None = None
+        self._answered = False
 
     # Spark pickles the reader for the executors; the driver's client stays here.
     def __getstate__(self) -> dict[str, Any]:
@@ -123,10 +178,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- positions ---------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
-        r = self.offsets
-        start = r.resolve(self.opts.starting, True, r.partitions())
-        log.info("initial offsets of %s: %s", self.opts.strategy, start)
-        return to_json(start)
+        if self._initial is None:
+            r = self.offsets
+            self._initial = r.resolve(self.opts.starting, True, r.partitions())
+            log.info("initial offsets of %s: %s", self.opts.strategy, self._initial)
+        return to_json(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
@@ -152,10 +208,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any] | None = None,
                      limit: ReadLimit | None = None) -> dict[str, Any]:
         if start is None:
-            # Spark 4.0/4.1: no start and no limit given; limit ourselves from the end of
-            # the last batch planned (unknown before the first plan: read all available).
-            start = self._planned_end
-            limit = self.getDefaultReadLimit() if start is not None else ReadAllAvailable()
+            start, limit = self._own_start_and_limit()
         begin = from_json(start) if start is not None else {}
         latest = self._fetch_latest(begin)
         self._latest = latest
@@ -172,6 +225,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                          self.opts.strategy, behind["minOffsetsBehindLatest"],
                          behind["maxOffsetsBehindLatest"], behind["avgOffsetsBehindLatest"])
         return to_json(end)
+
+    def _own_start_and_limit(self) -> tuple[dict[str, Any], ReadLimit]:
+        """Spark 4.0/4.1's ``latestOffset()``: the batch's start, and the limit to apply."""
+        first, self._answered = not self._answered, True
+        # With no batch planned yet this is a new query (a restart re-plans its newest batch
+        # first), whose batch 0 starts at the initial offsets: resolve them now, before the
+        # latest offsets, so that they cannot lie past this batch's end.
+        start = self._planned_end if self._planned_end is not None else self.initialOffset()
+        # The first answer may be the whole run (Trigger.Once/AvailableNow): never capped.
+        return start, ReadAllAvailable() if first else self.getDefaultReadLimit()
 
     def _limit(self, start: PartitionOffsets, latest: PartitionOffsets,
                limit: ReadLimit) -> PartitionOffsets:
