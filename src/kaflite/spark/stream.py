@@ -60,20 +60,25 @@ None of this says which trigger runs the query: at its first
 Trigger.Once or Trigger.AvailableNow one, for which that answer is the end
 of the whole run. So the reader answers its first ``latestOffset()`` with
 everything available, and caps later answers by the options, counting from
-the end of the last batch Spark planned. The consequences, Spark 4.0/4.1
-only:
+its previous answer: a processing-time query has planned that as the end of
+its last batch (Spark plans each new answer before it asks again), and the
+wrapper's questions for the progress report get answers at or past the end
+of the run. The consequences, Spark 4.0/4.1 only:
 
 * ``maxOffsetsPerTrigger`` and ``minOffsetsPerTrigger`` do not apply to the
   first batch planned after the query starts or restarts: it takes the
   whole backlog (one big batch after a long stop). Later batches are capped.
 * Trigger.AvailableNow (and Once) read everything available at the start in
   one batch: the engine asks once and takes no limit. By default Spark runs
-  an AvailableNow query over a Python source as that one batch only (its
-  Trigger.Once fallback), so no batch without data follows it: windows that
-  the batch's watermark closes are not emitted in that run. With the wrapper
-  setting above (``kaflite.spark.enable_available_now``) the query also runs
-  the batches without data that stateful operators ask for, then stops, with
-  the results of Spark 4.2+.
+  an AvailableNow query over a Python source as a single batch (its
+  Trigger.Once fallback): no batch without data follows it, so windows that
+  the batch's watermark closes are not emitted in that run; and when the
+  previous run stopped with a batch uncommitted, the run only repeats that
+  batch and stops, reading nothing newer. With the wrapper setting above
+  (``kaflite.spark.enable_available_now``) the query repeats the uncommitted
+  batch, reads up to the offsets that were latest at its start, runs the
+  batches without data that stateful operators ask for, then stops: the
+  results of Spark 4.2+, in fewer, larger batches.
 * Capping the first answer instead would not be safe: under
   Trigger.AvailableNow or Once it would end the run early, leaving behind
   records the trigger promises to read.
@@ -159,10 +164,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: PartitionOffsets | None = None     # Trigger.AvailableNow's end
         self._last_trigger_ms = 0.0
         self._initial: PartitionOffsets | None = None    # resolved once, see initialOffset
-        # Spark < 4.2 self-limiting: the end of the last batch Spark planned, and whether
-        # latestOffset() has answered yet (the first answer is never capped).
+        # Spark < 4.2 self-limiting: the end of the last batch Spark planned, and the
+        # previous answer of latestOffset() (None before the first, which is never capped).
         self._planned_end: dict[str, Any] | None = None
-        self._answered = False
+        self._answer: dict[str, Any] | None = None
 
     # Spark pickles the reader for the executors; the driver's client stays here.
     def __getstate__(self) -> dict[str, Any]:
@@ -207,6 +212,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any] | None = None,
                      limit: ReadLimit | None = None) -> dict[str, Any]:
+        own = start is None
         if start is None:
             start, limit = self._own_start_and_limit()
         begin = from_json(start) if start is not None else {}
@@ -224,17 +230,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.info("%s: offsets behind latest after this batch: min %s, max %s, avg %s",
                          self.opts.strategy, behind["minOffsetsBehindLatest"],
                          behind["maxOffsetsBehindLatest"], behind["avgOffsetsBehindLatest"])
-        return to_json(end)
+        answer = to_json(end)
+        if own:
+            self._answer = answer
+        return answer
 
     def _own_start_and_limit(self) -> tuple[dict[str, Any], ReadLimit]:
         """Spark 4.0/4.1's ``latestOffset()``: the batch's start, and the limit to apply."""
-        first, self._answered = not self._answered, True
+        if self._answer is not None:
+            # Spark plans each new answer as a batch end before it asks again (or, under
+            # the AvailableNow wrapper, asks again for the progress report only).
+            return self._answer, self.getDefaultReadLimit()
+        # The first answer may be the whole run (Trigger.Once/AvailableNow): never capped.
         # With no batch planned yet this is a new query (a restart re-plans its newest batch
         # first), whose batch 0 starts at the initial offsets: resolve them now, before the
         # latest offsets, so that they cannot lie past this batch's end.
         start = self._planned_end if self._planned_end is not None else self.initialOffset()
-        # The first answer may be the whole run (Trigger.Once/AvailableNow): never capped.
-        return start, ReadAllAvailable() if first else self.getDefaultReadLimit()
+        return start, ReadAllAvailable()
 
     def _limit(self, start: PartitionOffsets, latest: PartitionOffsets,
                limit: ReadLimit) -> PartitionOffsets:
