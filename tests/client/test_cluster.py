@@ -256,3 +256,32 @@ def test_seek_pause_offsets_for_times(cluster: Cluster) -> None:
             assert c.lag(tp) is not None
 
     run(main())
+
+
+def test_socket_buffer_configs_size_the_sockets(cluster: Cluster) -> None:
+    import socket
+
+    def buffers(p: Producer) -> list[tuple[int, int]]:
+        out = []
+        for _, _, conn in p.pool.open_connections():
+            assert conn._protocol is not None and conn._protocol.transport is not None
+            sock = conn._protocol.transport.get_extra_info("socket")
+            out.append((sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                        sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)))
+        return out
+
+    topic = topic_name()
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+
+    async def main() -> None:
+        # Linux reports twice the size asked for (it reserves room for its bookkeeping).
+        async with Producer(bootstrap_servers=cluster.bootstrap_servers,
+                            send_buffer_bytes=96_000, receive_buffer_bytes=48_000) as p:
+            await p.send(topic, b"x", partition=0)
+            sized = buffers(p)
+            assert sized and all(s == (192_000, 96_000) for s in sized)
+        async with Producer(bootstrap_servers=cluster.bootstrap_servers) as p:  # -1: the OS's
+            await p.send(topic, b"x", partition=0)
+            assert all(s != (192_000, 96_000) for s in buffers(p))
+
+    run(main())

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -178,8 +179,12 @@ class BrokerConnection:
         max_frame_size: int = 104_857_600,
         software_name: str = "kaflite",
         software_version: str = "0.1.0",
+        send_buffer_bytes: int = -1,
+        receive_buffer_bytes: int = -1,
     ) -> None:
         self.host, self.port, self.node_id = host, port, node_id
+        # SO_SNDBUF / SO_RCVBUF; -1 leaves the sizes to the OS (which tunes them)
+        self.socket_buffers = (send_buffer_bytes, receive_buffer_bytes)
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000
         self.connect_timeout = connect_timeout_ms / 1000
@@ -221,12 +226,22 @@ class BrokerConnection:
         except (OSError, TimeoutError) as exc:
             raise ConnectionClosed(f"cannot connect to {self.address}: {exc!r}") from exc
         self._protocol = proto
+        self._size_socket_buffers(proto)
         try:
             await self._negotiate()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _size_socket_buffers(self, proto: _Protocol) -> None:
+        sock = proto.transport.get_extra_info("socket") if proto.transport else None
+        if sock is None:
+            return
+        for option, size in zip((socket.SO_SNDBUF, socket.SO_RCVBUF), self.socket_buffers,
+                                strict=True):
+            if size > 0:
+                sock.setsockopt(socket.SOL_SOCKET, option, size)
 
     async def _negotiate(self) -> None:
         ours = REGISTRY[API_VERSIONS]

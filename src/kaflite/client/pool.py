@@ -118,6 +118,8 @@ class ConnectionPool:
             max_frame_size=c.int("max.frame.bytes"),
             software_name=c["client.software.name"],
             software_version=c["client.software.version"],
+            send_buffer_bytes=c.int("send.buffer.bytes"),
+            receive_buffer_bytes=c.int("receive.buffer.bytes"),
         )
 
     def _backoff_delay(self, failures: int) -> float:
