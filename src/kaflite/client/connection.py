@@ -174,7 +174,7 @@ class BrokerConnection:
         client_id: str | None = "kaflite",
         node_id: int | None = None,
         request_timeout_ms: int = 30_000,
-        connect_timeout_ms: int = 10_000,
+        connect_timeout_ms: float = 10_000,
         max_in_flight: int = 5,
         max_frame_size: int = 104_857_600,
         software_name: str = "kaflite",

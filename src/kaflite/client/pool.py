@@ -108,12 +108,13 @@ class ConnectionPool:
         self.bootstrap_servers = [_split(s) for s in config["bootstrap.servers"]]
 
     # -- connection factory -------------------------------------------------------
-    def _new(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
+    def _new(self, host: str, port: int, node_id: int | None,
+             failures: int = 0) -> BrokerConnection:
         c = self.config
         return BrokerConnection(
             host, port, client_id=c["client.id"], node_id=node_id,
             request_timeout_ms=c.int("request.timeout.ms"),
-            connect_timeout_ms=c.int("socket.connection.setup.timeout.ms"),
+            connect_timeout_ms=self._setup_timeout_ms(failures),
             max_in_flight=c.int("max.in.flight.requests.per.connection"),
             max_frame_size=c.int("max.frame.bytes"),
             software_name=c["client.software.name"],
@@ -121,6 +122,12 @@ class ConnectionPool:
             send_buffer_bytes=c.int("send.buffer.bytes"),
             receive_buffer_bytes=c.int("receive.buffer.bytes"),
         )
+
+    def _setup_timeout_ms(self, failures: int) -> float:
+        """Java's connection setup timeout: doubled per consecutive failure, up to the max."""
+        base = self.config.int("socket.connection.setup.timeout.ms")
+        top = self.config.int("socket.connection.setup.timeout.max.ms")
+        return min(base * 2.0 ** failures, max(top, base)) * random.uniform(0.8, 1.2)
 
     def _backoff_delay(self, failures: int) -> float:
         base = self.config.int("reconnect.backoff.ms")
@@ -224,7 +231,7 @@ class ConnectionPool:
         wait = backoff.next_attempt - time.monotonic()
         if wait > 0:
             await asyncio.sleep(wait)
-        conn = self._new(addr.host, addr.port, node_id)
+        conn = self._new(addr.host, addr.port, node_id, backoff.failures)
         try:
             await conn.open()
         except BaseException as exc:
