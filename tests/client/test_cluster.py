@@ -13,6 +13,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from kaflite.client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from kaflite.client.sync import Admin as SyncAdmin
 from kaflite.client.sync import Consumer as SyncConsumer
 from kaflite.client.sync import Producer as SyncProducer
 from kaflite.cluster import Cluster
@@ -223,6 +224,18 @@ def test_sync_facade(cluster: Cluster) -> None:
         assert sorted(got) == sorted([b"one"] + [str(i).encode() for i in range(100)])
         assert c.end_offsets([TopicPartition(topic, 0)]) == {TopicPartition(topic, 0): 100}
         assert c.position(TopicPartition(topic, 0)) == 100
+    made = topic_name()
+    with SyncAdmin(bootstrap_servers=cluster.bootstrap_servers) as a:
+        a.create_topics([NewTopic(made, 1, 1)])
+        assert made in a.list_topics()
+        a.create_partitions({made: 3})
+        assert len(a.describe_topics([made])[made].partitions) == 3
+        tp0 = TopicPartition(topic, 0)
+        assert a.delete_records({tp0: 40}) == {tp0: 40}
+        earliest = a.list_offsets({tp0: "earliest"})[tp0]
+        assert earliest is not None and earliest.offset == 40
+        a.delete_topics([made])
+        assert made not in a.list_topics()
 
 
 def test_seek_pause_offsets_for_times(cluster: Cluster) -> None:

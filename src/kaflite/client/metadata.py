@@ -83,6 +83,7 @@ class Metadata:
         self.controller_id = -1
         self.interest: set[str] = set()
         self.all_topics = all_topics
+        self._asked_all = False  # whether the last request built asked for every topic
         self.version = 0
         self.last_refresh = 0.0
         self._pending_reason: str | None = None
@@ -174,6 +175,12 @@ class Metadata:
         if reason is not None and self._pending_reason is None:
             self._pending_reason = reason
         task = self._refreshing
+        if task is not None and not task.done() and self.all_topics and not self._asked_all:
+            # The round trip under way asked for fewer topics than are wanted now
+            # (list_topics right after start): let it land, then ask again.
+            with contextlib.suppress(ConnectionClosed, OSError, TimeoutError):
+                await asyncio.shield(task)
+        task = self._refreshing
         if task is None or task.done():
             task = asyncio.get_running_loop().create_task(self._refresh_once())
             self._refreshing = task
@@ -218,6 +225,7 @@ class Metadata:
         try:
             conn = await self._metadata_connection()
             req = self._request()
+            self._asked_all = self.all_topics
             resp: MetadataResponse = await conn.request(req, version=conn.version_for(3))
         except (ConnectionClosed, OSError, TimeoutError):
             self._pending_reason = self._pending_reason or reason or "refresh failed"

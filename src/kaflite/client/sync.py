@@ -27,8 +27,11 @@ from typing import Any, Self, TypeVar
 from kaflite.client import admin as _admin
 from kaflite.client import consumer as _consumer
 from kaflite.client import producer as _producer
+from kaflite.client.admin import ConfigResource, GroupDescription, NewTopic
 from kaflite.client.consumer import ConsumerRecord, RecordList, TopicPartition
+from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp
 from kaflite.client.events import Event
+from kaflite.client.metadata import TopicMetadata
 from kaflite.client.pool import ConnectionInfo
 
 __all__ = ["Admin", "Consumer", "Producer"]
@@ -244,16 +247,55 @@ class Consumer(_SyncClient):
 
 
 class Admin(_SyncClient):
+    """The async ``Admin``'s operations, each blocking until its answer."""
+
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__()
         self._async: _admin.Admin = self._make(_admin.Admin, config, kwargs)
 
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._async, name)
-        if not callable(attr) or not asyncio.iscoroutinefunction(attr):
-            return attr
+    def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False) -> None:
+        self._run(self._async.create_topics(topics, validate_only))
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._run(attr(*args, **kwargs))
-        call.__name__ = name
-        return call
+    def delete_topics(self, names: Iterable[str]) -> None:
+        self._run(self._async.delete_topics(names))
+
+    def list_topics(self, internal: bool = False) -> list[str]:
+        return self._run(self._async.list_topics(internal))
+
+    def describe_topics(self, names: Iterable[str]) -> dict[str, TopicMetadata]:
+        return self._run(self._async.describe_topics(names))
+
+    def create_partitions(self, counts: Mapping[str, int]) -> None:
+        self._run(self._async.create_partitions(counts))
+
+    def describe_cluster(self) -> dict[str, Any]:
+        return self._run(self._async.describe_cluster())
+
+    def describe_configs(self, resources: Iterable[ConfigResource]
+                         ) -> dict[ConfigResource, dict[str, str | None]]:
+        return self._run(self._async.describe_configs(resources))
+
+    def alter_configs(self, changes: Mapping[ConfigResource, Mapping[str, str | None]]) -> None:
+        self._run(self._async.alter_configs(changes))
+
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        return self._run(self._async.list_groups())
+
+    def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupDescription]:
+        return self._run(self._async.describe_groups(groups))
+
+    def delete_groups(self, groups: Iterable[str]) -> None:
+        self._run(self._async.delete_groups(groups))
+
+    def list_group_offsets(self, group: str) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._run(self._async.list_group_offsets(group))
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        self._run(self._async.alter_group_offsets(group, offsets))
+
+    def list_offsets(self, query: Mapping[TopicPartition, int | str]
+                     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._run(self._async.list_offsets(query))
+
+    def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return self._run(self._async.delete_records(before))
