@@ -72,8 +72,8 @@ DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], Any]
 
 class ProducerBatch:
     __slots__ = ("attempts", "base_offset", "base_sequence", "callbacks", "closed", "created",
-                 "done", "encoded", "error", "headers", "keys", "log_append_time",
-                 "partition", "producer_epoch", "producer_id", "retry_at", "size",
+                 "done", "encoded", "error", "headers", "keys", "log_append_time", "parent",
+                 "partition", "parts", "producer_epoch", "producer_id", "retry_at", "size",
                  "timestamps", "topic", "values")
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
@@ -99,20 +99,78 @@ class ProducerBatch:
         # True once nothing more may be appended: another batch queued behind it,
         # or it was drained (encoded) or expired. The producer's fast path checks it.
         self.closed = False
+        # After a split (MESSAGE_TOO_LARGE): the halves, as (first index, batch); this
+        # batch then answers for its records through them. ``parent`` is the reverse.
+        self.parts: list[tuple[int, ProducerBatch]] | None = None
+        self.parent: ProducerBatch | None = None
 
     def __len__(self) -> int:
         return len(self.values)
+
+    @property
+    def finished(self) -> bool:
+        if self.parts is not None:
+            return all(part.finished for _, part in self.parts)
+        return self.error is not None or self.base_offset >= 0 or self.log_append_time != -1
 
     def future(self) -> asyncio.Future[None]:
         if self.done is None:
             self.done = asyncio.get_running_loop().create_future()
             if self.error is not None:
                 self.done.set_exception(self.error)
-            elif self.base_offset >= 0 or self.log_append_time != -1:
+            elif self.finished:
                 self.done.set_result(None)
         return self.done
 
+    def split(self) -> list[ProducerBatch]:
+        """Two halves of this batch's records, which then answer for them.
+
+        Callbacks move to the halves; the halves keep this batch's attempts and
+        creation time (delivery.timeout.ms counts from the first append) and,
+        for an idempotent producer, the sequence numbers of their records.
+        """
+        n = len(self.values)
+        half = n // 2
+        parts: list[tuple[int, ProducerBatch]] = []
+        for start, end in ((0, half), (half, n)):
+            part = ProducerBatch(self.topic, self.partition, self.created)
+            part.values = self.values[start:end]
+            part.timestamps = self.timestamps[start:end]
+            if self.keys is not None:
+                part.keys = self.keys[start:end]
+            if self.headers is not None:
+                part.headers = self.headers[start:end]
+            part.size = BATCH_OVERHEAD + (self.size - BATCH_OVERHEAD) * (end - start) // n
+            part.attempts, part.closed, part.parent = self.attempts, True, self
+            if self.base_sequence >= 0:
+                part.producer_id, part.producer_epoch = self.producer_id, self.producer_epoch
+                part.base_sequence = (self.base_sequence + start) & 0x7FFFFFFF
+            if self.callbacks:
+                part.callbacks = [(i - start, cb) for i, cb in self.callbacks if start <= i < end]
+            parts.append((start, part))
+        self.parts, self.callbacks, self.encoded = parts, None, None
+        return [part for _, part in parts]
+
+    def _part_finished(self) -> None:
+        if not self.finished:
+            return
+        failed = next((p.error for _, p in self.parts or [] if p.error is not None), None)
+        if failed is not None:
+            self.error = failed
+        if self.done is not None and not self.done.done():
+            if failed is not None:
+                self.done.set_exception(failed)
+                self.done.exception()
+            else:
+                self.done.set_result(None)
+        if self.parent is not None:
+            self.parent._part_finished()
+
     def metadata(self, index: int) -> RecordMetadata:
+        if self.parts is not None:
+            for start, part in reversed(self.parts):
+                if index >= start:
+                    return part.metadata(index - start)
         ts = self.log_append_time if self.log_append_time != -1 else self.timestamps[index]
         offset = self.base_offset + index if self.base_offset >= 0 else -1
         return RecordMetadata(self.topic, self.partition, offset, ts)
@@ -140,6 +198,8 @@ class ProducerBatch:
         if self.callbacks:
             for index, cb in self.callbacks:
                 cb(None, self.metadata(index))
+        if self.parent is not None:
+            self.parent._part_finished()
 
     def fail(self, error: BaseException) -> None:
         self.error = error
@@ -149,6 +209,8 @@ class ProducerBatch:
         if self.callbacks:
             for index, cb in self.callbacks:
                 cb(error, self.metadata(index))
+        if self.parent is not None:
+            self.parent._part_finished()
 
 
 TP = tuple[str, int]
@@ -322,6 +384,11 @@ class RecordAccumulator:
                 0 <= queue[i].base_sequence < batch.base_sequence:
             i += 1
         queue.insert(i, batch)
+
+    def adopt(self, batch: ProducerBatch) -> None:
+        """Count a batch made outside ``append`` (a split half) as incomplete."""
+        self.incomplete.add(batch)
+        self.used += batch.size
 
     def release(self, batch: ProducerBatch) -> None:
         if batch in self.incomplete:

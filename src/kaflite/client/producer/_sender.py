@@ -53,6 +53,7 @@ log = logging.getLogger("kaflite.client.producer")
 
 DUPLICATE_SEQUENCE = errors.DuplicateSequenceNumberError.code
 OUT_OF_ORDER = errors.OutOfOrderSequenceNumberError.code
+MESSAGE_TOO_LARGE = errors.MessageTooLargeError.code
 
 
 class DeliveryTimeout(errors.RequestTimedOutError):
@@ -209,6 +210,9 @@ class Sender:
             if code == 0 or code == DUPLICATE_SEQUENCE:
                 self._complete(batch, pr.base_offset, pr.log_append_time_ms)
                 continue
+            if code == MESSAGE_TOO_LARGE and len(batch) > 1:
+                self._split(batch)
+                continue
             action = action_for(code)
             where = f"{error_name(code)} on {batch.topic}-{batch.partition}"
             if action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH):
@@ -241,6 +245,24 @@ class Sender:
         self.idem.done(batch, True)
         self.acc.release(batch)
         batch.fail(exc)
+
+    def _split(self, batch: ProducerBatch) -> None:
+        """MESSAGE_TOO_LARGE for a batch of several records: send it as two halves.
+
+        The broker appended nothing, so the halves take the batch's place, with
+        its sequence numbers when idempotent; batches behind it in flight come
+        back OUT_OF_ORDER and are re-queued behind the halves. A half that is
+        still too large is split again; a single record that is fails.
+        """
+        self.idem.done(batch, False)
+        self.acc.release(batch)
+        halves = batch.split()
+        self.producer._events.emit(
+            "producer", f"split a batch of {len(batch)} records for {batch.topic}-"
+            f"{batch.partition} in two", cause="MESSAGE_TOO_LARGE")
+        for half in reversed(halves):   # re-queued at the front: the first half first
+            self.acc.adopt(half)
+            self.acc.reenqueue(half)
 
     def _retry(self, batch: ProducerBatch, exc: BaseException, action: Action) -> None:
         now = time.monotonic()
