@@ -89,7 +89,7 @@ def member(cluster: Cluster) -> Iterator[Member]:
     m = Member(cluster, f"faults-group-{n}", f"group-member-{n}")
     produce(cluster, b"before")
     m.poll_until(lambda: b"before" in m.values and bool(m.coordinator())
-                 and m.count("Heartbeat") >= 2, what="a stable member")
+                 and m.count("Heartbeat") >= 2, timeout=60, what="a stable member")
     yield m
     m.close()
 
