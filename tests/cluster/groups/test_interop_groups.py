@@ -66,6 +66,13 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         checker.close()
 
 
+def group_state(bootstrap: str, group: str) -> str:
+    from kaflite.client.sync import Admin
+
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        return admin.describe_groups([group])[group].state
+
+
 async def _async(fn: Callable[[], object]) -> object:
     return fn()
 
@@ -312,6 +319,10 @@ def test_consumer_group_rebalances_coordinator_move_and_restart(client: str,
         check_cover(live, "after the coordinator moved")
         for m in live:
             m.stop()
+        # A member whose LeaveGroup went to the old coordinator (its close raced the
+        # move) stays until its session times out, as in Kafka.
+        wait_for("the group to be empty", lambda: group_state(bootstrap, group) == "Empty",
+                 timeout=FAST["session_ms"] / 1000 + 30)
         # Leave an uncommitted tail: commit as a simple consumer (generation -1),
         # which the now empty group accepts.
         tail_start = dict.fromkeys(range(PARTITIONS), 2 * PER_PARTITION - TAIL)
