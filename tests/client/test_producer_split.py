@@ -90,3 +90,22 @@ def test_a_single_record_too_large_fails(one_broker: Cluster) -> None:
             assert md.offset == 0
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_records_beside_a_too_large_one_are_delivered(one_broker: Cluster) -> None:
+    topic = small_topic(one_broker)
+    values = [b"a" * 100, b"b" * 100, b"c" * 3000, b"d" * 100, b"e" * 100]
+
+    async def main() -> None:
+        async with Producer(bootstrap_servers=one_broker.bootstrap_servers, linger_ms=50,
+                            batch_size=100_000) as p:
+            results = await asyncio.gather(*(p.send(topic, v, partition=0) for v in values),
+                                           return_exceptions=True)
+        assert isinstance(results[2], errors.MessageTooLargeError)
+        delivered = [r for i, r in enumerate(results) if i != 2]
+        assert all(isinstance(r, RecordMetadata) for r in delivered)
+        got = await read_all(one_broker, topic, 4)
+        assert [v for _, v in got] == [v for i, v in enumerate(values) if i != 2]
+        assert [(0, o) for o, _ in got] == [(r.partition, r.offset) for r in delivered]
+
+    asyncio.run(asyncio.wait_for(main(), 60))

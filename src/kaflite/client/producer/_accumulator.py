@@ -152,25 +152,31 @@ class ProducerBatch:
         return [part for _, part in parts]
 
     def _part_finished(self) -> None:
+        """A half is done: once both are, this batch completes (or fails) as they did.
+
+        Its callbacks went to the halves and ``metadata`` asks them, so completing
+        here only resolves the future and tells this batch's own parent.
+        """
         if not self.finished:
             return
         failed = next((p.error for _, p in self.parts or [] if p.error is not None), None)
         if failed is not None:
-            self.error = failed
-        if self.done is not None and not self.done.done():
-            if failed is not None:
-                self.done.set_exception(failed)
-                self.done.exception()
-            else:
-                self.done.set_result(None)
-        if self.parent is not None:
-            self.parent._part_finished()
+            self.fail(failed)
+        else:
+            self.complete(-1, -1)
+
+    def record(self, index: int) -> tuple[ProducerBatch, int]:
+        """The batch that was sent with record ``index`` (a half after a split), and its index there."""
+        batch = self
+        while batch.parts is not None:
+            start, batch = next((s, p) for s, p in reversed(batch.parts) if index >= s)
+            index -= start
+        return batch, index
 
     def metadata(self, index: int) -> RecordMetadata:
         if self.parts is not None:
-            for start, part in reversed(self.parts):
-                if index >= start:
-                    return part.metadata(index - start)
+            batch, index = self.record(index)
+            return batch.metadata(index)
         ts = self.log_append_time if self.log_append_time != -1 else self.timestamps[index]
         offset = self.base_offset + index if self.base_offset >= 0 else -1
         return RecordMetadata(self.topic, self.partition, offset, ts)

@@ -271,8 +271,16 @@ class Producer(BaseClient):
                 await self._acc.wait_for_room(len(value) if value else 0, self._max_block)
             appended = self._append(topic, value, key, partition, headers, timestamp)
         batch, index = appended
-        await batch.future()
-        return batch.metadata(index)
+        try:
+            await batch.future()
+        except Exception:
+            if batch.parts is None:
+                raise
+        # After a split (MESSAGE_TOO_LARGE) the record's own half decides, not the batch.
+        sent, index = batch.record(index)
+        if sent.error is not None:
+            raise sent.error
+        return sent.metadata(index)
 
     def produce(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
                 headers: HeadersArg = None, timestamp: int | None = None,

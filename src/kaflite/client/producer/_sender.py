@@ -122,7 +122,7 @@ class Sender:
                     except Exception as exc:  # a batch that cannot be encoded fails alone
                         log.exception("cannot send to broker %s", node)
                         for batch in batches:
-                            if batch.error is None and batch.base_offset < 0:
+                            if not batch.finished:
                                 self._fail(batch, exc)
             if not self.acc.incomplete and not self.tasks:
                 delay = 3600.0
