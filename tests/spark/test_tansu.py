@@ -44,15 +44,21 @@ def tansu() -> Iterator[str]:
         yield servers
 
 
-@pytest.fixture(scope="module")
-def written(spark: Any, tansu: str) -> tuple[str, list[tuple[int, bytes, bytes]]]:
-    """A 2-partition Tansu topic written through the kaflite sink: 200 keyed records."""
-    topic = unique("tansu")
-    a = admin(tansu)
+def create_topic(servers: str, prefix: str) -> str:
+    """A new 2-partition topic on Tansu, created with kaflite's Admin."""
+    topic = unique(prefix)
+    a = admin(servers)
     try:
         a.create_topics([NewTopic(topic, 2, 1)])
     finally:
         a.close()
+    return topic
+
+
+@pytest.fixture(scope="module")
+def written(spark: Any, tansu: str) -> tuple[str, list[tuple[int, bytes, bytes]]]:
+    """A 2-partition Tansu topic written through the kaflite sink: 200 keyed records."""
+    topic = create_topic(tansu, "tansu")
     data = [(f"k{i}", f"v{i}".encode(), i % 2) for i in range(200)]
     # One task, so that each Kafka partition holds its records in the order of ``data``
     # (two tasks writing the same partition at once interleave as they please).
@@ -102,12 +108,7 @@ def test_tansu_latest_offset_is_the_last_batch_base(
 
 
 def test_streaming_read_in_micro_batches(spark: Any, tansu: str, tmp_path: Any) -> None:
-    topic = unique("tansu-stream")
-    a = admin(tansu)
-    try:
-        a.create_topics([NewTopic(topic, 2, 1)])
-    finally:
-        a.close()
+    topic = create_topic(tansu, "tansu-stream")
     with Producer({"bootstrap.servers": tansu}) as p:
         for i in range(200):   # awaited one by one: one record per batch
             p.send(topic, f"v{i}".encode(), partition=i % 2)

@@ -21,10 +21,11 @@ allocate more than that.
 receiving the frame. So the decoder keeps the last two large buffers (of up
 to ``SPARE_MAX`` bytes; two, so that a reader that asks for the next frame
 before it decodes this one still finds one free) and fills one again for the
-next large frame, but only once nothing refers to it any more: every view of a frame (memoryview slices,
-record batches, Arrow buffers made from them) holds a reference to the
-``bytearray``, so its reference count says whether the bytes are still in
-use. A frame that lands in a reused buffer is a ``memoryview`` of it.
+next large frame, but only once nothing refers to it any more: every view of
+a frame (memoryview slices, record batches, Arrow buffers made from them)
+holds a reference to the ``bytearray``, so its reference count says whether
+the bytes are still in use. A frame that lands in a spare buffer is a
+``memoryview`` of it.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ _BIG_FRAME = 64 * 1024
 class FrameDecoder:
     """Splits a stream of bytes into Kafka frames (without their size prefix)."""
 
-    __slots__ = ("_big", "_big_filled", "_buf", "_end", "_spare", "_start", "max_frame_size")
+    __slots__ = ("_big", "_big_filled", "_buf", "_end", "_spares", "_start", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
@@ -75,7 +76,7 @@ class FrameDecoder:
         self._start = 0  # first unconsumed byte
         self._end = 0  # one past the last received byte
         self._big: bytearray | memoryview | None = None  # a large frame being filled in place
-        self._spare: list[bytearray] = []  # the last large buffers, to fill again
+        self._spares: list[bytearray] = []  # the last large buffers, to fill again
         self._big_filled = 0
 
     # -- BufferedProtocol side -------------------------------------------------
@@ -128,7 +129,7 @@ class FrameDecoder:
 
     def _large(self, size: int) -> bytearray | memoryview:
         """A buffer of ``size`` bytes for a large frame (the spare one if it is free)."""
-        spares = self._spare
+        spares = self._spares
         for i in range(len(spares)):
             # References to a spare: the list and getrefcount's argument; any more
             # is a view of an earlier frame that is still alive.
