@@ -546,28 +546,30 @@ class ColumnBuilder:
             else:
                 _convert(group, self.include_headers)
         out: list[pa.RecordBatch] = []
-        small: list[pa.RecordBatch] = []
-        rows = 0
-        start = 0
+        small: list[pa.RecordBatch] = []   # pieces waiting to be joined, of ``rows`` rows
+        rows = done = 0                    # done: records already in ``out``
+
+        def emit(pieces: list[pa.RecordBatch], n: int) -> None:
+            nonlocal done
+            out.append(self._finish(_concat(pieces), done))
+            done += n
+
         for piece in self._pieces:
             batch = piece.batch
             assert batch is not None
-            if batch.num_rows >= MIN_ROWS:
+            if batch.num_rows >= MIN_ROWS:     # a big run: an Arrow batch of its own
                 if small:
-                    out.append(self._finish(_concat(small), start))
-                    start += rows
+                    emit(small, rows)
                     small, rows = [], 0
-                out.append(self._finish(batch, start))
-                start += batch.num_rows
+                emit([batch], batch.num_rows)
                 continue
             small.append(batch)
             rows += batch.num_rows
             if rows >= MIN_ROWS:
-                out.append(self._finish(_concat(small), start))
-                start += rows
+                emit(small, rows)
                 small, rows = [], 0
         if small:
-            out.append(self._finish(_concat(small), start))
+            emit(small, rows)
         self._reset()
         return out
 

@@ -228,14 +228,21 @@ def _heads(width: int) -> list[bytes]:
     return table
 
 
-def _values_only_parts(values: Sequence[BytesLike], lengths: list[int]) -> list[BytesLike]:
-    n = len(values)
+def _record_heads(lengths: list[int], n: int) -> list[bytes]:
+    """``_HEADS`` pieces of n values-only records, by value length and offset-delta
+    width; the first record's has no header count before it."""
     heads: list[bytes] = []
     for lo, hi, width in _OD_WIDTHS:
         if lo >= n:
             break
         heads += map(_heads(width).__getitem__, lengths[lo:hi])
-    heads[0] = heads[0][1:]  # the first record has no header count before it
+    heads[0] = heads[0][1:]
+    return heads
+
+
+def _values_only_parts(values: Sequence[BytesLike], lengths: list[int]) -> list[BytesLike]:
+    n = len(values)
+    heads = _record_heads(lengths, n)
     prefixes = _default_prefixes(n)[0]
     parts: list[BytesLike] = [b""] * (4 * n + 1)
     parts[0 : 4 * n : 4] = heads
@@ -265,12 +272,7 @@ def _values_ts_parts(values: Sequence[BytesLike], lengths: list[int],
     n = len(values)
     if len(_OD_NULL_KEY) < n:
         _OD_NULL_KEY.extend(encode_zigzag(i) + NULL_VARINT for i in range(len(_OD_NULL_KEY), n))
-    heads: list[bytes] = []
-    for lo, hi, width in _OD_WIDTHS:
-        if lo >= n:
-            break
-        heads += map(_heads(width).__getitem__, lengths[lo:hi])
-    heads[0] = heads[0][1:]  # the first record has no header count before it
+    heads = _record_heads(lengths, n)
     parts: list[BytesLike] = [b""] * (5 * n + 1)
     parts[0 : 5 * n : 5] = heads
     parts[1::5] = list(map(_ATTR_TS.__getitem__, deltas))
