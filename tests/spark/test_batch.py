@@ -141,3 +141,27 @@ def test_rejected_options_fail_at_load(spark: Any, servers: str) -> None:
     with pytest.raises(Exception, match="fixed schema"):
         (spark.read.format("kaflite").schema("value string")
          .option("kafka.bootstrap.servers", servers).option("subscribe", "t").load().count())
+
+
+def test_repeated_reads_reuse_the_executors_connections(spark: Any, kafka: Cluster,
+                                                        servers: str,
+                                                        topic: tuple[str, list[Any]]) -> None:
+    """Each query has its own group id, but the executors keep one client per config.
+
+    (They used to make a client per query and never close it: every read left
+    a connection to every broker in every Python worker.)
+    """
+    name, expected = topic
+
+    def executor_connections() -> set[tuple[int, int]]:
+        return {(c.broker, c.connection_id) for c in
+                kafka.connections(client_id="spark-kafka-relation-executor")}
+
+    for _ in range(2):   # let the Python workers make their clients
+        assert source(spark, servers, subscribe=name).count() == len(expected)
+    before = executor_connections()
+    assert before
+    for _ in range(4):
+        assert source(spark, servers, subscribe=name).count() == len(expected)
+    # A Python worker that ran none of the first reads may still connect once.
+    assert len(executor_connections() - before) <= 2

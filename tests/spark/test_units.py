@@ -43,6 +43,7 @@ from kaflite.spark.options import (
     parse_source_options,
     parse_time_ms,
 )
+from kaflite.spark.reader import executor_params
 
 TP = TopicPartition
 BASE = {"kafka.bootstrap.servers": "localhost:9092"}
@@ -68,8 +69,19 @@ def test_defaults_follow_spark() -> None:
     assert stream.client_id("driver-0").startswith("spark-kafka-source-")
     # kaflite joins no group: the prefix names the clients (their client.id) instead.
     mine = src(subscribe="a", groupIdPrefix="etl")
-    assert mine.client_id("executor").startswith("etl-")
-    assert mine.client_id("executor").endswith("-executor")
+    assert mine.client_id("driver-0").startswith("etl-")
+    assert mine.group_id("executor").startswith("etl-")
+    assert mine.group_id("executor").endswith("-executor")
+    # Executors keep their clients from query to query: their id names no query.
+    assert mine.executor_client_id() == "etl-executor"
+
+
+def test_executor_params_of_two_queries_share_a_client() -> None:
+    first, second = executor_params(src(subscribe="a")), executor_params(src(subscribe="b"))
+    assert first.config == second.config        # the same cached client in a worker
+    assert dict(first.config)["client.id"] == "spark-kafka-relation-executor"
+    assert first.group_id != second.group_id     # Spark's per-query group id, for messages
+    assert first.group_id.startswith("spark-kafka-relation-")
 
 
 def test_option_names_are_case_insensitive() -> None:

@@ -52,6 +52,7 @@ from kaflite.spark._kafka import (
     report_data_loss,
     run,
     submit,
+    touch,
 )
 from kaflite.spark.arrow import ColumnBuilder
 from kaflite.spark.offsets import OffsetRange
@@ -70,15 +71,12 @@ class ExecutorParams:
     """What a task needs besides its range (pickled into every input partition)."""
 
     config: tuple[tuple[str, Any], ...]
+    group_id: str = "kaflite-spark"     # Spark's executor group id, named in messages
     include_headers: bool = False
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000
     isolation_level: int = 0
     fetch_bytes: int = DEFAULT_PARTITION_FETCH_BYTES
-
-    @property
-    def group_id(self) -> str:
-        return str(dict(self.config).get("client.id", "kaflite-spark"))
 
 
 class _Retry(Exception):
@@ -156,6 +154,7 @@ class _RangeReader:
 
     def _submit(self, offset: int) -> concurrent.futures.Future[Any]:
         p = self.params
+        touch(self.client)
         return submit(_fetch(self.client, self.tp, offset, p.fetch_bytes, p.isolation_level))
 
     def _list(self, which: int) -> int:
@@ -223,7 +222,8 @@ class _RangeReader:
             pending = self._submit(next_pos) if next_pos < until else None
             aborted = _aborted_filter(pd) if self.params.isolation_level else None
             for batch in batches:
-                if aborted and _is_aborted(batch, aborted):
+                if batch.next_offset <= pos or batch.base_offset >= until or \
+                        (aborted and _is_aborted(batch, aborted)):
                     continue
                 if self.check_crcs and not batch.crc_ok():
                     raise errors.CorruptMessageError(
@@ -231,6 +231,7 @@ class _RangeReader:
                 self.builder.add(batch, pos, until)
                 if len(self.builder) >= ROWS_PER_BATCH:
                     yield from self.builder.build_batches()
+            del batch, batches, pd  # the response's buffer can be filled again
             pos = next_pos
         yield from self.builder.build_batches()
 

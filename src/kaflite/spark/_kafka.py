@@ -22,6 +22,7 @@ import concurrent.futures
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -49,7 +50,7 @@ from kaflite.spark.options import (
     client_config,
 )
 
-__all__ = ["DataLossError", "OffsetReader", "SparkKafkaClient", "client_for", "run"]
+__all__ = ["DataLossError", "OffsetReader", "SparkKafkaClient", "client_for", "run", "touch"]
 
 log = logging.getLogger("kaflite.spark")
 T = TypeVar("T")
@@ -80,7 +81,10 @@ def report_data_loss(fail: bool, message: str) -> None:
 # -- one event loop thread per process ----------------------------------------------------
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
-_clients: dict[tuple[tuple[str, str], ...], SparkKafkaClient] = {}
+_clients: OrderedDict[tuple[tuple[str, str], ...], SparkKafkaClient] = OrderedDict()
+_last_used: dict[tuple[tuple[str, str], ...], float] = {}
+CACHE_CAPACITY = 64        # clients kept per process (spark.kafka.consumer.cache.capacity)
+CACHE_TIMEOUT_S = 300.0    # idle time before one is closed (spark.kafka.consumer.cache.timeout)
 
 
 def _shared_loop() -> asyncio.AbstractEventLoop:
@@ -116,11 +120,28 @@ class SparkKafkaClient(BaseClient):
 
 
 def client_for(config: Mapping[str, Any]) -> SparkKafkaClient:
-    """The process's started client for ``config`` (created on first use)."""
+    """The process's started client for ``config`` (created on first use).
+
+    Clients stay cached from task to task and from query to query, as Spark's
+    executors keep their consumers: one that has not been asked for in
+    ``CACHE_TIMEOUT_S``, or the least recently used beyond ``CACHE_CAPACITY``,
+    is closed (Spark's ``spark.kafka.consumer.cache.timeout`` and ``.capacity``
+    defaults).
+    """
     key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    now = time.monotonic()
     with _lock:
         client = _clients.get(key)
-    if client is not None and not client._closed:
+        if client is not None and client._closed:
+            del _clients[key]
+            client = None
+        if client is not None:
+            _clients.move_to_end(key)
+            _last_used[key] = now
+        stale = _take_stale(now, keep=key)
+    for old in stale:
+        submit(old.close())   # no need to wait for it
+    if client is not None:
         return client
 
     async def make() -> SparkKafkaClient:
@@ -131,7 +152,32 @@ def client_for(config: Mapping[str, Any]) -> SparkKafkaClient:
     client = run(make())
     with _lock:
         _clients[key] = client
+        _last_used[key] = time.monotonic()
+        stale = _take_stale(now, keep=key)
+    for old in stale:
+        submit(old.close())
     return client
+
+
+def touch(client: SparkKafkaClient) -> None:
+    """Note that ``client`` is in use (a long task keeps its client from expiring)."""
+    now = time.monotonic()
+    with _lock:
+        for key, c in _clients.items():
+            if c is client:
+                _last_used[key] = now
+                return
+
+
+def _take_stale(now: float, keep: tuple[tuple[str, str], ...]) -> list[SparkKafkaClient]:
+    """Remove the clients to close from the cache (caller holds the lock)."""
+    out = []
+    for key in list(_clients):
+        expired = now - _last_used.get(key, now) > CACHE_TIMEOUT_S
+        if key != keep and (expired or len(_clients) > CACHE_CAPACITY):
+            out.append(_clients.pop(key))
+            _last_used.pop(key, None)
+    return out
 
 
 def close_client(client: SparkKafkaClient) -> None:
@@ -139,6 +185,7 @@ def close_client(client: SparkKafkaClient) -> None:
         for key, c in list(_clients.items()):
             if c is client:
                 del _clients[key]
+                _last_used.pop(key, None)
     run(client.close())
 
 

@@ -174,12 +174,21 @@ class SourceOptions:
     def isolation_level(self) -> int:
         return 1 if self.kafka_params.get("isolation.level") == "read_committed" else 0
 
-    def client_id(self, role: str) -> str:
-        """Spark's group id scheme, used as the client id (kaflite joins no group)."""
-        given = self.kafka_params.get("client.id")
-        if given:
-            return given
+    def group_id(self, role: str) -> str:
+        """Spark's group id scheme (``<prefix>-<query uuid>-<role>``), for messages."""
         return f"{self.group_id_prefix}-{self.unique_group_id}-{role}"
+
+    def client_id(self, role: str) -> str:
+        """The client id of the driver's clients: the group id (kaflite joins no group)."""
+        return self.kafka_params.get("client.id") or self.group_id(role)
+
+    def executor_client_id(self) -> str:
+        """The executors' client id: the same for every query with this prefix.
+
+        Executors keep their clients from query to query (``_kafka.client_for``),
+        so the id names the source, not the query: ``<prefix>-executor``.
+        """
+        return self.kafka_params.get("client.id") or f"{self.group_id_prefix}-executor"
 
 
 @dataclass

@@ -44,11 +44,12 @@ class KafkaInputPartition(InputPartition):
 
 def executor_params(opts: SourceOptions) -> ExecutorParams:
     """The executors' client config, validated on the driver so bad options fail early."""
-    config = client_config(opts.kafka_params, "consumer", opts.client_id("executor"))
+    config = client_config(opts.kafka_params, "consumer", opts.executor_client_id())
     resolve("consumer", config)
     fetch_bytes = int(opts.kafka_params.get("max.partition.fetch.bytes",
                                             DEFAULT_PARTITION_FETCH_BYTES))
     return ExecutorParams(config=tuple(sorted(config.items())),
+                          group_id=opts.group_id("executor"),
                           include_headers=opts.include_headers,
                           fail_on_data_loss=opts.fail_on_data_loss,
                           poll_timeout_ms=opts.poll_timeout_ms,
