@@ -94,3 +94,18 @@ def test_touch_keeps_a_client_in_use(kafka: Cluster, monkeypatch: pytest.MonkeyP
         _kafka.close_client(other)
     finally:
         _kafka.close_client(reading)
+
+
+def test_a_reused_spark_worker_freezes_its_heap_once() -> None:
+    """Only in a reused Spark worker (PySpark collects after every task there)."""
+    import subprocess
+    import sys
+
+    code = ("import gc, os; from kaflite.spark._fetch import settle_worker; "
+            "print(settle_worker({}), gc.get_freeze_count() > 0, "
+            "settle_worker({'SPARK_REUSE_WORKER': '0'}), "
+            "settle_worker({'SPARK_REUSE_WORKER': '1'}), gc.get_freeze_count() > 0, "
+            "settle_worker({'SPARK_REUSE_WORKER': '1'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    assert out == ["False", "False", "False", "True", "True", "False"]

@@ -29,7 +29,9 @@ are the batches of aborted transactions. Batch CRCs are checked
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import logging
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -57,7 +59,7 @@ from kaflite.spark._kafka import (
 from kaflite.spark.arrow import ColumnBuilder
 from kaflite.spark.offsets import OffsetRange
 
-__all__ = ["ExecutorParams", "read_range"]
+__all__ = ["ExecutorParams", "read_range", "settle_worker"]
 
 log = logging.getLogger("kaflite.spark")
 
@@ -236,8 +238,28 @@ class _RangeReader:
         yield from self.builder.build_batches()
 
 
+def settle_worker(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+    """In a reused Spark Python worker, take the long-lived objects out of the collector's way.
+
+    A reused worker (``SPARK_REUSE_WORKER=1``, Spark's default) runs ``gc.collect()``
+    after every task, and with pyspark, pyarrow and kaflite loaded a full
+    collection walks about 70,000 objects (20 ms) each time, as do the automatic
+    ones during a read. ``gc.freeze()`` moves the objects alive at the first read
+    (modules, classes, the cached clients) to the permanent generation, which
+    collections skip; reference counting still frees them, only a reference
+    cycle among them would stay. Measured: 0.07 CPU-s less per 5M-record read.
+    Returns whether it froze (once per process).
+    """
+    if environ.get("SPARK_REUSE_WORKER") != "1" or gc.get_freeze_count():
+        return False
+    gc.collect()
+    gc.freeze()
+    return True
+
+
 def read_range(r: OffsetRange, params: ExecutorParams) -> Iterator[pa.RecordBatch]:
     """The records of ``r`` as Arrow batches in Spark's Kafka schema."""
     if r.until_offset <= r.from_offset:
         return iter(())
+    settle_worker()
     return iter(_RangeReader(r, params))
