@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from kaflite._lowat import ReceiveLowWater
 from kaflite.protocol import (
     REGISTRY,
     FrameDecoder,
@@ -125,6 +126,7 @@ class _Protocol(asyncio.BufferedProtocol):
         self.decoder = FrameDecoder(max_frame_size)
         self.transport: asyncio.Transport | None = None
         self._drained: asyncio.Future[None] | None = None
+        self.low_water: ReceiveLowWater | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; both fit.
@@ -144,6 +146,9 @@ class _Protocol(asyncio.BufferedProtocol):
                 self.conn._on_frame(frame)
         except ProtocolError as exc:
             self.conn._fail(exc)
+            return
+        if self.low_water is not None:
+            self.low_water.update(self.decoder.awaiting)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.conn._fail(ConnectionClosed(f"connection to {self.conn.address} lost: {exc}"))
@@ -242,6 +247,7 @@ class BrokerConnection:
                                 strict=True):
             if size > 0:
                 sock.setsockopt(socket.SOL_SOCKET, option, size)
+        proto.low_water = ReceiveLowWater(sock, receive_buffer=self.socket_buffers[1])
 
     async def _negotiate(self) -> None:
         ours = REGISTRY[API_VERSIONS]

@@ -98,6 +98,11 @@ class FrameDecoder:
         self._end += nbytes
         return self._drain()
 
+    @property
+    def awaiting(self) -> int:
+        """Bytes still to come of the large frame being filled (0: none)."""
+        return len(self._big) - self._big_filled if self._big is not None else 0
+
     # -- plain side ------------------------------------------------------------
     def feed(self, data: BytesLike) -> list[Frame]:
         """Add received bytes; return every frame they complete."""
