@@ -353,8 +353,49 @@ def test_fast_path_equals_list_path(shape: str, monkeypatch: pytest.MonkeyPatch)
         assert got.equals(want)
         assert got.column("offset").to_pylist() == list(range(max(lo, 0), min(hi, total)))
     # The strided path really ran where records line up (and not where they cannot).
-    strided = [arrow_mod._runs(bytes(b.records_buffer()), b.record_count) is not None for b in batches]
+    strided = [arrow_mod._runs(*_where(b)) is not None for b in batches]
     assert any(strided) == (shape not in ("varied", "headers"))
+
+
+def _where(b: Any) -> tuple[Any, int, int, int]:
+    buf, start, end = arrow_mod._in_place(b.records_buffer())
+    return buf, b.record_count, start, end
+
+
+def test_in_place_finds_the_buffer_a_view_is_of() -> None:
+    frame = bytearray(os.urandom(1000))
+    buf, start, end = arrow_mod._in_place(memoryview(frame)[100:300])
+    assert buf is frame and (start, end) == (100, 300)
+    data = bytes(frame)
+    buf, start, end = arrow_mod._in_place(memoryview(data)[7:9])
+    assert buf is data and (start, end) == (7, 9)
+    import array as array_mod
+    other = array_mod.array("B", frame)            # neither bytes nor bytearray: a copy
+    buf, start, end = arrow_mod._in_place(memoryview(other)[10:20])
+    assert buf == bytes(frame[10:20]) and (start, end) == (0, 10)
+
+
+def test_records_read_in_place_inside_a_larger_frame() -> None:
+    """Batches at an offset in a frame, with other bytes after them, and released after."""
+    import sys
+
+    first = encode_batch([b"%03d" % i for i in range(200)], base_offset=0)
+    second = encode_batch([b"x" * 50] * 100, base_offset=200)
+    frame = bytearray(os.urandom(77)) + first + second + bytearray(b"\x00" * 300)
+    baseline = sys.getrefcount(frame)
+    view = memoryview(frame)[77:77 + len(first) + len(second)]
+    batches = list(iter_batches(view))
+    fast = ColumnBuilder("t", 0)
+    for b in batches:
+        assert arrow_mod._in_place(b.records_buffer())[0] is frame
+        fast.add(b, 0, 300)
+    fast.settle()
+    del batches, b, view
+    assert sys.getrefcount(frame) == baseline          # settled: nothing refers to it
+    got = fast.build()
+    assert got is not None
+    assert got.column("value").to_pylist() == [b"%03d" % i for i in range(200)] + [b"x" * 50] * 100
+    assert got.column("offset").to_pylist() == list(range(300))
 
 
 def test_columns_hold_what_was_written() -> None:
@@ -381,7 +422,7 @@ def test_fast_path_on_a_big_batch(monkeypatch: pytest.MonkeyPatch) -> None:
                         timestamps=[1_700_000_000_000 + i // 7 for i in range(n)],
                         base_offset=5_000)
     batch = next(iter_batches(data))
-    runs = arrow_mod._runs(bytes(batch.records_buffer()), n)
+    runs = arrow_mod._runs(*_where(batch))
     assert runs is not None and {0, 64, 8192} <= {r.index for r in runs}
     fast = ColumnBuilder("t", 0)
     fast.add(batch, 5_100, 24_000)

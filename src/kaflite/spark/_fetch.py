@@ -233,7 +233,8 @@ class _RangeReader:
                 self.builder.add(batch, pos, until)
                 if len(self.builder) >= ROWS_PER_BATCH:
                     yield from self.builder.build_batches()
-            del batch, batches, pd  # the response's buffer can be filled again
+            self.builder.settle()    # nothing refers to the response's buffer any more,
+            del batch, batches, pd   # so the next one can be received into it
             pos = next_pos
         yield from self.builder.build_batches()
 

@@ -84,6 +84,8 @@ _FIELDS = [
 SCHEMA = pa.schema(_FIELDS)
 SCHEMA_WITH_HEADERS = pa.schema([*_FIELDS, pa.field("headers", HEADERS_TYPE)])
 
+Buffer = bytes | bytearray
+
 _DDL = ("key binary, value binary, topic string, partition int, offset long, "
         "timestamp timestamp, timestampType int")
 
@@ -148,7 +150,7 @@ def _od_expected(first: int, n: int, j: int) -> bytes:
     return b"".join(out)
 
 
-def _common_prefix(a: bytes, b: bytes) -> int:
+def _common_prefix(a: Buffer, b: Buffer) -> int:
     """Length of the common prefix of two equally long byte strings."""
     if a == b:
         return len(a)
@@ -156,7 +158,7 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return len(a) - 1 - (x.bit_length() - 1) // 8
 
 
-def _varint(buf: bytes, q: int) -> tuple[int, int]:
+def _varint(buf: Buffer, q: int) -> tuple[int, int]:
     """(zigzag-decoded value, width) of the varint at ``q``."""
     z = shift = w = 0
     while True:
@@ -176,7 +178,7 @@ class _Run:
     __slots__ = ("count", "index", "key_at", "key_len", "size", "start", "ts_at", "ts_width",
                  "value_at", "value_len")
 
-    def __init__(self, buf: bytes, p: int, index: int) -> None:
+    def __init__(self, buf: Buffer, p: int, index: int, end: int) -> None:
         length, w = _varint(buf, p)
         self.start, self.index, self.size, self.count = p, index, w + length, 0
         q = w + 1  # the attributes byte: unused by v2 records, so not checked
@@ -202,11 +204,12 @@ class _Run:
         if buf[p + q] != 0 or q + 1 != self.size:
             raise ValueError("headers, or a record that does not end where it says")
         constant.append(q)
-        self._measure(buf, constant, od_at, od_width)
+        self._measure(buf, end, constant, od_at, od_width)
 
-    def _measure(self, buf: bytes, constant: list[int], od_at: int, od_width: int) -> None:
+    def _measure(self, buf: Buffer, end: int, constant: list[int], od_at: int,
+                 od_width: int) -> None:
         p, size, index = self.start, self.size, self.index
-        k = min((len(buf) - p) // size, _OD_LIMIT[od_width] - index)
+        k = min((end - p) // size, _OD_LIMIT[od_width] - index)
         stop = p + k * size
         for f in constant:
             col = buf[p + f:stop:size]
@@ -224,16 +227,34 @@ class _Run:
         self.count = k
 
 
-def _runs(buf: bytes, count: int) -> list[_Run] | None:
-    """Split the records into strided runs; None when they do not split into few."""
+def _in_place(raw: memoryview) -> tuple[Buffer, int, int]:
+    """``raw`` as (the bytes object it views, start, end), or a copy if it views none.
+
+    Strided slices of ``bytes`` and ``bytearray`` run in a tight C loop; those of a
+    ``memoryview`` take several times as long. A Fetch response's records view
+    the frame's ``bytearray``, so the checks slice that in place.
+    """
+    base = raw.obj
+    if isinstance(base, bytes | bytearray) and raw.c_contiguous and raw.itemsize == 1:
+        start = pa.py_buffer(raw).address - pa.py_buffer(base).address
+        if 0 <= start <= len(base) - len(raw):
+            return base, start, start + len(raw)
+    return bytes(raw), 0, len(raw)
+
+
+def _runs(buf: Buffer, count: int, start: int, end: int) -> list[_Run] | None:
+    """Split the records in ``buf[start:end]`` into strided runs; None when not into few.
+
+    Bytes past ``end`` may belong to the next batch: a run never reaches them.
+    """
     if count < _MIN_BATCH:
         return None
     runs: list[_Run] = []
     budget = 2 + count // 16
-    p = i = 0
+    p, i = start, 0
     try:
         while i < count:
-            run = _Run(buf, p, i)
+            run = _Run(buf, p, i, end)
             if run.count < 1 or len(runs) >= budget:
                 return None
             run.count = min(run.count, count - i)
@@ -242,7 +263,7 @@ def _runs(buf: bytes, count: int) -> list[_Run] | None:
             p += run.count * run.size
     except (IndexError, ValueError):
         return None
-    return runs if p == len(buf) else None
+    return runs if p == end else None
 
 
 # Arrow scalars made once: a plain Python int argument to a compute function is
@@ -288,7 +309,7 @@ def _fixed_to_binary(values: pa.Array, length: int) -> pa.Array:
 _UNZIGZAG8 = pa.array([(z >> 1) ^ -(z & 1) if z < 0x80 else 0 for z in range(256)], _I64)
 
 
-def _zigzag_column(cols: list[bytes], base: int) -> pa.Array:
+def _zigzag_column(cols: list[Buffer], base: int) -> pa.Array:
     """``base`` + the zigzag varints of one width given as byte columns (low byte first)."""
     if len(cols) == 1:
         u8 = pa.Array.from_buffers(pa.uint8(), len(cols[0]), [None, pa.py_buffer(cols[0])])
@@ -374,7 +395,7 @@ class _Strided(_Piece):
 
     __slots__ = ("count", "first_offset", "layout", "source", "start", "ts_base")
 
-    def __init__(self, run: _Run, source: bytes, start: int, count: int, first_offset: int,
+    def __init__(self, run: _Run, source: Buffer, start: int, count: int, first_offset: int,
                  ts_base: int, log_append_time: bool) -> None:
         super().__init__()
         self.layout = (run.size, run.key_at, run.key_len, run.value_at, run.value_len,
@@ -452,6 +473,7 @@ def _convert(group: list[_Strided], include_headers: bool) -> None:
     at = 0
     for m in group:
         m.batch = whole.slice(at, m.count)
+        m.source = b""          # the arrays are copies: let the source buffer go
         at += m.count
 
 
@@ -479,15 +501,17 @@ class ColumnBuilder:
         return self.rows
 
     def add(self, batch: RecordBatch, lo: int, hi: int) -> int:
-        """Add the records of ``batch`` with ``lo <= offset < hi``; returns how many."""
+        """Add the records of ``batch`` with ``lo <= offset < hi``; returns how many.
+
+        The records are read in place, in the buffer the batch came in (the
+        Fetch response's frame): call ``settle()`` before that buffer is reused.
+        """
         if batch.is_control or batch.next_offset <= lo or batch.base_offset >= hi:
             return 0
         runs = None
         if batch.record_count >= _MIN_BATCH:
-            raw = batch.records_buffer()
-            # One copy of the batch: its strided slices are then several times cheaper.
-            data = raw if isinstance(raw, bytes) else bytes(raw)
-            runs = _runs(data, batch.record_count)
+            data, start, end = _in_place(batch.records_buffer())
+            runs = _runs(data, batch.record_count, start, end)
         if runs is None:
             n = self._add_columns(batch, lo, hi)
         else:
@@ -496,7 +520,7 @@ class ColumnBuilder:
         self.rows += n
         return n
 
-    def _add_runs(self, batch: RecordBatch, data: bytes, runs: list[_Run],
+    def _add_runs(self, batch: RecordBatch, data: Buffer, runs: list[_Run],
                   lo: int, hi: int) -> int:
         base = batch.base_offset
         first, last = max(lo - base, 0), min(hi - base, batch.record_count)
@@ -527,6 +551,19 @@ class ColumnBuilder:
             columns, schema=_PIECE_WITH_HEADERS if self.include_headers else _PIECE)))
         return b - a
 
+    def settle(self) -> None:
+        """Convert the runs added so far, so that nothing refers to their buffers any more."""
+        groups: dict[tuple[int | bool, ...], list[_Strided]] = {}
+        for piece in self._pieces:
+            if isinstance(piece, _Strided) and piece.batch is None:
+                groups.setdefault(piece.layout, []).append(piece)
+        for group in groups.values():
+            if sum(m.count for m in group) >= MIN_ROWS * len(group):
+                for m in group:          # big runs: no need to join their bytes first
+                    _convert([m], self.include_headers)
+            else:
+                _convert(group, self.include_headers)
+
     def build_batches(self) -> list[pa.RecordBatch]:
         """The records added so far as Arrow batches in offset order; starts over.
 
@@ -535,16 +572,7 @@ class ColumnBuilder:
         """
         if self.rows == 0:
             return []
-        groups: dict[tuple[int | bool, ...], list[_Strided]] = {}
-        for piece in self._pieces:
-            if isinstance(piece, _Strided):
-                groups.setdefault(piece.layout, []).append(piece)
-        for group in groups.values():
-            if sum(m.count for m in group) >= MIN_ROWS * len(group):
-                for m in group:          # big runs: no need to join their bytes first
-                    _convert([m], self.include_headers)
-            else:
-                _convert(group, self.include_headers)
+        self.settle()
         out: list[pa.RecordBatch] = []
         small: list[pa.RecordBatch] = []   # pieces waiting to be joined, of ``rows`` rows
         rows = done = 0                    # done: records already in ``out``
