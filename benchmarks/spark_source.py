@@ -1,6 +1,6 @@
 """Spark batch read throughput: the kaflite source beside two baselines, in one run.
 
-    python benchmarks/spark_source.py [--records 5000000] [--size 100] [--repeat 3]
+    python benchmarks/spark_source.py [--records 5000000] [--size 100] [--repeat 5] [--cpu]
 
 One kaflite broker (``kaflite up --brokers 1``, its own process) holds a topic of
 ``--records`` records of ``--size`` random bytes (null keys) in ``--partitions``
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import os
 import shutil
 import socket
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 TOPIC = "spark-bench"
@@ -97,6 +99,41 @@ def fill_topic(bootstrap: str, records: int, size: int, partitions: int) -> None
     producer.flush(120)
     dt = time.perf_counter() - t
     print(f"wrote {records:,} records of {size} bytes in {dt:.1f}s", flush=True)
+
+
+# -- CPU per thread, from /proc (Linux) ---------------------------------------------------------
+def _thread_cpu() -> dict[str, tuple[str, float]]:
+    """CPU seconds of every thread of the processes of interest, keyed by /proc path."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out: dict[str, tuple[str, float]] = {}
+    for task in glob.glob("/proc/[0-9]*/task/[0-9]*"):
+        pid, tid = task.split("/")[2], task.split("/")[4]
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            stat = Path(f"{task}/stat").read_text()
+        except OSError:
+            continue
+        if b"java" in cmd:
+            kind = "jvm"
+        elif b"kaflite.cli" in cmd:
+            kind = "broker"
+        elif b"pyspark.worker" in cmd and b"sql.worker" not in cmd:
+            kind = "worker main" if pid == tid else "worker other threads"
+        elif b"pyspark" in cmd:
+            kind = "planner"
+        else:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[task] = (kind, (int(fields[11]) + int(fields[12])) / hz)
+    return out
+
+
+def _cpu_delta(before: dict[str, tuple[str, float]],
+               after: dict[str, tuple[str, float]]) -> dict[str, float]:
+    used: dict[str, float] = {}
+    for task, (kind, t) in after.items():
+        used[kind] = used.get(kind, 0.0) + t - before.get(task, (kind, 0.0))[1]
+    return used
 
 
 # -- the two baselines, as Python data sources ----------------------------------------------
@@ -213,6 +250,8 @@ def main() -> int:
     ap.add_argument("--confluent-repeat", type=int, default=2,
                     help="rounds of the confluent-kafka source, run after the others")
     ap.add_argument("--only", nargs="*", default=["memory", "kaflite", "confluent-kafka"])
+    ap.add_argument("--cpu", action="store_true",
+                    help="also report CPU seconds per thread kind (Linux /proc), mean per read")
     args = ap.parse_args()
 
     from pyspark.sql import SparkSession
@@ -250,6 +289,7 @@ def main() -> int:
         # in the reused workers, garbage for the JVM) slowed the reads that followed them
         # by about 7% when it took part in the same rounds.
         times: dict[str, list[float]] = {name: [] for name in args.only}
+        cpu: dict[str, list[dict[str, float]]] = {name: [] for name in args.only}
         main_sources = [n for n in args.only if n != "confluent-kafka"]
         phases = [(main_sources, args.repeat)]
         if "confluent-kafka" in args.only:
@@ -257,11 +297,14 @@ def main() -> int:
         for names, repeat in phases:
             for i in range(repeat + 1):
                 for name in names:
+                    before = _thread_cpu() if args.cpu else {}
                     t = time.perf_counter()
                     readers[name]().write.format("noop").mode("overwrite").save()
                     dt = time.perf_counter() - t
                     if i:
                         times[name].append(dt)
+                        if args.cpu:
+                            cpu[name].append(_cpu_delta(before, _thread_cpu()))
                     print(f"  round {i} {name:16s} {args.records / dt:12,.0f} rows/s"
                           + ("  (warm-up)" if not i else ""), flush=True)
         best = {name: min(ts) for name, ts in times.items()}
@@ -280,6 +323,12 @@ def main() -> int:
         ratio = best[name] / best["memory"] if "memory" in best else float("nan")
         print(f"{name:18s}{args.records / dt:14,.0f}{mb / dt:10.1f}{dt:10.2f}"
               f"{ratio:11.2f}x")
+    if args.cpu:
+        print("CPU seconds per read (mean over the rounds):")
+        for name, rounds in cpu.items():
+            kinds = sorted({k for r in rounds for k in r})
+            print(f"  {name:16s} " + ", ".join(
+                f"{k} {sum(r.get(k, 0.0) for r in rounds) / len(rounds):.3f}" for k in kinds))
     if "kaflite" in best and "confluent-kafka" in best:
         print(f"kaflite is {best['confluent-kafka'] / best['kaflite']:.2f}x the speed of the "
               "confluent-kafka source")
