@@ -36,7 +36,7 @@ class ReceiveLowWater:
     def __init__(self, sock: Any, cap: int = CAP, receive_buffer: int = -1) -> None:
         self._sock = sock if _OPTION is not None else None
         # A receive buffer fixed by the user (SO_RCVBUF) cannot grow to fit a mark.
-        self._cap = min(cap, receive_buffer // 2) if receive_buffer > 0 else cap
+        self._cap = max(min(cap, receive_buffer // 2), 1) if receive_buffer > 0 else cap
         self._mark = 1
 
     @property
@@ -49,7 +49,7 @@ class ReceiveLowWater:
         if want == self._mark or self._sock is None:
             return
         try:
-            self._sock.setsockopt(socket.SOL_SOCKET, _OPTION, max(want, 1))
+            self._sock.setsockopt(socket.SOL_SOCKET, _OPTION, want)
         except OSError:
             self._sock = None      # not supported here: leave the default (1)
             return

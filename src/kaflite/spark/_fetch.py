@@ -56,7 +56,7 @@ from kaflite.spark._kafka import (
     submit,
     touch,
 )
-from kaflite.spark.arrow import ColumnBuilder
+from kaflite.spark.arrow import ColumnBuilder, overlaps
 from kaflite.spark.offsets import OffsetRange
 
 __all__ = ["ExecutorParams", "read_range", "settle_worker"]
@@ -224,8 +224,7 @@ class _RangeReader:
             pending = self._submit(next_pos) if next_pos < until else None
             aborted = _aborted_filter(pd) if self.params.isolation_level else None
             for batch in batches:
-                if batch.next_offset <= pos or batch.base_offset >= until or \
-                        (aborted and _is_aborted(batch, aborted)):
+                if not overlaps(batch, pos, until) or (aborted and _is_aborted(batch, aborted)):
                     continue
                 if self.check_crcs and not batch.crc_ok():
                     raise errors.CorruptMessageError(

@@ -129,18 +129,14 @@ def client_for(config: Mapping[str, Any]) -> SparkKafkaClient:
     defaults).
     """
     key = tuple(sorted((k, str(v)) for k, v in config.items()))
-    now = time.monotonic()
     with _lock:
         client = _clients.get(key)
         if client is not None and client._closed:
             del _clients[key]
             client = None
         if client is not None:
-            _clients.move_to_end(key)
-            _last_used[key] = now
-        stale = _take_stale(now, keep=key)
-    for old in stale:
-        submit(old.close())   # no need to wait for it
+            _used(key)
+    _evict(keep=key)
     if client is not None:
         return client
 
@@ -152,32 +148,38 @@ def client_for(config: Mapping[str, Any]) -> SparkKafkaClient:
     client = run(make())
     with _lock:
         _clients[key] = client
-        _last_used[key] = time.monotonic()
-        stale = _take_stale(now, keep=key)
-    for old in stale:
-        submit(old.close())
+        _used(key)
+    _evict(keep=key)
     return client
 
 
 def touch(client: SparkKafkaClient) -> None:
     """Note that ``client`` is in use (a long task keeps its client from expiring)."""
-    now = time.monotonic()
     with _lock:
         for key, c in _clients.items():
             if c is client:
-                _last_used[key] = now
+                _used(key)
                 return
 
 
-def _take_stale(now: float, keep: tuple[tuple[str, str], ...]) -> list[SparkKafkaClient]:
-    """Remove the clients to close from the cache (caller holds the lock)."""
-    out = []
-    for key in list(_clients):
-        expired = now - _last_used.get(key, now) > CACHE_TIMEOUT_S
-        if key != keep and (expired or len(_clients) > CACHE_CAPACITY):
-            out.append(_clients.pop(key))
-            _last_used.pop(key, None)
-    return out
+def _used(key: tuple[tuple[str, str], ...]) -> None:
+    """Mark ``key`` the most recently used (caller holds the lock)."""
+    _clients.move_to_end(key)
+    _last_used[key] = time.monotonic()
+
+
+def _evict(keep: tuple[tuple[str, str], ...]) -> None:
+    """Close the clients idle too long, or the least recently used beyond the capacity."""
+    now = time.monotonic()
+    stale = []
+    with _lock:
+        for key in list(_clients):     # least recently used first
+            expired = now - _last_used.get(key, now) > CACHE_TIMEOUT_S
+            if key != keep and (expired or len(_clients) > CACHE_CAPACITY):
+                stale.append(_clients.pop(key))
+                _last_used.pop(key, None)
+    for old in stale:
+        submit(old.close())           # no need to wait for it
 
 
 def close_client(client: SparkKafkaClient) -> None:

@@ -65,6 +65,7 @@ __all__ = [
     "SCHEMA_WITH_HEADERS",
     "ColumnBuilder",
     "arrow_schema",
+    "overlaps",
     "spark_ddl",
 ]
 
@@ -477,6 +478,11 @@ def _convert(group: list[_Strided], include_headers: bool) -> None:
         at += m.count
 
 
+def overlaps(batch: RecordBatch, lo: int, hi: int) -> bool:
+    """Whether ``batch`` holds offsets in ``[lo, hi)``."""
+    return batch.next_offset > lo and batch.base_offset < hi
+
+
 class ColumnBuilder:
     """Collects the records of one partition into Spark's columns.
 
@@ -506,7 +512,7 @@ class ColumnBuilder:
         The records are read in place, in the buffer the batch came in (the
         Fetch response's frame): call ``settle()`` before that buffer is reused.
         """
-        if batch.is_control or batch.next_offset <= lo or batch.base_offset >= hi:
+        if batch.is_control or not overlaps(batch, lo, hi):
             return 0
         runs = None
         if batch.record_count >= _MIN_BATCH:
