@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -77,17 +77,27 @@ async def _async(fn: Callable[[], object]) -> object:
     return fn()
 
 
-def wait_for(what: str, cond: Callable[[], bool], timeout: float = 40) -> None:
+def wait_for(what: str, cond: Callable[[], bool], timeout: float = 40,
+             state: Callable[[], object] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}"
+                                 + (f"; {state()}" if state is not None else ""))
         time.sleep(0.1)
 
 
 # -- members: one consumer each, in its own thread ------------------------------------------------
 class Member(threading.Thread):
-    """Consumes, records every (partition, offset) read, commits after each poll."""
+    """Consumes, records every (partition, offset) read, commits after each poll.
+
+    A commit can fail in a rebalance (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS);
+    with the cooperative protocol the member usually keeps its partitions, so
+    it commits again on its next poll until a commit goes through, as an
+    application committing what it has processed does.
+    """
+
+    started: list[Member] = []   # every member of the running test, stopped at its end
 
     def __init__(self, name: str) -> None:
         super().__init__(name=name, daemon=True)
@@ -95,6 +105,8 @@ class Member(threading.Thread):
         self.seen: list[TP] = []
         self.assignment: frozenset[int] = frozenset()
         self.error: BaseException | None = None
+        self.uncommitted = False
+        Member.started.append(self)
 
     def run(self) -> None:
         try:
@@ -124,7 +136,7 @@ class ConfluentMember(Member):
         self.topic = topic
 
     def consume(self) -> None:
-        from confluent_kafka import Consumer, KafkaException
+        from confluent_kafka import Consumer, KafkaError, KafkaException
 
         c = Consumer(self.conf)
         c.subscribe([self.topic])
@@ -132,10 +144,16 @@ class ConfluentMember(Member):
             while not self.stopping.is_set():
                 msgs = c.consume(100, 0.1)
                 self.seen += [(m.partition(), m.offset()) for m in msgs if m.error() is None]
-                if msgs:
-                    # A failed commit means a rebalance: the new owner reads from the last one.
-                    with contextlib.suppress(KafkaException):
+                self.uncommitted |= bool(msgs)
+                if self.uncommitted:
+                    try:
                         c.commit(asynchronous=False)
+                        self.uncommitted = False
+                    except KafkaException as exc:
+                        # nothing consumed since the last commit (after a rebalance
+                        # that took the partitions away): nothing left to commit
+                        if exc.args[0].code() == KafkaError._NO_OFFSET:
+                            self.uncommitted = False
                 self.assignment = frozenset(tp.partition for tp in c.assignment())
         finally:
             c.close()
@@ -160,9 +178,11 @@ class KafkaPythonMember(Member):
                 batches = c.poll(timeout_ms=100)
                 for tp, records in batches.items():
                     self.seen += [(tp.partition, r.offset) for r in records]
-                if batches:
+                self.uncommitted |= bool(batches)
+                if self.uncommitted:
                     with contextlib.suppress(CommitFailedError, KafkaError):
                         c.commit()
+                        self.uncommitted = False
                 self.assignment = frozenset(tp.partition for tp in c.assignment())
         finally:
             c.close()
@@ -191,12 +211,26 @@ class AioKafkaMember(Member):
                 batches = await c.getmany(timeout_ms=100)
                 for tp, records in batches.items():
                     self.seen += [(tp.partition, r.offset) for r in records]
-                if batches:
+                self.uncommitted |= bool(batches)
+                if self.uncommitted:
                     with contextlib.suppress(CommitFailedError, KafkaError):
                         await c.commit()
+                        self.uncommitted = False
                 self.assignment = frozenset(tp.partition for tp in c.assignment())
         finally:
             await c.stop()
+
+
+@pytest.fixture(autouse=True)
+def stop_members() -> Iterator[None]:
+    """A test that fails half-way still stops its members (and their clients)."""
+    Member.started.clear()
+    yield
+    for m in Member.started:
+        m.stopping.set()
+    for m in Member.started:
+        m.join(30)
+    Member.started.clear()
 
 
 # -- simple (non-member) commits and a fresh reader, per client ---------------------------------------
@@ -292,7 +326,9 @@ def test_consumer_group_rebalances_coordinator_move_and_restart(client: str,
         wait_for("the first batch consumed", lambda: seen_all(everyone, PER_PARTITION))
         wait_for("the first batch committed",
                  lambda: committed(bootstrap, group, topic) == dict.fromkeys(
-                     range(PARTITIONS), PER_PARTITION))
+                     range(PARTITIONS), PER_PARTITION),
+                 state=lambda: f"committed {committed(bootstrap, group, topic)}, assignments "
+                               f"{[sorted(m.assignment) for m in live]}")
         # One leaves, another joins.
         leaving = live.pop(1)
         leaving.stop()
@@ -339,7 +375,9 @@ def test_consumer_group_rebalances_coordinator_move_and_restart(client: str,
         expected = {(p, o) for p in range(PARTITIONS)
                     for o in range(tail_start[p], 3 * PER_PARTITION)}
         wait_for("the uncommitted tail read after the restart",
-                 lambda: set(reader.seen) >= expected)
+                 lambda: set(reader.seen) >= expected,
+                 state=lambda: f"assignment {sorted(reader.assignment)}, read "
+                               f"{len(set(reader.seen))} of {len(expected)}")
         time.sleep(1)  # anything more would show up now
         reader.stop()
         assert sorted(reader.seen) == sorted(expected)  # no loss, no duplicates

@@ -19,8 +19,15 @@ in sequence order, so retries never overtake each other.
 UNKNOWN_PRODUCER_ID (the broker no longer has state for the id, after
 retention or truncation) and an OUT_OF_ORDER_SEQUENCE_NUMBER not caused by an
 earlier failure of our own bump the epoch (KIP-360: InitProducerId with the
-current id and epoch); sequences then start again from 0 and unacknowledged
-batches are re-sequenced as they are drained.
+current id and epoch). Only the partitions that asked for the bump start
+their sequences again from 0 under the new epoch, their unacknowledged
+batches re-sequenced as they are drained. Every other partition keeps its
+sequence space until it is settled, as Kafka's producer does: a batch already
+sent once may have been appended (its answer was lost with a failed leader),
+so it is retried under the epoch and sequence it was first sent with, where
+the broker can recognise it as a duplicate. A new batch of such a partition
+waits until none of its batches with the old epoch is in flight; then the
+partition moves to the new epoch, from sequence 0.
 
 Transactions (a later issue) will add a ``transactional_id`` and the
 transaction coordinator: the state here already carries the id and is where
@@ -45,36 +52,61 @@ class IdempotenceState:
     producer_id: int = -1
     producer_epoch: int = -1
     next_sequence: dict[TP, int] = field(default_factory=dict)
+    # the (producer id, epoch) each partition's sequences count under
+    sequence_owner: dict[TP, tuple[int, int]] = field(default_factory=dict)
     in_flight: dict[TP, list[ProducerBatch]] = field(default_factory=dict)
     retrying: set[TP] = field(default_factory=set)
     needs_bump: bool = False
+    # partitions whose error asked for the next bump: they restart from sequence 0
+    resequence: set[TP] = field(default_factory=set)
 
     @property
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0
 
+    def request_bump(self, tp: TP) -> None:
+        """UNKNOWN_PRODUCER_ID or OUT_OF_ORDER on ``tp``: bump the epoch, resequence ``tp``."""
+        self.needs_bump = True
+        self.resequence.add(tp)
+
     def set_producer_id(self, producer_id: int, epoch: int) -> None:
-        changed = (producer_id, epoch) != (self.producer_id, self.producer_epoch)
         self.producer_id, self.producer_epoch = producer_id, epoch
-        if changed:
-            self.next_sequence.clear()
+        for tp in self.resequence:
+            self.next_sequence[tp] = 0
+            self.sequence_owner[tp] = (producer_id, epoch)
+        self.resequence.clear()
         self.needs_bump = False
 
+    def _stale(self, batch: ProducerBatch) -> bool:
+        return batch.producer_epoch != self.producer_epoch \
+            or batch.producer_id != self.producer_id
+
     def muted(self) -> set[TP]:
-        """Partitions that may not send: retrying with batches still in flight."""
-        return {tp for tp in self.retrying if self.in_flight.get(tp)}
+        """Partitions that may not send: retrying with batches still in flight, or
+        with batches of an older epoch in flight (a new batch would start the new
+        epoch before they are settled)."""
+        out = {tp for tp in self.retrying if self.in_flight.get(tp)}
+        for tp, flying in self.in_flight.items():
+            if flying and tp not in out and any(self._stale(b) for b in flying):
+                out.add(tp)
+        return out
 
     def assign(self, batch: ProducerBatch) -> tuple[int, int, int]:
         """(producer id, epoch, base sequence) for a batch about to be sent."""
         if not self.enabled:
             return -1, -1, -1
         tp = (batch.topic, batch.partition)
-        if batch.base_sequence >= 0 and batch.producer_epoch == self.producer_epoch \
-                and batch.producer_id == self.producer_id:
-            seq = batch.base_sequence
-        else:
-            seq = self.next_sequence.get(tp, 0)
-            self.next_sequence[tp] = (seq + len(batch)) & 0x7FFFFFFF
+        current = (self.producer_id, self.producer_epoch)
+        owner = self.sequence_owner.get(tp)
+        if batch.base_sequence >= 0 and (batch.producer_id, batch.producer_epoch) == owner:
+            # sent before under the partition's sequence space: the same batch again
+            self.in_flight.setdefault(tp, []).append(batch)
+            return batch.producer_id, batch.producer_epoch, batch.base_sequence
+        if owner != current:
+            self.sequence_owner[tp] = current
+            self.next_sequence[tp] = 0
+        seq = self.next_sequence.get(tp, 0)
+        self.next_sequence[tp] = (seq + len(batch)) & 0x7FFFFFFF
         self.in_flight.setdefault(tp, []).append(batch)
         return self.producer_id, self.producer_epoch, seq
 

@@ -19,7 +19,9 @@ Each partition's answer goes through the recovery table:
 * other retriable errors: re-queued after ``retry.backoff.ms`` (exponential,
   up to ``retry.backoff.max.ms``);
 * UNKNOWN_PRODUCER_ID, or OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier failure
-  to explain it: the producer epoch is bumped and the batch re-queued;
+  to explain it: the producer epoch is bumped, that partition's sequences
+  restart from 0 and the batch is re-queued (other partitions settle their
+  batches under the old epoch first: see ``_idempotence``);
 * anything else: the batch fails.
 
 A request that fails on the network (connection lost, request timeout)
@@ -227,7 +229,7 @@ class Sender:
             if action == Action.BUMP_EPOCH and self.idem.enabled:
                 if not self.idem.needs_bump:
                     self.producer._events.emit("producer", "bump producer epoch", cause=where)
-                self.idem.needs_bump = True
+                self.idem.request_bump((batch.topic, batch.partition))
                 self._retry(batch, exc, action)
             elif action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH, Action.BACKOFF) \
                     or exc.retriable:

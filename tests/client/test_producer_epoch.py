@@ -1,0 +1,142 @@
+"""The idempotent producer's epoch bump (KIP-360) must not duplicate records.
+
+A bump is asked for by one partition (OUT_OF_ORDER_SEQUENCE_NUMBER or
+UNKNOWN_PRODUCER_ID). A batch of another partition whose answer was lost (a
+request timeout, a failed leader) may already be in the log: it has to be
+retried under the epoch and sequence it was sent with, so the broker answers
+DUPLICATE_SEQUENCE_NUMBER instead of appending it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+import uuid
+
+from kaflite.client import Consumer, Producer, TopicPartition
+from kaflite.client.producer._accumulator import ProducerBatch
+from kaflite.client.producer._idempotence import IdempotenceState
+from kaflite.cluster import Cluster
+
+
+def batch(partition: int, n: int = 2) -> ProducerBatch:
+    b = ProducerBatch("t", partition, 0.0)
+    b.values = [b"x"] * n
+    return b
+
+
+def send(idem: IdempotenceState, b: ProducerBatch) -> tuple[int, int, int]:
+    """Assign as the sender does and record the result on the batch (as encode does)."""
+    pid, epoch, seq = idem.assign(b)
+    b.producer_id, b.producer_epoch, b.base_sequence = pid, epoch, seq
+    return pid, epoch, seq
+
+
+def test_a_bump_resequences_only_the_partition_that_asked_for_it() -> None:
+    idem = IdempotenceState(enabled=True)
+    idem.set_producer_id(7, 0)
+    p0, p1 = batch(0), batch(1)
+    assert send(idem, p0) == (7, 0, 0)
+    assert send(idem, p1) == (7, 0, 0)
+    p1b = batch(1)
+    assert send(idem, p1b) == (7, 0, 2)
+    # p0's answer is lost (unknown outcome), p1 gets OUT_OF_ORDER: bump for p1
+    idem.done(p0, False)
+    idem.done(p1, False)
+    idem.done(p1b, False)
+    idem.request_bump(("t", 1))
+    idem.set_producer_id(7, 1)
+    # p0's batch keeps its epoch and sequence: the broker may already have it
+    assert send(idem, p0) == (7, 0, 0)
+    # p1 restarts from 0 under the new epoch, its batches in their old order
+    assert send(idem, p1) == (7, 1, 0)
+    assert send(idem, p1b) == (7, 1, 2)
+
+
+def test_a_new_batch_waits_until_the_old_epochs_batches_are_settled() -> None:
+    idem = IdempotenceState(enabled=True)
+    idem.set_producer_id(7, 0)
+    old = batch(0)
+    send(idem, old)
+    idem.request_bump(("t", 1))
+    idem.set_producer_id(7, 1)
+    # p0 still has a batch of epoch 0 in flight: nothing new may start epoch 1 there
+    assert ("t", 0) in idem.muted()
+    idem.done(old, True)
+    assert ("t", 0) not in idem.muted()
+    # the partition moves to the new epoch from sequence 0
+    assert send(idem, batch(0)) == (7, 1, 0)
+    assert send(idem, batch(0, 3)) == (7, 1, 2)
+
+
+def test_a_retry_under_the_old_epoch_is_not_resequenced_by_a_later_bump_of_another() -> None:
+    idem = IdempotenceState(enabled=True)
+    idem.set_producer_id(7, 0)
+    first, second = batch(0), batch(0)
+    send(idem, first)
+    send(idem, second)
+    idem.done(first, False)
+    idem.done(second, False)
+    for epoch in (1, 2):   # two bumps asked by other partitions
+        idem.request_bump(("t", epoch))
+        idem.set_producer_id(7, epoch)
+    assert send(idem, first) == (7, 0, 0)
+    assert send(idem, second) == (7, 0, 2)
+    # a new id (the old one could not be bumped): still the same batches to the broker
+    idem.request_bump(("t", 5))
+    idem.set_producer_id(8, 0)
+    idem.done(first, False)
+    idem.done(second, False)
+    assert send(idem, first) == (7, 0, 0)
+
+
+def test_lost_answer_and_out_of_order_elsewhere_write_each_record_once() -> None:
+    """p0's Produce is appended but its answer comes too late (request timeout);
+    meanwhile p1 gets OUT_OF_ORDER_SEQUENCE_NUMBER and the epoch is bumped before
+    p0 is retried. p0's retry must be recognised as a duplicate."""
+    topic = f"epoch-{uuid.uuid4().hex[:8]}"
+    client = f"c-{uuid.uuid4().hex[:6]}"
+    with Cluster(brokers=2) as cluster:
+        cluster.create_topic(topic, partitions=2, replication_factor=2)
+        leader0 = cluster.controller.topics[topic].partitions[0].leader
+        if cluster.controller.topics[topic].partitions[1].leader == leader0:
+            cluster.faults.move_leader(topic, 1)
+        assert cluster.controller.topics[topic].partitions[1].leader != leader0
+
+        async def main() -> list[str]:
+            async with Producer(bootstrap_servers=cluster.bootstrap_servers, client_id=client,
+                                linger_ms=0, request_timeout_ms=400, retry_backoff_ms=20,
+                                delivery_timeout_ms=30000) as p:
+                await p.send(topic, b"warm-0", partition=0)
+                await p.send(topic, b"warm-1", partition=1)
+                slow = cluster.faults.delay("Produce", 1500, count=1, broker=leader0,
+                                            client_id=client)
+                ooo = cluster.faults.inject_error("Produce", "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                                                  count=1, topic=topic, partition=1,
+                                                  client_id=client)
+                lost = p.send(topic, b"lost-answer", partition=0)
+                await asyncio.sleep(0.05)   # p0's request is out before p1's
+                bumped = p.send(topic, b"bumped", partition=1)
+                await asyncio.gather(lost, bumped)
+                assert slow.hits == 1 and ooo.hits == 1
+                return [str(e) for e in p.events()]
+
+        events = asyncio.run(asyncio.wait_for(main(), 60))
+        assert any("bump producer epoch" in e for e in events), events
+
+        async def read() -> list[tuple[int, bytes]]:
+            async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
+                                auto_offset_reset="earliest") as c:
+                c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+                got: list[tuple[int, bytes]] = []
+                deadline = time.monotonic() + 20
+                while len(got) < 4 and time.monotonic() < deadline:
+                    got += [(r.partition, r.value) for r in await c.poll(timeout_ms=300)]
+                got += [(r.partition, r.value) for r in await c.poll(timeout_ms=300)]
+                return got
+
+        got = asyncio.run(asyncio.wait_for(read(), 60))
+    counts = collections.Counter(got)
+    assert counts == {(0, b"warm-0"): 1, (0, b"lost-answer"): 1,
+                      (1, b"warm-1"): 1, (1, b"bumped"): 1}, counts
