@@ -173,6 +173,14 @@ class KafkaPythonMember(Member):
         from kafka.errors import CommitFailedError, KafkaError
 
         c = KafkaConsumer(self.topic, **self.kw)
+        # kafka-python 3.0 joins without waiting for the topic's metadata; if it
+        # assigns before the metadata arrives it joins again, and when that second
+        # join outlasts a poll() it never applies the assignment (its join loop
+        # checks need_rejoin() before collecting the finished join). Like an
+        # application that looks the topic up first, wait for the metadata.
+        deadline = time.monotonic() + 20
+        while not c.partitions_for_topic(self.topic) and time.monotonic() < deadline:
+            time.sleep(0.1)
         try:
             while not self.stopping.is_set():
                 batches = c.poll(timeout_ms=100)
