@@ -10,31 +10,59 @@ Each class covers all versions of its schema; the version is an argument:
 response classes and version range. Struct classes nested in a message are
 available from their generated module, ``messages.<module>``, and from here when
 their name is unique across all schemas.
+
+The generated modules are imported on first use (see ``_generated``): a client
+loads the dozen APIs it speaks, not all of them. ``ApiInfo`` knows an API's
+name and versions without its classes, and imports them when asked.
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from kaflite.protocol.messages import _generated
-from kaflite.protocol.messages._generated import *  # noqa: F403
-from kaflite.protocol.messages._generated import APIS
+from kaflite.protocol.messages._generated import API_TABLE, DATA_NAMES, WHERE
 from kaflite.protocol.messages._runtime import FieldSpec, Struct, UnsupportedVersionError
 
-__all__ = ["REGISTRY", "ApiInfo", "FieldSpec", "Struct", "UnsupportedVersionError", "api_by_name"]
-__all__ += _generated.__all__
+if TYPE_CHECKING:
+    from kaflite.protocol.messages._generated import *  # noqa: F403
+
+    DATA: tuple[type[Struct], ...]
+
+__all__ = ["DATA", "REGISTRY", "ApiInfo", "FieldSpec", "Struct", "UnsupportedVersionError",
+           "api_by_name"]
+__all__ += [n for n in _generated.__all__ if n not in ("API_TABLE", "DATA_NAMES", "WHERE")]
 
 
-@dataclass(frozen=True, slots=True)
 class ApiInfo:
-    api_key: int
-    name: str                      # e.g. "Metadata"
-    request: type[Struct]
-    response: type[Struct]
-    min_version: int
-    max_version: int
-    latest_version_unstable: bool  # the schema marks its newest version as unstable
+    """One API: key, name, versions, and its request and response classes (loaded lazily)."""
+
+    __slots__ = ("_request", "_response", "api_key", "latest_version_unstable", "max_version",
+                 "min_version", "name", "request_name", "response_name")
+
+    def __init__(self, api_key: int, name: str, request_name: str, response_name: str,
+                 min_version: int, max_version: int, latest_version_unstable: bool) -> None:
+        self.api_key = api_key
+        self.name = name                        # e.g. "Metadata"
+        self.request_name = request_name
+        self.response_name = response_name
+        self.min_version = min_version
+        self.max_version = max_version
+        self.latest_version_unstable = latest_version_unstable  # newest version unstable
+        self._request: type[Struct] | None = None
+        self._response: type[Struct] | None = None
+
+    @property
+    def request(self) -> type[Struct]:
+        if self._request is None:
+            self._request = getattr(_generated, self.request_name)
+        return self._request
+
+    @property
+    def response(self) -> type[Struct]:
+        if self._response is None:
+            self._response = getattr(_generated, self.response_name)
+        return self._response
 
     @property
     def request_flexible_version(self) -> int:
@@ -44,10 +72,14 @@ class ApiInfo:
     def response_flexible_version(self) -> int:
         return self.response.FLEXIBLE_VERSION
 
+    def __repr__(self) -> str:
+        return (f"ApiInfo({self.api_key}, {self.name!r}, "
+                f"v{self.min_version}-{self.max_version})")
+
 
 REGISTRY: dict[int, ApiInfo] = {
-    key: ApiInfo(key, name, req, resp, req.MIN_VERSION, req.MAX_VERSION, unstable)
-    for key, (name, req, resp, unstable) in APIS.items()
+    key: ApiInfo(key, name, req, resp, lo, hi, unstable)
+    for key, (name, req, resp, lo, hi, unstable) in API_TABLE.items()
 }
 
 _BY_NAME = {info.name: info for info in REGISTRY.values()}
@@ -58,20 +90,11 @@ def api_by_name(name: str) -> ApiInfo:
     return _BY_NAME[name]
 
 
-def _export_unique_structs() -> None:
-    """Re-export struct classes whose names no other schema reuses."""
-    seen: dict[str, type | None] = {}
-    for mod_name in dir(_generated):
-        mod = getattr(_generated, mod_name)
-        if not hasattr(mod, "__all__") or not mod_name.islower():
-            continue
-        for name in mod.__all__:
-            cls = getattr(mod, name)
-            seen[name] = None if name in seen and seen[name] is not cls else cls
-    this = sys.modules[__name__]
-    for name, cls in seen.items():
-        if cls is not None and not hasattr(this, name):
-            setattr(this, name, cls)
-
-
-_export_unique_structs()
+def __getattr__(name: str) -> Any:
+    if name == "DATA":   # the schemas that are not API messages (all of them imported)
+        return tuple(getattr(_generated, n) for n in DATA_NAMES)
+    if name in WHERE:
+        value = getattr(_generated, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,550 +3,1340 @@
 # fmt: off
 from __future__ import annotations
 
-from kaflite.protocol.messages._runtime import Struct
-from . import add_offsets_to_txn_request as add_offsets_to_txn_request
-from .add_offsets_to_txn_request import AddOffsetsToTxnRequest as AddOffsetsToTxnRequest
-from . import add_offsets_to_txn_response as add_offsets_to_txn_response
-from .add_offsets_to_txn_response import AddOffsetsToTxnResponse as AddOffsetsToTxnResponse
-from . import add_partitions_to_txn_request as add_partitions_to_txn_request
-from .add_partitions_to_txn_request import AddPartitionsToTxnRequest as AddPartitionsToTxnRequest
-from . import add_partitions_to_txn_response as add_partitions_to_txn_response
-from .add_partitions_to_txn_response import AddPartitionsToTxnResponse as AddPartitionsToTxnResponse
-from . import add_raft_voter_request as add_raft_voter_request
-from .add_raft_voter_request import AddRaftVoterRequest as AddRaftVoterRequest
-from . import add_raft_voter_response as add_raft_voter_response
-from .add_raft_voter_response import AddRaftVoterResponse as AddRaftVoterResponse
-from . import allocate_producer_ids_request as allocate_producer_ids_request
-from .allocate_producer_ids_request import AllocateProducerIdsRequest as AllocateProducerIdsRequest
-from . import allocate_producer_ids_response as allocate_producer_ids_response
-from .allocate_producer_ids_response import AllocateProducerIdsResponse as AllocateProducerIdsResponse
-from . import alter_client_quotas_request as alter_client_quotas_request
-from .alter_client_quotas_request import AlterClientQuotasRequest as AlterClientQuotasRequest
-from . import alter_client_quotas_response as alter_client_quotas_response
-from .alter_client_quotas_response import AlterClientQuotasResponse as AlterClientQuotasResponse
-from . import alter_configs_request as alter_configs_request
-from .alter_configs_request import AlterConfigsRequest as AlterConfigsRequest
-from . import alter_configs_response as alter_configs_response
-from .alter_configs_response import AlterConfigsResponse as AlterConfigsResponse
-from . import alter_partition_reassignments_request as alter_partition_reassignments_request
-from .alter_partition_reassignments_request import AlterPartitionReassignmentsRequest as AlterPartitionReassignmentsRequest
-from . import alter_partition_reassignments_response as alter_partition_reassignments_response
-from .alter_partition_reassignments_response import AlterPartitionReassignmentsResponse as AlterPartitionReassignmentsResponse
-from . import alter_partition_request as alter_partition_request
-from .alter_partition_request import AlterPartitionRequest as AlterPartitionRequest
-from . import alter_partition_response as alter_partition_response
-from .alter_partition_response import AlterPartitionResponse as AlterPartitionResponse
-from . import alter_replica_log_dirs_request as alter_replica_log_dirs_request
-from .alter_replica_log_dirs_request import AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequest
-from . import alter_replica_log_dirs_response as alter_replica_log_dirs_response
-from .alter_replica_log_dirs_response import AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponse
-from . import alter_user_scram_credentials_request as alter_user_scram_credentials_request
-from .alter_user_scram_credentials_request import AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest
-from . import alter_user_scram_credentials_response as alter_user_scram_credentials_response
-from .alter_user_scram_credentials_response import AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponse
-from . import api_versions_request as api_versions_request
-from .api_versions_request import ApiVersionsRequest as ApiVersionsRequest
-from . import api_versions_response as api_versions_response
-from .api_versions_response import ApiVersionsResponse as ApiVersionsResponse
-from . import assign_replicas_to_dirs_request as assign_replicas_to_dirs_request
-from .assign_replicas_to_dirs_request import AssignReplicasToDirsRequest as AssignReplicasToDirsRequest
-from . import assign_replicas_to_dirs_response as assign_replicas_to_dirs_response
-from .assign_replicas_to_dirs_response import AssignReplicasToDirsResponse as AssignReplicasToDirsResponse
-from . import begin_quorum_epoch_request as begin_quorum_epoch_request
-from .begin_quorum_epoch_request import BeginQuorumEpochRequest as BeginQuorumEpochRequest
-from . import begin_quorum_epoch_response as begin_quorum_epoch_response
-from .begin_quorum_epoch_response import BeginQuorumEpochResponse as BeginQuorumEpochResponse
-from . import broker_heartbeat_request as broker_heartbeat_request
-from .broker_heartbeat_request import BrokerHeartbeatRequest as BrokerHeartbeatRequest
-from . import broker_heartbeat_response as broker_heartbeat_response
-from .broker_heartbeat_response import BrokerHeartbeatResponse as BrokerHeartbeatResponse
-from . import broker_registration_request as broker_registration_request
-from .broker_registration_request import BrokerRegistrationRequest as BrokerRegistrationRequest
-from . import broker_registration_response as broker_registration_response
-from .broker_registration_response import BrokerRegistrationResponse as BrokerRegistrationResponse
-from . import consumer_group_current_member_assignment_key as consumer_group_current_member_assignment_key
-from .consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey as ConsumerGroupCurrentMemberAssignmentKey
-from . import consumer_group_current_member_assignment_value as consumer_group_current_member_assignment_value
-from .consumer_group_current_member_assignment_value import ConsumerGroupCurrentMemberAssignmentValue as ConsumerGroupCurrentMemberAssignmentValue
-from . import consumer_group_describe_request as consumer_group_describe_request
-from .consumer_group_describe_request import ConsumerGroupDescribeRequest as ConsumerGroupDescribeRequest
-from . import consumer_group_describe_response as consumer_group_describe_response
-from .consumer_group_describe_response import ConsumerGroupDescribeResponse as ConsumerGroupDescribeResponse
-from . import consumer_group_heartbeat_request as consumer_group_heartbeat_request
-from .consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest as ConsumerGroupHeartbeatRequest
-from . import consumer_group_heartbeat_response as consumer_group_heartbeat_response
-from .consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse as ConsumerGroupHeartbeatResponse
-from . import consumer_group_member_metadata_key as consumer_group_member_metadata_key
-from .consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey as ConsumerGroupMemberMetadataKey
-from . import consumer_group_member_metadata_value as consumer_group_member_metadata_value
-from .consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue as ConsumerGroupMemberMetadataValue
-from . import consumer_group_metadata_key as consumer_group_metadata_key
-from .consumer_group_metadata_key import ConsumerGroupMetadataKey as ConsumerGroupMetadataKey
-from . import consumer_group_metadata_value as consumer_group_metadata_value
-from .consumer_group_metadata_value import ConsumerGroupMetadataValue as ConsumerGroupMetadataValue
-from . import consumer_group_partition_metadata_key as consumer_group_partition_metadata_key
-from .consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey as ConsumerGroupPartitionMetadataKey
-from . import consumer_group_partition_metadata_value as consumer_group_partition_metadata_value
-from .consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue as ConsumerGroupPartitionMetadataValue
-from . import consumer_group_target_assignment_member_key as consumer_group_target_assignment_member_key
-from .consumer_group_target_assignment_member_key import ConsumerGroupTargetAssignmentMemberKey as ConsumerGroupTargetAssignmentMemberKey
-from . import consumer_group_target_assignment_member_value as consumer_group_target_assignment_member_value
-from .consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue as ConsumerGroupTargetAssignmentMemberValue
-from . import consumer_group_target_assignment_metadata_key as consumer_group_target_assignment_metadata_key
-from .consumer_group_target_assignment_metadata_key import ConsumerGroupTargetAssignmentMetadataKey as ConsumerGroupTargetAssignmentMetadataKey
-from . import consumer_group_target_assignment_metadata_value as consumer_group_target_assignment_metadata_value
-from .consumer_group_target_assignment_metadata_value import ConsumerGroupTargetAssignmentMetadataValue as ConsumerGroupTargetAssignmentMetadataValue
-from . import consumer_protocol_assignment as consumer_protocol_assignment
-from .consumer_protocol_assignment import ConsumerProtocolAssignment as ConsumerProtocolAssignment
-from . import consumer_protocol_subscription as consumer_protocol_subscription
-from .consumer_protocol_subscription import ConsumerProtocolSubscription as ConsumerProtocolSubscription
-from . import controlled_shutdown_request as controlled_shutdown_request
-from .controlled_shutdown_request import ControlledShutdownRequest as ControlledShutdownRequest
-from . import controlled_shutdown_response as controlled_shutdown_response
-from .controlled_shutdown_response import ControlledShutdownResponse as ControlledShutdownResponse
-from . import controller_registration_request as controller_registration_request
-from .controller_registration_request import ControllerRegistrationRequest as ControllerRegistrationRequest
-from . import controller_registration_response as controller_registration_response
-from .controller_registration_response import ControllerRegistrationResponse as ControllerRegistrationResponse
-from . import create_acls_request as create_acls_request
-from .create_acls_request import CreateAclsRequest as CreateAclsRequest
-from . import create_acls_response as create_acls_response
-from .create_acls_response import CreateAclsResponse as CreateAclsResponse
-from . import create_delegation_token_request as create_delegation_token_request
-from .create_delegation_token_request import CreateDelegationTokenRequest as CreateDelegationTokenRequest
-from . import create_delegation_token_response as create_delegation_token_response
-from .create_delegation_token_response import CreateDelegationTokenResponse as CreateDelegationTokenResponse
-from . import create_partitions_request as create_partitions_request
-from .create_partitions_request import CreatePartitionsRequest as CreatePartitionsRequest
-from . import create_partitions_response as create_partitions_response
-from .create_partitions_response import CreatePartitionsResponse as CreatePartitionsResponse
-from . import create_topics_request as create_topics_request
-from .create_topics_request import CreateTopicsRequest as CreateTopicsRequest
-from . import create_topics_response as create_topics_response
-from .create_topics_response import CreateTopicsResponse as CreateTopicsResponse
-from . import default_principal_data as default_principal_data
-from .default_principal_data import DefaultPrincipalData as DefaultPrincipalData
-from . import delete_acls_request as delete_acls_request
-from .delete_acls_request import DeleteAclsRequest as DeleteAclsRequest
-from . import delete_acls_response as delete_acls_response
-from .delete_acls_response import DeleteAclsResponse as DeleteAclsResponse
-from . import delete_groups_request as delete_groups_request
-from .delete_groups_request import DeleteGroupsRequest as DeleteGroupsRequest
-from . import delete_groups_response as delete_groups_response
-from .delete_groups_response import DeleteGroupsResponse as DeleteGroupsResponse
-from . import delete_records_request as delete_records_request
-from .delete_records_request import DeleteRecordsRequest as DeleteRecordsRequest
-from . import delete_records_response as delete_records_response
-from .delete_records_response import DeleteRecordsResponse as DeleteRecordsResponse
-from . import delete_share_group_state_request as delete_share_group_state_request
-from .delete_share_group_state_request import DeleteShareGroupStateRequest as DeleteShareGroupStateRequest
-from . import delete_share_group_state_response as delete_share_group_state_response
-from .delete_share_group_state_response import DeleteShareGroupStateResponse as DeleteShareGroupStateResponse
-from . import delete_topics_request as delete_topics_request
-from .delete_topics_request import DeleteTopicsRequest as DeleteTopicsRequest
-from . import delete_topics_response as delete_topics_response
-from .delete_topics_response import DeleteTopicsResponse as DeleteTopicsResponse
-from . import describe_acls_request as describe_acls_request
-from .describe_acls_request import DescribeAclsRequest as DescribeAclsRequest
-from . import describe_acls_response as describe_acls_response
-from .describe_acls_response import DescribeAclsResponse as DescribeAclsResponse
-from . import describe_client_quotas_request as describe_client_quotas_request
-from .describe_client_quotas_request import DescribeClientQuotasRequest as DescribeClientQuotasRequest
-from . import describe_client_quotas_response as describe_client_quotas_response
-from .describe_client_quotas_response import DescribeClientQuotasResponse as DescribeClientQuotasResponse
-from . import describe_cluster_request as describe_cluster_request
-from .describe_cluster_request import DescribeClusterRequest as DescribeClusterRequest
-from . import describe_cluster_response as describe_cluster_response
-from .describe_cluster_response import DescribeClusterResponse as DescribeClusterResponse
-from . import describe_configs_request as describe_configs_request
-from .describe_configs_request import DescribeConfigsRequest as DescribeConfigsRequest
-from . import describe_configs_response as describe_configs_response
-from .describe_configs_response import DescribeConfigsResponse as DescribeConfigsResponse
-from . import describe_delegation_token_request as describe_delegation_token_request
-from .describe_delegation_token_request import DescribeDelegationTokenRequest as DescribeDelegationTokenRequest
-from . import describe_delegation_token_response as describe_delegation_token_response
-from .describe_delegation_token_response import DescribeDelegationTokenResponse as DescribeDelegationTokenResponse
-from . import describe_groups_request as describe_groups_request
-from .describe_groups_request import DescribeGroupsRequest as DescribeGroupsRequest
-from . import describe_groups_response as describe_groups_response
-from .describe_groups_response import DescribeGroupsResponse as DescribeGroupsResponse
-from . import describe_log_dirs_request as describe_log_dirs_request
-from .describe_log_dirs_request import DescribeLogDirsRequest as DescribeLogDirsRequest
-from . import describe_log_dirs_response as describe_log_dirs_response
-from .describe_log_dirs_response import DescribeLogDirsResponse as DescribeLogDirsResponse
-from . import describe_producers_request as describe_producers_request
-from .describe_producers_request import DescribeProducersRequest as DescribeProducersRequest
-from . import describe_producers_response as describe_producers_response
-from .describe_producers_response import DescribeProducersResponse as DescribeProducersResponse
-from . import describe_quorum_request as describe_quorum_request
-from .describe_quorum_request import DescribeQuorumRequest as DescribeQuorumRequest
-from . import describe_quorum_response as describe_quorum_response
-from .describe_quorum_response import DescribeQuorumResponse as DescribeQuorumResponse
-from . import describe_topic_partitions_request as describe_topic_partitions_request
-from .describe_topic_partitions_request import DescribeTopicPartitionsRequest as DescribeTopicPartitionsRequest
-from . import describe_topic_partitions_response as describe_topic_partitions_response
-from .describe_topic_partitions_response import DescribeTopicPartitionsResponse as DescribeTopicPartitionsResponse
-from . import describe_transactions_request as describe_transactions_request
-from .describe_transactions_request import DescribeTransactionsRequest as DescribeTransactionsRequest
-from . import describe_transactions_response as describe_transactions_response
-from .describe_transactions_response import DescribeTransactionsResponse as DescribeTransactionsResponse
-from . import describe_user_scram_credentials_request as describe_user_scram_credentials_request
-from .describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest
-from . import describe_user_scram_credentials_response as describe_user_scram_credentials_response
-from .describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse as DescribeUserScramCredentialsResponse
-from . import elect_leaders_request as elect_leaders_request
-from .elect_leaders_request import ElectLeadersRequest as ElectLeadersRequest
-from . import elect_leaders_response as elect_leaders_response
-from .elect_leaders_response import ElectLeadersResponse as ElectLeadersResponse
-from . import end_quorum_epoch_request as end_quorum_epoch_request
-from .end_quorum_epoch_request import EndQuorumEpochRequest as EndQuorumEpochRequest
-from . import end_quorum_epoch_response as end_quorum_epoch_response
-from .end_quorum_epoch_response import EndQuorumEpochResponse as EndQuorumEpochResponse
-from . import end_txn_request as end_txn_request
-from .end_txn_request import EndTxnRequest as EndTxnRequest
-from . import end_txn_response as end_txn_response
-from .end_txn_response import EndTxnResponse as EndTxnResponse
-from . import envelope_request as envelope_request
-from .envelope_request import EnvelopeRequest as EnvelopeRequest
-from . import envelope_response as envelope_response
-from .envelope_response import EnvelopeResponse as EnvelopeResponse
-from . import expire_delegation_token_request as expire_delegation_token_request
-from .expire_delegation_token_request import ExpireDelegationTokenRequest as ExpireDelegationTokenRequest
-from . import expire_delegation_token_response as expire_delegation_token_response
-from .expire_delegation_token_response import ExpireDelegationTokenResponse as ExpireDelegationTokenResponse
-from . import fetch_request as fetch_request
-from .fetch_request import FetchRequest as FetchRequest
-from . import fetch_response as fetch_response
-from .fetch_response import FetchResponse as FetchResponse
-from . import fetch_snapshot_request as fetch_snapshot_request
-from .fetch_snapshot_request import FetchSnapshotRequest as FetchSnapshotRequest
-from . import fetch_snapshot_response as fetch_snapshot_response
-from .fetch_snapshot_response import FetchSnapshotResponse as FetchSnapshotResponse
-from . import find_coordinator_request as find_coordinator_request
-from .find_coordinator_request import FindCoordinatorRequest as FindCoordinatorRequest
-from . import find_coordinator_response as find_coordinator_response
-from .find_coordinator_response import FindCoordinatorResponse as FindCoordinatorResponse
-from . import get_telemetry_subscriptions_request as get_telemetry_subscriptions_request
-from .get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest as GetTelemetrySubscriptionsRequest
-from . import get_telemetry_subscriptions_response as get_telemetry_subscriptions_response
-from .get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse as GetTelemetrySubscriptionsResponse
-from . import group_metadata_key as group_metadata_key
-from .group_metadata_key import GroupMetadataKey as GroupMetadataKey
-from . import group_metadata_value as group_metadata_value
-from .group_metadata_value import GroupMetadataValue as GroupMetadataValue
-from . import heartbeat_request as heartbeat_request
-from .heartbeat_request import HeartbeatRequest as HeartbeatRequest
-from . import heartbeat_response as heartbeat_response
-from .heartbeat_response import HeartbeatResponse as HeartbeatResponse
-from . import incremental_alter_configs_request as incremental_alter_configs_request
-from .incremental_alter_configs_request import IncrementalAlterConfigsRequest as IncrementalAlterConfigsRequest
-from . import incremental_alter_configs_response as incremental_alter_configs_response
-from .incremental_alter_configs_response import IncrementalAlterConfigsResponse as IncrementalAlterConfigsResponse
-from . import init_producer_id_request as init_producer_id_request
-from .init_producer_id_request import InitProducerIdRequest as InitProducerIdRequest
-from . import init_producer_id_response as init_producer_id_response
-from .init_producer_id_response import InitProducerIdResponse as InitProducerIdResponse
-from . import initialize_share_group_state_request as initialize_share_group_state_request
-from .initialize_share_group_state_request import InitializeShareGroupStateRequest as InitializeShareGroupStateRequest
-from . import initialize_share_group_state_response as initialize_share_group_state_response
-from .initialize_share_group_state_response import InitializeShareGroupStateResponse as InitializeShareGroupStateResponse
-from . import join_group_request as join_group_request
-from .join_group_request import JoinGroupRequest as JoinGroupRequest
-from . import join_group_response as join_group_response
-from .join_group_response import JoinGroupResponse as JoinGroupResponse
-from . import k_raft_version_record as k_raft_version_record
-from .k_raft_version_record import KRaftVersionRecord as KRaftVersionRecord
-from . import leader_and_isr_request as leader_and_isr_request
-from .leader_and_isr_request import LeaderAndIsrRequest as LeaderAndIsrRequest
-from . import leader_and_isr_response as leader_and_isr_response
-from .leader_and_isr_response import LeaderAndIsrResponse as LeaderAndIsrResponse
-from . import leader_change_message as leader_change_message
-from .leader_change_message import LeaderChangeMessage as LeaderChangeMessage
-from . import leave_group_request as leave_group_request
-from .leave_group_request import LeaveGroupRequest as LeaveGroupRequest
-from . import leave_group_response as leave_group_response
-from .leave_group_response import LeaveGroupResponse as LeaveGroupResponse
-from . import list_client_metrics_resources_request as list_client_metrics_resources_request
-from .list_client_metrics_resources_request import ListClientMetricsResourcesRequest as ListClientMetricsResourcesRequest
-from . import list_client_metrics_resources_response as list_client_metrics_resources_response
-from .list_client_metrics_resources_response import ListClientMetricsResourcesResponse as ListClientMetricsResourcesResponse
-from . import list_groups_request as list_groups_request
-from .list_groups_request import ListGroupsRequest as ListGroupsRequest
-from . import list_groups_response as list_groups_response
-from .list_groups_response import ListGroupsResponse as ListGroupsResponse
-from . import list_offsets_request as list_offsets_request
-from .list_offsets_request import ListOffsetsRequest as ListOffsetsRequest
-from . import list_offsets_response as list_offsets_response
-from .list_offsets_response import ListOffsetsResponse as ListOffsetsResponse
-from . import list_partition_reassignments_request as list_partition_reassignments_request
-from .list_partition_reassignments_request import ListPartitionReassignmentsRequest as ListPartitionReassignmentsRequest
-from . import list_partition_reassignments_response as list_partition_reassignments_response
-from .list_partition_reassignments_response import ListPartitionReassignmentsResponse as ListPartitionReassignmentsResponse
-from . import list_transactions_request as list_transactions_request
-from .list_transactions_request import ListTransactionsRequest as ListTransactionsRequest
-from . import list_transactions_response as list_transactions_response
-from .list_transactions_response import ListTransactionsResponse as ListTransactionsResponse
-from . import metadata_request as metadata_request
-from .metadata_request import MetadataRequest as MetadataRequest
-from . import metadata_response as metadata_response
-from .metadata_response import MetadataResponse as MetadataResponse
-from . import offset_commit_key as offset_commit_key
-from .offset_commit_key import OffsetCommitKey as OffsetCommitKey
-from . import offset_commit_request as offset_commit_request
-from .offset_commit_request import OffsetCommitRequest as OffsetCommitRequest
-from . import offset_commit_response as offset_commit_response
-from .offset_commit_response import OffsetCommitResponse as OffsetCommitResponse
-from . import offset_commit_value as offset_commit_value
-from .offset_commit_value import OffsetCommitValue as OffsetCommitValue
-from . import offset_delete_request as offset_delete_request
-from .offset_delete_request import OffsetDeleteRequest as OffsetDeleteRequest
-from . import offset_delete_response as offset_delete_response
-from .offset_delete_response import OffsetDeleteResponse as OffsetDeleteResponse
-from . import offset_fetch_request as offset_fetch_request
-from .offset_fetch_request import OffsetFetchRequest as OffsetFetchRequest
-from . import offset_fetch_response as offset_fetch_response
-from .offset_fetch_response import OffsetFetchResponse as OffsetFetchResponse
-from . import offset_for_leader_epoch_request as offset_for_leader_epoch_request
-from .offset_for_leader_epoch_request import OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequest
-from . import offset_for_leader_epoch_response as offset_for_leader_epoch_response
-from .offset_for_leader_epoch_response import OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponse
-from . import produce_request as produce_request
-from .produce_request import ProduceRequest as ProduceRequest
-from . import produce_response as produce_response
-from .produce_response import ProduceResponse as ProduceResponse
-from . import push_telemetry_request as push_telemetry_request
-from .push_telemetry_request import PushTelemetryRequest as PushTelemetryRequest
-from . import push_telemetry_response as push_telemetry_response
-from .push_telemetry_response import PushTelemetryResponse as PushTelemetryResponse
-from . import read_share_group_state_request as read_share_group_state_request
-from .read_share_group_state_request import ReadShareGroupStateRequest as ReadShareGroupStateRequest
-from . import read_share_group_state_response as read_share_group_state_response
-from .read_share_group_state_response import ReadShareGroupStateResponse as ReadShareGroupStateResponse
-from . import read_share_group_state_summary_request as read_share_group_state_summary_request
-from .read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest as ReadShareGroupStateSummaryRequest
-from . import read_share_group_state_summary_response as read_share_group_state_summary_response
-from .read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse as ReadShareGroupStateSummaryResponse
-from . import remove_raft_voter_request as remove_raft_voter_request
-from .remove_raft_voter_request import RemoveRaftVoterRequest as RemoveRaftVoterRequest
-from . import remove_raft_voter_response as remove_raft_voter_response
-from .remove_raft_voter_response import RemoveRaftVoterResponse as RemoveRaftVoterResponse
-from . import renew_delegation_token_request as renew_delegation_token_request
-from .renew_delegation_token_request import RenewDelegationTokenRequest as RenewDelegationTokenRequest
-from . import renew_delegation_token_response as renew_delegation_token_response
-from .renew_delegation_token_response import RenewDelegationTokenResponse as RenewDelegationTokenResponse
-from . import request_header as request_header
-from .request_header import RequestHeader as RequestHeader
-from . import response_header as response_header
-from .response_header import ResponseHeader as ResponseHeader
-from . import sasl_authenticate_request as sasl_authenticate_request
-from .sasl_authenticate_request import SaslAuthenticateRequest as SaslAuthenticateRequest
-from . import sasl_authenticate_response as sasl_authenticate_response
-from .sasl_authenticate_response import SaslAuthenticateResponse as SaslAuthenticateResponse
-from . import sasl_handshake_request as sasl_handshake_request
-from .sasl_handshake_request import SaslHandshakeRequest as SaslHandshakeRequest
-from . import sasl_handshake_response as sasl_handshake_response
-from .sasl_handshake_response import SaslHandshakeResponse as SaslHandshakeResponse
-from . import share_acknowledge_request as share_acknowledge_request
-from .share_acknowledge_request import ShareAcknowledgeRequest as ShareAcknowledgeRequest
-from . import share_acknowledge_response as share_acknowledge_response
-from .share_acknowledge_response import ShareAcknowledgeResponse as ShareAcknowledgeResponse
-from . import share_fetch_request as share_fetch_request
-from .share_fetch_request import ShareFetchRequest as ShareFetchRequest
-from . import share_fetch_response as share_fetch_response
-from .share_fetch_response import ShareFetchResponse as ShareFetchResponse
-from . import share_group_current_member_assignment_key as share_group_current_member_assignment_key
-from .share_group_current_member_assignment_key import ShareGroupCurrentMemberAssignmentKey as ShareGroupCurrentMemberAssignmentKey
-from . import share_group_current_member_assignment_value as share_group_current_member_assignment_value
-from .share_group_current_member_assignment_value import ShareGroupCurrentMemberAssignmentValue as ShareGroupCurrentMemberAssignmentValue
-from . import share_group_describe_request as share_group_describe_request
-from .share_group_describe_request import ShareGroupDescribeRequest as ShareGroupDescribeRequest
-from . import share_group_describe_response as share_group_describe_response
-from .share_group_describe_response import ShareGroupDescribeResponse as ShareGroupDescribeResponse
-from . import share_group_heartbeat_request as share_group_heartbeat_request
-from .share_group_heartbeat_request import ShareGroupHeartbeatRequest as ShareGroupHeartbeatRequest
-from . import share_group_heartbeat_response as share_group_heartbeat_response
-from .share_group_heartbeat_response import ShareGroupHeartbeatResponse as ShareGroupHeartbeatResponse
-from . import share_group_member_metadata_key as share_group_member_metadata_key
-from .share_group_member_metadata_key import ShareGroupMemberMetadataKey as ShareGroupMemberMetadataKey
-from . import share_group_member_metadata_value as share_group_member_metadata_value
-from .share_group_member_metadata_value import ShareGroupMemberMetadataValue as ShareGroupMemberMetadataValue
-from . import share_group_metadata_key as share_group_metadata_key
-from .share_group_metadata_key import ShareGroupMetadataKey as ShareGroupMetadataKey
-from . import share_group_metadata_value as share_group_metadata_value
-from .share_group_metadata_value import ShareGroupMetadataValue as ShareGroupMetadataValue
-from . import share_group_partition_metadata_key as share_group_partition_metadata_key
-from .share_group_partition_metadata_key import ShareGroupPartitionMetadataKey as ShareGroupPartitionMetadataKey
-from . import share_group_partition_metadata_value as share_group_partition_metadata_value
-from .share_group_partition_metadata_value import ShareGroupPartitionMetadataValue as ShareGroupPartitionMetadataValue
-from . import share_group_state_partition_metadata_key as share_group_state_partition_metadata_key
-from .share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey as ShareGroupStatePartitionMetadataKey
-from . import share_group_state_partition_metadata_value as share_group_state_partition_metadata_value
-from .share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue as ShareGroupStatePartitionMetadataValue
-from . import share_group_target_assignment_member_key as share_group_target_assignment_member_key
-from .share_group_target_assignment_member_key import ShareGroupTargetAssignmentMemberKey as ShareGroupTargetAssignmentMemberKey
-from . import share_group_target_assignment_member_value as share_group_target_assignment_member_value
-from .share_group_target_assignment_member_value import ShareGroupTargetAssignmentMemberValue as ShareGroupTargetAssignmentMemberValue
-from . import share_group_target_assignment_metadata_key as share_group_target_assignment_metadata_key
-from .share_group_target_assignment_metadata_key import ShareGroupTargetAssignmentMetadataKey as ShareGroupTargetAssignmentMetadataKey
-from . import share_group_target_assignment_metadata_value as share_group_target_assignment_metadata_value
-from .share_group_target_assignment_metadata_value import ShareGroupTargetAssignmentMetadataValue as ShareGroupTargetAssignmentMetadataValue
-from . import share_snapshot_key as share_snapshot_key
-from .share_snapshot_key import ShareSnapshotKey as ShareSnapshotKey
-from . import share_snapshot_value as share_snapshot_value
-from .share_snapshot_value import ShareSnapshotValue as ShareSnapshotValue
-from . import share_update_key as share_update_key
-from .share_update_key import ShareUpdateKey as ShareUpdateKey
-from . import share_update_value as share_update_value
-from .share_update_value import ShareUpdateValue as ShareUpdateValue
-from . import snapshot_footer_record as snapshot_footer_record
-from .snapshot_footer_record import SnapshotFooterRecord as SnapshotFooterRecord
-from . import snapshot_header_record as snapshot_header_record
-from .snapshot_header_record import SnapshotHeaderRecord as SnapshotHeaderRecord
-from . import stop_replica_request as stop_replica_request
-from .stop_replica_request import StopReplicaRequest as StopReplicaRequest
-from . import stop_replica_response as stop_replica_response
-from .stop_replica_response import StopReplicaResponse as StopReplicaResponse
-from . import sync_group_request as sync_group_request
-from .sync_group_request import SyncGroupRequest as SyncGroupRequest
-from . import sync_group_response as sync_group_response
-from .sync_group_response import SyncGroupResponse as SyncGroupResponse
-from . import transaction_log_key as transaction_log_key
-from .transaction_log_key import TransactionLogKey as TransactionLogKey
-from . import transaction_log_value as transaction_log_value
-from .transaction_log_value import TransactionLogValue as TransactionLogValue
-from . import txn_offset_commit_request as txn_offset_commit_request
-from .txn_offset_commit_request import TxnOffsetCommitRequest as TxnOffsetCommitRequest
-from . import txn_offset_commit_response as txn_offset_commit_response
-from .txn_offset_commit_response import TxnOffsetCommitResponse as TxnOffsetCommitResponse
-from . import unregister_broker_request as unregister_broker_request
-from .unregister_broker_request import UnregisterBrokerRequest as UnregisterBrokerRequest
-from . import unregister_broker_response as unregister_broker_response
-from .unregister_broker_response import UnregisterBrokerResponse as UnregisterBrokerResponse
-from . import update_features_request as update_features_request
-from .update_features_request import UpdateFeaturesRequest as UpdateFeaturesRequest
-from . import update_features_response as update_features_response
-from .update_features_response import UpdateFeaturesResponse as UpdateFeaturesResponse
-from . import update_metadata_request as update_metadata_request
-from .update_metadata_request import UpdateMetadataRequest as UpdateMetadataRequest
-from . import update_metadata_response as update_metadata_response
-from .update_metadata_response import UpdateMetadataResponse as UpdateMetadataResponse
-from . import update_raft_voter_request as update_raft_voter_request
-from .update_raft_voter_request import UpdateRaftVoterRequest as UpdateRaftVoterRequest
-from . import update_raft_voter_response as update_raft_voter_response
-from .update_raft_voter_response import UpdateRaftVoterResponse as UpdateRaftVoterResponse
-from . import vote_request as vote_request
-from .vote_request import VoteRequest as VoteRequest
-from . import vote_response as vote_response
-from .vote_response import VoteResponse as VoteResponse
-from . import voters_record as voters_record
-from .voters_record import VotersRecord as VotersRecord
-from . import write_share_group_state_request as write_share_group_state_request
-from .write_share_group_state_request import WriteShareGroupStateRequest as WriteShareGroupStateRequest
-from . import write_share_group_state_response as write_share_group_state_response
-from .write_share_group_state_response import WriteShareGroupStateResponse as WriteShareGroupStateResponse
-from . import write_txn_markers_request as write_txn_markers_request
-from .write_txn_markers_request import WriteTxnMarkersRequest as WriteTxnMarkersRequest
-from . import write_txn_markers_response as write_txn_markers_response
-from .write_txn_markers_response import WriteTxnMarkersResponse as WriteTxnMarkersResponse
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# api_key: (name, request, response, latest version unstable)
-APIS: dict[int, tuple[str, type[Struct], type[Struct], bool]] = {
-    0: ('Produce', ProduceRequest, ProduceResponse, False),
-    1: ('Fetch', FetchRequest, FetchResponse, False),
-    2: ('ListOffsets', ListOffsetsRequest, ListOffsetsResponse, False),
-    3: ('Metadata', MetadataRequest, MetadataResponse, False),
-    4: ('LeaderAndIsr', LeaderAndIsrRequest, LeaderAndIsrResponse, False),
-    5: ('StopReplica', StopReplicaRequest, StopReplicaResponse, False),
-    6: ('UpdateMetadata', UpdateMetadataRequest, UpdateMetadataResponse, False),
-    7: ('ControlledShutdown', ControlledShutdownRequest, ControlledShutdownResponse, False),
-    8: ('OffsetCommit', OffsetCommitRequest, OffsetCommitResponse, False),
-    9: ('OffsetFetch', OffsetFetchRequest, OffsetFetchResponse, False),
-    10: ('FindCoordinator', FindCoordinatorRequest, FindCoordinatorResponse, False),
-    11: ('JoinGroup', JoinGroupRequest, JoinGroupResponse, False),
-    12: ('Heartbeat', HeartbeatRequest, HeartbeatResponse, False),
-    13: ('LeaveGroup', LeaveGroupRequest, LeaveGroupResponse, False),
-    14: ('SyncGroup', SyncGroupRequest, SyncGroupResponse, False),
-    15: ('DescribeGroups', DescribeGroupsRequest, DescribeGroupsResponse, False),
-    16: ('ListGroups', ListGroupsRequest, ListGroupsResponse, False),
-    17: ('SaslHandshake', SaslHandshakeRequest, SaslHandshakeResponse, False),
-    18: ('ApiVersions', ApiVersionsRequest, ApiVersionsResponse, False),
-    19: ('CreateTopics', CreateTopicsRequest, CreateTopicsResponse, False),
-    20: ('DeleteTopics', DeleteTopicsRequest, DeleteTopicsResponse, False),
-    21: ('DeleteRecords', DeleteRecordsRequest, DeleteRecordsResponse, False),
-    22: ('InitProducerId', InitProducerIdRequest, InitProducerIdResponse, False),
-    23: ('OffsetForLeaderEpoch', OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, False),
-    24: ('AddPartitionsToTxn', AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, False),
-    25: ('AddOffsetsToTxn', AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, False),
-    26: ('EndTxn', EndTxnRequest, EndTxnResponse, True),
-    27: ('WriteTxnMarkers', WriteTxnMarkersRequest, WriteTxnMarkersResponse, False),
-    28: ('TxnOffsetCommit', TxnOffsetCommitRequest, TxnOffsetCommitResponse, False),
-    29: ('DescribeAcls', DescribeAclsRequest, DescribeAclsResponse, False),
-    30: ('CreateAcls', CreateAclsRequest, CreateAclsResponse, False),
-    31: ('DeleteAcls', DeleteAclsRequest, DeleteAclsResponse, False),
-    32: ('DescribeConfigs', DescribeConfigsRequest, DescribeConfigsResponse, False),
-    33: ('AlterConfigs', AlterConfigsRequest, AlterConfigsResponse, False),
-    34: ('AlterReplicaLogDirs', AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, False),
-    35: ('DescribeLogDirs', DescribeLogDirsRequest, DescribeLogDirsResponse, False),
-    36: ('SaslAuthenticate', SaslAuthenticateRequest, SaslAuthenticateResponse, False),
-    37: ('CreatePartitions', CreatePartitionsRequest, CreatePartitionsResponse, False),
-    38: ('CreateDelegationToken', CreateDelegationTokenRequest, CreateDelegationTokenResponse, False),
-    39: ('RenewDelegationToken', RenewDelegationTokenRequest, RenewDelegationTokenResponse, False),
-    40: ('ExpireDelegationToken', ExpireDelegationTokenRequest, ExpireDelegationTokenResponse, False),
-    41: ('DescribeDelegationToken', DescribeDelegationTokenRequest, DescribeDelegationTokenResponse, False),
-    42: ('DeleteGroups', DeleteGroupsRequest, DeleteGroupsResponse, False),
-    43: ('ElectLeaders', ElectLeadersRequest, ElectLeadersResponse, False),
-    44: ('IncrementalAlterConfigs', IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, False),
-    45: ('AlterPartitionReassignments', AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, False),
-    46: ('ListPartitionReassignments', ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, False),
-    47: ('OffsetDelete', OffsetDeleteRequest, OffsetDeleteResponse, False),
-    48: ('DescribeClientQuotas', DescribeClientQuotasRequest, DescribeClientQuotasResponse, False),
-    49: ('AlterClientQuotas', AlterClientQuotasRequest, AlterClientQuotasResponse, False),
-    50: ('DescribeUserScramCredentials', DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, False),
-    51: ('AlterUserScramCredentials', AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, False),
-    52: ('Vote', VoteRequest, VoteResponse, False),
-    53: ('BeginQuorumEpoch', BeginQuorumEpochRequest, BeginQuorumEpochResponse, False),
-    54: ('EndQuorumEpoch', EndQuorumEpochRequest, EndQuorumEpochResponse, False),
-    55: ('DescribeQuorum', DescribeQuorumRequest, DescribeQuorumResponse, False),
-    56: ('AlterPartition', AlterPartitionRequest, AlterPartitionResponse, False),
-    57: ('UpdateFeatures', UpdateFeaturesRequest, UpdateFeaturesResponse, False),
-    58: ('Envelope', EnvelopeRequest, EnvelopeResponse, False),
-    59: ('FetchSnapshot', FetchSnapshotRequest, FetchSnapshotResponse, False),
-    60: ('DescribeCluster', DescribeClusterRequest, DescribeClusterResponse, False),
-    61: ('DescribeProducers', DescribeProducersRequest, DescribeProducersResponse, False),
-    62: ('BrokerRegistration', BrokerRegistrationRequest, BrokerRegistrationResponse, False),
-    63: ('BrokerHeartbeat', BrokerHeartbeatRequest, BrokerHeartbeatResponse, False),
-    64: ('UnregisterBroker', UnregisterBrokerRequest, UnregisterBrokerResponse, False),
-    65: ('DescribeTransactions', DescribeTransactionsRequest, DescribeTransactionsResponse, False),
-    66: ('ListTransactions', ListTransactionsRequest, ListTransactionsResponse, False),
-    67: ('AllocateProducerIds', AllocateProducerIdsRequest, AllocateProducerIdsResponse, False),
-    68: ('ConsumerGroupHeartbeat', ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, True),
-    69: ('ConsumerGroupDescribe', ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, False),
-    70: ('ControllerRegistration', ControllerRegistrationRequest, ControllerRegistrationResponse, False),
-    71: ('GetTelemetrySubscriptions', GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse, False),
-    72: ('PushTelemetry', PushTelemetryRequest, PushTelemetryResponse, False),
-    73: ('AssignReplicasToDirs', AssignReplicasToDirsRequest, AssignReplicasToDirsResponse, False),
-    74: ('ListClientMetricsResources', ListClientMetricsResourcesRequest, ListClientMetricsResourcesResponse, False),
-    75: ('DescribeTopicPartitions', DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, False),
-    76: ('ShareGroupHeartbeat', ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, True),
-    77: ('ShareGroupDescribe', ShareGroupDescribeRequest, ShareGroupDescribeResponse, True),
-    78: ('ShareFetch', ShareFetchRequest, ShareFetchResponse, True),
-    79: ('ShareAcknowledge', ShareAcknowledgeRequest, ShareAcknowledgeResponse, True),
-    80: ('AddRaftVoter', AddRaftVoterRequest, AddRaftVoterResponse, False),
-    81: ('RemoveRaftVoter', RemoveRaftVoterRequest, RemoveRaftVoterResponse, False),
-    82: ('UpdateRaftVoter', UpdateRaftVoterRequest, UpdateRaftVoterResponse, False),
-    83: ('InitializeShareGroupState', InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, True),
-    84: ('ReadShareGroupState', ReadShareGroupStateRequest, ReadShareGroupStateResponse, True),
-    85: ('WriteShareGroupState', WriteShareGroupStateRequest, WriteShareGroupStateResponse, True),
-    86: ('DeleteShareGroupState', DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, True),
-    87: ('ReadShareGroupStateSummary', ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, True),
+if TYPE_CHECKING:
+    from . import add_offsets_to_txn_request as add_offsets_to_txn_request
+    from .add_offsets_to_txn_request import AddOffsetsToTxnRequest as AddOffsetsToTxnRequest
+    from . import add_offsets_to_txn_response as add_offsets_to_txn_response
+    from .add_offsets_to_txn_response import AddOffsetsToTxnResponse as AddOffsetsToTxnResponse
+    from . import add_partitions_to_txn_request as add_partitions_to_txn_request
+    from .add_partitions_to_txn_request import AddPartitionsToTxnRequest as AddPartitionsToTxnRequest
+    from . import add_partitions_to_txn_response as add_partitions_to_txn_response
+    from .add_partitions_to_txn_response import AddPartitionsToTxnResponse as AddPartitionsToTxnResponse
+    from . import add_raft_voter_request as add_raft_voter_request
+    from .add_raft_voter_request import AddRaftVoterRequest as AddRaftVoterRequest
+    from . import add_raft_voter_response as add_raft_voter_response
+    from .add_raft_voter_response import AddRaftVoterResponse as AddRaftVoterResponse
+    from . import allocate_producer_ids_request as allocate_producer_ids_request
+    from .allocate_producer_ids_request import AllocateProducerIdsRequest as AllocateProducerIdsRequest
+    from . import allocate_producer_ids_response as allocate_producer_ids_response
+    from .allocate_producer_ids_response import AllocateProducerIdsResponse as AllocateProducerIdsResponse
+    from . import alter_client_quotas_request as alter_client_quotas_request
+    from .alter_client_quotas_request import AlterClientQuotasRequest as AlterClientQuotasRequest
+    from . import alter_client_quotas_response as alter_client_quotas_response
+    from .alter_client_quotas_response import AlterClientQuotasResponse as AlterClientQuotasResponse
+    from . import alter_configs_request as alter_configs_request
+    from .alter_configs_request import AlterConfigsRequest as AlterConfigsRequest
+    from . import alter_configs_response as alter_configs_response
+    from .alter_configs_response import AlterConfigsResponse as AlterConfigsResponse
+    from . import alter_partition_reassignments_request as alter_partition_reassignments_request
+    from .alter_partition_reassignments_request import AlterPartitionReassignmentsRequest as AlterPartitionReassignmentsRequest
+    from . import alter_partition_reassignments_response as alter_partition_reassignments_response
+    from .alter_partition_reassignments_response import AlterPartitionReassignmentsResponse as AlterPartitionReassignmentsResponse
+    from . import alter_partition_request as alter_partition_request
+    from .alter_partition_request import AlterPartitionRequest as AlterPartitionRequest
+    from . import alter_partition_response as alter_partition_response
+    from .alter_partition_response import AlterPartitionResponse as AlterPartitionResponse
+    from . import alter_replica_log_dirs_request as alter_replica_log_dirs_request
+    from .alter_replica_log_dirs_request import AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequest
+    from . import alter_replica_log_dirs_response as alter_replica_log_dirs_response
+    from .alter_replica_log_dirs_response import AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponse
+    from . import alter_user_scram_credentials_request as alter_user_scram_credentials_request
+    from .alter_user_scram_credentials_request import AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest
+    from . import alter_user_scram_credentials_response as alter_user_scram_credentials_response
+    from .alter_user_scram_credentials_response import AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponse
+    from . import api_versions_request as api_versions_request
+    from .api_versions_request import ApiVersionsRequest as ApiVersionsRequest
+    from . import api_versions_response as api_versions_response
+    from .api_versions_response import ApiVersionsResponse as ApiVersionsResponse
+    from . import assign_replicas_to_dirs_request as assign_replicas_to_dirs_request
+    from .assign_replicas_to_dirs_request import AssignReplicasToDirsRequest as AssignReplicasToDirsRequest
+    from . import assign_replicas_to_dirs_response as assign_replicas_to_dirs_response
+    from .assign_replicas_to_dirs_response import AssignReplicasToDirsResponse as AssignReplicasToDirsResponse
+    from . import begin_quorum_epoch_request as begin_quorum_epoch_request
+    from .begin_quorum_epoch_request import BeginQuorumEpochRequest as BeginQuorumEpochRequest
+    from . import begin_quorum_epoch_response as begin_quorum_epoch_response
+    from .begin_quorum_epoch_response import BeginQuorumEpochResponse as BeginQuorumEpochResponse
+    from . import broker_heartbeat_request as broker_heartbeat_request
+    from .broker_heartbeat_request import BrokerHeartbeatRequest as BrokerHeartbeatRequest
+    from . import broker_heartbeat_response as broker_heartbeat_response
+    from .broker_heartbeat_response import BrokerHeartbeatResponse as BrokerHeartbeatResponse
+    from . import broker_registration_request as broker_registration_request
+    from .broker_registration_request import BrokerRegistrationRequest as BrokerRegistrationRequest
+    from . import broker_registration_response as broker_registration_response
+    from .broker_registration_response import BrokerRegistrationResponse as BrokerRegistrationResponse
+    from . import consumer_group_current_member_assignment_key as consumer_group_current_member_assignment_key
+    from .consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey as ConsumerGroupCurrentMemberAssignmentKey
+    from . import consumer_group_current_member_assignment_value as consumer_group_current_member_assignment_value
+    from .consumer_group_current_member_assignment_value import ConsumerGroupCurrentMemberAssignmentValue as ConsumerGroupCurrentMemberAssignmentValue
+    from . import consumer_group_describe_request as consumer_group_describe_request
+    from .consumer_group_describe_request import ConsumerGroupDescribeRequest as ConsumerGroupDescribeRequest
+    from . import consumer_group_describe_response as consumer_group_describe_response
+    from .consumer_group_describe_response import ConsumerGroupDescribeResponse as ConsumerGroupDescribeResponse
+    from . import consumer_group_heartbeat_request as consumer_group_heartbeat_request
+    from .consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest as ConsumerGroupHeartbeatRequest
+    from . import consumer_group_heartbeat_response as consumer_group_heartbeat_response
+    from .consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse as ConsumerGroupHeartbeatResponse
+    from . import consumer_group_member_metadata_key as consumer_group_member_metadata_key
+    from .consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey as ConsumerGroupMemberMetadataKey
+    from . import consumer_group_member_metadata_value as consumer_group_member_metadata_value
+    from .consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue as ConsumerGroupMemberMetadataValue
+    from . import consumer_group_metadata_key as consumer_group_metadata_key
+    from .consumer_group_metadata_key import ConsumerGroupMetadataKey as ConsumerGroupMetadataKey
+    from . import consumer_group_metadata_value as consumer_group_metadata_value
+    from .consumer_group_metadata_value import ConsumerGroupMetadataValue as ConsumerGroupMetadataValue
+    from . import consumer_group_partition_metadata_key as consumer_group_partition_metadata_key
+    from .consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey as ConsumerGroupPartitionMetadataKey
+    from . import consumer_group_partition_metadata_value as consumer_group_partition_metadata_value
+    from .consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue as ConsumerGroupPartitionMetadataValue
+    from . import consumer_group_target_assignment_member_key as consumer_group_target_assignment_member_key
+    from .consumer_group_target_assignment_member_key import ConsumerGroupTargetAssignmentMemberKey as ConsumerGroupTargetAssignmentMemberKey
+    from . import consumer_group_target_assignment_member_value as consumer_group_target_assignment_member_value
+    from .consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue as ConsumerGroupTargetAssignmentMemberValue
+    from . import consumer_group_target_assignment_metadata_key as consumer_group_target_assignment_metadata_key
+    from .consumer_group_target_assignment_metadata_key import ConsumerGroupTargetAssignmentMetadataKey as ConsumerGroupTargetAssignmentMetadataKey
+    from . import consumer_group_target_assignment_metadata_value as consumer_group_target_assignment_metadata_value
+    from .consumer_group_target_assignment_metadata_value import ConsumerGroupTargetAssignmentMetadataValue as ConsumerGroupTargetAssignmentMetadataValue
+    from . import consumer_protocol_assignment as consumer_protocol_assignment
+    from .consumer_protocol_assignment import ConsumerProtocolAssignment as ConsumerProtocolAssignment
+    from . import consumer_protocol_subscription as consumer_protocol_subscription
+    from .consumer_protocol_subscription import ConsumerProtocolSubscription as ConsumerProtocolSubscription
+    from . import controlled_shutdown_request as controlled_shutdown_request
+    from .controlled_shutdown_request import ControlledShutdownRequest as ControlledShutdownRequest
+    from . import controlled_shutdown_response as controlled_shutdown_response
+    from .controlled_shutdown_response import ControlledShutdownResponse as ControlledShutdownResponse
+    from . import controller_registration_request as controller_registration_request
+    from .controller_registration_request import ControllerRegistrationRequest as ControllerRegistrationRequest
+    from . import controller_registration_response as controller_registration_response
+    from .controller_registration_response import ControllerRegistrationResponse as ControllerRegistrationResponse
+    from . import create_acls_request as create_acls_request
+    from .create_acls_request import CreateAclsRequest as CreateAclsRequest
+    from . import create_acls_response as create_acls_response
+    from .create_acls_response import CreateAclsResponse as CreateAclsResponse
+    from . import create_delegation_token_request as create_delegation_token_request
+    from .create_delegation_token_request import CreateDelegationTokenRequest as CreateDelegationTokenRequest
+    from . import create_delegation_token_response as create_delegation_token_response
+    from .create_delegation_token_response import CreateDelegationTokenResponse as CreateDelegationTokenResponse
+    from . import create_partitions_request as create_partitions_request
+    from .create_partitions_request import CreatePartitionsRequest as CreatePartitionsRequest
+    from . import create_partitions_response as create_partitions_response
+    from .create_partitions_response import CreatePartitionsResponse as CreatePartitionsResponse
+    from . import create_topics_request as create_topics_request
+    from .create_topics_request import CreateTopicsRequest as CreateTopicsRequest
+    from . import create_topics_response as create_topics_response
+    from .create_topics_response import CreateTopicsResponse as CreateTopicsResponse
+    from . import default_principal_data as default_principal_data
+    from .default_principal_data import DefaultPrincipalData as DefaultPrincipalData
+    from . import delete_acls_request as delete_acls_request
+    from .delete_acls_request import DeleteAclsRequest as DeleteAclsRequest
+    from . import delete_acls_response as delete_acls_response
+    from .delete_acls_response import DeleteAclsResponse as DeleteAclsResponse
+    from . import delete_groups_request as delete_groups_request
+    from .delete_groups_request import DeleteGroupsRequest as DeleteGroupsRequest
+    from . import delete_groups_response as delete_groups_response
+    from .delete_groups_response import DeleteGroupsResponse as DeleteGroupsResponse
+    from . import delete_records_request as delete_records_request
+    from .delete_records_request import DeleteRecordsRequest as DeleteRecordsRequest
+    from . import delete_records_response as delete_records_response
+    from .delete_records_response import DeleteRecordsResponse as DeleteRecordsResponse
+    from . import delete_share_group_state_request as delete_share_group_state_request
+    from .delete_share_group_state_request import DeleteShareGroupStateRequest as DeleteShareGroupStateRequest
+    from . import delete_share_group_state_response as delete_share_group_state_response
+    from .delete_share_group_state_response import DeleteShareGroupStateResponse as DeleteShareGroupStateResponse
+    from . import delete_topics_request as delete_topics_request
+    from .delete_topics_request import DeleteTopicsRequest as DeleteTopicsRequest
+    from . import delete_topics_response as delete_topics_response
+    from .delete_topics_response import DeleteTopicsResponse as DeleteTopicsResponse
+    from . import describe_acls_request as describe_acls_request
+    from .describe_acls_request import DescribeAclsRequest as DescribeAclsRequest
+    from . import describe_acls_response as describe_acls_response
+    from .describe_acls_response import DescribeAclsResponse as DescribeAclsResponse
+    from . import describe_client_quotas_request as describe_client_quotas_request
+    from .describe_client_quotas_request import DescribeClientQuotasRequest as DescribeClientQuotasRequest
+    from . import describe_client_quotas_response as describe_client_quotas_response
+    from .describe_client_quotas_response import DescribeClientQuotasResponse as DescribeClientQuotasResponse
+    from . import describe_cluster_request as describe_cluster_request
+    from .describe_cluster_request import DescribeClusterRequest as DescribeClusterRequest
+    from . import describe_cluster_response as describe_cluster_response
+    from .describe_cluster_response import DescribeClusterResponse as DescribeClusterResponse
+    from . import describe_configs_request as describe_configs_request
+    from .describe_configs_request import DescribeConfigsRequest as DescribeConfigsRequest
+    from . import describe_configs_response as describe_configs_response
+    from .describe_configs_response import DescribeConfigsResponse as DescribeConfigsResponse
+    from . import describe_delegation_token_request as describe_delegation_token_request
+    from .describe_delegation_token_request import DescribeDelegationTokenRequest as DescribeDelegationTokenRequest
+    from . import describe_delegation_token_response as describe_delegation_token_response
+    from .describe_delegation_token_response import DescribeDelegationTokenResponse as DescribeDelegationTokenResponse
+    from . import describe_groups_request as describe_groups_request
+    from .describe_groups_request import DescribeGroupsRequest as DescribeGroupsRequest
+    from . import describe_groups_response as describe_groups_response
+    from .describe_groups_response import DescribeGroupsResponse as DescribeGroupsResponse
+    from . import describe_log_dirs_request as describe_log_dirs_request
+    from .describe_log_dirs_request import DescribeLogDirsRequest as DescribeLogDirsRequest
+    from . import describe_log_dirs_response as describe_log_dirs_response
+    from .describe_log_dirs_response import DescribeLogDirsResponse as DescribeLogDirsResponse
+    from . import describe_producers_request as describe_producers_request
+    from .describe_producers_request import DescribeProducersRequest as DescribeProducersRequest
+    from . import describe_producers_response as describe_producers_response
+    from .describe_producers_response import DescribeProducersResponse as DescribeProducersResponse
+    from . import describe_quorum_request as describe_quorum_request
+    from .describe_quorum_request import DescribeQuorumRequest as DescribeQuorumRequest
+    from . import describe_quorum_response as describe_quorum_response
+    from .describe_quorum_response import DescribeQuorumResponse as DescribeQuorumResponse
+    from . import describe_topic_partitions_request as describe_topic_partitions_request
+    from .describe_topic_partitions_request import DescribeTopicPartitionsRequest as DescribeTopicPartitionsRequest
+    from . import describe_topic_partitions_response as describe_topic_partitions_response
+    from .describe_topic_partitions_response import DescribeTopicPartitionsResponse as DescribeTopicPartitionsResponse
+    from . import describe_transactions_request as describe_transactions_request
+    from .describe_transactions_request import DescribeTransactionsRequest as DescribeTransactionsRequest
+    from . import describe_transactions_response as describe_transactions_response
+    from .describe_transactions_response import DescribeTransactionsResponse as DescribeTransactionsResponse
+    from . import describe_user_scram_credentials_request as describe_user_scram_credentials_request
+    from .describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest
+    from . import describe_user_scram_credentials_response as describe_user_scram_credentials_response
+    from .describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse as DescribeUserScramCredentialsResponse
+    from . import elect_leaders_request as elect_leaders_request
+    from .elect_leaders_request import ElectLeadersRequest as ElectLeadersRequest
+    from . import elect_leaders_response as elect_leaders_response
+    from .elect_leaders_response import ElectLeadersResponse as ElectLeadersResponse
+    from . import end_quorum_epoch_request as end_quorum_epoch_request
+    from .end_quorum_epoch_request import EndQuorumEpochRequest as EndQuorumEpochRequest
+    from . import end_quorum_epoch_response as end_quorum_epoch_response
+    from .end_quorum_epoch_response import EndQuorumEpochResponse as EndQuorumEpochResponse
+    from . import end_txn_request as end_txn_request
+    from .end_txn_request import EndTxnRequest as EndTxnRequest
+    from . import end_txn_response as end_txn_response
+    from .end_txn_response import EndTxnResponse as EndTxnResponse
+    from . import envelope_request as envelope_request
+    from .envelope_request import EnvelopeRequest as EnvelopeRequest
+    from . import envelope_response as envelope_response
+    from .envelope_response import EnvelopeResponse as EnvelopeResponse
+    from . import expire_delegation_token_request as expire_delegation_token_request
+    from .expire_delegation_token_request import ExpireDelegationTokenRequest as ExpireDelegationTokenRequest
+    from . import expire_delegation_token_response as expire_delegation_token_response
+    from .expire_delegation_token_response import ExpireDelegationTokenResponse as ExpireDelegationTokenResponse
+    from . import fetch_request as fetch_request
+    from .fetch_request import FetchRequest as FetchRequest
+    from . import fetch_response as fetch_response
+    from .fetch_response import FetchResponse as FetchResponse
+    from . import fetch_snapshot_request as fetch_snapshot_request
+    from .fetch_snapshot_request import FetchSnapshotRequest as FetchSnapshotRequest
+    from . import fetch_snapshot_response as fetch_snapshot_response
+    from .fetch_snapshot_response import FetchSnapshotResponse as FetchSnapshotResponse
+    from . import find_coordinator_request as find_coordinator_request
+    from .find_coordinator_request import FindCoordinatorRequest as FindCoordinatorRequest
+    from . import find_coordinator_response as find_coordinator_response
+    from .find_coordinator_response import FindCoordinatorResponse as FindCoordinatorResponse
+    from . import get_telemetry_subscriptions_request as get_telemetry_subscriptions_request
+    from .get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest as GetTelemetrySubscriptionsRequest
+    from . import get_telemetry_subscriptions_response as get_telemetry_subscriptions_response
+    from .get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse as GetTelemetrySubscriptionsResponse
+    from . import group_metadata_key as group_metadata_key
+    from .group_metadata_key import GroupMetadataKey as GroupMetadataKey
+    from . import group_metadata_value as group_metadata_value
+    from .group_metadata_value import GroupMetadataValue as GroupMetadataValue
+    from . import heartbeat_request as heartbeat_request
+    from .heartbeat_request import HeartbeatRequest as HeartbeatRequest
+    from . import heartbeat_response as heartbeat_response
+    from .heartbeat_response import HeartbeatResponse as HeartbeatResponse
+    from . import incremental_alter_configs_request as incremental_alter_configs_request
+    from .incremental_alter_configs_request import IncrementalAlterConfigsRequest as IncrementalAlterConfigsRequest
+    from . import incremental_alter_configs_response as incremental_alter_configs_response
+    from .incremental_alter_configs_response import IncrementalAlterConfigsResponse as IncrementalAlterConfigsResponse
+    from . import init_producer_id_request as init_producer_id_request
+    from .init_producer_id_request import InitProducerIdRequest as InitProducerIdRequest
+    from . import init_producer_id_response as init_producer_id_response
+    from .init_producer_id_response import InitProducerIdResponse as InitProducerIdResponse
+    from . import initialize_share_group_state_request as initialize_share_group_state_request
+    from .initialize_share_group_state_request import InitializeShareGroupStateRequest as InitializeShareGroupStateRequest
+    from . import initialize_share_group_state_response as initialize_share_group_state_response
+    from .initialize_share_group_state_response import InitializeShareGroupStateResponse as InitializeShareGroupStateResponse
+    from . import join_group_request as join_group_request
+    from .join_group_request import JoinGroupRequest as JoinGroupRequest
+    from . import join_group_response as join_group_response
+    from .join_group_response import JoinGroupResponse as JoinGroupResponse
+    from . import k_raft_version_record as k_raft_version_record
+    from .k_raft_version_record import KRaftVersionRecord as KRaftVersionRecord
+    from . import leader_and_isr_request as leader_and_isr_request
+    from .leader_and_isr_request import LeaderAndIsrRequest as LeaderAndIsrRequest
+    from . import leader_and_isr_response as leader_and_isr_response
+    from .leader_and_isr_response import LeaderAndIsrResponse as LeaderAndIsrResponse
+    from . import leader_change_message as leader_change_message
+    from .leader_change_message import LeaderChangeMessage as LeaderChangeMessage
+    from . import leave_group_request as leave_group_request
+    from .leave_group_request import LeaveGroupRequest as LeaveGroupRequest
+    from . import leave_group_response as leave_group_response
+    from .leave_group_response import LeaveGroupResponse as LeaveGroupResponse
+    from . import list_client_metrics_resources_request as list_client_metrics_resources_request
+    from .list_client_metrics_resources_request import ListClientMetricsResourcesRequest as ListClientMetricsResourcesRequest
+    from . import list_client_metrics_resources_response as list_client_metrics_resources_response
+    from .list_client_metrics_resources_response import ListClientMetricsResourcesResponse as ListClientMetricsResourcesResponse
+    from . import list_groups_request as list_groups_request
+    from .list_groups_request import ListGroupsRequest as ListGroupsRequest
+    from . import list_groups_response as list_groups_response
+    from .list_groups_response import ListGroupsResponse as ListGroupsResponse
+    from . import list_offsets_request as list_offsets_request
+    from .list_offsets_request import ListOffsetsRequest as ListOffsetsRequest
+    from . import list_offsets_response as list_offsets_response
+    from .list_offsets_response import ListOffsetsResponse as ListOffsetsResponse
+    from . import list_partition_reassignments_request as list_partition_reassignments_request
+    from .list_partition_reassignments_request import ListPartitionReassignmentsRequest as ListPartitionReassignmentsRequest
+    from . import list_partition_reassignments_response as list_partition_reassignments_response
+    from .list_partition_reassignments_response import ListPartitionReassignmentsResponse as ListPartitionReassignmentsResponse
+    from . import list_transactions_request as list_transactions_request
+    from .list_transactions_request import ListTransactionsRequest as ListTransactionsRequest
+    from . import list_transactions_response as list_transactions_response
+    from .list_transactions_response import ListTransactionsResponse as ListTransactionsResponse
+    from . import metadata_request as metadata_request
+    from .metadata_request import MetadataRequest as MetadataRequest
+    from . import metadata_response as metadata_response
+    from .metadata_response import MetadataResponse as MetadataResponse
+    from . import offset_commit_key as offset_commit_key
+    from .offset_commit_key import OffsetCommitKey as OffsetCommitKey
+    from . import offset_commit_request as offset_commit_request
+    from .offset_commit_request import OffsetCommitRequest as OffsetCommitRequest
+    from . import offset_commit_response as offset_commit_response
+    from .offset_commit_response import OffsetCommitResponse as OffsetCommitResponse
+    from . import offset_commit_value as offset_commit_value
+    from .offset_commit_value import OffsetCommitValue as OffsetCommitValue
+    from . import offset_delete_request as offset_delete_request
+    from .offset_delete_request import OffsetDeleteRequest as OffsetDeleteRequest
+    from . import offset_delete_response as offset_delete_response
+    from .offset_delete_response import OffsetDeleteResponse as OffsetDeleteResponse
+    from . import offset_fetch_request as offset_fetch_request
+    from .offset_fetch_request import OffsetFetchRequest as OffsetFetchRequest
+    from . import offset_fetch_response as offset_fetch_response
+    from .offset_fetch_response import OffsetFetchResponse as OffsetFetchResponse
+    from . import offset_for_leader_epoch_request as offset_for_leader_epoch_request
+    from .offset_for_leader_epoch_request import OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequest
+    from . import offset_for_leader_epoch_response as offset_for_leader_epoch_response
+    from .offset_for_leader_epoch_response import OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponse
+    from . import produce_request as produce_request
+    from .produce_request import ProduceRequest as ProduceRequest
+    from . import produce_response as produce_response
+    from .produce_response import ProduceResponse as ProduceResponse
+    from . import push_telemetry_request as push_telemetry_request
+    from .push_telemetry_request import PushTelemetryRequest as PushTelemetryRequest
+    from . import push_telemetry_response as push_telemetry_response
+    from .push_telemetry_response import PushTelemetryResponse as PushTelemetryResponse
+    from . import read_share_group_state_request as read_share_group_state_request
+    from .read_share_group_state_request import ReadShareGroupStateRequest as ReadShareGroupStateRequest
+    from . import read_share_group_state_response as read_share_group_state_response
+    from .read_share_group_state_response import ReadShareGroupStateResponse as ReadShareGroupStateResponse
+    from . import read_share_group_state_summary_request as read_share_group_state_summary_request
+    from .read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest as ReadShareGroupStateSummaryRequest
+    from . import read_share_group_state_summary_response as read_share_group_state_summary_response
+    from .read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse as ReadShareGroupStateSummaryResponse
+    from . import remove_raft_voter_request as remove_raft_voter_request
+    from .remove_raft_voter_request import RemoveRaftVoterRequest as RemoveRaftVoterRequest
+    from . import remove_raft_voter_response as remove_raft_voter_response
+    from .remove_raft_voter_response import RemoveRaftVoterResponse as RemoveRaftVoterResponse
+    from . import renew_delegation_token_request as renew_delegation_token_request
+    from .renew_delegation_token_request import RenewDelegationTokenRequest as RenewDelegationTokenRequest
+    from . import renew_delegation_token_response as renew_delegation_token_response
+    from .renew_delegation_token_response import RenewDelegationTokenResponse as RenewDelegationTokenResponse
+    from . import request_header as request_header
+    from .request_header import RequestHeader as RequestHeader
+    from . import response_header as response_header
+    from .response_header import ResponseHeader as ResponseHeader
+    from . import sasl_authenticate_request as sasl_authenticate_request
+    from .sasl_authenticate_request import SaslAuthenticateRequest as SaslAuthenticateRequest
+    from . import sasl_authenticate_response as sasl_authenticate_response
+    from .sasl_authenticate_response import SaslAuthenticateResponse as SaslAuthenticateResponse
+    from . import sasl_handshake_request as sasl_handshake_request
+    from .sasl_handshake_request import SaslHandshakeRequest as SaslHandshakeRequest
+    from . import sasl_handshake_response as sasl_handshake_response
+    from .sasl_handshake_response import SaslHandshakeResponse as SaslHandshakeResponse
+    from . import share_acknowledge_request as share_acknowledge_request
+    from .share_acknowledge_request import ShareAcknowledgeRequest as ShareAcknowledgeRequest
+    from . import share_acknowledge_response as share_acknowledge_response
+    from .share_acknowledge_response import ShareAcknowledgeResponse as ShareAcknowledgeResponse
+    from . import share_fetch_request as share_fetch_request
+    from .share_fetch_request import ShareFetchRequest as ShareFetchRequest
+    from . import share_fetch_response as share_fetch_response
+    from .share_fetch_response import ShareFetchResponse as ShareFetchResponse
+    from . import share_group_current_member_assignment_key as share_group_current_member_assignment_key
+    from .share_group_current_member_assignment_key import ShareGroupCurrentMemberAssignmentKey as ShareGroupCurrentMemberAssignmentKey
+    from . import share_group_current_member_assignment_value as share_group_current_member_assignment_value
+    from .share_group_current_member_assignment_value import ShareGroupCurrentMemberAssignmentValue as ShareGroupCurrentMemberAssignmentValue
+    from . import share_group_describe_request as share_group_describe_request
+    from .share_group_describe_request import ShareGroupDescribeRequest as ShareGroupDescribeRequest
+    from . import share_group_describe_response as share_group_describe_response
+    from .share_group_describe_response import ShareGroupDescribeResponse as ShareGroupDescribeResponse
+    from . import share_group_heartbeat_request as share_group_heartbeat_request
+    from .share_group_heartbeat_request import ShareGroupHeartbeatRequest as ShareGroupHeartbeatRequest
+    from . import share_group_heartbeat_response as share_group_heartbeat_response
+    from .share_group_heartbeat_response import ShareGroupHeartbeatResponse as ShareGroupHeartbeatResponse
+    from . import share_group_member_metadata_key as share_group_member_metadata_key
+    from .share_group_member_metadata_key import ShareGroupMemberMetadataKey as ShareGroupMemberMetadataKey
+    from . import share_group_member_metadata_value as share_group_member_metadata_value
+    from .share_group_member_metadata_value import ShareGroupMemberMetadataValue as ShareGroupMemberMetadataValue
+    from . import share_group_metadata_key as share_group_metadata_key
+    from .share_group_metadata_key import ShareGroupMetadataKey as ShareGroupMetadataKey
+    from . import share_group_metadata_value as share_group_metadata_value
+    from .share_group_metadata_value import ShareGroupMetadataValue as ShareGroupMetadataValue
+    from . import share_group_partition_metadata_key as share_group_partition_metadata_key
+    from .share_group_partition_metadata_key import ShareGroupPartitionMetadataKey as ShareGroupPartitionMetadataKey
+    from . import share_group_partition_metadata_value as share_group_partition_metadata_value
+    from .share_group_partition_metadata_value import ShareGroupPartitionMetadataValue as ShareGroupPartitionMetadataValue
+    from . import share_group_state_partition_metadata_key as share_group_state_partition_metadata_key
+    from .share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey as ShareGroupStatePartitionMetadataKey
+    from . import share_group_state_partition_metadata_value as share_group_state_partition_metadata_value
+    from .share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue as ShareGroupStatePartitionMetadataValue
+    from . import share_group_target_assignment_member_key as share_group_target_assignment_member_key
+    from .share_group_target_assignment_member_key import ShareGroupTargetAssignmentMemberKey as ShareGroupTargetAssignmentMemberKey
+    from . import share_group_target_assignment_member_value as share_group_target_assignment_member_value
+    from .share_group_target_assignment_member_value import ShareGroupTargetAssignmentMemberValue as ShareGroupTargetAssignmentMemberValue
+    from . import share_group_target_assignment_metadata_key as share_group_target_assignment_metadata_key
+    from .share_group_target_assignment_metadata_key import ShareGroupTargetAssignmentMetadataKey as ShareGroupTargetAssignmentMetadataKey
+    from . import share_group_target_assignment_metadata_value as share_group_target_assignment_metadata_value
+    from .share_group_target_assignment_metadata_value import ShareGroupTargetAssignmentMetadataValue as ShareGroupTargetAssignmentMetadataValue
+    from . import share_snapshot_key as share_snapshot_key
+    from .share_snapshot_key import ShareSnapshotKey as ShareSnapshotKey
+    from . import share_snapshot_value as share_snapshot_value
+    from .share_snapshot_value import ShareSnapshotValue as ShareSnapshotValue
+    from . import share_update_key as share_update_key
+    from .share_update_key import ShareUpdateKey as ShareUpdateKey
+    from . import share_update_value as share_update_value
+    from .share_update_value import ShareUpdateValue as ShareUpdateValue
+    from . import snapshot_footer_record as snapshot_footer_record
+    from .snapshot_footer_record import SnapshotFooterRecord as SnapshotFooterRecord
+    from . import snapshot_header_record as snapshot_header_record
+    from .snapshot_header_record import SnapshotHeaderRecord as SnapshotHeaderRecord
+    from . import stop_replica_request as stop_replica_request
+    from .stop_replica_request import StopReplicaRequest as StopReplicaRequest
+    from . import stop_replica_response as stop_replica_response
+    from .stop_replica_response import StopReplicaResponse as StopReplicaResponse
+    from . import sync_group_request as sync_group_request
+    from .sync_group_request import SyncGroupRequest as SyncGroupRequest
+    from . import sync_group_response as sync_group_response
+    from .sync_group_response import SyncGroupResponse as SyncGroupResponse
+    from . import transaction_log_key as transaction_log_key
+    from .transaction_log_key import TransactionLogKey as TransactionLogKey
+    from . import transaction_log_value as transaction_log_value
+    from .transaction_log_value import TransactionLogValue as TransactionLogValue
+    from . import txn_offset_commit_request as txn_offset_commit_request
+    from .txn_offset_commit_request import TxnOffsetCommitRequest as TxnOffsetCommitRequest
+    from . import txn_offset_commit_response as txn_offset_commit_response
+    from .txn_offset_commit_response import TxnOffsetCommitResponse as TxnOffsetCommitResponse
+    from . import unregister_broker_request as unregister_broker_request
+    from .unregister_broker_request import UnregisterBrokerRequest as UnregisterBrokerRequest
+    from . import unregister_broker_response as unregister_broker_response
+    from .unregister_broker_response import UnregisterBrokerResponse as UnregisterBrokerResponse
+    from . import update_features_request as update_features_request
+    from .update_features_request import UpdateFeaturesRequest as UpdateFeaturesRequest
+    from . import update_features_response as update_features_response
+    from .update_features_response import UpdateFeaturesResponse as UpdateFeaturesResponse
+    from . import update_metadata_request as update_metadata_request
+    from .update_metadata_request import UpdateMetadataRequest as UpdateMetadataRequest
+    from . import update_metadata_response as update_metadata_response
+    from .update_metadata_response import UpdateMetadataResponse as UpdateMetadataResponse
+    from . import update_raft_voter_request as update_raft_voter_request
+    from .update_raft_voter_request import UpdateRaftVoterRequest as UpdateRaftVoterRequest
+    from . import update_raft_voter_response as update_raft_voter_response
+    from .update_raft_voter_response import UpdateRaftVoterResponse as UpdateRaftVoterResponse
+    from . import vote_request as vote_request
+    from .vote_request import VoteRequest as VoteRequest
+    from . import vote_response as vote_response
+    from .vote_response import VoteResponse as VoteResponse
+    from . import voters_record as voters_record
+    from .voters_record import VotersRecord as VotersRecord
+    from . import write_share_group_state_request as write_share_group_state_request
+    from .write_share_group_state_request import WriteShareGroupStateRequest as WriteShareGroupStateRequest
+    from . import write_share_group_state_response as write_share_group_state_response
+    from .write_share_group_state_response import WriteShareGroupStateResponse as WriteShareGroupStateResponse
+    from . import write_txn_markers_request as write_txn_markers_request
+    from .write_txn_markers_request import WriteTxnMarkersRequest as WriteTxnMarkersRequest
+    from . import write_txn_markers_response as write_txn_markers_response
+    from .write_txn_markers_response import WriteTxnMarkersResponse as WriteTxnMarkersResponse
+    from .fetch_response import AbortedTransaction as AbortedTransaction
+    from .share_acknowledge_request import AcknowledgePartition as AcknowledgePartition
+    from .share_acknowledge_request import AcknowledgeTopic as AcknowledgeTopic
+    from .create_acls_request import AclCreation as AclCreation
+    from .create_acls_response import AclCreationResult as AclCreationResult
+    from .describe_acls_response import AclDescription as AclDescription
+    from .share_fetch_response import AcquiredRecords as AcquiredRecords
+    from .add_partitions_to_txn_response import AddPartitionsToTxnPartitionResult as AddPartitionsToTxnPartitionResult
+    from .add_partitions_to_txn_response import AddPartitionsToTxnResult as AddPartitionsToTxnResult
+    from .add_partitions_to_txn_request import AddPartitionsToTxnTopic as AddPartitionsToTxnTopic
+    from .add_partitions_to_txn_response import AddPartitionsToTxnTopicResult as AddPartitionsToTxnTopicResult
+    from .add_partitions_to_txn_request import AddPartitionsToTxnTransaction as AddPartitionsToTxnTransaction
+    from .alter_replica_log_dirs_request import AlterReplicaLogDir as AlterReplicaLogDir
+    from .alter_replica_log_dirs_response import AlterReplicaLogDirPartitionResult as AlterReplicaLogDirPartitionResult
+    from .alter_replica_log_dirs_request import AlterReplicaLogDirTopic as AlterReplicaLogDirTopic
+    from .alter_replica_log_dirs_response import AlterReplicaLogDirTopicResult as AlterReplicaLogDirTopicResult
+    from .alter_user_scram_credentials_response import AlterUserScramCredentialsResult as AlterUserScramCredentialsResult
+    from .api_versions_response import ApiVersion as ApiVersion
+    from .produce_response import BatchIndexAndErrorMessage as BatchIndexAndErrorMessage
+    from .alter_partition_request import BrokerState as BrokerState
+    from .consumer_group_member_metadata_value import ClassicMemberMetadata as ClassicMemberMetadata
+    from .consumer_group_member_metadata_value import ClassicProtocol as ClassicProtocol
+    from .list_client_metrics_resources_response import ClientMetricsResource as ClientMetricsResource
+    from .describe_client_quotas_request import ComponentData as ComponentData
+    from .find_coordinator_response import Coordinator as Coordinator
+    from .create_delegation_token_request import CreatableRenewers as CreatableRenewers
+    from .create_topics_request import CreatableReplicaAssignment as CreatableReplicaAssignment
+    from .create_topics_request import CreatableTopic as CreatableTopic
+    from .create_topics_request import CreatableTopicConfig as CreatableTopicConfig
+    from .create_topics_response import CreatableTopicConfigs as CreatableTopicConfigs
+    from .create_topics_response import CreatableTopicResult as CreatableTopicResult
+    from .create_partitions_request import CreatePartitionsAssignment as CreatePartitionsAssignment
+    from .create_partitions_request import CreatePartitionsTopic as CreatePartitionsTopic
+    from .create_partitions_response import CreatePartitionsTopicResult as CreatePartitionsTopicResult
+    from .describe_user_scram_credentials_response import CredentialInfo as CredentialInfo
+    from .update_raft_voter_response import CurrentLeader as CurrentLeader
+    from .delete_groups_response import DeletableGroupResult as DeletableGroupResult
+    from .delete_topics_response import DeletableTopicResult as DeletableTopicResult
+    from .delete_acls_request import DeleteAclsFilter as DeleteAclsFilter
+    from .delete_acls_response import DeleteAclsFilterResult as DeleteAclsFilterResult
+    from .delete_acls_response import DeleteAclsMatchingAcl as DeleteAclsMatchingAcl
+    from .delete_records_request import DeleteRecordsPartition as DeleteRecordsPartition
+    from .delete_records_response import DeleteRecordsPartitionResult as DeleteRecordsPartitionResult
+    from .delete_records_request import DeleteRecordsTopic as DeleteRecordsTopic
+    from .delete_records_response import DeleteRecordsTopicResult as DeleteRecordsTopicResult
+    from .delete_share_group_state_request import DeleteStateData as DeleteStateData
+    from .delete_share_group_state_response import DeleteStateResult as DeleteStateResult
+    from .delete_topics_request import DeleteTopicState as DeleteTopicState
+    from .describe_log_dirs_request import DescribableLogDirTopic as DescribableLogDirTopic
+    from .describe_acls_response import DescribeAclsResource as DescribeAclsResource
+    from .describe_cluster_response import DescribeClusterBroker as DescribeClusterBroker
+    from .describe_configs_request import DescribeConfigsResource as DescribeConfigsResource
+    from .describe_configs_response import DescribeConfigsResourceResult as DescribeConfigsResourceResult
+    from .describe_configs_response import DescribeConfigsResult as DescribeConfigsResult
+    from .describe_configs_response import DescribeConfigsSynonym as DescribeConfigsSynonym
+    from .describe_delegation_token_request import DescribeDelegationTokenOwner as DescribeDelegationTokenOwner
+    from .describe_log_dirs_response import DescribeLogDirsPartition as DescribeLogDirsPartition
+    from .describe_log_dirs_response import DescribeLogDirsResult as DescribeLogDirsResult
+    from .describe_log_dirs_response import DescribeLogDirsTopic as DescribeLogDirsTopic
+    from .describe_topic_partitions_response import DescribeTopicPartitionsResponsePartition as DescribeTopicPartitionsResponsePartition
+    from .describe_topic_partitions_response import DescribeTopicPartitionsResponseTopic as DescribeTopicPartitionsResponseTopic
+    from .describe_user_scram_credentials_response import DescribeUserScramCredentialsResult as DescribeUserScramCredentialsResult
+    from .describe_delegation_token_response import DescribedDelegationToken as DescribedDelegationToken
+    from .describe_delegation_token_response import DescribedDelegationTokenRenewer as DescribedDelegationTokenRenewer
+    from .describe_groups_response import DescribedGroupMember as DescribedGroupMember
+    from .voters_record import Endpoint as Endpoint
+    from .update_features_request import FeatureUpdateKey as FeatureUpdateKey
+    from .fetch_response import FetchableTopicResponse as FetchableTopicResponse
+    from .api_versions_response import FinalizedFeatureKey as FinalizedFeatureKey
+    from .initialize_share_group_state_request import InitializeStateData as InitializeStateData
+    from .initialize_share_group_state_response import InitializeStateResult as InitializeStateResult
+    from .join_group_request import JoinGroupRequestProtocol as JoinGroupRequestProtocol
+    from .join_group_response import JoinGroupResponseMember as JoinGroupResponseMember
+    from .leader_and_isr_request import LeaderAndIsrLiveLeader as LeaderAndIsrLiveLeader
+    from .leader_and_isr_response import LeaderAndIsrPartitionError as LeaderAndIsrPartitionError
+    from .leader_and_isr_request import LeaderAndIsrPartitionState as LeaderAndIsrPartitionState
+    from .leader_and_isr_response import LeaderAndIsrTopicError as LeaderAndIsrTopicError
+    from .leader_and_isr_request import LeaderAndIsrTopicState as LeaderAndIsrTopicState
+    from .list_offsets_request import ListOffsetsPartition as ListOffsetsPartition
+    from .list_offsets_response import ListOffsetsPartitionResponse as ListOffsetsPartitionResponse
+    from .list_offsets_request import ListOffsetsTopic as ListOffsetsTopic
+    from .list_offsets_response import ListOffsetsTopicResponse as ListOffsetsTopicResponse
+    from .list_partition_reassignments_request import ListPartitionReassignmentsTopics as ListPartitionReassignmentsTopics
+    from .list_groups_response import ListedGroup as ListedGroup
+    from .leave_group_request import MemberIdentity as MemberIdentity
+    from .group_metadata_value import MemberMetadata as MemberMetadata
+    from .leave_group_response import MemberResponse as MemberResponse
+    from .metadata_request import MetadataRequestTopic as MetadataRequestTopic
+    from .metadata_response import MetadataResponseBroker as MetadataResponseBroker
+    from .metadata_response import MetadataResponsePartition as MetadataResponsePartition
+    from .metadata_response import MetadataResponseTopic as MetadataResponseTopic
+    from .describe_quorum_response import Node as Node
+    from .offset_commit_request import OffsetCommitRequestPartition as OffsetCommitRequestPartition
+    from .offset_commit_request import OffsetCommitRequestTopic as OffsetCommitRequestTopic
+    from .offset_commit_response import OffsetCommitResponsePartition as OffsetCommitResponsePartition
+    from .offset_commit_response import OffsetCommitResponseTopic as OffsetCommitResponseTopic
+    from .offset_delete_request import OffsetDeleteRequestPartition as OffsetDeleteRequestPartition
+    from .offset_delete_request import OffsetDeleteRequestTopic as OffsetDeleteRequestTopic
+    from .offset_delete_response import OffsetDeleteResponsePartition as OffsetDeleteResponsePartition
+    from .offset_delete_response import OffsetDeleteResponseTopic as OffsetDeleteResponseTopic
+    from .offset_fetch_request import OffsetFetchRequestGroup as OffsetFetchRequestGroup
+    from .offset_fetch_request import OffsetFetchRequestTopic as OffsetFetchRequestTopic
+    from .offset_fetch_request import OffsetFetchRequestTopics as OffsetFetchRequestTopics
+    from .offset_fetch_response import OffsetFetchResponseGroup as OffsetFetchResponseGroup
+    from .offset_fetch_response import OffsetFetchResponsePartition as OffsetFetchResponsePartition
+    from .offset_fetch_response import OffsetFetchResponsePartitions as OffsetFetchResponsePartitions
+    from .offset_fetch_response import OffsetFetchResponseTopic as OffsetFetchResponseTopic
+    from .offset_fetch_response import OffsetFetchResponseTopics as OffsetFetchResponseTopics
+    from .offset_for_leader_epoch_request import OffsetForLeaderPartition as OffsetForLeaderPartition
+    from .offset_for_leader_epoch_request import OffsetForLeaderTopic as OffsetForLeaderTopic
+    from .offset_for_leader_epoch_response import OffsetForLeaderTopicResult as OffsetForLeaderTopicResult
+    from .list_partition_reassignments_response import OngoingPartitionReassignment as OngoingPartitionReassignment
+    from .list_partition_reassignments_response import OngoingTopicReassignment as OngoingTopicReassignment
+    from .alter_client_quotas_request import OpData as OpData
+    from .produce_request import PartitionProduceData as PartitionProduceData
+    from .produce_response import PartitionProduceResponse as PartitionProduceResponse
+    from .describe_producers_response import PartitionResponse as PartitionResponse
+    from .transaction_log_value import PartitionsSchema as PartitionsSchema
+    from .describe_producers_response import ProducerState as ProducerState
+    from .read_share_group_state_request import ReadStateData as ReadStateData
+    from .read_share_group_state_response import ReadStateResult as ReadStateResult
+    from .read_share_group_state_summary_request import ReadStateSummaryData as ReadStateSummaryData
+    from .read_share_group_state_summary_response import ReadStateSummaryResult as ReadStateSummaryResult
+    from .alter_partition_reassignments_request import ReassignablePartition as ReassignablePartition
+    from .alter_partition_reassignments_response import ReassignablePartitionResponse as ReassignablePartitionResponse
+    from .alter_partition_reassignments_request import ReassignableTopic as ReassignableTopic
+    from .alter_partition_reassignments_response import ReassignableTopicResponse as ReassignableTopicResponse
+    from .controlled_shutdown_response import RemainingPartition as RemainingPartition
+    from .elect_leaders_response import ReplicaElectionResult as ReplicaElectionResult
+    from .end_quorum_epoch_request import ReplicaInfo as ReplicaInfo
+    from .alter_user_scram_credentials_request import ScramCredentialDeletion as ScramCredentialDeletion
+    from .alter_user_scram_credentials_request import ScramCredentialUpsertion as ScramCredentialUpsertion
+    from .share_acknowledge_response import ShareAcknowledgeTopicResponse as ShareAcknowledgeTopicResponse
+    from .share_fetch_response import ShareFetchableTopicResponse as ShareFetchableTopicResponse
+    from .stop_replica_response import StopReplicaPartitionError as StopReplicaPartitionError
+    from .stop_replica_request import StopReplicaPartitionState as StopReplicaPartitionState
+    from .stop_replica_request import StopReplicaPartitionV0 as StopReplicaPartitionV0
+    from .stop_replica_request import StopReplicaTopicState as StopReplicaTopicState
+    from .stop_replica_request import StopReplicaTopicV1 as StopReplicaTopicV1
+    from .api_versions_response import SupportedFeatureKey as SupportedFeatureKey
+    from .sync_group_request import SyncGroupRequestAssignment as SyncGroupRequestAssignment
+    from .share_group_state_partition_metadata_value import TopicInfo as TopicInfo
+    from .share_group_state_partition_metadata_value import TopicPartitionsInfo as TopicPartitionsInfo
+    from .produce_request import TopicProduceData as TopicProduceData
+    from .produce_response import TopicProduceResponse as TopicProduceResponse
+    from .describe_producers_response import TopicResponse as TopicResponse
+    from .txn_offset_commit_request import TxnOffsetCommitRequestPartition as TxnOffsetCommitRequestPartition
+    from .txn_offset_commit_request import TxnOffsetCommitRequestTopic as TxnOffsetCommitRequestTopic
+    from .txn_offset_commit_response import TxnOffsetCommitResponsePartition as TxnOffsetCommitResponsePartition
+    from .txn_offset_commit_response import TxnOffsetCommitResponseTopic as TxnOffsetCommitResponseTopic
+    from .update_features_response import UpdatableFeatureResult as UpdatableFeatureResult
+    from .update_metadata_request import UpdateMetadataBroker as UpdateMetadataBroker
+    from .update_metadata_request import UpdateMetadataEndpoint as UpdateMetadataEndpoint
+    from .update_metadata_request import UpdateMetadataPartitionState as UpdateMetadataPartitionState
+    from .update_metadata_request import UpdateMetadataTopicState as UpdateMetadataTopicState
+    from .describe_user_scram_credentials_request import UserName as UserName
+    from .describe_client_quotas_response import ValueData as ValueData
+    from .write_txn_markers_request import WritableTxnMarker as WritableTxnMarker
+    from .write_txn_markers_response import WritableTxnMarkerPartitionResult as WritableTxnMarkerPartitionResult
+    from .write_txn_markers_response import WritableTxnMarkerResult as WritableTxnMarkerResult
+    from .write_txn_markers_request import WritableTxnMarkerTopic as WritableTxnMarkerTopic
+    from .write_txn_markers_response import WritableTxnMarkerTopicResult as WritableTxnMarkerTopicResult
+    from .write_share_group_state_request import WriteStateData as WriteStateData
+    from .write_share_group_state_response import WriteStateResult as WriteStateResult
+
+# exported name: the module that defines it
+WHERE: dict[str, str] = {
+    'AddOffsetsToTxnRequest': 'add_offsets_to_txn_request',
+    'add_offsets_to_txn_request': 'add_offsets_to_txn_request',
+    'AddOffsetsToTxnResponse': 'add_offsets_to_txn_response',
+    'add_offsets_to_txn_response': 'add_offsets_to_txn_response',
+    'AddPartitionsToTxnRequest': 'add_partitions_to_txn_request',
+    'add_partitions_to_txn_request': 'add_partitions_to_txn_request',
+    'AddPartitionsToTxnResponse': 'add_partitions_to_txn_response',
+    'add_partitions_to_txn_response': 'add_partitions_to_txn_response',
+    'AddRaftVoterRequest': 'add_raft_voter_request',
+    'add_raft_voter_request': 'add_raft_voter_request',
+    'AddRaftVoterResponse': 'add_raft_voter_response',
+    'add_raft_voter_response': 'add_raft_voter_response',
+    'AllocateProducerIdsRequest': 'allocate_producer_ids_request',
+    'allocate_producer_ids_request': 'allocate_producer_ids_request',
+    'AllocateProducerIdsResponse': 'allocate_producer_ids_response',
+    'allocate_producer_ids_response': 'allocate_producer_ids_response',
+    'AlterClientQuotasRequest': 'alter_client_quotas_request',
+    'alter_client_quotas_request': 'alter_client_quotas_request',
+    'AlterClientQuotasResponse': 'alter_client_quotas_response',
+    'alter_client_quotas_response': 'alter_client_quotas_response',
+    'AlterConfigsRequest': 'alter_configs_request',
+    'alter_configs_request': 'alter_configs_request',
+    'AlterConfigsResponse': 'alter_configs_response',
+    'alter_configs_response': 'alter_configs_response',
+    'AlterPartitionReassignmentsRequest': 'alter_partition_reassignments_request',
+    'alter_partition_reassignments_request': 'alter_partition_reassignments_request',
+    'AlterPartitionReassignmentsResponse': 'alter_partition_reassignments_response',
+    'alter_partition_reassignments_response': 'alter_partition_reassignments_response',
+    'AlterPartitionRequest': 'alter_partition_request',
+    'alter_partition_request': 'alter_partition_request',
+    'AlterPartitionResponse': 'alter_partition_response',
+    'alter_partition_response': 'alter_partition_response',
+    'AlterReplicaLogDirsRequest': 'alter_replica_log_dirs_request',
+    'alter_replica_log_dirs_request': 'alter_replica_log_dirs_request',
+    'AlterReplicaLogDirsResponse': 'alter_replica_log_dirs_response',
+    'alter_replica_log_dirs_response': 'alter_replica_log_dirs_response',
+    'AlterUserScramCredentialsRequest': 'alter_user_scram_credentials_request',
+    'alter_user_scram_credentials_request': 'alter_user_scram_credentials_request',
+    'AlterUserScramCredentialsResponse': 'alter_user_scram_credentials_response',
+    'alter_user_scram_credentials_response': 'alter_user_scram_credentials_response',
+    'ApiVersionsRequest': 'api_versions_request',
+    'api_versions_request': 'api_versions_request',
+    'ApiVersionsResponse': 'api_versions_response',
+    'api_versions_response': 'api_versions_response',
+    'AssignReplicasToDirsRequest': 'assign_replicas_to_dirs_request',
+    'assign_replicas_to_dirs_request': 'assign_replicas_to_dirs_request',
+    'AssignReplicasToDirsResponse': 'assign_replicas_to_dirs_response',
+    'assign_replicas_to_dirs_response': 'assign_replicas_to_dirs_response',
+    'BeginQuorumEpochRequest': 'begin_quorum_epoch_request',
+    'begin_quorum_epoch_request': 'begin_quorum_epoch_request',
+    'BeginQuorumEpochResponse': 'begin_quorum_epoch_response',
+    'begin_quorum_epoch_response': 'begin_quorum_epoch_response',
+    'BrokerHeartbeatRequest': 'broker_heartbeat_request',
+    'broker_heartbeat_request': 'broker_heartbeat_request',
+    'BrokerHeartbeatResponse': 'broker_heartbeat_response',
+    'broker_heartbeat_response': 'broker_heartbeat_response',
+    'BrokerRegistrationRequest': 'broker_registration_request',
+    'broker_registration_request': 'broker_registration_request',
+    'BrokerRegistrationResponse': 'broker_registration_response',
+    'broker_registration_response': 'broker_registration_response',
+    'ConsumerGroupCurrentMemberAssignmentKey': 'consumer_group_current_member_assignment_key',
+    'consumer_group_current_member_assignment_key': 'consumer_group_current_member_assignment_key',
+    'ConsumerGroupCurrentMemberAssignmentValue': 'consumer_group_current_member_assignment_value',
+    'consumer_group_current_member_assignment_value': 'consumer_group_current_member_assignment_value',
+    'ConsumerGroupDescribeRequest': 'consumer_group_describe_request',
+    'consumer_group_describe_request': 'consumer_group_describe_request',
+    'ConsumerGroupDescribeResponse': 'consumer_group_describe_response',
+    'consumer_group_describe_response': 'consumer_group_describe_response',
+    'ConsumerGroupHeartbeatRequest': 'consumer_group_heartbeat_request',
+    'consumer_group_heartbeat_request': 'consumer_group_heartbeat_request',
+    'ConsumerGroupHeartbeatResponse': 'consumer_group_heartbeat_response',
+    'consumer_group_heartbeat_response': 'consumer_group_heartbeat_response',
+    'ConsumerGroupMemberMetadataKey': 'consumer_group_member_metadata_key',
+    'consumer_group_member_metadata_key': 'consumer_group_member_metadata_key',
+    'ConsumerGroupMemberMetadataValue': 'consumer_group_member_metadata_value',
+    'consumer_group_member_metadata_value': 'consumer_group_member_metadata_value',
+    'ConsumerGroupMetadataKey': 'consumer_group_metadata_key',
+    'consumer_group_metadata_key': 'consumer_group_metadata_key',
+    'ConsumerGroupMetadataValue': 'consumer_group_metadata_value',
+    'consumer_group_metadata_value': 'consumer_group_metadata_value',
+    'ConsumerGroupPartitionMetadataKey': 'consumer_group_partition_metadata_key',
+    'consumer_group_partition_metadata_key': 'consumer_group_partition_metadata_key',
+    'ConsumerGroupPartitionMetadataValue': 'consumer_group_partition_metadata_value',
+    'consumer_group_partition_metadata_value': 'consumer_group_partition_metadata_value',
+    'ConsumerGroupTargetAssignmentMemberKey': 'consumer_group_target_assignment_member_key',
+    'consumer_group_target_assignment_member_key': 'consumer_group_target_assignment_member_key',
+    'ConsumerGroupTargetAssignmentMemberValue': 'consumer_group_target_assignment_member_value',
+    'consumer_group_target_assignment_member_value': 'consumer_group_target_assignment_member_value',
+    'ConsumerGroupTargetAssignmentMetadataKey': 'consumer_group_target_assignment_metadata_key',
+    'consumer_group_target_assignment_metadata_key': 'consumer_group_target_assignment_metadata_key',
+    'ConsumerGroupTargetAssignmentMetadataValue': 'consumer_group_target_assignment_metadata_value',
+    'consumer_group_target_assignment_metadata_value': 'consumer_group_target_assignment_metadata_value',
+    'ConsumerProtocolAssignment': 'consumer_protocol_assignment',
+    'consumer_protocol_assignment': 'consumer_protocol_assignment',
+    'ConsumerProtocolSubscription': 'consumer_protocol_subscription',
+    'consumer_protocol_subscription': 'consumer_protocol_subscription',
+    'ControlledShutdownRequest': 'controlled_shutdown_request',
+    'controlled_shutdown_request': 'controlled_shutdown_request',
+    'ControlledShutdownResponse': 'controlled_shutdown_response',
+    'controlled_shutdown_response': 'controlled_shutdown_response',
+    'ControllerRegistrationRequest': 'controller_registration_request',
+    'controller_registration_request': 'controller_registration_request',
+    'ControllerRegistrationResponse': 'controller_registration_response',
+    'controller_registration_response': 'controller_registration_response',
+    'CreateAclsRequest': 'create_acls_request',
+    'create_acls_request': 'create_acls_request',
+    'CreateAclsResponse': 'create_acls_response',
+    'create_acls_response': 'create_acls_response',
+    'CreateDelegationTokenRequest': 'create_delegation_token_request',
+    'create_delegation_token_request': 'create_delegation_token_request',
+    'CreateDelegationTokenResponse': 'create_delegation_token_response',
+    'create_delegation_token_response': 'create_delegation_token_response',
+    'CreatePartitionsRequest': 'create_partitions_request',
+    'create_partitions_request': 'create_partitions_request',
+    'CreatePartitionsResponse': 'create_partitions_response',
+    'create_partitions_response': 'create_partitions_response',
+    'CreateTopicsRequest': 'create_topics_request',
+    'create_topics_request': 'create_topics_request',
+    'CreateTopicsResponse': 'create_topics_response',
+    'create_topics_response': 'create_topics_response',
+    'DefaultPrincipalData': 'default_principal_data',
+    'default_principal_data': 'default_principal_data',
+    'DeleteAclsRequest': 'delete_acls_request',
+    'delete_acls_request': 'delete_acls_request',
+    'DeleteAclsResponse': 'delete_acls_response',
+    'delete_acls_response': 'delete_acls_response',
+    'DeleteGroupsRequest': 'delete_groups_request',
+    'delete_groups_request': 'delete_groups_request',
+    'DeleteGroupsResponse': 'delete_groups_response',
+    'delete_groups_response': 'delete_groups_response',
+    'DeleteRecordsRequest': 'delete_records_request',
+    'delete_records_request': 'delete_records_request',
+    'DeleteRecordsResponse': 'delete_records_response',
+    'delete_records_response': 'delete_records_response',
+    'DeleteShareGroupStateRequest': 'delete_share_group_state_request',
+    'delete_share_group_state_request': 'delete_share_group_state_request',
+    'DeleteShareGroupStateResponse': 'delete_share_group_state_response',
+    'delete_share_group_state_response': 'delete_share_group_state_response',
+    'DeleteTopicsRequest': 'delete_topics_request',
+    'delete_topics_request': 'delete_topics_request',
+    'DeleteTopicsResponse': 'delete_topics_response',
+    'delete_topics_response': 'delete_topics_response',
+    'DescribeAclsRequest': 'describe_acls_request',
+    'describe_acls_request': 'describe_acls_request',
+    'DescribeAclsResponse': 'describe_acls_response',
+    'describe_acls_response': 'describe_acls_response',
+    'DescribeClientQuotasRequest': 'describe_client_quotas_request',
+    'describe_client_quotas_request': 'describe_client_quotas_request',
+    'DescribeClientQuotasResponse': 'describe_client_quotas_response',
+    'describe_client_quotas_response': 'describe_client_quotas_response',
+    'DescribeClusterRequest': 'describe_cluster_request',
+    'describe_cluster_request': 'describe_cluster_request',
+    'DescribeClusterResponse': 'describe_cluster_response',
+    'describe_cluster_response': 'describe_cluster_response',
+    'DescribeConfigsRequest': 'describe_configs_request',
+    'describe_configs_request': 'describe_configs_request',
+    'DescribeConfigsResponse': 'describe_configs_response',
+    'describe_configs_response': 'describe_configs_response',
+    'DescribeDelegationTokenRequest': 'describe_delegation_token_request',
+    'describe_delegation_token_request': 'describe_delegation_token_request',
+    'DescribeDelegationTokenResponse': 'describe_delegation_token_response',
+    'describe_delegation_token_response': 'describe_delegation_token_response',
+    'DescribeGroupsRequest': 'describe_groups_request',
+    'describe_groups_request': 'describe_groups_request',
+    'DescribeGroupsResponse': 'describe_groups_response',
+    'describe_groups_response': 'describe_groups_response',
+    'DescribeLogDirsRequest': 'describe_log_dirs_request',
+    'describe_log_dirs_request': 'describe_log_dirs_request',
+    'DescribeLogDirsResponse': 'describe_log_dirs_response',
+    'describe_log_dirs_response': 'describe_log_dirs_response',
+    'DescribeProducersRequest': 'describe_producers_request',
+    'describe_producers_request': 'describe_producers_request',
+    'DescribeProducersResponse': 'describe_producers_response',
+    'describe_producers_response': 'describe_producers_response',
+    'DescribeQuorumRequest': 'describe_quorum_request',
+    'describe_quorum_request': 'describe_quorum_request',
+    'DescribeQuorumResponse': 'describe_quorum_response',
+    'describe_quorum_response': 'describe_quorum_response',
+    'DescribeTopicPartitionsRequest': 'describe_topic_partitions_request',
+    'describe_topic_partitions_request': 'describe_topic_partitions_request',
+    'DescribeTopicPartitionsResponse': 'describe_topic_partitions_response',
+    'describe_topic_partitions_response': 'describe_topic_partitions_response',
+    'DescribeTransactionsRequest': 'describe_transactions_request',
+    'describe_transactions_request': 'describe_transactions_request',
+    'DescribeTransactionsResponse': 'describe_transactions_response',
+    'describe_transactions_response': 'describe_transactions_response',
+    'DescribeUserScramCredentialsRequest': 'describe_user_scram_credentials_request',
+    'describe_user_scram_credentials_request': 'describe_user_scram_credentials_request',
+    'DescribeUserScramCredentialsResponse': 'describe_user_scram_credentials_response',
+    'describe_user_scram_credentials_response': 'describe_user_scram_credentials_response',
+    'ElectLeadersRequest': 'elect_leaders_request',
+    'elect_leaders_request': 'elect_leaders_request',
+    'ElectLeadersResponse': 'elect_leaders_response',
+    'elect_leaders_response': 'elect_leaders_response',
+    'EndQuorumEpochRequest': 'end_quorum_epoch_request',
+    'end_quorum_epoch_request': 'end_quorum_epoch_request',
+    'EndQuorumEpochResponse': 'end_quorum_epoch_response',
+    'end_quorum_epoch_response': 'end_quorum_epoch_response',
+    'EndTxnRequest': 'end_txn_request',
+    'end_txn_request': 'end_txn_request',
+    'EndTxnResponse': 'end_txn_response',
+    'end_txn_response': 'end_txn_response',
+    'EnvelopeRequest': 'envelope_request',
+    'envelope_request': 'envelope_request',
+    'EnvelopeResponse': 'envelope_response',
+    'envelope_response': 'envelope_response',
+    'ExpireDelegationTokenRequest': 'expire_delegation_token_request',
+    'expire_delegation_token_request': 'expire_delegation_token_request',
+    'ExpireDelegationTokenResponse': 'expire_delegation_token_response',
+    'expire_delegation_token_response': 'expire_delegation_token_response',
+    'FetchRequest': 'fetch_request',
+    'fetch_request': 'fetch_request',
+    'FetchResponse': 'fetch_response',
+    'fetch_response': 'fetch_response',
+    'FetchSnapshotRequest': 'fetch_snapshot_request',
+    'fetch_snapshot_request': 'fetch_snapshot_request',
+    'FetchSnapshotResponse': 'fetch_snapshot_response',
+    'fetch_snapshot_response': 'fetch_snapshot_response',
+    'FindCoordinatorRequest': 'find_coordinator_request',
+    'find_coordinator_request': 'find_coordinator_request',
+    'FindCoordinatorResponse': 'find_coordinator_response',
+    'find_coordinator_response': 'find_coordinator_response',
+    'GetTelemetrySubscriptionsRequest': 'get_telemetry_subscriptions_request',
+    'get_telemetry_subscriptions_request': 'get_telemetry_subscriptions_request',
+    'GetTelemetrySubscriptionsResponse': 'get_telemetry_subscriptions_response',
+    'get_telemetry_subscriptions_response': 'get_telemetry_subscriptions_response',
+    'GroupMetadataKey': 'group_metadata_key',
+    'group_metadata_key': 'group_metadata_key',
+    'GroupMetadataValue': 'group_metadata_value',
+    'group_metadata_value': 'group_metadata_value',
+    'HeartbeatRequest': 'heartbeat_request',
+    'heartbeat_request': 'heartbeat_request',
+    'HeartbeatResponse': 'heartbeat_response',
+    'heartbeat_response': 'heartbeat_response',
+    'IncrementalAlterConfigsRequest': 'incremental_alter_configs_request',
+    'incremental_alter_configs_request': 'incremental_alter_configs_request',
+    'IncrementalAlterConfigsResponse': 'incremental_alter_configs_response',
+    'incremental_alter_configs_response': 'incremental_alter_configs_response',
+    'InitProducerIdRequest': 'init_producer_id_request',
+    'init_producer_id_request': 'init_producer_id_request',
+    'InitProducerIdResponse': 'init_producer_id_response',
+    'init_producer_id_response': 'init_producer_id_response',
+    'InitializeShareGroupStateRequest': 'initialize_share_group_state_request',
+    'initialize_share_group_state_request': 'initialize_share_group_state_request',
+    'InitializeShareGroupStateResponse': 'initialize_share_group_state_response',
+    'initialize_share_group_state_response': 'initialize_share_group_state_response',
+    'JoinGroupRequest': 'join_group_request',
+    'join_group_request': 'join_group_request',
+    'JoinGroupResponse': 'join_group_response',
+    'join_group_response': 'join_group_response',
+    'KRaftVersionRecord': 'k_raft_version_record',
+    'k_raft_version_record': 'k_raft_version_record',
+    'LeaderAndIsrRequest': 'leader_and_isr_request',
+    'leader_and_isr_request': 'leader_and_isr_request',
+    'LeaderAndIsrResponse': 'leader_and_isr_response',
+    'leader_and_isr_response': 'leader_and_isr_response',
+    'LeaderChangeMessage': 'leader_change_message',
+    'leader_change_message': 'leader_change_message',
+    'LeaveGroupRequest': 'leave_group_request',
+    'leave_group_request': 'leave_group_request',
+    'LeaveGroupResponse': 'leave_group_response',
+    'leave_group_response': 'leave_group_response',
+    'ListClientMetricsResourcesRequest': 'list_client_metrics_resources_request',
+    'list_client_metrics_resources_request': 'list_client_metrics_resources_request',
+    'ListClientMetricsResourcesResponse': 'list_client_metrics_resources_response',
+    'list_client_metrics_resources_response': 'list_client_metrics_resources_response',
+    'ListGroupsRequest': 'list_groups_request',
+    'list_groups_request': 'list_groups_request',
+    'ListGroupsResponse': 'list_groups_response',
+    'list_groups_response': 'list_groups_response',
+    'ListOffsetsRequest': 'list_offsets_request',
+    'list_offsets_request': 'list_offsets_request',
+    'ListOffsetsResponse': 'list_offsets_response',
+    'list_offsets_response': 'list_offsets_response',
+    'ListPartitionReassignmentsRequest': 'list_partition_reassignments_request',
+    'list_partition_reassignments_request': 'list_partition_reassignments_request',
+    'ListPartitionReassignmentsResponse': 'list_partition_reassignments_response',
+    'list_partition_reassignments_response': 'list_partition_reassignments_response',
+    'ListTransactionsRequest': 'list_transactions_request',
+    'list_transactions_request': 'list_transactions_request',
+    'ListTransactionsResponse': 'list_transactions_response',
+    'list_transactions_response': 'list_transactions_response',
+    'MetadataRequest': 'metadata_request',
+    'metadata_request': 'metadata_request',
+    'MetadataResponse': 'metadata_response',
+    'metadata_response': 'metadata_response',
+    'OffsetCommitKey': 'offset_commit_key',
+    'offset_commit_key': 'offset_commit_key',
+    'OffsetCommitRequest': 'offset_commit_request',
+    'offset_commit_request': 'offset_commit_request',
+    'OffsetCommitResponse': 'offset_commit_response',
+    'offset_commit_response': 'offset_commit_response',
+    'OffsetCommitValue': 'offset_commit_value',
+    'offset_commit_value': 'offset_commit_value',
+    'OffsetDeleteRequest': 'offset_delete_request',
+    'offset_delete_request': 'offset_delete_request',
+    'OffsetDeleteResponse': 'offset_delete_response',
+    'offset_delete_response': 'offset_delete_response',
+    'OffsetFetchRequest': 'offset_fetch_request',
+    'offset_fetch_request': 'offset_fetch_request',
+    'OffsetFetchResponse': 'offset_fetch_response',
+    'offset_fetch_response': 'offset_fetch_response',
+    'OffsetForLeaderEpochRequest': 'offset_for_leader_epoch_request',
+    'offset_for_leader_epoch_request': 'offset_for_leader_epoch_request',
+    'OffsetForLeaderEpochResponse': 'offset_for_leader_epoch_response',
+    'offset_for_leader_epoch_response': 'offset_for_leader_epoch_response',
+    'ProduceRequest': 'produce_request',
+    'produce_request': 'produce_request',
+    'ProduceResponse': 'produce_response',
+    'produce_response': 'produce_response',
+    'PushTelemetryRequest': 'push_telemetry_request',
+    'push_telemetry_request': 'push_telemetry_request',
+    'PushTelemetryResponse': 'push_telemetry_response',
+    'push_telemetry_response': 'push_telemetry_response',
+    'ReadShareGroupStateRequest': 'read_share_group_state_request',
+    'read_share_group_state_request': 'read_share_group_state_request',
+    'ReadShareGroupStateResponse': 'read_share_group_state_response',
+    'read_share_group_state_response': 'read_share_group_state_response',
+    'ReadShareGroupStateSummaryRequest': 'read_share_group_state_summary_request',
+    'read_share_group_state_summary_request': 'read_share_group_state_summary_request',
+    'ReadShareGroupStateSummaryResponse': 'read_share_group_state_summary_response',
+    'read_share_group_state_summary_response': 'read_share_group_state_summary_response',
+    'RemoveRaftVoterRequest': 'remove_raft_voter_request',
+    'remove_raft_voter_request': 'remove_raft_voter_request',
+    'RemoveRaftVoterResponse': 'remove_raft_voter_response',
+    'remove_raft_voter_response': 'remove_raft_voter_response',
+    'RenewDelegationTokenRequest': 'renew_delegation_token_request',
+    'renew_delegation_token_request': 'renew_delegation_token_request',
+    'RenewDelegationTokenResponse': 'renew_delegation_token_response',
+    'renew_delegation_token_response': 'renew_delegation_token_response',
+    'RequestHeader': 'request_header',
+    'request_header': 'request_header',
+    'ResponseHeader': 'response_header',
+    'response_header': 'response_header',
+    'SaslAuthenticateRequest': 'sasl_authenticate_request',
+    'sasl_authenticate_request': 'sasl_authenticate_request',
+    'SaslAuthenticateResponse': 'sasl_authenticate_response',
+    'sasl_authenticate_response': 'sasl_authenticate_response',
+    'SaslHandshakeRequest': 'sasl_handshake_request',
+    'sasl_handshake_request': 'sasl_handshake_request',
+    'SaslHandshakeResponse': 'sasl_handshake_response',
+    'sasl_handshake_response': 'sasl_handshake_response',
+    'ShareAcknowledgeRequest': 'share_acknowledge_request',
+    'share_acknowledge_request': 'share_acknowledge_request',
+    'ShareAcknowledgeResponse': 'share_acknowledge_response',
+    'share_acknowledge_response': 'share_acknowledge_response',
+    'ShareFetchRequest': 'share_fetch_request',
+    'share_fetch_request': 'share_fetch_request',
+    'ShareFetchResponse': 'share_fetch_response',
+    'share_fetch_response': 'share_fetch_response',
+    'ShareGroupCurrentMemberAssignmentKey': 'share_group_current_member_assignment_key',
+    'share_group_current_member_assignment_key': 'share_group_current_member_assignment_key',
+    'ShareGroupCurrentMemberAssignmentValue': 'share_group_current_member_assignment_value',
+    'share_group_current_member_assignment_value': 'share_group_current_member_assignment_value',
+    'ShareGroupDescribeRequest': 'share_group_describe_request',
+    'share_group_describe_request': 'share_group_describe_request',
+    'ShareGroupDescribeResponse': 'share_group_describe_response',
+    'share_group_describe_response': 'share_group_describe_response',
+    'ShareGroupHeartbeatRequest': 'share_group_heartbeat_request',
+    'share_group_heartbeat_request': 'share_group_heartbeat_request',
+    'ShareGroupHeartbeatResponse': 'share_group_heartbeat_response',
+    'share_group_heartbeat_response': 'share_group_heartbeat_response',
+    'ShareGroupMemberMetadataKey': 'share_group_member_metadata_key',
+    'share_group_member_metadata_key': 'share_group_member_metadata_key',
+    'ShareGroupMemberMetadataValue': 'share_group_member_metadata_value',
+    'share_group_member_metadata_value': 'share_group_member_metadata_value',
+    'ShareGroupMetadataKey': 'share_group_metadata_key',
+    'share_group_metadata_key': 'share_group_metadata_key',
+    'ShareGroupMetadataValue': 'share_group_metadata_value',
+    'share_group_metadata_value': 'share_group_metadata_value',
+    'ShareGroupPartitionMetadataKey': 'share_group_partition_metadata_key',
+    'share_group_partition_metadata_key': 'share_group_partition_metadata_key',
+    'ShareGroupPartitionMetadataValue': 'share_group_partition_metadata_value',
+    'share_group_partition_metadata_value': 'share_group_partition_metadata_value',
+    'ShareGroupStatePartitionMetadataKey': 'share_group_state_partition_metadata_key',
+    'share_group_state_partition_metadata_key': 'share_group_state_partition_metadata_key',
+    'ShareGroupStatePartitionMetadataValue': 'share_group_state_partition_metadata_value',
+    'share_group_state_partition_metadata_value': 'share_group_state_partition_metadata_value',
+    'ShareGroupTargetAssignmentMemberKey': 'share_group_target_assignment_member_key',
+    'share_group_target_assignment_member_key': 'share_group_target_assignment_member_key',
+    'ShareGroupTargetAssignmentMemberValue': 'share_group_target_assignment_member_value',
+    'share_group_target_assignment_member_value': 'share_group_target_assignment_member_value',
+    'ShareGroupTargetAssignmentMetadataKey': 'share_group_target_assignment_metadata_key',
+    'share_group_target_assignment_metadata_key': 'share_group_target_assignment_metadata_key',
+    'ShareGroupTargetAssignmentMetadataValue': 'share_group_target_assignment_metadata_value',
+    'share_group_target_assignment_metadata_value': 'share_group_target_assignment_metadata_value',
+    'ShareSnapshotKey': 'share_snapshot_key',
+    'share_snapshot_key': 'share_snapshot_key',
+    'ShareSnapshotValue': 'share_snapshot_value',
+    'share_snapshot_value': 'share_snapshot_value',
+    'ShareUpdateKey': 'share_update_key',
+    'share_update_key': 'share_update_key',
+    'ShareUpdateValue': 'share_update_value',
+    'share_update_value': 'share_update_value',
+    'SnapshotFooterRecord': 'snapshot_footer_record',
+    'snapshot_footer_record': 'snapshot_footer_record',
+    'SnapshotHeaderRecord': 'snapshot_header_record',
+    'snapshot_header_record': 'snapshot_header_record',
+    'StopReplicaRequest': 'stop_replica_request',
+    'stop_replica_request': 'stop_replica_request',
+    'StopReplicaResponse': 'stop_replica_response',
+    'stop_replica_response': 'stop_replica_response',
+    'SyncGroupRequest': 'sync_group_request',
+    'sync_group_request': 'sync_group_request',
+    'SyncGroupResponse': 'sync_group_response',
+    'sync_group_response': 'sync_group_response',
+    'TransactionLogKey': 'transaction_log_key',
+    'transaction_log_key': 'transaction_log_key',
+    'TransactionLogValue': 'transaction_log_value',
+    'transaction_log_value': 'transaction_log_value',
+    'TxnOffsetCommitRequest': 'txn_offset_commit_request',
+    'txn_offset_commit_request': 'txn_offset_commit_request',
+    'TxnOffsetCommitResponse': 'txn_offset_commit_response',
+    'txn_offset_commit_response': 'txn_offset_commit_response',
+    'UnregisterBrokerRequest': 'unregister_broker_request',
+    'unregister_broker_request': 'unregister_broker_request',
+    'UnregisterBrokerResponse': 'unregister_broker_response',
+    'unregister_broker_response': 'unregister_broker_response',
+    'UpdateFeaturesRequest': 'update_features_request',
+    'update_features_request': 'update_features_request',
+    'UpdateFeaturesResponse': 'update_features_response',
+    'update_features_response': 'update_features_response',
+    'UpdateMetadataRequest': 'update_metadata_request',
+    'update_metadata_request': 'update_metadata_request',
+    'UpdateMetadataResponse': 'update_metadata_response',
+    'update_metadata_response': 'update_metadata_response',
+    'UpdateRaftVoterRequest': 'update_raft_voter_request',
+    'update_raft_voter_request': 'update_raft_voter_request',
+    'UpdateRaftVoterResponse': 'update_raft_voter_response',
+    'update_raft_voter_response': 'update_raft_voter_response',
+    'VoteRequest': 'vote_request',
+    'vote_request': 'vote_request',
+    'VoteResponse': 'vote_response',
+    'vote_response': 'vote_response',
+    'VotersRecord': 'voters_record',
+    'voters_record': 'voters_record',
+    'WriteShareGroupStateRequest': 'write_share_group_state_request',
+    'write_share_group_state_request': 'write_share_group_state_request',
+    'WriteShareGroupStateResponse': 'write_share_group_state_response',
+    'write_share_group_state_response': 'write_share_group_state_response',
+    'WriteTxnMarkersRequest': 'write_txn_markers_request',
+    'write_txn_markers_request': 'write_txn_markers_request',
+    'WriteTxnMarkersResponse': 'write_txn_markers_response',
+    'write_txn_markers_response': 'write_txn_markers_response',
+    'AbortedTransaction': 'fetch_response',
+    'AcknowledgePartition': 'share_acknowledge_request',
+    'AcknowledgeTopic': 'share_acknowledge_request',
+    'AclCreation': 'create_acls_request',
+    'AclCreationResult': 'create_acls_response',
+    'AclDescription': 'describe_acls_response',
+    'AcquiredRecords': 'share_fetch_response',
+    'AddPartitionsToTxnPartitionResult': 'add_partitions_to_txn_response',
+    'AddPartitionsToTxnResult': 'add_partitions_to_txn_response',
+    'AddPartitionsToTxnTopic': 'add_partitions_to_txn_request',
+    'AddPartitionsToTxnTopicResult': 'add_partitions_to_txn_response',
+    'AddPartitionsToTxnTransaction': 'add_partitions_to_txn_request',
+    'AlterReplicaLogDir': 'alter_replica_log_dirs_request',
+    'AlterReplicaLogDirPartitionResult': 'alter_replica_log_dirs_response',
+    'AlterReplicaLogDirTopic': 'alter_replica_log_dirs_request',
+    'AlterReplicaLogDirTopicResult': 'alter_replica_log_dirs_response',
+    'AlterUserScramCredentialsResult': 'alter_user_scram_credentials_response',
+    'ApiVersion': 'api_versions_response',
+    'BatchIndexAndErrorMessage': 'produce_response',
+    'BrokerState': 'alter_partition_request',
+    'ClassicMemberMetadata': 'consumer_group_member_metadata_value',
+    'ClassicProtocol': 'consumer_group_member_metadata_value',
+    'ClientMetricsResource': 'list_client_metrics_resources_response',
+    'ComponentData': 'describe_client_quotas_request',
+    'Coordinator': 'find_coordinator_response',
+    'CreatableRenewers': 'create_delegation_token_request',
+    'CreatableReplicaAssignment': 'create_topics_request',
+    'CreatableTopic': 'create_topics_request',
+    'CreatableTopicConfig': 'create_topics_request',
+    'CreatableTopicConfigs': 'create_topics_response',
+    'CreatableTopicResult': 'create_topics_response',
+    'CreatePartitionsAssignment': 'create_partitions_request',
+    'CreatePartitionsTopic': 'create_partitions_request',
+    'CreatePartitionsTopicResult': 'create_partitions_response',
+    'CredentialInfo': 'describe_user_scram_credentials_response',
+    'CurrentLeader': 'update_raft_voter_response',
+    'DeletableGroupResult': 'delete_groups_response',
+    'DeletableTopicResult': 'delete_topics_response',
+    'DeleteAclsFilter': 'delete_acls_request',
+    'DeleteAclsFilterResult': 'delete_acls_response',
+    'DeleteAclsMatchingAcl': 'delete_acls_response',
+    'DeleteRecordsPartition': 'delete_records_request',
+    'DeleteRecordsPartitionResult': 'delete_records_response',
+    'DeleteRecordsTopic': 'delete_records_request',
+    'DeleteRecordsTopicResult': 'delete_records_response',
+    'DeleteStateData': 'delete_share_group_state_request',
+    'DeleteStateResult': 'delete_share_group_state_response',
+    'DeleteTopicState': 'delete_topics_request',
+    'DescribableLogDirTopic': 'describe_log_dirs_request',
+    'DescribeAclsResource': 'describe_acls_response',
+    'DescribeClusterBroker': 'describe_cluster_response',
+    'DescribeConfigsResource': 'describe_configs_request',
+    'DescribeConfigsResourceResult': 'describe_configs_response',
+    'DescribeConfigsResult': 'describe_configs_response',
+    'DescribeConfigsSynonym': 'describe_configs_response',
+    'DescribeDelegationTokenOwner': 'describe_delegation_token_request',
+    'DescribeLogDirsPartition': 'describe_log_dirs_response',
+    'DescribeLogDirsResult': 'describe_log_dirs_response',
+    'DescribeLogDirsTopic': 'describe_log_dirs_response',
+    'DescribeTopicPartitionsResponsePartition': 'describe_topic_partitions_response',
+    'DescribeTopicPartitionsResponseTopic': 'describe_topic_partitions_response',
+    'DescribeUserScramCredentialsResult': 'describe_user_scram_credentials_response',
+    'DescribedDelegationToken': 'describe_delegation_token_response',
+    'DescribedDelegationTokenRenewer': 'describe_delegation_token_response',
+    'DescribedGroupMember': 'describe_groups_response',
+    'Endpoint': 'voters_record',
+    'FeatureUpdateKey': 'update_features_request',
+    'FetchableTopicResponse': 'fetch_response',
+    'FinalizedFeatureKey': 'api_versions_response',
+    'InitializeStateData': 'initialize_share_group_state_request',
+    'InitializeStateResult': 'initialize_share_group_state_response',
+    'JoinGroupRequestProtocol': 'join_group_request',
+    'JoinGroupResponseMember': 'join_group_response',
+    'LeaderAndIsrLiveLeader': 'leader_and_isr_request',
+    'LeaderAndIsrPartitionError': 'leader_and_isr_response',
+    'LeaderAndIsrPartitionState': 'leader_and_isr_request',
+    'LeaderAndIsrTopicError': 'leader_and_isr_response',
+    'LeaderAndIsrTopicState': 'leader_and_isr_request',
+    'ListOffsetsPartition': 'list_offsets_request',
+    'ListOffsetsPartitionResponse': 'list_offsets_response',
+    'ListOffsetsTopic': 'list_offsets_request',
+    'ListOffsetsTopicResponse': 'list_offsets_response',
+    'ListPartitionReassignmentsTopics': 'list_partition_reassignments_request',
+    'ListedGroup': 'list_groups_response',
+    'MemberIdentity': 'leave_group_request',
+    'MemberMetadata': 'group_metadata_value',
+    'MemberResponse': 'leave_group_response',
+    'MetadataRequestTopic': 'metadata_request',
+    'MetadataResponseBroker': 'metadata_response',
+    'MetadataResponsePartition': 'metadata_response',
+    'MetadataResponseTopic': 'metadata_response',
+    'Node': 'describe_quorum_response',
+    'OffsetCommitRequestPartition': 'offset_commit_request',
+    'OffsetCommitRequestTopic': 'offset_commit_request',
+    'OffsetCommitResponsePartition': 'offset_commit_response',
+    'OffsetCommitResponseTopic': 'offset_commit_response',
+    'OffsetDeleteRequestPartition': 'offset_delete_request',
+    'OffsetDeleteRequestTopic': 'offset_delete_request',
+    'OffsetDeleteResponsePartition': 'offset_delete_response',
+    'OffsetDeleteResponseTopic': 'offset_delete_response',
+    'OffsetFetchRequestGroup': 'offset_fetch_request',
+    'OffsetFetchRequestTopic': 'offset_fetch_request',
+    'OffsetFetchRequestTopics': 'offset_fetch_request',
+    'OffsetFetchResponseGroup': 'offset_fetch_response',
+    'OffsetFetchResponsePartition': 'offset_fetch_response',
+    'OffsetFetchResponsePartitions': 'offset_fetch_response',
+    'OffsetFetchResponseTopic': 'offset_fetch_response',
+    'OffsetFetchResponseTopics': 'offset_fetch_response',
+    'OffsetForLeaderPartition': 'offset_for_leader_epoch_request',
+    'OffsetForLeaderTopic': 'offset_for_leader_epoch_request',
+    'OffsetForLeaderTopicResult': 'offset_for_leader_epoch_response',
+    'OngoingPartitionReassignment': 'list_partition_reassignments_response',
+    'OngoingTopicReassignment': 'list_partition_reassignments_response',
+    'OpData': 'alter_client_quotas_request',
+    'PartitionProduceData': 'produce_request',
+    'PartitionProduceResponse': 'produce_response',
+    'PartitionResponse': 'describe_producers_response',
+    'PartitionsSchema': 'transaction_log_value',
+    'ProducerState': 'describe_producers_response',
+    'ReadStateData': 'read_share_group_state_request',
+    'ReadStateResult': 'read_share_group_state_response',
+    'ReadStateSummaryData': 'read_share_group_state_summary_request',
+    'ReadStateSummaryResult': 'read_share_group_state_summary_response',
+    'ReassignablePartition': 'alter_partition_reassignments_request',
+    'ReassignablePartitionResponse': 'alter_partition_reassignments_response',
+    'ReassignableTopic': 'alter_partition_reassignments_request',
+    'ReassignableTopicResponse': 'alter_partition_reassignments_response',
+    'RemainingPartition': 'controlled_shutdown_response',
+    'ReplicaElectionResult': 'elect_leaders_response',
+    'ReplicaInfo': 'end_quorum_epoch_request',
+    'ScramCredentialDeletion': 'alter_user_scram_credentials_request',
+    'ScramCredentialUpsertion': 'alter_user_scram_credentials_request',
+    'ShareAcknowledgeTopicResponse': 'share_acknowledge_response',
+    'ShareFetchableTopicResponse': 'share_fetch_response',
+    'StopReplicaPartitionError': 'stop_replica_response',
+    'StopReplicaPartitionState': 'stop_replica_request',
+    'StopReplicaPartitionV0': 'stop_replica_request',
+    'StopReplicaTopicState': 'stop_replica_request',
+    'StopReplicaTopicV1': 'stop_replica_request',
+    'SupportedFeatureKey': 'api_versions_response',
+    'SyncGroupRequestAssignment': 'sync_group_request',
+    'TopicInfo': 'share_group_state_partition_metadata_value',
+    'TopicPartitionsInfo': 'share_group_state_partition_metadata_value',
+    'TopicProduceData': 'produce_request',
+    'TopicProduceResponse': 'produce_response',
+    'TopicResponse': 'describe_producers_response',
+    'TxnOffsetCommitRequestPartition': 'txn_offset_commit_request',
+    'TxnOffsetCommitRequestTopic': 'txn_offset_commit_request',
+    'TxnOffsetCommitResponsePartition': 'txn_offset_commit_response',
+    'TxnOffsetCommitResponseTopic': 'txn_offset_commit_response',
+    'UpdatableFeatureResult': 'update_features_response',
+    'UpdateMetadataBroker': 'update_metadata_request',
+    'UpdateMetadataEndpoint': 'update_metadata_request',
+    'UpdateMetadataPartitionState': 'update_metadata_request',
+    'UpdateMetadataTopicState': 'update_metadata_request',
+    'UserName': 'describe_user_scram_credentials_request',
+    'ValueData': 'describe_client_quotas_response',
+    'WritableTxnMarker': 'write_txn_markers_request',
+    'WritableTxnMarkerPartitionResult': 'write_txn_markers_response',
+    'WritableTxnMarkerResult': 'write_txn_markers_response',
+    'WritableTxnMarkerTopic': 'write_txn_markers_request',
+    'WritableTxnMarkerTopicResult': 'write_txn_markers_response',
+    'WriteStateData': 'write_share_group_state_request',
+    'WriteStateResult': 'write_share_group_state_response',
+}
+
+# api_key: (name, request, response, min version, max version, latest version unstable)
+API_TABLE: dict[int, tuple[str, str, str, int, int, bool]] = {
+    0: ('Produce', 'ProduceRequest', 'ProduceResponse', 0, 11, False),
+    1: ('Fetch', 'FetchRequest', 'FetchResponse', 0, 17, False),
+    2: ('ListOffsets', 'ListOffsetsRequest', 'ListOffsetsResponse', 0, 10, False),
+    3: ('Metadata', 'MetadataRequest', 'MetadataResponse', 0, 12, False),
+    4: ('LeaderAndIsr', 'LeaderAndIsrRequest', 'LeaderAndIsrResponse', 0, 7, False),
+    5: ('StopReplica', 'StopReplicaRequest', 'StopReplicaResponse', 0, 4, False),
+    6: ('UpdateMetadata', 'UpdateMetadataRequest', 'UpdateMetadataResponse', 0, 8, False),
+    7: ('ControlledShutdown', 'ControlledShutdownRequest', 'ControlledShutdownResponse', 0, 3, False),
+    8: ('OffsetCommit', 'OffsetCommitRequest', 'OffsetCommitResponse', 0, 9, False),
+    9: ('OffsetFetch', 'OffsetFetchRequest', 'OffsetFetchResponse', 0, 9, False),
+    10: ('FindCoordinator', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 0, 6, False),
+    11: ('JoinGroup', 'JoinGroupRequest', 'JoinGroupResponse', 0, 9, False),
+    12: ('Heartbeat', 'HeartbeatRequest', 'HeartbeatResponse', 0, 4, False),
+    13: ('LeaveGroup', 'LeaveGroupRequest', 'LeaveGroupResponse', 0, 5, False),
+    14: ('SyncGroup', 'SyncGroupRequest', 'SyncGroupResponse', 0, 5, False),
+    15: ('DescribeGroups', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 0, 5, False),
+    16: ('ListGroups', 'ListGroupsRequest', 'ListGroupsResponse', 0, 5, False),
+    17: ('SaslHandshake', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 0, 1, False),
+    18: ('ApiVersions', 'ApiVersionsRequest', 'ApiVersionsResponse', 0, 4, False),
+    19: ('CreateTopics', 'CreateTopicsRequest', 'CreateTopicsResponse', 0, 7, False),
+    20: ('DeleteTopics', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 0, 6, False),
+    21: ('DeleteRecords', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 0, 2, False),
+    22: ('InitProducerId', 'InitProducerIdRequest', 'InitProducerIdResponse', 0, 5, False),
+    23: ('OffsetForLeaderEpoch', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 0, 4, False),
+    24: ('AddPartitionsToTxn', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 0, 5, False),
+    25: ('AddOffsetsToTxn', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 0, 4, False),
+    26: ('EndTxn', 'EndTxnRequest', 'EndTxnResponse', 0, 5, True),
+    27: ('WriteTxnMarkers', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 0, 1, False),
+    28: ('TxnOffsetCommit', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 0, 4, False),
+    29: ('DescribeAcls', 'DescribeAclsRequest', 'DescribeAclsResponse', 0, 3, False),
+    30: ('CreateAcls', 'CreateAclsRequest', 'CreateAclsResponse', 0, 3, False),
+    31: ('DeleteAcls', 'DeleteAclsRequest', 'DeleteAclsResponse', 0, 3, False),
+    32: ('DescribeConfigs', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 0, 4, False),
+    33: ('AlterConfigs', 'AlterConfigsRequest', 'AlterConfigsResponse', 0, 2, False),
+    34: ('AlterReplicaLogDirs', 'AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse', 0, 2, False),
+    35: ('DescribeLogDirs', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 0, 4, False),
+    36: ('SaslAuthenticate', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 0, 2, False),
+    37: ('CreatePartitions', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 0, 3, False),
+    38: ('CreateDelegationToken', 'CreateDelegationTokenRequest', 'CreateDelegationTokenResponse', 0, 3, False),
+    39: ('RenewDelegationToken', 'RenewDelegationTokenRequest', 'RenewDelegationTokenResponse', 0, 2, False),
+    40: ('ExpireDelegationToken', 'ExpireDelegationTokenRequest', 'ExpireDelegationTokenResponse', 0, 2, False),
+    41: ('DescribeDelegationToken', 'DescribeDelegationTokenRequest', 'DescribeDelegationTokenResponse', 0, 3, False),
+    42: ('DeleteGroups', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 0, 2, False),
+    43: ('ElectLeaders', 'ElectLeadersRequest', 'ElectLeadersResponse', 0, 2, False),
+    44: ('IncrementalAlterConfigs', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 0, 1, False),
+    45: ('AlterPartitionReassignments', 'AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', 0, 0, False),
+    46: ('ListPartitionReassignments', 'ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse', 0, 0, False),
+    47: ('OffsetDelete', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 0, 0, False),
+    48: ('DescribeClientQuotas', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 0, 1, False),
+    49: ('AlterClientQuotas', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 0, 1, False),
+    50: ('DescribeUserScramCredentials', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 0, 0, False),
+    51: ('AlterUserScramCredentials', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 0, 0, False),
+    52: ('Vote', 'VoteRequest', 'VoteResponse', 0, 1, False),
+    53: ('BeginQuorumEpoch', 'BeginQuorumEpochRequest', 'BeginQuorumEpochResponse', 0, 1, False),
+    54: ('EndQuorumEpoch', 'EndQuorumEpochRequest', 'EndQuorumEpochResponse', 0, 1, False),
+    55: ('DescribeQuorum', 'DescribeQuorumRequest', 'DescribeQuorumResponse', 0, 2, False),
+    56: ('AlterPartition', 'AlterPartitionRequest', 'AlterPartitionResponse', 0, 3, False),
+    57: ('UpdateFeatures', 'UpdateFeaturesRequest', 'UpdateFeaturesResponse', 0, 2, False),
+    58: ('Envelope', 'EnvelopeRequest', 'EnvelopeResponse', 0, 0, False),
+    59: ('FetchSnapshot', 'FetchSnapshotRequest', 'FetchSnapshotResponse', 0, 1, False),
+    60: ('DescribeCluster', 'DescribeClusterRequest', 'DescribeClusterResponse', 0, 1, False),
+    61: ('DescribeProducers', 'DescribeProducersRequest', 'DescribeProducersResponse', 0, 0, False),
+    62: ('BrokerRegistration', 'BrokerRegistrationRequest', 'BrokerRegistrationResponse', 0, 4, False),
+    63: ('BrokerHeartbeat', 'BrokerHeartbeatRequest', 'BrokerHeartbeatResponse', 0, 1, False),
+    64: ('UnregisterBroker', 'UnregisterBrokerRequest', 'UnregisterBrokerResponse', 0, 0, False),
+    65: ('DescribeTransactions', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 0, 0, False),
+    66: ('ListTransactions', 'ListTransactionsRequest', 'ListTransactionsResponse', 0, 1, False),
+    67: ('AllocateProducerIds', 'AllocateProducerIdsRequest', 'AllocateProducerIdsResponse', 0, 0, False),
+    68: ('ConsumerGroupHeartbeat', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 0, 1, True),
+    69: ('ConsumerGroupDescribe', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 0, 0, False),
+    70: ('ControllerRegistration', 'ControllerRegistrationRequest', 'ControllerRegistrationResponse', 0, 0, False),
+    71: ('GetTelemetrySubscriptions', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 0, 0, False),
+    72: ('PushTelemetry', 'PushTelemetryRequest', 'PushTelemetryResponse', 0, 0, False),
+    73: ('AssignReplicasToDirs', 'AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse', 0, 0, False),
+    74: ('ListClientMetricsResources', 'ListClientMetricsResourcesRequest', 'ListClientMetricsResourcesResponse', 0, 0, False),
+    75: ('DescribeTopicPartitions', 'DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse', 0, 0, False),
+    76: ('ShareGroupHeartbeat', 'ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse', 0, 0, True),
+    77: ('ShareGroupDescribe', 'ShareGroupDescribeRequest', 'ShareGroupDescribeResponse', 0, 0, True),
+    78: ('ShareFetch', 'ShareFetchRequest', 'ShareFetchResponse', 0, 0, True),
+    79: ('ShareAcknowledge', 'ShareAcknowledgeRequest', 'ShareAcknowledgeResponse', 0, 0, True),
+    80: ('AddRaftVoter', 'AddRaftVoterRequest', 'AddRaftVoterResponse', 0, 0, False),
+    81: ('RemoveRaftVoter', 'RemoveRaftVoterRequest', 'RemoveRaftVoterResponse', 0, 0, False),
+    82: ('UpdateRaftVoter', 'UpdateRaftVoterRequest', 'UpdateRaftVoterResponse', 0, 0, False),
+    83: ('InitializeShareGroupState', 'InitializeShareGroupStateRequest', 'InitializeShareGroupStateResponse', 0, 0, True),
+    84: ('ReadShareGroupState', 'ReadShareGroupStateRequest', 'ReadShareGroupStateResponse', 0, 0, True),
+    85: ('WriteShareGroupState', 'WriteShareGroupStateRequest', 'WriteShareGroupStateResponse', 0, 0, True),
+    86: ('DeleteShareGroupState', 'DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse', 0, 0, True),
+    87: ('ReadShareGroupStateSummary', 'ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse', 0, 0, True),
 }
 
 # schemas that are not API messages: headers and data formats
-DATA: tuple[type[Struct], ...] = (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerProtocolAssignment, ConsumerProtocolSubscription, DefaultPrincipalData, GroupMetadataKey, GroupMetadataValue, KRaftVersionRecord, LeaderChangeMessage, OffsetCommitKey, OffsetCommitValue, RequestHeader, ResponseHeader, ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue, ShareGroupMetadataKey, ShareGroupMetadataValue, ShareGroupPartitionMetadataKey, ShareGroupPartitionMetadataValue, ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue, ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue, ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue, ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue, SnapshotFooterRecord, SnapshotHeaderRecord, TransactionLogKey, TransactionLogValue, VotersRecord,)
+DATA_NAMES: tuple[str, ...] = ('ConsumerGroupCurrentMemberAssignmentKey', 'ConsumerGroupCurrentMemberAssignmentValue', 'ConsumerGroupMemberMetadataKey', 'ConsumerGroupMemberMetadataValue', 'ConsumerGroupMetadataKey', 'ConsumerGroupMetadataValue', 'ConsumerGroupPartitionMetadataKey', 'ConsumerGroupPartitionMetadataValue', 'ConsumerGroupTargetAssignmentMemberKey', 'ConsumerGroupTargetAssignmentMemberValue', 'ConsumerGroupTargetAssignmentMetadataKey', 'ConsumerGroupTargetAssignmentMetadataValue', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'DefaultPrincipalData', 'GroupMetadataKey', 'GroupMetadataValue', 'KRaftVersionRecord', 'LeaderChangeMessage', 'OffsetCommitKey', 'OffsetCommitValue', 'RequestHeader', 'ResponseHeader', 'ShareGroupCurrentMemberAssignmentKey', 'ShareGroupCurrentMemberAssignmentValue', 'ShareGroupMemberMetadataKey', 'ShareGroupMemberMetadataValue', 'ShareGroupMetadataKey', 'ShareGroupMetadataValue', 'ShareGroupPartitionMetadataKey', 'ShareGroupPartitionMetadataValue', 'ShareGroupStatePartitionMetadataKey', 'ShareGroupStatePartitionMetadataValue', 'ShareGroupTargetAssignmentMemberKey', 'ShareGroupTargetAssignmentMemberValue', 'ShareGroupTargetAssignmentMetadataKey', 'ShareGroupTargetAssignmentMetadataValue', 'ShareSnapshotKey', 'ShareSnapshotValue', 'ShareUpdateKey', 'ShareUpdateValue', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'TransactionLogKey', 'TransactionLogValue', 'VotersRecord')
+
+
+def __getattr__(name: str) -> Any:
+    module = WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    loaded = importlib.import_module(f"{__name__}.{module}")
+    value = loaded if name == module else getattr(loaded, name)
+    globals()[name] = value
+    return value
 
 __all__ = [
-    'APIS',
-    'DATA',
+    'API_TABLE',
+    'DATA_NAMES',
+    'WHERE',
     'AddOffsetsToTxnRequest',
     'AddOffsetsToTxnResponse',
     'AddPartitionsToTxnRequest',
