@@ -122,8 +122,16 @@ def test_leadership_move_moves_the_partition_role(cluster: Cluster) -> None:
         # The old leader's connection lost the role when it answered NOT_LEADER_OR_FOLLOWER.
         old = [c for c in cluster.connections(client_id="mover") if c.broker == 2]
         assert all(f"{TOPIC}-2" not in c.partitions for c in old)
-        clients = [c for c in cluster.clients() if c.client_id == "mover"]
-        assert len(clients) == 1 and clients[0].fetch_rate is not None
+
+        def fetching() -> bool:
+            # a rate needs two Fetch requests on the client's open connections: the
+            # new leader may have answered only one so far
+            consumer.poll(0.05)
+            clients[:] = [c for c in cluster.clients() if c.client_id == "mover"]
+            return len(clients) == 1 and clients[0].fetch_rate is not None
+
+        clients: list[Any] = []
+        wait_for(fetching)
         assert clients[0].fetch_rate > 1  # long polls of 100 ms, continuous
         assert clients[0].fan_out.get(0, 0) >= 1
     finally:
