@@ -59,6 +59,9 @@ class IdempotenceState:
     needs_bump: bool = False
     # partitions whose error asked for the next bump: they restart from sequence 0
     resequence: set[TP] = field(default_factory=set)
+    # partitions with batches in flight when the epoch changed, until those are back
+    # (a batch of an older epoch sent later is a retry: ``retrying`` mutes it)
+    settling: set[TP] = field(default_factory=set)
 
     @property
     def has_producer_id(self) -> bool:
@@ -75,6 +78,7 @@ class IdempotenceState:
             self.next_sequence[tp] = 0
             self.sequence_owner[tp] = (producer_id, epoch)
         self.resequence.clear()
+        self.settling = {tp for tp, flying in self.in_flight.items() if flying}
         self.needs_bump = False
 
     def _stale(self, batch: ProducerBatch) -> bool:
@@ -86,9 +90,11 @@ class IdempotenceState:
         with batches of an older epoch in flight (a new batch would start the new
         epoch before they are settled)."""
         out = {tp for tp in self.retrying if self.in_flight.get(tp)}
-        for tp, flying in self.in_flight.items():
-            if flying and tp not in out and any(self._stale(b) for b in flying):
+        for tp in list(self.settling):
+            if any(self._stale(b) for b in self.in_flight.get(tp, ())):
                 out.add(tp)
+            else:
+                self.settling.discard(tp)
         return out
 
     def assign(self, batch: ProducerBatch) -> tuple[int, int, int]:
