@@ -25,6 +25,7 @@ lint: $(STAMP)
 
 test: $(STAMP) check-java lint
 	@tools/ensure_kcat.sh
+	@tools/ensure_kafkajs.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: $(STAMP) check-java
