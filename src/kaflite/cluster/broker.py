@@ -27,6 +27,7 @@ from kaflite.cluster.handlers import all_handlers
 from kaflite.cluster.log import LogConfig, LogManager
 from kaflite.cluster.network import ServerConnection, api_versions_error_body
 from kaflite.cluster.partition import Partition
+from kaflite.cluster.txn import TransactionCoordinator
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ApiVersionsResponse
 
@@ -73,6 +74,11 @@ class Broker:
         # coordinators use it to load or unload state when an internal topic's
         # leadership moves here or away.
         self.partition_hooks: list[Callable[[Partition, bool], None]] = []
+        # Called after a COMMIT/ABORT marker written through WriteTxnMarkers is
+        # replicated (the high watermark passed it) on a partition this broker
+        # leads, with (topic, partition, producer id, producer epoch, committed):
+        # the group coordinator completes transactional offset commits with it.
+        self.marker_hooks: list[Callable[[str, int, int, int, bool], None]] = []
         # Called once a broker has started, so coordinators can attach themselves.
         self.services: dict[str, Any] = {}
 
@@ -109,6 +115,7 @@ class Broker:
             info.host, info.port, info.rack = self.advertised_host, self.advertised_port, self.rack
         self.controller.register_broker(info, self)
         GroupCoordinator.attach(self)  # hooks partition changes before this broker takes any
+        TransactionCoordinator.attach(self)
         self.controller.broker_started(self.node_id)
         self._tasks.append(loop.create_task(self._maintain_isr()))
         self._tasks.append(loop.create_task(self._retention()))
@@ -137,9 +144,10 @@ class Broker:
             self.server.close()
         for conn in list(self.connections.values()):
             conn.abort()
-        coordinator = self.services.get(GroupCoordinator.SERVICE)
-        if coordinator is not None:
-            coordinator.close()
+        for service in (GroupCoordinator.SERVICE, TransactionCoordinator.SERVICE):
+            coordinator = self.services.get(service)
+            if coordinator is not None:
+                coordinator.close()
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
         self.fetchers.clear()

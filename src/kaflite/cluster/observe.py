@@ -214,7 +214,8 @@ def record_request(info: ConnectionInfo, api_key: int, version: int, request: St
             else:
                 info.groups.add(g)
     if api_key in TXN_COORDINATOR_APIS:
-        txn = getattr(request, "transactional_id", None)
+        txn = getattr(request, "transactional_id", None) \
+            or getattr(request, "v3_and_below_transactional_id", None)  # AddPartitionsToTxn
         if isinstance(txn, str) and txn:
             if top_error in NOT_COORDINATOR_CODES:
                 info.transactional_ids.discard(txn)

@@ -7,7 +7,8 @@ the leader's log end within ``replica.lag.time.max.ms`` is dropped from the
 ISR; one that reaches the high watermark again is added back (both through the
 controller, as Kafka's AlterPartition). Producers with acks=all wait here for
 the high watermark to pass their batch; consumers' long-poll Fetches wait here
-for new data.
+for new data. read_committed consumers read up to the last stable offset instead
+(open transactions hold it below the high watermark).
 
 As follower, it only appends what its replica fetcher brings and keeps the
 high watermark the leader reports (capped by its own log end).
@@ -67,6 +68,17 @@ class Partition:
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the high watermark, held down by the oldest transaction that
+        is open, or closed by a marker the high watermark has not passed yet.
+
+        read_committed consumers read up to here. It only moves up when the high
+        watermark does (a marker counts once replicated), so the fetchers woken
+        by a high watermark change are the ones an LSO change must wake too.
+        """
+        return self.log.last_stable_offset(self.high_watermark)
 
     # -- role changes ------------------------------------------------------------
     def apply(self, state: PartitionState) -> tuple[bool, bool]:

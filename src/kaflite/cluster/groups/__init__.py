@@ -9,7 +9,12 @@ Kafka's tools, and any reader of that topic, see the real groups and offsets.
 
 from kaflite.cluster.groups._classic import ClassicGroupManager, RequestContext
 from kaflite.cluster.groups._config import GroupConfig
-from kaflite.cluster.groups._coordinator import GROUP_KEY, TRANSACTION_KEY, GroupCoordinator
+from kaflite.cluster.groups._coordinator import (
+    GROUP_KEY,
+    TRANSACTION_KEY,
+    TXN_TOPIC,
+    GroupCoordinator,
+)
 from kaflite.cluster.groups._group import ClassicGroup, ClassicMember, GroupState
 from kaflite.cluster.groups._records import OffsetAndMetadata
 from kaflite.cluster.groups._shard import OFFSETS_TOPIC, CoordinatorShard
@@ -18,6 +23,7 @@ __all__ = [
     "GROUP_KEY",
     "OFFSETS_TOPIC",
     "TRANSACTION_KEY",
+    "TXN_TOPIC",
     "ClassicGroup",
     "ClassicGroupManager",
     "ClassicMember",

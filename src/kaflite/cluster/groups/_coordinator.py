@@ -58,6 +58,7 @@ class GroupCoordinator:
         self._expiry: asyncio.Task[None] | None = self._loop.create_task(self._expire_offsets())
         self.closed = False
         broker.partition_hooks.append(self._on_partition_change)
+        broker.marker_hooks.append(self._on_marker)
         broker.services[self.SERVICE] = self
 
     @classmethod
@@ -75,6 +76,15 @@ class GroupCoordinator:
             self._expiry = None
         with contextlib.suppress(ValueError):
             self.broker.partition_hooks.remove(self._on_partition_change)
+        with contextlib.suppress(ValueError):
+            self.broker.marker_hooks.remove(self._on_marker)
+
+    def _on_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
+                   committed: bool) -> None:
+        """A transaction ended on an offsets partition: its offsets apply, or are dropped."""
+        shard = self.shards.get(index)
+        if topic == OFFSETS_TOPIC and shard is not None and shard.active:
+            shard.txn_offsets.complete(producer_id, committed)
 
     # -- leadership ---------------------------------------------------------------------------
     def _on_partition_change(self, p: Partition, was_leader: bool) -> None:
@@ -91,7 +101,7 @@ class GroupCoordinator:
             self._unload(p.index)
 
     def _load(self, p: Partition) -> None:
-        writer = PartitionWriter(self.broker, p.index, p.leader_epoch,
+        writer = PartitionWriter(self.broker, OFFSETS_TOPIC, p.index, p.leader_epoch,
                                  self.config.commit_timeout_ms)
         shard = CoordinatorShard(p.index, p.leader_epoch, writer, LoopTimer(self._loop),
                                  self.config, self._topic_exists)

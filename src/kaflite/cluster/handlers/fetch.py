@@ -6,6 +6,13 @@ the log end and report their position by the offset they ask for, which is how
 the leader learns their progress, advances the high watermark and grows the
 ISR.
 
+A read_committed consumer also gets the aborted transactions overlapping what
+it was sent, from the log's aborted-transaction index: (producer id, first
+offset) of each one whose ABORT marker is at or after the fetch offset and
+whose first offset is below the offset following the last batch returned
+(Kafka's ``collectAbortedTxns``; the consumer drops those producers' batches
+up to their ABORT marker).
+
 The records go out exactly as they lie in the log: the bytes read from the
 segment file are handed to the response encoder, which keeps them as a
 separate chunk and never copies them into the frame.
@@ -65,15 +72,16 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
             raise errors.UnknownTopicIdError(str(sp.topic_id))
         p = broker.leader_partition(topic, index, sp.current_leader_epoch)
         offset = sp.fetch_offset
+        if replica_id >= 0 and p.update_follower(replica_id, offset):
+            broker.alter_isr(p, [*p.isr, replica_id])
+        lso = p.last_stable_offset
         if replica_id >= 0:
-            if p.update_follower(replica_id, offset):
-                broker.alter_isr(p, [*p.isr, replica_id])
             max_offset = p.log_end_offset
         else:
             conn.info.partitions.add((topic, index))
-            max_offset = p.high_watermark  # the LSO equals the HW until transactions exist
+            max_offset = lso if isolation == READ_COMMITTED else p.high_watermark
         out.high_watermark = p.high_watermark
-        out.last_stable_offset = p.high_watermark
+        out.last_stable_offset = lso
         out.log_start_offset = p.log_start_offset
         last_epoch = sp.last_fetched_epoch
         if last_epoch >= 0:
@@ -89,6 +97,10 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
             limit = min(sp.partition_max_bytes, budget)
             result = p.log.read(offset, limit, max_offset=max_offset, min_one_batch=first)
             out.records = result.records
+            if out.aborted_transactions is not None and result.records and replica_id < 0:
+                out.aborted_transactions = [
+                    fr.AbortedTransaction(t.producer_id, t.first_offset)
+                    for t in p.log.collect_aborted_txns(offset, result.next_offset)]
         else:
             out.records = b""
     except errors.KafkaError as exc:

@@ -1,11 +1,12 @@
-"""Committed offsets: OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47).
+"""Committed offsets: OffsetCommit (8), OffsetFetch (9), OffsetDelete (47) and
+TxnOffsetCommit (28).
 
 OffsetCommit answers once the offsets are committed in ``__consumer_offsets``
 (replicated to the ISR). OffsetFetch reads the coordinator's committed view:
 v1 reports coordinator errors per partition, v2-v7 at the top, and v8+ (KIP-709)
-per group, for a batch of groups. ``require_stable`` (KIP-447) waits for
-pending transactional commits; with no transactional commits yet, every
-offset is stable.
+per group, for a batch of groups. ``require_stable`` (KIP-447): a partition
+with a transactional commit still pending is answered UNSTABLE_OFFSET_COMMIT,
+and the client asks again.
 
 Versions follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-v1, OffsetFetch v0).
 """
@@ -26,10 +27,13 @@ from kaflite.protocol.messages import (
     OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from kaflite.protocol.messages import offset_commit_response as ocr
 from kaflite.protocol.messages import offset_delete_response as odr
 from kaflite.protocol.messages import offset_fetch_response as ofr
+from kaflite.protocol.messages import txn_offset_commit_response as tcr
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 NONE = 0
+UNSTABLE = errors.UnstableOffsetCommitError.code
 Wanted = list[tuple[str, list[int]]] | None
 
 
@@ -72,16 +77,18 @@ def _partition(index: int, om: OffsetAndMetadata | None,
                                              metadata=om.metadata, error_code=code)
 
 
-def _fetch_group(broker: Broker, conn: ServerConnection, group_id: str,
-                 wanted: Wanted) -> tuple[int, list[ofr.OffsetFetchResponseTopics]]:
+def _fetch_group(broker: Broker, conn: ServerConnection, group_id: str, wanted: Wanted,
+                 require_stable: bool = False) -> tuple[int, list[ofr.OffsetFetchResponseTopics]]:
     """One group's offsets, or its coordinator error (with no topics)."""
     try:
         shard = shard_for(broker, conn, group_id)
     except errors.KafkaError as exc:
         return exc.code, []
     found = shard.offset_manager.fetch(group_id, wanted)
-    return NONE, [ofr.OffsetFetchResponseTopics(name, [_partition(p, om) for p, om in parts])
-                  for name, parts in found]
+    unstable = shard.txn_offsets.unstable if require_stable else lambda g, tp: False
+    return NONE, [ofr.OffsetFetchResponseTopics(name, [
+        _partition(p, None, UNSTABLE) if unstable(group_id, (name, p)) else _partition(p, om)
+        for p, om in parts]) for name, parts in found]
 
 
 async def handle_offset_fetch(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -92,13 +99,14 @@ async def handle_offset_fetch(broker: Broker, conn: ServerConnection, header: Re
         for g in req.groups:
             wanted: Wanted = None if g.topics is None else \
                 [(t.name, list(t.partition_indexes)) for t in g.topics]
-            code, topics = _fetch_group(broker, conn, g.group_id, wanted)
+            code, topics = _fetch_group(broker, conn, g.group_id, wanted, req.require_stable)
             groups.append(ofr.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics,
                                                        error_code=code))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     wanted = None if req.topics is None else \
         [(t.name, list(t.partition_indexes)) for t in req.topics]
-    code, found = _fetch_group(broker, conn, req.group_id, wanted)
+    code, found = _fetch_group(broker, conn, req.group_id, wanted,
+                               version >= 7 and req.require_stable)
     if code and version < 2:
         # v1 has no top-level error: every requested partition carries it.
         found = [ofr.OffsetFetchResponseTopics(name, [_partition(p, None, code) for p in parts])
@@ -129,8 +137,29 @@ async def handle_offset_delete(broker: Broker, conn: ServerConnection, header: R
         for name, parts in wanted])
 
 
+async def handle_txn_offset_commit(broker: Broker, conn: ServerConnection,
+                                   header: RequestHeader,
+                                   req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    code = NONE
+    results: dict[tuple[str, int], int] = {}
+    try:
+        shard = shard_for(broker, conn, req.group_id)
+    except errors.KafkaError as exc:
+        code = exc.code
+    else:
+        results = await shard.txn_offsets.commit(req)
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        tcr.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            tcr.TxnOffsetCommitResponsePartition(
+                partition_index=p.partition_index,
+                error_code=code or results.get((t.name, p.partition_index), NONE))
+            for p in t.partitions])
+        for t in req.topics])
+
+
 HANDLERS = [
     Handler(8, 2, 9, handle_offset_commit),
     Handler(9, 1, 9, handle_offset_fetch),
     Handler(47, 0, 0, handle_offset_delete),
+    Handler(28, 0, 4, handle_txn_offset_commit),
 ]

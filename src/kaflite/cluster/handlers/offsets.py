@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers._util import error_code_of
+from kaflite.cluster.handlers.txn import init_transactional
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
@@ -46,19 +47,22 @@ async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: Re
                 ts = lp.timestamp
                 if header.request_api_version >= 4:
                     res.leader_epoch = p.leader_epoch
+                # Kafka: read_committed sees offsets below the last stable offset only.
+                fetchable = (p.last_stable_offset if req.isolation_level == READ_COMMITTED
+                             else p.high_watermark)
                 if ts == LATEST:
-                    res.offset = p.high_watermark
+                    res.offset = fetchable
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     res.offset = p.log_start_offset
                 elif ts == EARLIEST_PENDING_UPLOAD:
                     res.offset = -1
                 elif ts == MAX_TIMESTAMP:
                     found = p.log.max_timestamp()
-                    if found is not None and found[0] < p.high_watermark:
+                    if found is not None and found[0] < fetchable:
                         res.offset, res.timestamp = found
                 else:
                     found = p.log.offset_for_timestamp(ts)
-                    if found is not None and found[0] < p.high_watermark:
+                    if found is not None and found[0] < fetchable:
                         res.offset, res.timestamp = found
                 if header.request_api_version == 0:
                     res.old_style_offsets = [res.offset] if res.offset >= 0 else []
@@ -116,9 +120,7 @@ async def handle_delete_records(broker: Broker, conn: ServerConnection, header: 
 async def handle_init_producer_id(broker: Broker, conn: ServerConnection, header: RequestHeader,
                                   req: InitProducerIdRequest) -> InitProducerIdResponse:
     if req.transactional_id is not None:
-        # The transaction coordinator arrives with the transactions work.
-        return InitProducerIdResponse(error_code=errors.CoordinatorNotAvailableError.code,
-                                      producer_id=-1, producer_epoch=-1)
+        return await init_transactional(broker, conn, req)
     controller = broker.controller
     if req.producer_id >= 0 and req.producer_epoch >= 0:
         # KIP-360: an idempotent producer bumps its epoch after an unknown-producer error.

@@ -21,7 +21,7 @@ records are all older than ``min.compaction.lag.ms``.
    of a producer still known to the producer state: its header stays, with no
    records, so the producer's sequence survives a restart (Kafka does the same).
 5. Control batches and transactional data batches are copied as they are
-   (there is no aborted-transaction index to drop aborted data with).
+   (aborted data is not dropped; the ``.txnindex`` files are left untouched).
 
 Records without a key cannot be compacted and are removed, as Kafka's cleaner
 does. Each segment is rewritten on its own (Kafka also merges small segments;

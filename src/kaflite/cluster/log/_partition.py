@@ -19,7 +19,8 @@ A leader append (``append_as_leader``) is, in order:
    segment is older than ``segment.ms`` (a producer snapshot is taken then);
 5. record the leader epoch if this is the epoch's first batch, write the bytes
    with one ``os.write`` (no fsync unless ``flush.messages`` says so), index
-   them in memory, and update the producer state.
+   them in memory, and update the producer state (a marker closing an aborted
+   transaction also adds an entry to the aborted-transaction index, ``_txn_index``).
 
 A read is a binary search over segments, one over the offset index, a short
 header walk and one ``os.pread``; the bytes returned are the bytes on disk.
@@ -51,6 +52,7 @@ from kaflite.cluster.log._producer_state import ProducerStateManager, last_seque
 from kaflite.cluster.log._recovery import load_segments
 from kaflite.cluster.log._retention import cleanable_count, retention_breaches
 from kaflite.cluster.log._segment import BatchInfo
+from kaflite.cluster.log._txn_index import AbortedTxn, TransactionIndex
 from kaflite.cluster.log._types import (
     AppendOrigin,
     AppendResult,
@@ -98,6 +100,7 @@ class PartitionLog:
         self._config = config
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateManager(directory)
+        self.txn_index = TransactionIndex(directory)
         self._log_start_offset = 0
         self._recovery_point = 0
         self._unflushed_messages = 0
@@ -144,6 +147,7 @@ class PartitionLog:
         )
         start = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT) or 0
         local.replace(segments or [local.new_segment(start, now)])
+        self.txn_index.load(local.bases, local.log_end_offset)
         self._log_start_offset = max(start, local.segments[0].base_offset)
         if self._log_start_offset > self.log_end_offset:
             self.truncate_fully_and_start_at(self._log_start_offset)
@@ -206,6 +210,14 @@ class PartitionLog:
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction (the last stable offset bound)."""
         return self.producers.first_unstable_offset()
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO given the partition's high watermark (read_committed reads stop there)."""
+        return self.producers.last_stable_offset(min(high_watermark, self.log_end_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` (Fetch)."""
+        return self.txn_index.collect(fetch_offset, upper_bound_offset)
 
     # -- leader epochs ----------------------------------------------------------------------------
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
@@ -275,7 +287,8 @@ class PartitionLog:
                 now if log_append else batch.max_timestamp, batch.producer_id,
                 batch.producer_epoch, batch.base_sequence, batch.record_count,
             )
-            self.producers.update(info, memoryview(buffer)[pos : pos + size])
+            self._update_producers(info, memoryview(buffer)[pos : pos + size],
+                                   self._local.active.base_offset)
             offset, pos, count = info.last_offset + 1, pos + size, count + batch.record_count
         self._after_append(count)
         return AppendResult(
@@ -346,13 +359,20 @@ class PartitionLog:
             self._write(view[at : at + size], run[0].base_offset, run[-1].last_offset,
                         max(i.max_timestamp for i in run), now)
             for info in run:
-                self.producers.update(info, view[info.position : info.position + info.size])
+                self._update_producers(info, view[info.position : info.position + info.size],
+                                       self._local.active.base_offset)
             start = end
         count = sum(i.record_count for i in infos)
         self._after_append(count)
         return AppendResult(
             infos[0].base_offset, infos[-1].last_offset, -1, self._log_start_offset, False, count
         )
+
+    def _update_producers(
+        self, info: BatchInfo, batch: memoryview | bytes | None, segment_base: int
+    ) -> None:
+        # A marker that closes an aborted transaction adds an aborted-transaction entry.
+        self.txn_index.on_completed(self.producers.update(info, batch), self.producers, segment_base)
 
     def _write(
         self, data: bytes | bytearray | memoryview, first_offset: int, last_offset: int,
@@ -459,6 +479,7 @@ class PartitionLog:
         self.epochs.clear()
         self.producers.delete_all_snapshots()
         self.producers.reset(offset)
+        self.txn_index.clear()
         self._recovery_point = offset
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, offset)
         self._cleaned_through = -1
@@ -470,9 +491,11 @@ class PartitionLog:
         if loaded is None:
             loaded = self._local.segments[0].base_offset
             self.producers.reset(loaded)
+        # Markers from ``loaded`` on are replayed: their index entries are recomputed.
+        self.txn_index.truncate_to(loaded, self._local.bases)
         for segment, info in self._local.iter_from(loaded):
             batch = segment.pread(info.size, info.position) if info.is_control else None
-            self.producers.update(info, batch)
+            self._update_producers(info, batch, segment.base_offset)
         self.producers.map_end_offset = leo
 
     # -- deletion -----------------------------------------------------------------------------------
@@ -533,6 +556,7 @@ class PartitionLog:
         first = self._local.segments[0].base_offset
         self._set_log_start(first)
         self.producers.delete_snapshots_before(first)
+        self.txn_index.drop_before(self._local.bases)
         return deleted
 
     def compact(self, now_ms: int | None = None) -> CleanerStats:
@@ -587,6 +611,7 @@ class PartitionLog:
         """fsync every segment past the recovery point, then checkpoint the new point."""
         self._check_open()
         self._local.flush_from(self._recovery_point)
+        self.txn_index.flush()
         self._unflushed_messages = 0
         leo = self.log_end_offset
         if leo != self._recovery_point:

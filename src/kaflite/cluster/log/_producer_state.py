@@ -38,8 +38,12 @@ five, so a retry after a broker restart is still recognised):
                            | lastOffset int64 | timestamp int64)
 
 Transactions are tracked as far as the last stable offset needs: the first
-offset of each open transaction, closed by a COMMIT or ABORT marker. There is
-no aborted-transaction index yet.
+offset of each open transaction, closed by a COMMIT or ABORT marker. As in
+Kafka, a closed transaction keeps holding the last stable offset down until
+the high watermark passes its marker (``unreplicatedTxns``), so a consumer
+never reads a transaction whose outcome a leader change could still lose.
+``update`` reports each transaction a marker closes, with which the log
+feeds its aborted-transaction index (``_txn_index``).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import crc32c
 
@@ -59,7 +64,13 @@ from kaflite.protocol import errors
 from kaflite.protocol.errors import RemoteProtocolError
 from kaflite.protocol.records import RecordBatch, read_end_txn_marker
 
-__all__ = ["NUM_BATCHES_TO_RETAIN", "BatchMetadata", "ProducerStateEntry", "ProducerStateManager"]
+__all__ = [
+    "NUM_BATCHES_TO_RETAIN",
+    "BatchMetadata",
+    "CompletedTxn",
+    "ProducerStateEntry",
+    "ProducerStateManager",
+]
 
 NUM_BATCHES_TO_RETAIN = 5
 _INT32_MAX = (1 << 31) - 1
@@ -81,6 +92,15 @@ def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
+
+
+class CompletedTxn(NamedTuple):
+    """A non-empty transaction closed by a marker (Kafka's ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
 
 
 @dataclass(slots=True)
@@ -136,6 +156,9 @@ class ProducerStateManager:
         # State reflects every batch below this offset.
         self.map_end_offset = 0
         self._open_txns: dict[int, int] = {}  # producer id -> first offset of its open txn
+        # Closed transactions whose marker the high watermark has not passed yet:
+        # (marker offset, first offset), in marker order.
+        self._unreplicated: list[tuple[int, int]] = []
 
     # -- checks on the leader --------------------------------------------------------------
     def check(
@@ -193,15 +216,21 @@ class ProducerStateManager:
             )
 
     # -- updates -----------------------------------------------------------------------------
-    def update(self, info: BatchInfo, batch: memoryview | bytes | None = None) -> None:
-        """Apply one batch now in the log (leader, follower and recovery alike)."""
+    def update(
+        self, info: BatchInfo, batch: memoryview | bytes | None = None
+    ) -> CompletedTxn | None:
+        """Apply one batch now in the log (leader, follower and recovery alike).
+
+        Returns the transaction a COMMIT/ABORT marker closed, if it had any data.
+        """
         pid = info.producer_id
+        completed = None
         if pid >= 0:
             entry = self.producers.get(pid)
             if entry is None:
                 entry = self.producers[pid] = ProducerStateEntry(pid)
             if info.is_control:
-                self._apply_control(entry, info, batch)
+                completed = self._apply_control(entry, info, batch)
             else:
                 delta = info.last_offset - info.base_offset
                 meta = BatchMetadata(
@@ -216,25 +245,56 @@ class ProducerStateManager:
                     entry.current_txn_first_offset = info.base_offset
                     self._open_txns[pid] = info.base_offset
         self.map_end_offset = max(self.map_end_offset, info.last_offset + 1)
+        return completed
 
     def _apply_control(
         self, entry: ProducerStateEntry, info: BatchInfo, batch: memoryview | bytes | None
-    ) -> None:
+    ) -> CompletedTxn | None:
         if batch is None:
-            return
+            return None
         try:
             marker = read_end_txn_marker(RecordBatch.from_buffer(batch))
         except RemoteProtocolError:
-            return  # not a transaction marker (or an emptied control batch)
+            return None  # not a transaction marker (or an emptied control batch)
+        first = entry.current_txn_first_offset
         entry.update_epoch(info.producer_epoch)
         entry.coordinator_epoch = marker.coordinator_epoch
         entry.current_txn_first_offset = -1
         entry.last_timestamp = info.max_timestamp
         self._open_txns.pop(entry.producer_id, None)
+        if first < 0:
+            return None  # Kafka: a marker for an empty transaction completes nothing
+        self._unreplicated.append((info.last_offset, first))
+        return CompletedTxn(entry.producer_id, first, info.last_offset, not marker.is_commit)
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction (bounds the last stable offset)."""
         return min(self._open_txns.values()) if self._open_txns else None
+
+    def stable_offset_after(self, completed: CompletedTxn) -> int:
+        """Kafka's ``lastStableOffset(completedTxn)``, stored in the aborted-txn index.
+
+        Called once ``completed`` is closed: the oldest transaction still open,
+        else the offset right after the marker.
+        """
+        first = self.first_unstable_offset()
+        return completed.last_offset + 1 if first is None else first
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The partition's LSO: the high watermark, held down by open transactions
+        and by closed ones whose marker is not replicated yet (below the watermark)."""
+        unreplicated = self._unreplicated
+        if unreplicated and unreplicated[0][0] < high_watermark:
+            drop = 0
+            while drop < len(unreplicated) and unreplicated[drop][0] < high_watermark:
+                drop += 1
+            del unreplicated[:drop]
+        lso = high_watermark
+        if self._open_txns:
+            lso = min(lso, min(self._open_txns.values()))
+        for _, first in unreplicated:
+            lso = min(lso, first)
+        return lso
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for ``producer.id.expiration.ms`` (no open transaction)."""
@@ -257,6 +317,7 @@ class ProducerStateManager:
     def reset(self, map_end_offset: int) -> None:
         self.producers.clear()
         self._open_txns.clear()
+        self._unreplicated.clear()
         self.map_end_offset = map_end_offset
 
     # -- snapshots ----------------------------------------------------------------------------
@@ -337,6 +398,8 @@ class ProducerStateManager:
                 for pid, e in producers.items()
                 if e.current_txn_first_offset >= 0
             }
+            # Closed before the snapshot and still unreplicated: the replay will not see them.
+            self._unreplicated = [u for u in self._unreplicated if u[0] < offset]
             self.map_end_offset = offset
             return offset
         return None

@@ -1,0 +1,193 @@
+"""Transactions, the coordinator's side: AddPartitionsToTxn (24), AddOffsetsToTxn (25),
+EndTxn (26), DescribeTransactions (65) and ListTransactions (66).
+
+InitProducerId for a transactional id is answered here too (``init_transactional``),
+called from the InitProducerId handler. Versions are those of transaction
+version 1: AddPartitionsToTxn v0-v3 (v4+ is the brokers' batched verification,
+KIP-890) and EndTxn v0-v4 (v5 belongs to transaction version 2).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.groups import OFFSETS_TOPIC, GroupCoordinator
+from kaflite.cluster.handlers._base import Handler
+from kaflite.cluster.txn import TransactionCoordinator, TxnShard, TxnState
+from kaflite.protocol import errors
+from kaflite.protocol.headers import RequestHeader
+from kaflite.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
+from kaflite.protocol.messages import add_partitions_to_txn_response as apr
+from kaflite.protocol.messages import describe_transactions_response as dtr
+from kaflite.protocol.messages import list_transactions_response as ltr
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.network import ServerConnection
+
+__all__ = ["HANDLERS", "init_transactional"]
+
+
+def _coordinator(broker: Broker) -> TransactionCoordinator:
+    coordinator = broker.services.get(TransactionCoordinator.SERVICE)
+    if coordinator is None:
+        raise errors.NotCoordinatorError("no transaction coordinator on this broker")
+    assert isinstance(coordinator, TransactionCoordinator)
+    return coordinator
+
+
+def _shard(broker: Broker, tid: str) -> TxnShard:
+    if not tid:
+        raise errors.InvalidRequestError("the transactional id must not be empty")
+    return _coordinator(broker).shard_for(tid)
+
+
+async def init_transactional(broker: Broker, conn: ServerConnection,
+                             req: InitProducerIdRequest) -> InitProducerIdResponse:
+    tid = req.transactional_id or ""
+    try:
+        shard = _shard(broker, tid)
+        limit = _coordinator(broker).config.max_timeout_ms
+        if not 0 < req.transaction_timeout_ms <= limit:
+            raise errors.InvalidTransactionTimeoutError(
+                f"transaction.timeout.ms {req.transaction_timeout_ms} is not in (0, {limit}]")
+    except errors.KafkaError as exc:
+        return InitProducerIdResponse(error_code=exc.code, producer_id=-1, producer_epoch=-1)
+    code, pid, epoch = await shard.init_producer_id(tid, req.transaction_timeout_ms,
+                                                    req.producer_id, req.producer_epoch)
+    return InitProducerIdResponse(error_code=code, producer_id=pid, producer_epoch=epoch)
+
+
+def _known(broker: Broker, topic: str, index: int) -> bool:
+    t = broker.controller.topics.get(topic)
+    return t is not None and 0 <= index < len(t.partitions)
+
+
+async def handle_add_partitions(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                                req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    unknown = {tp for tp in wanted if not _known(broker, *tp)}
+    codes: dict[tuple[str, int], int]
+    if unknown:
+        codes = {tp: errors.UnknownTopicOrPartitionError.code if tp in unknown
+                 else errors.OperationNotAttemptedError.code for tp in wanted}
+    else:
+        try:
+            shard = _shard(broker, req.v3_and_below_transactional_id)
+        except errors.KafkaError as exc:
+            code = exc.code
+        else:
+            code = await shard.add_partitions(req.v3_and_below_transactional_id,
+                                              req.v3_and_below_producer_id,
+                                              req.v3_and_below_producer_epoch, set(wanted))
+        codes = dict.fromkeys(wanted, code)
+    results: dict[str, list[apr.AddPartitionsToTxnPartitionResult]] = {}
+    for (topic, index), code in codes.items():
+        results.setdefault(topic, []).append(apr.AddPartitionsToTxnPartitionResult(
+            partition_index=index, partition_error_code=code))
+    return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=[
+        apr.AddPartitionsToTxnTopicResult(name=t, results_by_partition=r)
+        for t, r in results.items()])
+
+
+async def handle_add_offsets(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                             req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    try:
+        shard = _shard(broker, req.transactional_id)
+        groups = broker.services.get(GroupCoordinator.SERVICE)
+        if groups is None:
+            raise errors.CoordinatorNotAvailableError("no group coordinator")
+        tp = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
+        if not _known(broker, *tp):
+            raise errors.CoordinatorNotAvailableError(f"{OFFSETS_TOPIC} does not exist yet")
+    except errors.KafkaError as exc:
+        return AddOffsetsToTxnResponse(error_code=exc.code)
+    code = await shard.add_partitions(req.transactional_id, req.producer_id,
+                                      req.producer_epoch, {tp})
+    return AddOffsetsToTxnResponse(error_code=code)
+
+
+async def handle_end_txn(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                         req: EndTxnRequest) -> EndTxnResponse:
+    try:
+        shard = _shard(broker, req.transactional_id)
+    except errors.KafkaError as exc:
+        return EndTxnResponse(error_code=exc.code)
+    code = await shard.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                               req.committed)
+    return EndTxnResponse(error_code=code)
+
+
+def _describe_one(broker: Broker, tid: str) -> dtr.TransactionState:
+    try:
+        shard = _coordinator(broker).shard_for(tid)
+        meta = shard.txns.get(tid)
+        if meta is None:
+            raise errors.TransactionalIdNotFoundError(tid)
+    except errors.KafkaError as exc:
+        return dtr.TransactionState(error_code=exc.code, transactional_id=tid,
+                                    transaction_state="", producer_id=-1, producer_epoch=-1)
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in sorted(meta.partitions):
+        by_topic.setdefault(topic, []).append(index)
+    return dtr.TransactionState(
+        transactional_id=tid, transaction_state=meta.state.display,
+        transaction_timeout_ms=meta.timeout_ms, transaction_start_time_ms=meta.start_ms,
+        producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+        topics=[dtr.TopicData(topic=t, partitions=ids) for t, ids in by_topic.items()])
+
+
+async def handle_describe_transactions(broker: Broker, conn: ServerConnection,
+                                       header: RequestHeader, req: DescribeTransactionsRequest
+                                       ) -> DescribeTransactionsResponse:
+    return DescribeTransactionsResponse(
+        transaction_states=[_describe_one(broker, tid) for tid in req.transactional_ids])
+
+
+async def handle_list_transactions(broker: Broker, conn: ServerConnection,
+                                   header: RequestHeader, req: ListTransactionsRequest
+                                   ) -> ListTransactionsResponse:
+    states = {s: TxnState.from_display(s) for s in req.state_filters}
+    unknown = [s for s, state in states.items() if state is None]
+    wanted = {state for state in states.values() if state is not None}
+    try:
+        metas = _coordinator(broker).all_transactions()
+    except errors.KafkaError as exc:
+        return ListTransactionsResponse(error_code=exc.code, unknown_state_filters=unknown)
+    now = int(time.time() * 1000)
+    out = []
+    for m in metas:
+        if req.state_filters and m.state not in wanted:
+            continue
+        if req.producer_id_filters and m.producer_id not in req.producer_id_filters:
+            continue
+        if req.duration_filter >= 0 and (m.state is not TxnState.ONGOING
+                                         or now - m.start_ms < req.duration_filter):
+            continue
+        out.append(ltr.TransactionState(transactional_id=m.transactional_id,
+                                        producer_id=m.producer_id,
+                                        transaction_state=m.state.display))
+    return ListTransactionsResponse(unknown_state_filters=unknown, transaction_states=out)
+
+
+HANDLERS = [
+    Handler(24, 0, 3, handle_add_partitions),
+    Handler(25, 0, 4, handle_add_offsets),
+    Handler(26, 0, 4, handle_end_txn),
+    Handler(65, 0, 0, handle_describe_transactions),
+    Handler(66, 0, 1, handle_list_transactions),
+]

@@ -1,0 +1,16 @@
+"""The transaction coordinator: transactional ids, their producer epochs and their outcomes.
+
+``TransactionCoordinator.attach(broker)`` hangs a coordinator on a broker
+(``broker.services["txn"]``); the handlers in ``cluster/handlers/txn.py`` call
+into it. State lives in ``__transaction_state`` in Kafka's record format
+(``_records``); the partitions a transaction touched learn its outcome from
+the COMMIT/ABORT markers the coordinator sends them (``_markers``).
+"""
+
+from kaflite.cluster.txn._config import TxnConfig
+from kaflite.cluster.txn._coordinator import TransactionCoordinator
+from kaflite.cluster.txn._metadata import TxnMetadata
+from kaflite.cluster.txn._records import TxnState
+from kaflite.cluster.txn._shard import TxnShard
+
+__all__ = ["TransactionCoordinator", "TxnConfig", "TxnMetadata", "TxnShard", "TxnState"]

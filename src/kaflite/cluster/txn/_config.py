@@ -1,0 +1,39 @@
+"""The transaction coordinator's broker settings, with Kafka 4.0's names and defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["TXN_DEFAULTS", "TxnConfig"]
+
+TXN_DEFAULTS: dict[str, str] = {
+    "transaction.max.timeout.ms": "900000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.state.log.load.buffer.size": "5242880",
+    "transaction.state.log.num.partitions": "50",
+}
+
+# How long a write to __transaction_state may wait for the in-sync replicas.
+WRITE_TIMEOUT_MS = 5000
+
+
+@dataclass(frozen=True)
+class TxnConfig:
+    max_timeout_ms: int = 900000
+    abort_interval_ms: int = 10000
+    load_buffer_size: int = 5242880
+    partitions: int = 50
+    write_timeout_ms: int = WRITE_TIMEOUT_MS
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, str]) -> TxnConfig:
+        def get(name: str) -> int:
+            return int(props.get(name, TXN_DEFAULTS[name]))
+
+        return cls(
+            max_timeout_ms=get("transaction.max.timeout.ms"),
+            abort_interval_ms=get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            load_buffer_size=get("transaction.state.log.load.buffer.size"),
+            partitions=get("transaction.state.log.num.partitions"),
+        )

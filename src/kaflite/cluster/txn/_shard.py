@@ -1,0 +1,266 @@
+"""One ``__transaction_state`` partition's transactional ids, and what clients ask of them.
+
+A shard lives while this broker leads its partition at one leader epoch (the
+coordinator epoch written into every marker it sends). It replays the log,
+then answers InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
+with Kafka's checks, in Kafka's order: an unknown id or another producer id is
+INVALID_PRODUCER_ID_MAPPING, an older epoch PRODUCER_FENCED, a transition in
+flight (or a transaction still being completed) CONCURRENT_TRANSACTIONS.
+
+Completing a transaction runs in the background: EndTxn is answered once the
+PrepareCommit (or PrepareAbort) record is replicated, then the markers go out,
+then CompleteCommit (CompleteAbort) is written. A new leader that loads a
+Prepare* record finishes the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+from kaflite.cluster._internal_log import Record
+from kaflite.cluster.txn._config import TxnConfig
+from kaflite.cluster.txn._markers import MarkerChannel
+from kaflite.cluster.txn._metadata import MAX_EPOCH, TxnMetadata
+from kaflite.cluster.txn._records import (
+    TxnState,
+    decode_txn_key,
+    decode_txn_value,
+    encode_txn_key,
+    encode_txn_value,
+)
+from kaflite.protocol import errors
+from kaflite.protocol.records import RecordBatch
+
+__all__ = ["TxnShard"]
+
+log = logging.getLogger("kaflite.cluster.txn")
+
+TP = tuple[str, int]
+_PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+_DONE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+_CONCURRENT = errors.ConcurrentTransactionsError.code
+_FENCED = errors.ProducerFencedError.code
+_MAPPING = errors.InvalidProducerIdMappingError.code
+_INVALID_STATE = errors.InvalidTxnStateError.code
+
+
+class Writer(Protocol):
+    def __call__(self, records: list[Record]) -> asyncio.Future[int]: ...
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+class ShardState(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+
+class TxnShard:
+    def __init__(self, index: int, epoch: int, write: Writer, channel: MarkerChannel,
+                 allocate_producer_id: Callable[[], int], config: TxnConfig) -> None:
+        self.index = index
+        self.epoch = epoch
+        self.state = ShardState.LOADING
+        self.txns: dict[str, TxnMetadata] = {}
+        self.records_loaded = 0
+        self._write_log = write
+        self._channel = channel
+        self._allocate = allocate_producer_id
+        self._config = config
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def active(self) -> bool:
+        return self.state is ShardState.ACTIVE
+
+    @property
+    def loading(self) -> bool:
+        return self.state is ShardState.LOADING
+
+    # -- loading ---------------------------------------------------------------------------
+    def replay_batch(self, batch: RecordBatch) -> None:
+        if batch.is_control:
+            return
+        cols = batch.columns()
+        for key, value in zip(cols.keys, cols.values, strict=True):
+            if key is None:
+                continue
+            try:
+                tid = decode_txn_key(key)
+                if value is None:
+                    self.txns.pop(tid, None)
+                else:
+                    self.txns[tid] = TxnMetadata.from_record(tid, decode_txn_value(value))
+                self.records_loaded += 1
+            except Exception as exc:  # one bad record must not lose the partition
+                log.warning("__transaction_state-%s: skipping unreadable record: %s",
+                            self.index, exc)
+
+    def finish_loading(self) -> None:
+        self.state = ShardState.ACTIVE
+        for meta in self.txns.values():
+            if meta.state in _PREPARING:
+                self._spawn(self._complete(meta))
+
+    def close(self) -> None:
+        self.state = ShardState.CLOSED
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _current(self, meta: TxnMetadata) -> bool:
+        return self.active and self.txns.get(meta.transactional_id) is meta
+
+    # -- writing ---------------------------------------------------------------------------
+    async def _transit(self, meta: TxnMetadata, **changes: object) -> int:
+        target = meta.prepare(meta.replace(last_update_ms=_now(), **changes))
+        try:
+            code = await self._write_log([(encode_txn_key(meta.transactional_id),
+                                           encode_txn_value(target))])
+        except BaseException:
+            meta.abandon()
+            raise
+        if code == 0 and not self._current(meta):
+            code = errors.NotCoordinatorError.code
+        if code:
+            meta.abandon()
+        else:
+            meta.complete(target)
+        return code
+
+    # -- InitProducerId --------------------------------------------------------------------
+    async def init_producer_id(self, tid: str, timeout_ms: int, expected_id: int = -1,
+                               expected_epoch: int = -1) -> tuple[int, int, int]:
+        """(error code, producer id, epoch) for a transactional producer starting up."""
+        meta = self.txns.get(tid)
+        if meta is None:
+            meta = TxnMetadata(tid, self._allocate(), -1, timeout_ms, TxnState.EMPTY,
+                               last_update_ms=_now())
+            self.txns[tid] = meta
+        if meta.busy:
+            return _CONCURRENT, -1, -1
+        expected = (expected_id, expected_epoch)
+        if expected_id >= 0 and expected != (meta.producer_id, meta.producer_epoch):
+            previous = ((meta.last_producer_id, meta.last_producer_epoch),
+                        (meta.producer_id, meta.last_producer_epoch))
+            if meta.state is TxnState.EMPTY and expected in previous:
+                return 0, meta.producer_id, meta.producer_epoch  # a retry of a bump that was made
+            return _FENCED, -1, -1
+        if meta.state in _PREPARING:
+            return _CONCURRENT, -1, -1
+        if meta.state is TxnState.ONGOING:
+            # Fence the old producer: abort its transaction under a bumped epoch. The client
+            # retries and gets an epoch of its own once the abort is complete.
+            self._spawn(self._abort(meta, bump=True))
+            return _CONCURRENT, -1, -1
+        if meta.state not in _DONE:
+            return _CONCURRENT, -1, -1
+        pid, epoch = meta.producer_id, meta.producer_epoch + 1
+        if epoch >= MAX_EPOCH - 1:
+            pid, epoch = self._allocate(), 0
+        code = await self._transit(meta, producer_id=pid, producer_epoch=epoch,
+                                   timeout_ms=timeout_ms, state=TxnState.EMPTY,
+                                   partitions=frozenset(), start_ms=-1)
+        return (code, -1, -1) if code else (0, pid, epoch)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------
+    def _check(self, tid: str, producer_id: int, producer_epoch: int) -> TxnMetadata | int:
+        meta = self.txns.get(tid)
+        if meta is None or meta.producer_id != producer_id:
+            return _MAPPING
+        if meta.producer_epoch != producer_epoch:
+            return _FENCED
+        if meta.busy or meta.state in _PREPARING:
+            return _CONCURRENT
+        return meta
+
+    async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
+                             partitions: set[TP]) -> int:
+        meta = self._check(tid, producer_id, producer_epoch)
+        if isinstance(meta, int):
+            return meta
+        if meta.state is TxnState.ONGOING:
+            if partitions <= meta.partitions:
+                return 0
+            return await self._transit(meta, partitions=frozenset(meta.partitions | partitions))
+        if meta.state not in _DONE:
+            return _CONCURRENT
+        return await self._transit(meta, state=TxnState.ONGOING, partitions=frozenset(partitions),
+                                   start_ms=_now())
+
+    # -- EndTxn ----------------------------------------------------------------------------
+    async def end_txn(self, tid: str, producer_id: int, producer_epoch: int,
+                      commit: bool) -> int:
+        meta = self._check(tid, producer_id, producer_epoch)
+        if isinstance(meta, int):
+            if meta == _CONCURRENT:
+                current = self.txns[tid]
+                wanted = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+                if current.state in _PREPARING and current.state is not wanted:
+                    return _INVALID_STATE
+            return meta
+        if meta.state is TxnState.ONGOING:
+            code = await self._transit(
+                meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+            if code == 0:
+                self._spawn(self._complete(meta))
+            return code
+        if meta.state is TxnState.COMPLETE_COMMIT:
+            return 0 if commit else _INVALID_STATE
+        if meta.state is TxnState.COMPLETE_ABORT:
+            return _INVALID_STATE if commit else 0
+        return _INVALID_STATE
+
+    # -- completing --------------------------------------------------------------------------
+    async def _abort(self, meta: TxnMetadata, bump: bool) -> None:
+        """Abort an Ongoing transaction from the coordinator's side (fencing or a timeout)."""
+        if meta.busy or meta.state is not TxnState.ONGOING or not self._current(meta):
+            return
+        epoch = meta.producer_epoch + 1 if bump and meta.producer_epoch < MAX_EPOCH else \
+            meta.producer_epoch
+        code = await self._transit(meta, producer_epoch=epoch, state=TxnState.PREPARE_ABORT)
+        if code == 0:
+            await self._complete(meta)
+        else:
+            log.info("aborting %s failed: error %s", meta.transactional_id, code)
+
+    async def _complete(self, meta: TxnMetadata) -> None:
+        commit = meta.state is TxnState.PREPARE_COMMIT
+        done = await self._channel.send_markers(
+            meta.producer_id, meta.producer_epoch, commit, self.epoch, set(meta.partitions),
+            lambda: self._current(meta))
+        if not done:
+            return  # a new coordinator (or a newer epoch) takes over from the Prepare record
+        final = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        for attempt in range(50):
+            if not self._current(meta) or meta.state is final:
+                return
+            if not meta.busy:
+                code = await self._transit(meta, state=final, partitions=frozenset())
+                if code == 0 or code == errors.NotCoordinatorError.code:
+                    return
+            await asyncio.sleep(min(0.05 * (attempt + 1), 1.0))
+
+    def abort_timed_out(self, now_ms: int) -> int:
+        """Start aborting every transaction open for longer than its timeout."""
+        started = 0
+        for meta in list(self.txns.values()):
+            if meta.state is TxnState.ONGOING and not meta.busy \
+                    and meta.start_ms >= 0 and now_ms > meta.start_ms + meta.timeout_ms:
+                log.info("aborting %s: open for longer than its %s ms timeout",
+                         meta.transactional_id, meta.timeout_ms)
+                self._spawn(self._abort(meta, bump=True))
+                started += 1
+        return started

@@ -1,0 +1,207 @@
+"""The transaction coordinator's state machine, on a fake log and a fake marker channel."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from kaflite.cluster.txn import TxnConfig, TxnShard, TxnState
+from kaflite.cluster.txn._records import (
+    TxnRecord,
+    decode_txn_key,
+    decode_txn_value,
+    encode_txn_key,
+    encode_txn_value,
+)
+from kaflite.protocol import errors
+from kaflite.protocol.records import encode_batch, iter_batches
+
+CONCURRENT = errors.ConcurrentTransactionsError.code
+FENCED = errors.ProducerFencedError.code
+MAPPING = errors.InvalidProducerIdMappingError.code
+INVALID_STATE = errors.InvalidTxnStateError.code
+
+
+class FakeLog:
+    """Records what was written; ``fail`` makes the next writes answer an error code."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes, bytes | None]] = []
+        self.fail = 0
+
+    def __call__(self, records: list[tuple[bytes, bytes | None]]) -> asyncio.Future[int]:
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self.fail:
+            fut.set_result(self.fail)
+        else:
+            self.records += records
+            fut.set_result(0)
+        return fut
+
+    def states(self, tid: str) -> list[TxnState]:
+        return [decode_txn_value(v).state for k, v in self.records
+                if v is not None and decode_txn_key(k) == tid]
+
+
+class FakeChannel:
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, int, bool, int, frozenset[tuple[str, int]]]] = []
+        self.result = True
+
+    async def send_markers(self, producer_id: int, producer_epoch: int, commit: bool,
+                           coordinator_epoch: int, partitions: set[tuple[str, int]],
+                           still_current: Callable[[], bool], max_attempts: int = 200) -> bool:
+        self.sent.append((producer_id, producer_epoch, commit, coordinator_epoch,
+                          frozenset(partitions)))
+        return self.result
+
+
+def make_shard(epoch: int = 7) -> tuple[TxnShard, FakeLog, FakeChannel]:
+    ids = iter(range(1000, 2000))
+    log, channel = FakeLog(), FakeChannel()
+    shard = TxnShard(3, epoch, log, channel, lambda: next(ids), TxnConfig())  # type: ignore[arg-type]
+    shard.finish_loading()
+    return shard, log, channel
+
+
+async def settle() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def run(body: Callable[[], Any]) -> None:
+    asyncio.run(body())
+
+
+def test_record_round_trip() -> None:
+    rec = TxnRecord(42, 3, 60000, TxnState.ONGOING, frozenset({("a", 0), ("a", 2), ("b", 1)}),
+                    1700000000000, 1699999999000)
+    assert decode_txn_value(encode_txn_value(rec)) == rec
+    assert decode_txn_key(encode_txn_key("my-id")) == "my-id"
+    # the key is Kafka's: an int16 version 0, then the id as a string
+    assert encode_txn_key("ab") == b"\x00\x00\x00\x02ab"
+
+
+def test_init_allocates_then_bumps_the_epoch() -> None:
+    async def body() -> None:
+        shard, log, _ = make_shard()
+        assert await shard.init_producer_id("t", 60000) == (0, 1000, 0)
+        assert await shard.init_producer_id("t", 60000) == (0, 1000, 1)
+        assert log.states("t") == [TxnState.EMPTY, TxnState.EMPTY]
+        # KIP-360: a producer that names its current id and epoch gets the next epoch
+        assert await shard.init_producer_id("t", 60000, 1000, 1) == (0, 1000, 2)
+        # a retry of that bump gets the same answer; a stale epoch is fenced
+        assert await shard.init_producer_id("t", 60000, 1000, 1) == (0, 1000, 2)
+        assert (await shard.init_producer_id("t", 60000, 1000, 0))[0] == FENCED
+    run(body)
+
+
+def test_a_full_transaction_and_its_markers() -> None:
+    async def body() -> None:
+        shard, log, channel = make_shard(epoch=7)
+        _, pid, epoch = await shard.init_producer_id("t", 60000)
+        assert await shard.add_partitions("t", pid, epoch, {("orders", 0)}) == 0
+        assert await shard.add_partitions("t", pid, epoch, {("orders", 1)}) == 0
+        assert shard.txns["t"].partitions == {("orders", 0), ("orders", 1)}
+        writes = len(log.records)
+        assert await shard.add_partitions("t", pid, epoch, {("orders", 0)}) == 0
+        assert len(log.records) == writes  # nothing new: no write
+        assert await shard.end_txn("t", pid, epoch, commit=True) == 0
+        await settle()
+        assert channel.sent == [(pid, epoch, True, 7,
+                                 frozenset({("orders", 0), ("orders", 1)}))]
+        assert log.states("t")[-3:] == [TxnState.ONGOING, TxnState.PREPARE_COMMIT,
+                                        TxnState.COMPLETE_COMMIT]
+        assert shard.txns["t"].partitions == set()
+        # a retried EndTxn is answered from the outcome
+        assert await shard.end_txn("t", pid, epoch, commit=True) == 0
+        assert await shard.end_txn("t", pid, epoch, commit=False) == INVALID_STATE
+    run(body)
+
+
+def test_checks_in_kafka_order() -> None:
+    async def body() -> None:
+        shard, _, channel = make_shard()
+        assert await shard.add_partitions("nobody", 1, 0, {("x", 0)}) == MAPPING
+        _, pid, epoch = await shard.init_producer_id("t", 60000)
+        assert await shard.add_partitions("t", pid + 1, epoch, {("x", 0)}) == MAPPING
+        assert await shard.add_partitions("t", pid, epoch + 1, {("x", 0)}) == FENCED
+        assert await shard.end_txn("t", pid, epoch, commit=True) == INVALID_STATE  # Empty
+        channel.result = False  # markers cannot be written: the txn stays PrepareCommit
+        await shard.add_partitions("t", pid, epoch, {("x", 0)})
+        assert await shard.end_txn("t", pid, epoch, commit=True) == 0
+        await settle()
+        assert shard.txns["t"].state is TxnState.PREPARE_COMMIT
+        assert await shard.add_partitions("t", pid, epoch, {("x", 1)}) == CONCURRENT
+        assert await shard.end_txn("t", pid, epoch, commit=True) == CONCURRENT
+        assert await shard.end_txn("t", pid, epoch, commit=False) == INVALID_STATE
+        assert (await shard.init_producer_id("t", 60000))[0] == CONCURRENT
+    run(body)
+
+
+def test_init_on_an_open_transaction_fences_and_aborts_it() -> None:
+    async def body() -> None:
+        shard, log, channel = make_shard()
+        _, pid, epoch = await shard.init_producer_id("t", 60000)
+        await shard.add_partitions("t", pid, epoch, {("x", 0)})
+        assert (await shard.init_producer_id("t", 60000))[0] == CONCURRENT
+        await settle()
+        assert channel.sent == [(pid, epoch + 1, False, 7, frozenset({("x", 0)}))]
+        assert shard.txns["t"].state is TxnState.COMPLETE_ABORT
+        assert await shard.init_producer_id("t", 60000) == (0, pid, epoch + 2)
+        # the old producer is fenced
+        assert await shard.end_txn("t", pid, epoch, commit=True) == FENCED
+        assert TxnState.PREPARE_ABORT in log.states("t")
+    run(body)
+
+
+def test_timed_out_transactions_are_aborted() -> None:
+    async def body() -> None:
+        shard, _, channel = make_shard()
+        _, pid, epoch = await shard.init_producer_id("t", 1000)
+        await shard.add_partitions("t", pid, epoch, {("x", 0)})
+        start = shard.txns["t"].start_ms
+        assert shard.abort_timed_out(start + 1000) == 0  # not yet past the timeout
+        assert shard.abort_timed_out(start + 1001) == 1
+        await settle()
+        assert shard.txns["t"].state is TxnState.COMPLETE_ABORT
+        assert channel.sent[-1][:3] == (pid, epoch + 1, False)
+    run(body)
+
+
+def test_a_failed_write_changes_nothing() -> None:
+    async def body() -> None:
+        shard, log, _ = make_shard()
+        _, pid, epoch = await shard.init_producer_id("t", 60000)
+        log.fail = errors.NotEnoughReplicasError.code
+        assert await shard.add_partitions("t", pid, epoch, {("x", 0)}) == log.fail
+        meta = shard.txns["t"]
+        assert meta.state is TxnState.EMPTY and not meta.partitions and not meta.busy
+    run(body)
+
+
+def test_replay_rebuilds_state_and_finishes_prepared_transactions() -> None:
+    async def body() -> None:
+        shard, log, _ = make_shard()
+        _, pid, epoch = await shard.init_producer_id("done", 60000)
+        await shard.add_partitions("done", pid, epoch, {("x", 0)})
+        _, pid2, epoch2 = await shard.init_producer_id("prepared", 60000)
+        await shard.add_partitions("prepared", pid2, epoch2, {("y", 1)})
+        shard._channel.result = False  # type: ignore[attr-defined]
+        await shard.end_txn("prepared", pid2, epoch2, commit=True)
+        await settle()
+        batch = encode_batch([v for _, v in log.records], keys=[k for k, _ in log.records])
+        ids = iter(range(5000, 6000))
+        channel = FakeChannel()
+        fresh = TxnShard(3, 8, FakeLog(), channel, lambda: next(ids), TxnConfig())  # type: ignore[arg-type]
+        for b in iter_batches(batch):
+            fresh.replay_batch(b)
+        assert fresh.txns["done"].state is TxnState.ONGOING
+        assert fresh.txns["done"].partitions == {("x", 0)}
+        assert fresh.txns["prepared"].state is TxnState.PREPARE_COMMIT
+        fresh.finish_loading()
+        await settle()
+        assert channel.sent == [(pid2, epoch2, True, 8, frozenset({("y", 1)}))]
+        assert fresh.txns["prepared"].state is TxnState.COMPLETE_COMMIT
+    run(body)
