@@ -217,3 +217,23 @@ def test_kafkajs_consumer_follows_leader_moves(cluster3: Cluster, tmp_path: Path
     told = sum(c.apis["Fetch"].errors.get("NOT_LEADER_OR_FOLLOWER", 0)
                for c in seen if "Fetch" in c.apis)
     assert told >= 1, "no Fetch was answered NOT_LEADER_OR_FOLLOWER: the moves went unseen"
+
+
+def test_kafkajs_transactions(cluster3: Cluster, tmp_path: Path) -> None:
+    """kafkajs's transactional producer (with sendOffsets) and read_committed consumer."""
+    topic, group = "kjs-txn", "kjs-txn-offsets"
+    cluster3.create_topic(topic, 2, 3)
+    out = run(cluster3, tmp_path, "txn", topic=topic, transactionalId="kjs-tid",
+              offsetsGroup=group, groupId="kjs-txn-reader", expected=6, timeoutMs=90000)
+    values = out["values"]
+    assert sorted(v for _, _, v in values) == [f"keep-{i}" for i in range(6)]
+    assert all(v.startswith("keep") for _, _, v in values)
+    a = admin(cluster3)
+    try:
+        committed = a.list_group_offsets(group)
+        ends = a.list_offsets({TopicPartition(topic, p): "latest" for p in range(2)})
+    finally:
+        a.close()
+    assert {tp: o.offset for tp, o in committed.items()} == {TopicPartition(topic, 0): 3}
+    # 3 kept + 2 aborted records + 2 markers per partition: the aborted data is in the log
+    assert {tp.partition: o.offset for tp, o in ends.items() if o is not None} == {0: 7, 1: 7}

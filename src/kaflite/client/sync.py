@@ -157,6 +157,34 @@ class Producer(_SyncClient):
             await self._async.flush(timeout)
         self._run(flush())
 
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._run(self._async.init_transactions(), timeout)
+
+    def begin_transaction(self) -> None:
+        async def begin() -> None:
+            self._async.begin_transaction()
+        self._run(begin())
+
+    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int], group: Any,
+                                    timeout: float | None = None) -> None:
+        self._run(self._async.send_offsets_to_transaction(offsets, group), timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        async def commit() -> None:
+            while self._queue or self._scheduled:
+                self._drain()
+                await asyncio.sleep(0)
+            await self._async.commit_transaction()
+        self._run(commit(), timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        async def abort() -> None:
+            while self._queue or self._scheduled:
+                self._drain()
+                await asyncio.sleep(0)
+            await self._async.abort_transaction()
+        self._run(abort(), timeout)
+
     def partitions_for(self, topic: str) -> list[int] | None:
         async def get() -> list[int] | None:
             await self._async.metadata.ensure_topic(topic, 30)
@@ -186,6 +214,9 @@ class Consumer(_SyncClient):
 
     def assignment(self) -> set[TopicPartition]:
         return self._async.assignment()
+
+    def group_metadata(self) -> Any:
+        return self._async.group_metadata()
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None
              ) -> RecordList:

@@ -105,7 +105,41 @@ async function consume () {
   await emit({ result: { records } })
 }
 
-const actions = { admin, produce, consume }
+// Transactions: one committed (with the group's offsets in it), one aborted, then a
+// read_committed consumer (kafkajs's default) reads the topic back.
+async function txn () {
+  const producer = kafka.producer({ transactionalId: args.transactionalId, idempotent: true,
+    maxInFlightRequests: 1 })
+  await producer.connect()
+  const committed = await producer.transaction()
+  await committed.send({ topic: args.topic, acks: -1,
+    messages: Array.from({ length: 6 }, (_, i) => ({ value: `keep-${i}`, partition: i % 2 })) })
+  await committed.sendOffsets({ consumerGroupId: args.offsetsGroup,
+    topics: [{ topic: args.topic, partitions: [{ partition: 0, offset: '3' }] }] })
+  await committed.commit()
+  const aborted = await producer.transaction()
+  await aborted.send({ topic: args.topic, acks: -1,
+    messages: Array.from({ length: 4 }, (_, i) => ({ value: `drop-${i}`, partition: i % 2 })) })
+  await aborted.abort()
+  await producer.disconnect()
+  const consumer = kafka.consumer({ groupId: args.groupId })
+  await consumer.connect()
+  await consumer.subscribe({ topic: args.topic, fromBeginning: true })
+  const values = []
+  let done
+  const finished = new Promise((resolve) => { done = resolve })
+  await consumer.run({
+    eachMessage: async ({ partition, message }) => {
+      values.push([partition, Number(message.offset), message.value.toString()])
+      if (values.length >= args.expected) done()
+    },
+  })
+  await finished
+  await consumer.disconnect()
+  await emit({ result: { values } })
+}
+
+const actions = { admin, produce, consume, txn }
 actions[args.action]().then(() => process.exit(0), (err) => {
   emit({ error: `${err.name}: ${err.message}`, type: err.type || null }).then(() => process.exit(1))
 })

@@ -38,6 +38,7 @@ from kaflite.client.consumer._types import (
     TopicPartition,
 )
 from kaflite.client.pool import DATA
+from kaflite.client.producer._transactions import ConsumerGroupMetadata
 from kaflite.protocol import errors
 
 __all__ = ["CommitFailedError", "Consumer", "IllegalStateError"]
@@ -103,6 +104,13 @@ class Consumer(BaseClient):
 
     def subscription(self) -> set[str]:
         return set(self._subs.topics)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id, for a producer's send_offsets_to_transaction."""
+        g = self._group
+        if g is None:
+            raise errors.KafkaError("this consumer has no group.id")
+        return ConsumerGroupMetadata(g.group_id, g.generation, g.member_id, g.instance_id)
 
     def unsubscribe(self) -> None:
         self._subs.unsubscribe()

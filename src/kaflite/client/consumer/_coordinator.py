@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kaflite.client._aio import cancel_and_wait
+from kaflite.client._find_coordinator import GROUP, find_coordinator
 from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._assignors import (
     ASSIGNORS,
@@ -55,8 +56,6 @@ from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -169,33 +168,7 @@ class GroupMember:
         return self.coordinator
 
     async def _find_coordinator(self) -> int:
-        consumer = self.consumer
-        conn = consumer.pool.least_loaded()
-        if conn is None:
-            await consumer.metadata.refresh("FindCoordinator needs a broker")
-            conn = consumer.pool.least_loaded()
-        if conn is None:
-            raise ConnectionClosed("no broker to ask for the coordinator")
-        version = conn.version_for(10)
-        if version >= 4:
-            req = FindCoordinatorRequest(key_type=0, coordinator_keys=[self.group_id])
-        else:
-            req = FindCoordinatorRequest(key=self.group_id, key_type=0)
-        try:
-            resp: FindCoordinatorResponse = await conn.request(req, version=version)
-        except (ConnectionClosed, TimeoutError, OSError):
-            consumer.pool.discard(conn, "FindCoordinator failed")
-            raise
-        if version >= 4:
-            c = resp.coordinators[0]
-            code, node, host, port = c.error_code, c.node_id, c.host, c.port
-        else:
-            code, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
-        if code:
-            raise errors.error_for_code(code, f"FindCoordinator {self.group_id}")
-        from kaflite.client.pool import BrokerAddress
-        address = BrokerAddress(node, host, port)
-        await consumer.pool.get(node, COORDINATOR, address=address)
+        node = await find_coordinator(self.consumer, self.group_id, GROUP)
         old = self.coordinator
         self.coordinator = node
         if old is None:

@@ -3,5 +3,7 @@
 from kaflite.client.producer._accumulator import BufferFull, RecordMetadata
 from kaflite.client.producer._producer import BatchMetadata, Producer
 from kaflite.client.producer._sender import DeliveryTimeout
+from kaflite.client.producer._transactions import ConsumerGroupMetadata, TransactionStateError
 
-__all__ = ["BatchMetadata", "BufferFull", "DeliveryTimeout", "Producer", "RecordMetadata"]
+__all__ = ["BatchMetadata", "BufferFull", "ConsumerGroupMetadata", "DeliveryTimeout", "Producer",
+           "RecordMetadata", "TransactionStateError"]

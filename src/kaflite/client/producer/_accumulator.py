@@ -182,7 +182,7 @@ class ProducerBatch:
         return RecordMetadata(self.topic, self.partition, offset, ts)
 
     def encode(self, compression: int, producer_id: int, producer_epoch: int,
-               base_sequence: int) -> bytes:
+               base_sequence: int, transactional: bool = False) -> bytes:
         key = (producer_id, producer_epoch, base_sequence)
         if self.encoded is None or (self.producer_id, self.producer_epoch,
                                     self.base_sequence) != key:
@@ -192,7 +192,7 @@ class ProducerBatch:
                 self.values, keys=self.keys, headers=self.headers, timestamps=ts,
                 compression=compression, producer_id=producer_id,
                 producer_epoch=producer_epoch, base_sequence=base_sequence,
-                base_timestamp=min(ts) if ts else None)
+                transactional=transactional, base_timestamp=min(ts) if ts else None)
             self.producer_id, self.producer_epoch, self.base_sequence = key
         return self.encoded
 

@@ -29,9 +29,9 @@ the broker can recognise it as a duplicate. A new batch of such a partition
 waits until none of its batches with the old epoch is in flight; then the
 partition moves to the new epoch, from sequence 0.
 
-Transactions (a later issue) will add a ``transactional_id`` and the
-transaction coordinator: the state here already carries the id and is where
-the transaction state machine will live.
+A transactional producer keeps this state too (its id and epoch come from
+the transaction coordinator); the transaction's own states live in
+``_transactions``.
 """
 
 from __future__ import annotations

@@ -36,6 +36,11 @@ from kaflite.client.producer._accumulator import (
 from kaflite.client.producer._idempotence import IdempotenceState
 from kaflite.client.producer._partitioner import Partitioner
 from kaflite.client.producer._sender import Sender
+from kaflite.client.producer._transactions import (
+    ConsumerGroupMetadata,
+    TransactionManager,
+    TxnState,
+)
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.protocol import errors
 from kaflite.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
@@ -111,6 +116,11 @@ class Producer(BaseClient):
             c["partitioner"], c.int("batch.size"), c.bool("partitioner.ignore.keys"),
             c.bool("partitioner.adaptive.partitioning.enable"))
         self._idem = IdempotenceState(c.bool("enable.idempotence"), c["transactional.id"])
+        self._txn: TransactionManager | None = None
+        if c["transactional.id"] is not None:
+            self._txn = TransactionManager(self, self._idem, c["transactional.id"],
+                                           c.int("transaction.timeout.ms"),
+                                           lambda: self._acc.wakeup())
         self._compression = _CODECS[c["compression.type"]]
         self._key_ser: Callable[[Any], bytes] | None = c["key.serializer"]
         self._value_ser: Callable[[Any], bytes] | None = c["value.serializer"]
@@ -125,7 +135,9 @@ class Producer(BaseClient):
 
     async def _on_start(self) -> None:
         self.pool.role_providers.append(self._roles)
-        if self._idem.enabled:
+        if self._txn is not None:
+            self.pool.role_providers.append(self._txn.roles)
+        if self._idem.enabled and self._txn is None:
             await self._init_producer_id()
         self._sender = Sender(self, self._acc, self._idem, self._compression,
                               self._init_producer_id)
@@ -141,6 +153,9 @@ class Producer(BaseClient):
     # -- idempotence -------------------------------------------------------------------------
     async def _init_producer_id(self) -> None:
         """InitProducerId; with an id already, bump its epoch (KIP-360)."""
+        if self._txn is not None:
+            await self._txn.init_producer_id()
+            return
         idem = self._idem
         deadline = time.monotonic() + self.config.int("request.timeout.ms") / 1000
         backoff = self.config.int("retry.backoff.ms") / 1000
@@ -218,6 +233,8 @@ class Producer(BaseClient):
             size += sum(len(hk) + (len(hv) if hv else 0) + 2 for hk, hv in h)
         p = self._choose(topic, k, partition, size)
         ts = timestamp if timestamp is not None else time.time_ns() // 1_000_000
+        if self._txn is not None:
+            self._txn.record_for((topic, p))
         self._written.add((topic, p))
         batch, index = self._acc.append(topic, p, v, k, h, ts, size)
         if k is None and partition is None and h is None and timestamp is None \
@@ -237,6 +254,8 @@ class Producer(BaseClient):
         opened = self._open.get(topic)
         if opened is None or type(value) is not bytes or self._value_ser is not None:
             return None
+        if self._txn is not None and self._txn.state is not TxnState.IN_TRANSACTION:
+            return None  # the general path raises the transaction's error
         batch = opened[0]
         size = len(value) + RECORD_OVERHEAD
         acc = self._acc
@@ -252,6 +271,11 @@ class Producer(BaseClient):
         acc.used += size
         return batch, index
 
+    def _mark_written(self, topic: str, partition: int) -> None:
+        if self._txn is not None:
+            self._txn.record_for((topic, partition))
+        self._written.add((topic, partition))
+
     async def _ready_for(self, topic: str) -> None:
         if not self._started:
             await self.start()
@@ -265,6 +289,8 @@ class Producer(BaseClient):
         if key is None and partition is None and headers is None and timestamp is None:
             appended = self._append_fast(topic, value)
         if appended is None:
+            if self._txn is not None:
+                self._txn.check_open()
             if topic not in self.metadata.topics or not self._started:
                 await self._ready_for(topic)
             if not self._acc.has_room(len(value) if value else 0):
@@ -295,6 +321,8 @@ class Producer(BaseClient):
                         batch.callbacks = []
                     batch.callbacks.append((index, on_delivery))
                 return
+        if self._txn is not None:
+            self._txn.check_open()
         if topic not in self.metadata.topics or not self._started:
             task = asyncio.get_running_loop().create_task(self._produce_later(
                 topic, value, key, partition, headers, timestamp, on_delivery))
@@ -328,6 +356,8 @@ class Producer(BaseClient):
                          keys: Sequence[Any] | None = None, partition: int | None = None,
                          timestamp: int | None = None, *, wait: bool = True) -> BatchMetadata:
         """Send many records at once (the bulk path); returns where each one went."""
+        if self._txn is not None:
+            self._txn.check_open()
         await self._ready_for(topic)
         vs: Sequence[bytes | None] = values
         if self._value_ser is not None or (values and not isinstance(values[0], bytes)):
@@ -350,14 +380,14 @@ class Producer(BaseClient):
         order: list[int] | None = None
         if partition is not None or (ks is None and n == 1):
             p = self._choose(topic, None, partition if partition is not None else 0, 0)
-            self._written.add((topic, p))
+            self._mark_written(topic, p)
             parts = self._acc.append_many(topic, p, vs, None, ts, sizes)
         elif ks is None:
             # Uniform sticky (KIP-794) at batch granularity: one batch's worth per partition.
             limit = self._acc.batch_size
             for i, j, total in cut_batches(sizes, limit):
                 p = self._choose(topic, None, None, max(total, limit))
-                self._written.add((topic, p))
+                self._mark_written(topic, p)
                 parts += self._acc.append_many(topic, p, vs[i:j], None, ts, sizes[i:j])
         else:
             groups: dict[int, list[int]] = {}
@@ -365,7 +395,7 @@ class Producer(BaseClient):
                 groups.setdefault(self._choose(topic, k, None, sizes[i]), []).append(i)
             positions: dict[int, int] = {}
             for p, idx in groups.items():
-                self._written.add((topic, p))
+                self._mark_written(topic, p)
                 for b in self._acc.append_many(topic, p, [vs[i] for i in idx],
                                                [ks[i] for i in idx], ts, [sizes[i] for i in idx]):
                     parts.append(b)
@@ -394,6 +424,48 @@ class Producer(BaseClient):
             await asyncio.wait(futures, timeout=timeout)
         finally:
             self._acc.flushing -= 1
+
+    # -- transactions -------------------------------------------------------------------------
+    def _transactional(self) -> TransactionManager:
+        if self._txn is None:
+            raise errors.KafkaError("this producer has no transactional.id")
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Get the transactional id's producer id and epoch, fencing older producers."""
+        if not self._started:
+            await self.start()
+        await self._transactional().init_transactions()
+
+    def begin_transaction(self) -> None:
+        self._transactional().begin_transaction()
+        self._open.clear()  # the fast path may only append to batches of this transaction
+
+    async def send_offsets_to_transaction(
+            self, offsets: Mapping[tuple[str, int], int],
+            group: ConsumerGroupMetadata | str) -> None:
+        """Commit a consumer group's offsets as part of the transaction (consume-process-produce)."""
+        if isinstance(group, str):
+            group = ConsumerGroupMetadata(group)
+        await self._transactional().send_offsets(
+            {(tp[0], tp[1]): int(o) for tp, o in offsets.items()}, group)
+
+    async def commit_transaction(self) -> None:
+        """Flush, then commit: the records and offsets become visible to read_committed."""
+        txn = self._transactional()
+        if self._waiting:  # records queued before their topic's metadata was known
+            await asyncio.wait(list(self._waiting))
+        await txn.commit(self.flush)
+
+    async def abort_transaction(self) -> None:
+        """Drop what was not sent, then abort: read_committed consumers never see it."""
+        sender = self._sender
+        assert sender is not None
+        await self._transactional().abort(sender.drop_unsent, sender.wait_in_flight)
+
+    @property
+    def transaction_state(self) -> str | None:
+        return self._txn.state.value if self._txn is not None else None
 
     def partitions_for(self, topic: str) -> list[int] | None:
         parts = self.metadata.partitions(topic)

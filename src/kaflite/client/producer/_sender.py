@@ -48,6 +48,7 @@ from kaflite.protocol.messages import produce_request as pq
 
 if TYPE_CHECKING:
     from kaflite.client.producer import Producer
+    from kaflite.client.producer._transactions import TransactionManager
 
 __all__ = ["Sender"]
 
@@ -71,6 +72,7 @@ class Sender:
         self.idem = idempotence
         self.compression = compression
         self.bump_epoch = bump_epoch
+        self.txn: TransactionManager | None = producer._txn
         cfg = producer.config
         self.acks = cfg.int("acks")
         self.timeout_ms = cfg.int("request.timeout.ms")
@@ -104,12 +106,15 @@ class Sender:
             self._wake.clear()
             now = time.monotonic()
             self._expire(now)
-            if self.idem.enabled and (self.idem.needs_bump or not self.idem.has_producer_id):
+            if self.idem.enabled and self.txn is None and \
+                    (self.idem.needs_bump or not self.idem.has_producer_id):
                 if self._bumping is None or self._bumping.done():
                     self._bumping = asyncio.get_running_loop().create_task(self._bump())
                 await wait_event(self._wake, 0.1)
                 continue
             muted = self.idem.muted() if self.idem.enabled else set()
+            if self.txn is not None:
+                muted |= self.txn.muted()
             nodes, delay, unknown = self.acc.ready(now, self._leader_of, muted)
             if unknown:
                 md.add_topics(unknown)
@@ -155,7 +160,7 @@ class Sender:
         for batch in batches:
             pid, epoch, seq = self.idem.assign(batch)
             try:
-                data = batch.encode(self.compression, pid, epoch, seq)
+                data = batch.encode(self.compression, pid, epoch, seq, self.txn is not None)
             except Exception as exc:  # e.g. a value of the wrong type: this batch fails
                 self._fail(batch, exc)
                 continue
@@ -226,7 +231,9 @@ class Sender:
             exc = errors.error_for_code(code, pr.error_message or where)
             if code == OUT_OF_ORDER and self.idem.enabled:
                 action = Action.BACKOFF if self.idem.earlier_failed(batch) else Action.BUMP_EPOCH
-            if action == Action.BUMP_EPOCH and self.idem.enabled:
+            if action == Action.BUMP_EPOCH and self.txn is not None:
+                self._fail(batch, exc)  # a transaction cannot bump its epoch midway
+            elif action == Action.BUMP_EPOCH and self.idem.enabled:
                 if not self.idem.needs_bump:
                     self.producer._events.emit("producer", "bump producer epoch", cause=where)
                 self.idem.request_bump((batch.topic, batch.partition))
@@ -247,6 +254,22 @@ class Sender:
         self.idem.done(batch, True)
         self.acc.release(batch)
         batch.fail(exc)
+        if self.txn is not None:
+            self.txn.fail(exc)
+
+    def drop_unsent(self, exc: BaseException) -> None:
+        """Fail every batch not sent yet (a transaction is being aborted)."""
+        for queue in list(self.acc.queues.values()):
+            while queue:
+                batch = queue.popleft()
+                batch.closed = True
+                self.idem.done(batch, True)
+                self.acc.release(batch)
+                batch.fail(exc)
+
+    async def wait_in_flight(self) -> None:
+        if self.tasks:
+            await asyncio.wait(list(self.tasks))
 
     def _split(self, batch: ProducerBatch) -> None:
         """MESSAGE_TOO_LARGE for a batch of several records: send it as two halves.

@@ -7,12 +7,8 @@ creates the internal topic first if it does not exist yet (answering
 COORDINATOR_NOT_AVAILABLE to that first request, as Kafka does). Transactional
 ids are located the same way on ``__transaction_state``.
 
-Leadership drives everything else. The broker calls ``_on_partition_change``
-after every change to a partition it hosts: becoming leader of an offsets
-partition (or leader again at a new epoch) starts a shard loading; losing it
-closes the shard. A request for a group whose shard is not here gets
-NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while it loads, and the
-client goes back to FindCoordinator.
+Leadership drives everything else (``ShardedCoordinator``): becoming leader of
+an offsets partition starts a shard loading, losing it closes the shard.
 """
 
 from __future__ import annotations
@@ -22,13 +18,13 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
+from kaflite.cluster._sharded import ShardedCoordinator
 from kaflite.cluster.controller import BrokerInfo
 from kaflite.cluster.groups._config import GroupConfig
 from kaflite.cluster.groups._shard import (
     OFFSETS_TOPIC,
     CoordinatorShard,
     PartitionWriter,
-    load_shard,
 )
 from kaflite.cluster.groups._timer import LoopTimer
 from kaflite.protocol import errors
@@ -46,20 +42,16 @@ TXN_TOPIC = "__transaction_state"
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
-class GroupCoordinator:
+class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
     SERVICE = "group"
+    TOPIC = OFFSETS_TOPIC
 
     def __init__(self, broker: Broker) -> None:
-        self.broker = broker
         self.config = GroupConfig.from_props(broker.config.props)
-        self.shards: dict[int, CoordinatorShard] = {}
-        self._loads: dict[int, asyncio.Task[None]] = {}
-        self._loop = asyncio.get_running_loop()
+        super().__init__(broker, self.config.offsets_partitions, self.config.load_buffer_size,
+                         log)
         self._expiry: asyncio.Task[None] | None = self._loop.create_task(self._expire_offsets())
-        self.closed = False
-        broker.partition_hooks.append(self._on_partition_change)
         broker.marker_hooks.append(self._on_marker)
-        broker.services[self.SERVICE] = self
 
     @classmethod
     def attach(cls, broker: Broker) -> GroupCoordinator:
@@ -68,14 +60,10 @@ class GroupCoordinator:
 
     def close(self) -> None:
         """Broker shutdown: close every shard, stop every timer and task."""
-        self.closed = True
-        for index in list(self.shards):
-            self._unload(index)
+        super().close()
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
-        with contextlib.suppress(ValueError):
-            self.broker.partition_hooks.remove(self._on_partition_change)
         with contextlib.suppress(ValueError):
             self.broker.marker_hooks.remove(self._on_marker)
 
@@ -86,82 +74,14 @@ class GroupCoordinator:
         if topic == OFFSETS_TOPIC and shard is not None and shard.active:
             shard.txn_offsets.complete(producer_id, committed)
 
-    # -- leadership ---------------------------------------------------------------------------
-    def _on_partition_change(self, p: Partition, was_leader: bool) -> None:
-        if p.topic != OFFSETS_TOPIC or self.closed:
-            return
-        shard = self.shards.get(p.index)
-        if p.is_leader and self.broker.running:
-            if shard is not None and shard.epoch == p.leader_epoch:
-                return
-            if shard is not None:
-                self._unload(p.index)
-            self._load(p)
-        elif shard is not None:
-            self._unload(p.index)
-
-    def _load(self, p: Partition) -> None:
+    def _new_shard(self, p: Partition) -> CoordinatorShard:
         writer = PartitionWriter(self.broker, OFFSETS_TOPIC, p.index, p.leader_epoch,
                                  self.config.commit_timeout_ms)
-        shard = CoordinatorShard(p.index, p.leader_epoch, writer, LoopTimer(self._loop),
-                                 self.config, self._topic_exists)
-        self.shards[p.index] = shard
-        self._loads[p.index] = self._loop.create_task(self._run_load(shard, p))
+        return CoordinatorShard(p.index, p.leader_epoch, writer, LoopTimer(self._loop),
+                                self.config, self._topic_exists)
 
-    async def _run_load(self, shard: CoordinatorShard, p: Partition) -> None:
-        def current() -> bool:
-            return self.shards.get(shard.index) is shard and p.is_leader
-        try:
-            done = await load_shard(shard, p.log, current, self.config.load_buffer_size)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("broker %s: loading %s-%s failed", self.broker.node_id, OFFSETS_TOPIC,
-                          shard.index)
-            return  # the shard stays LOADING; a new leader epoch retries
-        finally:
-            if self._loads.get(shard.index) is asyncio.current_task():
-                del self._loads[shard.index]
-        if done and current():
-            shard.finish_loading()
-            log.info("broker %s: loaded %s-%s (%s records, %s groups)", self.broker.node_id,
-                     OFFSETS_TOPIC, shard.index, shard.records_loaded, len(shard.groups))
-
-    def _unload(self, index: int) -> None:
-        shard = self.shards.pop(index, None)
-        task = self._loads.pop(index, None)
-        if task is not None:
-            task.cancel()
-        if shard is not None:
-            shard.close()
-
-    # -- lookups --------------------------------------------------------------------------------
     def _topic_exists(self, name: str) -> bool:
         return name in self.broker.controller.topics
-
-    def partition_for(self, group_id: str) -> int:
-        topic = self.broker.controller.topics.get(OFFSETS_TOPIC)
-        n = len(topic.partitions) if topic is not None else self.config.offsets_partitions
-        return coordinator_partition(group_id, n)
-
-    def shard_for(self, group_id: str) -> CoordinatorShard:
-        """The active shard owning ``group_id``, or the error Kafka answers."""
-        if self.closed or not self.broker.running \
-                or OFFSETS_TOPIC not in self.broker.controller.topics:
-            raise errors.NotCoordinatorError(group_id)
-        shard = self.shards.get(self.partition_for(group_id))
-        if shard is None or not shard.active:
-            if shard is not None and shard.loading:
-                raise errors.CoordinatorLoadInProgressError(group_id)
-            raise errors.NotCoordinatorError(group_id)
-        return shard
-
-    def active_shards(self) -> list[CoordinatorShard]:
-        return [s for s in self.shards.values() if s.active]
-
-    @property
-    def loading(self) -> bool:
-        return any(s.loading for s in self.shards.values())
 
     # -- FindCoordinator -----------------------------------------------------------------------
     def find_coordinator(self, key: str, key_type: int) -> BrokerInfo:

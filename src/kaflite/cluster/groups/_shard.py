@@ -110,6 +110,28 @@ class CoordinatorShard:
                 self.groups[k.group] = ClassicGroup.from_record(k.group, decode_group_value(value))
         self.records_loaded += 1
 
+    def replay_batch(self, batch: RecordBatch) -> None:
+        """Apply one batch of ``__consumer_offsets`` as the loader reads it."""
+        if batch.is_control:
+            if batch.is_transactional and batch.producer_id >= 0:
+                with contextlib.suppress(RemoteProtocolError):
+                    self.txn_offsets.complete(batch.producer_id,
+                                              read_end_txn_marker(batch).is_commit)
+            return
+        cols = batch.columns()
+        for key, value in zip(cols.keys, cols.values, strict=True):
+            try:
+                if batch.is_transactional and batch.producer_id >= 0:
+                    self.replay_transactional(batch.producer_id, key, value)
+                else:
+                    self.replay(key, value)
+            except Exception as exc:  # one bad record must not lose the partition
+                log.warning("%s-%s: skipping unreadable record: %s", OFFSETS_TOPIC,
+                            self.index, exc)
+
+    def summary(self) -> str:
+        return f"{self.records_loaded} records, {len(self.groups)} groups"
+
     def replay_transactional(self, producer_id: int, key: bytes | memoryview | None,
                              value: bytes | memoryview | None) -> None:
         """An offset written by TxnOffsetCommit: pending until its transaction's marker."""
@@ -136,22 +158,4 @@ class CoordinatorShard:
 async def load_shard(shard: CoordinatorShard, plog: PartitionLog, still_current: Callable[[], bool],
                      chunk_bytes: int) -> bool:
     """Replay the partition from its log start to its log end; False if abandoned."""
-    def apply(batch: RecordBatch) -> None:
-        if batch.is_control:
-            if batch.is_transactional and batch.producer_id >= 0:
-                with contextlib.suppress(RemoteProtocolError):
-                    marker = read_end_txn_marker(batch)
-                    shard.txn_offsets.complete(batch.producer_id, marker.is_commit)
-            return
-        cols = batch.columns()
-        for key, value in zip(cols.keys, cols.values, strict=True):
-            try:
-                if batch.is_transactional and batch.producer_id >= 0:
-                    shard.replay_transactional(batch.producer_id, key, value)
-                else:
-                    shard.replay(key, value)
-            except Exception as exc:  # one bad record must not lose the partition
-                log.warning("%s-%s: skipping unreadable record: %s", OFFSETS_TOPIC,
-                            shard.index, exc)
-
-    return await replay_partition(plog, still_current, chunk_bytes, apply)
+    return await replay_partition(plog, still_current, chunk_bytes, shard.replay_batch)

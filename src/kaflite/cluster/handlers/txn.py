@@ -111,9 +111,9 @@ async def handle_add_offsets(broker: Broker, conn: ServerConnection, header: Req
         groups = broker.services.get(GroupCoordinator.SERVICE)
         if groups is None:
             raise errors.CoordinatorNotAvailableError("no group coordinator")
+        # the group's offsets partition, by the configured count if the topic is not
+        # created yet (its FindCoordinator, which comes next, creates it)
         tp = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
-        if not _known(broker, *tp):
-            raise errors.CoordinatorNotAvailableError(f"{OFFSETS_TOPIC} does not exist yet")
     except errors.KafkaError as exc:
         return AddOffsetsToTxnResponse(error_code=exc.code)
     code = await shard.add_partitions(req.transactional_id, req.producer_id,

@@ -48,7 +48,7 @@ from kaflite.cluster.log._files import (
     write_partition_metadata,
 )
 from kaflite.cluster.log._local import LocalLog
-from kaflite.cluster.log._producer_state import ProducerStateManager, last_sequence
+from kaflite.cluster.log._producer_state import ProducerStateManager
 from kaflite.cluster.log._recovery import load_segments
 from kaflite.cluster.log._retention import cleanable_count, retention_breaches
 from kaflite.cluster.log._segment import BatchInfo
@@ -67,7 +67,6 @@ from kaflite.protocol import errors
 from kaflite.protocol.records import (
     RecordBatch,
     assign_offsets,
-    read_end_txn_marker,
     set_log_append_time,
 )
 
@@ -298,26 +297,7 @@ class PartitionLog:
     def _check_producer(
         self, batch: RecordBatch, origin: AppendOrigin, log_append: bool
     ) -> AppendResult | None:
-        if batch.producer_id < 0:
-            return None
-        if batch.is_control:
-            try:
-                marker = read_end_txn_marker(batch)
-            except errors.RemoteProtocolError:
-                return None
-            self.producers.check_marker(
-                batch.producer_id, batch.producer_epoch, marker.coordinator_epoch
-            )
-            return None
-        duplicate = self.producers.check(
-            batch.producer_id,
-            batch.producer_epoch,
-            batch.base_sequence,
-            last_sequence(batch.base_sequence, batch.last_offset_delta),
-            transactional=batch.is_transactional,
-            control=False,
-            origin=origin,
-        )
+        duplicate = self.producers.check_batch(batch, origin)
         if duplicate is None:
             return None
         # Kafka answers a duplicate with the original offsets and, under

@@ -201,6 +201,22 @@ class ProducerStateManager:
             )
         return None
 
+    def check_batch(self, batch: RecordBatch, origin: AppendOrigin) -> BatchMetadata | None:
+        """The leader's checks for one batch: a marker's, or a data batch's (which
+        returns the original batch when this one repeats it)."""
+        if batch.producer_id < 0:
+            return None
+        if batch.is_control:
+            try:
+                marker = read_end_txn_marker(batch)
+            except RemoteProtocolError:
+                return None
+            self.check_marker(batch.producer_id, batch.producer_epoch, marker.coordinator_epoch)
+            return None
+        return self.check(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                          last_sequence(batch.base_sequence, batch.last_offset_delta),
+                          transactional=batch.is_transactional, control=False, origin=origin)
+
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
         """Kafka's checks for a COMMIT/ABORT marker written by a transaction coordinator."""
         entry = self.producers.get(producer_id)

@@ -104,6 +104,9 @@ class TxnShard:
                 log.warning("__transaction_state-%s: skipping unreadable record: %s",
                             self.index, exc)
 
+    def summary(self) -> str:
+        return f"{self.records_loaded} records, {len(self.txns)} transactional ids"
+
     def finish_loading(self) -> None:
         self.state = ShardState.ACTIVE
         for meta in self.txns.values():
