@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from kaflite.cluster.controller import PartitionState
 from kaflite.cluster.log import PartitionLog
+from kaflite.protocol import errors
 
 __all__ = ["FollowerState", "Partition"]
 
@@ -180,6 +181,18 @@ class Partition:
         except LostLeadership:
             return False
         return self.high_watermark >= offset
+
+    async def wait_replicated(self, end_offset: int, timeout: float, min_isr: int) -> None:
+        """acks=all: wait until the high watermark reaches ``end_offset``, or raise the
+        error a Produce is answered (lost leadership, the ISR shrank, a timeout)."""
+        if await self.wait_for_hw(end_offset, timeout):
+            return
+        name = f"{self.topic}-{self.index}"
+        if not self.is_leader:
+            raise errors.NotLeaderOrFollowerError(name)
+        if len(self.isr) < min_isr:
+            raise errors.NotEnoughReplicasAfterAppendError(name)
+        raise errors.RequestTimedOutError(name)
 
     def _release_hw_waiters(self) -> None:
         keep = []

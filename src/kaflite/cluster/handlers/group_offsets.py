@@ -13,6 +13,7 @@ Versions follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-v1, OffsetFetch v0).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.groups._records import OffsetAndMetadata
@@ -37,6 +38,7 @@ from kaflite.protocol.messages import txn_offset_commit_response as tcr
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
+    from kaflite.cluster.groups import CoordinatorShard
     from kaflite.cluster.network import ServerConnection
 
 __all__ = ["HANDLERS"]
@@ -46,21 +48,28 @@ UNSTABLE = errors.UnstableOffsetCommitError.code
 Wanted = list[tuple[str, list[int]]] | None
 
 
-async def handle_offset_commit(broker: Broker, conn: ServerConnection, header: RequestHeader,
-                               req: OffsetCommitRequest) -> OffsetCommitResponse:
-    code = NONE
-    results: dict[tuple[str, int], int] = {}
+async def _commit(broker: Broker, conn: ServerConnection, group_id: str,
+                  commit: Callable[[CoordinatorShard], Awaitable[dict[tuple[str, int], int]]]
+                  ) -> Callable[[str, int], int]:
+    """Run a commit on the group's shard; the error code of each (topic, partition)."""
     try:
-        shard = shard_for(broker, conn, req.group_id)
+        shard = shard_for(broker, conn, group_id)
     except errors.KafkaError as exc:
         code = exc.code
-    else:
-        results = await shard.offset_manager.commit(req, header.request_api_version)
+        return lambda topic, partition: code
+    results = await commit(shard)
+    return lambda topic, partition: results.get((topic, partition), NONE)
+
+
+async def handle_offset_commit(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                               req: OffsetCommitRequest) -> OffsetCommitResponse:
+    version = header.request_api_version
+    code_of = await _commit(broker, conn, req.group_id,
+                            lambda shard: shard.offset_manager.commit(req, version))
     topics = []
     for t in req.topics:
         parts = [ocr.OffsetCommitResponsePartition(
-            partition_index=p.partition_index,
-            error_code=code or results.get((t.name, p.partition_index), NONE))
+            partition_index=p.partition_index, error_code=code_of(t.name, p.partition_index))
             for p in t.partitions]
         topics.append(ocr.OffsetCommitResponseTopic(name=t.name, partitions=parts))
     return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
@@ -140,19 +149,11 @@ async def handle_offset_delete(broker: Broker, conn: ServerConnection, header: R
 async def handle_txn_offset_commit(broker: Broker, conn: ServerConnection,
                                    header: RequestHeader,
                                    req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
-    code = NONE
-    results: dict[tuple[str, int], int] = {}
-    try:
-        shard = shard_for(broker, conn, req.group_id)
-    except errors.KafkaError as exc:
-        code = exc.code
-    else:
-        results = await shard.txn_offsets.commit(req)
+    code_of = await _commit(broker, conn, req.group_id, lambda shard: shard.txn_offsets.commit(req))
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         tcr.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
             tcr.TxnOffsetCommitResponsePartition(
-                partition_index=p.partition_index,
-                error_code=code or results.get((t.name, p.partition_index), NONE))
+                partition_index=p.partition_index, error_code=code_of(t.name, p.partition_index))
             for p in t.partitions])
         for t in req.topics])
 

@@ -58,13 +58,7 @@ async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
         p.wake_fetchers()
         p.maybe_advance_hw()
         if acks == -1:
-            needed = result.last_offset + 1
-            if not await p.wait_for_hw(needed, timeout_s):
-                if not p.is_leader:
-                    raise errors.NotLeaderOrFollowerError(f"{topic}-{index}")
-                if len(p.isr) < min_isr:
-                    raise errors.NotEnoughReplicasAfterAppendError(f"{topic}-{index}")
-                raise errors.RequestTimedOutError(f"{topic}-{index}")
+            await p.wait_replicated(result.last_offset + 1, timeout_s, min_isr)
     except (errors.KafkaError, InvalidRecordBatch) as exc:
         res.error_code = error_code_of(exc)
         res.error_message = getattr(exc, "message", None) or str(exc)

@@ -89,12 +89,7 @@ async def write_txn_marker(
         p.wake_fetchers()
         p.maybe_advance_hw()
         wait = _timeout_s(broker) if timeout_s is None else timeout_s
-        if not await p.wait_for_hw(result.last_offset + 1, wait):
-            if not p.is_leader:
-                raise errors.NotLeaderOrFollowerError(f"{topic}-{partition}")
-            if len(p.isr) < min_isr:
-                raise errors.NotEnoughReplicasAfterAppendError(f"{topic}-{partition}")
-            raise errors.RequestTimedOutError(f"{topic}-{partition}")
+        await p.wait_replicated(result.last_offset + 1, wait, min_isr)
     except (errors.KafkaError, InvalidRecordBatch) as exc:
         return error_code_of(exc)
     for hook in list(broker.marker_hooks):
