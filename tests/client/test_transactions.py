@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kaflite.client import Consumer, Producer
+from kaflite.client import Consumer, Producer, TopicPartition
 from kaflite.client import sync as ksync
 from kaflite.client.producer import TransactionStateError
 from kaflite.cluster import Cluster
@@ -183,3 +183,28 @@ def test_sync_facade(cluster: Cluster) -> None:
         p.abort_transaction()
     assert asyncio.run(read(cluster.bootstrap_servers, topic, 1, "read_committed",
                             want=1)) == [b"one"]
+
+
+def test_admin_lists_and_describes_transactions(cluster: Cluster) -> None:
+    topic, tid = _name("kadmin"), _name("tid")
+    cluster.create_topic(topic, 2, 3)
+    servers = cluster.bootstrap_servers
+    with ksync.Producer({"bootstrap.servers": servers, "transactional.id": tid}) as p, \
+            ksync.Admin({"bootstrap.servers": servers}) as admin:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"open", partition=1)
+        ongoing = admin.describe_transactions([tid])[tid]
+        assert ongoing.state == "Ongoing"
+        assert ongoing.partitions == [TopicPartition(topic, 1)]
+        assert (tid, ongoing.producer_id, "Ongoing") in admin.list_transactions()
+        assert tid not in {t for t, _, _ in admin.list_transactions(states=["Empty"])}
+        assert [t for t, _, _ in admin.list_transactions(producer_ids=[ongoing.producer_id])] \
+            == [tid]
+        p.commit_transaction()
+        deadline = time.monotonic() + 20
+        while admin.describe_transactions([tid])[tid].state != "CompleteCommit":
+            assert time.monotonic() < deadline, "the commit never completed"
+            time.sleep(0.05)
+        with pytest.raises(errors.TransactionalIdNotFoundError):
+            admin.describe_transactions([_name("nobody")])

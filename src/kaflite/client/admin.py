@@ -1,4 +1,4 @@
-"""``Admin``: topics, partitions, configs, groups, offsets and records.
+"""``Admin``: topics, partitions, configs, groups, transactions, offsets and records.
 
     async with Admin({"bootstrap.servers": servers}) as admin:
         await admin.create_topics([NewTopic("t", 6, 3)])
@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaflite.client._base import BaseClient
+from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
+from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._assignors import decode_assignment
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -35,9 +37,10 @@ from kaflite.protocol.messages import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
-    FindCoordinatorRequest,
+    DescribeTransactionsRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
+    ListTransactionsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
@@ -50,7 +53,8 @@ from kaflite.protocol.messages import incremental_alter_configs_request as iacq
 from kaflite.protocol.messages import offset_commit_request as ocq
 from kaflite.protocol.messages import offset_fetch_request as ofq
 
-__all__ = ["Admin", "ConfigResource", "GroupDescription", "MemberDescription", "NewTopic"]
+__all__ = ["Admin", "ConfigResource", "GroupDescription", "MemberDescription", "NewTopic",
+           "TransactionDescription"]
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -87,6 +91,17 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: list[MemberDescription]
+
+
+@dataclass
+class TransactionDescription:
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int
+    partitions: list[TopicPartition]
 
 
 def _check(code: int, what: str, message: str | None = None) -> None:
@@ -204,30 +219,20 @@ class Admin(BaseClient):
                 _check(r.error_code, f"alter configs {res.name}", r.error_message)
 
     # -- groups -----------------------------------------------------------------------------
-    async def _coordinator(self, group: str) -> int:
+    async def _coordinator(self, key: str, key_type: int = GROUP) -> int:
         await self.start()
+        last: BaseException | None = None
         for _ in range(10):
-            # v4+ carries the key in coordinator_keys; older versions only in key.
-            conn = self.pool.least_loaded()
-            if conn is None:
-                await self.metadata.refresh("finding a coordinator")
-                conn = self.pool.least_loaded()
-            batched = conn is None or conn.version_for(FindCoordinatorRequest.API_KEY) >= 4
-            req = (FindCoordinatorRequest(key_type=0, coordinator_keys=[group]) if batched
-                   else FindCoordinatorRequest(key=group, key_type=0))
-            resp = await self._request_any(req)
-            if resp.coordinators:
-                c = resp.coordinators[0]
-                code, node, host, port = c.error_code, c.node_id, c.host, c.port
-            else:
-                code, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
-            if code == 0:
-                await self.pool.get(node, COORDINATOR, address=BrokerAddress(node, host, port))
-                return int(node)
-            if not errors.error_class(code).retriable:
-                _check(code, f"FindCoordinator {group}")
+            try:
+                return await find_coordinator(self, key, key_type)
+            except errors.KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                last = exc
+            except (ConnectionClosed, TimeoutError, OSError) as exc:
+                last = exc
             await asyncio.sleep(0.2)
-        raise errors.CoordinatorNotAvailableError(f"no coordinator for {group}")
+        raise errors.CoordinatorNotAvailableError(f"no coordinator for {key}: {last!r}")
 
     async def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of every group on every broker."""
@@ -301,6 +306,37 @@ class Admin(BaseClient):
                 _check(p.error_code, f"alter offset {t.name}-{p.partition_index} of {group}")
 
     # -- offsets and records -------------------------------------------------------------------
+    # -- transactions -----------------------------------------------------------------------
+    async def list_transactions(self, states: Iterable[str] = (),
+                                producer_ids: Iterable[int] = ()
+                                ) -> list[tuple[str, int, str]]:
+        """(transactional id, producer id, state) of every transactional id on every broker."""
+        await self.start()
+        out = []
+        req = ListTransactionsRequest(state_filters=list(states),
+                                      producer_id_filters=list(producer_ids))
+        for node in list(self.pool.brokers):
+            resp = await self._request(node, req)
+            _check(resp.error_code, f"list transactions on broker {node}")
+            out += [(t.transactional_id, t.producer_id, t.transaction_state)
+                    for t in resp.transaction_states]
+        return sorted(out)
+
+    async def describe_transactions(self, ids: Iterable[str]
+                                    ) -> dict[str, TransactionDescription]:
+        out = {}
+        for tid in ids:
+            node = await self._coordinator(tid, TRANSACTION)
+            resp = await self._request(node, DescribeTransactionsRequest(transactional_ids=[tid]),
+                                       channel=COORDINATOR)
+            for t in resp.transaction_states:
+                _check(t.error_code, f"describe transaction {t.transactional_id}")
+                out[t.transactional_id] = TransactionDescription(
+                    t.transactional_id, t.transaction_state, t.producer_id, t.producer_epoch,
+                    t.transaction_timeout_ms, t.transaction_start_time_ms,
+                    [TopicPartition(d.topic, p) for d in t.topics for p in d.partitions])
+        return out
+
     async def list_offsets(self, query: Mapping[TopicPartition, int | str]
                            ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """``{tp: "earliest" | "latest" | timestamp}`` → offsets."""

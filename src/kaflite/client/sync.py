@@ -312,6 +312,13 @@ class Admin(_SyncClient):
     def list_groups(self) -> list[tuple[str, str, str]]:
         return self._run(self._async.list_groups())
 
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
+                          ) -> list[tuple[str, int, str]]:
+        return self._run(self._async.list_transactions(states, producer_ids))
+
+    def describe_transactions(self, ids: Iterable[str]) -> dict[str, Any]:
+        return self._run(self._async.describe_transactions(ids))
+
     def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupDescription]:
         return self._run(self._async.describe_groups(groups))
 
