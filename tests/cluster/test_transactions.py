@@ -124,6 +124,12 @@ def test_commit_and_abort_seen_by_read_committed(cluster: Cluster) -> None:
     txn_conns = [c for c in cluster.connections(client_id="txn-tid-basic")
                  if "tid-basic" in c.transactional_ids]
     assert txn_conns and all("EndTxn" in c.apis for c in txn_conns)
+    # ...and which connections carried the coordinator's markers to the leaders
+    _, _, coordinator = cluster.faults.coordinator_of("tid-basic", "transaction")
+    senders = cluster.connections(client_id=f"txn-coordinator-{coordinator}")
+    assert senders and all("txn-marker-sender" in c.roles for c in senders)
+    leaders = {cluster.controller.topics["tx-basic"].partitions[i].leader for i in range(2)}
+    assert leaders <= {c.broker for c in senders if c.apis["WriteTxnMarkers"].count}
     p.flush(TIMEOUT)
 
 

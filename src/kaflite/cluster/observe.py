@@ -71,6 +71,8 @@ PARTITION_LEADER_APIS = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEAD
 GROUP_COORDINATOR_APIS = frozenset({8, 9, 11, 12, 13, 14, 28, 68, 76})
 # Requests a transactional producer sends to its transaction coordinator.
 TXN_COORDINATOR_APIS = frozenset({22, 24, 25, 26})
+# What a transaction coordinator sends the leaders of a transaction's partitions.
+WRITE_TXN_MARKERS = 27
 
 NOT_LEADER_CODES = frozenset({errors.NotLeaderOrFollowerError.code,
                               errors.LeaderNotAvailableError.code,
@@ -140,6 +142,8 @@ class ConnectionInfo:
             roles.append("group-coordinator")
         if self.transactional_ids:
             roles.append("txn-coordinator")
+        if WRITE_TXN_MARKERS in self.apis:
+            roles.append("txn-marker-sender")
         if not roles:
             roles.append("bootstrap" if set(self.apis) <= DISCOVERY_APIS else "other")
         return roles
