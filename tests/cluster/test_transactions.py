@@ -291,3 +291,23 @@ def test_requests_are_checked(cluster: Cluster) -> None:
     assert listed.unknown_state_filters == ["Bogus"]
     assert "tid-checks" in {t.transactional_id for t in listed.transaction_states}
     assert all(t.transaction_state == "Empty" for t in listed.transaction_states)
+
+
+def test_markers_are_retried_until_written(cluster: Cluster) -> None:
+    """Leaders refusing WriteTxnMarkers (fault injection): the coordinator retries, then
+    completes; read_committed consumers wait for the markers meanwhile."""
+    cluster.create_topic("tx-retry", 1, 3)
+    p = producer(cluster, "tid-retry")
+    cluster.faults.inject_error("WriteTxnMarkers", "NOT_ENOUGH_REPLICAS", 3, topic="tx-retry")
+    p.begin_transaction()
+    p.produce("tx-retry", b"eventually", partition=0)
+    p.commit_transaction(TIMEOUT)
+    wait_state(cluster, "tid-retry", "CompleteCommit")
+    _, _, node = cluster.faults.coordinator_of("tid-retry", "transaction")
+    refused: dict[str, int] = {}
+    for c in cluster.connections(client_id=f"txn-coordinator-{node}", include_closed=True):
+        for name, n in c.apis["WriteTxnMarkers"].errors.items():
+            refused[name] = refused.get(name, 0) + n
+    assert refused == {"NOT_ENOUGH_REPLICAS": 3}
+    assert read(cluster, "tx-retry", 1, "read_committed") == [(0, b"eventually")]
+    cluster.faults.clear()
