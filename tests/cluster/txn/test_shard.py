@@ -205,3 +205,23 @@ def test_replay_rebuilds_state_and_finishes_prepared_transactions() -> None:
         assert channel.sent == [(pid2, epoch2, True, 8, frozenset({("y", 1)}))]
         assert fresh.txns["prepared"].state is TxnState.COMPLETE_COMMIT
     run(body)
+
+
+def test_idle_transactional_ids_expire() -> None:
+    async def body() -> None:
+        shard, log, _ = make_shard()
+        await shard.init_producer_id("idle", 60000)
+        _, pid, epoch = await shard.init_producer_id("busy", 60000)
+        await shard.add_partitions("busy", pid, epoch, {("x", 0)})  # Ongoing: never expires
+        later = shard.txns["idle"].last_update_ms + TxnConfig().id_expiration_ms
+        assert await shard.expire_ids(later - 1) == 0
+        assert await shard.expire_ids(later + 10**9) == 1
+        assert set(shard.txns) == {"busy"}
+        assert log.records[-1] == (encode_txn_key("idle"), None)  # a tombstone
+        # a new coordinator replaying the log forgets the id too
+        batch = encode_batch([v for _, v in log.records], keys=[k for k, _ in log.records])
+        fresh = TxnShard(3, 8, FakeLog(), FakeChannel(), lambda: 1, TxnConfig())  # type: ignore[arg-type]
+        for b in iter_batches(batch):
+            fresh.replay_batch(b)
+        assert set(fresh.txns) == {"busy"}
+    run(body)

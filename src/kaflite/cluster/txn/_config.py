@@ -12,6 +12,8 @@ TXN_DEFAULTS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.state.log.load.buffer.size": "5242880",
     "transaction.state.log.num.partitions": "50",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
 }
 
 # How long a write to __transaction_state may wait for the in-sync replicas.
@@ -25,6 +27,8 @@ class TxnConfig:
     load_buffer_size: int = 5242880
     partitions: int = 50
     write_timeout_ms: int = WRITE_TIMEOUT_MS
+    id_expiration_ms: int = 604800000
+    expiry_interval_ms: int = 3600000
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> TxnConfig:
@@ -36,4 +40,6 @@ class TxnConfig:
             abort_interval_ms=get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
             load_buffer_size=get("transaction.state.log.load.buffer.size"),
             partitions=get("transaction.state.log.num.partitions"),
+            id_expiration_ms=get("transactional.id.expiration.ms"),
+            expiry_interval_ms=get("transaction.remove.expired.transaction.cleanup.interval.ms"),
         )

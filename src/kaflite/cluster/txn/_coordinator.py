@@ -5,8 +5,10 @@ The coordinator of a transactional id is the leader of its partition of
 for groups); FindCoordinator, in the group coordinator, which creates both
 internal topics, answers with that leader.
 
-A timer aborts transactions that stay open longer than their timeout, every
-``transaction.abort.timed.out.transaction.cleanup.interval.ms``.
+Two timers: one aborts transactions open longer than their timeout, every
+``transaction.abort.timed.out.transaction.cleanup.interval.ms``; the other
+forgets transactional ids idle for ``transactional.id.expiration.ms``, every
+``transaction.remove.expired.transaction.cleanup.interval.ms``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
         self.config = TxnConfig.from_props(broker.config.props)
         super().__init__(broker, self.config.partitions, self.config.load_buffer_size, log)
         self.channel = MarkerChannel(broker)
-        self._aborter: asyncio.Task[None] | None = self._loop.create_task(self._abort_timed_out())
+        self._timers = [self._loop.create_task(self._abort_timed_out()),
+                        self._loop.create_task(self._expire_ids())]
 
     @classmethod
     def attach(cls, broker: Broker) -> TransactionCoordinator:
@@ -50,9 +53,9 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
 
     def close(self) -> None:
         super().close()
-        if self._aborter is not None:
-            self._aborter.cancel()
-            self._aborter = None
+        for task in self._timers:
+            task.cancel()
+        self._timers.clear()
         self.channel.close()
 
     def _new_shard(self, p: Partition) -> TxnShard:
@@ -75,3 +78,19 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
             now = int(time.time() * 1000)
             for shard in self.active_shards():
                 shard.abort_timed_out(now)
+
+    async def _expire_ids(self) -> None:
+        interval = max(self.config.expiry_interval_ms, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now = int(time.time() * 1000)
+            for shard in self.active_shards():
+                try:
+                    removed = await shard.expire_ids(now)
+                except Exception:
+                    log.exception("expiring transactional ids on %s-%s failed", TXN_TOPIC,
+                                  shard.index)
+                    continue
+                if removed:
+                    log.info("expired %s transactional ids on %s-%s", removed, TXN_TOPIC,
+                             shard.index)

@@ -256,6 +256,23 @@ class TxnShard:
                     return
             await asyncio.sleep(min(0.05 * (attempt + 1), 1.0))
 
+    async def expire_ids(self, now_ms: int) -> int:
+        """Forget transactional ids idle for ``transactional.id.expiration.ms`` (a tombstone
+        in the log); returns how many were removed."""
+        idle = [m for m in self.txns.values()
+                if m.state in _DONE and not m.busy
+                and now_ms - m.last_update_ms >= self._config.id_expiration_ms]
+        if not idle:
+            return 0
+        for meta in idle:
+            meta.prepare(meta.replace(state=TxnState.DEAD, last_update_ms=now_ms))
+        code = await self._write_log([(encode_txn_key(m.transactional_id), None) for m in idle])
+        for meta in idle:
+            meta.abandon()
+            if code == 0 and self._current(meta):
+                del self.txns[meta.transactional_id]
+        return len(idle) if code == 0 else 0
+
     def abort_timed_out(self, now_ms: int) -> int:
         """Start aborting every transaction open for longer than its timeout."""
         started = 0
