@@ -215,3 +215,34 @@ def test_segments_without_timestamps_age_by_file_time(tmp_path: Path) -> None:
     # Kafka's largestTimestamp falls back to the file's modification time.
     assert log.apply_retention(T0, retention_ms=HOUR, retention_bytes=-1) == 1
     assert log.log_start_offset == 1
+
+
+def test_an_aborted_write_does_not_supersede_the_committed_value(tmp_path: Path) -> None:
+    """Compaction ignores records of aborted transactions when it picks each key's latest
+    value: the committed value before an aborted one survives (committed ones count)."""
+    from kaflite.cluster.log import AppendOrigin
+    from kaflite.protocol.records import encode_end_txn_marker_batch
+
+    log = open_log(tmp_path, segment_bytes=400, cleanup_policy=("compact",))
+
+    def txn(pid: int, value: bytes, commit: bool) -> None:
+        log.append_as_leader(batch([value], keys=[b"k"], pid=pid, epoch=0, seq=0,
+                                   transactional=True), 0, now_ms=T0)
+        log.append_as_leader(encode_end_txn_marker_batch(
+            commit, producer_id=pid, producer_epoch=0, coordinator_epoch=0, timestamp=T0),
+            0, now_ms=T0, origin=AppendOrigin.COORDINATOR)
+
+    log.append_as_leader(batch([b"committed-1"], keys=[b"k"]), 0, now_ms=T0)
+    txn(501, b"aborted", commit=False)
+    log.append_as_leader(batch([b"other"], keys=[b"j"]), 0, now_ms=T0)
+    _keyed(log, rounds=3, keys=3)  # roll past these, so they are cleanable
+    log.compact(T0)
+    values = [v for _, k, v in read_records(log) if k == b"k"]
+    assert b"committed-1" in values  # without the fix the aborted record superseded it
+    # a committed transactional value does supersede the older one
+    txn(502, b"committed-2", commit=True)
+    _keyed(log, rounds=3, keys=3)
+    log.compact(T0)
+    values = [v for _, k, v in read_records(log) if k == b"k"]
+    assert b"committed-1" not in values and b"committed-2" in values
+    log.close()

@@ -22,6 +22,10 @@ records are all older than ``min.compaction.lag.ms``.
    records, so the producer's sequence survives a restart (Kafka does the same).
 5. Control batches and transactional data batches are copied as they are
    (aborted data is not dropped; the ``.txnindex`` files are left untouched).
+   Records of aborted transactions are left out of the offset map: an aborted
+   write must not make the committed value before it look superseded (the
+   cleanable range ends before the oldest open transaction, so every
+   transaction in it is decided).
 
 Records without a key cannot be compacted and are removed, as Kafka's cleaner
 does. Each segment is rewritten on its own (Kafka also merges small segments;
@@ -69,12 +73,19 @@ def _batches(segment: LogSegment) -> Iterator[memoryview]:
         yield view
 
 
-def build_offset_map(segments: list[LogSegment]) -> dict[bytes, int]:
+def build_offset_map(segments: list[LogSegment],
+                     aborted: dict[int, list[tuple[int, int]]] | None = None) -> dict[bytes, int]:
+    """key -> offset of its latest record; records of aborted transactions do not count
+    (``aborted``: producer id -> (first offset, ABORT marker offset) of each)."""
     latest: dict[bytes, int] = {}
     for segment in segments:
         for view in _batches(segment):
             info = parse_info(view, 0, 0)
             if info.is_control or info.record_count == 0:
+                continue
+            if info.is_transactional and aborted and any(
+                    first <= info.base_offset <= last
+                    for first, last in aborted.get(info.producer_id, ())):
                 continue
             cols = RecordBatch.from_buffer(view).columns()
             for key, offset in zip(cols.keys, cols.offsets, strict=True):
@@ -182,10 +193,11 @@ def clean_segments(
     now_ms: int,
     delete_retention_ms: int,
     producer_last_offsets: dict[int, int],
+    aborted: dict[int, list[tuple[int, int]]] | None = None,
 ) -> tuple[list[LogSegment], CleanerStats]:
     """Compact ``segments`` (all inactive); return their replacements, in order."""
     stats = CleanerStats()
-    latest = build_offset_map(segments)
+    latest = build_offset_map(segments, aborted)
     out: list[LogSegment] = []
     for segment in segments:
         parts: list[bytes | memoryview] = []

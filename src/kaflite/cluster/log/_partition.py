@@ -558,10 +558,14 @@ class PartitionLog:
         last_offsets = {
             pid: e.batches[-1].last_offset for pid, e in self.producers.producers.items() if e.batches
         }
+        aborted: dict[int, list[tuple[int, int]]] = {}
+        for t in self.txn_index.entries:
+            if t.first_offset < end:
+                aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
         cleaned, stats = clean_segments(
             self.directory, segments[:count], now_ms=now,
             delete_retention_ms=self._config.delete_retention_ms,
-            producer_last_offsets=last_offsets,
+            producer_last_offsets=last_offsets, aborted=aborted,
         )
         self._local.replace(cleaned + segments[count:])
         self._cleaned_through = end
