@@ -165,3 +165,37 @@ def test_repeated_reads_reuse_the_executors_connections(spark: Any, kafka: Clust
         assert source(spark, servers, subscribe=name).count() == len(expected)
     # A Python worker that ran none of the first reads may still connect once.
     assert len(executor_connections() - before) <= 2
+
+
+def test_read_committed_skips_aborted_transactions(spark: Any, kafka: Cluster,
+                                                   servers: str) -> None:
+    """``kafka.isolation.level=read_committed``: the data of aborted transactions is not
+    read, and the same producer's committed data after an abort is (the executors
+    apply Kafka's consumer rule to the aborted ranges the leader lists)."""
+    from kaflite.client import sync as ksync
+
+    name = unique("txn")
+    kafka.create_topic(name, 1, 1)
+    with ksync.Producer({"bootstrap.servers": servers,
+                         "transactional.id": unique("spark-tid")}) as p:
+        p.init_transactions()
+        for i, commit in enumerate([True, False, True, False, True]):
+            p.begin_transaction()
+            for j in range(3):
+                p.send(name, f"t{i}-{j}".encode(), partition=0)
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+    want = sorted(f"t{i}-{j}" for i in (0, 2, 4) for j in range(3))
+    deadline = time.monotonic() + 30
+    while True:  # the last commit's marker is written just after EndTxn is answered
+        got = sorted(r[0] for r in source(
+            spark, servers, subscribe=name, **{"kafka.isolation.level": "read_committed"}
+        ).selectExpr("CAST(value AS STRING)").collect())
+        if got == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert got == want
+    everything = source(spark, servers, subscribe=name).count()
+    assert everything == 15

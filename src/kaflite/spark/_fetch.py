@@ -42,12 +42,13 @@ import pyarrow as pa
 
 from kaflite.client import TopicPartition
 from kaflite.client.connection import ConnectionClosed
+from kaflite.client.consumer._aborted import AbortedFilter
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.protocol import errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse
 from kaflite.protocol.messages import fetch_request as fq
-from kaflite.protocol.records import RecordBatch, iter_batches
+from kaflite.protocol.records import iter_batches
 from kaflite.spark._kafka import (
     SparkKafkaClient,
     client_for,
@@ -133,17 +134,6 @@ async def _fetch(client: SparkKafkaClient, tp: TopicPartition, offset: int, max_
     raise _Retry(f"no data for {tp} in the Fetch response")
 
 
-def _aborted_filter(pd: Any) -> list[tuple[int, int]] | None:
-    if not pd.aborted_transactions:
-        return None
-    return sorted((a.first_offset, a.producer_id) for a in pd.aborted_transactions)
-
-
-def _is_aborted(batch: RecordBatch, aborted: list[tuple[int, int]]) -> bool:
-    return batch.is_transactional and any(
-        pid == batch.producer_id and first <= batch.last_offset for first, pid in aborted)
-
-
 class _RangeReader:
     def __init__(self, r: OffsetRange, params: ExecutorParams) -> None:
         self.range = r
@@ -222,9 +212,11 @@ class _RangeReader:
             deadline = time.monotonic() + timeout
             next_pos = batches[-1].next_offset
             pending = self._submit(next_pos) if next_pos < until else None
-            aborted = _aborted_filter(pd) if self.params.isolation_level else None
+            aborted = AbortedFilter.of(pd) if self.params.isolation_level else None
             for batch in batches:
-                if not overlaps(batch, pos, until) or (aborted and _is_aborted(batch, aborted)):
+                if aborted is not None and aborted.skip(batch):
+                    continue  # (sees every batch, in order: it tracks the aborted ranges)
+                if not overlaps(batch, pos, until):
                     continue
                 if self.check_crcs and not batch.crc_ok():
                     raise errors.CorruptMessageError(

@@ -43,7 +43,6 @@ position falls inside) and control batches are skipped, and with
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections import deque
@@ -53,13 +52,14 @@ from typing import TYPE_CHECKING, Any
 
 from kaflite.client._aio import cancel_and_wait
 from kaflite.client.connection import ConnectionClosed
+from kaflite.client.consumer._aborted import AbortedFilter
 from kaflite.client.consumer._subscription import SubscriptionState
 from kaflite.client.consumer._types import RecordList, Segment, TopicPartition
 from kaflite.client.recovery import Action, action_for, error_name
-from kaflite.protocol import ProtocolError, errors
+from kaflite.protocol import errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse
 from kaflite.protocol.messages import fetch_request as fq
-from kaflite.protocol.records import RecordBatch, RecordColumns, iter_batches, read_end_txn_marker
+from kaflite.protocol.records import RecordBatch, RecordColumns, iter_batches
 
 if TYPE_CHECKING:
     from kaflite.client.consumer._consumer import Consumer
@@ -110,37 +110,20 @@ class FetchSession:
 class _Completed:
     """A partition's data from one Fetch response, waiting to be handed out."""
 
-    __slots__ = ("aborted", "aborting", "batches", "fetch_offset", "gen", "size", "tp")
+    __slots__ = ("aborted", "batches", "fetch_offset", "gen", "size", "tp")
 
     def __init__(self, tp: TopicPartition, fetch_offset: int, gen: int,
-                 batches: deque[RecordBatch], size: int,
-                 aborted: deque[tuple[int, int]] | None) -> None:
+                 batches: deque[RecordBatch], size: int, aborted: AbortedFilter | None) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.gen = gen
         self.batches = batches
         self.size = size
-        # read_committed: the aborted transactions (first offset, producer id) not reached
-        # yet, and the producers inside one of them at the current batch
-        self.aborted = aborted
-        self.aborting: set[int] = set()
+        self.aborted = aborted  # read_committed, when transactions were aborted in the range
 
     def skip(self, batch: RecordBatch) -> bool:
-        """Is ``batch`` a control batch, or data of an aborted transaction? (Kafka's
-        consumer: a producer's batches are dropped from the first offset of its
-        aborted transaction up to the ABORT marker that ends it.)"""
-        aborted = self.aborted
-        if aborted is None or batch.producer_id < 0:
-            return batch.is_control
-        while aborted and aborted[0][0] <= batch.last_offset:
-            self.aborting.add(aborted.popleft()[1])
-        if batch.is_control:
-            if batch.producer_id in self.aborting:
-                with contextlib.suppress(ProtocolError):
-                    if not read_end_txn_marker(batch).is_commit:
-                        self.aborting.discard(batch.producer_id)
-            return True
-        return batch.is_transactional and batch.producer_id in self.aborting
+        """A control batch, or data of an aborted transaction: not handed out."""
+        return batch.is_control if self.aborted is None else self.aborted.skip(batch)
 
 
 class Fetcher:
@@ -319,10 +302,7 @@ class Fetcher:
                 batches = deque(iter_batches(records))
                 if not batches:
                     continue
-                aborted = None
-                if self.isolation and pd.aborted_transactions:
-                    aborted = deque(sorted((a.first_offset, a.producer_id)
-                                           for a in pd.aborted_transactions))
+                aborted = AbortedFilter.of(pd) if self.isolation else None
                 size = len(records)
                 self.buffer.append(_Completed(tp, sent[0], state.fetch_gen, batches, size,
                                               aborted))
