@@ -20,7 +20,7 @@ import asyncio
 import collections
 import concurrent.futures
 import threading
-from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -149,12 +149,16 @@ class Producer(_SyncClient):
 
     produce_many = send_batch
 
+    async def _queued_then(self, then: Callable[[], Awaitable[None]]) -> None:
+        """Hand every queued ``produce`` to the async producer, then run ``then``."""
+        while self._queue or self._scheduled:
+            self._drain()
+            await asyncio.sleep(0)
+        await then()
+
     def flush(self, timeout: float | None = None) -> None:
         async def flush() -> None:
-            while self._queue or self._scheduled:
-                self._drain()
-                await asyncio.sleep(0)
-            await self._async.flush(timeout)
+            await self._queued_then(lambda: self._async.flush(timeout))
         self._run(flush())
 
     def init_transactions(self, timeout: float | None = None) -> None:
@@ -170,20 +174,10 @@ class Producer(_SyncClient):
         self._run(self._async.send_offsets_to_transaction(offsets, group), timeout)
 
     def commit_transaction(self, timeout: float | None = None) -> None:
-        async def commit() -> None:
-            while self._queue or self._scheduled:
-                self._drain()
-                await asyncio.sleep(0)
-            await self._async.commit_transaction()
-        self._run(commit(), timeout)
+        self._run(self._queued_then(self._async.commit_transaction), timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
-        async def abort() -> None:
-            while self._queue or self._scheduled:
-                self._drain()
-                await asyncio.sleep(0)
-            await self._async.abort_transaction()
-        self._run(abort(), timeout)
+        self._run(self._queued_then(self._async.abort_transaction), timeout)
 
     def partitions_for(self, topic: str) -> list[int] | None:
         async def get() -> list[int] | None:

@@ -44,6 +44,7 @@ __all__ = [
     "encode_group_value",
     "encode_offset_key",
     "encode_offset_value",
+    "split_version",
 ]
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -112,7 +113,8 @@ def encode_group_value(value: GroupMetadataValue) -> bytes:
     return _versioned(GROUP_METADATA_VALUE_VERSION, value.encode(GROUP_METADATA_VALUE_VERSION))
 
 
-def _split(data: bytes | bytearray | memoryview) -> tuple[int, Reader]:
+def split_version(data: bytes | bytearray | memoryview) -> tuple[int, Reader]:
+    """A coordinator record's int16 version, and a reader over what follows."""
     view = memoryview(data)
     if len(view) < 2:
         raise ValueError("a coordinator record needs its int16 version")
@@ -121,7 +123,7 @@ def _split(data: bytes | bytearray | memoryview) -> tuple[int, Reader]:
 
 
 def decode_key(data: bytes | bytearray | memoryview) -> OffsetKey | GroupKey | OtherKey:
-    version, r = _split(data)
+    version, r = split_version(data)
     if version in (0, 1):
         k = OffsetCommitKey.read(r, version)
         return OffsetKey(k.group, k.topic, k.partition)
@@ -131,7 +133,7 @@ def decode_key(data: bytes | bytearray | memoryview) -> OffsetKey | GroupKey | O
 
 
 def decode_offset_value(data: bytes | bytearray | memoryview) -> OffsetAndMetadata:
-    version, r = _split(data)
+    version, r = split_version(data)
     if version < 0:
         raise ValueError(f"bad OffsetCommitValue version {version}")
     v = _OffsetCommitValue.read(r, min(version, _OffsetCommitValue.MAX_VERSION))
@@ -140,7 +142,7 @@ def decode_offset_value(data: bytes | bytearray | memoryview) -> OffsetAndMetada
 
 
 def decode_group_value(data: bytes | bytearray | memoryview) -> GroupMetadataValue:
-    version, r = _split(data)
+    version, r = split_version(data)
     if version < 0:
         raise ValueError(f"bad GroupMetadataValue version {version}")
     return GroupMetadataValue.read(r, min(version, GroupMetadataValue.MAX_VERSION))

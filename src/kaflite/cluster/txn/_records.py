@@ -14,9 +14,9 @@ import enum
 import struct
 from dataclasses import dataclass
 
+from kaflite.cluster.groups._records import split_version
 from kaflite.protocol.messages import TransactionLogKey, TransactionLogValue
 from kaflite.protocol.messages import transaction_log_value as tlv
-from kaflite.protocol.primitives import Reader
 
 __all__ = ["TxnRecord", "TxnState", "decode_txn_key", "decode_txn_value", "encode_txn_key",
            "encode_txn_value"]
@@ -91,23 +91,15 @@ def encode_txn_value(rec: TxnRecord) -> bytes:
     return _I16.pack(VALUE_VERSION) + value.encode(VALUE_VERSION)
 
 
-def _split(data: bytes | bytearray | memoryview) -> tuple[int, Reader]:
-    view = memoryview(data)
-    if len(view) < 2:
-        raise ValueError("a transaction log record needs its int16 version")
-    (version,) = _I16.unpack_from(view, 0)
-    return version, Reader(view[2:])
-
-
 def decode_txn_key(data: bytes | bytearray | memoryview) -> str:
-    version, r = _split(data)
+    version, r = split_version(data)
     if version != KEY_VERSION:
         raise ValueError(f"unknown TransactionLogKey version {version}")
     return TransactionLogKey.read(r, KEY_VERSION).transactional_id
 
 
 def decode_txn_value(data: bytes | bytearray | memoryview) -> TxnRecord:
-    version, r = _split(data)
+    version, r = split_version(data)
     if version < 0:
         raise ValueError(f"bad TransactionLogValue version {version}")
     v = TransactionLogValue.read(r, min(version, TransactionLogValue.MAX_VERSION))
