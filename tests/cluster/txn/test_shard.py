@@ -51,7 +51,7 @@ class FakeChannel:
 
     async def send_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                            coordinator_epoch: int, partitions: set[tuple[str, int]],
-                           still_current: Callable[[], bool], max_attempts: int = 200) -> bool:
+                           still_current: Callable[[], bool]) -> bool:
         self.sent.append((producer_id, producer_epoch, commit, coordinator_epoch,
                           frozenset(partitions)))
         return self.result

@@ -93,13 +93,16 @@ class MarkerChannel:
 
     async def send_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                            coordinator_epoch: int, partitions: set[TP],
-                           still_current: Callable[[], bool], max_attempts: int = 200) -> bool:
-        """Write the marker to every partition; False if the coordinator must give up."""
+                           still_current: Callable[[], bool]) -> bool:
+        """Write the marker to every partition; False if the coordinator must give up.
+
+        As Kafka does, it keeps retrying for as long as this coordinator owns the
+        transaction: the loop ends when every partition has its marker, or when the
+        shard is closed (leadership moved, the broker stops) or the channel is.
+        """
         left = set(partitions)
         backoff = 0.02
-        for _ in range(max_attempts):
-            if not left:
-                return True
+        while left:
             if self.closed or not still_current():
                 return False
             by_leader: dict[int, list[TP]] = {}
@@ -128,7 +131,7 @@ class MarkerChannel:
             if left:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
-        return not left
+        return True
 
     async def _send(self, node: int, producer_id: int, producer_epoch: int, commit: bool,
                     coordinator_epoch: int, tps: list[TP]) -> dict[TP, int] | None:
