@@ -208,3 +208,32 @@ def test_admin_lists_and_describes_transactions(cluster: Cluster) -> None:
             time.sleep(0.05)
         with pytest.raises(errors.TransactionalIdNotFoundError):
             admin.describe_transactions([_name("nobody")])
+
+
+def test_a_refused_add_partitions_fails_the_records_instead_of_hanging(cluster: Cluster) -> None:
+    topic = _name("krefused")
+    cluster.create_topic(topic, 1, 3)
+    servers = cluster.bootstrap_servers
+
+    async def run() -> list[bytes]:
+        async with Producer({"bootstrap.servers": servers, "transactional.id": _name("tid"),
+                             "client.id": "krefused"}) as p:
+            await p.init_transactions()
+            p.begin_transaction()
+            cluster.faults.inject_error("AddPartitionsToTxn", "INVALID_TXN_STATE", 1,
+                                        client_id="krefused", level="partition")
+            with pytest.raises(errors.InvalidTxnStateError):
+                await asyncio.wait_for(p.send(topic, b"refused", partition=0), 30)
+            assert p.transaction_state == "abortable error"
+            with pytest.raises(errors.KafkaError, match="must be aborted"):
+                await p.commit_transaction()
+            await p.abort_transaction()
+            p.begin_transaction()
+            await p.send(topic, b"after", partition=0)
+            await p.commit_transaction()
+        return await read(servers, topic, 1, "read_committed", want=1)
+
+    try:
+        assert asyncio.run(run()) == [b"after"]
+    finally:
+        cluster.faults.clear()

@@ -54,6 +54,7 @@ from kaflite.cluster._msgscope import (
     identity_of,
     levels_at,
     set_field,
+    shape,
     splice_partition,
     splice_topic,
     topic_identity,
@@ -327,7 +328,8 @@ def _error_response(cls: type[Struct], version: int, code: int) -> Struct:
 
 def mark_error(obj: Struct, code: int, level: str, version: int) -> None:
     """Put ``code`` on ``obj`` and fill the fields Kafka leaves invalid in an error entry."""
-    set_field(obj, "error_code", code, version)
+    field = shape(type(obj)).error
+    set_field(obj, field.name if field is not None else "error_code", code, version)
     for f in type(obj).FIELDS:
         if not in_range(f.versions, version):
             continue

@@ -84,7 +84,8 @@ def shape(cls: type[Struct]) -> Shape:
 
 def _shape(cls: type[Struct]) -> Shape:
     by_name = {f.name: f for f in cls.FIELDS}
-    error = by_name.get("error_code")
+    # AddPartitionsToTxn v0-v3 names its per-partition code partition_error_code
+    error = by_name.get("error_code") or by_name.get("partition_error_code")
     if error is not None and (error.type != "int16" or error.is_array):
         error = None
     topic_name = next((by_name[n] for n in TOPIC_NAME_FIELDS if n in by_name
@@ -113,7 +114,8 @@ def _shape(cls: type[Struct]) -> Shape:
 
 def _relevant(cls: type[Struct], seen: frozenset[type[Struct]]) -> bool:
     names = {f.name for f in cls.FIELDS}
-    if names & {"error_code", "topic_id", *TOPIC_NAME_FIELDS, *PARTITION_FIELDS,
+    if names & {"error_code", "partition_error_code", "topic_id", *TOPIC_NAME_FIELDS,
+                *PARTITION_FIELDS,
                 *GROUP_FIELDS, "key"}:
         return True
     return any(_relevant(f.struct, seen | {cls}) for f in cls.FIELDS

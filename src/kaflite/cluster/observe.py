@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kaflite.cluster._msgscope import TopicResolver, walk
+from kaflite.cluster._msgscope import TopicResolver, shape, walk
 from kaflite.protocol import errors
 from kaflite.protocol.messages import REGISTRY, Struct
 
@@ -196,7 +196,8 @@ def record_request(info: ConnectionInfo, api_key: int, version: int, request: St
     for slot in walk(response, version, resolve, group):
         if not slot.error_at(version):
             continue
-        code = getattr(slot.obj, "error_code", 0)
+        field = shape(type(slot.obj)).error
+        code = getattr(slot.obj, field.name, 0) if field is not None else 0
         if slot.level == "top":
             top_error = code
         if code:

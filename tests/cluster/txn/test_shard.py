@@ -225,3 +225,25 @@ def test_idle_transactional_ids_expire() -> None:
             fresh.replay_batch(b)
         assert set(fresh.txns) == {"busy"}
     run(body)
+
+
+def test_a_bump_request_during_its_fencing_abort_waits_then_gets_the_new_epoch() -> None:
+    """KIP-360 InitProducerId naming the producer's epoch while its transaction is open:
+    the coordinator aborts under epoch+1 (CONCURRENT_TRANSACTIONS meanwhile), and the
+    retry then gets epoch+1 itself instead of being fenced or bumped again."""
+    async def body() -> None:
+        shard, _, channel = make_shard()
+        _, pid, epoch = await shard.init_producer_id("t", 60000)
+        await shard.add_partitions("t", pid, epoch, {("x", 0)})
+        channel.result = False  # the markers cannot be written yet
+        assert (await shard.init_producer_id("t", 60000, pid, epoch))[0] == CONCURRENT
+        await settle()
+        assert shard.txns["t"].state is TxnState.PREPARE_ABORT
+        assert (await shard.init_producer_id("t", 60000, pid, epoch))[0] == CONCURRENT
+        channel.result = True
+        shard.finish_loading()  # (re)starts completing Prepare* transactions
+        await settle()
+        assert shard.txns["t"].state is TxnState.COMPLETE_ABORT
+        assert await shard.init_producer_id("t", 60000, pid, epoch) == (0, pid, epoch + 1)
+        assert (await shard.init_producer_id("t", 60000, pid, epoch - 1))[0] == FENCED
+    run(body)

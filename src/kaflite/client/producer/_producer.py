@@ -141,6 +141,8 @@ class Producer(BaseClient):
             await self._init_producer_id()
         self._sender = Sender(self, self._acc, self._idem, self._compression,
                               self._init_producer_id)
+        if self._txn is not None:
+            self._txn.fail_queued = self._sender.fail_queued
         self._sender.start()
 
     def _roles(self, node_id: int, channel: str) -> list[str]:

@@ -259,7 +259,12 @@ class Sender:
 
     def drop_unsent(self, exc: BaseException) -> None:
         """Fail every batch not sent yet (a transaction is being aborted)."""
-        for queue in list(self.acc.queues.values()):
+        self.fail_queued(set(self.acc.queues), exc)
+
+    def fail_queued(self, tps: set[tuple[str, int]], exc: BaseException) -> None:
+        """Fail the batches of ``tps`` that were not sent yet."""
+        for tp in tps:
+            queue = self.acc.queues.get(tp)
             while queue:
                 batch = queue.popleft()
                 batch.closed = True

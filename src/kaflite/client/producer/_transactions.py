@@ -103,6 +103,8 @@ class TransactionManager:
         self.pending: set[TP] = set()
         self.offsets_added = False
         self._adding: asyncio.Task[None] | None = None
+        # set by the producer: fail the queued batches of partitions that were not added
+        self.fail_queued: Callable[[set[TP], BaseException], None] | None = None
         cfg = producer.config
         self.backoff = cfg.int("retry.backoff.ms") / 1000
         self.max_block = cfg.int("max.block.ms") / 1000
@@ -154,7 +156,8 @@ class TransactionManager:
     # -- talking to the coordinator ----------------------------------------------------------
     async def _coordinator_request(self, make: Callable[[], Any], code_of: Callable[[Any], int],
                                    what: str, key: str | None = None,
-                                   key_type: int = TRANSACTION) -> Any:
+                                   key_type: int = TRANSACTION,
+                                   max_version: int | None = None) -> Any:
         """Send to the coordinator of ``key`` and retry per the recovery table."""
         deadline = time.monotonic() + self.max_block
         key = self.transactional_id if key is None else key
@@ -167,7 +170,11 @@ class TransactionManager:
                     if key_type == TRANSACTION:
                         self.coordinator = node
                 conn = await self.producer.pool.get(node, COORDINATOR)
-                resp = await conn.request(make())
+                req = make()
+                version = conn.version_for(type(req).API_KEY)
+                if max_version is not None:
+                    version = min(version, max_version)
+                resp = await conn.request(req, version=version)
                 code = code_of(resp)
             except (ConnectionClosed, TimeoutError, OSError):
                 code = errors.NetworkExceptionError.code
@@ -225,9 +232,12 @@ class TransactionManager:
                     v3_and_below_producer_epoch=idem.producer_epoch,
                     v3_and_below_topics=[apq.AddPartitionsToTxnTopic(name=t, partitions=ps)
                                          for t, ps in by_topic.items()]),
-                codes, "AddPartitionsToTxn")
+                # v4+ is the brokers' batched verification (KIP-890): clients send v0-v3
+                codes, "AddPartitionsToTxn", max_version=3)
         except Exception as exc:
             self.fail(exc)
+            if self.fail_queued is not None:
+                self.fail_queued(set(tps), exc)  # their records can never be sent now
             return
         finally:
             self.wakeup()

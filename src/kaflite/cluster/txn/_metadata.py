@@ -94,7 +94,8 @@ class TxnMetadata:
         """Apply a record that was written (replicated) to the transaction log."""
         if target.producer_id != self.producer_id:
             self.last_producer_id = self.producer_id
-        self.last_producer_epoch = self.producer_epoch
+        if (target.producer_id, target.producer_epoch) != (self.producer_id, self.producer_epoch):
+            self.last_producer_epoch = self.producer_epoch  # only a new epoch moves it
         self.producer_id = target.producer_id
         self.producer_epoch = target.producer_epoch
         self.timeout_ms = target.timeout_ms

@@ -158,9 +158,13 @@ class TxnShard:
         if expected_id >= 0 and expected != (meta.producer_id, meta.producer_epoch):
             previous = ((meta.last_producer_id, meta.last_producer_epoch),
                         (meta.producer_id, meta.last_producer_epoch))
-            if meta.state is TxnState.EMPTY and expected in previous:
-                return 0, meta.producer_id, meta.producer_epoch  # a retry of a bump that was made
-            return _FENCED, -1, -1
+            if expected not in previous:
+                return _FENCED, -1, -1
+            if meta.state in _DONE:
+                # the bump this producer asked for was already made (a retry, or the
+                # coordinator bumped it to abort its transaction): the current epoch
+                return 0, meta.producer_id, meta.producer_epoch
+            return _CONCURRENT, -1, -1  # that abort is still being completed
         if meta.state in _PREPARING:
             return _CONCURRENT, -1, -1
         if meta.state is TxnState.ONGOING:
@@ -194,6 +198,8 @@ class TxnShard:
         meta = self._check(tid, producer_id, producer_epoch)
         if isinstance(meta, int):
             return meta
+        if not partitions:
+            return 0  # nothing to add: no transaction starts
         if meta.state is TxnState.ONGOING:
             if partitions <= meta.partitions:
                 return 0
