@@ -555,17 +555,11 @@ class PartitionLog:
         end = segments[count].base_offset
         if end == self._cleaned_through and now < self._next_horizon_ms:
             return CleanerStats()  # nothing became cleanable and no tombstone is due
-        last_offsets = {
-            pid: e.batches[-1].last_offset for pid, e in self.producers.producers.items() if e.batches
-        }
-        aborted: dict[int, list[tuple[int, int]]] = {}
-        for t in self.txn_index.entries:
-            if t.first_offset < end:
-                aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
         cleaned, stats = clean_segments(
             self.directory, segments[:count], now_ms=now,
             delete_retention_ms=self._config.delete_retention_ms,
-            producer_last_offsets=last_offsets, aborted=aborted,
+            producer_last_offsets=self.producers.last_offsets(),
+            aborted=self.txn_index.ranges_before(end),
         )
         self._local.replace(cleaned + segments[count:])
         self._cleaned_through = end

@@ -283,6 +283,10 @@ class ProducerStateManager:
         self._unreplicated.append((info.last_offset, first))
         return CompletedTxn(entry.producer_id, first, info.last_offset, not marker.is_commit)
 
+    def last_offsets(self) -> dict[int, int]:
+        """Producer id -> last offset of its last batch (the cleaner keeps that header)."""
+        return {pid: e.batches[-1].last_offset for pid, e in self.producers.items() if e.batches}
+
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction (bounds the last stable offset)."""
         return min(self._open_txns.values()) if self._open_txns else None

@@ -243,6 +243,15 @@ class TransactionIndex:
         self._dirty.clear()
 
     # -- queries --------------------------------------------------------------------------
+    def ranges_before(self, end: int) -> dict[int, list[tuple[int, int]]]:
+        """Producer id -> (first offset, ABORT marker offset) of its aborted transactions
+        that start before ``end`` (what the cleaner leaves out of its key map)."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        for t in self._entries:
+            if t.first_offset < end:
+                out.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+        return out
+
     def collect(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``.
 
