@@ -66,3 +66,20 @@ def test_format_tokens() -> None:
         "t/3@42 k=v (1,1) 1000 h=1%\t|"
     with pytest.raises(ValueError, match="unknown format token"):
         compile_format("%q")
+
+
+def test_transactions_list_and_describe(cluster: Cluster) -> None:
+    from kaflite.client import sync as ksync
+
+    b = cluster.bootstrap_servers
+    cluster.create_topic("cli-txn", 1, 2)
+    with ksync.Producer({"bootstrap.servers": b, "transactional.id": "cli-tid"}) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("cli-txn", b"open", partition=0)
+        listed = kaflite("transactions", "list", "-b", b, "--state", "Ongoing")
+        assert "cli-tid" in listed and "Ongoing" in listed
+        described = kaflite("transactions", "describe", "cli-tid", "-b", b)
+        assert "cli-tid: Ongoing" in described and "cli-txn" in described
+        p.abort_transaction()
+    assert "cli-tid" not in kaflite("transactions", "list", "-b", b, "--state", "Ongoing")

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from kaflite.cli import bench, chaos, connections, consume, demo, groups, produce, topics, up
+from kaflite.cli import (
+    bench,
+    chaos,
+    connections,
+    consume,
+    demo,
+    groups,
+    produce,
+    topics,
+    transactions,
+    up,
+)
 
 app = typer.Typer(
     name="kaflite",
@@ -20,6 +31,7 @@ app.command("consume")(consume.consume)
 app.command("bench")(bench.bench)
 app.add_typer(topics.app, name="topics")
 app.add_typer(groups.app, name="groups")
+app.add_typer(transactions.app, name="transactions")
 app.add_typer(chaos.app, name="chaos")
 
 
