@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
@@ -27,7 +28,28 @@ if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
     from kaflite.cluster.partition import Partition
 
-__all__ = ["Shard", "ShardedCoordinator"]
+__all__ = ["Shard", "ShardLifecycle", "ShardState", "ShardedCoordinator"]
+
+
+class ShardState(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+
+class ShardLifecycle:
+    """A shard is LOADING while it replays its partition, ACTIVE once it has, and CLOSED
+    when its leadership is gone."""
+
+    state = ShardState.LOADING
+
+    @property
+    def loading(self) -> bool:
+        return self.state is ShardState.LOADING
+
+    @property
+    def active(self) -> bool:
+        return self.state is ShardState.ACTIVE
 
 
 class Shard(Protocol):

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 from collections.abc import Callable
 
 from kaflite.cluster._internal_log import PartitionWriter, normalize_error, replay_partition
+from kaflite.cluster._sharded import ShardLifecycle, ShardState
 from kaflite.cluster.groups._classic import ClassicGroupManager, Record
 from kaflite.cluster.groups._config import GroupConfig
 from kaflite.cluster.groups._group import ClassicGroup
@@ -52,18 +52,11 @@ log = logging.getLogger("kaflite.cluster.groups")
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-class ShardState(enum.Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
-    CLOSED = "closed"
-
-
-class CoordinatorShard:
+class CoordinatorShard(ShardLifecycle):
     def __init__(self, index: int, epoch: int, write: Callable[[list[Record]], asyncio.Future[int]],
                  timer: Timer, config: GroupConfig, topic_exists: Callable[[str], bool]) -> None:
         self.index = index
         self.epoch = epoch
-        self.state = ShardState.LOADING
         self.timer = timer
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
@@ -75,14 +68,6 @@ class CoordinatorShard:
                                             config.metadata_max_bytes,
                                             write if isinstance(write, PartitionWriter) else None)
         self.records_loaded = 0
-
-    @property
-    def loading(self) -> bool:
-        return self.state is ShardState.LOADING
-
-    @property
-    def active(self) -> bool:
-        return self.state is ShardState.ACTIVE
 
     # -- replay ------------------------------------------------------------------------------
     def replay(self, key: bytes | memoryview | None, value: bytes | memoryview | None) -> None:

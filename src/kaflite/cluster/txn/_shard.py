@@ -16,13 +16,13 @@ Prepare* record finishes the job.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from kaflite.cluster._internal_log import Record
+from kaflite.cluster._sharded import ShardLifecycle, ShardState
 from kaflite.cluster.txn._config import TxnConfig
 from kaflite.cluster.txn._markers import MarkerChannel
 from kaflite.cluster.txn._metadata import MAX_EPOCH, TxnMetadata
@@ -57,18 +57,11 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
-class ShardState(enum.Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
-    CLOSED = "closed"
-
-
-class TxnShard:
+class TxnShard(ShardLifecycle):
     def __init__(self, index: int, epoch: int, write: Writer, channel: MarkerChannel,
                  allocate_producer_id: Callable[[], int], config: TxnConfig) -> None:
         self.index = index
         self.epoch = epoch
-        self.state = ShardState.LOADING
         self.txns: dict[str, TxnMetadata] = {}
         self.records_loaded = 0
         self._write_log = write
@@ -76,14 +69,6 @@ class TxnShard:
         self._allocate = allocate_producer_id
         self._config = config
         self._tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def active(self) -> bool:
-        return self.state is ShardState.ACTIVE
-
-    @property
-    def loading(self) -> bool:
-        return self.state is ShardState.LOADING
 
     # -- loading ---------------------------------------------------------------------------
     def replay_batch(self, batch: RecordBatch) -> None:
