@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 import enum
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from kaflite.cluster._internal_log import replay_partition
@@ -87,6 +89,7 @@ class ShardedCoordinator(Generic[S]):
         self._load_buffer_size = load_buffer_size
         self._log = log
         self._loads: dict[int, asyncio.Task[None]] = {}
+        self._timers: list[asyncio.Task[None]] = []
         self._loop = asyncio.get_running_loop()
         broker.partition_hooks.append(self._on_partition_change)
         broker.services[self.SERVICE] = self
@@ -95,12 +98,35 @@ class ShardedCoordinator(Generic[S]):
         raise NotImplementedError
 
     def close(self) -> None:
-        """Broker shutdown: close every shard."""
+        """Broker shutdown: close every shard, stop every periodic task."""
         self.closed = True
         for index in list(self.shards):
             self._unload(index)
+        for task in self._timers:
+            task.cancel()
+        self._timers.clear()
         with contextlib.suppress(ValueError):
             self.broker.partition_hooks.remove(self._on_partition_change)
+
+    def _every(self, interval_ms: int, action: Callable[[S, int], Awaitable[int]],
+               done: str) -> None:
+        """Run ``action(shard, now_ms)`` on every active shard every ``interval_ms``
+        (until ``close``); a non-zero count is logged as ``done % count``."""
+        async def loop() -> None:
+            interval = max(interval_ms, 10) / 1000
+            while True:
+                await asyncio.sleep(interval)
+                now = int(time.time() * 1000)
+                for shard in self.active_shards():
+                    try:
+                        count = await action(shard, now)
+                    except Exception:
+                        self._log.exception("%s-%s: periodic task failed", self.TOPIC,
+                                            shard.index)
+                        continue
+                    if count:
+                        self._log.info("%s on %s-%s", done % count, self.TOPIC, shard.index)
+        self._timers.append(self._loop.create_task(loop()))
 
     # -- leadership ---------------------------------------------------------------------------
     def _on_partition_change(self, p: Partition, was_leader: bool) -> None:

@@ -162,8 +162,8 @@ def test_timed_out_transactions_are_aborted() -> None:
         _, pid, epoch = await shard.init_producer_id("t", 1000)
         await shard.add_partitions("t", pid, epoch, {("x", 0)})
         start = shard.txns["t"].start_ms
-        assert shard.abort_timed_out(start + 1000) == 0  # not yet past the timeout
-        assert shard.abort_timed_out(start + 1001) == 1
+        assert await shard.abort_timed_out(start + 1000) == 0  # not yet past the timeout
+        assert await shard.abort_timed_out(start + 1001) == 1
         await settle()
         assert shard.txns["t"].state is TxnState.COMPLETE_ABORT
         assert channel.sent[-1][:3] == (pid, epoch + 1, False)

@@ -13,7 +13,6 @@ an offsets partition starts a shard loading, losing it closes the shard.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from typing import TYPE_CHECKING
@@ -50,7 +49,8 @@ class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
         self.config = GroupConfig.from_props(broker.config.props)
         super().__init__(broker, self.config.offsets_partitions, self.config.load_buffer_size,
                          log)
-        self._expiry: asyncio.Task[None] | None = self._loop.create_task(self._expire_offsets())
+        self._every(self.config.retention_check_interval_ms,
+                    lambda shard, now: shard.offset_manager.expire(), "expired %s offsets")
         broker.marker_hooks.append(self._on_marker)
 
     @classmethod
@@ -61,9 +61,6 @@ class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
     def close(self) -> None:
         """Broker shutdown: close every shard, stop every timer and task."""
         super().close()
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
         with contextlib.suppress(ValueError):
             self.broker.marker_hooks.remove(self._on_marker)
 
@@ -133,17 +130,3 @@ class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
             return False
         shard.classic.remove_member(group, member, f"member {member_id} forgotten on request")
         return True
-
-    # -- offset expiry ----------------------------------------------------------------------------
-    async def _expire_offsets(self) -> None:
-        interval = max(self.config.retention_check_interval_ms, 10) / 1000
-        while True:
-            await asyncio.sleep(interval)
-            for shard in self.active_shards():
-                try:
-                    expired = await shard.offset_manager.expire()
-                except Exception:
-                    log.exception("offset expiry failed on %s-%s", OFFSETS_TOPIC, shard.index)
-                    continue
-                if expired:
-                    log.info("expired %s offsets on %s-%s", expired, OFFSETS_TOPIC, shard.index)

@@ -13,9 +13,7 @@ forgets transactional ids idle for ``transactional.id.expiration.ms``, every
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from kaflite.cluster._internal_log import PartitionWriter
@@ -44,8 +42,10 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
         self.config = TxnConfig.from_props(broker.config.props)
         super().__init__(broker, self.config.partitions, self.config.load_buffer_size, log)
         self.channel = MarkerChannel(broker)
-        self._timers = [self._loop.create_task(self._abort_timed_out()),
-                        self._loop.create_task(self._expire_ids())]
+        self._every(self.config.abort_interval_ms, lambda shard, now: shard.abort_timed_out(now),
+                    "started aborting %s timed-out transactions")
+        self._every(self.config.expiry_interval_ms, lambda shard, now: shard.expire_ids(now),
+                    "expired %s transactional ids")
 
     @classmethod
     def attach(cls, broker: Broker) -> TransactionCoordinator:
@@ -53,9 +53,6 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
 
     def close(self) -> None:
         super().close()
-        for task in self._timers:
-            task.cancel()
-        self._timers.clear()
         self.channel.close()
 
     def _new_shard(self, p: Partition) -> TxnShard:
@@ -69,28 +66,3 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
         if self.loading:
             raise errors.CoordinatorLoadInProgressError("transaction state is loading")
         return [m for s in self.active_shards() for m in s.txns.values()]
-
-    # -- timeouts ---------------------------------------------------------------------------------
-    async def _abort_timed_out(self) -> None:
-        interval = max(self.config.abort_interval_ms, 10) / 1000
-        while True:
-            await asyncio.sleep(interval)
-            now = int(time.time() * 1000)
-            for shard in self.active_shards():
-                shard.abort_timed_out(now)
-
-    async def _expire_ids(self) -> None:
-        interval = max(self.config.expiry_interval_ms, 10) / 1000
-        while True:
-            await asyncio.sleep(interval)
-            now = int(time.time() * 1000)
-            for shard in self.active_shards():
-                try:
-                    removed = await shard.expire_ids(now)
-                except Exception:
-                    log.exception("expiring transactional ids on %s-%s failed", TXN_TOPIC,
-                                  shard.index)
-                    continue
-                if removed:
-                    log.info("expired %s transactional ids on %s-%s", removed, TXN_TOPIC,
-                             shard.index)

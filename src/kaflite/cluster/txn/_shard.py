@@ -264,7 +264,7 @@ class TxnShard(ShardLifecycle):
                 del self.txns[meta.transactional_id]
         return len(idle) if code == 0 else 0
 
-    def abort_timed_out(self, now_ms: int) -> int:
+    async def abort_timed_out(self, now_ms: int) -> int:
         """Start aborting every transaction open for longer than its timeout."""
         started = 0
         for meta in list(self.txns.values()):
