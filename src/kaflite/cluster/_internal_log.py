@@ -94,8 +94,7 @@ class PartitionWriter:
         try:
             if p is None or not p.is_leader or p.leader_epoch != self.epoch:
                 raise errors.NotCoordinatorError(name)
-            if len(p.isr) < int(p.log.config.min_insync_replicas):
-                raise errors.NotEnoughReplicasError(name)
+            min_isr = p.require_min_isr()
             now = int(time.time() * 1000)
             batch = encode_batch([v for _, v in records], keys=[k for k, _ in records],
                                  base_timestamp=now, producer_id=producer_id,
@@ -110,18 +109,14 @@ class PartitionWriter:
             return fut
         p.wake_fetchers()
         p.maybe_advance_hw()
-        min_isr = int(p.log.config.min_insync_replicas)
 
         async def wait() -> None:
-            ok = await p.wait_for_hw(result.last_offset + 1, self.timeout_s)
-            if ok:
+            try:
+                await p.wait_replicated(result.last_offset + 1, self.timeout_s, min_isr)
                 code = 0
-            elif not p.is_leader or p.leader_epoch != self.epoch:
-                code = errors.NotCoordinatorError.code
-            elif len(p.isr) < min_isr:
-                code = normalize_error(errors.NotEnoughReplicasAfterAppendError.code)
-            else:
-                code = normalize_error(errors.RequestTimedOutError.code)
+            except errors.KafkaError as exc:
+                code = errors.NotCoordinatorError.code if p.leader_epoch != self.epoch \
+                    else normalize_error(exc.code)
             if not fut.done():
                 fut.set_result(code)
 

@@ -182,6 +182,15 @@ class Partition:
             return False
         return self.high_watermark >= offset
 
+    def require_min_isr(self) -> int:
+        """acks=all, before appending: ``min.insync.replicas``, or NOT_ENOUGH_REPLICAS when
+        the ISR is smaller."""
+        min_isr = int(self.log.config.min_insync_replicas)
+        if len(self.isr) < min_isr:
+            raise errors.NotEnoughReplicasError(
+                f"{len(self.isr)} in-sync replicas, min.insync.replicas={min_isr}")
+        return min_isr
+
     async def wait_replicated(self, end_offset: int, timeout: float, min_isr: int) -> None:
         """acks=all: wait until the high watermark reaches ``end_offset``, or raise the
         error a Produce is answered (lost leadership, the ISR shrank, a timeout)."""

@@ -44,11 +44,7 @@ async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
     try:
         p = broker.leader_partition(topic, index)
         conn.info.partitions.add((topic, index))
-        cfg = p.log.config
-        min_isr = int(cfg.min_insync_replicas)
-        if acks == -1 and len(p.isr) < min_isr:
-            raise errors.NotEnoughReplicasError(
-                f"{len(p.isr)} in-sync replicas, min.insync.replicas={min_isr}")
+        min_isr = p.require_min_isr() if acks == -1 else 0
         if records is None:
             raise errors.InvalidRecordError("null records")
         result = p.log.append_as_leader(records, p.leader_epoch, now_ms=now_ms())

@@ -76,10 +76,7 @@ async def write_txn_marker(
     """
     try:
         p = broker.leader_partition(topic, partition)
-        min_isr = int(p.log.config.min_insync_replicas)
-        if len(p.isr) < min_isr:
-            raise errors.NotEnoughReplicasError(
-                f"{len(p.isr)} in-sync replicas, min.insync.replicas={min_isr}")
+        min_isr = p.require_min_isr()
         now = now_ms()
         marker = encode_end_txn_marker_batch(
             committed, producer_id=producer_id, producer_epoch=producer_epoch,
