@@ -235,9 +235,7 @@ class Producer(BaseClient):
             size += sum(len(hk) + (len(hv) if hv else 0) + 2 for hk, hv in h)
         p = self._choose(topic, k, partition, size)
         ts = timestamp if timestamp is not None else time.time_ns() // 1_000_000
-        if self._txn is not None:
-            self._txn.record_for((topic, p))
-        self._written.add((topic, p))
+        self._mark_written(topic, p)
         batch, index = self._acc.append(topic, p, v, k, h, ts, size)
         if k is None and partition is None and h is None and timestamp is None \
                 and self._value_ser is None and batch.keys is None and batch.headers is None:

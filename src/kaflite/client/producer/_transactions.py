@@ -138,7 +138,7 @@ class TransactionManager:
 
     def record_for(self, tp: TP) -> None:
         """A record is about to be appended to ``tp``: it must be in the transaction."""
-        self._require(TxnState.IN_TRANSACTION)
+        self.check_open()
         if tp not in self.added:
             self.pending.add(tp)
 
