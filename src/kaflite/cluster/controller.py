@@ -135,6 +135,11 @@ class Controller:
         tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, path)
 
+    def partition(self, topic: str, index: int) -> PartitionState | None:
+        """The state of ``topic``-``index``; None if the cluster has no such partition."""
+        t = self.topics.get(topic)
+        return t.partitions[index] if t is not None and 0 <= index < len(t.partitions) else None
+
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before, in this cluster's lifetime."""
         pid = self.next_producer_id

@@ -30,8 +30,7 @@ PREFERRED, UNCLEAN = 0, 1
 
 
 def _partition_state(broker: Broker, topic: str, index: int) -> None:
-    t = broker.controller.topics.get(topic)
-    if t is None or not 0 <= index < len(t.partitions):
+    if broker.controller.partition(topic, index) is None:
         raise errors.UnknownTopicOrPartitionError(f"{topic}-{index}")
 
 

@@ -72,15 +72,10 @@ async def init_transactional(broker: Broker, conn: ServerConnection,
     return InitProducerIdResponse(error_code=code, producer_id=pid, producer_epoch=epoch)
 
 
-def _known(broker: Broker, topic: str, index: int) -> bool:
-    t = broker.controller.topics.get(topic)
-    return t is not None and 0 <= index < len(t.partitions)
-
-
 async def handle_add_partitions(broker: Broker, conn: ServerConnection, header: RequestHeader,
                                 req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
-    unknown = {tp for tp in wanted if not _known(broker, *tp)}
+    unknown = {tp for tp in wanted if broker.controller.partition(*tp) is None}
     codes: dict[tuple[str, int], int]
     if unknown:
         codes = {tp: errors.UnknownTopicOrPartitionError.code if tp in unknown

@@ -86,10 +86,8 @@ class MarkerChannel:
             return conn
 
     def _leader(self, tp: TP) -> int:
-        topic = self.broker.controller.topics.get(tp[0])
-        if topic is None or tp[1] >= len(topic.partitions):
-            return -2  # the topic (or partition) is gone
-        return topic.partitions[tp[1]].leader
+        state = self.broker.controller.partition(*tp)
+        return -2 if state is None else state.leader  # -2: the topic (or partition) is gone
 
     async def send_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                            coordinator_epoch: int, partitions: set[TP],
