@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from kaflite.client._aio import cancel_and_wait
 from kaflite.client.connection import BrokerConnection, ConnectionClosed
 from kaflite.client.events import EventLog
+from kaflite.client.recovery import backoff_delay
 from kaflite.config import ClientConfig
 from kaflite.protocol import REGISTRY
 
@@ -130,10 +131,8 @@ class ConnectionPool:
         return min(base * 2.0 ** failures, max(top, base)) * random.uniform(0.8, 1.2)
 
     def _backoff_delay(self, failures: int) -> float:
-        base = self.config.int("reconnect.backoff.ms")
-        top = self.config.int("reconnect.backoff.max.ms")
-        delay = min(base * (2 ** max(failures - 1, 0)), top)
-        return float(delay) * random.uniform(0.8, 1.2) / 1000
+        return backoff_delay(self.config.int("reconnect.backoff.ms"),
+                             self.config.int("reconnect.backoff.max.ms"), failures)
 
     def _start_reaper(self) -> None:
         if self._reaper is None and self.config.int("connections.max.idle.ms") >= 0:

@@ -24,10 +24,11 @@ retriable, and raised otherwise.
 from __future__ import annotations
 
 import enum
+import random
 
 from kaflite.protocol import errors as E
 
-__all__ = ["RECOVERY", "Action", "action_for"]
+__all__ = ["RECOVERY", "Action", "action_for", "backoff_delay"]
 
 
 class Action(enum.Enum):
@@ -88,3 +89,15 @@ def action_for(code: int) -> Action:
 
 def error_name(code: int) -> str:
     return getattr(E.error_class(code), "name", f"ERROR_{code}")
+
+
+def backoff_delay(base_ms: int, max_ms: int, attempts: int) -> float:
+    """Seconds to wait before retry number ``attempts`` (1 for the first retry).
+
+    Java's ``ExponentialBackoff`` (KIP-580): ``base * 2**(attempts-1)``, capped at
+    ``max`` (never below ``base``), with ±20 % jitter so that clients that failed
+    together do not retry together.
+    """
+    top = max(max_ms, base_ms)
+    term = base_ms * 2.0 ** max(attempts - 1, 0)
+    return min(term * random.uniform(0.8, 1.2), top) / 1000

@@ -44,7 +44,7 @@ from kaflite.client import TopicPartition
 from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._aborted import AbortedFilter
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
-from kaflite.client.recovery import Action, action_for, error_name
+from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.protocol import errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse
 from kaflite.protocol.messages import fetch_request as fq
@@ -141,7 +141,8 @@ class _RangeReader:
         self.params = params
         self.client = client_for(dict(params.config))
         self.builder = ColumnBuilder(r.topic, r.partition, params.include_headers)
-        self.backoff = self.client.config.int("retry.backoff.ms") / 1000
+        cfg = self.client.config
+        self.backoff_ms = (cfg.int("retry.backoff.ms"), cfg.int("retry.backoff.max.ms"))
         self.check_crcs = self.client.config.bool("check.crcs")
 
     def _submit(self, offset: int) -> concurrent.futures.Future[Any]:
@@ -175,6 +176,7 @@ class _RangeReader:
         timeout = self.params.poll_timeout_ms / 1000
         deadline = time.monotonic() + timeout
         pending = self._submit(pos) if pos < until else None
+        retries = 0
         while pending is not None:
             try:
                 pd = pending.result()
@@ -183,9 +185,11 @@ class _RangeReader:
                     raise TimeoutError(f"Cannot fetch record for offset {pos} in "
                                        f"{self.params.poll_timeout_ms} milliseconds ({exc})"
                                        ) from exc
-                time.sleep(self.backoff)
+                retries += 1
+                time.sleep(backoff_delay(*self.backoff_ms, retries))
                 pending = self._submit(pos)
                 continue
+            retries = 0
             code = pd.error_code
             if code == errors.OffsetOutOfRangeError.code:
                 pos = self._out_of_range(pos, until)

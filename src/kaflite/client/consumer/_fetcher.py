@@ -48,14 +48,14 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kaflite.client._aio import cancel_and_wait
 from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._aborted import AbortedFilter
 from kaflite.client.consumer._subscription import SubscriptionState
 from kaflite.client.consumer._types import RecordList, Segment, TopicPartition
-from kaflite.client.recovery import Action, action_for, error_name
+from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.protocol import errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse
 from kaflite.protocol.messages import fetch_request as fq
@@ -64,12 +64,24 @@ from kaflite.protocol.records import RecordBatch, RecordColumns, iter_batches
 if TYPE_CHECKING:
     from kaflite.client.consumer._consumer import Consumer
 
-__all__ = ["FetchSession", "Fetcher"]
+__all__ = ["FetchSession", "Fetcher", "Wanted"]
 
 ZERO_UUID = uuid.UUID(int=0)
+# consecutive errors of one partition after which an event says it is stuck
+STUCK_AFTER = frozenset({10, 100, 1000})
 SESSION_ERRORS = (errors.FetchSessionIdNotFoundError.code,
                   errors.InvalidFetchSessionEpochError.code,
                   errors.FetchSessionTopicIdError.code)
+
+
+class Wanted(NamedTuple):
+    """What a Fetch asks of one partition. An incremental session resends a partition
+    when any field changes: the leader epoch too, or the broker would keep checking
+    the old one and answer FENCED_LEADER_EPOCH for ever."""
+
+    offset: int
+    max_bytes: int
+    leader_epoch: int
 
 
 @dataclass
@@ -79,10 +91,10 @@ class FetchSession:
     node_id: int
     session_id: int = 0
     epoch: int = 0                   # 0: ask for a new session; -1: no session at all
-    sent: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    sent: dict[TopicPartition, Wanted] = field(default_factory=dict)
 
-    def build(self, wanted: dict[TopicPartition, tuple[int, int]]
-              ) -> tuple[dict[TopicPartition, tuple[int, int]], list[TopicPartition], bool]:
+    def build(self, wanted: dict[TopicPartition, Wanted]
+              ) -> tuple[dict[TopicPartition, Wanted], list[TopicPartition], bool]:
         """(partitions to send, partitions to forget, full?) for the next request."""
         if self.session_id == 0:
             return dict(wanted), [], True
@@ -90,7 +102,7 @@ class FetchSession:
         forget = [tp for tp in self.sent if tp not in wanted]
         return send, forget, False
 
-    def sent_request(self, wanted: dict[TopicPartition, tuple[int, int]]) -> None:
+    def sent_request(self, wanted: dict[TopicPartition, Wanted]) -> None:
         self.sent = dict(wanted)
 
     def handle(self, error_code: int, session_id: int) -> None:
@@ -151,7 +163,11 @@ class Fetcher:
         # monotonic time before which a partition is not fetched (after LEADER_NOT_AVAILABLE
         # and other back-off errors of the recovery table)
         self.backoff_until: dict[TopicPartition, float] = {}
-        self.retry_backoff = c.int("retry.backoff.ms") / 1000
+        self.retry_backoff_ms = c.int("retry.backoff.ms")
+        self.retry_backoff_max_ms = c.int("retry.backoff.max.ms")
+        # consecutive errors per partition, for the exponential back-off and the
+        # "stuck" event; a response without an error for the partition clears it
+        self.failures: dict[TopicPartition, int] = {}
         # partitions whose leader was wrong: not fetched again until the metadata
         # version moves past the one recorded here (a refresh, or a KIP-951 hint)
         self.await_metadata: dict[TopicPartition, int] = {}
@@ -167,8 +183,7 @@ class Fetcher:
         if self._closed or self.buffered_bytes >= self.buffer_limit:
             return
         md = self.consumer.metadata
-        by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
-        epochs: dict[TopicPartition, int] = {}
+        by_node: dict[int, dict[TopicPartition, Wanted]] = {}
         gens: dict[TopicPartition, int] = {}
         backoff = self.backoff_until
         now_ = time.monotonic() if backoff else 0.0
@@ -195,23 +210,23 @@ class Fetcher:
                 continue
             if leader.leader in self.in_flight:
                 continue
-            by_node.setdefault(leader.leader, {})[tp] = (offset, self.partition_max)
-            epochs[tp] = leader.leader_epoch
+            by_node.setdefault(leader.leader, {})[tp] = Wanted(
+                offset, self.partition_max, leader.leader_epoch)
             gens[tp] = state.fetch_gen
         for node, wanted in by_node.items():
             task = asyncio.get_running_loop().create_task(
-                self._fetch(node, wanted, epochs, gens))
+                self._fetch(node, wanted, gens))
             self.in_flight[node] = task
 
-    def _request(self, node: int, wanted: dict[TopicPartition, tuple[int, int]],
-                 epochs: dict[TopicPartition, int], version: int) -> FetchRequest:
+    def _request(self, node: int, wanted: dict[TopicPartition, Wanted], version: int
+                 ) -> FetchRequest:
         session = self.sessions.setdefault(node, FetchSession(node))
         send, forget, _full = session.build(wanted)
         md = self.consumer.metadata
         topics: dict[str, list[fq.FetchPartition]] = {}
-        for tp, (offset, max_bytes) in send.items():
+        for tp, (offset, max_bytes, leader_epoch) in send.items():
             topics.setdefault(tp.topic, []).append(fq.FetchPartition(
-                partition=tp.partition, current_leader_epoch=epochs.get(tp, -1),
+                partition=tp.partition, current_leader_epoch=leader_epoch,
                 fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
                 partition_max_bytes=max_bytes))
         forgotten: dict[str, list[int]] = {}
@@ -229,9 +244,8 @@ class Fetcher:
                                    for t, ps in forgotten.items()],
             rack_id=self.rack)
 
-    async def _fetch(self, node: int, wanted: dict[TopicPartition, tuple[int, int]],
-                     epochs: dict[TopicPartition, int], gens: dict[TopicPartition, int]
-                     ) -> None:
+    async def _fetch(self, node: int, wanted: dict[TopicPartition, Wanted],
+                     gens: dict[TopicPartition, int]) -> None:
         consumer = self.consumer
         try:
             conn = await consumer.pool.get(node)
@@ -239,7 +253,7 @@ class Fetcher:
             if version >= 13 and any(consumer.metadata.topic_id(tp.topic) == ZERO_UUID
                                      for tp in wanted):
                 version = 12  # the broker gave no topic ids: fetch by name
-            req = self._request(node, wanted, epochs, version)
+            req = self._request(node, wanted, version)
             try:
                 resp: FetchResponse = await conn.request(
                     req, version=version,
@@ -265,7 +279,7 @@ class Fetcher:
             self.data_ready.set()
 
     def _handle(self, node: int, resp: FetchResponse,
-                wanted: dict[TopicPartition, tuple[int, int]], gens: dict[TopicPartition, int],
+                wanted: dict[TopicPartition, Wanted], gens: dict[TopicPartition, int],
                 version: int) -> None:
         session = self.sessions[node]
         session.handle(resp.error_code, resp.session_id)
@@ -284,11 +298,13 @@ class Fetcher:
                 if sent is None or state is None or state.fetch_gen != gens.get(tp):
                     continue  # unassigned or seeked while the fetch was in flight
                 code = pd.error_code
+                if not code and self.failures:
+                    self.failures.pop(tp, None)
                 if code:
                     # Fetch from the position next; an error about data beyond what is
                     # buffered is acted on when the partition gets there.
                     state.fetch_offset = -1
-                    if sent[0] == state.position:
+                    if sent.offset == state.position:
                         self._partition_error(tp, code, pd.current_leader.leader_id,
                                               pd.current_leader.leader_epoch, endpoints)
                     continue
@@ -304,7 +320,7 @@ class Fetcher:
                     continue
                 aborted = AbortedFilter.of(pd) if self.isolation else None
                 size = len(records)
-                self.buffer.append(_Completed(tp, sent[0], state.fetch_gen, batches, size,
+                self.buffer.append(_Completed(tp, sent.offset, state.fetch_gen, batches, size,
                                               aborted))
                 self.buffered_bytes += size
                 self.buffered_tps[tp] = self.buffered_tps.get(tp, 0) + 1
@@ -315,14 +331,20 @@ class Fetcher:
         md = self.consumer.metadata
         action = action_for(code)
         where = f"{error_name(code)} on {tp}"
+        failures = self.failures[tp] = self.failures.get(tp, 0) + 1
+        if failures in STUCK_AFTER:
+            self.consumer._events.emit(
+                "fetch", f"{tp} makes no progress: {failures} errors in a row", cause=where)
         if action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH):
             # Refresh and reroute: the partition waits for newer metadata (a KIP-951
-            # hint applied here counts) instead of asking the old leader again.
+            # hint applied here counts) instead of asking the old leader again. If
+            # that did not help, it also backs off, longer each time (Java's
+            # retry.backoff.ms up to retry.backoff.max.ms), never a tight loop.
             self.await_metadata[tp] = md.version
             if leader >= 0:
                 md.apply_leader_hint(tp.topic, tp.partition, leader, epoch, endpoints)
             md.request_update(where)
-            if action == Action.BACKOFF_REFRESH:
+            if action == Action.BACKOFF_REFRESH or failures > 1:
                 self._back_off(tp)
         elif action == Action.RESET_OFFSET:
             strategy = self.subs.default_reset
@@ -344,9 +366,11 @@ class Fetcher:
             self.data_ready.set()
 
     def _back_off(self, tp: TopicPartition) -> None:
-        """Skip ``tp`` for retry.backoff.ms, then wake ``poll`` to fetch it again."""
-        self.backoff_until[tp] = time.monotonic() + self.retry_backoff
-        asyncio.get_running_loop().call_later(self.retry_backoff, self.data_ready.set)
+        """Skip ``tp`` for a while, then wake ``poll`` to fetch it again."""
+        delay = backoff_delay(self.retry_backoff_ms, self.retry_backoff_max_ms,
+                              self.failures.get(tp, 1))
+        self.backoff_until[tp] = time.monotonic() + delay
+        asyncio.get_running_loop().call_later(delay, self.data_ready.set)
 
     # -- handing out records -------------------------------------------------------------------
     def has_buffered(self) -> bool:
