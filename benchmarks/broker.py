@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 PARTITIONS = 6
@@ -56,13 +57,25 @@ def wait_port(port: int, timeout: float = 30) -> None:
 
 
 @contextlib.contextmanager
-def kaflite_broker() -> Iterator[str]:
+def kaflite_broker(rev: str | None = None) -> Iterator[str]:
+    """A one-broker kaflite in its own process: this checkout's, or ``rev``'s source
+    (``git archive`` of its ``src/`` put first on PYTHONPATH), to compare a change
+    with the code before it in one run."""
     port = free_port()
     data = tempfile.mkdtemp(prefix="kaflite-bench-")
+    env = dict(os.environ)
+    if rev is not None:
+        src = Path(data) / "src-at-rev"
+        src.mkdir()
+        root = Path(__file__).resolve().parents[1]
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "src"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+        env["PYTHONPATH"] = str(src / "src")
     proc = subprocess.Popen(
         [sys.executable, "-m", "kaflite.cli", "up", "--brokers", "1", "--base-port", str(port),
-         "--data-dir", data],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+         "--data-dir", str(Path(data) / "log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
     try:
         wait_port(port)
@@ -206,12 +219,20 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds; each round runs every broker and acks setting once, "
                          "alternating brokers, so that other load falls on both alike")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also run kaflite as of git revision REV (e.g. HEAD~1), as "
+                         "'kaflite@REV', to measure a change against the code before it")
     args = ap.parse_args()
     runs: dict[tuple[str, str], list[Result]] = {}
-    with kaflite_broker() as kaflite, tansu_broker() as tansu:
+    with contextlib.ExitStack() as stack:
+        brokers = [("kaflite", stack.enter_context(kaflite_broker())),
+                   ("tansu", stack.enter_context(tansu_broker()))]
+        if args.baseline:
+            brokers.append((f"kaflite@{args.baseline}",
+                            stack.enter_context(kaflite_broker(args.baseline))))
         for i in range(args.repeat):
             for acks in ("1", "all"):
-                for name, bootstrap in (("kaflite", kaflite), ("tansu", tansu)):
+                for name, bootstrap in brokers:
                     r = run_one(name, bootstrap, acks, args.mb, args.producers,
                                 args.record_size)
                     print(f"round {i + 1} {r.broker:8} acks={r.acks:3} produce "
@@ -230,10 +251,12 @@ def main() -> int:
               f"{min(r.p50_ms for r in rs):.0f} ({med(r.p50_ms for r in rs):.0f}) | "
               f"{min(r.p99_ms for r in rs):.0f} ({med(r.p99_ms for r in rs):.0f}) | "
               f"{max(r.consume_mb_s for r in rs):.1f} ({med(r.consume_mb_s for r in rs):.1f}) |")
-    print("\nratios kaflite / tansu, best (median); p99 as tansu's / kaflite's, so higher "
-          "is better for kaflite:")
-    for acks in ("1", "all"):
-        k, t = runs[("kaflite", acks)], runs[("tansu", acks)]
+    peers = ["tansu"] + ([f"kaflite@{args.baseline}"] if args.baseline else [])
+    for peer, acks in ((peer, acks) for peer in peers for acks in ("1", "all")):
+        if acks == "1":
+            print(f"\nratios kaflite / {peer}, best (median); p99 as {peer}'s / kaflite's, "
+                  "so higher is better for kaflite:")
+        k, t = runs[("kaflite", acks)], runs[(peer, acks)]
 
         def ratio(f: Any, pick: Any, a: list[Result], b: list[Result]) -> float:
             return float(pick(f(r) for r in a) / pick(f(r) for r in b))

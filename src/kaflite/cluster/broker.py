@@ -238,10 +238,10 @@ class Broker:
         """The partition if this broker leads it, else the error Kafka would return."""
         p = self.partitions.get((topic, index))
         if p is None:
-            t = self.controller.topics.get(topic)
-            if t is None or index >= len(t.partitions):
+            state = self.controller.partition(topic, index)
+            if state is None:
                 raise errors.UnknownTopicOrPartitionError(f"{topic}-{index}")
-            if t.partitions[index].leader == -1:
+            if state.leader == -1:
                 raise errors.LeaderNotAvailableError(f"{topic}-{index}")
             raise errors.NotLeaderOrFollowerError(f"{topic}-{index}")
         if p.leader == -1:

@@ -30,8 +30,5 @@ def error_code_of(exc: BaseException) -> int:
 
 def leader_hint(broker: Broker, topic: str, index: int) -> tuple[int, int] | None:
     """``(leader id, leader epoch)`` from the controller, for KIP-951 hints."""
-    t = broker.controller.topics.get(topic)
-    if t is None or index >= len(t.partitions):
-        return None
-    p = t.partitions[index]
-    return (p.leader, p.leader_epoch)
+    p = broker.controller.partition(topic, index)
+    return None if p is None else (p.leader, p.leader_epoch)

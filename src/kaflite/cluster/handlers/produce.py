@@ -25,7 +25,7 @@ from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import ProduceRequest, ProduceResponse
 from kaflite.protocol.messages import produce_request as pq
 from kaflite.protocol.messages import produce_response as pr
-from kaflite.protocol.records import InvalidRecordBatch
+from kaflite.protocol.records import Compression, InvalidRecordBatch, batch_codec
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
@@ -33,10 +33,12 @@ if TYPE_CHECKING:
 
 __all__ = ["HANDLERS"]
 
+ZSTD_MIN_VERSION = 7   # KIP-110: older Produce versions may not carry zstd batches
+
 
 async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
-                             data: pq.PartitionProduceData, acks: int, timeout_s: float
-                             ) -> pr.PartitionProduceResponse:
+                             data: pq.PartitionProduceData, acks: int, timeout_s: float,
+                             version: int) -> pr.PartitionProduceResponse:
     index = data.index
     records = data.records
     res = pr.PartitionProduceResponse(index=index, error_code=0, base_offset=-1,
@@ -47,6 +49,9 @@ async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
         min_isr = p.require_min_isr() if acks == -1 else 0
         if records is None:
             raise errors.InvalidRecordError("null records")
+        if version < ZSTD_MIN_VERSION and batch_codec(records) == Compression.ZSTD:
+            raise errors.UnsupportedCompressionTypeError(
+                f"zstd needs Produce v{ZSTD_MIN_VERSION} or later, not v{version}")
         result = p.log.append_as_leader(records, p.leader_epoch, now_ms=now_ms())
         res.base_offset = result.base_offset
         res.log_append_time_ms = result.log_append_time
@@ -80,7 +85,8 @@ async def handle_produce(broker: Broker, conn: ServerConnection, header: Request
     jobs = []
     for t in req.topic_data:
         for d in t.partition_data:
-            jobs.append((t.name, _produce_partition(broker, conn, t.name, d, req.acks, timeout_s)))
+            jobs.append((t.name, _produce_partition(broker, conn, t.name, d, req.acks, timeout_s,
+                                                    header.request_api_version)))
     results = await asyncio.gather(*(j for _, j in jobs))
     if req.acks == 0:
         return None

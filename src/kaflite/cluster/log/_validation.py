@@ -1,16 +1,26 @@
 """Checks on record sets before they enter the log (Kafka's ``LogValidator``).
 
-Leader appends (``validate_produce``) get Kafka's batch-level checks, all on
-the raw bytes: framing, CRC-32C, record count against the offset range, size
-against ``max.message.bytes``, exactly one batch per Produce, a sequence number
-on every idempotent batch, no control batch from a client, no LogAppendTime
-claimed by a producer, timestamps within ``message.timestamp.before/after.max.ms``.
-Only a compacted topic decodes the records, to require a key on each one.
+Leader appends (``validate_produce``) get Kafka's checks before anything is
+appended, so that no batch a consumer cannot read reaches the log:
 
-Kafka checks timestamps record by record. Without decoding, kaflite checks the
-batch's maxTimestamp (exactly the largest record timestamp) against the
-"after" bound and its baseTimestamp (the producer's first record, normally the
-smallest) against the "before" bound.
+* batch level, on the raw bytes: framing, CRC-32C, record count against the
+  offset range, size against ``max.message.bytes``, exactly one batch per
+  Produce, a known compression codec (else UNSUPPORTED_COMPRESSION_TYPE), a
+  sequence number on every idempotent batch, no control batch from a client,
+  no LogAppendTime claimed by a producer;
+* record level, for every batch from a client, compressed or not: the records
+  section is decompressed (bounded: at most ``record_count`` times
+  ``max.message.bytes``, and never more than the codec's own limit), exactly
+  ``record_count`` records must decode and fill it, each of the length it
+  states, with offset deltas ``0..n-1`` (else CORRUPT_MESSAGE or
+  INVALID_RECORD); every record's timestamp must lie within
+  ``message.timestamp.before/after.max.ms`` of the broker's clock (CreateTime
+  topics; else INVALID_TIMESTAMP), and on a compacted topic every record needs
+  a key.
+
+Decoding uses the codec's columnar decoder (``RecordBatch.columns``), whose
+strided fast path checks a run of same-shape records with a few C-level
+comparisons; its cost on the produce path is in docs/benchmarks.md.
 
 Replicated batches (``parse_replicated``) only need framing and CRC, and
 offsets that continue the log: the leader validated them already, and a
@@ -59,14 +69,14 @@ def validate_produce(
             raise errors.InvalidRecordError(
                 f"a Produce record set must hold exactly one batch, not {len(batches)}"
             )
-        if config.compact:
-            for batch in batches:
-                if not batch.is_control:
-                    validate_records(batch, require_keys=True)
+        for batch in batches:
+            _check_batch(batch, config, now_ms, log_append_time, from_client)
+            if from_client or (config.compact and not batch.is_control):
+                cols = validate_records(batch, require_keys=config.compact)
+                if from_client and not log_append_time:
+                    _check_timestamps(cols.timestamps, config, now_ms)
     except InvalidRecordBatch as exc:
         raise kafka_error_for(exc) from None
-    for batch in batches:
-        _check_batch(batch, config, now_ms, log_append_time, from_client)
     return batches
 
 
@@ -79,17 +89,26 @@ def _check_batch(
         )
     if from_client and batch.is_log_append_time and not log_append_time:
         raise errors.InvalidTimestampError("the producer set LogAppendTime on a CreateTime topic")
-    if log_append_time or batch.max_timestamp == _NO_TIMESTAMP:
+
+
+def _check_timestamps(timestamps: list[int], config: LogConfig, now_ms: int) -> None:
+    """Every record's CreateTime within the topic's bounds (-1: no timestamp)."""
+    if not timestamps:
         return
-    if batch.max_timestamp - now_ms > config.message_timestamp_after_max_ms:
+    newest = max(timestamps)
+    if newest != _NO_TIMESTAMP and newest - now_ms > config.message_timestamp_after_max_ms:
         raise errors.InvalidTimestampError(
-            f"timestamp {batch.max_timestamp} is more than message.timestamp.after.max.ms "
+            f"timestamp {newest} is more than message.timestamp.after.max.ms "
             f"({config.message_timestamp_after_max_ms}) ahead of {now_ms}"
         )
-    first = batch.base_timestamp
-    if first != _NO_TIMESTAMP and now_ms - first > config.message_timestamp_before_max_ms:
+    if config.message_timestamp_before_max_ms >= now_ms:
+        return   # (the default, Long.MAX_VALUE: nothing can be too old)
+    oldest = min(timestamps)
+    if oldest == _NO_TIMESTAMP:
+        oldest = min((t for t in timestamps if t != _NO_TIMESTAMP), default=now_ms)
+    if now_ms - oldest > config.message_timestamp_before_max_ms:
         raise errors.InvalidTimestampError(
-            f"timestamp {first} is more than message.timestamp.before.max.ms "
+            f"timestamp {oldest} is more than message.timestamp.before.max.ms "
             f"({config.message_timestamp_before_max_ms}) before {now_ms}"
         )
 

@@ -203,19 +203,22 @@ class RecordBatch:
     def _log_append_time(self) -> int | None:
         return self.max_timestamp if self.attributes & TIMESTAMP_TYPE_BIT else None
 
-    def columns(self, *, copy: bool = False) -> RecordColumns:
+    def columns(self, *, copy: bool = False, fields: bool = True) -> RecordColumns:
         """All records as parallel lists, decoded in one pass.
 
         Keys, values and header values are views of the batch buffer. With
         ``copy=True`` they are ``bytes`` instead: the records section is copied
         once and sliced (runs of same-shape records are cut out in C), at about
         half the cost of a view per field followed by ``bytes(view)``, for a
-        caller that wants ``bytes`` anyway (the consumer).
+        caller that wants ``bytes`` anyway (the consumer). ``fields=False``
+        checks every record as fully but may leave keys and values out (an
+        empty placeholder, or None where the record has none): for validation.
         """
         buf = self.records_buffer()
         count = self._checked_count(buf)
         cols, end = decode_columns_fast(
-            buf, count, self.base_offset, self.base_timestamp, self._log_append_time(), copy
+            buf, count, self.base_offset, self.base_timestamp, self._log_append_time(), copy,
+            fields,
         )
         if end != len(buf):
             raise RemoteProtocolError(

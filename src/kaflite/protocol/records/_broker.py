@@ -26,7 +26,8 @@ import crc32c
 
 from kaflite.protocol._exceptions import LocalProtocolError, RemoteProtocolError
 from kaflite.protocol.records._batch import RecordBatch
-from kaflite.protocol.records._compression import DEFAULT_DECOMPRESSION_LIMIT
+from kaflite.protocol.records._compression import DEFAULT_DECOMPRESSION_LIMIT, MAX_CODEC
+from kaflite.protocol.records._decode import RecordColumns
 from kaflite.protocol.records._wire import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
@@ -53,6 +54,7 @@ __all__ = [
     "BatchErrorReason",
     "InvalidRecordBatch",
     "assign_offsets",
+    "batch_codec",
     "set_base_offset",
     "set_log_append_time",
     "set_partition_leader_epoch",
@@ -78,6 +80,8 @@ class BatchErrorReason(enum.Enum):
     MALFORMED_RECORDS = ("CORRUPT_MESSAGE", "the records section does not decode")
     OFFSETS_NOT_SEQUENTIAL = ("INVALID_RECORD", "record offset deltas are not 0..n-1")
     MISSING_KEY = ("INVALID_RECORD", "a compacted topic needs a key on every record")
+    COMPRESSION = ("UNSUPPORTED_COMPRESSION_TYPE", "unknown compression codec")
+    BAD_COMPRESSION = ("CORRUPT_MESSAGE", "the compressed records do not decompress")
 
     @property
     def error_name(self) -> str:
@@ -103,6 +107,14 @@ class InvalidRecordBatch(RemoteProtocolError):
 def _view(data: BytesLike) -> memoryview:
     view = data if isinstance(data, memoryview) else memoryview(data)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def batch_codec(data: BytesLike, pos: int = 0) -> int:
+    """The compression codec id of the v2 batch at ``pos`` (-1 if too short to tell)."""
+    view = _view(data)
+    if len(view) - pos < ATTRIBUTES_OFFSET + 2:
+        return -1
+    return int(view[pos + ATTRIBUTES_OFFSET + 1]) & COMPRESSION_MASK
 
 
 def validate_batch(
@@ -166,25 +178,43 @@ def validate_batch(
         )
     if from_client and batch.attributes & CONTROL_BIT:
         raise InvalidRecordBatch(BatchErrorReason.CONTROL_FROM_CLIENT, "control bit set", pos)
+    codec = batch.attributes & COMPRESSION_MASK
+    if codec > MAX_CODEC:
+        raise InvalidRecordBatch(BatchErrorReason.COMPRESSION, f"codec id {codec}", pos)
+    if codec and max_batch_size is not None:
+        # A batch of n records holds at most n records of max.message.bytes each:
+        # anything that decompresses to more is a bomb, stopped at that size.
+        batch.decompression_limit = min(decompression_limit, count * max_batch_size)
     return batch
 
 
-def validate_records(batch: RecordBatch, *, require_keys: bool = False) -> None:
-    """Deep validation: decode every record (decompressing if needed).
+def validate_records(batch: RecordBatch, *, require_keys: bool = False,
+                     position: int = 0) -> RecordColumns:
+    """Deep validation: decode every record (decompressing if needed), as Kafka's
+    ``LogValidator`` does before any append.
 
-    Checks that the records parse, fill the section exactly, and carry the
-    offset deltas ``0..n-1`` that a producer must send.
+    Checks that the records section decompresses within the batch's bound, that
+    exactly ``record_count`` records parse and fill it, each of the length it
+    states, and that they carry the offset deltas ``0..n-1`` a producer must
+    send. Returns the decoded columns (views of the batch), for the caller's
+    record-level checks (timestamps); keys and values in them are placeholders
+    (``RecordBatch.columns(fields=False)``).
     """
-    pos = 0
     try:
-        cols = batch.columns()
+        batch.records_buffer()   # decompressed once here, kept for columns()
     except RemoteProtocolError as exc:
-        raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS, str(exc), pos) from None
+        raise InvalidRecordBatch(BatchErrorReason.BAD_COMPRESSION, str(exc), position) from None
+    try:
+        cols = batch.columns(fields=False)
+    except RemoteProtocolError as exc:
+        raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS, str(exc), position) from None
     base = batch.base_offset
     if cols.offsets != list(range(base, base + len(cols))):
-        raise InvalidRecordBatch(BatchErrorReason.OFFSETS_NOT_SEQUENTIAL, "gap or reorder", pos)
+        raise InvalidRecordBatch(BatchErrorReason.OFFSETS_NOT_SEQUENTIAL, "gap or reorder",
+                                 position)
     if require_keys and None in cols.keys:
-        raise InvalidRecordBatch(BatchErrorReason.MISSING_KEY, "null key", pos)
+        raise InvalidRecordBatch(BatchErrorReason.MISSING_KEY, "null key", position)
+    return cols
 
 
 def validate_record_set(

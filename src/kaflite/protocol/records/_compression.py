@@ -50,6 +50,7 @@ from kaflite.protocol._exceptions import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
     "DEFAULT_DECOMPRESSION_LIMIT",
+    "MAX_CODEC",
     "Compression",
     "compress",
     "decompress",
@@ -74,6 +75,8 @@ class Compression(enum.IntEnum):
     LZ4 = 3
     ZSTD = 4
 
+
+MAX_CODEC = max(Compression)  # codec ids above this (5-7) are unknown
 
 BytesLike = bytes | bytearray | memoryview
 

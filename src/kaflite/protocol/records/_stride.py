@@ -201,9 +201,14 @@ class _Template:
         return k
 
     def decode(
-        self, buf: memoryview, p: int, k: int, base_timestamp: int, copy: bool = False
+        self, buf: memoryview, p: int, k: int, base_timestamp: int, copy: bool = False,
+        fields: bool = True,
     ) -> tuple[list[int], list[memoryview | None], list[memoryview | None]]:
-        """Timestamps, keys and values of ``k`` matching records from ``p``."""
+        """Timestamps, keys and values of ``k`` matching records from ``p``.
+
+        ``fields=False`` (validation): keys and values are not cut out; each is
+        ``None`` where the record has none and an empty placeholder otherwise.
+        """
         size = self.size
         stop = p + k * size
         ts0 = bytes(buf[p + self.ts_at : stop : size])
@@ -218,6 +223,8 @@ class _Template:
             ts1 = bytes(buf[p + self.ts_at + 1 : stop : size])
             z = map(add, map(_LOW7.__getitem__, ts0), map(_SHL7.__getitem__, ts1))
             timestamps = list(map(add, repeat(base_timestamp, k), map(_UNZIGZAG.__getitem__, z)))
+        if not fields:
+            return timestamps, _placeholders(self.key_len, k), _placeholders(self.value_len, k)
         keys = self._slices(buf, p + self.key_at, stop, self.key_len, k, copy)
         values = self._slices(buf, p + self.value_at, stop, self.value_len, k, copy)
         return timestamps, keys, values
@@ -246,6 +253,13 @@ class _Template:
         return [buf[a : a + length] for a in range(first, stop, size)]
 
 
+_EMPTY = memoryview(b"")
+
+
+def _placeholders(length: int, k: int) -> list[memoryview | None]:
+    return [None] * k if length < 0 else [_EMPTY] * k
+
+
 def decode_columns_fast(
     buf: memoryview,
     count: int,
@@ -253,6 +267,7 @@ def decode_columns_fast(
     base_timestamp: int,
     log_append_time: int | None = None,
     copy: bool = False,
+    fields: bool = True,
 ) -> tuple[RecordColumns, int]:
     """Like ``decode_columns``, using strided column decoding where records line up.
 
@@ -260,9 +275,12 @@ def decode_columns_fast(
     strided runs cut them out of ``buf`` directly; other records are sliced from
     one ``bytes`` copy of ``buf``, made when the first of them is met (the decoders
     only index and slice, which ``bytes`` does as ``memoryview`` does).
+
+    ``fields=False`` is for validation: every record is checked as fully, but the
+    keys and values of strided runs are not cut out (see ``_Template.decode``).
     """
     whole: memoryview | None = None
-    if copy and (isinstance(buf, bytes) or len(buf) < 512 * count):
+    if (copy or not fields) and (isinstance(buf, bytes) or len(buf) < 512 * count):
         # Small records: one copy up front is cheaper, because the strided column
         # checks slice ``bytes`` faster than a ``memoryview`` (which copies a strided
         # view element by element). Large ones are cut out of the view directly.
@@ -289,7 +307,8 @@ def decode_columns_fast(
             if k == min(k_max, _PROBE) and k_max > k:
                 k = template.run_length(buf, p, k_max, i)
         if k >= _MIN_RUN:
-            timestamps, keys, values = template.decode(buf, p, k, base_timestamp, copy)  # type: ignore[union-attr]
+            timestamps, keys, values = template.decode(  # type: ignore[union-attr]
+                buf, p, k, base_timestamp, copy, fields)
             out.offsets += range(base_offset + i, base_offset + i + k)
             out.timestamps += timestamps
             out.keys += keys
