@@ -18,6 +18,7 @@ from kaflite.protocol import (
     request_header_version,
     response_header_version,
 )
+from kaflite.protocol.framing import EAGER_MAX, SPARE_MAX
 from kaflite.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -169,3 +170,31 @@ def test_metadata_request_round_trips_through_a_frame() -> None:
     for v in (4, 9, 12):
         header, body = decode_request(b"".join(encode_request(3, v, 5, None, req))[4:])
         assert header.client_id is None and body == req
+
+
+def test_an_announced_size_is_not_allocated_before_its_bytes_arrive() -> None:
+    decoder = FrameDecoder()
+    size = 100_000_000
+    assert decoder.feed(struct.pack(">i", size) + bytes(1024)) == []
+    assert decoder.held <= EAGER_MAX and decoder.awaiting == size - 1024
+    decoder.close()
+    assert decoder.held == 0
+
+
+def test_a_large_frame_grows_as_it_arrives_and_arrives_whole() -> None:
+    size = 5 * EAGER_MAX + 12345
+    payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    decoder = FrameDecoder()
+    stream = struct.pack(">i", size) + payload + struct.pack(">i", 3) + b"end"
+    helds, got, pos = [], [], 0
+    while pos < len(stream):
+        buf = decoder.get_buffer()
+        n = min(len(buf), 300_000, len(stream) - pos)
+        buf[:n] = stream[pos:pos + n]
+        pos += n
+        got += [bytes(f) for f in decoder.buffer_updated(n)]
+        helds.append(decoder.held)
+    assert got == [payload, b"end"]
+    # doubling from EAGER_MAX: never more than twice what had arrived
+    assert helds[0] <= EAGER_MAX and max(helds) <= SPARE_MAX
+    assert sorted(set(helds) - {0})[:2] == [EAGER_MAX, 2 * EAGER_MAX]

@@ -27,6 +27,7 @@ from kaflite.cluster.handlers import all_handlers
 from kaflite.cluster.log import LogConfig, LogManager
 from kaflite.cluster.network import ServerConnection, api_versions_error_body
 from kaflite.cluster.partition import Partition
+from kaflite.cluster.request_memory import RequestMemory
 from kaflite.cluster.txn import TransactionCoordinator
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ApiVersionsResponse
@@ -62,6 +63,7 @@ class Broker:
         self.handlers = all_handlers()
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.connections: dict[int, ServerConnection] = {}
+        self.request_memory = RequestMemory(config.int("queued.max.request.bytes"))
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.logs: LogManager | None = None
         self.server: asyncio.Server | None = None

@@ -101,6 +101,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.max.bytes": "1048576",
     "socket.request.max.bytes": "104857600",
+    # Kafka's default is -1 (unbounded); see cluster/request_memory.py
+    "queued.max.request.bytes": "268435456",
     "connections.max.idle.ms": "600000",
     "message.max.bytes": "1048588",
     "log.retention.check.interval.ms": "300000",

@@ -21,6 +21,12 @@ Around each handler call the connection
 
 A connection with no traffic for ``connections.max.idle.ms`` is closed, as
 Kafka's selector closes idle channels; its client reconnects when it needs to.
+
+Memory: a frame's buffer grows only as its bytes arrive (``FrameDecoder``), what
+a connection holds (its partial frame and its queued requests) is charged to
+the broker's ``RequestMemory`` (``queued.max.request.bytes``), which pauses
+reading while it is full, and a closed connection lets go of its buffers at
+once, without waiting for a garbage collection.
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.info = ConnectionInfo(ServerConnection._ids, broker.node_id, "?")
         self.closed = False
         self.idle_ms = broker.config.int("connections.max.idle.ms")
+        self.queued_bytes = 0   # of the complete frames not yet handled
 
     # -- asyncio callbacks ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -105,10 +112,23 @@ class ServerConnection(asyncio.BufferedProtocol):
             return
         if frames:
             self.queue.extend(frames)
+            self.queued_bytes += sum(map(len, frames))
             self.wakeup.set()
+        self.broker.request_memory.update(self, self.decoder.held + self.queued_bytes)
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.broker.request_memory.forget(self)
+        self.decoder.close()
+        self.queue.clear()
         if self.broker.connections.pop(self.info.connection_id, None) is not None:
             self.info.closed_at = time.time()
             history = self.broker.services.get(CLOSED_HISTORY)
@@ -146,6 +166,9 @@ class ServerConnection(asyncio.BufferedProtocol):
             frame = self.queue.popleft()
             try:
                 await self._handle(frame)
+                self.queued_bytes -= len(frame)
+                del frame
+                self.broker.request_memory.update(self, self.decoder.held + self.queued_bytes)
             except RemoteProtocolError as exc:
                 self._reject(f"malformed request: {exc}")
                 return

@@ -10,12 +10,20 @@ Theory of operation
 Bytes land in a shared receive buffer. After each read, every complete frame in
 it is sliced out (small frames are copied, which is cheaper than one read
 per frame). When an incomplete frame at the tail is larger than what the shared
-buffer has room for, the decoder allocates a ``bytearray`` of exactly that
-frame's size, moves the partial bytes there, and lends views of *that* buffer
-to the transport until the frame is complete: a large Fetch response is then
-written once by the kernel and never copied again. Sizes are checked against
-``max_frame_size`` before any allocation, so a hostile length cannot make us
-allocate more than that.
+buffer has room for, the decoder gives it a ``bytearray`` of its own, moves the
+partial bytes there, and lends views of *that* buffer to the transport until
+the frame is complete: a large Fetch response is then written once by the
+kernel and never copied again. Sizes are checked against ``max_frame_size``
+before any allocation.
+
+A peer's announced size is not trusted with memory: a frame of up to
+``EAGER_MAX`` bytes gets its whole buffer at once, a larger one a buffer of
+``EAGER_MAX`` that doubles as its bytes arrive (each step copies what came
+so far, so at most one extra copy of the frame in all). A peer that announces
+100 MB and sends 1 KiB holds 1 MiB, not 100 MB. ``held`` says how much a
+decoder holds for its partial frame, for a server that bounds that memory
+across its connections (``queued.max.request.bytes``), and ``close`` lets go
+of every buffer at once.
 
 ``bytearray(n)`` zero-fills its memory, which costs as much as a quarter of
 receiving the frame. So the decoder keeps the last two large buffers (of up
@@ -60,6 +68,7 @@ DEFAULT_MAX_FRAME_SIZE = 104_857_600
 _SIZE = struct.Struct(">i")
 _RECV_SIZE = 256 * 1024
 SPARE_MAX = 16 * 1024 * 1024
+EAGER_MAX = 1024 * 1024
 _SPARE_STEP = 64 * 1024
 Frame = bytes | bytearray | memoryview
 _BIG_FRAME = 64 * 1024
@@ -68,7 +77,8 @@ _BIG_FRAME = 64 * 1024
 class FrameDecoder:
     """Splits a stream of bytes into Kafka frames (without their size prefix)."""
 
-    __slots__ = ("_big", "_big_filled", "_buf", "_end", "_spares", "_start", "max_frame_size")
+    __slots__ = ("_big", "_big_filled", "_big_size", "_buf", "_end", "_spares", "_start",
+                 "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
@@ -76,13 +86,17 @@ class FrameDecoder:
         self._start = 0  # first unconsumed byte
         self._end = 0  # one past the last received byte
         self._big: bytearray | memoryview | None = None  # a large frame being filled in place
+        self._big_size = 0  # its size; the buffer may be shorter while it grows
         self._spares: list[bytearray] = []  # the last large buffers, to fill again
         self._big_filled = 0
 
     # -- BufferedProtocol side -------------------------------------------------
     def get_buffer(self, sizehint: int = -1) -> memoryview:
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled:]
+        big = self._big
+        if big is not None:
+            if self._big_filled == len(big):
+                big = self._grow(big)
+            return memoryview(big)[self._big_filled:]
         if self._end == len(self._buf):
             self._compact()
         return memoryview(self._buf)[self._end:]
@@ -90,7 +104,7 @@ class FrameDecoder:
     def buffer_updated(self, nbytes: int) -> list[Frame]:
         if self._big is not None:
             self._big_filled += nbytes
-            if self._big_filled < len(self._big):
+            if self._big_filled < self._big_size:
                 return []
             frame = self._big
             self._big = None
@@ -101,7 +115,19 @@ class FrameDecoder:
     @property
     def awaiting(self) -> int:
         """Bytes still to come of the large frame being filled (0: none)."""
-        return len(self._big) - self._big_filled if self._big is not None else 0
+        return self._big_size - self._big_filled if self._big is not None else 0
+
+    @property
+    def held(self) -> int:
+        """Bytes of buffer held for the large frame being filled (0: none)."""
+        return len(self._big) if self._big is not None else 0
+
+    def close(self) -> None:
+        """Let go of every buffer (the connection is gone): no collection needed."""
+        self._big = None
+        self._spares.clear()
+        self._buf = bytearray()
+        self._start = self._end = 0
 
     # -- plain side ------------------------------------------------------------
     def feed(self, data: BytesLike) -> list[Frame]:
@@ -133,7 +159,7 @@ class FrameDecoder:
             self._buf.extend(bytes(len(self._buf)))
 
     def _large(self, size: int) -> bytearray | memoryview:
-        """A buffer of ``size`` bytes for a large frame (the spare one if it is free)."""
+        """A buffer of ``size`` bytes for a large frame (a free spare if one fits)."""
         spares = self._spares
         for i in range(len(spares)):
             # References to a spare: the list and getrefcount's argument; any more
@@ -148,6 +174,21 @@ class FrameDecoder:
         if len(spares) > 2:
             del spares[0]
         return memoryview(spare)[:size]
+
+    def _first(self, size: int, have: int) -> bytearray | memoryview:
+        """The buffer a large frame starts in: whole if small or a free spare fits it."""
+        if size <= EAGER_MAX or any(len(s) >= size and sys.getrefcount(s) == 2
+                                    for s in self._spares):
+            return self._large(size)
+        return bytearray(max(EAGER_MAX, have))
+
+    def _grow(self, big: bytearray | memoryview) -> bytearray | memoryview:
+        """A full buffer of a frame still arriving: twice as large, or the whole frame."""
+        wanted = min(self._big_size, 2 * len(big))
+        grown = self._large(wanted) if wanted == self._big_size else bytearray(wanted)
+        grown[:len(big)] = big
+        self._big = grown
+        return grown
 
     def _drain(self) -> list[Frame]:
         frames: list[Frame] = []
@@ -164,9 +205,9 @@ class FrameDecoder:
                 continue
             if size >= _BIG_FRAME:
                 have = end - start - 4
-                big = self._large(size)
+                big = self._first(size, have)
                 big[:have] = buf[start + 4:end]
-                self._big, self._big_filled = big, have
+                self._big, self._big_size, self._big_filled = big, size, have
                 start = end
             break
         if start == end:
