@@ -395,6 +395,16 @@ def test_incomplete_without_a_drain() -> None:
     assert found(result) == {"incomplete": 1}
 
 
+def test_incomplete_when_no_write_was_acknowledged() -> None:
+    run = Run()
+    for v in range(3):
+        run.send(v, 0, None, ok=False)
+    run.drain(0, [])
+    result = run.check()
+    assert found(result) == {"incomplete": 1}
+    assert result.examples["incomplete"][0]["why"] == "no write was acknowledged"
+
+
 # -- the history file ---------------------------------------------------------------------
 
 def test_a_history_survives_json_lines(tmp_path: Path) -> None:

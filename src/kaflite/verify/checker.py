@@ -191,9 +191,12 @@ def check(ops: Sequence[Op], progress_bound: float | None = None) -> CheckResult
 # -- writes: lost, duplicate, inconsistent, unexpected -----------------------------------
 
 def _check_complete(found: _Found, sends: list[Send], physical: _Log, committed: _Log) -> None:
+    acked = {s.topic for s in sends if s.type == "ok"}
     for topic in sorted({s.topic for s in sends}):
         if not physical.has(topic) and not committed.has(topic):
             found.add("incomplete", topic, topic=topic, why="no drain of a written topic")
+        elif topic not in acked:
+            found.add("incomplete", topic, topic=topic, why="no write was acknowledged")
 
 
 def _check_writes(found: _Found, sends: list[Send], polls: list[Poll], physical: _Log,

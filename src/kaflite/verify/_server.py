@@ -1,0 +1,56 @@
+"""The cluster process of a verify run: ``python -m kaflite.verify._server``.
+
+An embedded ``Cluster`` on fixed loopback ports with its HTTP API (the fault
+hooks of ``kaflite.cluster.http``), so that the run can SIGKILL the whole process
+and start it again on the same ports and data directory. It prints one JSON line
+(``{"ready": ...}``) once every broker listens, and stops gracefully when its
+standard input closes: a parent that dies takes its cluster with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import threading
+from pathlib import Path
+
+from kaflite._loop import run
+from kaflite.cluster import Cluster
+from kaflite.cluster.http import HttpApi
+
+
+async def serve(args: argparse.Namespace) -> None:
+    props = dict(item.split("=", 1) for item in args.config)
+    cluster = Cluster(brokers=args.brokers, data_dir=Path(args.data_dir), host="127.0.0.1",
+                      base_port=args.base_port, config=props)
+    await cluster.start()
+    api = await HttpApi(cluster, "127.0.0.1", args.http_port).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def watch_stdin() -> None:
+        sys.stdin.read()        # returns at EOF: the parent closed the pipe or died
+        loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=watch_stdin, name="stdin-watch", daemon=True).start()
+    print(json.dumps({"ready": True, "bootstrap": cluster.bootstrap_servers,
+                      "http": api.url, "cluster_id": cluster.cluster_id}), flush=True)
+    await stop.wait()
+    await api.stop()
+    await cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m kaflite.verify._server")
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--base-port", type=int, required=True)
+    parser.add_argument("--http-port", type=int, required=True)
+    parser.add_argument("--config", action="append", default=[])
+    run(serve(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""The clients under test, each behind the same small interface (``_base``).
+
+==================  ===========================================================
+``kaflite``         ``kaflite.client`` (asyncio), queue and txn workloads
+``kaflite-sync``    ``kaflite.client.sync`` (blocking façade), queue
+``confluent-kafka`` librdkafka, queue and txn
+``kafka-python``    queue
+``aiokafka``        queue
+==================  ===========================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kaflite.verify.clients._base import (
+    ClientFactory,
+    ConsumerClient,
+    Context,
+    Listener,
+    ProducerClient,
+    TxnFailure,
+)
+
+__all__ = ["CLIENTS", "ClientFactory", "ConsumerClient", "Context", "Listener",
+           "ProducerClient", "TxnFailure", "factory"]
+
+
+def _kaflite() -> ClientFactory:
+    from kaflite.verify.clients._kaflite import KafliteAsync
+    return KafliteAsync()
+
+
+def _kaflite_sync() -> ClientFactory:
+    from kaflite.verify.clients._kaflite import KafliteSync
+    return KafliteSync()
+
+
+def _confluent() -> ClientFactory:
+    from kaflite.verify.clients._confluent import ConfluentKafka
+    return ConfluentKafka()
+
+
+def _kafka_python() -> ClientFactory:
+    from kaflite.verify.clients._pylibs import KafkaPython
+    return KafkaPython()
+
+
+def _aiokafka() -> ClientFactory:
+    from kaflite.verify.clients._pylibs import AioKafka
+    return AioKafka()
+
+
+CLIENTS: dict[str, Callable[[], ClientFactory]] = {
+    "kaflite": _kaflite, "kaflite-sync": _kaflite_sync, "confluent-kafka": _confluent,
+    "kafka-python": _kafka_python, "aiokafka": _aiokafka,
+}
+
+
+def factory(name: str) -> ClientFactory:
+    try:
+        return CLIENTS[name]()
+    except KeyError:
+        raise ValueError(f"unknown client {name!r}; known: {', '.join(CLIENTS)}") from None

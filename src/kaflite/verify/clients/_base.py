@@ -1,0 +1,173 @@
+"""What a workload needs from a client, whatever its library.
+
+Each workload process is one thread that owns its clients: a ``Context`` per
+thread (an event loop for the asyncio libraries, nothing for the blocking
+ones), then producers and consumers made in that context and used only from
+that thread. Delivery reports may arrive on a library's own thread; the
+workload's callbacks are thread-safe.
+
+Values are integers, sent as their decimal ASCII bytes; a record whose value
+is not such a number comes back as -1 (and the checker calls it unexpected).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, TypeVar
+
+__all__ = ["AckFn", "ClientFactory", "ConsumerClient", "Context", "Listener",
+           "ProducerClient", "Record", "TxnFailure", "decode", "encode"]
+
+T = TypeVar("T")
+Record = tuple[str, int, int, int]          # topic, partition, offset, value
+TP = tuple[str, int]
+AckFn = Callable[[int | None, int | None, str | None], None]  # partition, offset, error
+
+
+def encode(value: int) -> bytes:
+    return str(value).encode()
+
+
+def decode(raw: bytes | None) -> int:
+    try:
+        return int(raw) if raw is not None else -1
+    except ValueError:
+        return -1
+
+
+class TxnFailure(Exception):
+    """A transactional call failed; ``kind`` says what may follow.
+
+    ``abortable``: only abort is possible, and the transaction did not commit.
+    ``retry``: the same call may be retried. ``fatal``: the producer is done (a new
+    one must take over the transactional id); the outcome is unknown.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
+class Listener(Protocol):
+    def assigned(self, tps: list[TP]) -> None: ...
+    def revoked(self, tps: list[TP], lost: bool) -> None: ...
+
+
+class Context:
+    """Per-thread state: blocking libraries need none."""
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        raise TypeError("this context has no event loop")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def close(self) -> None:
+        pass
+
+
+class LoopContext(Context):
+    """An event loop that this thread alone drives (asyncio libraries)."""
+
+    def __init__(self) -> None:
+        from kaflite._loop import new_event_loop
+
+        self.loop = new_event_loop()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if timeout is not None:
+            return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
+        return self.loop.run_until_complete(coro)
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call a plain function inside the loop (for APIs that need a running loop)."""
+        async def inside() -> T:
+            return fn(*args)
+        return self.loop.run_until_complete(inside())
+
+    def sleep(self, seconds: float) -> None:
+        self.loop.run_until_complete(asyncio.sleep(seconds))
+
+    def close(self) -> None:
+        try:
+            pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                self.loop.run_until_complete(asyncio.wait(pending, timeout=5))
+        finally:
+            self.loop.close()
+
+
+class ProducerClient(ABC):
+    @abstractmethod
+    def send(self, topic: str, value: int, on_ack: AckFn, keyed: bool = False) -> None:
+        """Queue one record (keyed: its value is its key, else no key); ``on_ack``
+        reports where it went or why it failed."""
+
+    def tick(self, seconds: float) -> None:
+        """Let the client work (and report deliveries) for about ``seconds``."""
+        time.sleep(seconds)
+
+    @abstractmethod
+    def flush(self, timeout: float) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- transactions (only where the factory says ``transactions``) ----------------------
+    def init_transactions(self) -> None:
+        raise NotImplementedError
+
+    def begin(self) -> None:
+        raise NotImplementedError
+
+    def send_offsets(self, offsets: dict[TP, int], consumer: ConsumerClient) -> None:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+
+class ConsumerClient(ABC):
+    @abstractmethod
+    def subscribe(self, topics: list[str]) -> None: ...
+
+    @abstractmethod
+    def assign(self, tps: list[TP]) -> None:
+        """Read exactly these partitions from offset 0, outside any group."""
+
+    @abstractmethod
+    def poll(self, timeout: float) -> list[Record]: ...
+
+    @abstractmethod
+    def commit(self, offsets: dict[TP, int]) -> None:
+        """Commit these next-offsets synchronously; raise if the group refused them."""
+
+    @abstractmethod
+    def seek(self, tp: TP, offset: int) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class ClientFactory(ABC):
+    name: str
+    transactions = False
+
+    def context(self) -> Context:
+        return Context()
+
+    @abstractmethod
+    def producer(self, ctx: Context, servers: str, client_id: str,
+                 txn_id: str | None = None) -> ProducerClient: ...
+
+    @abstractmethod
+    def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
+                 isolation: str, listener: Listener | None) -> ConsumerClient: ...

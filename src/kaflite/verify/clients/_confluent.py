@@ -1,0 +1,168 @@
+"""confluent-kafka (librdkafka): blocking, delivery reports served by ``poll``."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from kaflite.verify.clients._base import (
+    TP,
+    AckFn,
+    ClientFactory,
+    ConsumerClient,
+    Context,
+    Listener,
+    ProducerClient,
+    Record,
+    TxnFailure,
+    decode,
+    encode,
+)
+
+__all__ = ["ConfluentKafka"]
+
+
+def _txn_failure(exc: BaseException) -> TxnFailure:
+    err = exc.args[0] if exc.args else None
+    if err is not None and hasattr(err, "txn_requires_abort"):
+        if err.fatal():
+            return TxnFailure("fatal", str(err))
+        if err.txn_requires_abort():
+            return TxnFailure("abortable", str(err))
+        if err.retriable():
+            return TxnFailure("retry", str(err))
+    return TxnFailure("fatal", repr(exc))
+
+
+class _Producer(ProducerClient):
+    def __init__(self, servers: str, client_id: str, txn_id: str | None) -> None:
+        from confluent_kafka import Producer
+
+        config: dict[str, Any] = {"bootstrap.servers": servers, "client.id": client_id,
+                                  "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+        if txn_id is not None:
+            config["transactional.id"] = txn_id
+            config["transaction.timeout.ms"] = 20_000
+        self.p = Producer(config)
+
+    def send(self, topic: str, value: int, on_ack: AckFn, keyed: bool = False) -> None:
+        def report(err: Any, msg: Any) -> None:
+            if err is not None:
+                on_ack(None, None, str(err))
+            else:
+                on_ack(msg.partition(), msg.offset(), None)
+
+        for _ in range(1000):
+            try:
+                self.p.produce(topic, encode(value), encode(value) if keyed else None,
+                               on_delivery=report)
+                return
+            except BufferError:
+                self.p.poll(0.01)
+        raise BufferError("the producer queue stayed full")
+
+    def tick(self, seconds: float) -> None:
+        self.p.poll(seconds)
+
+    def flush(self, timeout: float) -> None:
+        self.p.flush(timeout)
+
+    def close(self) -> None:
+        self.p.flush(10)
+
+    def _txn(self, call: Any, *args: Any) -> None:
+        try:
+            call(*args)
+        except Exception as exc:
+            raise _txn_failure(exc) from exc
+
+    def init_transactions(self) -> None:
+        self._txn(self.p.init_transactions, 60)
+
+    def begin(self) -> None:
+        self._txn(self.p.begin_transaction)
+
+    def send_offsets(self, offsets: dict[TP, int], consumer: ConsumerClient) -> None:
+        from confluent_kafka import TopicPartition
+
+        c = cast(_Consumer, consumer).c
+        tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+        self._txn(self.p.send_offsets_to_transaction, tps, c.consumer_group_metadata(), 60)
+
+    def commit(self) -> None:
+        self._txn(self.p.commit_transaction, 60)
+
+    def abort(self) -> None:
+        self._txn(self.p.abort_transaction, 60)
+
+
+class _Consumer(ConsumerClient):
+    def __init__(self, servers: str, client_id: str, group: str | None, isolation: str,
+                 listener: Listener | None) -> None:
+        from confluent_kafka import Consumer
+
+        self.listener = listener
+        self.c = Consumer({"bootstrap.servers": servers, "client.id": client_id,
+                           "group.id": group or f"{client_id}-nogroup",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                           "isolation.level": isolation, "session.timeout.ms": 6_000,
+                           "heartbeat.interval.ms": 500})
+
+    def subscribe(self, topics: list[str]) -> None:
+        listener = self.listener
+
+        def assigned(consumer: Any, parts: list[Any]) -> None:
+            if listener is not None:
+                listener.assigned(sorted((p.topic, p.partition) for p in parts))
+
+        def revoked(consumer: Any, parts: list[Any]) -> None:
+            if listener is not None:
+                listener.revoked(sorted((p.topic, p.partition) for p in parts), False)
+
+        def lost(consumer: Any, parts: list[Any]) -> None:
+            if listener is not None:
+                listener.revoked(sorted((p.topic, p.partition) for p in parts), True)
+
+        self.c.subscribe(topics, on_assign=assigned, on_revoke=revoked, on_lost=lost)
+
+    def assign(self, tps: list[TP]) -> None:
+        from confluent_kafka import TopicPartition
+
+        self.c.assign([TopicPartition(t, p, 0) for t, p in tps])
+
+    def poll(self, timeout: float) -> list[Record]:
+        out: list[Record] = []
+        for msg in self.c.consume(500, timeout):
+            if msg.error() is None:
+                out.append((str(msg.topic()), int(msg.partition() or 0), int(msg.offset() or 0),
+                            decode(msg.value())))
+        return out
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        from confluent_kafka import TopicPartition
+
+        tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+        result = self.c.commit(offsets=tps, asynchronous=False)
+        failed = [tp for tp in result or [] if tp.error is not None]
+        if failed:
+            raise RuntimeError(f"commit failed: {failed[0].error}")
+
+    def seek(self, tp: TP, offset: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        self.c.seek(TopicPartition(tp[0], tp[1], offset))
+
+    def close(self) -> None:
+        self.c.close()
+
+
+class ConfluentKafka(ClientFactory):
+    name = "confluent-kafka"
+    transactions = True
+
+    def producer(self, ctx: Context, servers: str, client_id: str,
+                 txn_id: str | None = None) -> ProducerClient:
+        return _Producer(servers, client_id, txn_id)
+
+    def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
+                 isolation: str, listener: Listener | None) -> ConsumerClient:
+        return _Consumer(servers, client_id, group, isolation, listener)

@@ -1,0 +1,230 @@
+"""kaflite's own clients: the asyncio ``kaflite.client`` and its blocking ``.sync`` façade."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from kaflite.client import Consumer, Producer, RebalanceListener, TopicPartition
+from kaflite.client import sync as ksync
+from kaflite.client.producer._accumulator import RecordMetadata
+from kaflite.verify.clients._base import (
+    TP,
+    AckFn,
+    ClientFactory,
+    ConsumerClient,
+    Context,
+    Listener,
+    LoopContext,
+    ProducerClient,
+    Record,
+    TxnFailure,
+    decode,
+    encode,
+)
+
+__all__ = ["KafliteAsync", "KafliteSync"]
+
+
+def producer_config(servers: str, client_id: str, txn_id: str | None) -> dict[str, Any]:
+    config: dict[str, Any] = {"bootstrap.servers": servers, "client.id": client_id,
+                              "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                              "max.block.ms": 20_000}
+    if txn_id is not None:
+        config["transactional.id"] = txn_id
+        config["transaction.timeout.ms"] = 20_000
+    return config
+
+
+def consumer_config(servers: str, client_id: str, group: str | None,
+                    isolation: str) -> dict[str, Any]:
+    return {"bootstrap.servers": servers, "client.id": client_id, "group.id": group,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "isolation.level": isolation, "session.timeout.ms": 6_000,
+            "heartbeat.interval.ms": 500, "default.api.timeout.ms": 20_000}
+
+
+def _txn_failure(producer: Producer | Any, exc: BaseException) -> TxnFailure:
+    state = producer.transaction_state
+    if state == "abortable error":
+        return TxnFailure("abortable", repr(exc))
+    if state == "fatal error":
+        return TxnFailure("fatal", repr(exc))
+    if state in ("committing", "aborting", "in transaction"):
+        return TxnFailure("retry", f"{exc!r} (state {state})")
+    return TxnFailure("fatal", f"{exc!r} (state {state})")
+
+
+class _Listener(RebalanceListener):
+    def __init__(self, listener: Listener) -> None:
+        self.listener = listener
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.listener.revoked(sorted((tp.topic, tp.partition) for tp in revoked), False)
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.listener.assigned(sorted((tp.topic, tp.partition) for tp in assigned))
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.listener.revoked(sorted((tp.topic, tp.partition) for tp in lost), True)
+
+
+def _callback(on_ack: AckFn) -> Any:
+    def done(err: BaseException | None, md: RecordMetadata | None) -> None:
+        if err is not None or md is None:
+            on_ack(None, None, repr(err))
+        else:
+            on_ack(md.partition, md.offset, None)
+    return done
+
+
+# -- asyncio -------------------------------------------------------------------------------
+
+class _AsyncProducer(ProducerClient):
+    def __init__(self, ctx: LoopContext, config: dict[str, Any]) -> None:
+        self.ctx = ctx
+        self.p = Producer(config)
+        ctx.run(self.p.start(), 30)
+
+    def send(self, topic: str, value: int, on_ack: AckFn, keyed: bool = False) -> None:
+        key = encode(value) if keyed else None
+        self.ctx.call(self.p.produce, topic, encode(value), key, None, None, None,
+                      _callback(on_ack))
+
+    def tick(self, seconds: float) -> None:
+        self.ctx.sleep(seconds)
+
+    def flush(self, timeout: float) -> None:
+        self.ctx.run(self.p.flush(timeout), timeout + 5)
+
+    def close(self) -> None:
+        self.ctx.run(self.p.close(10), 20)
+
+    def init_transactions(self) -> None:
+        self.ctx.run(self.p.init_transactions(), 60)
+
+    def begin(self) -> None:
+        self.ctx.call(self.p.begin_transaction)
+
+    def _txn(self, what: str, coro: Any) -> None:
+        try:
+            self.ctx.run(coro, 60)
+        except Exception as exc:
+            raise _txn_failure(self.p, exc) from exc
+
+    def send_offsets(self, offsets: dict[TP, int], consumer: ConsumerClient) -> None:
+        group = cast(_AsyncConsumer, consumer).c.group_metadata()
+        self._txn("send_offsets", self.p.send_offsets_to_transaction(offsets, group))
+
+    def commit(self) -> None:
+        self._txn("commit", self.p.commit_transaction())
+
+    def abort(self) -> None:
+        self._txn("abort", self.p.abort_transaction())
+
+
+class _AsyncConsumer(ConsumerClient):
+    def __init__(self, ctx: LoopContext, config: dict[str, Any],
+                 listener: Listener | None) -> None:
+        self.ctx = ctx
+        self.c = Consumer(config)
+        self.listener = _Listener(listener) if listener is not None else None
+        ctx.run(self.c.start(), 30)
+
+    def subscribe(self, topics: list[str]) -> None:
+        self.ctx.call(self.c.subscribe, topics, None, self.listener)
+
+    def assign(self, tps: list[TP]) -> None:
+        self.ctx.call(self.c.assign, [TopicPartition(t, p) for t, p in tps])
+        for t, p in tps:
+            self.ctx.call(self.c.seek, TopicPartition(t, p), 0)
+
+    def poll(self, timeout: float) -> list[Record]:
+        got = self.ctx.run(self.c.getmany(timeout_ms=int(timeout * 1000)), timeout + 60)
+        return [(tp.topic, tp.partition, r.offset, decode(r.value))
+                for tp, records in got.items() for r in records]
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        self.ctx.run(self.c.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()}),
+                     60)
+
+    def seek(self, tp: TP, offset: int) -> None:
+        self.ctx.call(self.c.seek, TopicPartition(*tp), offset)
+
+    def close(self) -> None:
+        self.ctx.run(self.c.close(), 30)
+
+
+class KafliteAsync(ClientFactory):
+    name = "kaflite"
+    transactions = True
+
+    def context(self) -> Context:
+        return LoopContext()
+
+    def producer(self, ctx: Context, servers: str, client_id: str,
+                 txn_id: str | None = None) -> ProducerClient:
+        return _AsyncProducer(cast(LoopContext, ctx), producer_config(servers, client_id, txn_id))
+
+    def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
+                 isolation: str, listener: Listener | None) -> ConsumerClient:
+        return _AsyncConsumer(cast(LoopContext, ctx),
+                              consumer_config(servers, client_id, group, isolation), listener)
+
+
+# -- the blocking façade --------------------------------------------------------------------
+
+class _SyncProducer(ProducerClient):
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.p = ksync.Producer(config)
+        self.p.start()
+
+    def send(self, topic: str, value: int, on_ack: AckFn, keyed: bool = False) -> None:
+        self.p.produce(topic, encode(value), encode(value) if keyed else None,
+                       on_delivery=_callback(on_ack))
+
+    def flush(self, timeout: float) -> None:
+        self.p.flush(timeout)
+
+    def close(self) -> None:
+        self.p.close()
+
+
+class _SyncConsumer(ConsumerClient):
+    def __init__(self, config: dict[str, Any], listener: Listener | None) -> None:
+        self.c = ksync.Consumer(config)
+        self.listener = _Listener(listener) if listener is not None else None
+        self.c.start()
+
+    def subscribe(self, topics: list[str]) -> None:
+        self.c.subscribe(topics, listener=self.listener)
+
+    def assign(self, tps: list[TP]) -> None:
+        self.c.assign([TopicPartition(t, p) for t, p in tps])
+        for t, p in tps:
+            self.c.seek(TopicPartition(t, p), 0)
+
+    def poll(self, timeout: float) -> list[Record]:
+        got = self.c.getmany(timeout_ms=int(timeout * 1000))
+        return [(tp.topic, tp.partition, r.offset, decode(r.value))
+                for tp, records in got.items() for r in records]
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        self.c.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()})
+
+    def seek(self, tp: TP, offset: int) -> None:
+        self.c.seek(TopicPartition(*tp), offset)
+
+    def close(self) -> None:
+        self.c.close()
+
+
+class KafliteSync(ClientFactory):
+    name = "kaflite-sync"
+
+    def producer(self, ctx: Context, servers: str, client_id: str,
+                 txn_id: str | None = None) -> ProducerClient:
+        return _SyncProducer(producer_config(servers, client_id, txn_id))
+
+    def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
+                 isolation: str, listener: Listener | None) -> ConsumerClient:
+        return _SyncConsumer(consumer_config(servers, client_id, group, isolation), listener)

@@ -1,0 +1,231 @@
+"""kafka-python (blocking, with its own I/O thread) and aiokafka (asyncio)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from kaflite.verify.clients._base import (
+    TP,
+    AckFn,
+    ClientFactory,
+    ConsumerClient,
+    Context,
+    Listener,
+    LoopContext,
+    ProducerClient,
+    Record,
+    decode,
+    encode,
+)
+
+__all__ = ["AioKafka", "KafkaPython"]
+
+CONSUMER = {"auto_offset_reset": "earliest", "enable_auto_commit": False,
+            "session.timeout.ms": 6_000, "heartbeat_interval_ms": 500}
+
+
+def _tps(parts: Any) -> list[TP]:
+    return sorted((tp.topic, tp.partition) for tp in parts)
+
+
+# -- kafka-python -----------------------------------------------------------------------------
+
+class _KPProducer(ProducerClient):
+    def __init__(self, servers: str, client_id: str) -> None:
+        from kafka import KafkaProducer
+
+        self.p = KafkaProducer(bootstrap_servers=servers, client_id=client_id, acks="all",
+                               enable_idempotence=True, linger_ms=5, max_block_ms=20_000)
+
+    def send(self, topic: str, value: int, on_ack: AckFn, keyed: bool = False) -> None:
+        future = self.p.send(topic, encode(value), key=encode(value) if keyed else None)
+        future.add_callback(lambda md: on_ack(md.partition, md.offset, None))
+        future.add_errback(lambda exc: on_ack(None, None, repr(exc)))
+
+    def flush(self, timeout: float) -> None:
+        self.p.flush(timeout)
+
+    def close(self) -> None:
+        self.p.close(timeout=10)
+
+
+class _KPConsumer(ConsumerClient):
+    def __init__(self, servers: str, client_id: str, group: str | None, isolation: str,
+                 listener: Listener | None) -> None:
+        from kafka import KafkaConsumer
+
+        self.listener = listener
+        self.c = KafkaConsumer(bootstrap_servers=servers, client_id=client_id, group_id=group,
+                               isolation_level=isolation, **CONSUMER)
+
+    def subscribe(self, topics: list[str]) -> None:
+        from kafka import ConsumerRebalanceListener
+
+        outer = self.listener
+
+        class Relay(ConsumerRebalanceListener):  # type: ignore[misc]
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                if outer is not None:
+                    outer.revoked(_tps(revoked), False)
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                if outer is not None:
+                    outer.assigned(_tps(assigned))
+
+        self.c.subscribe(topics, listener=Relay())
+
+    def assign(self, tps: list[TP]) -> None:
+        from kafka import TopicPartition
+
+        parts = [TopicPartition(t, p) for t, p in tps]
+        self.c.assign(parts)
+        for tp in parts:
+            self.c.seek(tp, 0)
+
+    def poll(self, timeout: float) -> list[Record]:
+        got = self.c.poll(timeout_ms=int(timeout * 1000), max_records=500)
+        return [(tp.topic, tp.partition, r.offset, decode(r.value))
+                for tp, records in got.items() for r in records]
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        from kafka import OffsetAndMetadata, TopicPartition
+
+        self.c.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                       for (t, p), o in offsets.items()})
+
+    def seek(self, tp: TP, offset: int) -> None:
+        from kafka import TopicPartition
+
+        self.c.seek(TopicPartition(*tp), offset)
+
+    def close(self) -> None:
+        self.c.close()
+
+
+class KafkaPython(ClientFactory):
+    name = "kafka-python"
+
+    def producer(self, ctx: Context, servers: str, client_id: str,
+                 txn_id: str | None = None) -> ProducerClient:
+        return _KPProducer(servers, client_id)
+
+    def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
+                 isolation: str, listener: Listener | None) -> ConsumerClient:
+        return _KPConsumer(servers, client_id, group, isolation, listener)
+
+
+# -- aiokafka ------------------------------------------------------------------------------------
+
+class _AioProducer(ProducerClient):
+    def __init__(self, ctx: LoopContext, servers: str, client_id: str) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        self.ctx = ctx
+
+        async def make() -> Any:
+            p = AIOKafkaProducer(bootstrap_servers=servers, client_id=client_id, acks="all",
+                                 enable_idempotence=True, linger_ms=5)
+            await p.start()
+            return p
+
+        self.p = ctx.run(make(), 30)
+
+    def send(self, topic: str, value: int, on_ack: AckFn, keyed: bool = False) -> None:
+        def report(fut: Any) -> None:
+            if fut.cancelled():
+                on_ack(None, None, "cancelled")
+            elif fut.exception() is not None:
+                on_ack(None, None, repr(fut.exception()))
+            else:
+                md = fut.result()
+                on_ack(md.partition, md.offset, None)
+
+        future = self.ctx.run(self.p.send(topic, encode(value),
+                                          key=encode(value) if keyed else None), 60)
+        future.add_done_callback(report)
+
+    def tick(self, seconds: float) -> None:
+        self.ctx.sleep(seconds)
+
+    def flush(self, timeout: float) -> None:
+        self.ctx.run(self.p.flush(), timeout)
+
+    def close(self) -> None:
+        self.ctx.run(self.p.stop(), 20)
+
+
+class _AioConsumer(ConsumerClient):
+    def __init__(self, ctx: LoopContext, servers: str, client_id: str, group: str | None,
+                 isolation: str, listener: Listener | None) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        self.ctx = ctx
+        self.listener = listener
+
+        async def make() -> Any:
+            c = AIOKafkaConsumer(bootstrap_servers=servers, client_id=client_id,
+                                 group_id=group, isolation_level=isolation, **CONSUMER)
+            await c.start()
+            return c
+
+        self.c = ctx.run(make(), 30)
+
+    def subscribe(self, topics: list[str]) -> None:
+        from aiokafka.abc import ConsumerRebalanceListener
+
+        outer = self.listener
+
+        class Relay(ConsumerRebalanceListener):  # type: ignore[misc]
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                if outer is not None:
+                    outer.revoked(_tps(revoked), False)
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                if outer is not None:
+                    outer.assigned(_tps(assigned))
+
+        self.ctx.call(lambda: self.c.subscribe(topics, listener=Relay()))
+
+    def assign(self, tps: list[TP]) -> None:
+        from aiokafka import TopicPartition
+
+        parts = [TopicPartition(t, p) for t, p in tps]
+        self.ctx.call(self.c.assign, parts)
+        for tp in parts:
+            self.ctx.call(self.c.seek, tp, 0)
+
+    def poll(self, timeout: float) -> list[Record]:
+        got = self.ctx.run(self.c.getmany(timeout_ms=int(timeout * 1000), max_records=500),
+                           timeout + 60)
+        return [(tp.topic, tp.partition, r.offset, decode(r.value))
+                for tp, records in got.items() for r in records]
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        from aiokafka import TopicPartition
+
+        self.ctx.run(self.c.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()}),
+                     60)
+
+    def seek(self, tp: TP, offset: int) -> None:
+        from aiokafka import TopicPartition
+
+        self.ctx.call(self.c.seek, TopicPartition(*tp), offset)
+
+    def close(self) -> None:
+        self.ctx.run(self.c.stop(), 30)
+
+
+class AioKafka(ClientFactory):
+    name = "aiokafka"
+
+    def context(self) -> Context:
+        return LoopContext()
+
+    def producer(self, ctx: Context, servers: str, client_id: str,
+                 txn_id: str | None = None) -> ProducerClient:
+        return _AioProducer(cast(LoopContext, ctx), servers, client_id)
+
+    def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
+                 isolation: str, listener: Listener | None) -> ConsumerClient:
+        return _AioConsumer(cast(LoopContext, ctx), servers, client_id, group, isolation,
+                            listener)

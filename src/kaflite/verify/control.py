@@ -1,0 +1,213 @@
+"""The cluster under test: an embedded 3-broker ``Cluster`` in a child process.
+
+The cluster runs in its own process (``kaflite.verify._server``) so that the
+nemesis can kill the whole of it with SIGKILL and start it again from its data
+directory, as a machine crash would, and so that the brokers and the clients
+under test do not share one interpreter lock. Every other fault goes through
+the cluster's HTTP API, which calls ``cluster.faults`` on the cluster's loop.
+
+The brokers listen on fixed loopback ports (``base_port + node id``, outside the
+kernel's ephemeral range) so that clients find a restarted cluster where they
+left it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
+
+__all__ = ["ClusterProcess", "ControlError", "free_ports"]
+
+PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range (32768-60999)
+
+
+class ControlError(RuntimeError):
+    """The cluster refused or could not apply a control request."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+def _bindable(port: int, reuse: bool = False) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        if reuse:  # as asyncio's servers bind: TIME_WAIT connections do not count
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(n: int, rng: random.Random | None = None, attempts: int = 200) -> int:
+    """The first of ``n`` consecutive loopback ports that are free now."""
+    rng = rng or random.Random()
+    for _ in range(attempts):
+        base = rng.randrange(PORT_RANGE[0], PORT_RANGE[1] - n)
+        if all(_bindable(base + i) for i in range(n)):
+            return base
+    raise RuntimeError(f"no {n} consecutive free ports in {PORT_RANGE}")
+
+
+class ClusterProcess:
+    def __init__(self, data_dir: str | Path, brokers: int = 3,
+                 config: dict[str, Any] | None = None, start_timeout: float = 60) -> None:
+        self.data_dir = Path(data_dir)
+        self.brokers = brokers
+        self.config = dict(config or {})
+        self.start_timeout = start_timeout
+        self.base_port = free_ports(brokers + 1)
+        self.http_port = self.base_port + brokers
+        self.proc: subprocess.Popen[str] | None = None
+        self.crashes = 0
+        self._log: IO[str] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{self.base_port + i}" for i in range(self.brokers))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    # -- the process -------------------------------------------------------------------
+    def start(self) -> Self:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._log is None:
+            self._log = open(self.data_dir / "cluster.log", "a", encoding="utf-8")  # noqa: SIM115
+        args = [sys.executable, "-m", "kaflite.verify._server", "--data-dir",
+                str(self.data_dir), "--brokers", str(self.brokers), "--base-port",
+                str(self.base_port), "--http-port", str(self.http_port)]
+        for name, value in self.config.items():
+            args += ["--config", f"{name}={value}"]
+        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=self._log, text=True)
+        self.proc = proc
+        line = self._ready_line(proc)
+        if not line.startswith("{"):
+            self.stop()
+            raise RuntimeError(f"the cluster process did not start: {line!r} "
+                               f"(see {self.data_dir / 'cluster.log'})")
+        return self
+
+    def _ready_line(self, proc: subprocess.Popen[str]) -> str:
+        out: list[str] = []
+        assert proc.stdout is not None
+        reader = threading.Thread(target=lambda: out.append(proc.stdout.readline()),  # type: ignore[union-attr]
+                                  daemon=True)
+        reader.start()
+        reader.join(self.start_timeout)
+        return out[0] if out else ""
+
+    def stop(self) -> None:
+        """Graceful: close its stdin, then terminate, then kill, each with a bound."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                assert proc.stdin is not None
+                proc.stdin.close()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+            if proc.stdout is not None:
+                proc.stdout.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def crash(self) -> None:
+        """SIGKILL the whole cluster: nothing is flushed, handed over or closed."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        self.crashes += 1
+
+    def restart(self) -> None:
+        """Start again from the data directory, on the same ports."""
+        deadline = time.monotonic() + 30
+        while not all(_bindable(self.base_port + i, reuse=True)
+                      for i in range(self.brokers + 1)):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the crashed cluster's ports did not come free")
+            time.sleep(0.1)
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # -- the HTTP API ------------------------------------------------------------------
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None,
+                timeout: float = 60) -> Any:
+        data = None
+        if body is not None:
+            data = json.dumps({k: v for k, v in body.items() if v is not None}).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read()).get("error", exc.reason)
+            except ValueError:
+                message = exc.reason
+            raise ControlError(exc.code, str(message)) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ControlError(0, f"cluster unreachable: {exc}") from None
+
+    def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        return self.request("POST", path, body or {})
+
+    def view(self) -> dict[str, Any]:
+        """Brokers and partitions (leader, ISR, replicas), as ``GET /cluster`` gives them."""
+        result: dict[str, Any] = self.request("GET", "/cluster")
+        return result
+
+    def partitions(self, topic: str) -> list[dict[str, Any]]:
+        for t in self.view()["topics"]:
+            if t["name"] == topic:
+                parts: list[dict[str, Any]] = t["partitions"]
+                return parts
+        return []
+
+    def remove_rule(self, rule_id: int) -> None:
+        with contextlib.suppress(ControlError):
+            self.request("DELETE", f"/faults/{rule_id}")
+
+    def clear_rules(self) -> None:
+        self.request("DELETE", "/faults")

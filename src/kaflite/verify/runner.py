@@ -1,0 +1,274 @@
+"""One verify run: cluster, workload, nemesis, heal, drain, catch-up, check.
+
+Theory of operation
+-------------------
+1. Start the cluster process (3 brokers, loopback, a temporary data directory)
+   and create the topics: replication factor 3, min.insync.replicas=2.
+2. Start the readers, then the writers, then the nemesis; let them run for
+   ``seconds``.
+3. Stop the nemesis: it heals everything (``Phase healed``). Stop the writers;
+   each flushes what it has queued (``Phase writers-done``).
+4. Drain each written topic with kaflite's async consumer (``assign()``, offset 0
+   to the end) at read_uncommitted, and at read_committed for transactional
+   topics: the ground truth of the log (``Drain``).
+5. Let the readers catch up to the drained log end, for at most
+   ``progress_bound`` seconds (a group that does not is *stuck*), then stop them.
+   In the txn workload the transformers catch up on the input first; their
+   output is then drained and the readers catch up on it.
+6. Stop the cluster and check the history (``kaflite.verify.checker.check``).
+
+Every wait is bounded; a process that does not stop in time is noted and left
+behind (its thread is a daemon), and what it did not see through shows in the
+check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kaflite.verify.checker import CheckResult, check
+from kaflite.verify.clients import factory
+from kaflite.verify.control import ClusterProcess
+from kaflite.verify.history import Drain, History, Meta, Note, Phase
+from kaflite.verify.nemesis import KINDS, Nemesis, Targets, plan
+from kaflite.verify.workload import (
+    Shared,
+    consumer_process,
+    producer_process,
+    transformer_process,
+    txn_producer_process,
+)
+
+__all__ = ["CLUSTER_CONFIG", "RunConfig", "run"]
+
+WORKLOADS = ("queue", "txn")
+CLUSTER_CONFIG = {
+    "replica.lag.time.max.ms": 3000,
+    "group.initial.rebalance.delay.ms": 0,
+    "offsets.topic.num.partitions": 6,
+    "transaction.state.log.num.partitions": 6,
+    "min.insync.replicas": 2,
+    "default.replication.factor": 3,
+}
+
+
+@dataclass
+class RunConfig:
+    client: str = "kaflite"
+    workload: str = "queue"
+    nemesis: tuple[str, ...] = KINDS
+    seconds: float = 30.0
+    seed: int = field(default_factory=lambda: random.randrange(1 << 31))
+    partitions: int = 4
+    producers: int = 2
+    consumers: int = 2
+    rate: float = 150.0                 # values per second per producer
+    progress_bound: float = 30.0
+    data_dir: Path | None = None        # default: a temporary directory, removed after
+    history: Path | None = None         # where to write the history (JSON lines)
+
+    def meta(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["nemesis"] = ("all" if set(self.nemesis) == set(KINDS) else
+                          ",".join(self.nemesis) if self.nemesis else "none")
+        out["data_dir"] = str(self.data_dir) if self.data_dir else None
+        out["history"] = str(self.history) if self.history else None
+        if self.workload == "txn":
+            out["transforms"] = [["vin", "vout"]]
+        return out
+
+
+def _thread(name: str, target: Callable[..., None], *args: Any) -> threading.Thread:
+    t = threading.Thread(target=target, args=args, name=name, daemon=True)
+    t.start()
+    return t
+
+
+def _join(history: History, threads: list[threading.Thread], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+        if t.is_alive():
+            history.add(Note(time=history.now(), process="run",
+                             text=f"{t.name} did not stop within {timeout:.0f} s"))
+
+
+def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
+        ) -> tuple[History, CheckResult]:
+    """Run ``config`` and check it: the history and the result."""
+    if config.workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {config.workload!r}; known: {', '.join(WORKLOADS)}")
+    client = factory(config.client)
+    if config.workload == "txn" and not client.transactions:
+        raise ValueError(f"the txn workload does not run with {config.client}")
+    say = on_phase or (lambda text: None)
+    tmp = None if config.data_dir is not None else tempfile.mkdtemp(prefix="kaflite-verify-")
+    data_dir = config.data_dir or Path(tmp or ".")
+    history = History()
+    history.add(Meta(time=history.now(), process="run", config=config.meta()))
+    cluster = ClusterProcess(data_dir / "cluster", config=CLUSTER_CONFIG)
+    try:
+        cluster.start()
+        say(f"cluster up: {cluster.bootstrap_servers}")
+        shared = Shared(history, client, cluster.bootstrap_servers, config.seed)
+        if config.workload == "queue":
+            _queue(config, cluster, shared, say)
+        else:
+            _txn(config, cluster, shared, say)
+        history.add(Phase(time=history.now(), process="run", name="done"))
+    finally:
+        cluster.stop()
+        if config.history is not None:
+            history.dump(config.history)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return history, check(history.ops)
+
+
+def _create(servers: str, topics: dict[str, int]) -> None:
+    from kaflite.client import NewTopic
+    from kaflite.client.sync import Admin
+
+    admin = Admin({"bootstrap.servers": servers})
+    try:
+        admin.create_topics([NewTopic(t, n, 3, {"min.insync.replicas": "2"})
+                             for t, n in topics.items()])
+    finally:
+        admin.close()
+
+
+def _nemesis(config: RunConfig, cluster: ClusterProcess, history: History,
+             targets: Targets) -> Nemesis:
+    steps = plan(random.Random(config.seed), config.nemesis, config.seconds, targets)
+    return Nemesis(cluster, history, steps, targets).start()
+
+
+def _heal(nemesis: Nemesis, history: History, say: Callable[[str], None]) -> None:
+    nemesis.stop()
+    history.add(Phase(time=history.now(), process="run", name="healed"))
+    say("nemesis healed")
+
+
+def _queue(config: RunConfig, cluster: ClusterProcess, shared: Shared,
+           say: Callable[[str], None]) -> None:
+    topic, group, history = "queue", "verify-queue", shared.history
+    _create(cluster.bootstrap_servers, {topic: config.partitions})
+    readers = [_thread(f"consumer-{i}", consumer_process, shared, f"consumer-{i}", topic, group)
+               for i in range(config.consumers)]
+    # Odd producers key each record by its value, even ones send without a key (sticky).
+    writers = [_thread(f"producer-{i}", producer_process, shared, f"producer-{i}", topic,
+                       config.rate, i % 2 == 1) for i in range(config.producers)]
+    history.add(Phase(time=history.now(), process="run", name="nemesis-start"))
+    nemesis = _nemesis(config, cluster, history, Targets({topic: config.partitions}, (group,)))
+    _sleep(config.seconds, shared.writers_stop)
+    _heal(nemesis, history, say)
+    shared.writers_stop.set()
+    _join(history, writers, 60)
+    history.add(Phase(time=history.now(), process="run", name="writers-done", topic=topic))
+    last = _drain(shared, topic, config.partitions, transactional=False)
+    say("drained; waiting for the group to catch up")
+    _catch_up(shared, group, topic, last, config.progress_bound)
+    shared.readers_stop.set()
+    _join(history, readers, 60)
+
+
+def _txn(config: RunConfig, cluster: ClusterProcess, shared: Shared,
+         say: Callable[[str], None]) -> None:
+    source, sink, history = "vin", "vout", shared.history
+    ctp, readers_group = "verify-ctp", "verify-readers"
+    n = config.partitions
+    _create(cluster.bootstrap_servers, {source: n, sink: n})
+    readers = [_thread(f"reader-{i}", consumer_process, shared, f"reader-{i}", sink,
+                       readers_group, "read_committed") for i in range(config.consumers)]
+    transformers = [_thread(f"transformer-{i}", transformer_process, shared,
+                            f"transformer-{i}", source, sink, ctp)
+                    for i in range(config.consumers)]
+    writers = [_thread(f"txn-producer-{i}", txn_producer_process, shared, f"txn-producer-{i}",
+                       source, config.rate) for i in range(config.producers)]
+    history.add(Phase(time=history.now(), process="run", name="nemesis-start"))
+    txn_ids = tuple(f"txn-producer-{i}" for i in range(config.producers)) + \
+        tuple(f"transformer-{i}" for i in range(config.consumers))
+    nemesis = _nemesis(config, cluster, history,
+                       Targets({source: n, sink: n}, (ctp, readers_group), txn_ids))
+    _sleep(config.seconds, shared.writers_stop)
+    _heal(nemesis, history, say)
+    shared.writers_stop.set()
+    _join(history, writers, 90)
+    history.add(Phase(time=history.now(), process="run", name="writers-done", topic=source))
+    last = _drain(shared, source, n, transactional=True)
+    say("input drained; waiting for the transformers")
+    _catch_up(shared, ctp, source, last, config.progress_bound)
+    shared.transformers_stop.set()
+    _join(history, transformers, 90)
+    history.add(Phase(time=history.now(), process="run", name="writers-done", topic=sink))
+    last = _drain(shared, sink, n, transactional=True)
+    say("output drained; waiting for the readers")
+    _catch_up(shared, readers_group, sink, last, config.progress_bound)
+    shared.readers_stop.set()
+    _join(history, readers, 60)
+
+
+def _sleep(seconds: float, stop: threading.Event) -> None:
+    stop.wait(seconds)
+
+
+def _catch_up(shared: Shared, group: str, topic: str, last: dict[int, int],
+              bound: float) -> None:
+    """Wait until ``group`` has reached each partition's last record, for ``bound`` s."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        if all(shared.progress[(group, topic, p)] >= o for p, o in last.items() if o >= 0):
+            return
+        time.sleep(0.1)
+
+
+def _drain(shared: Shared, topic: str, partitions: int, transactional: bool) -> dict[int, int]:
+    """Drain ``topic`` into the history; the last offset of each partition's records
+    (read_committed where transactional), -1 for an empty one."""
+    levels = ["read_uncommitted"] + (["read_committed"] if transactional else [])
+    last: dict[int, int] = {}
+    for isolation in levels:
+        found = asyncio.run(_read_all(shared, topic, partitions, isolation))
+        for part, (records, end) in sorted(found.items()):
+            h = shared.history
+            h.add(Drain(time=h.now(), process="drain", topic=topic, partition=part,
+                        isolation=isolation, records=tuple(records), end_offset=end))
+            last[part] = records[-1][0] if records else -1
+    return last
+
+
+async def _read_all(shared: Shared, topic: str, partitions: int, isolation: str,
+                    timeout: float = 90) -> dict[int, tuple[list[tuple[int, int]], int]]:
+    from kaflite.client import Consumer, TopicPartition
+    from kaflite.verify.clients._base import decode
+
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    records: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
+    config = {"bootstrap.servers": shared.servers, "client.id": f"drain-{isolation}",
+              "isolation.level": isolation, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False}
+    async with Consumer(config) as c:
+        ends = await c.end_offsets(tps)
+        c.assign(tps)
+        for tp in tps:
+            c.seek(tp, 0)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            done = [await c.position(tp) >= ends.get(tp, 0) for tp in tps]
+            if all(done):
+                break
+            for tp, recs in (await c.getmany(timeout_ms=300)).items():
+                records[tp.partition] += [(r.offset, decode(r.value)) for r in recs]
+        else:
+            shared.history.add(Note(time=shared.history.now(), process="drain",
+                                    text=f"the drain of {topic} ({isolation}) timed out"))
+    return {p: (recs, ends.get(TopicPartition(topic, p), -1)) for p, recs in records.items()}

@@ -1,0 +1,417 @@
+"""The workload processes: producers, consumers and transformers, each on its own thread.
+
+Theory of operation
+-------------------
+Every process records what it invoked and what it observed, and nothing else:
+
+* a **producer** (queue) sends unique integers (acks=all, idempotence on) at a
+  steady rate and records each ``invoke`` and its ack (``ok`` with partition and
+  offset) or error (``info``: an idempotent send that failed may still be
+  written). What is still unacknowledged after the final flush is ``info``.
+* a **consumer** polls its group's partitions, records each poll per partition
+  and each assignment change its library reports, and commits the next offset of
+  what it polled, synchronously, recording each commit.
+* a **txn producer** sends 1-5 values per transaction, then commits (4 in 5) or
+  aborts, and records the outcome; on a fatal error a new producer takes over
+  its transactional id (which fences the old one and ends its transaction).
+* a **transformer** (consume-transform-produce) polls the input with
+  read_committed, sends each value to the output and the positions with
+  ``send_offsets_to_transaction`` in one transaction, and commits. After an
+  abort it seeks back to where the batch began (recorded as a ``seek``); after
+  a fatal error it starts over with a new producer and a new consumer, which
+  resume from the group's committed offsets.
+
+``Shared`` carries the stop signals and each group's progress (the highest
+offset polled, or committed in a transaction), which the runner waits on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kaflite.verify.clients import ClientFactory, ConsumerClient, ProducerClient, TxnFailure
+from kaflite.verify.history import Assign, Commit, History, Note, Poll, Send, Txn
+
+__all__ = ["Shared", "consumer_process", "producer_process", "transformer_process",
+           "txn_producer_process"]
+
+TP = tuple[str, int]
+MAX_NOTES = 20          # client errors noted per process (the rest are counted)
+TICK = 0.02             # seconds between a producer's bursts
+
+
+class Shared:
+    def __init__(self, history: History, factory: ClientFactory, servers: str,
+                 seed: int) -> None:
+        self.history = history
+        self.factory = factory
+        self.servers = servers
+        self.seed = seed
+        self.writers_stop = threading.Event()
+        self.transformers_stop = threading.Event()
+        self.readers_stop = threading.Event()
+        self.values: Iterator[int] = itertools.count()
+        self.progress: dict[tuple[str, str, int], int] = defaultdict(lambda: -1)
+        self._lock = threading.Lock()
+        self.notes: dict[str, int] = defaultdict(int)
+
+    def advance(self, group: str, tp: TP, offset: int) -> None:
+        with self._lock:
+            key = (group, tp[0], tp[1])
+            if offset > self.progress[key]:
+                self.progress[key] = offset
+
+    def note(self, process: str, text: str) -> None:
+        self.notes[process] += 1
+        if self.notes[process] <= MAX_NOTES:
+            self.history.add(Note(time=self.history.now(), process=process, text=text))
+
+
+class _Acks:
+    """Records each value's ack; remembers which values are still unacknowledged."""
+
+    def __init__(self, shared: Shared, process: str, topic: str) -> None:
+        self.shared, self.process, self.topic = shared, process, topic
+        self.pending: dict[int, str | None] = {}
+        self._lock = threading.Lock()
+
+    def invoke(self, value: int, txn: str | None = None) -> Callable[
+            [int | None, int | None, str | None], None]:
+        h = self.shared.history
+        with self._lock:
+            self.pending[value] = txn
+        h.add(Send(time=h.now(), process=self.process, type="invoke", topic=self.topic,
+                   value=value, txn=txn))
+
+        def ack(partition: int | None, offset: int | None, error: str | None) -> None:
+            with self._lock:
+                self.pending.pop(value, None)
+            h.add(Send(time=h.now(), process=self.process, type="info" if error else "ok",
+                       topic=self.topic, value=value, partition=partition, offset=offset,
+                       error=error, txn=txn))
+        return ack
+
+    def failed(self, value: int, error: str, definite: bool = True) -> None:
+        h = self.shared.history
+        with self._lock:
+            txn = self.pending.pop(value, None)
+        h.add(Send(time=h.now(), process=self.process, type="fail" if definite else "info",
+                   topic=self.topic, value=value, error=error, txn=txn))
+
+    def unacknowledged(self, why: str) -> None:
+        with self._lock:
+            left = list(self.pending)
+        for value in left:
+            self.failed(value, why, definite=False)
+
+
+class _Recorder:
+    """The rebalance listener of one consumer: assignment changes into the history."""
+
+    def __init__(self, shared: Shared, process: str, group: str | None) -> None:
+        self.shared, self.process, self.group = shared, process, group
+
+    def _add(self, type_: str, tps: list[TP]) -> None:
+        h = self.shared.history
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, part in tps:
+            by_topic[topic].append(part)
+        for topic, parts in sorted(by_topic.items()):
+            h.add(Assign(time=h.now(), process=self.process, type=type_, group=self.group,
+                         topic=topic, partitions=tuple(sorted(parts))))
+
+    def assigned(self, tps: list[TP]) -> None:
+        self._add("assign", tps)
+
+    def revoked(self, tps: list[TP], lost: bool) -> None:
+        self._add("lost" if lost else "revoke", tps)
+
+    def closed(self, topics: list[str]) -> None:
+        h = self.shared.history
+        for topic in topics:
+            h.add(Assign(time=h.now(), process=self.process, type="close", group=self.group,
+                         topic=topic, partitions=()))
+
+
+def _record_polls(shared: Shared, process: str, group: str | None, isolation: str,
+                  records: list[tuple[str, int, int, int]]) -> dict[TP, tuple[int, int]]:
+    """Add one ``Poll`` per partition; return each partition's (first, last) offset."""
+    h = shared.history
+    by_tp: dict[TP, list[tuple[int, int]]] = defaultdict(list)
+    for topic, part, offset, value in records:
+        by_tp[(topic, part)].append((offset, value))
+    now = h.now()
+    for (topic, part), recs in sorted(by_tp.items()):
+        h.add(Poll(time=now, process=process, group=group, topic=topic, partition=part,
+                   records=tuple(recs), isolation=isolation))
+    return {tp: (recs[0][0], recs[-1][0]) for tp, recs in by_tp.items()}
+
+
+def _commit(shared: Shared, consumer: ConsumerClient, process: str, group: str,
+            offsets: dict[TP, int]) -> bool:
+    h = shared.history
+    invoked = h.now()
+    try:
+        consumer.commit(offsets)
+        error = None
+    except Exception as exc:
+        error = repr(exc)
+    done = h.now()
+    for (topic, part), offset in sorted(offsets.items()):
+        h.add(Commit(time=done, process=process, type="fail" if error else "ok", group=group,
+                     topic=topic, partition=part, offset=offset, invoked=invoked, error=error))
+    return error is None
+
+
+# -- queue ------------------------------------------------------------------------------------
+
+def producer_process(shared: Shared, process: str, topic: str, rate: float,
+                     keyed: bool = False) -> None:
+    ctx = shared.factory.context()
+    acks = _Acks(shared, process, topic)
+    burst = max(1, round(rate * TICK))
+    try:
+        producer = shared.factory.producer(ctx, shared.servers, process)
+        while not shared.writers_stop.is_set():
+            for _ in range(burst):
+                value = next(shared.values)
+                on_ack = acks.invoke(value)
+                try:
+                    producer.send(topic, value, on_ack, keyed)
+                except Exception as exc:   # refused before it was queued
+                    acks.failed(value, repr(exc))
+                    shared.note(process, f"send: {exc!r}")
+            producer.tick(TICK)
+        try:
+            producer.flush(30)
+        finally:
+            acks.unacknowledged("no acknowledgement after the final flush")
+            producer.close()
+    except Exception as exc:
+        shared.note(process, f"producer failed: {exc!r}")
+        acks.unacknowledged(f"producer failed: {exc!r}")
+    finally:
+        ctx.close()
+
+
+def consumer_process(shared: Shared, process: str, topic: str, group: str,
+                     isolation: str = "read_uncommitted") -> None:
+    ctx = shared.factory.context()
+    recorder = _Recorder(shared, process, group)
+    try:
+        consumer = shared.factory.consumer(ctx, shared.servers, process, group, isolation,
+                                           recorder)
+        consumer.subscribe([topic])
+        while not shared.readers_stop.is_set():
+            try:
+                records = consumer.poll(0.3)
+            except Exception as exc:
+                shared.note(process, f"poll: {exc!r}")
+                ctx.sleep(0.1)
+                continue
+            ranges = _record_polls(shared, process, group, isolation, records)
+            for tp, (_, last) in ranges.items():
+                shared.advance(group, tp, last)
+            if ranges:
+                _commit(shared, consumer, process, group,
+                        {tp: last + 1 for tp, (_, last) in ranges.items()})
+        consumer.close()
+    except Exception as exc:
+        shared.note(process, f"consumer failed: {exc!r}")
+    finally:
+        recorder.closed([topic])
+        ctx.close()
+
+
+# -- transactions -----------------------------------------------------------------------------
+
+class _TxnProducer:
+    """A transactional producer that a successor replaces after a fatal error."""
+
+    def __init__(self, shared: Shared, ctx: Any, process: str, txn_id: str) -> None:
+        self.shared, self.ctx, self.process, self.txn_id = shared, ctx, process, txn_id
+        self.producer: ProducerClient | None = None
+        self.generation = 0
+
+    def get(self) -> ProducerClient:
+        if self.producer is None:
+            self.generation += 1
+            p = self.shared.factory.producer(self.ctx, self.shared.servers,
+                                             f"{self.process}.{self.generation}", self.txn_id)
+            try:
+                p.init_transactions()
+            except Exception:
+                self._close(p)
+                raise
+            self.producer = p
+        return self.producer
+
+    def discard(self) -> None:
+        p, self.producer = self.producer, None
+        if p is not None:
+            self._close(p)
+
+    def _close(self, p: ProducerClient) -> None:
+        try:
+            p.close()
+        except Exception as exc:
+            self.shared.note(self.process, f"close: {exc!r}")
+
+    def finish(self, want: str, txn: str, values: tuple[tuple[str, int], ...],
+               offsets: tuple[tuple[str, int, int], ...] = (), group: str | None = None
+               ) -> str:
+        """Commit or abort; record and return the outcome (``ok``, ``abort`` or ``info``)."""
+        h = self.shared.history
+        p = self.get()
+
+        def record(type_: str, outcome: str, error: str | None = None) -> None:
+            h.add(Txn(time=h.now(), process=self.process, txn=txn, type=type_, outcome=outcome,
+                      values=values, offsets=offsets, group=group, error=error))
+
+        call = p.commit if want == "commit" else p.abort
+        for _ in range(5):
+            try:
+                call()
+                record(want, "ok")
+                return "ok" if want == "commit" else "abort"
+            except TxnFailure as f:
+                if f.kind == "retry":
+                    continue
+                if f.kind == "abortable":
+                    return self.abort(txn, values, offsets, group, str(f))
+                record(want, "info", str(f))
+                self.discard()
+                return "info"
+        record(want, "info", "still retriable after 5 attempts")
+        self.discard()
+        return "info"
+
+    def abort(self, txn: str, values: tuple[tuple[str, int], ...],
+              offsets: tuple[tuple[str, int, int], ...], group: str | None, why: str) -> str:
+        h = self.shared.history
+        try:
+            self.get().abort()
+            h.add(Txn(time=h.now(), process=self.process, txn=txn, type="abort", outcome="ok",
+                      values=values, offsets=offsets, group=group, error=why))
+            return "abort"
+        except Exception as exc:
+            h.add(Txn(time=h.now(), process=self.process, txn=txn, type="abort",
+                      outcome="info", values=values, offsets=offsets, group=group,
+                      error=f"{why}; abort: {exc!r}"))
+            self.discard()
+            return "info"
+
+
+def txn_producer_process(shared: Shared, process: str, topic: str, rate: float) -> None:
+    ctx = shared.factory.context()
+    rng = random.Random(f"{shared.seed}-{process}")
+    txns = _TxnProducer(shared, ctx, process, process)
+    acks = _Acks(shared, process, topic)
+    try:
+        for n in itertools.count():
+            if shared.writers_stop.is_set():
+                break
+            txn = f"{process}-{n}"
+            values = [next(shared.values) for _ in range(rng.randint(1, 5))]
+            want = "commit" if rng.random() < 0.8 else "abort"
+            tvs = tuple((topic, v) for v in values)
+            try:
+                p = txns.get()
+                p.begin()
+                for v in values:
+                    p.send(topic, v, acks.invoke(v, txn), keyed=v % 2 == 0)
+            except Exception as exc:
+                shared.note(process, f"{txn}: {exc!r}")
+                if txns.producer is not None:
+                    txns.abort(txn, tvs, (), None, repr(exc))
+                ctx.sleep(0.2)
+                continue
+            txns.finish(want, txn, tvs)
+            p.tick(len(values) / rate)
+        if txns.producer is not None:
+            txns.producer.flush(10)
+    except Exception as exc:
+        shared.note(process, f"txn producer failed: {exc!r}")
+    finally:
+        acks.unacknowledged("no acknowledgement when the producer stopped")
+        txns.discard()
+        ctx.close()
+
+
+def transformer_process(shared: Shared, process: str, source: str, sink: str,
+                        group: str) -> None:
+    ctx = shared.factory.context()
+    txns = _TxnProducer(shared, ctx, process, process)
+    acks = _Acks(shared, process, sink)
+    recorder = _Recorder(shared, process, group)
+    consumer: ConsumerClient | None = None
+    try:
+        for n in itertools.count():
+            if shared.transformers_stop.is_set():
+                break
+            if consumer is None:
+                consumer = shared.factory.consumer(ctx, shared.servers, f"{process}.c{n}",
+                                                   group, "read_committed", recorder)
+                consumer.subscribe([source])
+            try:
+                records = consumer.poll(0.3)
+            except Exception as exc:
+                shared.note(process, f"poll: {exc!r}")
+                continue
+            ranges = _record_polls(shared, process, group, "read_committed", records)
+            if not ranges:
+                continue
+            txn = f"{process}-{n}"
+            nexts = {tp: last + 1 for tp, (_, last) in ranges.items()}
+            offsets = tuple((t, p, o) for (t, p), o in sorted(nexts.items()))
+            tvs = tuple((sink, v) for _, _, _, v in records)
+            try:
+                p = txns.get()
+                p.begin()
+                for _, _, _, v in records:
+                    p.send(sink, v, acks.invoke(v, txn))
+                p.send_offsets(nexts, consumer)
+            except Exception as exc:
+                shared.note(process, f"{txn}: {exc!r}")
+                outcome = "abort"       # nothing was sent if there is no producer
+                if txns.producer is not None:
+                    outcome = txns.abort(txn, tvs, offsets, group, repr(exc))
+            else:
+                outcome = txns.finish("commit", txn, tvs, offsets, group)
+            if outcome == "ok":
+                for tp, o in nexts.items():
+                    shared.advance(group, tp, o - 1)
+            elif outcome == "abort":
+                for tp, (first, _) in ranges.items():
+                    try:
+                        consumer.seek(tp, first)
+                    except Exception as exc:   # no longer ours: its new owner resumes
+                        shared.note(process, f"seek {tp}: {exc!r}")
+                        continue
+                    recorder._add("seek", [tp])
+            else:   # unknown outcome: start over from the group's committed offsets
+                recorder.closed([source])
+                _close_quietly(shared, process, consumer)
+                consumer = None
+                txns.discard()
+    except Exception as exc:
+        shared.note(process, f"transformer failed: {exc!r}")
+    finally:
+        acks.unacknowledged("no acknowledgement when the transformer stopped")
+        if consumer is not None:
+            _close_quietly(shared, process, consumer)
+        recorder.closed([source])
+        txns.discard()
+        ctx.close()
+
+
+def _close_quietly(shared: Shared, process: str, consumer: ConsumerClient) -> None:
+    try:
+        consumer.close()
+    except Exception as exc:
+        shared.note(process, f"close: {exc!r}")
