@@ -19,10 +19,11 @@ _INTS = {
 }
 
 
-def _scalar(spec: FieldSpec, v: int, depth: int) -> st.SearchStrategy[Any]:
+def _scalar(spec: FieldSpec, v: int, depth: int,
+            strings: st.SearchStrategy[str] | None) -> st.SearchStrategy[Any]:
     t = spec.type
     if spec.struct is not None:
-        return structs(spec.struct, v, depth + 1)
+        return structs(spec.struct, v, depth + 1, strings)
     if t in _INTS:
         lo, hi = _INTS[t]
         return st.integers(lo, hi)
@@ -33,12 +34,13 @@ def _scalar(spec: FieldSpec, v: int, depth: int) -> st.SearchStrategy[Any]:
     if t == "uuid":
         return st.uuids().map(lambda u: uuid.UUID(int=u.int))
     if t == "string":
-        return st.text(max_size=12)
+        return st.text(max_size=12) if strings is None else strings
     return st.binary(max_size=24)
 
 
-def value(spec: FieldSpec, v: int, depth: int = 0) -> st.SearchStrategy[Any]:
-    elem = _scalar(spec, v, depth)
+def value(spec: FieldSpec, v: int, depth: int = 0,
+          strings: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[Any]:
+    elem = _scalar(spec, v, depth, strings)
     strat: st.SearchStrategy[Any]
     strat = st.lists(elem, max_size=0 if depth > 3 else 3) if spec.is_array else elem
     if in_range(spec.nullable, v):
@@ -59,12 +61,15 @@ def unknown_tags(known: set[int]) -> st.SearchStrategy[tuple[tuple[int, bytes], 
     )
 
 
-def structs(cls: type[Struct], v: int, depth: int = 0) -> st.SearchStrategy[Any]:
+def structs(cls: type[Struct], v: int, depth: int = 0,
+            strings: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[Any]:
+    """Instances of ``cls`` at version ``v``; ``strings`` draws every string field
+    (names the test wants hit, say), instead of arbitrary text."""
     flexible = 0 <= cls.FLEXIBLE_VERSION <= v
     kwargs: dict[str, st.SearchStrategy[Any]] = {}
     for spec in cls.FIELDS:
         if present(spec, v, flexible):
-            kwargs[spec.name] = value(spec, v, depth)
+            kwargs[spec.name] = value(spec, v, depth, strings)
     if flexible:
         kwargs["unknown_tagged_fields"] = unknown_tags(
             {s.tag for s in cls.FIELDS if s.tag is not None}

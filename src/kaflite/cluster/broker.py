@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Broker"]
 
+BAD_INPUT_KINDS = 1000
+
 log = logging.getLogger("kaflite.cluster.broker")
 
 
@@ -264,8 +266,10 @@ class Broker:
         return api_versions_error_body(self.api_versions())
 
     def log_bad_input(self, peer: str, why: str) -> None:
-        key = f"{peer}:{why.split(':')[0]}"
-        if key not in self._bad_input_logged:
+        """Log bad input once per client host and kind (a fuzzing client opens many
+        connections, from as many ports); at most ``BAD_INPUT_KINDS`` are remembered."""
+        key = f"{peer.rsplit(':', 1)[0]}:{why.split(':')[0]}"
+        if key not in self._bad_input_logged and len(self._bad_input_logged) < BAD_INPUT_KINDS:
             self._bad_input_logged.add(key)
             log.warning("broker %s: closing connection from %s: %s", self.node_id, peer, why)
 
