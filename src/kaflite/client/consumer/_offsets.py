@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._types import OffsetAndTimestamp, TopicPartition
-from kaflite.client.recovery import Action, action_for, error_name
+from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from kaflite.protocol.messages import list_offsets_request as lq
@@ -38,7 +38,8 @@ async def list_offsets(client: BaseClient, query: Mapping[TopicPartition, int],
     deadline = time.monotonic() + timeout
     todo = dict(query)
     result: dict[TopicPartition, OffsetAndTimestamp | None] = {}
-    backoff = client.config.int("retry.backoff.ms") / 1000
+    cfg = client.config
+    attempts = 0
     last_error: BaseException | None = None
     while todo:
         if any(tp.topic not in md.topics for tp in todo):
@@ -78,7 +79,9 @@ async def list_offsets(client: BaseClient, query: Mapping[TopicPartition, int],
             raise last_error or errors.LeaderNotAvailableError(
                 f"no leader for {', '.join(map(str, todo))}")
         if retry or len(by_node) == 0:
-            await asyncio.sleep(backoff)
+            attempts += 1
+            await asyncio.sleep(backoff_delay(cfg.int("retry.backoff.ms"),
+                                              cfg.int("retry.backoff.max.ms"), attempts))
             await md.refresh("ListOffsets retry")
     return result
 
