@@ -167,6 +167,24 @@ def test_repeated_reads_reuse_the_executors_connections(spark: Any, kafka: Clust
     assert len(executor_connections() - before) <= 2
 
 
+def test_executors_follow_leader_epoch_changes(spark: Any, kafka: Cluster, servers: str) -> None:
+    """The executors' cached clients hold leader epochs; after the epoch moves (the
+    leader stays on its broker, or leaves and comes back), reads still return all."""
+    name = unique("epoch")
+    kafka.create_topic(name, 1, 2)
+    produce(servers, name, [{"value": f"v{i}".encode(), "partition": 0} for i in range(50)])
+    for _ in range(2):   # the Python workers make and cache their clients
+        assert source(spark, servers, subscribe=name).count() == 50
+    leader = kafka.controller.topics[name].partitions[0].leader
+    other = next(r for r in kafka.controller.topics[name].partitions[0].replicas if r != leader)
+    kafka.move_leader(name, 0, leader)            # same broker, new epoch
+    assert source(spark, servers, subscribe=name).count() == 50
+    kafka.move_leader(name, 0, other)             # away ...
+    kafka.move_leader(name, 0, leader)            # ... and back
+    produce(servers, name, [{"value": f"w{i}".encode(), "partition": 0} for i in range(10)])
+    assert source(spark, servers, subscribe=name).count() == 60
+
+
 def test_read_committed_skips_aborted_transactions(spark: Any, kafka: Cluster,
                                                    servers: str) -> None:
     """``kafka.isolation.level=read_committed``: the data of aborted transactions is not
