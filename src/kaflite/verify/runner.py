@@ -120,10 +120,16 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
         cluster.start()
         say(f"cluster up: {cluster.bootstrap_servers}")
         shared = Shared(history, client, cluster.bootstrap_servers, config.seed)
-        if config.workload == "queue":
-            _queue(config, cluster, shared, say)
-        else:
-            _txn(config, cluster, shared, say)
+        try:
+            if config.workload == "queue":
+                _queue(config, cluster, shared, say)
+            else:
+                _txn(config, cluster, shared, say)
+        finally:
+            for event in (shared.writers_stop, shared.transformers_stop, shared.readers_stop):
+                event.set()
+            if shared.nemesis is not None:
+                shared.nemesis.stop()
         history.add(Phase(time=history.now(), process="run", name="done"))
     finally:
         cluster.stop()
@@ -152,6 +158,13 @@ def _nemesis(config: RunConfig, cluster: ClusterProcess, history: History,
     return Nemesis(cluster, history, steps, targets).start()
 
 
+def _start_nemesis(config: RunConfig, cluster: ClusterProcess, shared: Shared,
+                   targets: Targets) -> Nemesis:
+    shared.history.add(Phase(time=shared.history.now(), process="run", name="nemesis-start"))
+    shared.nemesis = _nemesis(config, cluster, shared.history, targets)
+    return shared.nemesis
+
+
 def _heal(nemesis: Nemesis, history: History, say: Callable[[str], None]) -> None:
     nemesis.stop()
     history.add(Phase(time=history.now(), process="run", name="healed"))
@@ -167,8 +180,8 @@ def _queue(config: RunConfig, cluster: ClusterProcess, shared: Shared,
     # Odd producers key each record by its value, even ones send without a key (sticky).
     writers = [_thread(f"producer-{i}", producer_process, shared, f"producer-{i}", topic,
                        config.rate, i % 2 == 1) for i in range(config.producers)]
-    history.add(Phase(time=history.now(), process="run", name="nemesis-start"))
-    nemesis = _nemesis(config, cluster, history, Targets({topic: config.partitions}, (group,)))
+    nemesis = _start_nemesis(config, cluster, shared, Targets({topic: config.partitions},
+                                                              (group,)))
     _sleep(config.seconds, shared.writers_stop)
     _heal(nemesis, history, say)
     shared.writers_stop.set()
@@ -194,11 +207,10 @@ def _txn(config: RunConfig, cluster: ClusterProcess, shared: Shared,
                     for i in range(config.consumers)]
     writers = [_thread(f"txn-producer-{i}", txn_producer_process, shared, f"txn-producer-{i}",
                        source, config.rate) for i in range(config.producers)]
-    history.add(Phase(time=history.now(), process="run", name="nemesis-start"))
     txn_ids = tuple(f"txn-producer-{i}" for i in range(config.producers)) + \
         tuple(f"transformer-{i}" for i in range(config.consumers))
-    nemesis = _nemesis(config, cluster, history,
-                       Targets({source: n, sink: n}, (ctp, readers_group), txn_ids))
+    nemesis = _start_nemesis(config, cluster, shared,
+                             Targets({source: n, sink: n}, (ctp, readers_group), txn_ids))
     _sleep(config.seconds, shared.writers_stop)
     _heal(nemesis, history, say)
     shared.writers_stop.set()
@@ -225,10 +237,13 @@ def _catch_up(shared: Shared, group: str, topic: str, last: dict[int, int],
               bound: float) -> None:
     """Wait until ``group`` has reached each partition's last record, for ``bound`` s."""
     deadline = time.monotonic() + bound
+    h = shared.history
     while time.monotonic() < deadline:
         if all(shared.progress[(group, topic, p)] >= o for p, o in last.items() if o >= 0):
+            h.add(Phase(time=h.now(), process="run", name="caught-up", topic=topic))
             return
         time.sleep(0.1)
+    h.add(Phase(time=h.now(), process="run", name="not-caught-up", topic=topic))
 
 
 def _drain(shared: Shared, topic: str, partitions: int, transactional: bool) -> dict[int, int]:
@@ -239,10 +254,12 @@ def _drain(shared: Shared, topic: str, partitions: int, transactional: bool) -> 
     for isolation in levels:
         found = asyncio.run(_read_all(shared, topic, partitions, isolation))
         for part, (records, end) in sorted(found.items()):
-            h = shared.history
-            h.add(Drain(time=h.now(), process="drain", topic=topic, partition=part,
-                        isolation=isolation, records=tuple(records), end_offset=end))
+            shared.history.add(Drain(
+                time=shared.history.now(), process="drain", topic=topic, partition=part,
+                isolation=isolation, records=tuple(records), end_offset=end))
             last[part] = records[-1][0] if records else -1
+    h = shared.history
+    h.add(Phase(time=h.now(), process="run", name="drained", topic=topic))
     return last
 
 

@@ -30,12 +30,16 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kaflite.verify.clients import ClientFactory, ConsumerClient, ProducerClient, TxnFailure
 from kaflite.verify.history import Assign, Commit, History, Note, Poll, Send, Txn
+
+if TYPE_CHECKING:
+    from kaflite.verify.nemesis import Nemesis
 
 __all__ = ["Shared", "consumer_process", "producer_process", "transformer_process",
            "txn_producer_process"]
@@ -59,6 +63,7 @@ class Shared:
         self.progress: dict[tuple[str, str, int], int] = defaultdict(lambda: -1)
         self._lock = threading.Lock()
         self.notes: dict[str, int] = defaultdict(int)
+        self.nemesis: Nemesis | None = None   # the running one, stopped on any way out
 
     def advance(self, group: str, tp: TP, offset: int) -> None:
         with self._lock:
@@ -177,7 +182,9 @@ def producer_process(shared: Shared, process: str, topic: str, rate: float,
     burst = max(1, round(rate * TICK))
     try:
         producer = shared.factory.producer(ctx, shared.servers, process)
+        due = time.monotonic()
         while not shared.writers_stop.is_set():
+            due += TICK
             for _ in range(burst):
                 value = next(shared.values)
                 on_ack = acks.invoke(value)
@@ -186,7 +193,14 @@ def producer_process(shared: Shared, process: str, topic: str, rate: float,
                 except Exception as exc:   # refused before it was queued
                     acks.failed(value, repr(exc))
                     shared.note(process, f"send: {exc!r}")
-            producer.tick(TICK)
+            # Paced by the clock: a client's tick may return early (librdkafka's poll
+            # returns once it served a delivery report).
+            for _ in range(100):
+                left = due - time.monotonic()
+                if left <= 0:
+                    break
+                producer.tick(left)
+            due = max(due, time.monotonic() - 1)   # no catching up after a long stall
         try:
             producer.flush(30)
         finally:
@@ -325,6 +339,8 @@ def txn_producer_process(shared: Shared, process: str, topic: str, rate: float) 
                 p.begin()
                 for v in values:
                     p.send(topic, v, acks.invoke(v, txn), keyed=v % 2 == 0)
+                if want == "abort":
+                    p.flush(10)     # written, so that the abort has data to hide
             except Exception as exc:
                 shared.note(process, f"{txn}: {exc!r}")
                 if txns.producer is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 from kaflite.verify.clients._base import (
@@ -19,6 +20,9 @@ from kaflite.verify.clients._base import (
 )
 
 __all__ = ["ConfluentKafka"]
+
+# librdkafka logs every refused connection to stderr; a run refuses many on purpose.
+LOGGER = logging.getLogger("kaflite.verify.librdkafka")
 
 
 def _txn_failure(exc: BaseException) -> TxnFailure:
@@ -38,7 +42,8 @@ class _Producer(ProducerClient):
         from confluent_kafka import Producer
 
         config: dict[str, Any] = {"bootstrap.servers": servers, "client.id": client_id,
-                                  "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+                                  "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                                  "logger": LOGGER}
         if txn_id is not None:
             config["transactional.id"] = txn_id
             config["transaction.timeout.ms"] = 20_000
@@ -105,7 +110,7 @@ class _Consumer(ConsumerClient):
                            "group.id": group or f"{client_id}-nogroup",
                            "auto.offset.reset": "earliest", "enable.auto.commit": False,
                            "isolation.level": isolation, "session.timeout.ms": 6_000,
-                           "heartbeat.interval.ms": 500})
+                           "heartbeat.interval.ms": 500, "logger": LOGGER})
 
     def subscribe(self, topics: list[str]) -> None:
         listener = self.listener

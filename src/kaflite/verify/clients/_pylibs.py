@@ -21,7 +21,7 @@ from kaflite.verify.clients._base import (
 __all__ = ["AioKafka", "KafkaPython"]
 
 CONSUMER = {"auto_offset_reset": "earliest", "enable_auto_commit": False,
-            "session.timeout.ms": 6_000, "heartbeat_interval_ms": 500}
+            "session_timeout_ms": 6_000, "heartbeat_interval_ms": 500}
 
 
 def _tps(parts: Any) -> list[TP]:
