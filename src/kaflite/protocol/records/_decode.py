@@ -181,6 +181,10 @@ def decode_columns(
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif (c := buf[p + 1]) < 0x80:   # two bytes: records of 64..8191 bytes
+                z = (b & 0x7F) | (c << 7)
+                n = (z >> 1) ^ -(z & 1)
+                p += 2
             else:
                 n, p = _long_varint(buf, p)
             end = p + n
@@ -219,6 +223,10 @@ def decode_columns(
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif (c := buf[p + 1]) < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                n = (z >> 1) ^ -(z & 1)
+                p += 2
             else:
                 n, p = _long_varint(buf, p)
             if n >= 0:

@@ -280,7 +280,7 @@ def decode_columns_fast(
     keys and values of strided runs are not cut out (see ``_Template.decode``).
     """
     whole: memoryview | None = None
-    if (copy or not fields) and (isinstance(buf, bytes) or len(buf) < 512 * count):
+    if not fields or (copy and (isinstance(buf, bytes) or len(buf) < 512 * count)):
         # Small records: one copy up front is cheaper, because the strided column
         # checks slice ``bytes`` faster than a ``memoryview`` (which copies a strided
         # view element by element). Large ones are cut out of the view directly.
