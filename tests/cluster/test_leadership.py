@@ -143,3 +143,30 @@ def test_advertised_address_differs_from_the_bound_one() -> None:
                 conn.close()
 
     asyncio.run(main())
+
+
+def test_a_follower_refused_by_its_leader_backs_off_then_catches_up() -> None:
+    """A leader that keeps refusing a follower's fetches (here an injected
+    UNKNOWN_LEADER_EPOCH) is not asked again in a tight loop: the partition is
+    delayed for replica.fetch.backoff.ms, then fetched again and caught up."""
+    async def main() -> None:
+        async with Cluster(brokers=2, config={"replica.fetch.backoff.ms": 300}) as cluster:
+            state = cluster.create_topic("refused", replication_factor=2)
+            leader = state.partitions[0].leader
+            follower = next(r for r in state.partitions[0].replicas if r != leader)
+            fetcher = cluster.broker(follower).fetchers[leader]
+            rule = cluster.faults.inject_error("Fetch", "UNKNOWN_LEADER_EPOCH", count=None,
+                                               topic="refused", include_replicas=True)
+            conn = await connect(cluster, leader)
+            resp = await conn.request(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+                pq.TopicProduceData("refused", [pq.PartitionProduceData(
+                    0, encode_batch([b"x"] * 10, timestamps=[int(time.time() * 1000)] * 10))])]))
+            assert resp.responses[0].partition_responses[0].error_code == 0
+            await wait_for(lambda: ("refused", 0) in fetcher.delayed)
+            assert rule.hits >= 1
+            cluster.faults.remove(rule.id)
+            p = cluster.broker(follower).partitions[("refused", 0)]
+            await wait_for(lambda: p.log_end_offset == 10)
+            conn.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

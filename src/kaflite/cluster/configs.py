@@ -100,6 +100,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "replica.lag.time.max.ms": "30000",
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.backoff.ms": "1000",
     "socket.request.max.bytes": "104857600",
     # Kafka's default is -1 (unbounded); see cluster/request_memory.py
     "queued.max.request.bytes": "268435456",

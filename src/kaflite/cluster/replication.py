@@ -18,7 +18,11 @@ What comes back is applied as it lies:
 * OFFSET_OUT_OF_RANGE below the leader's log start: restart our log there.
 
 Leadership errors are not acted on here: the controller will tell the broker
-who leads now, and the broker moves the partition to another fetcher.
+who leads now, and the broker moves the partition to another fetcher. Until it
+does, a partition with an error is left out of the fetches for
+``replica.fetch.backoff.ms`` (Kafka's delayed partitions), so that a leader that
+keeps refusing it is not asked again in a tight loop; being added to a fetcher
+again (a leadership change) ends the delay.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from kaflite.client.connection import BrokerConnection, ConnectionClosed
@@ -55,13 +60,16 @@ class ReplicaFetcher:
         self.conn: BrokerConnection | None = None
         self.wakeup = asyncio.Event()
         self.running = False
+        self.delayed: dict[tuple[str, int], float] = {}   # partition -> monotonic time
 
     def add(self, p: Partition) -> None:
+        self.delayed.pop(p.tp, None)
         self.partitions[p.tp] = p
         self.wakeup.set()
 
     def remove(self, p: Partition) -> None:
         self.partitions.pop(p.tp, None)
+        self.delayed.pop(p.tp, None)
 
     def start(self) -> None:
         self.running = True
@@ -80,9 +88,11 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         backoff = 0.05
         while self.running:
-            if not self.partitions:
+            if not self._fetchable():
                 self.wakeup.clear()
-                await self.wakeup.wait()
+                wait = self._next_undelay()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wakeup.wait(), wait)
                 continue
             try:
                 conn = await self._connection()
@@ -112,6 +122,19 @@ class ReplicaFetcher:
         ).open()
         return self.conn
 
+    def _fetchable(self) -> list[Partition]:
+        if not self.delayed:
+            return list(self.partitions.values())
+        now = time.monotonic()
+        for tp in [tp for tp, until in self.delayed.items() if until <= now]:
+            del self.delayed[tp]
+        return [p for tp, p in self.partitions.items() if tp not in self.delayed]
+
+    def _next_undelay(self) -> float | None:
+        """Seconds until a delayed partition may be fetched again (None: none is)."""
+        pending = [until for tp, until in self.delayed.items() if tp in self.partitions]
+        return max(min(pending) - time.monotonic(), 0.001) if pending else None
+
     def _isolated(self) -> bool:
         me = self.broker.controller.brokers.get(self.broker.node_id)
         return me is not None and me.fenced_replication
@@ -122,8 +145,10 @@ class ReplicaFetcher:
         version = conn.version_for(1)
         cfg = self.broker.config
         by_topic: dict[str, list[Partition]] = {}
-        for p in self.partitions.values():
+        sent_epochs: dict[tuple[str, int], int] = {}
+        for p in self._fetchable():
             by_topic.setdefault(p.topic, []).append(p)
+            sent_epochs[p.tp] = p.leader_epoch
         topics = []
         for name, parts in by_topic.items():
             topics.append(fq.FetchTopic(
@@ -164,16 +189,22 @@ class ReplicaFetcher:
                 target = self.partitions.get((name, pd.partition_index))
                 if target is None:
                     continue  # moved to another fetcher while we waited
-                await self._apply(conn, target, pd)
+                await self._apply(conn, target, pd, sent_epochs.get(target.tp, -1))
 
-    async def _apply(self, conn: BrokerConnection, p: Partition, pd: fr.PartitionData) -> None:
+    async def _apply(self, conn: BrokerConnection, p: Partition, pd: fr.PartitionData,
+                     sent_epoch: int) -> None:
         plog = p.log
         code = pd.error_code
         if code == errors.OffsetOutOfRangeError.code:
             await self._reset_out_of_range(conn, p)
             return
         if code:
-            return  # leadership changes arrive from the controller
+            # Leadership changes arrive from the controller; until one does, wait. One
+            # that came while this Fetch was out (a new epoch) is fetched at once.
+            if p.leader_epoch == sent_epoch:
+                self.delayed[p.tp] = time.monotonic() + \
+                    self.broker.config.int("replica.fetch.backoff.ms") / 1000
+            return
         diverging = pd.diverging_epoch
         if diverging.epoch != -1 or diverging.end_offset != -1:
             _, ours = plog.end_offset_for_epoch(diverging.epoch)
