@@ -1,0 +1,116 @@
+"""Bugs that ``kaflite.verify`` found in kaflite, each reduced to its smallest reproduction.
+
+Each test fails while its bug is there; the checker's finding, the seed that
+found it and the fix proposed are in the test's docstring. They belong with the
+client's own tests (``tests/client``) once fixed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kaflite.client import Producer
+from kaflite.cluster import Cluster
+
+TXN_CONFIG = {"auto.create.topics.enable": "false", "transaction.state.log.num.partitions": 1,
+              "transaction.state.log.replication.factor": 1,
+              "offsets.topic.replication.factor": 1}
+
+
+def run(coro: Any, timeout: float = 60) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def test_produce_keeps_send_order_while_the_topic_metadata_is_loading() -> None:
+    """nonmonotonic-send: ``python -m kaflite.verify --client kaflite --workload txn
+    --nemesis none --seconds 8 --seed 3`` (transformer-0 sent 1 then 2 to vout-0; 2 was
+    acked at offset 0, 1 at offset 1).
+
+    ``Producer.produce`` for a topic whose metadata is not cached queues the record
+    on a task (``_produce_later``) that appends it once the metadata has come. A
+    ``produce`` made after the metadata arrived but before those tasks ran appends
+    at once, ahead of them: one producer's records land out of send order in one
+    partition. Kafka's producer keeps per-partition send order. Proposed fix: while
+    records of a topic wait for metadata, later records of that topic wait behind
+    them (one FIFO per topic, drained by one task), whatever the metadata says.
+    """
+    async def main() -> list[int]:
+        async with Cluster(brokers=1) as cluster:
+            cluster.create_topic("t", 1, 1)
+            acked: list[tuple[int, int]] = []
+            async with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as p:
+                for i in range(200):
+                    p.produce("t", str(i).encode(), partition=0,
+                              on_delivery=lambda e, md, i=i: acked.append((md.offset, i)))
+                    await asyncio.sleep(0)
+                await p.flush(30)
+            return [i for _, i in sorted(acked)]
+
+    by_offset = run(main())
+    assert len(by_offset) == 200
+    assert by_offset == sorted(by_offset), f"sent in order, written as {by_offset[:20]}..."
+
+
+def test_a_transaction_whose_record_failed_cannot_commit() -> None:
+    """lost-write and unprocessed: ``python -m kaflite.verify --client kaflite
+    --workload txn --nemesis all --seconds 8 --seed 2001``. The whole cluster was
+    killed while transformer-0 was in a transaction; its record for vout (value 24)
+    failed (ConnectionClosed) before it was appended, yet ``commit_transaction``
+    committed the transaction and its offsets (vin-1 up to 3): value 24 is in no
+    committed output and its input is never read again.
+
+    A record that fails in ``Producer._produce_later`` (its topic's metadata did
+    not come) only reaches its delivery callback: the transaction is not made
+    abortable. Kafka's producer (``doSend``) moves the transaction to its abortable
+    state on any such error. Proposed fix: call ``self._txn.fail(exc)`` there (and
+    wherever a record of a transaction fails outside the sender).
+    """
+    async def main() -> tuple[str, list[Any]]:
+        async with Cluster(brokers=1, config=TXN_CONFIG) as cluster:
+            cluster.create_topic("t", 1, 1)
+            reports: list[Any] = []
+            async with Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                 "transactional.id": "tx", "max.block.ms": 1000}) as p:
+                await p.init_transactions()
+                p.begin_transaction()
+                p.produce("t", b"kept", on_delivery=lambda e, md: reports.append(e))
+                p.produce("missing", b"lost", on_delivery=lambda e, md: reports.append(e))
+                await asyncio.sleep(1.5)
+                try:
+                    await p.commit_transaction()
+                    outcome = "committed"
+                except Exception as exc:
+                    outcome = repr(exc)
+                    await p.abort_transaction()
+            return outcome, reports
+
+    outcome, reports = run(main())
+    assert any(r is not None for r in reports), "the record for the missing topic failed"
+    assert outcome != "committed", "a transaction with a failed record committed"
+
+
+def test_produce_waits_max_block_ms_for_metadata_while_brokers_are_down() -> None:
+    """Found with the previous bug (seed 2001): the record failed at once, during a
+    1.3 s outage, although ``max.block.ms`` was 20 s.
+
+    ``produce`` to a topic whose metadata is not cached, while no broker answers,
+    fails at once (NoBrokerAvailable / ConnectionClosed) instead of retrying the
+    metadata request until ``max.block.ms`` as Kafka's ``waitOnMetadata`` does.
+    """
+    async def main() -> list[Any]:
+        async with Cluster(brokers=1) as cluster:
+            cluster.create_topic("t", 1, 1)
+            cluster.create_topic("u", 1, 1)
+            reports: list[Any] = []
+            async with Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                 "max.block.ms": 20000}) as p:
+                await p.send("t", b"warm")          # connected; metadata of t only
+                await cluster.kill_broker(0)
+                p.produce("u", b"x", on_delivery=lambda e, md: reports.append(e or md.offset))
+                await asyncio.sleep(1.0)
+                await cluster.restart_broker(0)
+                await p.flush(15)
+            return reports
+
+    assert run(main()) == [0]
