@@ -100,7 +100,8 @@ def test_fetch_errors_end_in_progress(cluster: Cluster, error: str) -> None:
         rule = cluster.faults.inject_error("Fetch", error, count=8, topic=topic)
         try:
             async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
-                                auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+                                auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                                retry_backoff_ms=20, retry_backoff_max_ms=100) as c:
                 c.assign([TopicPartition(topic, 0)])
                 seen: list[int] = []
                 await _consume_until(c, seen, 10)

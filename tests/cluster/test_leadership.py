@@ -170,3 +170,36 @@ def test_a_follower_refused_by_its_leader_backs_off_then_catches_up() -> None:
             conn.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_leader_that_wrote_nothing_follows_again_after_losing_leadership() -> None:
+    """Leadership 0 -> 1 -> 0 with nothing written under epoch 1: broker 1's epoch
+    cache ends in an epoch that starts at its log end. It must still follow, so an
+    acks=all produce completes with the full ISR (it waited for the ISR to shrink,
+    replica.lag.time.max.ms, and the follower fetched in a tight loop)."""
+    async def main() -> None:
+        async with Cluster(brokers=3) as cluster:
+            state = cluster.create_topic("back", replication_factor=3)
+            p0 = state.partitions[0]
+            first = p0.leader
+            other = next(r for r in p0.replicas if r != first)
+
+            async def produce(values: list[bytes]) -> int:
+                conn = await connect(cluster, p0.leader)
+                resp = await conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                    pq.TopicProduceData("back", [pq.PartitionProduceData(0, encode_batch(
+                        values, timestamps=[int(time.time() * 1000)] * len(values)))])]))
+                conn.close()
+                return int(resp.responses[0].partition_responses[0].error_code)
+
+            assert await produce([b"a", b"b"]) == 0
+            cluster.controller.move_leader("back", 0, other)
+            await asyncio.sleep(0.2)
+            cluster.controller.move_leader("back", 0, first)
+            await asyncio.sleep(0.2)
+            assert await produce([b"c", b"d"]) == 0
+            assert sorted(p0.isr) == sorted(p0.replicas)
+            for b in cluster.brokers.values():
+                await wait_for(lambda b=b: b.partitions[("back", 0)].log_end_offset == 4)
+
+    asyncio.run(asyncio.wait_for(main(), 60))

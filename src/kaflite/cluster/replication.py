@@ -212,7 +212,7 @@ class ReplicaFetcher:
             if target < p.log_end_offset:
                 log.info("broker %s truncates %s-%s to %s (diverged at epoch %s)",
                          self.broker.node_id, p.topic, p.index, target, diverging.epoch)
-                plog.truncate_to(max(target, p.log_start_offset))
+            plog.truncate_to(max(target, p.log_start_offset))
             return
         records = pd.records
         if records:

@@ -188,3 +188,17 @@ def test_epoch_cache_is_always_monotonic(tmp_path: Path, entries: list[tuple[int
         next_start = next(s for e, s in table if e > requested)
         expected = (lower[-1] if lower else requested, next_start)
     assert cache.end_offset_for(requested, 1000) == expected
+
+
+def test_truncating_at_the_log_end_drops_an_epoch_started_there(tmp_path: Path) -> None:
+    """A broker that became leader (epoch 1 starts at its log end) and lost the
+    leadership before appending anything: when the new leader says the log
+    diverged at that end, the empty epoch must go, or every later Fetch of this
+    follower diverges again."""
+    log = open_log(tmp_path)
+    log.append_as_leader(batch([b"a", b"b"]), 0, now_ms=T0)
+    log.epochs.assign(1, log.log_end_offset)
+    assert log.epochs.latest_epoch == 1
+    log.truncate_to(log.log_end_offset)
+    assert log.epochs.latest_epoch == 0
+    assert log.log_end_offset == 2

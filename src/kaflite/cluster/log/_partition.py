@@ -435,6 +435,11 @@ class PartitionLog:
         if offset < 0:
             raise ValueError(f"cannot truncate to a negative offset {offset}")
         if offset >= self.log_end_offset:
+            # Nothing to drop from the log, but the epoch cache may end in an epoch
+            # this broker started as leader without appending to it (Kafka's
+            # UnifiedLog.truncateTo does the same): left there, it would make every
+            # Fetch of this follower diverge again, for ever.
+            self.epochs.truncate_from_end(self.log_end_offset)
             return
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
