@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 PARTITIONS = 6
+PIDS: dict[str, int] = {}   # bootstrap -> broker process, for its CPU time
 # librdkafka threads live in the parent (the admin client): fork is not safe after them.
 MP = mp.get_context("spawn")
 
@@ -79,6 +80,7 @@ def kaflite_broker(rev: str | None = None) -> Iterator[str]:
     )
     try:
         wait_port(port)
+        PIDS[f"127.0.0.1:{port}"] = proc.pid
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()
@@ -99,10 +101,18 @@ def tansu_broker() -> Iterator[str]:
     )
     try:
         wait_port(port)
+        PIDS[f"127.0.0.1:{port}"] = proc.pid
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
@@ -178,6 +188,7 @@ class Result:
     p50_ms: float
     p99_ms: float
     consume_mb_s: float
+    produce_cpu_s: float   # the broker's CPU seconds during the produce phase
 
 
 def run_one(name: str, bootstrap: str, acks: str, mb: int, producers: int, size: int) -> Result:
@@ -187,9 +198,11 @@ def run_one(name: str, bootstrap: str, acks: str, mb: int, producers: int, size:
     q: mp.Queue = MP.Queue()  # type: ignore[type-arg]
     procs = [MP.Process(target=produce_worker, args=(bootstrap, topic, per_producer, size, acks, q))
              for _ in range(producers)]
+    cpu_before = cpu_seconds(PIDS[bootstrap])
     for p in procs:
         p.start()
     results = [q.get(timeout=600) for _ in procs]
+    produce_cpu = cpu_seconds(PIDS[bootstrap]) - cpu_before
     for p in procs:
         p.join(60)
     wall = max(r[0] for r in results)
@@ -208,7 +221,7 @@ def run_one(name: str, bootstrap: str, acks: str, mb: int, producers: int, size:
     return Result(name, acks, produce_mb,
                   statistics.quantiles(lat, n=100)[49] * 1000 if lat else float("nan"),
                   statistics.quantiles(lat, n=100)[98] * 1000 if lat else float("nan"),
-                  consume_mb)
+                  consume_mb, produce_cpu)
 
 
 def main() -> int:
@@ -237,25 +250,28 @@ def main() -> int:
                                 args.record_size)
                     print(f"round {i + 1} {r.broker:8} acks={r.acks:3} produce "
                           f"{r.produce_mb_s:7.1f} MB/s  p50 {r.p50_ms:7.2f} ms  "
-                          f"p99 {r.p99_ms:7.2f} ms  consume {r.consume_mb_s:7.1f} MB/s",
+                          f"p99 {r.p99_ms:7.2f} ms  consume {r.consume_mb_s:7.1f} MB/s  "
+                          f"broker CPU {r.produce_cpu_s:5.2f} s",
                           flush=True)
                     runs.setdefault((name, acks), []).append(r)
     med = statistics.median
     print(f"\n{args.mb} MB of {args.record_size}-byte records, {args.producers} producers, "
           f"best (median) of {args.repeat} rounds")
-    print("| broker | acks | produce MB/s | p50 ms | p99 ms | consume MB/s |")
-    print("|---|---|---|---|---|---|")
+    print("| broker | acks | produce MB/s | p50 ms | p99 ms | consume MB/s "
+          "| broker CPU-s per produce |")
+    print("|---|---|---|---|---|---|---|")
     for (name, acks), rs in runs.items():
         print(f"| {name} | {acks} | {max(r.produce_mb_s for r in rs):.1f} "
               f"({med(r.produce_mb_s for r in rs):.1f}) | "
               f"{min(r.p50_ms for r in rs):.0f} ({med(r.p50_ms for r in rs):.0f}) | "
               f"{min(r.p99_ms for r in rs):.0f} ({med(r.p99_ms for r in rs):.0f}) | "
-              f"{max(r.consume_mb_s for r in rs):.1f} ({med(r.consume_mb_s for r in rs):.1f}) |")
+              f"{max(r.consume_mb_s for r in rs):.1f} ({med(r.consume_mb_s for r in rs):.1f}) | "
+              f"{min(r.produce_cpu_s for r in rs):.2f} ({med(r.produce_cpu_s for r in rs):.2f}) |")
     peers = ["tansu"] + ([f"kaflite@{args.baseline}"] if args.baseline else [])
     for peer, acks in ((peer, acks) for peer in peers for acks in ("1", "all")):
         if acks == "1":
-            print(f"\nratios kaflite / {peer}, best (median); p99 as {peer}'s / kaflite's, "
-                  "so higher is better for kaflite:")
+            print(f"\nratios kaflite / {peer}, best (median); p99 and broker CPU as {peer}'s "
+                  "/ kaflite's, so higher is better for kaflite:")
         k, t = runs[("kaflite", acks)], runs[(peer, acks)]
 
         def ratio(f: Any, pick: Any, a: list[Result], b: list[Result]) -> float:
@@ -266,7 +282,9 @@ def main() -> int:
               f"consume {ratio(lambda r: r.consume_mb_s, max, k, t):5.2f}x "
               f"({ratio(lambda r: r.consume_mb_s, med, k, t):5.2f}x)  "
               f"p99 {ratio(lambda r: r.p99_ms, min, t, k):5.2f}x "
-              f"({ratio(lambda r: r.p99_ms, med, t, k):5.2f}x)")
+              f"({ratio(lambda r: r.p99_ms, med, t, k):5.2f}x)  "
+              f"broker CPU per MB produced {ratio(lambda r: r.produce_cpu_s, min, t, k):5.2f}x "
+              f"({ratio(lambda r: r.produce_cpu_s, med, t, k):5.2f}x)")
     return 0
 
 
