@@ -9,11 +9,15 @@ stays on the same broker, and move it away and back to a broker the consumer fet
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
 from kaflite.client import Consumer, Producer, TopicPartition
 from kaflite.cluster import Cluster
+from kaflite.cluster.faults import Rule
 from tests.client.test_cluster import run, topic_name
 
 
@@ -35,17 +39,40 @@ def _fenced(c: Consumer) -> int:
     return sum("FENCED_LEADER_EPOCH" in str(e) for e in c.events())
 
 
-def test_consumer_follows_epoch_bump_on_the_same_broker(cluster: Cluster) -> None:
+def _topic(cluster: Cluster, replicas: int, **kw: Any) -> str:
     topic = topic_name()
-    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    cluster.create_topic(topic, replication_factor=replicas, **kw)
+    return topic
+
+
+@contextlib.asynccontextmanager
+async def _reading(cluster: Cluster, topic: str, n: int, **config: Any
+                   ) -> AsyncIterator[tuple[Consumer, list[int]]]:
+    """``n`` records produced to partition 0 and read by a consumer assigned to it."""
+    await _produce(cluster, topic, range(n))
+    async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
+                        auto_offset_reset="earliest", fetch_max_wait_ms=100, **config) as c:
+        c.assign([TopicPartition(topic, 0)])
+        seen: list[int] = []
+        await _consume_until(c, seen, n)
+        yield c, seen
+
+
+@contextlib.contextmanager
+def _injected(cluster: Cluster, api: str, error: str, count: int | None, topic: str
+              ) -> Iterator[Rule]:
+    rule = cluster.faults.inject_error(api, error, count=count, topic=topic)
+    try:
+        yield rule
+    finally:
+        cluster.faults.remove(rule.id)
+
+
+def test_consumer_follows_epoch_bump_on_the_same_broker(cluster: Cluster) -> None:
+    topic = _topic(cluster, 1)
 
     async def main() -> None:
-        await _produce(cluster, topic, range(10))
-        async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
-                            auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
-            c.assign([TopicPartition(topic, 0)])
-            seen: list[int] = []
-            await _consume_until(c, seen, 10)
+        async with _reading(cluster, topic, 10) as (c, seen):
             for round_ in range(3):   # the leader stays: only its epoch moves
                 leader = cluster.controller.topics[topic].partitions[0].leader
                 await asyncio.to_thread(cluster.move_leader, topic, 0, leader)
@@ -59,19 +86,13 @@ def test_consumer_follows_epoch_bump_on_the_same_broker(cluster: Cluster) -> Non
 
 
 def test_consumer_follows_leader_back_to_a_broker_it_used(cluster: Cluster) -> None:
-    topic = topic_name()
-    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    topic = _topic(cluster, 3)
 
     async def main() -> None:
-        await _produce(cluster, topic, range(10))
-        async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
-                            auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
-            c.assign([TopicPartition(topic, 0)])
-            seen: list[int] = []
-            await _consume_until(c, seen, 10)
-            first = cluster.controller.topics[topic].partitions[0].leader
-            other = next(r for r in cluster.controller.topics[topic].partitions[0].replicas
-                         if r != first)
+        async with _reading(cluster, topic, 10) as (c, seen):
+            state = cluster.controller.topics[topic].partitions[0]
+            first = state.leader
+            other = next(r for r in state.replicas if r != first)
             # away and back, with nothing new to read in between: the offset the session
             # holds for the partition on `first` is unchanged, only the epoch moved
             await asyncio.to_thread(cluster.move_leader, topic, 0, other)
@@ -92,62 +113,37 @@ EPOCH_ERRORS = ["FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "NOT_LEADER_OR_FO
 
 @pytest.mark.parametrize("error", EPOCH_ERRORS)
 def test_fetch_errors_end_in_progress(cluster: Cluster, error: str) -> None:
-    topic = topic_name()
-    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    topic = _topic(cluster, 3)
 
     async def main() -> None:
-        await _produce(cluster, topic, range(10))
-        rule = cluster.faults.inject_error("Fetch", error, count=8, topic=topic)
-        try:
-            async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
-                                auto_offset_reset="earliest", fetch_max_wait_ms=100,
-                                retry_backoff_ms=20, retry_backoff_max_ms=100) as c:
-                c.assign([TopicPartition(topic, 0)])
-                seen: list[int] = []
-                await _consume_until(c, seen, 10)
+        with _injected(cluster, "Fetch", error, 8, topic) as rule:
+            async with _reading(cluster, topic, 10, retry_backoff_ms=20,
+                                retry_backoff_max_ms=100) as (c, seen):
                 assert seen == list(range(10)), [str(e) for e in c.events()][-10:]
                 assert rule.remaining == 0
-        finally:
-            cluster.faults.remove(rule.id)
 
     run(main())
 
 
 def test_offset_lookup_retries_offset_not_available(cluster: Cluster) -> None:
-    topic = topic_name()
-    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    topic = _topic(cluster, 3)
 
     async def main() -> None:
-        await _produce(cluster, topic, range(5))
-        rule = cluster.faults.inject_error("ListOffsets", "OFFSET_NOT_AVAILABLE", count=3,
-                                           topic=topic)
-        try:
-            async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
-                                auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
-                c.assign([TopicPartition(topic, 0)])
-                seen: list[int] = []
-                await _consume_until(c, seen, 5)
+        with _injected(cluster, "ListOffsets", "OFFSET_NOT_AVAILABLE", 3, topic) as rule:
+            async with _reading(cluster, topic, 5) as (_, seen):
                 assert seen == list(range(5))
                 assert rule.remaining == 0
-        finally:
-            cluster.faults.remove(rule.id)
 
     run(main())
 
 
 def test_a_partition_that_never_recovers_backs_off_and_shows_as_stuck(cluster: Cluster) -> None:
-    topic = topic_name()
-    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    topic = _topic(cluster, 3)
 
     async def main() -> None:
-        await _produce(cluster, topic, range(3))
-        rule = cluster.faults.inject_error("Fetch", "FENCED_LEADER_EPOCH", count=None,
-                                           topic=topic)
-        try:
-            async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
-                                auto_offset_reset="earliest", fetch_max_wait_ms=100,
-                                retry_backoff_ms=10, retry_backoff_max_ms=80) as c:
-                c.assign([TopicPartition(topic, 0)])
+        with _injected(cluster, "Fetch", "FENCED_LEADER_EPOCH", None, topic):
+            async with _reading(cluster, topic, 0, retry_backoff_ms=10,
+                                retry_backoff_max_ms=80) as (c, _):
                 stuck: list[str] = []
                 for _ in range(200):
                     await c.poll(timeout_ms=50)
@@ -155,23 +151,15 @@ def test_a_partition_that_never_recovers_backs_off_and_shows_as_stuck(cluster: C
                     if stuck:
                         break
                 assert stuck and "FENCED_LEADER_EPOCH" in stuck[0], stuck
-        finally:
-            cluster.faults.remove(rule.id)
 
     run(main())
 
 
 def test_consumer_goes_on_after_its_fetch_session_was_evicted(cluster: Cluster) -> None:
-    topic = topic_name()
-    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    topic = _topic(cluster, 1)
 
     async def main() -> None:
-        await _produce(cluster, topic, range(10))
-        async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
-                            auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
-            c.assign([TopicPartition(topic, 0)])
-            seen: list[int] = []
-            await _consume_until(c, seen, 10)
+        async with _reading(cluster, topic, 10) as (c, seen):
             leader = cluster.controller.topics[topic].partitions[0].leader
 
             async def evict() -> None:
@@ -187,9 +175,8 @@ def test_consumer_goes_on_after_its_fetch_session_was_evicted(cluster: Cluster) 
 
 def test_a_partition_that_leaves_the_session_and_rejoins_carries_the_new_epoch(
         cluster: Cluster) -> None:
-    topic = topic_name()
     # both partitions on one broker: one session holds both
-    cluster.create_topic(topic, partitions=2, replication_factor=1, assignments=[[0], [0]])
+    topic = _topic(cluster, 1, partitions=2, assignments=[[0], [0]])
 
     async def main() -> None:
         async with Producer(bootstrap_servers=cluster.bootstrap_servers) as p:
