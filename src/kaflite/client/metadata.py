@@ -329,7 +329,12 @@ class Metadata:
         deadline = time.monotonic() + timeout
         delay = self.config.int("retry.backoff.ms") / 1000
         while True:
-            await self.refresh(f"unknown topic {topic}")
+            unreachable: BaseException | None = None
+            try:
+                await self.refresh(f"unknown topic {topic}")
+            except (ConnectionClosed, OSError, TimeoutError) as exc:
+                unreachable = exc   # no broker answers now: retry until the deadline,
+                # as Java's waitOnMetadata does for max.block.ms
             t = self.topics.get(topic)
             if t is not None and t.partitions:
                 return t
@@ -338,7 +343,8 @@ class Metadata:
                     and code != errors.UnknownTopicOrPartitionError.code:
                 raise errors.error_for_code(code, f"topic {topic}")
             if time.monotonic() + delay > deadline:
-                name = error_name(code) if code else "not in metadata"
+                name = error_name(code) if code else \
+                    f"no broker answered: {unreachable!r}" if unreachable else "not in metadata"
                 raise errors.UnknownTopicOrPartitionError(
                     f"topic {topic} not available after {timeout:.1f}s ({name})")
             await asyncio.sleep(delay)

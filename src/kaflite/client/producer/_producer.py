@@ -104,6 +104,11 @@ def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]] | None:
     return [(k, v.encode() if isinstance(v, str) else v) for k, v in items]
 
 
+# a record produced before its topic's metadata was known:
+# (value, key, partition, headers, timestamp, on_delivery)
+_Queued = tuple[Any, Any, "int | None", "HeadersArg", "int | None", "DeliveryCallback | None"]
+
+
 class Producer(BaseClient):
     ROLE = "producer"
 
@@ -126,6 +131,11 @@ class Producer(BaseClient):
         self._value_ser: Callable[[Any], bytes] | None = c["value.serializer"]
         self._sender: Sender | None = None
         self._waiting: set[asyncio.Task[Any]] = set()
+        # Records produced while their topic's metadata was not known yet, per topic in
+        # send order; one task appends them all once it comes. Later records of the
+        # topic queue behind them, so that a producer's records keep their order.
+        self._pending: dict[str, list[_Queued]] = {}
+        self._drains: dict[str, asyncio.Task[None]] = {}
         self._written: set[tuple[str, int]] = set()
         self._max_block = c.int("max.block.ms") / 1000
         # The fast path for unkeyed records (see produce): per topic, the open batch
@@ -286,11 +296,15 @@ class Producer(BaseClient):
                    headers: HeadersArg = None, timestamp: int | None = None) -> RecordMetadata:
         """Send one record and wait for its acknowledgement."""
         appended = None
-        if key is None and partition is None and headers is None and timestamp is None:
+        if key is None and partition is None and headers is None and timestamp is None \
+                and topic not in self._pending:
             appended = self._append_fast(topic, value)
         if appended is None:
             if self._txn is not None:
                 self._txn.check_open()
+            drain = self._drains.get(topic)
+            if drain is not None:
+                await drain     # records sent before this one go first
             if topic not in self.metadata.topics or not self._started:
                 await self._ready_for(topic)
             if not self._acc.has_room(len(value) if value else 0):
@@ -312,7 +326,8 @@ class Producer(BaseClient):
                 headers: HeadersArg = None, timestamp: int | None = None,
                 on_delivery: DeliveryCallback | None = None) -> None:
         """Queue one record without waiting; ``on_delivery(err, metadata)`` reports it."""
-        if key is None and partition is None and headers is None and timestamp is None:
+        if key is None and partition is None and headers is None and timestamp is None \
+                and topic not in self._pending:
             appended = self._append_fast(topic, value)
             if appended is not None:
                 if on_delivery is not None:
@@ -323,11 +338,9 @@ class Producer(BaseClient):
                 return
         if self._txn is not None:
             self._txn.check_open()
-        if topic not in self.metadata.topics or not self._started:
-            task = asyncio.get_running_loop().create_task(self._produce_later(
-                topic, value, key, partition, headers, timestamp, on_delivery))
-            self._waiting.add(task)
-            task.add_done_callback(self._waiting.discard)
+        if topic in self._pending or topic not in self.metadata.topics or not self._started:
+            self._queue_for_metadata(topic, (value, key, partition, headers, timestamp,
+                                             on_delivery))
             return
         if self._acc.used >= self._acc.buffer_memory and self._acc.incomplete:
             raise BufferFull(f"buffer.memory ({self._acc.buffer_memory} bytes) is exhausted")
@@ -337,20 +350,42 @@ class Producer(BaseClient):
                 batch.callbacks = []
             batch.callbacks.append((index, on_delivery))
 
-    async def _produce_later(self, topic: str, value: Any, key: Any, partition: int | None,
-                             headers: HeadersArg, timestamp: int | None,
-                             on_delivery: DeliveryCallback | None) -> None:
+    def _queue_for_metadata(self, topic: str, record: _Queued) -> None:
+        queue = self._pending.get(topic)
+        if queue is None:
+            queue = self._pending[topic] = []
+            task = asyncio.get_running_loop().create_task(self._append_queued(topic, queue))
+            self._drains[topic] = task
+            self._waiting.add(task)
+            task.add_done_callback(self._waiting.discard)
+        queue.append(record)
+
+    async def _append_queued(self, topic: str, queue: list[_Queued]) -> None:
+        """Once ``topic``'s metadata is known, append its queued records in send order."""
+        failure: BaseException | None = None
         try:
             await self._ready_for(topic)
-            batch, index = self._append(topic, value, key, partition, headers, timestamp)
         except Exception as exc:
+            failure = exc
+        del self._pending[topic]
+        del self._drains[topic]
+        for value, key, partition, headers, timestamp, on_delivery in queue:
+            try:
+                if failure is not None:
+                    raise failure
+                batch, index = self._append(topic, value, key, partition, headers, timestamp)
+            except Exception as exc:
+                # As Java's doSend: a record of a transaction that fails here makes
+                # the transaction abortable, so that it cannot commit without it.
+                if self._txn is not None:
+                    self._txn.fail(exc)
+                if on_delivery is not None:
+                    on_delivery(exc, None)
+                continue
             if on_delivery is not None:
-                on_delivery(exc, None)
-            return
-        if on_delivery is not None:
-            if batch.callbacks is None:
-                batch.callbacks = []
-            batch.callbacks.append((index, on_delivery))
+                if batch.callbacks is None:
+                    batch.callbacks = []
+                batch.callbacks.append((index, on_delivery))
 
     async def send_batch(self, topic: str, values: Sequence[Any],
                          keys: Sequence[Any] | None = None, partition: int | None = None,
@@ -358,6 +393,9 @@ class Producer(BaseClient):
         """Send many records at once (the bulk path); returns where each one went."""
         if self._txn is not None:
             self._txn.check_open()
+        drain = self._drains.get(topic)
+        if drain is not None:
+            await drain     # records produced before these go first
         await self._ready_for(topic)
         vs: Sequence[bytes | None] = values
         if self._value_ser is not None or (values and not isinstance(values[0], bytes)):
