@@ -62,6 +62,9 @@ def render(result: CheckResult, console: Console | None = None) -> None:
         console.print(f"[bold]{kind}[/] ({result.counts.get(kind, 0)}):")
         for example in examples:
             console.print(f"  {_short(example)}", markup=False)
+    for kind, why in result.config.get("excluded_faults", {}).items():
+        console.print(f"note: fault {kind!r} left out of this client's run: {why}",
+                      markup=False)
     verdict = "[bold green]valid[/]" if result.valid else "[bold red]INVALID[/]"
     console.print(f"{verdict}: {result.summary()}")
     if result.config.get("seed") is not None:

@@ -26,34 +26,34 @@ __all__ = ["CLIENTS", "ClientFactory", "ConsumerClient", "Context", "Listener",
            "ProducerClient", "TxnFailure", "factory"]
 
 
-def _kaflite() -> ClientFactory:
+def make_kaflite() -> ClientFactory:
     from kaflite.verify.clients._kaflite import KafliteAsync
     return KafliteAsync()
 
 
-def _kaflite_sync() -> ClientFactory:
+def make_kaflite_sync() -> ClientFactory:
     from kaflite.verify.clients._kaflite import KafliteSync
     return KafliteSync()
 
 
-def _confluent() -> ClientFactory:
+def make_confluent() -> ClientFactory:
     from kaflite.verify.clients._confluent import ConfluentKafka
     return ConfluentKafka()
 
 
-def _kafka_python() -> ClientFactory:
+def make_kafka_python() -> ClientFactory:
     from kaflite.verify.clients._pylibs import KafkaPython
     return KafkaPython()
 
 
-def _aiokafka() -> ClientFactory:
+def make_aiokafka() -> ClientFactory:
     from kaflite.verify.clients._pylibs import AioKafka
     return AioKafka()
 
 
 CLIENTS: dict[str, Callable[[], ClientFactory]] = {
-    "kaflite": _kaflite, "kaflite-sync": _kaflite_sync, "confluent-kafka": _confluent,
-    "kafka-python": _kafka_python, "aiokafka": _aiokafka,
+    "kaflite": make_kaflite, "kaflite-sync": make_kaflite_sync, "confluent-kafka": make_confluent,
+    "kafka-python": make_kafka_python, "aiokafka": make_aiokafka,
 }
 
 

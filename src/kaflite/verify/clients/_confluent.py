@@ -23,6 +23,7 @@ __all__ = ["ConfluentKafka"]
 
 # librdkafka logs every refused connection to stderr; a run refuses many on purpose.
 LOGGER = logging.getLogger("kaflite.verify.librdkafka")
+LOGGER.addHandler(logging.NullHandler())
 
 
 def _txn_failure(exc: BaseException) -> TxnFailure:
@@ -81,7 +82,7 @@ class _Producer(ProducerClient):
             raise _txn_failure(exc) from exc
 
     def init_transactions(self) -> None:
-        self._txn(self.p.init_transactions, 60)
+        self._txn(self.p.init_transactions, 30)
 
     def begin(self) -> None:
         self._txn(self.p.begin_transaction)
@@ -91,13 +92,13 @@ class _Producer(ProducerClient):
 
         c = cast(_Consumer, consumer).c
         tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        self._txn(self.p.send_offsets_to_transaction, tps, c.consumer_group_metadata(), 60)
+        self._txn(self.p.send_offsets_to_transaction, tps, c.consumer_group_metadata(), 30)
 
     def commit(self) -> None:
-        self._txn(self.p.commit_transaction, 60)
+        self._txn(self.p.commit_transaction, 30)
 
     def abort(self) -> None:
-        self._txn(self.p.abort_transaction, 60)
+        self._txn(self.p.abort_transaction, 30)
 
 
 class _Consumer(ConsumerClient):
@@ -160,9 +161,22 @@ class _Consumer(ConsumerClient):
         self.c.close()
 
 
+LIBRDKAFKA_5511 = (
+    "librdkafka drops a broker that leaves the Metadata response (a stopped or killed "
+    "broker, as Kafka reports it) and send_offsets_to_transaction() then hangs while that "
+    "broker is the cached group coordinator: confluentinc/librdkafka#5511 (fix: PR #5512). "
+    "Seen with --client confluent-kafka --workload txn --seed 303: both transformers blocked "
+    "in send_offsets_to_transaction for 60 s, then in abort_transaction. The same fault, "
+    "while a consumer's first offset lookup (ListOffsets BEGINNING) was queued on the "
+    "stopped broker, let that stale request's late FENCED_LEADER_EPOCH answer move an "
+    "actively fetching partition back to offset BEGINNING: it re-read vout-1 from 0 with "
+    "no rebalance or seek (nonmonotonic-poll; related: librdkafka#843, #4620)")
+
+
 class ConfluentKafka(ClientFactory):
     name = "confluent-kafka"
     transactions = True
+    known_issues = {"txn": {"kill": LIBRDKAFKA_5511, "stop": LIBRDKAFKA_5511}}
 
     def producer(self, ctx: Context, servers: str, client_id: str,
                  txn_id: str | None = None) -> ProducerClient:
