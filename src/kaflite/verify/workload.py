@@ -121,7 +121,7 @@ class _Recorder:
     def __init__(self, shared: Shared, process: str, group: str | None) -> None:
         self.shared, self.process, self.group = shared, process, group
 
-    def _add(self, type_: str, tps: list[TP]) -> None:
+    def changed(self, type_: str, tps: list[TP]) -> None:
         h = self.shared.history
         by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, part in tps:
@@ -131,10 +131,10 @@ class _Recorder:
                          topic=topic, partitions=tuple(sorted(parts))))
 
     def assigned(self, tps: list[TP]) -> None:
-        self._add("assign", tps)
+        self.changed("assign", tps)
 
     def revoked(self, tps: list[TP], lost: bool) -> None:
-        self._add("lost" if lost else "revoke", tps)
+        self.changed("lost" if lost else "revoke", tps)
 
     def closed(self, topics: list[str]) -> None:
         h = self.shared.history
@@ -409,7 +409,7 @@ def transformer_process(shared: Shared, process: str, source: str, sink: str,
                     except Exception as exc:   # no longer ours: its new owner resumes
                         shared.note(process, f"seek {tp}: {exc!r}")
                         continue
-                    recorder._add("seek", [tp])
+                    recorder.changed("seek", [tp])
             else:   # unknown outcome: start over from the group's committed offsets
                 recorder.closed([source])
                 _close_quietly(shared, process, consumer)
