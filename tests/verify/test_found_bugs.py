@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kaflite.client import Producer
+from kaflite.client import Consumer, Producer, TopicPartition
 from kaflite.cluster import Cluster
 
 TXN_CONFIG = {"auto.create.topics.enable": "false", "transaction.state.log.num.partitions": 1,
@@ -114,3 +114,53 @@ def test_produce_waits_max_block_ms_for_metadata_while_brokers_are_down() -> Non
             return reports
 
     assert run(main()) == [0]
+
+
+def test_requests_waiting_out_a_throttle_leave_in_order() -> None:
+    """duplicate and nonmonotonic-send: ``python -m kaflite.verify --client
+    kaflite-sync --seconds 30 --seed 402`` (found twice in three runs). While broker 0
+    throttled (KIP-219, 356 ms), producer-0's first batches for queue-3 were written
+    newest first: the batch of 1365-1367 (sequence 6) was appended at offsets 176-178
+    before those of 1353-1355 and 1359-1361 (sequences 0 and 3), which came back
+    OUT_OF_ORDER_SEQUENCE_NUMBER, were sent again under a bumped epoch and landed at
+    181-186; in another run the batch of 1362-1364 was appended twice (queue-3
+    offsets 175-177 and 178-180).
+
+    ``BrokerConnection._send``: each request waiting out ``throttled_until`` sleeps
+    for ``throttled_until - now`` on its own; on uvloop each timer's deadline is the
+    loop's cached time plus that delay, so the request that came last gets the
+    earliest deadline and they are written in reverse (traced: sequences 15, 12, 9,
+    6, 3 on one connection). The broker, with no state yet for that producer on the
+    partition, accepts the first one at any sequence (KIP-360), and the others fail.
+    Proposed fix: requests leave a throttled connection in the order they came (one
+    FIFO wait, e.g. an ``asyncio.Lock`` held across the wait and the write, or one
+    timer that releases the queue).
+    """
+    async def main() -> tuple[list[str], list[str]]:
+        async with Cluster(brokers=1) as cluster:
+            cluster.create_topic("t", 2, 1)
+            async with Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                 "linger.ms": 0}) as p:
+                await p.send("t", b"first", partition=1)
+                cluster.faults.throttle(300)
+                await p.send("t", b"throttled", partition=1)  # answered: wait 300 ms
+                for i in range(5):      # the producer's first records for partition 0
+                    p.produce("t", str(i).encode(), partition=0)
+                    await asyncio.sleep(0.01)
+                await p.flush(30)
+                bumps = [str(e) for e in p.events() if "OUT_OF_ORDER" in str(e)]
+            cluster.faults.clear()
+            got: list[str] = []
+            async with Consumer({"bootstrap.servers": cluster.bootstrap_servers}) as c:
+                tp = TopicPartition("t", 0)
+                c.assign([tp])
+                c.seek(tp, 0)
+                for _ in range(50):
+                    got += [r.value.decode() for r in await c.poll(200)]
+                    if len(got) >= 5:
+                        break
+            return got, bumps
+
+    log, bumps = run(main())
+    assert log == ["0", "1", "2", "3", "4"], f"written in the order {log}"
+    assert bumps == [], bumps

@@ -143,6 +143,20 @@ class _Recorder:
                          topic=topic, partitions=()))
 
 
+def _record_events(shared: Shared, process: str, client: ProducerClient | ConsumerClient,
+                   limit: int = 2000) -> None:
+    """The client's own events (kaflite's ``events()``) as notes, on the run's clock."""
+    try:
+        events = client.events()[-limit:]
+    except Exception as exc:
+        shared.note(process, f"events: {exc!r}")
+        return
+    h = shared.history
+    offset = h.now() - time.time()      # wall clock -> seconds since the run started
+    for ts, text in events:
+        h.add(Note(time=ts + offset, process=process, text=f"event: {text}"))
+
+
 def _record_polls(shared: Shared, process: str, group: str | None, isolation: str,
                   records: list[tuple[str, int, int, int]]) -> dict[TP, tuple[int, int]]:
     """Add one ``Poll`` per partition; return each partition's (first, last) offset."""
@@ -205,6 +219,7 @@ def producer_process(shared: Shared, process: str, topic: str, rate: float,
             producer.flush(30)
         finally:
             acks.unacknowledged("no acknowledgement after the final flush")
+            _record_events(shared, process, producer)
             producer.close()
     except Exception as exc:
         shared.note(process, f"producer failed: {exc!r}")
@@ -234,6 +249,7 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
             if ranges:
                 _commit(shared, consumer, process, group,
                         {tp: last + 1 for tp, (_, last) in ranges.items()})
+        _record_events(shared, process, consumer)
         consumer.close()
     except Exception as exc:
         shared.note(process, f"consumer failed: {exc!r}")

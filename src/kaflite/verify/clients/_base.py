@@ -118,6 +118,10 @@ class ProducerClient(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def events(self) -> list[tuple[float, str]]:
+        """The client's own control-plane events (wall-clock time, text), if it keeps any."""
+        return []
+
     # -- transactions (only where the factory says ``transactions``) ----------------------
     def init_transactions(self) -> None:
         raise NotImplementedError
@@ -155,6 +159,10 @@ class ConsumerClient(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def events(self) -> list[tuple[float, str]]:
+        """The client's own control-plane events (wall-clock time, text), if it keeps any."""
+        return []
 
 
 class ClientFactory(ABC):

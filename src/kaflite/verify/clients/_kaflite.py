@@ -68,6 +68,11 @@ class _Listener(RebalanceListener):
         self.listener.revoked(sorted((tp.topic, tp.partition) for tp in lost), True)
 
 
+def _events(client: Any) -> list[tuple[float, str]]:
+    return [(e.timestamp, f"{e.kind}: {e.message}" + (f" ({e.cause})" if e.cause else ""))
+            for e in client.events()]
+
+
 def _callback(on_ack: AckFn) -> Any:
     def done(err: BaseException | None, md: RecordMetadata | None) -> None:
         if err is not None or md is None:
@@ -98,6 +103,9 @@ class _AsyncProducer(ProducerClient):
 
     def close(self) -> None:
         self.ctx.run(self.p.close(10), 20)
+
+    def events(self) -> list[tuple[float, str]]:
+        return _events(self.p)
 
     def init_transactions(self) -> None:
         self.ctx.run(self.p.init_transactions(), 60)
@@ -153,6 +161,9 @@ class _AsyncConsumer(ConsumerClient):
     def close(self) -> None:
         self.ctx.run(self.c.close(), 30)
 
+    def events(self) -> list[tuple[float, str]]:
+        return _events(self.c)
+
 
 class KafliteAsync(ClientFactory):
     name = "kaflite"
@@ -188,6 +199,9 @@ class _SyncProducer(ProducerClient):
     def close(self) -> None:
         self.p.close()
 
+    def events(self) -> list[tuple[float, str]]:
+        return _events(self.p)
+
 
 class _SyncConsumer(ConsumerClient):
     def __init__(self, config: dict[str, Any], listener: Listener | None) -> None:
@@ -216,6 +230,9 @@ class _SyncConsumer(ConsumerClient):
 
     def close(self) -> None:
         self.c.close()
+
+    def events(self) -> list[tuple[float, str]]:
+        return _events(self.c)
 
 
 class KafliteSync(ClientFactory):
