@@ -204,6 +204,7 @@ class BrokerConnection:
         self._closed: BaseException | None = None
         # time.monotonic() before which no request may be sent (KIP-219 throttling)
         self.throttled_until = 0.0
+        self._in_order = asyncio.Lock()
         # time.monotonic() of the last request or response, for connections.max.idle.ms
         self.last_used = time.monotonic()
         # our end of the socket, as the broker sees it (the registry's "peer")
@@ -303,18 +304,23 @@ class BrokerConnection:
         expect_response = not (api_key == PRODUCE and isinstance(body, ProduceRequest)
                                and body.acks == 0)
         async with self._slots:
-            wait = self.throttled_until - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            if self._closed is not None:
-                raise ConnectionClosed(str(self._closed))
-            self.last_used = time.monotonic()
-            cid = next(self._ids) & 0x7FFFFFFF
-            chunks = encode_request(api_key, version, cid, self.client_id, body)
-            future: asyncio.Future[Struct] = asyncio.get_running_loop().create_future()
-            if expect_response:
-                self._pending[cid] = _Pending(api_key, version, future)
-            _write(proto.transport, chunks)
+            # Requests go out in the order they were made, also when they wait out a
+            # throttle together (one timer each fired in any order: an idempotent
+            # producer's batches then reached the broker out of sequence). The lock is
+            # FIFO and held only until the request is written.
+            async with self._in_order:
+                wait = self.throttled_until - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if self._closed is not None:
+                    raise ConnectionClosed(str(self._closed))
+                self.last_used = time.monotonic()
+                cid = next(self._ids) & 0x7FFFFFFF
+                chunks = encode_request(api_key, version, cid, self.client_id, body)
+                future: asyncio.Future[Struct] = asyncio.get_running_loop().create_future()
+                if expect_response:
+                    self._pending[cid] = _Pending(api_key, version, future)
+                _write(proto.transport, chunks)
             self.stats.requests += 1
             self.stats.requests_by_api[api_key] = self.stats.requests_by_api.get(api_key, 0) + 1
             self.stats.bytes_sent += sum(len(c) for c in chunks)
