@@ -15,11 +15,12 @@ import random
 
 import pytest
 
-from kaflite.verify.clients import CLIENTS
+from kaflite.verify.clients import CLIENTS, factory
+from kaflite.verify.nemesis import KINDS, Targets, plan
 from kaflite.verify.report import render_text, replay_command
 from kaflite.verify.runner import RunConfig, run
 
-SECONDS = 8.0
+SECONDS = 10.0
 THIRD_PARTY = {"confluent-kafka", "kafka-python", "aiokafka"}
 QUEUE_SEEDS = {"kaflite": 1001, "kaflite-sync": 1002, "confluent-kafka": 1003,
                "kafka-python": 1004, "aiokafka": 1005}
@@ -45,6 +46,18 @@ def round_(client: str, workload: str, seed: int) -> None:
     assert result.stats.get("send ok", 0) > 100
     assert result.stats.get("records polled", 0) >= result.stats["send ok"] * 0.5
     assert sum(result.faults.values()) >= 3
+
+
+def test_each_fixed_round_meets_every_kind_of_fault() -> None:
+    queue = Targets({"queue": 4}, ("verify-queue",))
+    txn = Targets({"vin": 4, "vout": 4}, ("verify-ctp", "verify-readers"),
+                  ("txn-producer-0", "txn-producer-1", "transformer-0", "transformer-1"))
+    for workload, seeds, targets in (("queue", QUEUE_SEEDS, queue), ("txn", TXN_SEEDS, txn)):
+        for client, seed in seeds.items():
+            left_out = factory(client).known_issues.get(workload, {})
+            kinds = tuple(k for k in KINDS if k not in left_out)
+            planned = {s.kind for s in plan(random.Random(seed), kinds, SECONDS, targets)}
+            assert planned == set(kinds), (client, workload, set(kinds) - planned)
 
 
 @pytest.mark.parametrize("client,seed", [pytest.param(c, s, id=f"{c}-seed{s}", marks=marks(c))
