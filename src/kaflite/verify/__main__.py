@@ -11,6 +11,7 @@ Exit status 0 when the history is valid, 1 when the checker found anomalies,
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -60,12 +61,22 @@ def parser() -> argparse.ArgumentParser:
                    help="keep the cluster's data here (default: a removed temporary dir)")
     p.add_argument("--check", type=Path, default=None, metavar="HISTORY",
                    help="only check a saved history")
+    p.add_argument("--client-logs", action="store_true",
+                   help="show the client libraries' own warnings (refused connections...)")
     return p
+
+
+def quiet_client_logs() -> None:
+    """A run refuses connections on purpose: the libraries' warnings about it are noise."""
+    for name in ("aiokafka", "kafka", "kaflite.client", "kaflite.verify.librdkafka"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     console = Console()
+    if not args.client_logs:
+        quiet_client_logs()
     if args.check is not None:
         result = check(History.load(args.check).ops, args.progress_bound)
         render(result, console)

@@ -170,13 +170,17 @@ LIBRDKAFKA_5511 = (
     "while a consumer's first offset lookup (ListOffsets BEGINNING) was queued on the "
     "stopped broker, let that stale request's late FENCED_LEADER_EPOCH answer move an "
     "actively fetching partition back to offset BEGINNING: it re-read vout-1 from 0 with "
-    "no rebalance or seek (nonmonotonic-poll; related: librdkafka#843, #4620)")
+    "no rebalance or seek (nonmonotonic-poll; related: librdkafka#843, #4620). A crash of "
+    "the whole cluster does the same: its brokers start again one at a time, and a Metadata "
+    "answer in between lists only those already up (seed 601: both transformers blocked in "
+    "send_offsets_to_transaction from 20 s to the end, past its 30 s timeout)")
 
 
 class ConfluentKafka(ClientFactory):
     name = "confluent-kafka"
     transactions = True
-    known_issues = {"txn": {"kill": LIBRDKAFKA_5511, "stop": LIBRDKAFKA_5511}}
+    known_issues = {"txn": {"kill": LIBRDKAFKA_5511, "stop": LIBRDKAFKA_5511,
+                            "crash": LIBRDKAFKA_5511}}
 
     def producer(self, ctx: Context, servers: str, client_id: str,
                  txn_id: str | None = None) -> ProducerClient:
