@@ -1,0 +1,107 @@
+"""The long version of the checker's rounds: every client, every fault, for a while.
+
+    python benchmarks/soak.py [--minutes 30] [--seed N] [--out soak.md]
+
+Runs ``kaflite.verify`` rounds one after another until ``--minutes`` have passed:
+each client of ``kaflite.verify.clients`` with the queue workload, and each with
+transactions with the txn workload, in turn, each round under every kind of fault
+(``--nemesis all``) for ``--round-seconds``, with its own seed drawn from
+``--seed``. Every history is checked as it ends. At the end it prints, and writes
+to ``--out`` as Markdown, the totals per client in the form of Jepsen's reports:
+operations, faults injected by kind, and lost, duplicated, skipped and stuck
+counts, plus the seed of every round (``python -m kaflite.verify ... --seed S``
+replays one), and every invalid round's replay line.
+
+Not a test (it takes half an hour); its figures are in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from kaflite.verify.clients import CLIENTS, factory
+from kaflite.verify.report import replay_command
+from kaflite.verify.runner import RunConfig, run
+
+# anomaly kinds shown as columns (the checker's names, Jepsen's terms)
+COLUMNS = {"lost": ("lost-write",), "duplicated": ("duplicate", "inconsistent-offsets"),
+           "skipped": ("poll-skip", "int-poll-skip", "unseen"),
+           "out of order": ("nonmonotonic-send", "nonmonotonic-poll", "int-nonmonotonic-poll",
+                            "nonmonotonic-commit"),
+           "txn (G1a, torn)": ("G1a", "torn-txn", "unprocessed"),
+           "stuck": ("stuck",)}
+
+
+def rounds(seed: int) -> list[tuple[str, str]]:
+    plan = [(c, "queue") for c in sorted(CLIENTS)]
+    plan += [(c, "txn") for c in sorted(CLIENTS) if factory(c).transactions]
+    random.Random(seed).shuffle(plan)
+    return plan
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--round-seconds", type=float, default=60.0)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=Path("soak.md"))
+    args = ap.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    rng = random.Random(seed)
+    plan = rounds(seed)
+    deadline = time.monotonic() + args.minutes * 60
+    ops: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    anomalies: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    faults: Counter[str] = Counter()
+    seeds: dict[tuple[str, str], list[int]] = defaultdict(list)
+    invalid: list[str] = []
+    started = time.monotonic()
+    i = 0
+    while time.monotonic() < deadline:
+        client, workload = plan[i % len(plan)]
+        i += 1
+        config = RunConfig(client=client, workload=workload, seconds=args.round_seconds,
+                           seed=rng.randrange(1 << 31))
+        key = (client, workload)
+        seeds[key].append(config.seed)
+        _, result = run(config)
+        ops[key].update({"rounds": 1, "sent ok": result.stats.get("send ok", 0),
+                         "polled": result.stats.get("records polled", 0)})
+        faults.update(result.faults)
+        anomalies[key].update({k: v for k, v in result.counts.items() if v})
+        verdict = "valid" if result.valid else "INVALID"
+        if not result.valid:
+            invalid.append(replay_command(config.meta()))
+        print(f"{(time.monotonic() - started) / 60:5.1f} min  {client:16} {workload:5} "
+              f"seed {config.seed:<10} {verdict}  {dict(anomalies[key]) or ''}", flush=True)
+    lines = [f"Soak of {(time.monotonic() - started) / 60:.0f} minutes, soak seed {seed}, "
+             f"{i} rounds of {args.round_seconds:.0f} s under every fault.", "",
+             "| client | workload | rounds | acked writes | records read | "
+             + " | ".join(COLUMNS) + " |",
+             "|---|---|---|---|---|" + "---|" * len(COLUMNS)]
+    for key in sorted(ops):
+        counts = anomalies[key]
+        cells = [str(sum(counts.get(k, 0) for k in kinds)) for kinds in COLUMNS.values()]
+        lines.append(f"| {key[0]} | {key[1]} | {ops[key]['rounds']} | {ops[key]['sent ok']} | "
+                     f"{ops[key]['polled']} | " + " | ".join(cells) + " |")
+    lines += ["", "Faults injected, by kind:", "", "| fault | count |", "|---|---|"]
+    lines += [f"| {kind} | {n} |" for kind, n in sorted(faults.items())]
+    lines += ["", "Round seeds: " + "; ".join(
+        f"{c} {w}: {', '.join(map(str, s))}" for (c, w), s in sorted(seeds.items()))]
+    if invalid:
+        lines += ["", "Invalid rounds (replay):", ""] + [f"    {cmd}" for cmd in invalid]
+    text = "\n".join(lines) + "\n"
+    print("\n" + text)
+    args.out.write_text(text)
+    return 1 if invalid else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
