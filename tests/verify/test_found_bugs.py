@@ -8,7 +8,10 @@ client's own tests (``tests/client``) once fixed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
+
+import pytest
 
 from kaflite.client import Consumer, Producer, TopicPartition
 from kaflite.cluster import Cluster
@@ -164,3 +167,62 @@ def test_requests_waiting_out_a_throttle_leave_in_order() -> None:
     log, bumps = run(main())
     assert log == ["0", "1", "2", "3", "4"], f"written in the order {log}"
     assert bumps == [], bumps
+
+
+@pytest.mark.interop
+def test_upstream_kafka_python_fetch_stays_pending_after_unknown_broker() -> None:
+    """Not a kaflite bug: why kafka-python's rounds leave out kill, stop and crash.
+
+    kafka-python 3.0.12 adds a broker to ``_nodes_with_pending_fetch_requests``
+    before ``manager.send()``, which may raise ``UnknownBrokerIdError`` (the leader
+    is not in the client's broker list, e.g. after a KIP-951 leader hint on Fetch
+    v12). The mark is never cleared: the consumer stays alive and never fetches
+    from that broker again (found by ``python -m kaflite.verify --client
+    kafka-python --seconds 30 --seed 701``). Here one such error is forced. When
+    this test fails, kafka-python has fixed it: give its rounds those faults back
+    (``KafkaPython.known_issues``).
+    """
+    kafka = pytest.importorskip("kafka")
+    errors_mod = pytest.importorskip("kafka.errors")
+    with Cluster(brokers=1) as cluster:
+        cluster.create_topic("t", 1, 1)
+        producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+        consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers,
+                                       enable_auto_commit=False, auto_offset_reset="earliest",
+                                       fetch_max_wait_ms=100)
+        try:
+            tp = kafka.TopicPartition("t", 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            producer.send("t", b"before", partition=0)
+            producer.flush()
+            before: list[bytes] = []
+            for _ in range(40):         # connected and fetching: the next connection
+                before += [r.value for rs in consumer.poll(200).values() for r in rs]
+                if before:              # lookup is the fetch's
+                    break
+            manager = consumer._fetcher._manager
+            real = manager.get_connection
+            raised: list[int] = []
+
+            def unknown_once(node_id: int, *args: Any, **kwargs: Any) -> Any:
+                if not raised:
+                    raised.append(node_id)
+                    raise errors_mod.UnknownBrokerIdError(node_id)
+                return real(node_id, *args, **kwargs)
+
+            manager.get_connection = unknown_once
+            for i in range(5):
+                producer.send("t", b"%d" % i, partition=0)
+            producer.flush()
+            got: list[bytes] = []
+            for _ in range(15):         # 3 s: a working consumer needs one fetch
+                with contextlib.suppress(errors_mod.UnknownBrokerIdError):
+                    got += [r.value for rs in consumer.poll(200).values() for r in rs]
+                if len(got) == 5:
+                    break
+        finally:
+            consumer.close()
+            producer.close()
+    assert before == [b"before"] and raised == [0]
+    assert got == [], "kafka-python recovered: its rounds may have kill/stop/crash back"

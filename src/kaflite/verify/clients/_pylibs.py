@@ -102,8 +102,24 @@ class _KPConsumer(ConsumerClient):
         self.c.close()
 
 
+KAFKA_PYTHON_PENDING_FETCH = (
+    "kafka-python 3.0.12: Fetcher._send_fetches_async marks a broker as having a fetch in "
+    "flight before manager.send(), which raises UnknownBrokerIdError (kafka-python PR #2876) "
+    "when the leader is not in the client's broker list; the mark is never cleared, so the "
+    "consumer never fetches from that broker again while it stays in the group (stuck). Seen "
+    "with --client kafka-python --seconds 30 --seed 701: after a cluster crash restarted the "
+    "brokers one at a time, the client's metadata lacked broker 2; a KIP-951 leader hint "
+    "(Fetch v12 has no node endpoints) then named 2, poll() raised UnknownBrokerIdError(2) "
+    "and consumer-1 never read queue-2 past offset 482 (of 2324). The faults that take a "
+    "broker out of the metadata (kill, stop, crash) are left out; "
+    "tests/verify/test_found_bugs.py reproduces the stall in isolation")
+
+
 class KafkaPython(ClientFactory):
     name = "kafka-python"
+    known_issues = {"queue": {"kill": KAFKA_PYTHON_PENDING_FETCH,
+                              "stop": KAFKA_PYTHON_PENDING_FETCH,
+                              "crash": KAFKA_PYTHON_PENDING_FETCH}}
 
     def producer(self, ctx: Context, servers: str, client_id: str,
                  txn_id: str | None = None) -> ProducerClient:
