@@ -226,3 +226,42 @@ def test_upstream_kafka_python_fetch_stays_pending_after_unknown_broker() -> Non
             producer.close()
     assert before == [b"before"] and raised == [0]
     assert got == [], "kafka-python recovered: its rounds may have kill/stop/crash back"
+
+
+@pytest.mark.interop
+def test_upstream_librdkafka_offset_fetch_not_coordinator_is_never_retried() -> None:
+    """Not a kaflite bug: why confluent-kafka's rounds never inject NOT_COORDINATOR
+    into OffsetFetch.
+
+    librdkafka looks up an assigned partition's committed offset with OffsetFetch
+    before it fetches. Answered NOT_COORDINATOR at the group level (as Kafka does
+    once the coordinator has moved), it looks the coordinator up again but does not
+    resend the OffsetFetch, and the partition is never fetched until the next
+    rebalance: confluentinc/librdkafka#5586 (found by ``python -m kaflite.verify
+    --client confluent-kafka --workload txn --seconds 60 --seed 744319918``). When
+    this test fails, librdkafka has fixed it: drop ``ConfluentKafka.known_errors``.
+    """
+    ck = pytest.importorskip("confluent_kafka")
+    with Cluster(brokers=1, config={"group.initial.rebalance.delay.ms": 0}) as cluster:
+        cluster.create_topic("t", 1, 1)
+        producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers})
+        for i in range(5):
+            producer.produce("t", b"%d" % i, partition=0)
+        assert producer.flush(10) == 0
+        rule = cluster.faults.inject_error("OffsetFetch", "NOT_COORDINATOR", 1, group="g")
+        consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                                "group.id": "g", "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False})
+        got: list[bytes] = []
+        try:
+            consumer.subscribe(["t"])
+            for _ in range(40):         # 10 s: a working consumer needs one join and fetch
+                got += [m.value() for m in consumer.consume(10, 0.25) if m.error() is None]
+                if got:
+                    break
+            assigned = [tp.partition for tp in consumer.assignment()]
+        finally:
+            consumer.close()
+    assert rule.remaining == 0, "the NOT_COORDINATOR answer was never sent"
+    assert assigned == [0], "the consumer never joined: the test proves nothing"
+    assert got == [], "librdkafka recovered: confluent-kafka's rounds may inject it again"

@@ -62,7 +62,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--check", type=Path, default=None, metavar="HISTORY",
                    help="only check a saved history")
     p.add_argument("--client-logs", action="store_true",
-                   help="show the client libraries' own warnings (refused connections...)")
+                   help="log the client libraries' own messages (refused connections...; "
+                   "KAFLITE_VERIFY_RDKAFKA_DEBUG=cgrp,fetch adds librdkafka's debug)")
     return p
 
 
@@ -75,7 +76,10 @@ def quiet_client_logs() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     console = Console()
-    if not args.client_logs:
+    if args.client_logs:
+        logging.basicConfig(level=logging.DEBUG,
+                            format="%(relativeCreated)9.0f %(name)s %(message)s")
+    else:
         quiet_client_logs()
     if args.check is not None:
         result = check(History.load(args.check).ops, args.progress_bound)

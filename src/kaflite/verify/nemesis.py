@@ -109,6 +109,7 @@ class Targets:
     groups: tuple[str, ...] = ()
     txn_ids: tuple[str, ...] = ()
     brokers: int = 3
+    excluded_errors: frozenset[tuple[str, str]] = frozenset()   # (api, error) never injected
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,8 @@ def _args(rng: random.Random, kind: str, duration: float, targets: Targets) -> d
         return {"broker": broker}
     if kind == "errors":
         scopes = {"topic", "group"} | ({"txn"} if targets.txn_ids else set())
-        menu = [m for m in ERROR_MENU if m[2] in scopes and (m[2] != "group" or targets.groups)]
+        menu = [m for m in ERROR_MENU if m[2] in scopes and (m[2] != "group" or targets.groups)
+                and (m[0], m[1]) not in targets.excluded_errors]
         shots, t = [], 0.0
         while t < duration:
             api, error, scope = rng.choice(menu)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from kaflite.verify.checker import DESCRIPTIONS, CheckResult
 
-__all__ = ["render", "render_text", "replay_command"]
+__all__ = ["exclusions", "render", "render_text", "replay_command"]
 
 
 def replay_command(config: dict[str, Any]) -> str:
@@ -21,6 +21,17 @@ def replay_command(config: dict[str, Any]) -> str:
         if config.get(name) is not None:
             parts.append(f"--{name} {config[name]}")
     return " ".join(parts)
+
+
+def exclusions(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a run left out for a known client bug, and why: faults that share one
+    reason are named together."""
+    by_reason: dict[str, list[str]] = {}
+    for kind, why in config.get("excluded_faults", {}).items():
+        by_reason.setdefault(why, []).append(f"fault {kind!r}")
+    for shot, why in config.get("excluded_errors", {}).items():
+        by_reason.setdefault(why, []).append(f"injected {shot}")
+    return [(", ".join(what), why) for why, what in by_reason.items()]
 
 
 def _short(example: dict[str, Any]) -> str:
@@ -62,11 +73,12 @@ def render(result: CheckResult, console: Console | None = None) -> None:
         console.print(f"[bold]{kind}[/] ({result.counts.get(kind, 0)}):")
         for example in examples:
             console.print(f"  {_short(example)}", markup=False)
-    for kind, why in result.config.get("excluded_faults", {}).items():
-        console.print(f"note: fault {kind!r} left out of this client's run: {why}",
-                      markup=False)
-    verdict = "[bold green]valid[/]" if result.valid else "[bold red]INVALID[/]"
-    console.print(f"{verdict}: {result.summary()}")
+    for what, why in exclusions(result.config):
+        console.print(f"note: {what} left out of this client's run: {why}", markup=False)
+    if result.valid:
+        console.print("[bold green]valid[/]")
+    else:
+        console.print(f"[bold red]{result.summary()}[/]", highlight=False)
     if result.config.get("seed") is not None:
         console.print(f"seed {result.config['seed']}; replay with:", markup=False)
         console.print(f"  {replay_command(result.config)}", markup=False)

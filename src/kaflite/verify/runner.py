@@ -40,6 +40,7 @@ from kaflite.verify.clients import factory
 from kaflite.verify.control import ClusterProcess
 from kaflite.verify.history import Drain, History, Meta, Note, Phase
 from kaflite.verify.nemesis import KINDS, Nemesis, Targets, plan
+from kaflite.verify.report import exclusions
 from kaflite.verify.workload import (
     Shared,
     consumer_process,
@@ -117,11 +118,15 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     excluded = {k: why for k, why in client.known_issues.get(config.workload, {}).items()
                 if k in config.nemesis}
     meta = config.meta()
+    known_errors = client.known_errors.get(config.workload, {})
+    if known_errors and "errors" in config.nemesis:
+        meta["excluded_errors"] = {f"{api} {error}": why
+                                   for (api, error), why in known_errors.items()}
     if excluded:
         meta["excluded_faults"] = excluded
         config = replace(config, nemesis=tuple(k for k in config.nemesis if k not in excluded))
-        for kind, why in excluded.items():
-            say(f"left out of {config.client}'s {config.workload} run: {kind}: {why}")
+    for what, why in exclusions(meta):
+        say(f"left out of {config.client}'s {config.workload} run: {what}: {why}")
     history.add(Meta(time=history.now(), process="run", config=meta))
     cluster = ClusterProcess(data_dir / "cluster", config=CLUSTER_CONFIG)
     try:
@@ -169,6 +174,9 @@ def _nemesis(config: RunConfig, cluster: ClusterProcess, history: History,
 def _start_nemesis(config: RunConfig, cluster: ClusterProcess, shared: Shared,
                    targets: Targets) -> Nemesis:
     shared.history.add(Phase(time=shared.history.now(), process="run", name="nemesis-start"))
+    if "errors" in config.nemesis:
+        known = shared.factory.known_errors.get(config.workload, {})
+        targets = replace(targets, excluded_errors=frozenset(known))
     shared.nemesis = _nemesis(config, cluster, shared.history, targets)
     return shared.nemesis
 

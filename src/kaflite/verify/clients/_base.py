@@ -171,6 +171,9 @@ class ClientFactory(ABC):
     # Faults left out of a workload's nemesis because the library fails under them by
     # itself (a known upstream bug): workload -> {fault kind: why, with the issue}.
     known_issues: dict[str, dict[str, str]] = {}
+    # Injected errors left out of the ``errors`` fault for the same reason:
+    # workload -> {(api, error): why}. The rest of ERROR_MENU still runs.
+    known_errors: dict[str, dict[tuple[str, str], str]] = {}
 
     def context(self) -> Context:
         return Context()

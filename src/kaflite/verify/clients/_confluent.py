@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, cast
 
 from kaflite.verify.clients._base import (
@@ -26,6 +27,17 @@ LOGGER = logging.getLogger("kaflite.verify.librdkafka")
 LOGGER.addHandler(logging.NullHandler())
 
 
+def _common(servers: str, client_id: str) -> dict[str, Any]:
+    """Settings of every client; KAFLITE_VERIFY_RDKAFKA_DEBUG turns on librdkafka's debug
+    contexts (for example ``cgrp,fetch``), logged with --client-logs."""
+    config: dict[str, Any] = {"bootstrap.servers": servers, "client.id": client_id,
+                              "logger": LOGGER}
+    debug = os.environ.get("KAFLITE_VERIFY_RDKAFKA_DEBUG")
+    if debug:
+        config["debug"] = debug
+    return config
+
+
 def _txn_failure(exc: BaseException) -> TxnFailure:
     err = exc.args[0] if exc.args else None
     if err is not None and hasattr(err, "txn_requires_abort"):
@@ -42,9 +54,8 @@ class _Producer(ProducerClient):
     def __init__(self, servers: str, client_id: str, txn_id: str | None) -> None:
         from confluent_kafka import Producer
 
-        config: dict[str, Any] = {"bootstrap.servers": servers, "client.id": client_id,
-                                  "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                                  "logger": LOGGER}
+        config = _common(servers, client_id)
+        config.update({"acks": "all", "enable.idempotence": True, "linger.ms": 5})
         if txn_id is not None:
             config["transactional.id"] = txn_id
             config["transaction.timeout.ms"] = 20_000
@@ -107,11 +118,12 @@ class _Consumer(ConsumerClient):
         from confluent_kafka import Consumer
 
         self.listener = listener
-        self.c = Consumer({"bootstrap.servers": servers, "client.id": client_id,
-                           "group.id": group or f"{client_id}-nogroup",
-                           "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                           "isolation.level": isolation, "session.timeout.ms": 6_000,
-                           "heartbeat.interval.ms": 500, "logger": LOGGER})
+        config = _common(servers, client_id)
+        config.update({"group.id": group or f"{client_id}-nogroup",
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                       "isolation.level": isolation, "session.timeout.ms": 6_000,
+                       "heartbeat.interval.ms": 500})
+        self.c = Consumer(config)
 
     def subscribe(self, topics: list[str]) -> None:
         listener = self.listener
@@ -175,12 +187,25 @@ LIBRDKAFKA_5511 = (
     "answer in between lists only those already up (seed 601: both transformers blocked in "
     "send_offsets_to_transaction from 20 s to the end, past its 30 s timeout)")
 
+LIBRDKAFKA_5586 = (
+    "when the OffsetFetch that looks up an assigned partition's committed offset is "
+    "answered NOT_COORDINATOR (a group-level error with no partitions, as Kafka answers "
+    "after a coordinator moves), librdkafka looks the coordinator up again but never "
+    "resends the OffsetFetch: the partition stays in its 'queried' state and is never "
+    "fetched until the consumer is rebalanced or restarted: confluentinc/librdkafka#5586 "
+    "(open). Seen with --client confluent-kafka --workload txn --seed 744319918: "
+    "transformer-0 held vin-0 and vin-1 for 50 s without one fetch. A real coordinator "
+    "move that lands while that OffsetFetch is in flight does the same, so the "
+    "'coordinator' fault can still, rarely, meet this bug")
+
 
 class ConfluentKafka(ClientFactory):
     name = "confluent-kafka"
     transactions = True
     known_issues = {"txn": {"kill": LIBRDKAFKA_5511, "stop": LIBRDKAFKA_5511,
                             "crash": LIBRDKAFKA_5511}}
+    known_errors = {w: {("OffsetFetch", "NOT_COORDINATOR"): LIBRDKAFKA_5586}
+                    for w in ("queue", "txn")}
 
     def producer(self, ctx: Context, servers: str, client_id: str,
                  txn_id: str | None = None) -> ProducerClient:
