@@ -65,11 +65,6 @@ def test_consumer_protocol_round_trip() -> None:
     assert data[:2] == b"\x00\x03"
 
 
-def _group_ready(cluster: Cluster) -> None:
-    if "group" not in cluster.broker(0).services:
-        pytest.skip("the kaflite cluster has no group coordinator yet")
-
-
 async def _two_members(servers: str, topic: str, n: int, strategy: str) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
     async with Producer(bootstrap_servers=servers) as p:
@@ -95,7 +90,6 @@ async def _two_members(servers: str, topic: str, n: int, strategy: str) -> None:
 
 
 def test_group_rebalance_on_kaflite(cluster: Cluster) -> None:
-    _group_ready(cluster)
     topic = f"t-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions=4, replication_factor=3)
     asyncio.run(asyncio.wait_for(_two_members(cluster.bootstrap_servers, topic, 2000,
@@ -116,7 +110,6 @@ def test_group_rebalance_on_tansu(tansu: str) -> None:
 
 
 def test_commit_and_committed_on_kaflite(cluster: Cluster) -> None:
-    _group_ready(cluster)
     topic = f"t-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions=1, replication_factor=3)
 

@@ -490,12 +490,13 @@ def test_topic_authorization_failed_is_raised_to_the_app(cluster: Cluster) -> No
             await until("two records", lambda: len(got) >= 2, lambda: _extend(got, c))
             deny_p = cluster.faults.deny_topic(topic, client_id=pid)
             deny_c = cluster.faults.deny_topic(topic, client_id=cid)
-            started = time.monotonic()
+            produce_hits, fetch_hits = deny_p.hits, deny_c.hits
             with pytest.raises(errors.TopicAuthorizationFailedError):
                 await p.send(topic, b"denied")
             with pytest.raises(errors.TopicAuthorizationFailedError):
                 await until("the denial", lambda: False, lambda: c.poll(timeout_ms=100))
-            assert time.monotonic() - started < 5   # raised, not retried to a timeout
+            # raised on the first denial, not retried until a timeout
+            assert deny_p.hits == produce_hits + 1 and deny_c.hits == fetch_hits + 1
             # A new client learns it from Metadata, at the topic level.
             async with Producer(bootstrap_servers=cluster.bootstrap_servers,
                                 client_id=pid) as p2:
@@ -668,11 +669,9 @@ def test_close_leaves_the_group_so_the_next_member_joins_at_once(cluster: Cluste
         leaves = [c.apis["LeaveGroup"] for c in cluster.connections(
             client_id=first_id, include_closed=True) if "LeaveGroup" in c.apis]
         assert len(leaves) == 1 and leaves[0].count == 1 and not leaves[0].errors
-        started = time.monotonic()
         async with Consumer(**opts, client_id=uid("second")) as second:
             second.subscribe([topic])
-            await joined(second, timeout=10)
-            assert time.monotonic() - started < 5      # not the 30 s session timeout
+            await joined(second, timeout=10)    # well within the 30 s session timeout
             assert len(second.assignment()) == 2
 
     run(main())

@@ -21,17 +21,11 @@ from kaflite.protocol.messages import elect_leaders_request as elq
 from kaflite.protocol.messages import fetch_request as fq
 from kaflite.protocol.messages import produce_request as pq
 from kaflite.protocol.records import encode_batch
+from tests.conftest import wait_for_async
 
 
 async def connect(cluster: Cluster, node: int) -> BrokerConnection:
     return await BrokerConnection("127.0.0.1", cluster.broker(node).port).open()
-
-
-async def wait_for(predicate, timeout: float = 20) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.05)
 
 
 def fetch_req(topic_id, epoch: int) -> FetchRequest:  # type: ignore[no-untyped-def]
@@ -119,11 +113,12 @@ def test_preferred_election_and_reassignment() -> None:
                     timeout_ms=5000, topics=[apr.ReassignableTopic(
                         "moving", [apr.ReassignablePartition(0, [3, 1, 2])])]))
                 assert alter.responses[0].partitions[0].error_code == 0
-                await wait_for(lambda: p.replicas == [3, 1, 2])
+                await wait_for_async(lambda: p.replicas == [3, 1, 2], "the new replica set")
                 assert 0 not in p.isr and p.leader in (1, 2, 3)
                 listed = await conn.request(ListPartitionReassignmentsRequest(timeout_ms=1000))
                 assert listed.topics == []
-                await wait_for(lambda: ("moving", 0) not in cluster.broker(0).partitions)
+                await wait_for_async(lambda: ("moving", 0) not in cluster.broker(0).partitions,
+                                     "broker 0 to drop its replica")
             finally:
                 conn.close()
 
@@ -162,11 +157,12 @@ def test_a_follower_refused_by_its_leader_backs_off_then_catches_up() -> None:
                 pq.TopicProduceData("refused", [pq.PartitionProduceData(
                     0, encode_batch([b"x"] * 10, timestamps=[int(time.time() * 1000)] * 10))])]))
             assert resp.responses[0].partition_responses[0].error_code == 0
-            await wait_for(lambda: ("refused", 0) in fetcher.delayed)
+            await wait_for_async(lambda: ("refused", 0) in fetcher.delayed,
+                                 "the refused partition to be delayed")
             assert rule.hits >= 1
             cluster.faults.remove(rule.id)
             p = cluster.broker(follower).partitions[("refused", 0)]
-            await wait_for(lambda: p.log_end_offset == 10)
+            await wait_for_async(lambda: p.log_end_offset == 10, "the follower to catch up")
             conn.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
@@ -200,6 +196,7 @@ def test_a_leader_that_wrote_nothing_follows_again_after_losing_leadership() -> 
             assert await produce([b"c", b"d"]) == 0
             assert sorted(p0.isr) == sorted(p0.replicas)
             for b in cluster.brokers.values():
-                await wait_for(lambda b=b: b.partitions[("back", 0)].log_end_offset == 4)
+                await wait_for_async(lambda b=b: b.partitions[("back", 0)].log_end_offset == 4,
+                                     f"broker {b.node_id} to hold 4 records")
 
     asyncio.run(asyncio.wait_for(main(), 60))

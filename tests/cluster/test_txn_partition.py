@@ -32,6 +32,7 @@ from kaflite.protocol.messages import list_offsets_request as loq
 from kaflite.protocol.messages import produce_request as pq
 from kaflite.protocol.messages import write_txn_markers_request as wq
 from kaflite.protocol.records import RecordBatch, encode_batch, iter_batches
+from tests.conftest import wait_for_async
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 LATEST = -1
@@ -117,15 +118,6 @@ def aborted(part: fr.PartitionData) -> list[tuple[int, int]]:
     return [(t.producer_id, t.first_offset) for t in part.aborted_transactions or []]
 
 
-async def eventually(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    """Poll ``check`` on the cluster's loop until it holds (bounded)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 def run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(main())
 
@@ -206,7 +198,7 @@ def test_a_waiting_read_committed_fetch_is_woken_when_the_marker_is_written() ->
                 # A read_committed fetch with nothing stable to read waits (up to 60 s).
                 waiting = asyncio.ensure_future(
                     fetch(conn, t.topic_id, 0, READ_COMMITTED, max_wait_ms=60_000))
-                await eventually(lambda: bool(p._data_waiters), "the fetch to wait")
+                await wait_for_async(lambda: bool(p._data_waiters), "the fetch to wait")
                 assert not waiting.done()
                 markers = await connect(cluster, 0)
                 try:
@@ -283,7 +275,7 @@ def test_the_aborted_index_is_replicated_survives_restarts_and_serves_new_leader
     async def read_committed_from(cluster: Cluster, node: int) -> fr.PartitionData:
         # A new leader learns the high watermark from its followers' next fetches.
         p = cluster.broker(node).partitions[(topic, 0)]
-        await eventually(lambda: p.is_leader and p.high_watermark == 5, "the leader's HW")
+        await wait_for_async(lambda: p.is_leader and p.high_watermark == 5, "the leader's HW")
         conn = await connect(cluster, node)
         try:
             return await fetch(conn, cluster.controller.topics[topic].topic_id, 0,
@@ -308,13 +300,13 @@ def test_the_aborted_index_is_replicated_survives_restarts_and_serves_new_leader
                 conn.close()
             expected = [AbortedTxn(pid, 1, 3, 4)]
             # Every replica builds the same index from the replicated marker.
-            await eventually(lambda: all(
+            await wait_for_async(lambda: all(
                 cluster.broker(n).partitions[(topic, 0)].log_end_offset == 5
                 for n in range(3)), "the followers to catch up")
             assert all(_entries(cluster, n, topic) == expected for n in range(3))
 
             # A follower that becomes leader answers read_committed with the same abort.
-            await eventually(lambda: _isr_full(cluster, topic), "a full ISR")
+            await wait_for_async(lambda: _isr_full(cluster, topic), "a full ISR")
             follower = next(n for n in range(3) if n != first_leader)
             assert cluster.move_leader(topic, 0, to=follower) == follower
             rc = await read_committed_from(cluster, follower)
@@ -336,7 +328,7 @@ def test_the_aborted_index_is_replicated_survives_restarts_and_serves_new_leader
 
             # Both restarted brokers lead in turn and report the abort.
             for node in (first_leader, crashed):
-                await eventually(lambda: _isr_full(cluster, topic), "a full ISR")
+                await wait_for_async(lambda: _isr_full(cluster, topic), "a full ISR")
                 assert cluster.move_leader(topic, 0, to=node) == node
                 rc = await read_committed_from(cluster, node)
                 assert aborted(rc) == [(pid, 1)]
@@ -344,7 +336,7 @@ def test_the_aborted_index_is_replicated_survives_restarts_and_serves_new_leader
 
         # And after a restart of the whole cluster.
         async with Cluster(brokers=3, data_dir=tmp_path) as cluster:
-            await eventually(lambda: leader_of(cluster, topic) >= 0, "a leader")
+            await wait_for_async(lambda: leader_of(cluster, topic) >= 0, "a leader")
             leader = leader_of(cluster, topic)
             assert _entries(cluster, leader, topic) == expected
 
@@ -369,7 +361,7 @@ def test_follower_truncation_drops_the_entry_and_replication_brings_it_back() ->
                 conn.close()
             broker = cluster.broker(follower)
             p = broker.partitions[(topic, 0)]
-            await eventually(lambda: p.log_end_offset == 3, "the follower to catch up")
+            await wait_for_async(lambda: p.log_end_offset == 3, "the follower to catch up")
             assert p.log.txn_index.entries == [AbortedTxn(pid, 0, 2, 3)]
             # Stop fetching, cut the marker off, and fetch again.
             broker._unfollow(p)
@@ -377,7 +369,7 @@ def test_follower_truncation_drops_the_entry_and_replication_brings_it_back() ->
             assert p.log.txn_index.entries == []
             assert p.log.first_unstable_offset() == 0  # the transaction is open again
             broker._follow(p, leader)
-            await eventually(lambda: p.log_end_offset == 3, "the follower to refetch")
+            await wait_for_async(lambda: p.log_end_offset == 3, "the follower to refetch")
             assert p.log.txn_index.entries == [AbortedTxn(pid, 0, 2, 3)]
             assert p.log.first_unstable_offset() is None
 

@@ -12,8 +12,6 @@ import glob
 import json
 import os
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,17 +26,10 @@ from kaflite.spark.stream import (
     ReadAllAvailable,
     ReadMaxRows,
 )
+from tests.conftest import wait_for
 from tests.spark.conftest import admin, produce, source, unique
 
 TP = TopicPartition
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 90, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def values(n0: int, n1: int) -> list[dict[str, Any]]:
@@ -94,10 +85,10 @@ def test_micro_batches_then_restart_reads_every_record_once(
     try:
         if not HAS_ADMISSION_CONTROL:
             wait_for(lambda: any(p["numInputRows"] for p in q.recentProgress),
-                     what="the first micro-batch")
+                     what="the first micro-batch", timeout=90)
             produce(servers, topic, values(10, 1000))
         wait_for(lambda: sum(p["numInputRows"] for p in q.recentProgress) >= 600,
-                 what="three micro-batches")
+                 what="three micro-batches", timeout=90)
     finally:
         q.stop()
     progress = [p for p in q.recentProgress if p["numInputRows"]]
@@ -189,7 +180,7 @@ def test_partition_added_mid_stream_is_read_from_earliest(
     q = (df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck"))
          .trigger(processingTime="200 milliseconds").start())
     try:
-        wait_for(lambda: len(sink.values()) >= 10, what="the first 10 records")
+        wait_for(lambda: len(sink.values()) >= 10, what="the first 10 records", timeout=90)
         a = admin(servers)
         try:
             a.create_partitions({topic: 2})
@@ -198,7 +189,8 @@ def test_partition_added_mid_stream_is_read_from_earliest(
         produce(servers, topic, [{"value": f"new{i}".encode(), "partition": 1}
                                  for i in range(5)])
         produce(servers, topic, [{"value": b"old10", "partition": 0}])
-        wait_for(lambda: len(sink.values()) >= 16, what="records of the new partition")
+        wait_for(lambda: len(sink.values()) >= 16, what="records of the new partition",
+                 timeout=90)
     finally:
         q.stop()
     assert sorted(sink.values()) == sorted([f"v{i}" for i in range(10)] + ["old10"]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,13 +21,6 @@ def chaos_cluster() -> Iterator[Cluster]:
 def no_rules_left(chaos_cluster: Cluster) -> Iterator[None]:
     yield
     chaos_cluster.faults.clear()
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
-        time.sleep(0.05)
 
 
 def requests(cluster: Cluster, client_id: str, api: str) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kaflite.cluster import Cluster
-from tests.cluster.faults.conftest import wait_for
+from tests.conftest import wait_for
 
 ck = pytest.importorskip("confluent_kafka")
 

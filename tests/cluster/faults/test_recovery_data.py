@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from kaflite.cluster import Cluster
-from tests.cluster.faults.conftest import errors, requests, wait_for
+from tests.cluster.faults.conftest import errors, requests
+from tests.conftest import wait_for
 
 ck = pytest.importorskip("confluent_kafka")
 

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from kaflite.cluster import Cluster
-from tests.cluster.faults.conftest import errors, requests, wait_for
+from tests.cluster.faults.conftest import errors, requests
+from tests.conftest import wait_for
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -31,8 +32,6 @@ _ids = itertools.count()
 
 @pytest.fixture(scope="module")
 def cluster(chaos_cluster: Cluster) -> Cluster:
-    if chaos_cluster.broker(0).services.get("group") is None:
-        pytest.skip("no group coordinator on the brokers (broker.services['group'] absent)")
     if TOPIC not in chaos_cluster.controller.topics:
         chaos_cluster.create_topic(TOPIC, 3, 3)
     return chaos_cluster
@@ -64,7 +63,7 @@ class Member:
                     self.values.append(msg.value())
             return cond()
 
-        wait_for(step, timeout, what)
+        wait_for(step, what or "the condition", timeout)
 
     def count(self, api: str) -> int:
         return requests(self.cluster, self.client_id, api)

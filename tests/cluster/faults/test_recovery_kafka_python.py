@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from kaflite.cluster import Cluster
-from tests.cluster.faults.conftest import errors, requests, wait_for
+from tests.cluster.faults.conftest import errors, requests
+from tests.conftest import wait_for
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
@@ -80,8 +81,6 @@ def test_topic_authorization_failed_is_raised(chaos_cluster: Cluster) -> None:
 
 
 def _group_member(cluster: Cluster, topic: str, group: str, client_id: str) -> Any:
-    if cluster.broker(0).services.get("group") is None:
-        pytest.skip("no group coordinator on the brokers (broker.services['group'] absent)")
     if topic not in cluster.controller.topics:
         cluster.create_topic(topic, 2, 3)
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
@@ -100,7 +99,7 @@ def _group_member(cluster: Cluster, topic: str, group: str, client_id: str) -> A
 
 
 def _poll_until(consumer: Any, cond: Any, what: str, timeout: float = 15.0) -> None:
-    wait_for(lambda: (consumer.poll(timeout_ms=50), cond())[1], timeout, what)
+    wait_for(lambda: (consumer.poll(timeout_ms=50), cond())[1], what, timeout)
 
 
 @pytest.mark.parametrize(("error", "api", "recovery"), [

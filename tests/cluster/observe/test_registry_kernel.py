@@ -55,11 +55,10 @@ def test_registry_matches_kernel_and_roles(cluster12: Cluster) -> None:
     for p in range(BROKERS):
         assert cluster.controller.topics[TOPIC].partitions[p].leader == p
     _produce_everywhere(cluster)
-    has_groups = cluster.broker(0).services.get("group") is not None
-    group = "registry-kernel-group" if has_groups else None
+    group = "registry-kernel-group"
     bootstrap = f"127.0.0.1:{cluster.broker(0).port}"
     args = [sys.executable, str(SCRIPT), bootstrap, TOPIC, str(BROKERS), CLIENT]
-    proc = subprocess.Popen(args + ([group] if group else []), stdin=subprocess.PIPE,
+    proc = subprocess.Popen([*args, group], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout is not None
@@ -71,33 +70,30 @@ def test_registry_matches_kernel_and_roles(cluster12: Cluster) -> None:
             registry = {int(c.peer.rsplit(":", 1)[1]) for c in conns}
             kernel = established_connections(proc.pid, ports)
             roles = Counter(r for c in conns for r in c.roles)
-            settled = registry == kernel and roles["partition-leader"] == BROKERS and (
-                not has_groups or roles["group-coordinator"] == 1)
+            settled = (registry == kernel and roles["partition-leader"] == BROKERS
+                       and roles["group-coordinator"] == 1)
             if settled or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         assert registry == kernel, f"registry {sorted(registry)} != kernel {sorted(kernel)}"
         shown = ss_connections(proc.pid, ports)
         assert shown is None or shown == kernel, f"ss -tnp shows {sorted(shown or [])}"
-        _check_roles(conns, has_groups, group)
+        _check_roles(conns, group)
     finally:
         if proc.stdin is not None:
             proc.stdin.close()
         proc.wait(30)
 
 
-def _check_roles(conns: list[ConnectionSnapshot], has_groups: bool, group: str | None) -> None:
+def _check_roles(conns: list[ConnectionSnapshot], group: str) -> None:
     leaders = [c for c in conns if "partition-leader" in c.roles]
     assert sorted(c.broker for c in leaders) == list(range(BROKERS))  # one per broker
     for c in leaders:
         assert c.partitions == [f"{TOPIC}-{c.broker}"]  # each for the partition it leads
         assert c.apis["Fetch"].count >= 1
     coordinators = [c for c in conns if "group-coordinator" in c.roles]
-    if has_groups:
-        assert len(coordinators) == 1 and coordinators[0].groups == [group]
-        assert "Heartbeat" in coordinators[0].apis or "JoinGroup" in coordinators[0].apis
-    else:
-        assert coordinators == []
+    assert len(coordinators) == 1 and coordinators[0].groups == [group]
+    assert "Heartbeat" in coordinators[0].apis or "JoinGroup" in coordinators[0].apis
     others = [c for c in conns if c not in leaders and c not in coordinators]
     for c in others:
         assert c.roles == ["bootstrap"], c

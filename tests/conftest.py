@@ -1,0 +1,41 @@
+"""What every test directory shares: one way to wait for a condition.
+
+``wait_for(cond, what, timeout)`` polls ``cond`` until it holds, and fails with
+``timed out after N s waiting for <what>`` (plus ``state()``, when given, to
+show what was seen instead). ``wait_for_async`` is the same on an event loop.
+Both are bounded: a condition that never holds fails its test, it never hangs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+__all__ = ["wait_for", "wait_for_async"]
+
+
+def _timed_out(what: str, timeout: float, state: Callable[[], object] | None) -> AssertionError:
+    seen = f"; {state()}" if state is not None else ""
+    return AssertionError(f"timed out after {timeout:g} s waiting for {what}{seen}")
+
+
+def wait_for(cond: Callable[[], object], what: str, timeout: float = 30.0, *,
+             interval: float = 0.05, state: Callable[[], object] | None = None) -> None:
+    """Poll ``cond`` every ``interval`` seconds until it is true, for at most ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise _timed_out(what, timeout, state)
+        time.sleep(interval)
+
+
+async def wait_for_async(cond: Callable[[], object], what: str, timeout: float = 30.0, *,
+                         interval: float = 0.05,
+                         state: Callable[[], object] | None = None) -> None:
+    """``wait_for`` on the running event loop: sleeps without blocking it."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise _timed_out(what, timeout, state)
+        await asyncio.sleep(interval)
