@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import logging
 import threading
 import time
@@ -30,6 +31,7 @@ from kaflite._loop import new_event_loop
 from kaflite.client import TopicPartition
 from kaflite.client._base import BaseClient
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
+from kaflite.client.recovery import backoff_delay
 from kaflite.spark.options import (
     EARLIEST as SPEC_EARLIEST,
 )
@@ -232,17 +234,33 @@ class OffsetReader:
             return set(strategy.partitions)
         return self._retrying("partitions", lambda: run(self._discover(self.client)))
 
+    async def _refresh(self, client: SparkKafkaClient) -> None:
+        """A metadata round trip, retried until ``default.api.timeout.ms`` while no broker
+        answers, as Spark's admin client retries (``fetchOffset.numRetries`` comes on top)."""
+        cfg = client.config
+        deadline = time.monotonic() + cfg.int("default.api.timeout.ms") / 1000
+        for attempt in itertools.count(1):
+            try:
+                await client.metadata.refresh("partition discovery")
+                return
+            except (OSError, TimeoutError):      # ConnectionClosed, NoBrokerAvailable
+                delay = backoff_delay(cfg.int("retry.backoff.ms"),
+                                      cfg.int("retry.backoff.max.ms"), attempt)
+                if time.monotonic() + delay > deadline:
+                    raise
+                await asyncio.sleep(delay)
+
     async def _discover(self, client: SparkKafkaClient) -> set[TopicPartition]:
         md = client.metadata
         strategy = self.opts.strategy
         if isinstance(strategy, Subscribe):
             md.add_topics(strategy.topics)
-            await md.refresh("partition discovery")
+            await self._refresh(client)
             names: Iterable[str] = strategy.topics
         else:
             assert isinstance(strategy, SubscribePattern)
             md.all_topics = True
-            await md.refresh("partition discovery")
+            await self._refresh(client)
             names = [n for n, t in md.topics.items()
                      if not t.internal and strategy.matches(n)]
         out: set[TopicPartition] = set()
