@@ -143,9 +143,27 @@ def client_for(config: Mapping[str, Any]) -> SparkKafkaClient:
         return client
 
     async def make() -> SparkKafkaClient:
-        c = SparkKafkaClient(dict(config))
-        await c.start()
-        return c
+        # Spark's consumers and admin clients connect lazily and retry: a task or a
+        # planning step that begins while no broker answers waits, up to
+        # default.api.timeout.ms, for one to come back.
+        deadline: float | None = None
+        for attempt in itertools.count(1):
+            c = SparkKafkaClient(dict(config))
+            try:
+                await c.start()
+                return c
+            except (OSError, TimeoutError):      # ConnectionClosed, NoBrokerAvailable
+                await c.close()
+                cfg = c.config
+                if deadline is None:
+                    deadline = time.monotonic() + cfg.int("default.api.timeout.ms") / 1000
+                delay = backoff_delay(cfg.int("retry.backoff.ms"),
+                                      cfg.int("retry.backoff.max.ms"), attempt)
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.info("no broker answers (attempt %d); retrying", attempt)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
 
     client = run(make())
     with _lock:
