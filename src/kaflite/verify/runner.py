@@ -125,11 +125,17 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     if excluded:
         meta["excluded_faults"] = excluded
         config = replace(config, nemesis=tuple(k for k in config.nemesis if k not in excluded))
+    readers = client.readers_per_group
+    if readers is not None and config.consumers > readers:
+        say(f"{config.client} runs {readers} reader(s) per group, not {config.consumers}")
+        config = replace(config, consumers=readers)
+        meta["consumers"] = readers
     for what, why in exclusions(meta):
         say(f"left out of {config.client}'s {config.workload} run: {what}: {why}")
     history.add(Meta(time=history.now(), process="run", config=meta))
     cluster = ClusterProcess(data_dir / "cluster", config=CLUSTER_CONFIG)
     try:
+        client.start()
         cluster.start()
         say(f"cluster up: {cluster.bootstrap_servers}")
         shared = Shared(history, client, cluster.bootstrap_servers, config.seed)
@@ -150,6 +156,7 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
             history.dump(config.history)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        client.close()
     return history, check(history.ops)
 
 

@@ -6,6 +6,9 @@
 ``confluent-kafka`` librdkafka, queue and txn
 ``kafka-python``    queue
 ``aiokafka``        queue
+``spark``           ``kaflite.spark``'s source in a Structured Streaming query (one reader
+                    per group, restarted from its checkpoint), kaflite's sync producer; queue
+``kafkajs``         kafkajs (Node.js, from npm; a ``node`` process per client), queue and txn
 ==================  ===========================================================
 """
 
@@ -41,6 +44,11 @@ def make_confluent() -> ClientFactory:
     return ConfluentKafka()
 
 
+def make_spark() -> ClientFactory:
+    from kaflite.verify.clients._spark import SparkStream
+    return SparkStream()
+
+
 def make_kafka_python() -> ClientFactory:
     from kaflite.verify.clients._pylibs import KafkaPython
     return KafkaPython()
@@ -51,9 +59,15 @@ def make_aiokafka() -> ClientFactory:
     return AioKafka()
 
 
+def make_kafkajs() -> ClientFactory:
+    from kaflite.verify.clients._kafkajs import KafkaJS
+    return KafkaJS()
+
+
 CLIENTS: dict[str, Callable[[], ClientFactory]] = {
     "kaflite": make_kaflite, "kaflite-sync": make_kaflite_sync, "confluent-kafka": make_confluent,
-    "kafka-python": make_kafka_python, "aiokafka": make_aiokafka,
+    "kafka-python": make_kafka_python, "aiokafka": make_aiokafka, "spark": make_spark,
+    "kafkajs": make_kafkajs,
 }
 
 

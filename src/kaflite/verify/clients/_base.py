@@ -174,6 +174,17 @@ class ClientFactory(ABC):
     # Injected errors left out of the ``errors`` fault for the same reason:
     # workload -> {(api, error): why}. The rest of ERROR_MENU still runs.
     known_errors: dict[str, dict[tuple[str, str], str]] = {}
+    # How many readers a group may have (None: as many as the run asks for). A client
+    # without consumer groups reads every partition in each reader: it runs one.
+    readers_per_group: int | None = None
+
+    def start(self) -> None:
+        """Called once before the run's cluster starts (a slow client warms up here)."""
+        return None
+
+    def close(self) -> None:
+        """Called once when the run ends, whatever happened."""
+        return None
 
     def context(self) -> Context:
         return Context()
