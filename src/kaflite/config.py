@@ -27,10 +27,14 @@ ROLES = (PRODUCER, CONSUMER, ADMIN)
 
 
 class ConfigError(ValueError):
-    """An unknown or invalid configuration property."""
+    """An unknown or invalid configuration property, of a client or of a topic.
+
+    ``property`` names it; ``message`` is the text alone (a broker sends it in
+    its INVALID_CONFIG answers, as Kafka words them)."""
 
     def __init__(self, name: str, message: str) -> None:
         self.property = name
+        self.message = message
         super().__init__(f"{name}: {message}")
 
 

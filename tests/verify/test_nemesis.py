@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from kaflite.cluster.faults import api_key_of, error_code_of
+from kaflite.cluster.faults import api_key_of
+from kaflite.protocol.errors import code_named
 from kaflite.verify.nemesis import (
     BROKER_DOWN,
     ERROR_MENU,
@@ -83,7 +84,7 @@ def test_injected_errors_are_real_apis_and_recoverable_errors() -> None:
                 "INVALID_PRODUCER_EPOCH"}
     for api, error, scope in ERROR_MENU:
         assert api_key_of(api) is not None
-        assert error_code_of(error) > 0
+        assert code_named(error) > 0
         assert error not in left_out
         assert scope in ("topic", "group", "txn")
     shots = [shot for s in schedule(5, seconds=300) if s.kind == "errors"

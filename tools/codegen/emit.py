@@ -308,7 +308,7 @@ class StructEmitter:
                 test = self.is_default_test(f, x)
                 if test is not None:
                     check = [f"elif {test}:",
-                             f"    raise UnsupportedVersionError("
+                             f"    raise FieldVersionError("
                              f"f\"{st.name}.{f.name} is not supported at version {{v}}\")"]
             if c is True:
                 body += stmts
@@ -395,7 +395,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer

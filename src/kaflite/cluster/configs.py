@@ -11,19 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from kaflite.config import ConfigError
+
 __all__ = [
     "BROKER_DEFAULTS",
     "TOPIC_CONFIGS",
     "BrokerConfig",
     "ConfigDef",
-    "ConfigError",
     "effective_topic_configs",
     "validate_topic_configs",
 ]
-
-
-class ConfigError(ValueError):
-    """An unknown config name or an invalid value (the message names the property)."""
 
 
 @dataclass(frozen=True)
@@ -143,11 +140,11 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     for name, value in configs.items():
         definition = TOPIC_CONFIGS.get(name)
         if definition is None:
-            raise ConfigError(f"Unknown topic config name: {name}")
+            raise ConfigError(name, f"Unknown topic config name: {name}")
         if value is None:
             continue
         if definition.check is not None and not definition.check(value):
-            raise ConfigError(f"Invalid value {value} for configuration {name}")
+            raise ConfigError(name, f"Invalid value {value} for configuration {name}")
         out[name] = value
     return out
 

@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
     from kaflite.cluster.cluster import Cluster
 
-__all__ = ["FaultInjector", "FaultUnavailable", "Rule", "api_key_of", "error_code_of"]
+__all__ = ["FaultInjector", "FaultUnavailable", "Rule", "api_key_of"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_TOPIC = "__transaction_state"
@@ -101,20 +101,6 @@ def api_key_of(api: int | str | None) -> int | None:
         if key is None:
             raise ValueError(f"unknown API {api!r}") from None
         return key
-
-
-def error_code_of(error: int | str) -> int:
-    """An error code from a code, a numeric string or a Kafka error name."""
-    if isinstance(error, int):
-        return error
-    text = error.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    wanted = text.upper().replace("-", "_")
-    for code, cls in errors.ERROR_CLASSES.items():
-        if cls.name == wanted:
-            return code
-    raise ValueError(f"unknown error {error!r}")
 
 
 class FaultInjector:
@@ -157,7 +143,7 @@ class FaultInjector:
                      broker: int | None = None, level: str | None = None,
                      include_replicas: bool = False) -> Rule:
         """Answer the next ``count`` matching requests of ``api`` with ``error``."""
-        return self.add(Rule("error", api_key_of(api), error_code=error_code_of(error),
+        return self.add(Rule("error", api_key_of(api), error_code=errors.code_named(error),
                              remaining=count, topic=topic, partition=partition, group=group,
                              client_id=client_id, broker=broker, level=level,
                              include_replicas=include_replicas))

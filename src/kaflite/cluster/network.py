@@ -38,7 +38,7 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
-from kaflite.cluster.observe import CLOSED_HISTORY, ApiStats, ConnectionInfo, record_request
+from kaflite.cluster.observe import CLOSED_HISTORY, ApiStats, ConnectionRecord, record_request
 from kaflite.protocol import FrameDecoder, ProtocolError, RemoteProtocolError, encode_response
 from kaflite.protocol.framing import Frame, peek_request, read_request_header
 from kaflite.protocol.headers import RequestHeader
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from kaflite.cluster._inject import RequestPlan
     from kaflite.cluster.broker import Broker
 
-__all__ = ["ApiStats", "ConnectionInfo", "ServerConnection"]
+__all__ = ["ApiStats", "ConnectionRecord", "ServerConnection"]
 
 log = logging.getLogger("kaflite.cluster.network")
 
@@ -85,7 +85,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.wakeup = asyncio.Event()
         self.worker: asyncio.Task[None] | None = None
         ServerConnection._ids += 1
-        self.info = ConnectionInfo(ServerConnection._ids, broker.node_id, "?")
+        self.info = ConnectionRecord(ServerConnection._ids, broker.node_id, "?")
         self.closed = False
         self.idle_ms = broker.config.int("connections.max.idle.ms")
         self.queued_bytes = 0   # of the complete frames not yet handled

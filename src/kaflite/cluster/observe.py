@@ -1,6 +1,6 @@
 """The connection registry: which client connection is which, and what it does.
 
-Every ``ServerConnection`` keeps a ``ConnectionInfo``. After each request the
+Every ``ServerConnection`` keeps a ``ConnectionRecord``. After each request the
 connection calls ``record_request``, which
 
 * counts the request and its latency per API,
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ApiStats",
     "ClientSnapshot",
-    "ConnectionInfo",
+    "ConnectionRecord",
     "ConnectionSnapshot",
     "Registry",
     "api_name",
@@ -106,7 +106,7 @@ class ApiStats:
 
 
 @dataclass
-class ConnectionInfo:
+class ConnectionRecord:
     """What the broker knows about one client connection (the registry's row)."""
 
     connection_id: int
@@ -174,7 +174,7 @@ def request_group(request: Struct) -> str | None:
     return group if isinstance(group, str) and group else None
 
 
-def record_request(info: ConnectionInfo, api_key: int, version: int, request: Struct,
+def record_request(info: ConnectionRecord, api_key: int, version: int, request: Struct,
                    response: Struct | None, elapsed_ms: float,
                    resolve: TopicResolver | None = None) -> None:
     """Account one answered (or dropped) request on ``info``."""
@@ -293,7 +293,7 @@ class ClientSnapshot:
         return asdict(self)
 
 
-def snapshot(info: ConnectionInfo) -> ConnectionSnapshot:
+def snapshot(info: ConnectionRecord) -> ConnectionSnapshot:
     return ConnectionSnapshot(
         connection_id=info.connection_id,
         broker=info.broker_id,
@@ -335,10 +335,10 @@ def rate_per_s(times: Iterable[float], now: float, window: float = 30.0) -> floa
     return len(recent) / span
 
 
-def summarize(infos: list[ConnectionInfo], now: float | None = None) -> list[ClientSnapshot]:
+def summarize(infos: list[ConnectionRecord], now: float | None = None) -> list[ClientSnapshot]:
     """Per-client (client.id + host) summaries of ``infos``."""
     now = time.monotonic() if now is None else now
-    by_client: dict[tuple[str | None, str], list[ConnectionInfo]] = {}
+    by_client: dict[tuple[str | None, str], list[ConnectionRecord]] = {}
     for info in infos:
         if info.replica_id is not None:
             continue
@@ -386,8 +386,8 @@ class Registry:
         self.cluster = cluster
 
     def infos(self, include_replicas: bool = True, include_closed: bool = False
-              ) -> list[ConnectionInfo]:
-        out: list[ConnectionInfo] = []
+              ) -> list[ConnectionRecord]:
+        out: list[ConnectionRecord] = []
         for broker in list(self.cluster.brokers.values()):
             infos = [c.info for c in list(broker.connections.values()) if not c.closed]
             if include_closed:

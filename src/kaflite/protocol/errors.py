@@ -2,7 +2,8 @@
 
 ``KafkaError`` subclasses are generated from the protocol's error table: one per
 code, each with ``code``, ``name`` and ``retriable``. Look them up with
-``error_class(code)`` or raise them with ``raise_for_code(code)``.
+``error_class(code)`` (or ``code_named(name)``) or raise them with
+``raise_for_code(code)``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "ProtocolError",
     "RemoteProtocolError",
     "UnknownErrorCode",
+    "code_named",
     "error_class",
     "error_for_code",
     "raise_for_code",
@@ -41,6 +43,23 @@ class UnknownErrorCode(KafkaError):
 def error_class(code: int) -> type[KafkaError]:
     """The exception class for a non-zero error code (``KafkaError`` if unknown)."""
     return ERROR_CLASSES.get(code, KafkaError)
+
+
+_BY_NAME = {cls.name: code for code, cls in ERROR_CLASSES.items()}
+
+
+def code_named(error: int | str) -> int:
+    """The code of a Kafka error given by name (``not_leader-or-follower`` is fine),
+    numeric string or code; ValueError for a name Kafka does not have."""
+    if isinstance(error, int):
+        return error
+    text = error.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    code = _BY_NAME.get(text.upper().replace("-", "_"))
+    if code is None:
+        raise ValueError(f"unknown error {error!r}")
+    return code
 
 
 def error_for_code(code: int, message: str | None = None) -> KafkaError:

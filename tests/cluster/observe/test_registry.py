@@ -11,7 +11,7 @@ import pytest
 
 from kaflite.client.connection import BrokerConnection
 from kaflite.cluster import Cluster
-from kaflite.cluster.observe import ApiStats, ConnectionInfo, summarize
+from kaflite.cluster.observe import ApiStats, ConnectionRecord, summarize
 from kaflite.protocol.messages import MetadataRequest, ProduceRequest
 from kaflite.protocol.messages import metadata_request as mq
 from kaflite.protocol.messages import produce_request as pq
@@ -143,8 +143,8 @@ def test_idle_connections_close() -> None:
 
 
 def _info(client: str, broker: int, peer_port: int, stamps: dict[int, list[float]]
-          ) -> ConnectionInfo:
-    info = ConnectionInfo(peer_port, broker, f"10.0.0.1:{peer_port}", client_id=client)
+          ) -> ConnectionRecord:
+    info = ConnectionRecord(peer_port, broker, f"10.0.0.1:{peer_port}", client_id=client)
     for key, times in stamps.items():
         stats = info.apis[key] = ApiStats(count=len(times))
         stats.recent.extend(times)

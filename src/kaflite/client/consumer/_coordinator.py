@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -80,7 +81,19 @@ if TYPE_CHECKING:
 
 __all__ = ["CommitFailedError", "GroupMember"]
 
-UNJOINED, SYNCING, STABLE, FATAL = "unjoined", "syncing", "stable", "fatal"
+
+
+class MemberState(enum.Enum):
+    """Where a classic group member is in its join cycle (the diagram above)."""
+
+    UNJOINED = "unjoined"
+    SYNCING = "syncing"
+    STABLE = "stable"
+    FATAL = "fatal"
+
+
+UNJOINED, SYNCING, STABLE, FATAL = (MemberState.UNJOINED, MemberState.SYNCING,
+                                    MemberState.STABLE, MemberState.FATAL)
 MEMBER_ID_REQUIRED = errors.MemberIdRequiredError.code
 
 
@@ -116,7 +129,7 @@ class GroupMember:
         self.generation = -1
         self.protocol: str | None = None
         self.leader_id = ""
-        self.state = UNJOINED
+        self.state: MemberState = UNJOINED
         self.rejoin_reason: str | None = "initial join"
         self.fatal: BaseException | None = None
         self.last_poll = time.monotonic()

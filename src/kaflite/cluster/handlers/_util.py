@@ -11,20 +11,22 @@ from kaflite.protocol.records import InvalidRecordBatch
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
 
-__all__ = ["error_code_of", "leader_hint", "now_ms"]
+__all__ = ["code_for_exception", "leader_hint", "now_ms"]
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def error_code_of(exc: BaseException) -> int:
+def code_for_exception(exc: BaseException) -> int:
     """The Kafka error code for an exception raised while serving a partition."""
     if isinstance(exc, errors.KafkaError):
         return exc.code
     if isinstance(exc, InvalidRecordBatch):
-        cls = {c.name: c for c in errors.ERROR_CLASSES.values()}.get(exc.error_name)
-        return cls.code if cls is not None else errors.CorruptMessageError.code
+        try:
+            return errors.code_named(exc.error_name)
+        except ValueError:
+            return errors.CorruptMessageError.code
     return errors.UnknownServerError.code
 
 

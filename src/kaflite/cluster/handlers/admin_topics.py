@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.configs import ConfigError, effective_topic_configs, validate_topic_configs
+from kaflite.cluster.configs import effective_topic_configs, validate_topic_configs
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers.metadata import validate_topic_name
+from kaflite.config import ConfigError
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
@@ -78,7 +79,7 @@ async def handle_create_topics(broker: Broker, conn: ServerConnection, header: R
             try:
                 configs = validate_topic_configs({c.name: c.value for c in t.configs})
             except ConfigError as exc:
-                raise errors.InvalidConfigError(str(exc)) from None
+                raise errors.InvalidConfigError(exc.message) from None
             plan = _plan(broker, t)
             res.num_partitions = len(plan)
             res.replication_factor = len(plan[0])

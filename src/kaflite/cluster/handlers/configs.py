@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 from kaflite.cluster.configs import (
     BROKER_DEFAULTS,
     TOPIC_CONFIGS,
-    ConfigError,
     effective_topic_configs,
     validate_topic_configs,
 )
 from kaflite.cluster.handlers._base import Handler
+from kaflite.config import ConfigError
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
@@ -126,7 +126,7 @@ def _apply(broker: Broker, resource_type: int, name: str, new: dict[str, str],
     try:
         valid = validate_topic_configs(new)
     except ConfigError as exc:
-        raise errors.InvalidConfigError(str(exc)) from None
+        raise errors.InvalidConfigError(exc.message) from None
     if not validate_only:
         broker.controller.set_topic_configs(name, valid)
 

@@ -42,7 +42,7 @@ from kaflite.cluster.fetch_session import (
     SessionPartition,
 )
 from kaflite.cluster.handlers._base import Handler
-from kaflite.cluster.handlers._util import error_code_of, leader_hint
+from kaflite.cluster.handlers._util import code_for_exception, leader_hint
 from kaflite.cluster.partition import Partition
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
@@ -104,7 +104,7 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
         else:
             out.records = b""
     except errors.KafkaError as exc:
-        out.error_code = error_code_of(exc)
+        out.error_code = code_for_exception(exc)
         out.records = b""  # Kafka sends empty records with an error; librdkafka rejects null
         if exc.code in (errors.NotLeaderOrFollowerError.code, errors.FencedLeaderEpochError.code):
             hint = leader_hint(broker, topic, index)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.handlers._base import Handler
-from kaflite.cluster.handlers._util import error_code_of
+from kaflite.cluster.handlers._util import code_for_exception
 from kaflite.cluster.handlers.txn import init_transactional
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
@@ -67,7 +67,7 @@ async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: Re
                 if header.request_api_version == 0:
                     res.old_style_offsets = [res.offset] if res.offset >= 0 else []
             except errors.KafkaError as exc:
-                res.error_code = error_code_of(exc)
+                res.error_code = code_for_exception(exc)
             parts.append(res)
         topics.append(lor.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
@@ -87,7 +87,7 @@ async def handle_offset_for_leader_epoch(broker: Broker, conn: ServerConnection,
                 p = broker.leader_partition(t.topic, q.partition, q.current_leader_epoch)
                 res.leader_epoch, res.end_offset = p.log.end_offset_for_epoch(q.leader_epoch)
             except errors.KafkaError as exc:
-                res.error_code = error_code_of(exc)
+                res.error_code = code_for_exception(exc)
             parts.append(res)
         topics.append(ofl.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
@@ -111,7 +111,7 @@ async def handle_delete_records(broker: Broker, conn: ServerConnection, header: 
                     p.log.delete_records_before(offset)
                 res.low_watermark = p.log_start_offset
             except errors.KafkaError as exc:
-                res.error_code = error_code_of(exc)
+                res.error_code = code_for_exception(exc)
             parts.append(res)
         topics.append(drr.DeleteRecordsTopicResult(name=t.name, partitions=parts))
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

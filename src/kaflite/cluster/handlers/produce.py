@@ -19,7 +19,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.handlers._base import Handler
-from kaflite.cluster.handlers._util import error_code_of, leader_hint, now_ms
+from kaflite.cluster.handlers._util import code_for_exception, leader_hint, now_ms
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import ProduceRequest, ProduceResponse
@@ -61,7 +61,7 @@ async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
         if acks == -1:
             await p.wait_replicated(result.last_offset + 1, timeout_s, min_isr)
     except (errors.KafkaError, InvalidRecordBatch) as exc:
-        res.error_code = error_code_of(exc)
+        res.error_code = code_for_exception(exc)
         res.error_message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, InvalidRecordBatch) and res.error_code == errors.InvalidRecordError.code:
             res.record_errors = [pr.BatchIndexAndErrorMessage(0, str(exc))]

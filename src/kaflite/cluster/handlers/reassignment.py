@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.handlers._base import Handler
-from kaflite.cluster.handlers._util import error_code_of
+from kaflite.cluster.handlers._util import code_for_exception
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
@@ -55,7 +55,7 @@ async def handle_elect_leaders(broker: Broker, conn: ServerConnection, header: R
                     raise errors.ElectionNotNeededError("Leader election not needed for topic "
                                                         "partition")
             except errors.KafkaError as exc:
-                res.error_code, res.error_message = error_code_of(exc), exc.message
+                res.error_code, res.error_message = code_for_exception(exc), exc.message
             out.append(res)
         results.append(elr.ReplicaElectionResult(topic=topic, partition_result=out))
     return ElectLeadersResponse(throttle_time_ms=0, error_code=0, replica_election_results=results)
@@ -78,7 +78,7 @@ async def handle_alter_reassignments(broker: Broker, conn: ServerConnection,
                     raise errors.InvalidReplicaAssignmentError("replicas must be distinct")
                 broker.controller.reassign(t.name, rp.partition_index, rp.replicas)
             except errors.KafkaError as exc:
-                res.error_code, res.error_message = error_code_of(exc), exc.message
+                res.error_code, res.error_message = code_for_exception(exc), exc.message
             parts.append(res)
         responses.append(apr.ReassignableTopicResponse(name=t.name, partitions=parts))
     return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0,

@@ -34,7 +34,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.handlers._base import Handler
-from kaflite.cluster.handlers._util import error_code_of, now_ms
+from kaflite.cluster.handlers._util import code_for_exception, now_ms
 from kaflite.cluster.log import AppendOrigin
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
@@ -88,7 +88,7 @@ async def write_txn_marker(
         wait = _timeout_s(broker) if timeout_s is None else timeout_s
         await p.wait_replicated(result.last_offset + 1, wait, min_isr)
     except (errors.KafkaError, InvalidRecordBatch) as exc:
-        return error_code_of(exc)
+        return code_for_exception(exc)
     for hook in list(broker.marker_hooks):
         try:
             hook(topic, partition, producer_id, producer_epoch, committed)

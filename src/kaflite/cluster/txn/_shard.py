@@ -49,7 +49,9 @@ _MAPPING = errors.InvalidProducerIdMappingError.code
 _INVALID_STATE = errors.InvalidTxnStateError.code
 
 
-class Writer(Protocol):
+class AppendLog(Protocol):
+    """Appends records to the shard's partition of the log; resolves to the end offset."""
+
     def __call__(self, records: list[Record]) -> asyncio.Future[int]: ...
 
 
@@ -58,7 +60,7 @@ def _now() -> int:
 
 
 class TxnShard(ShardLifecycle):
-    def __init__(self, index: int, epoch: int, write: Writer, channel: MarkerChannel,
+    def __init__(self, index: int, epoch: int, write: AppendLog, channel: MarkerChannel,
                  allocate_producer_id: Callable[[], int], config: TxnConfig) -> None:
         self.index = index
         self.epoch = epoch

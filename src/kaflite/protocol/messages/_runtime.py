@@ -15,20 +15,24 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple, Self
 
+from kaflite.protocol._error_codes import UnsupportedVersionError
 from kaflite.protocol._exceptions import LocalProtocolError, RemoteProtocolError
 from kaflite.protocol.primitives import BytesLike, Reader, Writer
 
 __all__ = [
     "FieldSpec",
+    "FieldVersionError",
     "Struct",
-    "UnsupportedVersionError",
     "merge_tags",
     "to_bytes",
 ]
 
 
-class UnsupportedVersionError(LocalProtocolError):
-    """A message was asked to encode or decode at a version it does not have."""
+class FieldVersionError(LocalProtocolError, UnsupportedVersionError):
+    """A message, or one of its fields, asked for at a version it does not have.
+
+    Both a codec error (``LocalProtocolError``) and Kafka's UNSUPPORTED_VERSION
+    (``errors.UnsupportedVersionError``): catching either catches it."""
 
 
 class FieldSpec(NamedTuple):
@@ -70,7 +74,7 @@ class Struct:
     @classmethod
     def check_version(cls, version: int) -> None:
         if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:
-            raise UnsupportedVersionError(
+            raise FieldVersionError(
                 f"{cls.__name__} has versions {cls.MIN_VERSION}-{cls.MAX_VERSION}, not {version}"
             )
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -101,25 +101,25 @@ class AddPartitionsToTxnTransaction(Struct):
         if v >= 4:
             w.compact_string(self.transactional_id)
         elif self.transactional_id != '':
-            raise UnsupportedVersionError(f"AddPartitionsToTxnTransaction.transactional_id is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnTransaction.transactional_id is not supported at version {v}")
         if v >= 4:
             w.int64(self.producer_id)
         elif self.producer_id != 0:
-            raise UnsupportedVersionError(f"AddPartitionsToTxnTransaction.producer_id is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnTransaction.producer_id is not supported at version {v}")
         if v >= 4:
             w.int16(self.producer_epoch)
         elif self.producer_epoch != 0:
-            raise UnsupportedVersionError(f"AddPartitionsToTxnTransaction.producer_epoch is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnTransaction.producer_epoch is not supported at version {v}")
         if v >= 4:
             w.bool(self.verify_only)
         elif self.verify_only != False:
-            raise UnsupportedVersionError(f"AddPartitionsToTxnTransaction.verify_only is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnTransaction.verify_only is not supported at version {v}")
         if v >= 4:
             w.compact_array_len(len(self.topics))
             for e_topics in self.topics:
                 e_topics.write(w, v)
         elif bool(self.topics):
-            raise UnsupportedVersionError(f"AddPartitionsToTxnTransaction.topics is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnTransaction.topics is not supported at version {v}")
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -174,22 +174,22 @@ class AddPartitionsToTxnRequest(Struct):
             for e_transactions in self.transactions:
                 e_transactions.write(w, v)
         elif bool(self.transactions):
-            raise UnsupportedVersionError(f"AddPartitionsToTxnRequest.transactions is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnRequest.transactions is not supported at version {v}")
         if v <= 3:
             if v >= 3:
                 w.compact_string(self.v3_and_below_transactional_id)
             else:
                 w.string(self.v3_and_below_transactional_id)
         elif self.v3_and_below_transactional_id != '':
-            raise UnsupportedVersionError(f"AddPartitionsToTxnRequest.v3_and_below_transactional_id is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnRequest.v3_and_below_transactional_id is not supported at version {v}")
         if v <= 3:
             w.int64(self.v3_and_below_producer_id)
         elif self.v3_and_below_producer_id != 0:
-            raise UnsupportedVersionError(f"AddPartitionsToTxnRequest.v3_and_below_producer_id is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnRequest.v3_and_below_producer_id is not supported at version {v}")
         if v <= 3:
             w.int16(self.v3_and_below_producer_epoch)
         elif self.v3_and_below_producer_epoch != 0:
-            raise UnsupportedVersionError(f"AddPartitionsToTxnRequest.v3_and_below_producer_epoch is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnRequest.v3_and_below_producer_epoch is not supported at version {v}")
         if v <= 3:
             if v >= 3:
                 w.compact_array_len(len(self.v3_and_below_topics))
@@ -200,7 +200,7 @@ class AddPartitionsToTxnRequest(Struct):
                 for e_v3_and_below_topics in self.v3_and_below_topics:
                     e_v3_and_below_topics.write(w, v)
         elif bool(self.v3_and_below_topics):
-            raise UnsupportedVersionError(f"AddPartitionsToTxnRequest.v3_and_below_topics is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnRequest.v3_and_below_topics is not supported at version {v}")
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 

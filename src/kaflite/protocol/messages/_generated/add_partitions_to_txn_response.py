@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -115,13 +115,13 @@ class AddPartitionsToTxnResult(Struct):
         if v >= 4:
             w.compact_string(self.transactional_id)
         elif self.transactional_id != '':
-            raise UnsupportedVersionError(f"AddPartitionsToTxnResult.transactional_id is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnResult.transactional_id is not supported at version {v}")
         if v >= 4:
             w.compact_array_len(len(self.topic_results))
             for e_topic_results in self.topic_results:
                 e_topic_results.write(w, v)
         elif bool(self.topic_results):
-            raise UnsupportedVersionError(f"AddPartitionsToTxnResult.topic_results is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnResult.topic_results is not supported at version {v}")
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -171,7 +171,7 @@ class AddPartitionsToTxnResponse(Struct):
             for e_results_by_transaction in self.results_by_transaction:
                 e_results_by_transaction.write(w, v)
         elif bool(self.results_by_transaction):
-            raise UnsupportedVersionError(f"AddPartitionsToTxnResponse.results_by_transaction is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnResponse.results_by_transaction is not supported at version {v}")
         if v <= 3:
             if v >= 3:
                 w.compact_array_len(len(self.results_by_topic_v3_and_below))
@@ -182,7 +182,7 @@ class AddPartitionsToTxnResponse(Struct):
                 for e_results_by_topic_v3_and_below in self.results_by_topic_v3_and_below:
                     e_results_by_topic_v3_and_below.write(w, v)
         elif bool(self.results_by_topic_v3_and_below):
-            raise UnsupportedVersionError(f"AddPartitionsToTxnResponse.results_by_topic_v3_and_below is not supported at version {v}")
+            raise FieldVersionError(f"AddPartitionsToTxnResponse.results_by_topic_v3_and_below is not supported at version {v}")
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -48,11 +48,11 @@ class BrokerState(Struct):
         if v >= 3:
             w.int32(self.broker_id)
         elif self.broker_id != 0:
-            raise UnsupportedVersionError(f"BrokerState.broker_id is not supported at version {v}")
+            raise FieldVersionError(f"BrokerState.broker_id is not supported at version {v}")
         if v >= 3:
             w.int64(self.broker_epoch)
         elif self.broker_epoch != -1:
-            raise UnsupportedVersionError(f"BrokerState.broker_epoch is not supported at version {v}")
+            raise FieldVersionError(f"BrokerState.broker_epoch is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -101,17 +101,17 @@ class PartitionData(Struct):
             w.compact_array_len(len(self.new_isr))
             w.int32_array(self.new_isr)
         elif bool(self.new_isr):
-            raise UnsupportedVersionError(f"PartitionData.new_isr is not supported at version {v}")
+            raise FieldVersionError(f"PartitionData.new_isr is not supported at version {v}")
         if v >= 3:
             w.compact_array_len(len(self.new_isr_with_epochs))
             for e_new_isr_with_epochs in self.new_isr_with_epochs:
                 e_new_isr_with_epochs.write(w, v)
         elif bool(self.new_isr_with_epochs):
-            raise UnsupportedVersionError(f"PartitionData.new_isr_with_epochs is not supported at version {v}")
+            raise FieldVersionError(f"PartitionData.new_isr_with_epochs is not supported at version {v}")
         if v >= 1:
             w.int8(self.leader_recovery_state)
         elif self.leader_recovery_state != 0:
-            raise UnsupportedVersionError(f"PartitionData.leader_recovery_state is not supported at version {v}")
+            raise FieldVersionError(f"PartitionData.leader_recovery_state is not supported at version {v}")
         w.int32(self.partition_epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -84,15 +84,15 @@ class SupportedFeatureKey(Struct):
         if v >= 3:
             w.compact_string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"SupportedFeatureKey.name is not supported at version {v}")
+            raise FieldVersionError(f"SupportedFeatureKey.name is not supported at version {v}")
         if v >= 3:
             w.int16(self.min_version)
         elif self.min_version != 0:
-            raise UnsupportedVersionError(f"SupportedFeatureKey.min_version is not supported at version {v}")
+            raise FieldVersionError(f"SupportedFeatureKey.min_version is not supported at version {v}")
         if v >= 3:
             w.int16(self.max_version)
         elif self.max_version != 0:
-            raise UnsupportedVersionError(f"SupportedFeatureKey.max_version is not supported at version {v}")
+            raise FieldVersionError(f"SupportedFeatureKey.max_version is not supported at version {v}")
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -132,15 +132,15 @@ class FinalizedFeatureKey(Struct):
         if v >= 3:
             w.compact_string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"FinalizedFeatureKey.name is not supported at version {v}")
+            raise FieldVersionError(f"FinalizedFeatureKey.name is not supported at version {v}")
         if v >= 3:
             w.int16(self.max_version_level)
         elif self.max_version_level != 0:
-            raise UnsupportedVersionError(f"FinalizedFeatureKey.max_version_level is not supported at version {v}")
+            raise FieldVersionError(f"FinalizedFeatureKey.max_version_level is not supported at version {v}")
         if v >= 3:
             w.int16(self.min_version_level)
         elif self.min_version_level != 0:
-            raise UnsupportedVersionError(f"FinalizedFeatureKey.min_version_level is not supported at version {v}")
+            raise FieldVersionError(f"FinalizedFeatureKey.min_version_level is not supported at version {v}")
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -138,7 +138,7 @@ class BrokerRegistrationRequest(Struct):
         if v >= 1:
             w.bool(self.is_migrating_zk_broker)
         elif self.is_migrating_zk_broker != False:
-            raise UnsupportedVersionError(f"BrokerRegistrationRequest.is_migrating_zk_broker is not supported at version {v}")
+            raise FieldVersionError(f"BrokerRegistrationRequest.is_migrating_zk_broker is not supported at version {v}")
         if v >= 2:
             w.compact_array_len(len(self.log_dirs))
             for e_log_dirs in self.log_dirs:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -103,7 +103,7 @@ class ConsumerGroupHeartbeatRequest(Struct):
         if v >= 1:
             w.compact_nullable_string(self.subscribed_topic_regex)
         elif self.subscribed_topic_regex is not None:
-            raise UnsupportedVersionError(f"ConsumerGroupHeartbeatRequest.subscribed_topic_regex is not supported at version {v}")
+            raise FieldVersionError(f"ConsumerGroupHeartbeatRequest.subscribed_topic_regex is not supported at version {v}")
         w.compact_nullable_string(self.server_assignor)
         if self.topic_partitions is None:
             w.compact_array_len(-1)

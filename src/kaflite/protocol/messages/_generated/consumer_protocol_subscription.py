@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -47,12 +47,12 @@ class TopicPartition(Struct):
         if v >= 1:
             w.string(self.topic)
         elif self.topic != '':
-            raise UnsupportedVersionError(f"TopicPartition.topic is not supported at version {v}")
+            raise FieldVersionError(f"TopicPartition.topic is not supported at version {v}")
         if v >= 1:
             w.array_len(len(self.partitions))
             w.int32_array(self.partitions)
         elif bool(self.partitions):
-            raise UnsupportedVersionError(f"TopicPartition.partitions is not supported at version {v}")
+            raise FieldVersionError(f"TopicPartition.partitions is not supported at version {v}")
 
 
 @dataclass(slots=True)

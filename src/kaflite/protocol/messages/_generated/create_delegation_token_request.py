@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -88,11 +88,11 @@ class CreateDelegationTokenRequest(Struct):
         if v >= 3:
             w.compact_nullable_string(self.owner_principal_type)
         elif self.owner_principal_type != '':
-            raise UnsupportedVersionError(f"CreateDelegationTokenRequest.owner_principal_type is not supported at version {v}")
+            raise FieldVersionError(f"CreateDelegationTokenRequest.owner_principal_type is not supported at version {v}")
         if v >= 3:
             w.compact_nullable_string(self.owner_principal_name)
         elif self.owner_principal_name != '':
-            raise UnsupportedVersionError(f"CreateDelegationTokenRequest.owner_principal_name is not supported at version {v}")
+            raise FieldVersionError(f"CreateDelegationTokenRequest.owner_principal_name is not supported at version {v}")
         if v >= 2:
             w.compact_array_len(len(self.renewers))
             for e_renewers in self.renewers:

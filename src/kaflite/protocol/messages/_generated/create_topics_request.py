@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -180,7 +180,7 @@ class CreateTopicsRequest(Struct):
         if v >= 1:
             w.bool(self.validate_only)
         elif self.validate_only != False:
-            raise UnsupportedVersionError(f"CreateTopicsRequest.validate_only is not supported at version {v}")
+            raise FieldVersionError(f"CreateTopicsRequest.validate_only is not supported at version {v}")
         if v >= 5:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -64,21 +64,21 @@ class CreatableTopicConfigs(Struct):
         if v >= 5:
             w.compact_string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"CreatableTopicConfigs.name is not supported at version {v}")
+            raise FieldVersionError(f"CreatableTopicConfigs.name is not supported at version {v}")
         if v >= 5:
             w.compact_nullable_string(self.value)
         elif self.value != '':
-            raise UnsupportedVersionError(f"CreatableTopicConfigs.value is not supported at version {v}")
+            raise FieldVersionError(f"CreatableTopicConfigs.value is not supported at version {v}")
         if v >= 5:
             w.bool(self.read_only)
         elif self.read_only != False:
-            raise UnsupportedVersionError(f"CreatableTopicConfigs.read_only is not supported at version {v}")
+            raise FieldVersionError(f"CreatableTopicConfigs.read_only is not supported at version {v}")
         if v >= 5:
             w.int8(self.config_source)
         if v >= 5:
             w.bool(self.is_sensitive)
         elif self.is_sensitive != False:
-            raise UnsupportedVersionError(f"CreatableTopicConfigs.is_sensitive is not supported at version {v}")
+            raise FieldVersionError(f"CreatableTopicConfigs.is_sensitive is not supported at version {v}")
         if v >= 5:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -61,7 +61,7 @@ class DeleteAclsFilter(Struct):
         if v >= 1:
             w.int8(self.pattern_type_filter)
         elif self.pattern_type_filter != 3:
-            raise UnsupportedVersionError(f"DeleteAclsFilter.pattern_type_filter is not supported at version {v}")
+            raise FieldVersionError(f"DeleteAclsFilter.pattern_type_filter is not supported at version {v}")
         if v >= 2:
             w.compact_nullable_string(self.principal_filter)
         else:

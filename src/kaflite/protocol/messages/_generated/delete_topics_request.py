@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -49,11 +49,11 @@ class DeleteTopicState(Struct):
         if v >= 6:
             w.compact_nullable_string(self.name)
         elif self.name is not None:
-            raise UnsupportedVersionError(f"DeleteTopicState.name is not supported at version {v}")
+            raise FieldVersionError(f"DeleteTopicState.name is not supported at version {v}")
         if v >= 6:
             w.uuid(self.topic_id)
         elif self.topic_id != ZERO_UUID:
-            raise UnsupportedVersionError(f"DeleteTopicState.topic_id is not supported at version {v}")
+            raise FieldVersionError(f"DeleteTopicState.topic_id is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -95,7 +95,7 @@ class DeleteTopicsRequest(Struct):
             for e_topics in self.topics:
                 e_topics.write(w, v)
         elif bool(self.topics):
-            raise UnsupportedVersionError(f"DeleteTopicsRequest.topics is not supported at version {v}")
+            raise FieldVersionError(f"DeleteTopicsRequest.topics is not supported at version {v}")
         if v <= 5:
             if v >= 4:
                 w.compact_array_len(len(self.topic_names))

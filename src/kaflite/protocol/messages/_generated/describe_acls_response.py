@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -95,7 +95,7 @@ class DescribeAclsResource(Struct):
         if v >= 1:
             w.int8(self.pattern_type)
         elif self.pattern_type != 3:
-            raise UnsupportedVersionError(f"DescribeAclsResource.pattern_type is not supported at version {v}")
+            raise FieldVersionError(f"DescribeAclsResource.pattern_type is not supported at version {v}")
         if v >= 2:
             w.compact_array_len(len(self.acls))
             for e_acls in self.acls:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -93,7 +93,7 @@ class DescribeClusterResponse(Struct):
         if v >= 1:
             w.int8(self.endpoint_type)
         elif self.endpoint_type != 1:
-            raise UnsupportedVersionError(f"DescribeClusterResponse.endpoint_type is not supported at version {v}")
+            raise FieldVersionError(f"DescribeClusterResponse.endpoint_type is not supported at version {v}")
         w.compact_string(self.cluster_id)
         w.int32(self.controller_id)
         w.compact_array_len(len(self.brokers))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -108,11 +108,11 @@ class DescribeConfigsRequest(Struct):
         if v >= 1:
             w.bool(self.include_synonyms)
         elif self.include_synonyms != False:
-            raise UnsupportedVersionError(f"DescribeConfigsRequest.include_synonyms is not supported at version {v}")
+            raise FieldVersionError(f"DescribeConfigsRequest.include_synonyms is not supported at version {v}")
         if v >= 3:
             w.bool(self.include_documentation)
         elif self.include_documentation != False:
-            raise UnsupportedVersionError(f"DescribeConfigsRequest.include_documentation is not supported at version {v}")
+            raise FieldVersionError(f"DescribeConfigsRequest.include_documentation is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

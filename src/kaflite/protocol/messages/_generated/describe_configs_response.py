@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -57,18 +57,18 @@ class DescribeConfigsSynonym(Struct):
             else:
                 w.string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"DescribeConfigsSynonym.name is not supported at version {v}")
+            raise FieldVersionError(f"DescribeConfigsSynonym.name is not supported at version {v}")
         if v >= 1:
             if v >= 4:
                 w.compact_nullable_string(self.value)
             else:
                 w.nullable_string(self.value)
         elif self.value != '':
-            raise UnsupportedVersionError(f"DescribeConfigsSynonym.value is not supported at version {v}")
+            raise FieldVersionError(f"DescribeConfigsSynonym.value is not supported at version {v}")
         if v >= 1:
             w.int8(self.source)
         elif self.source != 0:
-            raise UnsupportedVersionError(f"DescribeConfigsSynonym.source is not supported at version {v}")
+            raise FieldVersionError(f"DescribeConfigsSynonym.source is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -136,7 +136,7 @@ class DescribeConfigsResourceResult(Struct):
         if v <= 0:
             w.bool(self.is_default)
         elif self.is_default != False:
-            raise UnsupportedVersionError(f"DescribeConfigsResourceResult.is_default is not supported at version {v}")
+            raise FieldVersionError(f"DescribeConfigsResourceResult.is_default is not supported at version {v}")
         if v >= 1:
             w.int8(self.config_source)
         w.bool(self.is_sensitive)

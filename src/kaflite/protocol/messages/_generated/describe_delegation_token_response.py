@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -107,11 +107,11 @@ class DescribedDelegationToken(Struct):
         if v >= 3:
             w.compact_string(self.token_requester_principal_type)
         elif self.token_requester_principal_type != '':
-            raise UnsupportedVersionError(f"DescribedDelegationToken.token_requester_principal_type is not supported at version {v}")
+            raise FieldVersionError(f"DescribedDelegationToken.token_requester_principal_type is not supported at version {v}")
         if v >= 3:
             w.compact_string(self.token_requester_principal_name)
         elif self.token_requester_principal_name != '':
-            raise UnsupportedVersionError(f"DescribedDelegationToken.token_requester_principal_name is not supported at version {v}")
+            raise FieldVersionError(f"DescribedDelegationToken.token_requester_principal_name is not supported at version {v}")
         w.int64(self.issue_timestamp)
         w.int64(self.expiry_timestamp)
         w.int64(self.max_timestamp)

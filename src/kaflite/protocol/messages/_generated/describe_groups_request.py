@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -56,7 +56,7 @@ class DescribeGroupsRequest(Struct):
         if v >= 3:
             w.bool(self.include_authorized_operations)
         elif self.include_authorized_operations != False:
-            raise UnsupportedVersionError(f"DescribeGroupsRequest.include_authorized_operations is not supported at version {v}")
+            raise FieldVersionError(f"DescribeGroupsRequest.include_authorized_operations is not supported at version {v}")
         if v >= 5:
             w.tagged_fields(self.unknown_tagged_fields)
 

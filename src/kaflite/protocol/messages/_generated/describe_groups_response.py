@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -143,7 +143,7 @@ class DescribedGroup(Struct):
         if v >= 3:
             w.int32(self.authorized_operations)
         elif self.authorized_operations != -2147483648:
-            raise UnsupportedVersionError(f"DescribedGroup.authorized_operations is not supported at version {v}")
+            raise FieldVersionError(f"DescribedGroup.authorized_operations is not supported at version {v}")
         if v >= 5:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -58,7 +58,7 @@ class ReplicaState(Struct):
         if v >= 2:
             w.uuid(self.replica_directory_id)
         elif self.replica_directory_id != ZERO_UUID:
-            raise UnsupportedVersionError(f"ReplicaState.replica_directory_id is not supported at version {v}")
+            raise FieldVersionError(f"ReplicaState.replica_directory_id is not supported at version {v}")
         w.int64(self.log_end_offset)
         if v >= 1:
             w.int64(self.last_fetch_timestamp)
@@ -182,15 +182,15 @@ class Listener(Struct):
         if v >= 2:
             w.compact_string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"Listener.name is not supported at version {v}")
+            raise FieldVersionError(f"Listener.name is not supported at version {v}")
         if v >= 2:
             w.compact_string(self.host)
         elif self.host != '':
-            raise UnsupportedVersionError(f"Listener.host is not supported at version {v}")
+            raise FieldVersionError(f"Listener.host is not supported at version {v}")
         if v >= 2:
             w.uint16(self.port)
         elif self.port != 0:
-            raise UnsupportedVersionError(f"Listener.port is not supported at version {v}")
+            raise FieldVersionError(f"Listener.port is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -224,13 +224,13 @@ class Node(Struct):
         if v >= 2:
             w.int32(self.node_id)
         elif self.node_id != 0:
-            raise UnsupportedVersionError(f"Node.node_id is not supported at version {v}")
+            raise FieldVersionError(f"Node.node_id is not supported at version {v}")
         if v >= 2:
             w.compact_array_len(len(self.listeners))
             for e_listeners in self.listeners:
                 e_listeners.write(w, v)
         elif bool(self.listeners):
-            raise UnsupportedVersionError(f"Node.listeners is not supported at version {v}")
+            raise FieldVersionError(f"Node.listeners is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -278,7 +278,7 @@ class DescribeQuorumResponse(Struct):
             for e_nodes in self.nodes:
                 e_nodes.write(w, v)
         elif bool(self.nodes):
-            raise UnsupportedVersionError(f"DescribeQuorumResponse.nodes is not supported at version {v}")
+            raise FieldVersionError(f"DescribeQuorumResponse.nodes is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -86,7 +86,7 @@ class ElectLeadersRequest(Struct):
         if v >= 1:
             w.int8(self.election_type)
         elif self.election_type != 0:
-            raise UnsupportedVersionError(f"ElectLeadersRequest.election_type is not supported at version {v}")
+            raise FieldVersionError(f"ElectLeadersRequest.election_type is not supported at version {v}")
         if v >= 2:
             if self.topic_partitions is None:
                 w.compact_array_len(-1)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -122,7 +122,7 @@ class ElectLeadersResponse(Struct):
         if v >= 1:
             w.int16(self.error_code)
         elif self.error_code != 0:
-            raise UnsupportedVersionError(f"ElectLeadersResponse.error_code is not supported at version {v}")
+            raise FieldVersionError(f"ElectLeadersResponse.error_code is not supported at version {v}")
         if v >= 2:
             w.compact_array_len(len(self.replica_election_results))
             for e_replica_election_results in self.replica_election_results:

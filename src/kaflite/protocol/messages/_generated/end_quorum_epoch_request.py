@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -49,11 +49,11 @@ class ReplicaInfo(Struct):
         if v >= 1:
             w.int32(self.candidate_id)
         elif self.candidate_id != 0:
-            raise UnsupportedVersionError(f"ReplicaInfo.candidate_id is not supported at version {v}")
+            raise FieldVersionError(f"ReplicaInfo.candidate_id is not supported at version {v}")
         if v >= 1:
             w.uuid(self.candidate_directory_id)
         elif self.candidate_directory_id != ZERO_UUID:
-            raise UnsupportedVersionError(f"ReplicaInfo.candidate_directory_id is not supported at version {v}")
+            raise FieldVersionError(f"ReplicaInfo.candidate_directory_id is not supported at version {v}")
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -180,15 +180,15 @@ class LeaderEndpoint(Struct):
         if v >= 1:
             w.compact_string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"LeaderEndpoint.name is not supported at version {v}")
+            raise FieldVersionError(f"LeaderEndpoint.name is not supported at version {v}")
         if v >= 1:
             w.compact_string(self.host)
         elif self.host != '':
-            raise UnsupportedVersionError(f"LeaderEndpoint.host is not supported at version {v}")
+            raise FieldVersionError(f"LeaderEndpoint.host is not supported at version {v}")
         if v >= 1:
             w.uint16(self.port)
         elif self.port != 0:
-            raise UnsupportedVersionError(f"LeaderEndpoint.port is not supported at version {v}")
+            raise FieldVersionError(f"LeaderEndpoint.port is not supported at version {v}")
         if v >= 1:
             w.tagged_fields(self.unknown_tagged_fields)
 

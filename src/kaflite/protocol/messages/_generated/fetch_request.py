@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -49,11 +49,11 @@ class ReplicaState(Struct):
         if v >= 15:
             w.int32(self.replica_id)
         elif self.replica_id != -1:
-            raise UnsupportedVersionError(f"ReplicaState.replica_id is not supported at version {v}")
+            raise FieldVersionError(f"ReplicaState.replica_id is not supported at version {v}")
         if v >= 15:
             w.int64(self.replica_epoch)
         elif self.replica_epoch != -1:
-            raise UnsupportedVersionError(f"ReplicaState.replica_epoch is not supported at version {v}")
+            raise FieldVersionError(f"ReplicaState.replica_epoch is not supported at version {v}")
         if v >= 12:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -111,7 +111,7 @@ class FetchPartition(Struct):
         if v >= 12:
             w.int32(self.last_fetched_epoch)
         elif self.last_fetched_epoch != -1:
-            raise UnsupportedVersionError(f"FetchPartition.last_fetched_epoch is not supported at version {v}")
+            raise FieldVersionError(f"FetchPartition.last_fetched_epoch is not supported at version {v}")
         if v >= 5:
             w.int64(self.log_start_offset)
         w.int32(self.partition_max_bytes)
@@ -221,7 +221,7 @@ class ForgottenTopic(Struct):
                 w.array_len(len(self.partitions))
                 w.int32_array(self.partitions)
         elif bool(self.partitions):
-            raise UnsupportedVersionError(f"ForgottenTopic.partitions is not supported at version {v}")
+            raise FieldVersionError(f"ForgottenTopic.partitions is not supported at version {v}")
         if v >= 12:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -305,7 +305,7 @@ class FetchRequest(Struct):
         if v <= 14:
             w.int32(self.replica_id)
         elif self.replica_id != -1:
-            raise UnsupportedVersionError(f"FetchRequest.replica_id is not supported at version {v}")
+            raise FieldVersionError(f"FetchRequest.replica_id is not supported at version {v}")
         w.int32(self.max_wait_ms)
         w.int32(self.min_bytes)
         if v >= 3:
@@ -334,7 +334,7 @@ class FetchRequest(Struct):
                 for e_forgotten_topics_data in self.forgotten_topics_data:
                     e_forgotten_topics_data.write(w, v)
         elif bool(self.forgotten_topics_data):
-            raise UnsupportedVersionError(f"FetchRequest.forgotten_topics_data is not supported at version {v}")
+            raise FieldVersionError(f"FetchRequest.forgotten_topics_data is not supported at version {v}")
         if v >= 11:
             if v >= 12:
                 w.compact_string(self.rack_id)

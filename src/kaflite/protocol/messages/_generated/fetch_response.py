@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -49,11 +49,11 @@ class EpochEndOffset(Struct):
         if v >= 12:
             w.int32(self.epoch)
         elif self.epoch != -1:
-            raise UnsupportedVersionError(f"EpochEndOffset.epoch is not supported at version {v}")
+            raise FieldVersionError(f"EpochEndOffset.epoch is not supported at version {v}")
         if v >= 12:
             w.int64(self.end_offset)
         elif self.end_offset != -1:
-            raise UnsupportedVersionError(f"EpochEndOffset.end_offset is not supported at version {v}")
+            raise FieldVersionError(f"EpochEndOffset.end_offset is not supported at version {v}")
         if v >= 12:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -88,11 +88,11 @@ class LeaderIdAndEpoch(Struct):
         if v >= 12:
             w.int32(self.leader_id)
         elif self.leader_id != -1:
-            raise UnsupportedVersionError(f"LeaderIdAndEpoch.leader_id is not supported at version {v}")
+            raise FieldVersionError(f"LeaderIdAndEpoch.leader_id is not supported at version {v}")
         if v >= 12:
             w.int32(self.leader_epoch)
         elif self.leader_epoch != -1:
-            raise UnsupportedVersionError(f"LeaderIdAndEpoch.leader_epoch is not supported at version {v}")
+            raise FieldVersionError(f"LeaderIdAndEpoch.leader_epoch is not supported at version {v}")
         if v >= 12:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -154,11 +154,11 @@ class AbortedTransaction(Struct):
         if v >= 4:
             w.int64(self.producer_id)
         elif self.producer_id != 0:
-            raise UnsupportedVersionError(f"AbortedTransaction.producer_id is not supported at version {v}")
+            raise FieldVersionError(f"AbortedTransaction.producer_id is not supported at version {v}")
         if v >= 4:
             w.int64(self.first_offset)
         elif self.first_offset != 0:
-            raise UnsupportedVersionError(f"AbortedTransaction.first_offset is not supported at version {v}")
+            raise FieldVersionError(f"AbortedTransaction.first_offset is not supported at version {v}")
         if v >= 12:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -256,7 +256,7 @@ class PartitionData(Struct):
         if v >= 11:
             w.int32(self.preferred_read_replica)
         elif self.preferred_read_replica != -1:
-            raise UnsupportedVersionError(f"PartitionData.preferred_read_replica is not supported at version {v}")
+            raise FieldVersionError(f"PartitionData.preferred_read_replica is not supported at version {v}")
         if v >= 12:
             w.compact_nullable_bytes(self.records)
         else:
@@ -367,19 +367,19 @@ class NodeEndpoint(Struct):
         if v >= 16:
             w.int32(self.node_id)
         elif self.node_id != 0:
-            raise UnsupportedVersionError(f"NodeEndpoint.node_id is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.node_id is not supported at version {v}")
         if v >= 16:
             w.compact_string(self.host)
         elif self.host != '':
-            raise UnsupportedVersionError(f"NodeEndpoint.host is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.host is not supported at version {v}")
         if v >= 16:
             w.int32(self.port)
         elif self.port != 0:
-            raise UnsupportedVersionError(f"NodeEndpoint.port is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.port is not supported at version {v}")
         if v >= 16:
             w.compact_nullable_string(self.rack)
         elif self.rack is not None:
-            raise UnsupportedVersionError(f"NodeEndpoint.rack is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.rack is not supported at version {v}")
         if v >= 12:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -436,7 +436,7 @@ class FetchResponse(Struct):
         if v >= 7:
             w.int32(self.session_id)
         elif self.session_id != 0:
-            raise UnsupportedVersionError(f"FetchResponse.session_id is not supported at version {v}")
+            raise FieldVersionError(f"FetchResponse.session_id is not supported at version {v}")
         if v >= 12:
             w.compact_array_len(len(self.responses))
             for e_responses in self.responses:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -181,15 +181,15 @@ class NodeEndpoint(Struct):
         if v >= 1:
             w.int32(self.node_id)
         elif self.node_id != 0:
-            raise UnsupportedVersionError(f"NodeEndpoint.node_id is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.node_id is not supported at version {v}")
         if v >= 1:
             w.compact_string(self.host)
         elif self.host != '':
-            raise UnsupportedVersionError(f"NodeEndpoint.host is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.host is not supported at version {v}")
         if v >= 1:
             w.uint16(self.port)
         elif self.port != 0:
-            raise UnsupportedVersionError(f"NodeEndpoint.port is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.port is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 

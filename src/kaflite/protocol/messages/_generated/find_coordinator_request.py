@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -59,17 +59,17 @@ class FindCoordinatorRequest(Struct):
             else:
                 w.string(self.key)
         elif self.key != '':
-            raise UnsupportedVersionError(f"FindCoordinatorRequest.key is not supported at version {v}")
+            raise FieldVersionError(f"FindCoordinatorRequest.key is not supported at version {v}")
         if v >= 1:
             w.int8(self.key_type)
         elif self.key_type != 0:
-            raise UnsupportedVersionError(f"FindCoordinatorRequest.key_type is not supported at version {v}")
+            raise FieldVersionError(f"FindCoordinatorRequest.key_type is not supported at version {v}")
         if v >= 4:
             w.compact_array_len(len(self.coordinator_keys))
             for e_coordinator_keys in self.coordinator_keys:
                 w.compact_string(e_coordinator_keys)
         elif bool(self.coordinator_keys):
-            raise UnsupportedVersionError(f"FindCoordinatorRequest.coordinator_keys is not supported at version {v}")
+            raise FieldVersionError(f"FindCoordinatorRequest.coordinator_keys is not supported at version {v}")
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -69,23 +69,23 @@ class Coordinator(Struct):
         if v >= 4:
             w.compact_string(self.key)
         elif self.key != '':
-            raise UnsupportedVersionError(f"Coordinator.key is not supported at version {v}")
+            raise FieldVersionError(f"Coordinator.key is not supported at version {v}")
         if v >= 4:
             w.int32(self.node_id)
         elif self.node_id != 0:
-            raise UnsupportedVersionError(f"Coordinator.node_id is not supported at version {v}")
+            raise FieldVersionError(f"Coordinator.node_id is not supported at version {v}")
         if v >= 4:
             w.compact_string(self.host)
         elif self.host != '':
-            raise UnsupportedVersionError(f"Coordinator.host is not supported at version {v}")
+            raise FieldVersionError(f"Coordinator.host is not supported at version {v}")
         if v >= 4:
             w.int32(self.port)
         elif self.port != 0:
-            raise UnsupportedVersionError(f"Coordinator.port is not supported at version {v}")
+            raise FieldVersionError(f"Coordinator.port is not supported at version {v}")
         if v >= 4:
             w.int16(self.error_code)
         elif self.error_code != 0:
-            raise UnsupportedVersionError(f"Coordinator.error_code is not supported at version {v}")
+            raise FieldVersionError(f"Coordinator.error_code is not supported at version {v}")
         if v >= 4:
             w.compact_nullable_string(self.error_message)
         if v >= 3:
@@ -151,7 +151,7 @@ class FindCoordinatorResponse(Struct):
         if v <= 3:
             w.int16(self.error_code)
         elif self.error_code != 0:
-            raise UnsupportedVersionError(f"FindCoordinatorResponse.error_code is not supported at version {v}")
+            raise FieldVersionError(f"FindCoordinatorResponse.error_code is not supported at version {v}")
         if 1 <= v <= 3:
             if v >= 3:
                 w.compact_nullable_string(self.error_message)
@@ -160,24 +160,24 @@ class FindCoordinatorResponse(Struct):
         if v <= 3:
             w.int32(self.node_id)
         elif self.node_id != 0:
-            raise UnsupportedVersionError(f"FindCoordinatorResponse.node_id is not supported at version {v}")
+            raise FieldVersionError(f"FindCoordinatorResponse.node_id is not supported at version {v}")
         if v <= 3:
             if v >= 3:
                 w.compact_string(self.host)
             else:
                 w.string(self.host)
         elif self.host != '':
-            raise UnsupportedVersionError(f"FindCoordinatorResponse.host is not supported at version {v}")
+            raise FieldVersionError(f"FindCoordinatorResponse.host is not supported at version {v}")
         if v <= 3:
             w.int32(self.port)
         elif self.port != 0:
-            raise UnsupportedVersionError(f"FindCoordinatorResponse.port is not supported at version {v}")
+            raise FieldVersionError(f"FindCoordinatorResponse.port is not supported at version {v}")
         if v >= 4:
             w.compact_array_len(len(self.coordinators))
             for e_coordinators in self.coordinators:
                 e_coordinators.write(w, v)
         elif bool(self.coordinators):
-            raise UnsupportedVersionError(f"FindCoordinatorResponse.coordinators is not supported at version {v}")
+            raise FieldVersionError(f"FindCoordinatorResponse.coordinators is not supported at version {v}")
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 

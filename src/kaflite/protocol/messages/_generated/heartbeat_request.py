@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -63,7 +63,7 @@ class HeartbeatRequest(Struct):
             else:
                 w.nullable_string(self.group_instance_id)
         elif self.group_instance_id is not None:
-            raise UnsupportedVersionError(f"HeartbeatRequest.group_instance_id is not supported at version {v}")
+            raise FieldVersionError(f"HeartbeatRequest.group_instance_id is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -59,11 +59,11 @@ class InitProducerIdRequest(Struct):
         if v >= 3:
             w.int64(self.producer_id)
         elif self.producer_id != -1:
-            raise UnsupportedVersionError(f"InitProducerIdRequest.producer_id is not supported at version {v}")
+            raise FieldVersionError(f"InitProducerIdRequest.producer_id is not supported at version {v}")
         if v >= 3:
             w.int16(self.producer_epoch)
         elif self.producer_epoch != -1:
-            raise UnsupportedVersionError(f"InitProducerIdRequest.producer_epoch is not supported at version {v}")
+            raise FieldVersionError(f"InitProducerIdRequest.producer_epoch is not supported at version {v}")
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -128,7 +128,7 @@ class JoinGroupResponse(Struct):
         if v >= 9:
             w.bool(self.skip_assignment)
         elif self.skip_assignment != False:
-            raise UnsupportedVersionError(f"JoinGroupResponse.skip_assignment is not supported at version {v}")
+            raise FieldVersionError(f"JoinGroupResponse.skip_assignment is not supported at version {v}")
         if v >= 6:
             w.compact_string(self.member_id)
         else:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -117,7 +117,7 @@ class LeaderAndIsrPartitionState(Struct):
         if v >= 6:
             w.int8(self.leader_recovery_state)
         elif self.leader_recovery_state != 0:
-            raise UnsupportedVersionError(f"LeaderAndIsrPartitionState.leader_recovery_state is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrPartitionState.leader_recovery_state is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -161,7 +161,7 @@ class LeaderAndIsrTopicState(Struct):
             else:
                 w.string(self.topic_name)
         elif self.topic_name != '':
-            raise UnsupportedVersionError(f"LeaderAndIsrTopicState.topic_name is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrTopicState.topic_name is not supported at version {v}")
         if v >= 5:
             w.uuid(self.topic_id)
         if v >= 2:
@@ -174,7 +174,7 @@ class LeaderAndIsrTopicState(Struct):
                 for e_partition_states in self.partition_states:
                     e_partition_states.write(w, v)
         elif bool(self.partition_states):
-            raise UnsupportedVersionError(f"LeaderAndIsrTopicState.partition_states is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrTopicState.partition_states is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -268,20 +268,20 @@ class LeaderAndIsrRequest(Struct):
         if v >= 7:
             w.bool(self.is_k_raft_controller)
         elif self.is_k_raft_controller != False:
-            raise UnsupportedVersionError(f"LeaderAndIsrRequest.is_k_raft_controller is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrRequest.is_k_raft_controller is not supported at version {v}")
         w.int32(self.controller_epoch)
         if v >= 2:
             w.int64(self.broker_epoch)
         if v >= 5:
             w.int8(self.type)
         elif self.type != 0:
-            raise UnsupportedVersionError(f"LeaderAndIsrRequest.type is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrRequest.type is not supported at version {v}")
         if v <= 1:
             w.array_len(len(self.ungrouped_partition_states))
             for e_ungrouped_partition_states in self.ungrouped_partition_states:
                 e_ungrouped_partition_states.write(w, v)
         elif bool(self.ungrouped_partition_states):
-            raise UnsupportedVersionError(f"LeaderAndIsrRequest.ungrouped_partition_states is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrRequest.ungrouped_partition_states is not supported at version {v}")
         if v >= 2:
             if v >= 4:
                 w.compact_array_len(len(self.topic_states))
@@ -292,7 +292,7 @@ class LeaderAndIsrRequest(Struct):
                 for e_topic_states in self.topic_states:
                     e_topic_states.write(w, v)
         elif bool(self.topic_states):
-            raise UnsupportedVersionError(f"LeaderAndIsrRequest.topic_states is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrRequest.topic_states is not supported at version {v}")
         if v >= 4:
             w.compact_array_len(len(self.live_leaders))
             for e_live_leaders in self.live_leaders:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -87,13 +87,13 @@ class LeaderAndIsrTopicError(Struct):
         if v >= 5:
             w.uuid(self.topic_id)
         elif self.topic_id != ZERO_UUID:
-            raise UnsupportedVersionError(f"LeaderAndIsrTopicError.topic_id is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrTopicError.topic_id is not supported at version {v}")
         if v >= 5:
             w.compact_array_len(len(self.partition_errors))
             for e_partition_errors in self.partition_errors:
                 e_partition_errors.write(w, v)
         elif bool(self.partition_errors):
-            raise UnsupportedVersionError(f"LeaderAndIsrTopicError.partition_errors is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrTopicError.partition_errors is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -141,13 +141,13 @@ class LeaderAndIsrResponse(Struct):
                 for e_partition_errors in self.partition_errors:
                     e_partition_errors.write(w, v)
         elif bool(self.partition_errors):
-            raise UnsupportedVersionError(f"LeaderAndIsrResponse.partition_errors is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrResponse.partition_errors is not supported at version {v}")
         if v >= 5:
             w.compact_array_len(len(self.topics))
             for e_topics in self.topics:
                 e_topics.write(w, v)
         elif bool(self.topics):
-            raise UnsupportedVersionError(f"LeaderAndIsrResponse.topics is not supported at version {v}")
+            raise FieldVersionError(f"LeaderAndIsrResponse.topics is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -46,7 +46,7 @@ class Voter(Struct):
         if v >= 1:
             w.uuid(self.voter_directory_id)
         elif self.voter_directory_id != ZERO_UUID:
-            raise UnsupportedVersionError(f"Voter.voter_directory_id is not supported at version {v}")
+            raise FieldVersionError(f"Voter.voter_directory_id is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 

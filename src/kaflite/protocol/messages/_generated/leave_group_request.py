@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -57,14 +57,14 @@ class MemberIdentity(Struct):
             else:
                 w.string(self.member_id)
         elif self.member_id != '':
-            raise UnsupportedVersionError(f"MemberIdentity.member_id is not supported at version {v}")
+            raise FieldVersionError(f"MemberIdentity.member_id is not supported at version {v}")
         if v >= 3:
             if v >= 4:
                 w.compact_nullable_string(self.group_instance_id)
             else:
                 w.nullable_string(self.group_instance_id)
         elif self.group_instance_id is not None:
-            raise UnsupportedVersionError(f"MemberIdentity.group_instance_id is not supported at version {v}")
+            raise FieldVersionError(f"MemberIdentity.group_instance_id is not supported at version {v}")
         if v >= 5:
             w.compact_nullable_string(self.reason)
         if v >= 4:
@@ -109,7 +109,7 @@ class LeaveGroupRequest(Struct):
         if v <= 2:
             w.string(self.member_id)
         elif self.member_id != '':
-            raise UnsupportedVersionError(f"LeaveGroupRequest.member_id is not supported at version {v}")
+            raise FieldVersionError(f"LeaveGroupRequest.member_id is not supported at version {v}")
         if v >= 3:
             if v >= 4:
                 w.compact_array_len(len(self.members))
@@ -120,7 +120,7 @@ class LeaveGroupRequest(Struct):
                 for e_members in self.members:
                     e_members.write(w, v)
         elif bool(self.members):
-            raise UnsupportedVersionError(f"LeaveGroupRequest.members is not supported at version {v}")
+            raise FieldVersionError(f"LeaveGroupRequest.members is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

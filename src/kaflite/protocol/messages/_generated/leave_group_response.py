@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -57,18 +57,18 @@ class MemberResponse(Struct):
             else:
                 w.string(self.member_id)
         elif self.member_id != '':
-            raise UnsupportedVersionError(f"MemberResponse.member_id is not supported at version {v}")
+            raise FieldVersionError(f"MemberResponse.member_id is not supported at version {v}")
         if v >= 3:
             if v >= 4:
                 w.compact_nullable_string(self.group_instance_id)
             else:
                 w.nullable_string(self.group_instance_id)
         elif self.group_instance_id != '':
-            raise UnsupportedVersionError(f"MemberResponse.group_instance_id is not supported at version {v}")
+            raise FieldVersionError(f"MemberResponse.group_instance_id is not supported at version {v}")
         if v >= 3:
             w.int16(self.error_code)
         elif self.error_code != 0:
-            raise UnsupportedVersionError(f"MemberResponse.error_code is not supported at version {v}")
+            raise FieldVersionError(f"MemberResponse.error_code is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -117,7 +117,7 @@ class LeaveGroupResponse(Struct):
                 for e_members in self.members:
                     e_members.write(w, v)
         elif bool(self.members):
-            raise UnsupportedVersionError(f"LeaveGroupResponse.members is not supported at version {v}")
+            raise FieldVersionError(f"LeaveGroupResponse.members is not supported at version {v}")
         if v >= 4:
             w.tagged_fields(self.unknown_tagged_fields)
 

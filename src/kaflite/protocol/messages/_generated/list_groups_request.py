@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -54,13 +54,13 @@ class ListGroupsRequest(Struct):
             for e_states_filter in self.states_filter:
                 w.compact_string(e_states_filter)
         elif bool(self.states_filter):
-            raise UnsupportedVersionError(f"ListGroupsRequest.states_filter is not supported at version {v}")
+            raise FieldVersionError(f"ListGroupsRequest.states_filter is not supported at version {v}")
         if v >= 5:
             w.compact_array_len(len(self.types_filter))
             for e_types_filter in self.types_filter:
                 w.compact_string(e_types_filter)
         elif bool(self.types_filter):
-            raise UnsupportedVersionError(f"ListGroupsRequest.types_filter is not supported at version {v}")
+            raise FieldVersionError(f"ListGroupsRequest.types_filter is not supported at version {v}")
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -57,7 +57,7 @@ class ListOffsetsPartition(Struct):
         if v <= 0:
             w.int32(self.max_num_offsets)
         elif self.max_num_offsets != 1:
-            raise UnsupportedVersionError(f"ListOffsetsPartition.max_num_offsets is not supported at version {v}")
+            raise FieldVersionError(f"ListOffsetsPartition.max_num_offsets is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -137,7 +137,7 @@ class ListOffsetsRequest(Struct):
         if v >= 2:
             w.int8(self.isolation_level)
         elif self.isolation_level != 0:
-            raise UnsupportedVersionError(f"ListOffsetsRequest.isolation_level is not supported at version {v}")
+            raise FieldVersionError(f"ListOffsetsRequest.isolation_level is not supported at version {v}")
         if v >= 6:
             w.compact_array_len(len(self.topics))
             for e_topics in self.topics:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -68,19 +68,19 @@ class ListOffsetsPartitionResponse(Struct):
             for e_old_style_offsets in self.old_style_offsets:
                 w.int64(e_old_style_offsets)
         elif bool(self.old_style_offsets):
-            raise UnsupportedVersionError(f"ListOffsetsPartitionResponse.old_style_offsets is not supported at version {v}")
+            raise FieldVersionError(f"ListOffsetsPartitionResponse.old_style_offsets is not supported at version {v}")
         if v >= 1:
             w.int64(self.timestamp)
         elif self.timestamp != -1:
-            raise UnsupportedVersionError(f"ListOffsetsPartitionResponse.timestamp is not supported at version {v}")
+            raise FieldVersionError(f"ListOffsetsPartitionResponse.timestamp is not supported at version {v}")
         if v >= 1:
             w.int64(self.offset)
         elif self.offset != -1:
-            raise UnsupportedVersionError(f"ListOffsetsPartitionResponse.offset is not supported at version {v}")
+            raise FieldVersionError(f"ListOffsetsPartitionResponse.offset is not supported at version {v}")
         if v >= 4:
             w.int32(self.leader_epoch)
         elif self.leader_epoch != -1:
-            raise UnsupportedVersionError(f"ListOffsetsPartitionResponse.leader_epoch is not supported at version {v}")
+            raise FieldVersionError(f"ListOffsetsPartitionResponse.leader_epoch is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 

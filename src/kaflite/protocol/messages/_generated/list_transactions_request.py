@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -56,7 +56,7 @@ class ListTransactionsRequest(Struct):
         if v >= 1:
             w.int64(self.duration_filter)
         elif self.duration_filter != -1:
-            raise UnsupportedVersionError(f"ListTransactionsRequest.duration_filter is not supported at version {v}")
+            raise FieldVersionError(f"ListTransactionsRequest.duration_filter is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 

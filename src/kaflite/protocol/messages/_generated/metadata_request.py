@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -116,15 +116,15 @@ class MetadataRequest(Struct):
         if v >= 4:
             w.bool(self.allow_auto_topic_creation)
         elif self.allow_auto_topic_creation != True:
-            raise UnsupportedVersionError(f"MetadataRequest.allow_auto_topic_creation is not supported at version {v}")
+            raise FieldVersionError(f"MetadataRequest.allow_auto_topic_creation is not supported at version {v}")
         if 8 <= v <= 10:
             w.bool(self.include_cluster_authorized_operations)
         elif self.include_cluster_authorized_operations != False:
-            raise UnsupportedVersionError(f"MetadataRequest.include_cluster_authorized_operations is not supported at version {v}")
+            raise FieldVersionError(f"MetadataRequest.include_cluster_authorized_operations is not supported at version {v}")
         if v >= 8:
             w.bool(self.include_topic_authorized_operations)
         elif self.include_topic_authorized_operations != False:
-            raise UnsupportedVersionError(f"MetadataRequest.include_topic_authorized_operations is not supported at version {v}")
+            raise FieldVersionError(f"MetadataRequest.include_topic_authorized_operations is not supported at version {v}")
         if v >= 9:
             w.tagged_fields(self.unknown_tagged_fields)
 

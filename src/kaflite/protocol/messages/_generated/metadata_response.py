@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -192,7 +192,7 @@ class MetadataResponseTopic(Struct):
         if v >= 8:
             w.int32(self.topic_authorized_operations)
         elif self.topic_authorized_operations != -2147483648:
-            raise UnsupportedVersionError(f"MetadataResponseTopic.topic_authorized_operations is not supported at version {v}")
+            raise FieldVersionError(f"MetadataResponseTopic.topic_authorized_operations is not supported at version {v}")
         if v >= 9:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -269,7 +269,7 @@ class MetadataResponse(Struct):
         if 8 <= v <= 10:
             w.int32(self.cluster_authorized_operations)
         elif self.cluster_authorized_operations != -2147483648:
-            raise UnsupportedVersionError(f"MetadataResponse.cluster_authorized_operations is not supported at version {v}")
+            raise FieldVersionError(f"MetadataResponse.cluster_authorized_operations is not supported at version {v}")
         if v >= 9:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -59,7 +59,7 @@ class OffsetCommitRequestPartition(Struct):
         if 1 <= v <= 1:
             w.int64(self.commit_timestamp)
         elif self.commit_timestamp != -1:
-            raise UnsupportedVersionError(f"OffsetCommitRequestPartition.commit_timestamp is not supported at version {v}")
+            raise FieldVersionError(f"OffsetCommitRequestPartition.commit_timestamp is not supported at version {v}")
         if v >= 8:
             w.compact_nullable_string(self.committed_metadata)
         else:
@@ -166,7 +166,7 @@ class OffsetCommitRequest(Struct):
             else:
                 w.nullable_string(self.group_instance_id)
         elif self.group_instance_id is not None:
-            raise UnsupportedVersionError(f"OffsetCommitRequest.group_instance_id is not supported at version {v}")
+            raise FieldVersionError(f"OffsetCommitRequest.group_instance_id is not supported at version {v}")
         if 2 <= v <= 4:
             w.int64(self.retention_time_ms)
         if v >= 8:

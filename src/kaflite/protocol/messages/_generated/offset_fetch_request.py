@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -53,7 +53,7 @@ class OffsetFetchRequestTopic(Struct):
             else:
                 w.string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"OffsetFetchRequestTopic.name is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchRequestTopic.name is not supported at version {v}")
         if v <= 7:
             if v >= 6:
                 w.compact_array_len(len(self.partition_indexes))
@@ -62,7 +62,7 @@ class OffsetFetchRequestTopic(Struct):
                 w.array_len(len(self.partition_indexes))
                 w.int32_array(self.partition_indexes)
         elif bool(self.partition_indexes):
-            raise UnsupportedVersionError(f"OffsetFetchRequestTopic.partition_indexes is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchRequestTopic.partition_indexes is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -98,12 +98,12 @@ class OffsetFetchRequestTopics(Struct):
         if v >= 8:
             w.compact_string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"OffsetFetchRequestTopics.name is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchRequestTopics.name is not supported at version {v}")
         if v >= 8:
             w.compact_array_len(len(self.partition_indexes))
             w.int32_array(self.partition_indexes)
         elif bool(self.partition_indexes):
-            raise UnsupportedVersionError(f"OffsetFetchRequestTopics.partition_indexes is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchRequestTopics.partition_indexes is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -149,7 +149,7 @@ class OffsetFetchRequestGroup(Struct):
         if v >= 8:
             w.compact_string(self.group_id)
         elif self.group_id != '':
-            raise UnsupportedVersionError(f"OffsetFetchRequestGroup.group_id is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchRequestGroup.group_id is not supported at version {v}")
         if v >= 9:
             w.compact_nullable_string(self.member_id)
         if v >= 9:
@@ -162,7 +162,7 @@ class OffsetFetchRequestGroup(Struct):
                 for e_topics in self.topics:
                     e_topics.write(w, v)
         elif bool(self.topics):
-            raise UnsupportedVersionError(f"OffsetFetchRequestGroup.topics is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchRequestGroup.topics is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -213,7 +213,7 @@ class OffsetFetchRequest(Struct):
             else:
                 w.string(self.group_id)
         elif self.group_id != '':
-            raise UnsupportedVersionError(f"OffsetFetchRequest.group_id is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchRequest.group_id is not supported at version {v}")
         if v <= 7:
             if v >= 6:
                 if self.topics is None:
@@ -237,17 +237,17 @@ class OffsetFetchRequest(Struct):
                     for e_topics in self.topics:
                         e_topics.write(w, v)
         elif bool(self.topics):
-            raise UnsupportedVersionError(f"OffsetFetchRequest.topics is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchRequest.topics is not supported at version {v}")
         if v >= 8:
             w.compact_array_len(len(self.groups))
             for e_groups in self.groups:
                 e_groups.write(w, v)
         elif bool(self.groups):
-            raise UnsupportedVersionError(f"OffsetFetchRequest.groups is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchRequest.groups is not supported at version {v}")
         if v >= 7:
             w.bool(self.require_stable)
         elif self.require_stable != False:
-            raise UnsupportedVersionError(f"OffsetFetchRequest.require_stable is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchRequest.require_stable is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -64,11 +64,11 @@ class OffsetFetchResponsePartition(Struct):
         if v <= 7:
             w.int32(self.partition_index)
         elif self.partition_index != 0:
-            raise UnsupportedVersionError(f"OffsetFetchResponsePartition.partition_index is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponsePartition.partition_index is not supported at version {v}")
         if v <= 7:
             w.int64(self.committed_offset)
         elif self.committed_offset != 0:
-            raise UnsupportedVersionError(f"OffsetFetchResponsePartition.committed_offset is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponsePartition.committed_offset is not supported at version {v}")
         if 5 <= v <= 7:
             w.int32(self.committed_leader_epoch)
         if v <= 7:
@@ -77,11 +77,11 @@ class OffsetFetchResponsePartition(Struct):
             else:
                 w.nullable_string(self.metadata)
         elif self.metadata != '':
-            raise UnsupportedVersionError(f"OffsetFetchResponsePartition.metadata is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponsePartition.metadata is not supported at version {v}")
         if v <= 7:
             w.int16(self.error_code)
         elif self.error_code != 0:
-            raise UnsupportedVersionError(f"OffsetFetchResponsePartition.error_code is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponsePartition.error_code is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -120,7 +120,7 @@ class OffsetFetchResponseTopic(Struct):
             else:
                 w.string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"OffsetFetchResponseTopic.name is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponseTopic.name is not supported at version {v}")
         if v <= 7:
             if v >= 6:
                 w.compact_array_len(len(self.partitions))
@@ -131,7 +131,7 @@ class OffsetFetchResponseTopic(Struct):
                 for e_partitions in self.partitions:
                     e_partitions.write(w, v)
         elif bool(self.partitions):
-            raise UnsupportedVersionError(f"OffsetFetchResponseTopic.partitions is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponseTopic.partitions is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -181,21 +181,21 @@ class OffsetFetchResponsePartitions(Struct):
         if v >= 8:
             w.int32(self.partition_index)
         elif self.partition_index != 0:
-            raise UnsupportedVersionError(f"OffsetFetchResponsePartitions.partition_index is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponsePartitions.partition_index is not supported at version {v}")
         if v >= 8:
             w.int64(self.committed_offset)
         elif self.committed_offset != 0:
-            raise UnsupportedVersionError(f"OffsetFetchResponsePartitions.committed_offset is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponsePartitions.committed_offset is not supported at version {v}")
         if v >= 8:
             w.int32(self.committed_leader_epoch)
         if v >= 8:
             w.compact_nullable_string(self.metadata)
         elif self.metadata != '':
-            raise UnsupportedVersionError(f"OffsetFetchResponsePartitions.metadata is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponsePartitions.metadata is not supported at version {v}")
         if v >= 8:
             w.int16(self.error_code)
         elif self.error_code != 0:
-            raise UnsupportedVersionError(f"OffsetFetchResponsePartitions.error_code is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponsePartitions.error_code is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -231,13 +231,13 @@ class OffsetFetchResponseTopics(Struct):
         if v >= 8:
             w.compact_string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"OffsetFetchResponseTopics.name is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponseTopics.name is not supported at version {v}")
         if v >= 8:
             w.compact_array_len(len(self.partitions))
             for e_partitions in self.partitions:
                 e_partitions.write(w, v)
         elif bool(self.partitions):
-            raise UnsupportedVersionError(f"OffsetFetchResponseTopics.partitions is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponseTopics.partitions is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -278,17 +278,17 @@ class OffsetFetchResponseGroup(Struct):
         if v >= 8:
             w.compact_string(self.group_id)
         elif self.group_id != '':
-            raise UnsupportedVersionError(f"OffsetFetchResponseGroup.group_id is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponseGroup.group_id is not supported at version {v}")
         if v >= 8:
             w.compact_array_len(len(self.topics))
             for e_topics in self.topics:
                 e_topics.write(w, v)
         elif bool(self.topics):
-            raise UnsupportedVersionError(f"OffsetFetchResponseGroup.topics is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponseGroup.topics is not supported at version {v}")
         if v >= 8:
             w.int16(self.error_code)
         elif self.error_code != 0:
-            raise UnsupportedVersionError(f"OffsetFetchResponseGroup.error_code is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponseGroup.error_code is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -345,7 +345,7 @@ class OffsetFetchResponse(Struct):
                 for e_topics in self.topics:
                     e_topics.write(w, v)
         elif bool(self.topics):
-            raise UnsupportedVersionError(f"OffsetFetchResponse.topics is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponse.topics is not supported at version {v}")
         if 2 <= v <= 7:
             w.int16(self.error_code)
         if v >= 8:
@@ -353,7 +353,7 @@ class OffsetFetchResponse(Struct):
             for e_groups in self.groups:
                 e_groups.write(w, v)
         elif bool(self.groups):
-            raise UnsupportedVersionError(f"OffsetFetchResponse.groups is not supported at version {v}")
+            raise FieldVersionError(f"OffsetFetchResponse.groups is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -123,7 +123,7 @@ class ProduceRequest(Struct):
             else:
                 w.nullable_string(self.transactional_id)
         elif self.transactional_id is not None:
-            raise UnsupportedVersionError(f"ProduceRequest.transactional_id is not supported at version {v}")
+            raise FieldVersionError(f"ProduceRequest.transactional_id is not supported at version {v}")
         w.int16(self.acks)
         w.int32(self.timeout_ms)
         if v >= 9:

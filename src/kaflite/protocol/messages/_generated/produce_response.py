@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -49,14 +49,14 @@ class BatchIndexAndErrorMessage(Struct):
         if v >= 8:
             w.int32(self.batch_index)
         elif self.batch_index != 0:
-            raise UnsupportedVersionError(f"BatchIndexAndErrorMessage.batch_index is not supported at version {v}")
+            raise FieldVersionError(f"BatchIndexAndErrorMessage.batch_index is not supported at version {v}")
         if v >= 8:
             if v >= 9:
                 w.compact_nullable_string(self.batch_index_error_message)
             else:
                 w.nullable_string(self.batch_index_error_message)
         elif self.batch_index_error_message is not None:
-            raise UnsupportedVersionError(f"BatchIndexAndErrorMessage.batch_index_error_message is not supported at version {v}")
+            raise FieldVersionError(f"BatchIndexAndErrorMessage.batch_index_error_message is not supported at version {v}")
         if v >= 9:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -91,11 +91,11 @@ class LeaderIdAndEpoch(Struct):
         if v >= 10:
             w.int32(self.leader_id)
         elif self.leader_id != -1:
-            raise UnsupportedVersionError(f"LeaderIdAndEpoch.leader_id is not supported at version {v}")
+            raise FieldVersionError(f"LeaderIdAndEpoch.leader_id is not supported at version {v}")
         if v >= 10:
             w.int32(self.leader_epoch)
         elif self.leader_epoch != -1:
-            raise UnsupportedVersionError(f"LeaderIdAndEpoch.leader_epoch is not supported at version {v}")
+            raise FieldVersionError(f"LeaderIdAndEpoch.leader_epoch is not supported at version {v}")
         if v >= 9:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -260,19 +260,19 @@ class NodeEndpoint(Struct):
         if v >= 10:
             w.int32(self.node_id)
         elif self.node_id != 0:
-            raise UnsupportedVersionError(f"NodeEndpoint.node_id is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.node_id is not supported at version {v}")
         if v >= 10:
             w.compact_string(self.host)
         elif self.host != '':
-            raise UnsupportedVersionError(f"NodeEndpoint.host is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.host is not supported at version {v}")
         if v >= 10:
             w.int32(self.port)
         elif self.port != 0:
-            raise UnsupportedVersionError(f"NodeEndpoint.port is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.port is not supported at version {v}")
         if v >= 10:
             w.compact_nullable_string(self.rack)
         elif self.rack is not None:
-            raise UnsupportedVersionError(f"NodeEndpoint.rack is not supported at version {v}")
+            raise FieldVersionError(f"NodeEndpoint.rack is not supported at version {v}")
         if v >= 9:
             w.tagged_fields(self.unknown_tagged_fields)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -49,11 +49,11 @@ class StopReplicaPartitionV0(Struct):
         if v <= 0:
             w.string(self.topic_name)
         elif self.topic_name != '':
-            raise UnsupportedVersionError(f"StopReplicaPartitionV0.topic_name is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaPartitionV0.topic_name is not supported at version {v}")
         if v <= 0:
             w.int32(self.partition_index)
         elif self.partition_index != 0:
-            raise UnsupportedVersionError(f"StopReplicaPartitionV0.partition_index is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaPartitionV0.partition_index is not supported at version {v}")
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -92,7 +92,7 @@ class StopReplicaTopicV1(Struct):
             else:
                 w.string(self.name)
         elif self.name != '':
-            raise UnsupportedVersionError(f"StopReplicaTopicV1.name is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaTopicV1.name is not supported at version {v}")
         if 1 <= v <= 2:
             if v >= 2:
                 w.compact_array_len(len(self.partition_indexes))
@@ -101,7 +101,7 @@ class StopReplicaTopicV1(Struct):
                 w.array_len(len(self.partition_indexes))
                 w.int32_array(self.partition_indexes)
         elif bool(self.partition_indexes):
-            raise UnsupportedVersionError(f"StopReplicaTopicV1.partition_indexes is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaTopicV1.partition_indexes is not supported at version {v}")
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -141,15 +141,15 @@ class StopReplicaPartitionState(Struct):
         if v >= 3:
             w.int32(self.partition_index)
         elif self.partition_index != 0:
-            raise UnsupportedVersionError(f"StopReplicaPartitionState.partition_index is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaPartitionState.partition_index is not supported at version {v}")
         if v >= 3:
             w.int32(self.leader_epoch)
         elif self.leader_epoch != -1:
-            raise UnsupportedVersionError(f"StopReplicaPartitionState.leader_epoch is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaPartitionState.leader_epoch is not supported at version {v}")
         if v >= 3:
             w.bool(self.delete_partition)
         elif self.delete_partition != False:
-            raise UnsupportedVersionError(f"StopReplicaPartitionState.delete_partition is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaPartitionState.delete_partition is not supported at version {v}")
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -185,13 +185,13 @@ class StopReplicaTopicState(Struct):
         if v >= 3:
             w.compact_string(self.topic_name)
         elif self.topic_name != '':
-            raise UnsupportedVersionError(f"StopReplicaTopicState.topic_name is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaTopicState.topic_name is not supported at version {v}")
         if v >= 3:
             w.compact_array_len(len(self.partition_states))
             for e_partition_states in self.partition_states:
                 e_partition_states.write(w, v)
         elif bool(self.partition_states):
-            raise UnsupportedVersionError(f"StopReplicaTopicState.partition_states is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaTopicState.partition_states is not supported at version {v}")
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -255,20 +255,20 @@ class StopReplicaRequest(Struct):
         if v >= 4:
             w.bool(self.is_k_raft_controller)
         elif self.is_k_raft_controller != False:
-            raise UnsupportedVersionError(f"StopReplicaRequest.is_k_raft_controller is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaRequest.is_k_raft_controller is not supported at version {v}")
         w.int32(self.controller_epoch)
         if v >= 1:
             w.int64(self.broker_epoch)
         if v <= 2:
             w.bool(self.delete_partitions)
         elif self.delete_partitions != False:
-            raise UnsupportedVersionError(f"StopReplicaRequest.delete_partitions is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaRequest.delete_partitions is not supported at version {v}")
         if v <= 0:
             w.array_len(len(self.ungrouped_partitions))
             for e_ungrouped_partitions in self.ungrouped_partitions:
                 e_ungrouped_partitions.write(w, v)
         elif bool(self.ungrouped_partitions):
-            raise UnsupportedVersionError(f"StopReplicaRequest.ungrouped_partitions is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaRequest.ungrouped_partitions is not supported at version {v}")
         if 1 <= v <= 2:
             if v >= 2:
                 w.compact_array_len(len(self.topics))
@@ -279,13 +279,13 @@ class StopReplicaRequest(Struct):
                 for e_topics in self.topics:
                     e_topics.write(w, v)
         elif bool(self.topics):
-            raise UnsupportedVersionError(f"StopReplicaRequest.topics is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaRequest.topics is not supported at version {v}")
         if v >= 3:
             w.compact_array_len(len(self.topic_states))
             for e_topic_states in self.topic_states:
                 e_topic_states.write(w, v)
         elif bool(self.topic_states):
-            raise UnsupportedVersionError(f"StopReplicaRequest.topic_states is not supported at version {v}")
+            raise FieldVersionError(f"StopReplicaRequest.topic_states is not supported at version {v}")
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 

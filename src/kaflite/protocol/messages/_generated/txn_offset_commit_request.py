@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -154,15 +154,15 @@ class TxnOffsetCommitRequest(Struct):
         if v >= 3:
             w.int32(self.generation_id)
         elif self.generation_id != -1:
-            raise UnsupportedVersionError(f"TxnOffsetCommitRequest.generation_id is not supported at version {v}")
+            raise FieldVersionError(f"TxnOffsetCommitRequest.generation_id is not supported at version {v}")
         if v >= 3:
             w.compact_string(self.member_id)
         elif self.member_id != '':
-            raise UnsupportedVersionError(f"TxnOffsetCommitRequest.member_id is not supported at version {v}")
+            raise FieldVersionError(f"TxnOffsetCommitRequest.member_id is not supported at version {v}")
         if v >= 3:
             w.compact_nullable_string(self.group_instance_id)
         elif self.group_instance_id is not None:
-            raise UnsupportedVersionError(f"TxnOffsetCommitRequest.group_instance_id is not supported at version {v}")
+            raise FieldVersionError(f"TxnOffsetCommitRequest.group_instance_id is not supported at version {v}")
         if v >= 3:
             w.compact_array_len(len(self.topics))
             for e_topics in self.topics:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -54,11 +54,11 @@ class FeatureUpdateKey(Struct):
         if v <= 0:
             w.bool(self.allow_downgrade)
         elif self.allow_downgrade != False:
-            raise UnsupportedVersionError(f"FeatureUpdateKey.allow_downgrade is not supported at version {v}")
+            raise FieldVersionError(f"FeatureUpdateKey.allow_downgrade is not supported at version {v}")
         if v >= 1:
             w.int8(self.upgrade_type)
         elif self.upgrade_type != 1:
-            raise UnsupportedVersionError(f"FeatureUpdateKey.upgrade_type is not supported at version {v}")
+            raise FieldVersionError(f"FeatureUpdateKey.upgrade_type is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -96,7 +96,7 @@ class UpdateFeaturesRequest(Struct):
         if v >= 1:
             w.bool(self.validate_only)
         elif self.validate_only != False:
-            raise UnsupportedVersionError(f"UpdateFeaturesRequest.validate_only is not supported at version {v}")
+            raise FieldVersionError(f"UpdateFeaturesRequest.validate_only is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 

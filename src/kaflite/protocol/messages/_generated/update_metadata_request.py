@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, Struct, UnsupportedVersionError, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -132,7 +132,7 @@ class UpdateMetadataTopicState(Struct):
             else:
                 w.string(self.topic_name)
         elif self.topic_name != '':
-            raise UnsupportedVersionError(f"UpdateMetadataTopicState.topic_name is not supported at version {v}")
+            raise FieldVersionError(f"UpdateMetadataTopicState.topic_name is not supported at version {v}")
         if v >= 7:
             w.uuid(self.topic_id)
         if v >= 5:
@@ -145,7 +145,7 @@ class UpdateMetadataTopicState(Struct):
                 for e_partition_states in self.partition_states:
                     e_partition_states.write(w, v)
         elif bool(self.partition_states):
-            raise UnsupportedVersionError(f"UpdateMetadataTopicState.partition_states is not supported at version {v}")
+            raise FieldVersionError(f"UpdateMetadataTopicState.partition_states is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -190,14 +190,14 @@ class UpdateMetadataEndpoint(Struct):
         if v >= 1:
             w.int32(self.port)
         elif self.port != 0:
-            raise UnsupportedVersionError(f"UpdateMetadataEndpoint.port is not supported at version {v}")
+            raise FieldVersionError(f"UpdateMetadataEndpoint.port is not supported at version {v}")
         if v >= 1:
             if v >= 6:
                 w.compact_string(self.host)
             else:
                 w.string(self.host)
         elif self.host != '':
-            raise UnsupportedVersionError(f"UpdateMetadataEndpoint.host is not supported at version {v}")
+            raise FieldVersionError(f"UpdateMetadataEndpoint.host is not supported at version {v}")
         if v >= 3:
             if v >= 6:
                 w.compact_string(self.listener)
@@ -206,7 +206,7 @@ class UpdateMetadataEndpoint(Struct):
         if v >= 1:
             w.int16(self.security_protocol)
         elif self.security_protocol != 0:
-            raise UnsupportedVersionError(f"UpdateMetadataEndpoint.security_protocol is not supported at version {v}")
+            raise FieldVersionError(f"UpdateMetadataEndpoint.security_protocol is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -333,7 +333,7 @@ class UpdateMetadataRequest(Struct):
         if v >= 8:
             w.bool(self.is_k_raft_controller)
         elif self.is_k_raft_controller != False:
-            raise UnsupportedVersionError(f"UpdateMetadataRequest.is_k_raft_controller is not supported at version {v}")
+            raise FieldVersionError(f"UpdateMetadataRequest.is_k_raft_controller is not supported at version {v}")
         w.int32(self.controller_epoch)
         if v >= 5:
             w.int64(self.broker_epoch)
@@ -342,7 +342,7 @@ class UpdateMetadataRequest(Struct):
             for e_ungrouped_partition_states in self.ungrouped_partition_states:
                 e_ungrouped_partition_states.write(w, v)
         elif bool(self.ungrouped_partition_states):
-            raise UnsupportedVersionError(f"UpdateMetadataRequest.ungrouped_partition_states is not supported at version {v}")
+            raise FieldVersionError(f"UpdateMetadataRequest.ungrouped_partition_states is not supported at version {v}")
         if v >= 5:
             if v >= 6:
                 w.compact_array_len(len(self.topic_states))
@@ -353,7 +353,7 @@ class UpdateMetadataRequest(Struct):
                 for e_topic_states in self.topic_states:
                     e_topic_states.write(w, v)
         elif bool(self.topic_states):
-            raise UnsupportedVersionError(f"UpdateMetadataRequest.topic_states is not supported at version {v}")
+            raise FieldVersionError(f"UpdateMetadataRequest.topic_states is not supported at version {v}")
         if v >= 6:
             w.compact_array_len(len(self.live_brokers))
             for e_live_brokers in self.live_brokers:
