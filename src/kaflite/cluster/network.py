@@ -39,10 +39,23 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
 from kaflite.cluster.observe import CLOSED_HISTORY, ApiStats, ConnectionRecord, record_request
-from kaflite.protocol import FrameDecoder, ProtocolError, RemoteProtocolError, encode_response
+from kaflite.protocol import (
+    FrameDecoder,
+    ProtocolError,
+    RemoteProtocolError,
+    encode_response,
+    errors,
+)
 from kaflite.protocol.framing import Frame, peek_request, read_request_header
 from kaflite.protocol.headers import RequestHeader
-from kaflite.protocol.messages import REGISTRY, ApiVersionsResponse, Struct
+from kaflite.protocol.messages import (
+    REGISTRY,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FetchRequest,
+    ListOffsetsRequest,
+    Struct,
+)
 from kaflite.protocol.messages._generated.api_versions_response import ApiVersion
 
 if TYPE_CHECKING:
@@ -53,8 +66,9 @@ __all__ = ["ApiStats", "ConnectionRecord", "ServerConnection"]
 
 log = logging.getLogger("kaflite.cluster.network")
 
-FETCH, LIST_OFFSETS, API_VERSIONS = 1, 2, 18
-UNSUPPORTED_VERSION = 35
+FETCH, LIST_OFFSETS, API_VERSIONS = (FetchRequest.API_KEY, ListOffsetsRequest.API_KEY,
+                                     ApiVersionsRequest.API_KEY)
+UNSUPPORTED_VERSION = errors.UnsupportedVersionError.code
 # Closed connections stay visible to the registry for a while (the latest ones).
 CLOSED_KEPT = 256
 

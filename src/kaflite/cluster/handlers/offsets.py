@@ -1,4 +1,4 @@
-"""ListOffsets (2), OffsetForLeaderEpoch (23), DeleteRecords (21), InitProducerId (22)."""
+"""ListOffsets (2), OffsetForLeaderEpoch (23) and DeleteRecords (21)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,11 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers._util import code_for_exception
-from kaflite.cluster.handlers.txn import init_transactional
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
     DeleteRecordsRequest,
     DeleteRecordsResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     OffsetForLeaderEpochRequest,
@@ -31,7 +28,6 @@ __all__ = ["HANDLERS"]
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
-MAX_EPOCH = 32767
 
 
 async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -117,24 +113,8 @@ async def handle_delete_records(broker: Broker, conn: ServerConnection, header: 
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
-async def handle_init_producer_id(broker: Broker, conn: ServerConnection, header: RequestHeader,
-                                  req: InitProducerIdRequest) -> InitProducerIdResponse:
-    if req.transactional_id is not None:
-        return await init_transactional(broker, conn, req)
-    controller = broker.controller
-    if req.producer_id >= 0 and req.producer_epoch >= 0:
-        # KIP-360: an idempotent producer bumps its epoch after an unknown-producer error.
-        if req.producer_epoch + 1 > MAX_EPOCH:
-            return InitProducerIdResponse(producer_id=controller.allocate_producer_id(),
-                                          producer_epoch=0)
-        return InitProducerIdResponse(producer_id=req.producer_id,
-                                      producer_epoch=req.producer_epoch + 1)
-    return InitProducerIdResponse(producer_id=controller.allocate_producer_id(), producer_epoch=0)
-
-
 HANDLERS = [
     Handler(2, 1, 10, handle_list_offsets),
     Handler(23, 2, 4, handle_offset_for_leader_epoch),
     Handler(21, 0, 2, handle_delete_records),
-    Handler(22, 0, 5, handle_init_producer_id),
 ]

@@ -1,8 +1,8 @@
-"""Transactions, the coordinator's side: AddPartitionsToTxn (24), AddOffsetsToTxn (25),
-EndTxn (26), DescribeTransactions (65) and ListTransactions (66).
+"""Producer ids and transactions, the coordinator's side: InitProducerId (22, for
+idempotent and transactional producers), AddPartitionsToTxn (24), AddOffsetsToTxn
+(25), EndTxn (26), DescribeTransactions (65) and ListTransactions (66).
 
-InitProducerId for a transactional id is answered here too (``init_transactional``),
-called from the InitProducerId handler. Versions are those of transaction
+Versions are those of transaction
 version 1: AddPartitionsToTxn v0-v3 (v4+ is the brokers' batched verification,
 KIP-890) and EndTxn v0-v4 (v5 belongs to transaction version 2).
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster.groups import OFFSETS_TOPIC, GroupCoordinator
 from kaflite.cluster.handlers._base import Handler
-from kaflite.cluster.txn import TransactionCoordinator, TxnShard, TxnState
+from kaflite.cluster.txn import MAX_EPOCH, TransactionCoordinator, TxnShard, TxnState
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
@@ -179,7 +179,23 @@ async def handle_list_transactions(broker: Broker, conn: ServerConnection,
     return ListTransactionsResponse(unknown_state_filters=unknown, transaction_states=out)
 
 
+async def handle_init_producer_id(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                                  req: InitProducerIdRequest) -> InitProducerIdResponse:
+    if req.transactional_id is not None:
+        return await init_transactional(broker, conn, req)
+    controller = broker.controller
+    if req.producer_id >= 0 and req.producer_epoch >= 0:
+        # KIP-360: an idempotent producer bumps its epoch after an unknown-producer error.
+        if req.producer_epoch + 1 > MAX_EPOCH:
+            return InitProducerIdResponse(producer_id=controller.allocate_producer_id(),
+                                          producer_epoch=0)
+        return InitProducerIdResponse(producer_id=req.producer_id,
+                                      producer_epoch=req.producer_epoch + 1)
+    return InitProducerIdResponse(producer_id=controller.allocate_producer_id(), producer_epoch=0)
+
+
 HANDLERS = [
+    Handler(22, 0, 5, handle_init_producer_id),
     Handler(24, 0, 3, handle_add_partitions),
     Handler(25, 0, 4, handle_add_offsets),
     Handler(26, 0, 4, handle_end_txn),

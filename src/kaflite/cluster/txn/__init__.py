@@ -9,8 +9,8 @@ the COMMIT/ABORT markers the coordinator sends them (``_markers``).
 
 from kaflite.cluster.txn._config import TxnConfig
 from kaflite.cluster.txn._coordinator import TransactionCoordinator
-from kaflite.cluster.txn._metadata import TxnMetadata
+from kaflite.cluster.txn._metadata import MAX_EPOCH, TxnMetadata
 from kaflite.cluster.txn._records import TxnState
 from kaflite.cluster.txn._shard import TxnShard
 
-__all__ = ["TransactionCoordinator", "TxnConfig", "TxnMetadata", "TxnShard", "TxnState"]
+__all__ = ["MAX_EPOCH", "TransactionCoordinator", "TxnConfig", "TxnMetadata", "TxnShard", "TxnState"]
