@@ -23,9 +23,9 @@ from kaflite.verify.report import render_text, replay_command
 from kaflite.verify.runner import RunConfig, run
 
 SECONDS = 10.0
-THIRD_PARTY = {"confluent-kafka", "kafka-python", "aiokafka"}
+THIRD_PARTY = {"confluent-kafka", "kafka-python", "aiokafka", "kafkajs"}
 QUEUE_SEEDS = {"kaflite": 1001, "kaflite-sync": 1002, "confluent-kafka": 1003,
-               "kafka-python": 1004, "aiokafka": 1005}
+               "kafka-python": 1004, "aiokafka": 1005, "kafkajs": 1008}
 TXN_SEEDS = {"kaflite": 2001, "confluent-kafka": 2002}
 # kaflite.spark's streaming source: one round, as short as lets its seed meet every
 # kind of fault (the SparkSession's start comes on top of it).
@@ -43,7 +43,13 @@ def marks(client: str) -> list[pytest.MarkDecorator]:
         no_java = shutil.which("java") is None and not os.environ.get("JAVA_HOME")
         return [pytest.mark.skipif(bool(missing) or no_java,
                                    reason=f"the spark client needs {missing or 'Java 17+'}")]
-    return [pytest.mark.interop] if client in THIRD_PARTY else []
+    out = [pytest.mark.interop] if client in THIRD_PARTY else []
+    if client == "kafkajs":   # as tests/cluster/test_kafkajs.py: node and the npm package
+        from kaflite.verify.clients._kafkajs import missing
+
+        why = missing()
+        out.append(pytest.mark.skipif(why is not None, reason=f"kafkajs: {why}"))
+    return out
 
 
 def round_(client: str, workload: str, seed: int, seconds: float = SECONDS) -> None:
