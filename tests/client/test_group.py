@@ -1,9 +1,7 @@
 """The classic group member: assignors (pure), and groups on a live broker.
 
-Assignor tests need no broker. The live tests run against the kaflite cluster
-once its group coordinator is present (``"group" in broker.services``) and
-are skipped, with that reason, before; two members sharing a group also run
-against Tansu.
+Assignor tests need no broker. The live tests run against the kaflite cluster;
+two members sharing a group also run against Tansu.
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ def test_consumer_goes_on_after_its_fetch_session_was_evicted(cluster: Cluster) 
             leader = cluster.controller.topics[topic].partitions[0].leader
 
             async def evict() -> None:
-                cluster.broker(leader).services["fetch_sessions"].sessions.clear()
+                cluster.broker(leader).fetch_sessions.sessions.clear()
             cluster.call(evict())
             await asyncio.to_thread(cluster.move_leader, topic, 0, leader)
             await _produce(cluster, topic, range(10, 20))

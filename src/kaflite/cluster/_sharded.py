@@ -77,7 +77,6 @@ S = TypeVar("S", bound=Shard)
 
 
 class ShardedCoordinator(Generic[S]):
-    SERVICE = ""
     TOPIC = ""
 
     def __init__(self, broker: Broker, partitions: int, load_buffer_size: int,
@@ -92,7 +91,6 @@ class ShardedCoordinator(Generic[S]):
         self._timers: list[asyncio.Task[None]] = []
         self._loop = asyncio.get_running_loop()
         broker.partition_hooks.append(self._on_partition_change)
-        broker.services[self.SERVICE] = self
 
     def _new_shard(self, p: Partition) -> S:
         raise NotImplementedError

@@ -16,16 +16,19 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kaflite.cluster.configs import BrokerConfig, effective_topic_configs
 from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, TopicState
+from kaflite.cluster.fetch_session import FetchSessionCache
 from kaflite.cluster.groups import GroupCoordinator
 from kaflite.cluster.handlers import all_handlers
 from kaflite.cluster.log import LogConfig, LogManager
 from kaflite.cluster.network import ServerConnection, api_versions_error_body
+from kaflite.cluster.observe import CLOSED_KEPT, ConnectionRecord
 from kaflite.cluster.partition import Partition
 from kaflite.cluster.request_memory import RequestMemory
 from kaflite.cluster.txn import TransactionCoordinator
@@ -33,6 +36,7 @@ from kaflite.protocol import errors
 from kaflite.protocol.messages import ApiVersionsResponse
 
 if TYPE_CHECKING:
+    from kaflite.cluster.faults import FaultInjector
     from kaflite.cluster.replication import ReplicaFetcher
 
 __all__ = ["Broker"]
@@ -73,7 +77,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._bad_input_logged: set[str] = set()
         self.started_at = 0.0
-        self.faults: Any = None  # set by the cluster's fault injector
+        self.faults: FaultInjector | None = None  # the cluster's, set by the cluster
         # Called after every partition state change with (partition, was_leader):
         # coordinators use it to load or unload state when an internal topic's
         # leadership moves here or away.
@@ -83,8 +87,12 @@ class Broker:
         # leads, with (topic, partition, producer id, producer epoch, committed):
         # the group coordinator completes transactional offset commits with it.
         self.marker_hooks: list[Callable[[str, int, int, int, bool], None]] = []
-        # Called once a broker has started, so coordinators can attach themselves.
-        self.services: dict[str, Any] = {}
+        # The coordinators, attached when the broker starts (they hook partition
+        # changes before it takes any).
+        self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionCoordinator | None = None
+        self.fetch_sessions = FetchSessionCache()      # KIP-227, for this broker's clients
+        self.closed_connections: deque[ConnectionRecord] = deque(maxlen=CLOSED_KEPT)
 
     # -- addresses ---------------------------------------------------------------
     @property
@@ -118,8 +126,8 @@ class Broker:
         else:
             info.host, info.port, info.rack = self.advertised_host, self.advertised_port, self.rack
         self.controller.register_broker(info, self)
-        GroupCoordinator.attach(self)  # hooks partition changes before this broker takes any
-        TransactionCoordinator.attach(self)
+        self.groups = GroupCoordinator(self)  # hooks partition changes before taking any
+        self.transactions = TransactionCoordinator(self)
         self.controller.broker_started(self.node_id)
         self._tasks.append(loop.create_task(self._maintain_isr()))
         self._tasks.append(loop.create_task(self._retention()))
@@ -148,8 +156,7 @@ class Broker:
             self.server.close()
         for conn in list(self.connections.values()):
             conn.abort()
-        for service in (GroupCoordinator.SERVICE, TransactionCoordinator.SERVICE):
-            coordinator = self.services.get(service)
+        for coordinator in (self.groups, self.transactions):
             if coordinator is not None:
                 coordinator.close()
         for fetcher in list(self.fetchers.values()):

@@ -47,7 +47,7 @@ Operations on brokers and the controller run on the cluster's loop; from another
 thread (a ``with Cluster()`` block) they are sent there and waited for. On the
 loop itself, await the ``*_async`` variants.
 
-The group coordinator is a separate service (``broker.services["group"]``).
+The group coordinator is the broker's ``broker.groups``.
 ``forget_member`` calls its ``forget_member(group_id: str, member_id: str) -> bool``
 (remove the member as if its session expired, without a rebalance notice to it);
 while no such service is registered it returns False.
@@ -296,11 +296,8 @@ class FaultInjector:
             except FaultUnavailable:
                 return False
             broker = self.cluster.brokers.get(leader)
-            service = broker.services.get("group") if broker is not None else None
-            forget = getattr(service, "forget_member", None)
-            if forget is None:
-                return False
-            return bool(forget(group_id, member_id))
+            groups = broker.groups if broker is not None else None
+            return groups is not None and groups.forget_member(group_id, member_id)
 
         return self.cluster._on_loop(run)
 

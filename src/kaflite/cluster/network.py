@@ -38,7 +38,7 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
-from kaflite.cluster.observe import CLOSED_HISTORY, ApiStats, ConnectionRecord, record_request
+from kaflite.cluster.observe import ApiStats, ConnectionRecord, record_request
 from kaflite.protocol import (
     FrameDecoder,
     ProtocolError,
@@ -70,7 +70,6 @@ FETCH, LIST_OFFSETS, API_VERSIONS = (FetchRequest.API_KEY, ListOffsetsRequest.AP
                                      ApiVersionsRequest.API_KEY)
 UNSUPPORTED_VERSION = errors.UnsupportedVersionError.code
 # Closed connections stay visible to the registry for a while (the latest ones).
-CLOSED_KEPT = 256
 
 # The first version of each API whose clients throttle themselves from
 # throttle_time_ms (KIP-219): the broker answers at once and then mutes the
@@ -145,10 +144,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.queue.clear()
         if self.broker.connections.pop(self.info.connection_id, None) is not None:
             self.info.closed_at = time.time()
-            history = self.broker.services.get(CLOSED_HISTORY)
-            if history is None:
-                history = self.broker.services[CLOSED_HISTORY] = deque(maxlen=CLOSED_KEPT)
-            history.append(self.info)
+            self.broker.closed_connections.append(self.info)
         if self.worker is not None:
             self.worker.cancel()
 
@@ -242,7 +238,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             response: Struct | None = plan.response
         else:
             response = await handler.handle(self.broker, self, header, body)
-            if plan is not None and response is not None:
+            if plan is not None and faults is not None and response is not None:
                 response = faults.finish(plan, api_key, version, body, response,
                                          self._resolve, self._session_partitions)
         if plan is not None and plan.delay_ms:
@@ -267,8 +263,8 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _session_partitions(self, session_id: int) -> list[tuple[str, Any, int]]:
         """The partitions of a fetch session (KIP-227), for fault injection."""
-        cache = self.broker.services.get("fetch_sessions")
-        session = getattr(cache, "sessions", {}).get(session_id) if session_id else None
+        sessions = self.broker.fetch_sessions.sessions
+        session = sessions.get(session_id) if session_id else None
         if session is None:
             return []
         return [(sp.topic, sp.topic_id, sp.partition) for sp in session.partitions.values()]

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from kaflite.cluster.cluster import Cluster
 
 __all__ = [
+    "CLOSED_KEPT",
     "ApiStats",
     "ClientSnapshot",
     "ConnectionRecord",
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 RING = 128  # request timestamps kept per API and connection
-CLOSED_HISTORY = "closed_connections"  # broker.services key of recently closed connections
+CLOSED_KEPT = 256      # closed connections each broker remembers (broker.closed_connections)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT = 0, 1, 2, 3, 8
 HEARTBEAT, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH, CONSUMER_GROUP_HEARTBEAT = 12, 18, 23, 68
@@ -391,7 +392,7 @@ class Registry:
         for broker in list(self.cluster.brokers.values()):
             infos = [c.info for c in list(broker.connections.values()) if not c.closed]
             if include_closed:
-                infos += list(broker.services.get(CLOSED_HISTORY) or [])
+                infos += list(broker.closed_connections)
             out += [i for i in infos if include_replicas or i.replica_id is None]
         return out
 

@@ -8,8 +8,6 @@
 | UNKNOWN_MEMBER_ID            | re-join the group (as a new member)               |
 | FENCED_INSTANCE_ID           | an application error: no automatic recovery       |
 
-Each needs the group coordinator (``broker.services["group"]``); without it the
-tests skip, saying so.
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ def test_offsets_expire_on_the_brokers_own_schedule(cluster: Cluster) -> None:
     port = cluster.brokers[find(cluster, group).node_id].port
     assert commit(port, group, {0: 1}, version=2, retention_ms=300).topics[0].partitions[0] \
         .error_code == 0
-    coordinator = cluster.brokers[find(cluster, group).node_id].services["group"]
+    coordinator = cluster.brokers[find(cluster, group).node_id].groups
     assert isinstance(coordinator, GroupCoordinator)
     deadline = time.monotonic() + 10
     while True:

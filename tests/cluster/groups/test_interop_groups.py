@@ -345,7 +345,9 @@ def test_consumer_group_rebalances_coordinator_move_and_restart(client: str,
         old = c.controller.topics["__consumer_offsets"].partitions[index].leader
         new = c.move_leader("__consumer_offsets", index)
         assert new != old
-        shard_of = c.brokers[old].services["group"].shard_for
+        groups = c.brokers[old].groups
+        assert groups is not None
+        shard_of = groups.shard_for
         with pytest.raises(errors.NotCoordinatorError):
             c.call(_async(lambda: shard_of(group)))
         assert committed(bootstrap, group, topic) == dict.fromkeys(range(PARTITIONS),

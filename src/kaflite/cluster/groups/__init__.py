@@ -1,10 +1,10 @@
 """The group coordinator: classic consumer groups and their committed offsets.
 
-``GroupCoordinator.attach(broker)`` hangs a coordinator on a broker
-(``broker.services["group"]``); the API handlers in ``cluster/handlers``
-(``find_coordinator``, ``groups``, ``group_offsets``) call into it. State lives
-in ``__consumer_offsets`` in Kafka's own record formats (``records``), so
-Kafka's tools, and any reader of that topic, see the real groups and offsets.
+Each broker starts one ``GroupCoordinator`` (``broker.groups``); the API
+handlers in ``cluster/handlers`` (``find_coordinator``, ``groups``,
+``group_offsets``) call into it. State lives in ``__consumer_offsets`` in
+Kafka's own record formats (``records``), so Kafka's tools, and any reader of
+that topic, see the real groups and offsets.
 """
 
 from kaflite.cluster.groups._classic import ClassicGroupManager, RequestContext

@@ -42,7 +42,6 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
 class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
-    SERVICE = "group"
     TOPIC = OFFSETS_TOPIC
 
     def __init__(self, broker: Broker) -> None:
@@ -52,11 +51,6 @@ class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
         self._every(self.config.retention_check_interval_ms,
                     lambda shard, now: shard.offset_manager.expire(), "expired %s offsets")
         broker.marker_hooks.append(self._on_marker)
-
-    @classmethod
-    def attach(cls, broker: Broker) -> GroupCoordinator:
-        """Create the coordinator and hook it to ``broker`` (call before it takes partitions)."""
-        return cls(broker)
 
     def close(self) -> None:
         """Broker shutdown: close every shard, stop every timer and task."""

@@ -38,7 +38,6 @@ from kaflite.cluster.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     FetchSession,
-    FetchSessionCache,
     SessionPartition,
 )
 from kaflite.cluster.handlers._base import Handler
@@ -186,9 +185,7 @@ def _group(results: list[tuple[SessionPartition, fr.PartitionData]]
 def _session_for(broker: Broker, req: FetchRequest, version: int
                  ) -> tuple[FetchSession | None, bool, int]:
     """(session, incremental, error code) for the request's session id and epoch."""
-    cache = broker.services.get("fetch_sessions")
-    if cache is None:
-        cache = broker.services["fetch_sessions"] = FetchSessionCache()
+    cache = broker.fetch_sessions
     sid, epoch = req.session_id, req.session_epoch
     if version < 7 or (sid == 0 and epoch == FINAL_EPOCH):
         return None, False, 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.groups import GroupCoordinator
 from kaflite.cluster.handlers._base import Handler
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
@@ -41,9 +40,9 @@ def error_message(code: int) -> str | None:
 
 def _locate(broker: Broker, key: str, key_type: int) -> fcr.Coordinator:
     res = fcr.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
-    coordinator = broker.services.get(GroupCoordinator.SERVICE)
+    coordinator = broker.groups
     try:
-        if not isinstance(coordinator, GroupCoordinator):
+        if coordinator is None:
             raise errors.CoordinatorNotAvailableError("no group coordinator on this broker")
         info = coordinator.find_coordinator(key, key_type)
         res.node_id, res.host, res.port = info.node_id, info.host, info.port

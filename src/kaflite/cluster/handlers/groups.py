@@ -54,8 +54,8 @@ NO_OPERATIONS = -(1 << 31)
 
 
 def coordinator_of(broker: Broker) -> GroupCoordinator:
-    coordinator = broker.services.get(GroupCoordinator.SERVICE)
-    if not isinstance(coordinator, GroupCoordinator):
+    coordinator = broker.groups
+    if coordinator is None:
         raise errors.CoordinatorNotAvailableError("no group coordinator on this broker")
     return coordinator
 

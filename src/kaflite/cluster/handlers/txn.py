@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.groups import OFFSETS_TOPIC, GroupCoordinator
+from kaflite.cluster.groups import OFFSETS_TOPIC
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.txn import MAX_EPOCH, TransactionCoordinator, TxnShard, TxnState
 from kaflite.protocol import errors
@@ -43,10 +43,9 @@ __all__ = ["HANDLERS", "init_transactional"]
 
 
 def _coordinator(broker: Broker) -> TransactionCoordinator:
-    coordinator = broker.services.get(TransactionCoordinator.SERVICE)
+    coordinator = broker.transactions
     if coordinator is None:
         raise errors.NotCoordinatorError("no transaction coordinator on this broker")
-    assert isinstance(coordinator, TransactionCoordinator)
     return coordinator
 
 
@@ -103,7 +102,7 @@ async def handle_add_offsets(broker: Broker, conn: ServerConnection, header: Req
                              req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     try:
         shard = _shard(broker, req.transactional_id)
-        groups = broker.services.get(GroupCoordinator.SERVICE)
+        groups = broker.groups
         if groups is None:
             raise errors.CoordinatorNotAvailableError("no group coordinator")
         # the group's offsets partition, by the configured count if the topic is not

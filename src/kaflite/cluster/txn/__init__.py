@@ -1,7 +1,6 @@
 """The transaction coordinator: transactional ids, their producer epochs and their outcomes.
 
-``TransactionCoordinator.attach(broker)`` hangs a coordinator on a broker
-(``broker.services["txn"]``); the handlers in ``cluster/handlers/txn.py`` call
+Each broker starts one ``TransactionCoordinator`` (``broker.transactions``); the handlers in ``cluster/handlers/txn.py`` call
 into it. State lives in ``__transaction_state`` in Kafka's record format
 (``_records``); the partitions a transaction touched learn its outcome from
 the COMMIT/ABORT markers the coordinator sends them (``_markers``).

@@ -35,7 +35,6 @@ log = logging.getLogger("kaflite.cluster.txn")
 
 
 class TransactionCoordinator(ShardedCoordinator[TxnShard]):
-    SERVICE = "txn"
     TOPIC = TXN_TOPIC
 
     def __init__(self, broker: Broker) -> None:
@@ -46,10 +45,6 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
                     "started aborting %s timed-out transactions")
         self._every(self.config.expiry_interval_ms, lambda shard, now: shard.expire_ids(now),
                     "expired %s transactional ids")
-
-    @classmethod
-    def attach(cls, broker: Broker) -> TransactionCoordinator:
-        return cls(broker)
 
     def close(self) -> None:
         super().close()
