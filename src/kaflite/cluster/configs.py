@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from kaflite.cluster.internal_topics import DEFAULTS as INTERNAL_TOPIC_DEFAULTS
 from kaflite.config import ConfigError
 
 __all__ = [
@@ -89,10 +90,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "auto.create.topics.enable": "true",
     "num.partitions": "1",
     "default.replication.factor": "1",
-    "offsets.topic.num.partitions": "50",
-    "offsets.topic.replication.factor": "3",
-    "transaction.state.log.num.partitions": "50",
-    "transaction.state.log.replication.factor": "3",
+    **INTERNAL_TOPIC_DEFAULTS,          # offsets.topic.*, transaction.state.log.*
     "min.insync.replicas": "1",
     "replica.lag.time.max.ms": "30000",
     "replica.fetch.wait.max.ms": "500",

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from kaflite.cluster.internal_topics import INTERNAL_TOPICS
 from kaflite.protocol import errors
 
 __all__ = ["BrokerInfo", "Controller", "Listener", "PartitionState", "TopicState"]
 
-INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 
 
 @dataclass

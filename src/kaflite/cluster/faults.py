@@ -66,8 +66,8 @@ from kaflite.cluster._inject import (
     plan_request,
 )
 from kaflite.cluster._msgscope import TopicResolver
+from kaflite.cluster.internal_topics import OFFSETS, TRANSACTIONS
 from kaflite.protocol import errors
-from kaflite.protocol.hashing import coordinator_partition
 from kaflite.protocol.messages import REGISTRY, Struct, api_by_name
 
 if TYPE_CHECKING:
@@ -76,8 +76,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FaultInjector", "FaultUnavailable", "Rule", "api_key_of"]
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
 
 
 class FaultUnavailable(RuntimeError):
@@ -274,14 +272,13 @@ class FaultInjector:
 
     def coordinator_of(self, key: str, key_type: str = "group") -> tuple[str, int, int]:
         """(internal topic, partition, leader) of the coordinator for ``key``."""
-        topic, setting = ((OFFSETS_TOPIC, "offsets.topic.num.partitions") if key_type == "group"
-                          else (TXN_TOPIC, "transaction.state.log.num.partitions"))
-        state = self.cluster.controller.topics.get(topic)
+        internal = OFFSETS if key_type == "group" else TRANSACTIONS
+        state = self.cluster.controller.topics.get(internal.name)
         if state is None:
-            raise FaultUnavailable(f"{topic} does not exist yet (no coordinator has been used)")
-        n = len(state.partitions) or self.cluster.config.int(setting)
-        index = coordinator_partition(key, n)
-        return topic, index, state.partitions[index].leader
+            raise FaultUnavailable(
+                f"{internal.name} does not exist yet (no coordinator has been used)")
+        index = internal.partition_for(key, self.cluster.config.props, self.cluster.controller)
+        return internal.name, index, state.partitions[index].leader
 
     def move_coordinator(self, key: str, to: int | None = None, key_type: str = "group") -> int:
         """Move the coordinator of a group (or transactional id): returns the new one."""

@@ -9,21 +9,12 @@ that topic, see the real groups and offsets.
 
 from kaflite.cluster.groups._classic import ClassicGroupManager, RequestContext
 from kaflite.cluster.groups._config import GroupConfig
-from kaflite.cluster.groups._coordinator import (
-    GROUP_KEY,
-    TRANSACTION_KEY,
-    TXN_TOPIC,
-    GroupCoordinator,
-)
+from kaflite.cluster.groups._coordinator import GroupCoordinator
 from kaflite.cluster.groups._group import ClassicGroup, ClassicMember, GroupState
 from kaflite.cluster.groups._records import OffsetAndMetadata
-from kaflite.cluster.groups._shard import OFFSETS_TOPIC, CoordinatorShard
+from kaflite.cluster.groups._shard import CoordinatorShard
 
 __all__ = [
-    "GROUP_KEY",
-    "OFFSETS_TOPIC",
-    "TRANSACTION_KEY",
-    "TXN_TOPIC",
     "ClassicGroup",
     "ClassicGroupManager",
     "ClassicMember",

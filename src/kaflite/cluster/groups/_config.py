@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kaflite.cluster.internal_topics import OFFSETS
+
 __all__ = ["GROUP_DEFAULTS", "GroupConfig"]
 
 GROUP_DEFAULTS: dict[str, str] = {
-    "offsets.topic.num.partitions": "50",
-    "offsets.topic.replication.factor": "3",
-    "offsets.topic.segment.bytes": "104857600",
+    **OFFSETS.defaults,
     "offsets.topic.compression.codec": "0",
     "offsets.commit.timeout.ms": "5000",
     "offsets.retention.minutes": "10080",
@@ -21,10 +21,6 @@ GROUP_DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
-    "transaction.state.log.num.partitions": "50",
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
-    "transaction.state.log.segment.bytes": "104857600",
 }
 
 # Kafka's GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS (internal).
@@ -34,8 +30,6 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 @dataclass(frozen=True)
 class GroupConfig:
     offsets_partitions: int = 50
-    offsets_replication_factor: int = 3
-    offsets_segment_bytes: int = 104857600
     commit_timeout_ms: int = 5000
     retention_ms: int = 10080 * 60_000
     retention_check_interval_ms: int = 600000
@@ -46,10 +40,6 @@ class GroupConfig:
     max_session_timeout_ms: int = 1800000
     max_size: int = 2147483647
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
-    txn_partitions: int = 50
-    txn_replication_factor: int = 3
-    txn_min_isr: int = 2
-    txn_segment_bytes: int = 104857600
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> GroupConfig:
@@ -57,9 +47,7 @@ class GroupConfig:
             return int(props.get(name, GROUP_DEFAULTS[name]))
 
         return cls(
-            offsets_partitions=get("offsets.topic.num.partitions"),
-            offsets_replication_factor=get("offsets.topic.replication.factor"),
-            offsets_segment_bytes=get("offsets.topic.segment.bytes"),
+            offsets_partitions=OFFSETS.partitions(props),
             commit_timeout_ms=get("offsets.commit.timeout.ms"),
             retention_ms=get("offsets.retention.minutes") * 60_000,
             retention_check_interval_ms=get("offsets.retention.check.interval.ms"),
@@ -69,8 +57,4 @@ class GroupConfig:
             min_session_timeout_ms=get("group.min.session.timeout.ms"),
             max_session_timeout_ms=get("group.max.session.timeout.ms"),
             max_size=get("group.max.size"),
-            txn_partitions=get("transaction.state.log.num.partitions"),
-            txn_replication_factor=get("transaction.state.log.replication.factor"),
-            txn_min_isr=get("transaction.state.log.min.isr"),
-            txn_segment_bytes=get("transaction.state.log.segment.bytes"),
         )

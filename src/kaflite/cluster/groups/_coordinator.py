@@ -4,8 +4,8 @@ The coordinator of a group is the leader of partition
 ``abs(javaStringHashCode(group)) % partitions`` of ``__consumer_offsets``
 (``coordinator_partition``); FindCoordinator answers with that leader, and
 creates the internal topic first if it does not exist yet (answering
-COORDINATOR_NOT_AVAILABLE to that first request, as Kafka does). Transactional
-ids are located the same way on ``__transaction_state``.
+COORDINATOR_NOT_AVAILABLE to that first request, as Kafka does): both live in
+``internal_topics``, which locates transactional ids the same way.
 
 Leadership drives everything else (``ShardedCoordinator``): becoming leader of
 an offsets partition starts a shard loading, losing it closes the shard.
@@ -18,27 +18,18 @@ import logging
 from typing import TYPE_CHECKING
 
 from kaflite.cluster._sharded import ShardedCoordinator
-from kaflite.cluster.controller import BrokerInfo
 from kaflite.cluster.groups._config import GroupConfig
-from kaflite.cluster.groups._shard import (
-    OFFSETS_TOPIC,
-    CoordinatorShard,
-    PartitionWriter,
-)
+from kaflite.cluster.groups._shard import CoordinatorShard, PartitionWriter
 from kaflite.cluster.groups._timer import LoopTimer
-from kaflite.protocol import errors
-from kaflite.protocol.hashing import coordinator_partition
+from kaflite.cluster.internal_topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
     from kaflite.cluster.partition import Partition
 
-__all__ = ["GROUP_KEY", "TRANSACTION_KEY", "TXN_TOPIC", "GroupCoordinator"]
+__all__ = ["GroupCoordinator"]
 
 log = logging.getLogger("kaflite.cluster.groups")
-
-TXN_TOPIC = "__transaction_state"
-GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
 class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
@@ -73,46 +64,6 @@ class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
 
     def _topic_exists(self, name: str) -> bool:
         return name in self.broker.controller.topics
-
-    # -- FindCoordinator -----------------------------------------------------------------------
-    def find_coordinator(self, key: str, key_type: int) -> BrokerInfo:
-        """The broker coordinating ``key``; raises COORDINATOR_NOT_AVAILABLE and friends."""
-        if key_type == GROUP_KEY:
-            topic_name = OFFSETS_TOPIC
-        elif key_type == TRANSACTION_KEY:
-            topic_name = TXN_TOPIC
-        else:
-            raise errors.InvalidRequestError(f"unsupported coordinator key type {key_type}")
-        controller = self.broker.controller
-        topic = controller.topics.get(topic_name)
-        if topic is None:
-            try:
-                self._create_internal_topic(topic_name)
-            except errors.KafkaError as exc:
-                log.warning("cannot create %s: %s", topic_name, exc)
-            raise errors.CoordinatorNotAvailableError(f"{topic_name} is being created")
-        state = topic.partitions[coordinator_partition(key, len(topic.partitions))]
-        info = controller.brokers.get(state.leader)
-        if state.leader < 0 or info is None or not info.alive:
-            raise errors.CoordinatorNotAvailableError(f"{topic_name}-{state.partition} has no leader")
-        return info
-
-    def _create_internal_topic(self, name: str) -> None:
-        controller = self.broker.controller
-        cfg = self.config
-        live = len(controller.live_brokers())
-        if name == OFFSETS_TOPIC:
-            partitions, rf = cfg.offsets_partitions, min(cfg.offsets_replication_factor, live)
-            configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                       "segment.bytes": str(cfg.offsets_segment_bytes)}
-        else:
-            partitions, rf = cfg.txn_partitions, min(cfg.txn_replication_factor, live)
-            configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.txn_segment_bytes),
-                       "min.insync.replicas": str(max(1, min(cfg.txn_min_isr, rf))),
-                       "unclean.leader.election.enable": "false"}
-        plan = controller.assign_replicas(partitions, max(rf, 1))
-        controller.create_topic(name, plan, configs)
-        log.info("created %s with %s partitions, replication factor %s", name, partitions, rf)
 
     # -- fault injection and tools ---------------------------------------------------------------
     def forget_member(self, group_id: str, member_id: str) -> bool:

@@ -41,6 +41,7 @@ from kaflite.cluster.groups._records import (
 )
 from kaflite.cluster.groups._timer import Timer
 from kaflite.cluster.groups._txn_offsets import TxnOffsetManager
+from kaflite.cluster.internal_topics import OFFSETS_TOPIC
 from kaflite.cluster.log import PartitionLog
 from kaflite.protocol.errors import RemoteProtocolError
 from kaflite.protocol.records import RecordBatch, read_end_txn_marker
@@ -49,7 +50,6 @@ __all__ = ["CoordinatorShard", "PartitionWriter", "ShardState", "load_shard", "n
 
 log = logging.getLogger("kaflite.cluster.groups")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class CoordinatorShard(ShardLifecycle):

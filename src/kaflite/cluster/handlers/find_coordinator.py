@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.handlers._base import Handler
+from kaflite.cluster.internal_topics import find_coordinator
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
@@ -40,11 +41,8 @@ def error_message(code: int) -> str | None:
 
 def _locate(broker: Broker, key: str, key_type: int) -> fcr.Coordinator:
     res = fcr.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
-    coordinator = broker.groups
     try:
-        if coordinator is None:
-            raise errors.CoordinatorNotAvailableError("no group coordinator on this broker")
-        info = coordinator.find_coordinator(key, key_type)
+        info = find_coordinator(broker.controller, broker.config.props, key, key_type)
         res.node_id, res.host, res.port = info.node_id, info.host, info.port
     except errors.KafkaError as exc:
         res.error_code = exc.code

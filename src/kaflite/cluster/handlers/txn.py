@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.groups import OFFSETS_TOPIC
 from kaflite.cluster.handlers._base import Handler
+from kaflite.cluster.internal_topics import OFFSETS_TOPIC
 from kaflite.cluster.txn import MAX_EPOCH, TransactionCoordinator, TxnShard, TxnState
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader

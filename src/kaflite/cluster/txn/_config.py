@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kaflite.cluster.internal_topics import TRANSACTIONS
+
 __all__ = ["TXN_DEFAULTS", "TxnConfig"]
 
 TXN_DEFAULTS: dict[str, str] = {
     "transaction.max.timeout.ms": "900000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.state.log.load.buffer.size": "5242880",
-    "transaction.state.log.num.partitions": "50",
     "transactional.id.expiration.ms": "604800000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
 }
@@ -39,7 +40,7 @@ class TxnConfig:
             max_timeout_ms=get("transaction.max.timeout.ms"),
             abort_interval_ms=get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
             load_buffer_size=get("transaction.state.log.load.buffer.size"),
-            partitions=get("transaction.state.log.num.partitions"),
+            partitions=TRANSACTIONS.partitions(props),
             id_expiration_ms=get("transactional.id.expiration.ms"),
             expiry_interval_ms=get("transaction.remove.expired.transaction.cleanup.interval.ms"),
         )

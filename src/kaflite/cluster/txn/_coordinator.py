@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster._internal_log import PartitionWriter
 from kaflite.cluster._sharded import ShardedCoordinator
-from kaflite.cluster.groups import TXN_TOPIC
+from kaflite.cluster.internal_topics import TXN_TOPIC
 from kaflite.cluster.txn._config import TxnConfig
 from kaflite.cluster.txn._markers import MarkerChannel
 from kaflite.cluster.txn._shard import TxnShard
