@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kaflite.cluster.groups import GroupState
 from kaflite.cluster.groups._records import GroupKey, OffsetKey, decode_key, decode_offset_value
 from kaflite.protocol import errors
+from kaflite.protocol.messages import TxnOffsetCommitRequest
+from kaflite.protocol.messages import txn_offset_commit_request as toq
 
 from .helpers import TOPIC, commit_req, join_dynamic, make_shard, run, settle, sync_req
 
@@ -184,3 +188,44 @@ async def test_consumer_group_offsets_expire_once_empty_for_the_retention() -> N
     timer.advance(1)
     assert await om.expire() == 1
     assert "g" not in shard.groups
+
+
+@run
+async def test_txn_offset_commit_without_member_fields_is_accepted_by_a_group_with_members(
+) -> None:
+    """TxnOffsetCommit v0-v2 carry no member id or generation (kafkajs sends only those):
+    Kafka accepts them whatever the group's state. kaflite answered UNKNOWN_MEMBER_ID
+    while the group had members, so every kafkajs ``sendOffsets`` aborted its
+    transaction (found by ``python -m kaflite.verify --client kafkajs --workload txn
+    --nemesis none --seconds 10 --seed 1``)."""
+    shard, timer, _log = make_shard()
+    f = await join_dynamic(shard)
+    timer.advance(0)
+    me = f.result().member_id
+    assert shard.groups["g"].members        # CompletingRebalance, with a member
+    written: list[int] = []
+
+    async def write_txn(records: list[Any], producer_id: int, producer_epoch: int) -> int:
+        written.append(producer_id)
+        return 0
+
+    shard.txn_offsets.write = write_txn     # the shard's log, written transactionally
+
+    def txn_req(member: str = "", generation: int = -1) -> TxnOffsetCommitRequest:
+        return TxnOffsetCommitRequest(
+            transactional_id="t", group_id="g", producer_id=7, producer_epoch=0,
+            generation_id=generation, member_id=member,
+            topics=[toq.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
+                toq.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5)])])
+
+    assert await shard.txn_offsets.commit(txn_req()) == {(TOPIC, 0): 0}
+    await shard.classic.sync(sync_req("g", me, 1, {me: b""}))
+    await settle()
+    assert await shard.txn_offsets.commit(txn_req()) == {(TOPIC, 0): 0}
+    # With member fields they are still checked.
+    assert await shard.txn_offsets.commit(txn_req("ghost", 1)) == \
+        {(TOPIC, 0): errors.UnknownMemberIdError.code}
+    assert await shard.txn_offsets.commit(txn_req(me, 0)) == \
+        {(TOPIC, 0): errors.IllegalGenerationError.code}
+    assert await shard.txn_offsets.commit(txn_req(me, 1)) == {(TOPIC, 0): 0}
+    assert written == [7, 7, 7]

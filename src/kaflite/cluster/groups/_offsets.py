@@ -53,7 +53,10 @@ GroupOffsets = dict[TopicPartition, OffsetAndMetadata]
 
 
 def validate_offset_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
-                           generation_id: int) -> None:
+                           generation_id: int, transactional: bool = False) -> None:
+    """Kafka's checks of a commit's member and generation. A transactional commit
+    (TxnOffsetCommit) without them is accepted whatever the group's state: its
+    versions 0-2 have no member fields, and the group's state is not enforced."""
     if group.is_in(S.DEAD):
         raise errors.CoordinatorNotAvailableError(group.group_id)
     if generation_id < 0 and group.is_in(S.EMPTY):
@@ -63,9 +66,9 @@ def validate_offset_commit(group: ClassicGroup, member_id: str, instance_id: str
         if generation_id != group.generation_id:
             raise errors.IllegalGenerationError(
                 f"generation {generation_id}, group is at {group.generation_id}")
-    elif not group.is_in(S.EMPTY):
+    elif not transactional and not group.is_in(S.EMPTY):
         raise errors.UnknownMemberIdError("a group with members takes commits from members only")
-    if group.is_in(S.COMPLETING_REBALANCE):
+    if not transactional and group.is_in(S.COMPLETING_REBALANCE):
         # The member knows the new generation but has no assignment yet.
         raise errors.RebalanceInProgressError(group.group_id)
 

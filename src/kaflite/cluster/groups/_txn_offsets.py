@@ -86,7 +86,7 @@ class TxnOffsetManager:
         elif group is not None:
             try:
                 validate_offset_commit(group, req.member_id, req.group_instance_id,
-                                       req.generation_id)
+                                       req.generation_id, transactional=True)
             except errors.KafkaError as exc:
                 code = exc.code
         if code or self.write is None:
