@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from kaflite._loop import SharedLoop
 from kaflite.client import admin as _admin
 from kaflite.client import consumer as _consumer
 from kaflite.client import producer as _producer
@@ -37,37 +37,18 @@ from kaflite.client.pool import ConnectionInfo
 __all__ = ["Admin", "Consumer", "Producer"]
 
 T = TypeVar("T")
-_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
-
-
-def _shared_loop() -> asyncio.AbstractEventLoop:
-    global _loop
-    with _lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
-
-            def main() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
-
-            threading.Thread(target=main, name="kaflite-client", daemon=True).start()
-            ready.wait(10)
-            _loop = loop
-        return _loop
+_LOOP = SharedLoop("kaflite-client")   # every sync client of the process runs on it
 
 
 class _SyncClient:
     _async: Any
 
     def __init__(self) -> None:
-        self._loop = _shared_loop()
+        self._loop_thread = _LOOP.get()
+        self._loop = self._loop_thread.loop
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return fut.result(timeout)
+        return self._loop_thread.run(coro, timeout)
 
     def _make(self, cls: type, config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> Any:
         async def build() -> Any:

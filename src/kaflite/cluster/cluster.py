@@ -15,17 +15,15 @@ one, a restarted cluster recovers its topics and data from disk.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import shutil
 import tempfile
-import threading
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from kaflite._loop import new_event_loop
+from kaflite._loop import LoopThread
 from kaflite.cluster.broker import Broker
 from kaflite.cluster.configs import BrokerConfig, validate_topic_configs
 from kaflite.cluster.controller import Controller, TopicState
@@ -69,7 +67,7 @@ class Cluster:
         self.controller = Controller(self.data_dir, cluster_id)
         self.brokers: dict[int, Broker] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop_thread: LoopThread | None = None   # sync mode: the loop's thread
         self.started = False
         self.faults = FaultInjector(self)  # fault injection (kaflite.cluster.faults)
         self.registry = Registry(self)     # the connection registry (kaflite.cluster.observe)
@@ -142,7 +140,7 @@ class Cluster:
     # -- admin shortcuts -------------------------------------------------------------
     def _on_loop(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the cluster's loop: controller changes must happen there."""
-        if self._thread is None or threading.current_thread() is self._thread:
+        if self._loop_thread is None or self._loop_thread.in_loop():
             return fn()
 
         async def call() -> T:
@@ -180,27 +178,16 @@ class Cluster:
 
     # -- sync façade -------------------------------------------------------------------
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
-        assert self._loop is not None
-        fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return fut.result(timeout)
+        assert self._loop_thread is not None, "not started as a sync context manager"
+        return self._loop_thread.run(coro, timeout)
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
         """Run a coroutine on the cluster's loop from another thread (sync mode)."""
         return self._run(coro, timeout)
 
     def __enter__(self) -> Cluster:
-        ready = threading.Event()
-        loop = new_event_loop()
-        self._loop = loop
-
-        def main() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
-
-        self._thread = threading.Thread(target=main, name="kaflite-cluster", daemon=True)
-        self._thread.start()
-        ready.wait(10)
+        self._loop_thread = LoopThread("kaflite-cluster")
+        self._loop = self._loop_thread.loop
         self._run(self.start())
         return self
 
@@ -209,7 +196,5 @@ class Cluster:
         try:
             self._run(self.stop())
         finally:
-            assert self._loop is not None and self._thread is not None
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._loop.close()
+            assert self._loop_thread is not None
+            self._loop_thread.stop()

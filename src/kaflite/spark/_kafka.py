@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
-from kaflite._loop import new_event_loop
+from kaflite._loop import SharedLoop
 from kaflite.client import TopicPartition
 from kaflite.client._base import BaseClient
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
@@ -82,33 +82,15 @@ def report_data_loss(fail: bool, message: str) -> None:
 
 # -- one event loop thread per process ----------------------------------------------------
 _lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
+_LOOP = SharedLoop("kaflite-spark")     # every client of this process runs on it
 _clients: OrderedDict[tuple[tuple[str, str], ...], SparkKafkaClient] = OrderedDict()
 _last_used: dict[tuple[tuple[str, str], ...], float] = {}
 CACHE_CAPACITY = 64        # clients kept per process (spark.kafka.consumer.cache.capacity)
 CACHE_TIMEOUT_S = 300.0    # idle time before one is closed (spark.kafka.consumer.cache.timeout)
 
 
-def _shared_loop() -> asyncio.AbstractEventLoop:
-    global _loop
-    with _lock:
-        if _loop is None or _loop.is_closed():
-            loop = new_event_loop()   # uvloop where installed
-            ready = threading.Event()
-
-            def main() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
-
-            threading.Thread(target=main, name="kaflite-spark", daemon=True).start()
-            ready.wait(10)
-            _loop = loop
-        return _loop
-
-
 def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-    return asyncio.run_coroutine_threadsafe(coro, _shared_loop())
+    return _LOOP.get().submit(coro)
 
 
 def run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
