@@ -286,7 +286,11 @@ def test_coordinator_load_in_progress_backs_off_without_rediscovering(cluster: C
             await c.commit()
             assert rule.hits == 2
             assert await c.committed(TopicPartition(topic, 0)) == 3
-            assert api_count(cluster, cid, "FindCoordinator") == 1
+            # One lookup found the coordinator (the first may meet the offsets topic
+            # being created, when no earlier test of the module created it).
+            creating = api_errors(cluster, cid, "FindCoordinator").get(
+                "COORDINATOR_NOT_AVAILABLE", 0)
+            assert api_count(cluster, cid, "FindCoordinator") - creating == 1
             assert not events(c, "coordinator 0 unknown") and not events(c, "unknown for group")
             assert api_errors(cluster, cid, "OffsetCommit") == {"COORDINATOR_LOAD_IN_PROGRESS": 2}
             assert got == [b"a", b"b", b"c"]

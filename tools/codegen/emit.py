@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tools.codegen.schema import NONE, Field, Message, Struct, Versions
+from tools.codegen.schema import NONE, Field, Message, Struct, Versions, snake
 
 INT_TYPES = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
 
@@ -341,10 +341,14 @@ class StructEmitter:
     # -- class -----------------------------------------------------------------
     def emit(self) -> list[str]:
         st = self.st
-        lines = ["@dataclass(slots=True)", f"class {st.name}(Struct):"]
+        response = response_of(self.msg) if st is self.msg.top else None
+        base = f"Request[{response}]" if response else "Struct"
+        lines = ["@dataclass(slots=True)", f"class {st.name}({base}):"]
         body: list[str] = []
         if st is self.msg.top and self.msg.api_key is not None:
             body.append(f"API_KEY: ClassVar[int] = {self.msg.api_key}")
+        if response:
+            body.append(f"RESPONSE: ClassVar[type[Struct]] = {response}")
         body += [
             f"MIN_VERSION: ClassVar[int] = {self.valid.lo}",
             f"MAX_VERSION: ClassVar[int] = {self.valid.hi}",
@@ -395,7 +399,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
@@ -404,9 +408,20 @@ __all__ = {names!r}
 '''
 
 
+def response_of(msg: Message) -> str | None:
+    """A request's response class (every Kafka request has one, named alike)."""
+    if msg.kind != "request" or not msg.name.endswith("Request"):
+        return None
+    return msg.name[: -len("Request")] + "Response"
+
+
 def emit_module(msg: Message) -> str:
     names = [s.name for s in msg.structs] + [msg.top.name]
     parts = [HEADER.format(source=msg.source, names=sorted(names))]
+    response = response_of(msg)
+    if response:
+        parts.append(f"from kaflite.protocol.messages._generated.{snake(response)} "
+                     f"import {response}\n")
     emitters = [StructEmitter(msg, s) for s in [*msg.structs, msg.top]]
     for em in emitters:
         parts.append("\n\n" + "\n".join(em.emit()) + "\n")

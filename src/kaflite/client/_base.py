@@ -14,17 +14,21 @@ reconnects with back-off), and exposes the transparency API:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
-from kaflite.client.connection import ConnectionClosed
+from kaflite.client.connection import BrokerConnection, ConnectionClosed
 from kaflite.client.events import Event, EventLog
 from kaflite.client.metadata import Metadata
 from kaflite.client.pool import DATA, ConnectionInfo, ConnectionPool
 from kaflite.config import ClientConfig, resolve
+from kaflite.protocol.messages import ProduceRequest, ProduceResponse, Request, Struct
 
 __all__ = ["BaseClient"]
+
+R = TypeVar("R", bound=Struct)
+T = TypeVar("T")
 
 
 class BaseClient:
@@ -74,17 +78,27 @@ class BaseClient:
         await self.close()
 
     # -- requests ----------------------------------------------------------------------
-    async def _request(self, node_id: int, body: Any, *, channel: str = DATA,
-                       timeout: float | None = None) -> Any:
+    async def _request(self, node_id: int, body: Request[R], *, channel: str = DATA,
+                       timeout: float | None = None) -> R:
         """Send ``body`` to broker ``node_id``; a network failure drops the connection."""
         conn = await self.pool.get(node_id, channel)
+        return await self._dropping_on_failure(conn, body, conn.request(body, timeout=timeout))
+
+    async def _produce(self, node_id: int, body: ProduceRequest,
+                       timeout: float | None = None) -> ProduceResponse | None:
+        """``_request`` for a Produce, which has no response with acks=0."""
+        conn = await self.pool.get(node_id, DATA)
+        return await self._dropping_on_failure(conn, body, conn.produce(body, timeout=timeout))
+
+    async def _dropping_on_failure(self, conn: BrokerConnection, body: Struct,
+                                   call: Awaitable[T]) -> T:
         try:
-            return await conn.request(body, timeout=timeout)
+            return await call
         except (ConnectionClosed, TimeoutError, OSError) as exc:
             self.pool.discard(conn, f"{type(body).__name__} failed: {type(exc).__name__}")
             raise
 
-    async def _request_any(self, body: Any, timeout: float | None = None) -> Any:
+    async def _request_any(self, body: Request[R], timeout: float | None = None) -> R:
         """Send ``body`` to any broker (the least loaded one)."""
         conn = self.pool.least_loaded()
         if conn is None:

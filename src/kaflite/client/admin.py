@@ -279,16 +279,17 @@ class Admin(BaseClient):
         else:
             req = OffsetFetchRequest(group_id=group, topics=None)
         resp = await self._request(node, req, channel=COORDINATOR)
-        if version >= 8:
+        if version >= 8:        # one group's answer; its topics are another struct
             g = resp.groups[0]
             _check(g.error_code, f"list offsets of group {group}")
-            topics = g.topics
+            rows = [(t.name, p.partition_index, p.committed_offset, p.metadata,
+                     p.committed_leader_epoch) for t in g.topics for p in t.partitions]
         else:
             _check(resp.error_code, f"list offsets of group {group}")
-            topics = resp.topics
-        return {TopicPartition(t.name, p.partition_index):
-                OffsetAndMetadata(p.committed_offset, p.metadata or "", p.committed_leader_epoch)
-                for t in topics for p in t.partitions if p.committed_offset >= 0}
+            rows = [(t.name, p.partition_index, p.committed_offset, p.metadata,
+                     p.committed_leader_epoch) for t in resp.topics for p in t.partitions]
+        return {TopicPartition(name, index): OffsetAndMetadata(offset, metadata or "", epoch)
+                for name, index, offset, metadata, epoch in rows if offset >= 0}
 
     async def alter_group_offsets(self, group: str,
                                   offsets: Mapping[TopicPartition, int]) -> None:

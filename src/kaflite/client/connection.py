@@ -49,15 +49,21 @@ from kaflite.protocol import (
 )
 from kaflite.protocol.errors import error_for_code
 from kaflite.protocol.framing import Frame
-from kaflite.protocol.messages import ApiVersionsRequest, ApiVersionsResponse, ProduceRequest
-from kaflite.protocol.messages._runtime import Struct
+from kaflite.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    ProduceRequest,
+    ProduceResponse,
+    Request,
+    Struct,
+)
 
 __all__ = ["BrokerConnection", "ConnectionClosed", "ConnectionStats", "NoCommonVersion"]
 
-T = TypeVar("T", bound=Struct)
+R = TypeVar("R", bound=Struct)
 
-API_VERSIONS = 18
-PRODUCE = 0
+API_VERSIONS = ApiVersionsRequest.API_KEY
+PRODUCE = ProduceRequest.API_KEY
 UNSUPPORTED_VERSION = 35
 
 
@@ -288,12 +294,22 @@ class BrokerConnection:
             raise NoCommonVersion(f"no common version of {info.name} with {self.address}")
         return top
 
-    async def request(self, body: T, *, version: int | None = None,
-                      timeout: float | None = None) -> Any:
-        """Send ``body`` and return the decoded response (``None`` for acks=0)."""
-        api_key = type(body).API_KEY  # type: ignore[attr-defined]
+    async def request(self, body: Request[R], *, version: int | None = None,
+                      timeout: float | None = None) -> R:
+        """Send ``body`` and return its decoded response, typed by the request's class.
+        A Produce with acks=0 has none: send it with ``produce``."""
+        api_key = type(body).API_KEY
         v = self.version_for(api_key) if version is None else version
-        return await self._send(body, api_key, v, timeout)
+        response = await self._send(body, api_key, v, timeout)
+        if response is None:
+            raise ValueError("a Produce with acks=0 has no response: use produce()")
+        return cast(R, response)
+
+    async def produce(self, body: ProduceRequest, *, version: int | None = None,
+                      timeout: float | None = None) -> ProduceResponse | None:
+        """Send a Produce; ``None`` with acks=0, which the broker does not answer."""
+        v = self.version_for(PRODUCE) if version is None else version
+        return cast("ProduceResponse | None", await self._send(body, PRODUCE, v, timeout))
 
     async def _send(self, body: Struct, api_key: int, version: int,
                     timeout: float | None = None) -> Struct | None:

@@ -185,7 +185,7 @@ class Sender:
                         batches: list[ProducerBatch]) -> None:
         try:
             try:
-                resp: ProduceResponse | None = await self.producer._request(node, req)
+                resp: ProduceResponse | None = await self.producer._produce(node, req)
             except (ConnectionClosed, TimeoutError, OSError) as exc:
                 self.producer.metadata.request_update(f"Produce to broker {node} failed")
                 for batch in batches:

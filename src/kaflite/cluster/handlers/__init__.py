@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from kaflite.cluster.handlers._base import Handler
+from kaflite.cluster.handlers._base import AnyHandler, Handler
 
-__all__ = ["Handler", "all_handlers"]
+__all__ = ["AnyHandler", "Handler", "all_handlers"]
 
 
-def all_handlers() -> dict[int, Handler]:
-    handlers: dict[int, Handler] = {}
+def all_handlers() -> dict[int, AnyHandler]:
+    handlers: dict[int, AnyHandler] = {}
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):
             continue

@@ -162,7 +162,7 @@ async def handle_create_partitions(broker: Broker, conn: ServerConnection, heade
 
 
 HANDLERS = [
-    Handler(19, 2, 7, handle_create_topics),
-    Handler(20, 1, 6, handle_delete_topics),
-    Handler(37, 0, 3, handle_create_partitions),
+    Handler(CreateTopicsRequest, 2, 7, handle_create_topics),
+    Handler(DeleteTopicsRequest, 1, 6, handle_delete_topics),
+    Handler(CreatePartitionsRequest, 0, 3, handle_create_partitions),
 ]

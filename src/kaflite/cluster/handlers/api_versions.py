@@ -26,4 +26,4 @@ async def handle(broker: Broker, conn: ServerConnection, header: RequestHeader,
     )
 
 
-HANDLERS = [Handler(18, 0, 4, handle)]
+HANDLERS = [Handler(ApiVersionsRequest, 0, 4, handle)]

@@ -186,7 +186,7 @@ async def handle_incremental(broker: Broker, conn: ServerConnection, header: Req
 
 
 HANDLERS = [
-    Handler(32, 1, 4, handle_describe),
-    Handler(33, 0, 2, handle_alter),
-    Handler(44, 0, 1, handle_incremental),
+    Handler(DescribeConfigsRequest, 1, 4, handle_describe),
+    Handler(AlterConfigsRequest, 0, 2, handle_alter),
+    Handler(IncrementalAlterConfigsRequest, 0, 1, handle_incremental),
 ]

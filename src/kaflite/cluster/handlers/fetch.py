@@ -257,4 +257,4 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
                          responses=topics, node_endpoints=endpoints)
 
 
-HANDLERS = [Handler(1, 4, 17, handle_fetch)]
+HANDLERS = [Handler(FetchRequest, 4, 17, handle_fetch)]

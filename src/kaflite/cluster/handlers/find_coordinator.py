@@ -64,4 +64,4 @@ async def handle_find_coordinator(broker: Broker, conn: ServerConnection, header
         node_id=one.node_id, host=one.host, port=one.port)
 
 
-HANDLERS = [Handler(10, 0, 6, handle_find_coordinator)]
+HANDLERS = [Handler(FindCoordinatorRequest, 0, 6, handle_find_coordinator)]

@@ -159,8 +159,8 @@ async def handle_txn_offset_commit(broker: Broker, conn: ServerConnection,
 
 
 HANDLERS = [
-    Handler(8, 2, 9, handle_offset_commit),
-    Handler(9, 1, 9, handle_offset_fetch),
-    Handler(47, 0, 0, handle_offset_delete),
-    Handler(28, 0, 4, handle_txn_offset_commit),
+    Handler(OffsetCommitRequest, 2, 9, handle_offset_commit),
+    Handler(OffsetFetchRequest, 1, 9, handle_offset_fetch),
+    Handler(OffsetDeleteRequest, 0, 0, handle_offset_delete),
+    Handler(TxnOffsetCommitRequest, 0, 4, handle_txn_offset_commit),
 ]

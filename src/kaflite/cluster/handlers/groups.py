@@ -214,11 +214,11 @@ async def handle_delete_groups(broker: Broker, conn: ServerConnection, header: R
 
 
 HANDLERS = [
-    Handler(11, 2, 9, handle_join_group),
-    Handler(12, 0, 4, handle_heartbeat),
-    Handler(13, 0, 5, handle_leave_group),
-    Handler(14, 0, 5, handle_sync_group),
-    Handler(15, 0, 5, handle_describe_groups),
-    Handler(16, 0, 5, handle_list_groups),
-    Handler(42, 0, 2, handle_delete_groups),
+    Handler(JoinGroupRequest, 2, 9, handle_join_group),
+    Handler(HeartbeatRequest, 0, 4, handle_heartbeat),
+    Handler(LeaveGroupRequest, 0, 5, handle_leave_group),
+    Handler(SyncGroupRequest, 0, 5, handle_sync_group),
+    Handler(DescribeGroupsRequest, 0, 5, handle_describe_groups),
+    Handler(ListGroupsRequest, 0, 5, handle_list_groups),
+    Handler(DeleteGroupsRequest, 0, 2, handle_delete_groups),
 ]

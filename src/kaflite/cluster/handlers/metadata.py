@@ -135,4 +135,4 @@ async def handle_describe_cluster(broker: Broker, conn: ServerConnection, header
     )
 
 
-HANDLERS = [Handler(3, 0, 12, handle_metadata), Handler(60, 0, 1, handle_describe_cluster)]
+HANDLERS = [Handler(MetadataRequest, 0, 12, handle_metadata), Handler(DescribeClusterRequest, 0, 1, handle_describe_cluster)]

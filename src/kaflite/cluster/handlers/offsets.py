@@ -114,7 +114,7 @@ async def handle_delete_records(broker: Broker, conn: ServerConnection, header: 
 
 
 HANDLERS = [
-    Handler(2, 1, 10, handle_list_offsets),
-    Handler(23, 2, 4, handle_offset_for_leader_epoch),
-    Handler(21, 0, 2, handle_delete_records),
+    Handler(ListOffsetsRequest, 1, 10, handle_list_offsets),
+    Handler(OffsetForLeaderEpochRequest, 2, 4, handle_offset_for_leader_epoch),
+    Handler(DeleteRecordsRequest, 0, 2, handle_delete_records),
 ]

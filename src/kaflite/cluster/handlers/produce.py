@@ -106,4 +106,4 @@ async def handle_produce(broker: Broker, conn: ServerConnection, header: Request
     )
 
 
-HANDLERS = [Handler(0, 3, 11, handle_produce)]
+HANDLERS = [Handler(ProduceRequest, 3, 11, handle_produce)]

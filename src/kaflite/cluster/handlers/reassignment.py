@@ -107,7 +107,7 @@ async def handle_list_reassignments(broker: Broker, conn: ServerConnection,
 
 
 HANDLERS = [
-    Handler(43, 0, 2, handle_elect_leaders),
-    Handler(45, 0, 0, handle_alter_reassignments),
-    Handler(46, 0, 0, handle_list_reassignments),
+    Handler(ElectLeadersRequest, 0, 2, handle_elect_leaders),
+    Handler(AlterPartitionReassignmentsRequest, 0, 0, handle_alter_reassignments),
+    Handler(ListPartitionReassignmentsRequest, 0, 0, handle_list_reassignments),
 ]

@@ -194,10 +194,10 @@ async def handle_init_producer_id(broker: Broker, conn: ServerConnection, header
 
 
 HANDLERS = [
-    Handler(22, 0, 5, handle_init_producer_id),
-    Handler(24, 0, 3, handle_add_partitions),
-    Handler(25, 0, 4, handle_add_offsets),
-    Handler(26, 0, 4, handle_end_txn),
-    Handler(65, 0, 0, handle_describe_transactions),
-    Handler(66, 0, 1, handle_list_transactions),
+    Handler(InitProducerIdRequest, 0, 5, handle_init_producer_id),
+    Handler(AddPartitionsToTxnRequest, 0, 3, handle_add_partitions),
+    Handler(AddOffsetsToTxnRequest, 0, 4, handle_add_offsets),
+    Handler(EndTxnRequest, 0, 4, handle_end_txn),
+    Handler(DescribeTransactionsRequest, 0, 0, handle_describe_transactions),
+    Handler(ListTransactionsRequest, 0, 1, handle_list_transactions),
 ]

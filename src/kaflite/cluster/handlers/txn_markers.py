@@ -122,4 +122,4 @@ async def handle_write_txn_markers(broker: Broker, conn: ServerConnection,
     return WriteTxnMarkersResponse(markers=results)
 
 
-HANDLERS = [Handler(27, 0, 1, handle_write_txn_markers)]
+HANDLERS = [Handler(WriteTxnMarkersRequest, 0, 1, handle_write_txn_markers)]

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from kaflite.protocol.messages import _generated
 from kaflite.protocol.messages._generated import API_TABLE, DATA_NAMES, WHERE
-from kaflite.protocol.messages._runtime import FieldSpec, FieldVersionError, Struct
+from kaflite.protocol.messages._runtime import FieldSpec, FieldVersionError, Request, Struct
 
 if TYPE_CHECKING:
     from kaflite.protocol.messages._generated import *  # noqa: F403
 
     DATA: tuple[type[Struct], ...]
 
-__all__ = ["DATA", "REGISTRY", "ApiInfo", "FieldSpec", "FieldVersionError", "Struct",
+__all__ = ["DATA", "REGISTRY", "ApiInfo", "FieldSpec", "FieldVersionError", "Request", "Struct",
            "api_by_name"]
 __all__ += [n for n in _generated.__all__ if n not in ("API_TABLE", "DATA_NAMES", "WHERE")]
 

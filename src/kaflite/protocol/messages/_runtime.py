@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import uuid
 from collections.abc import Sequence
-from typing import Any, ClassVar, NamedTuple, Self
+from typing import Any, ClassVar, Generic, NamedTuple, Self, TypeVar
 
 from kaflite.protocol._error_codes import UnsupportedVersionError
 from kaflite.protocol._exceptions import LocalProtocolError, RemoteProtocolError
@@ -22,6 +22,7 @@ from kaflite.protocol.primitives import BytesLike, Reader, Writer
 __all__ = [
     "FieldSpec",
     "FieldVersionError",
+    "Request",
     "Struct",
     "merge_tags",
     "to_bytes",
@@ -102,6 +103,19 @@ class Struct:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly view (bytes as hex, UUIDs as strings)."""
         return {f.name: _plain(getattr(self, f.name)) for f in self.FIELDS}
+
+
+R_co = TypeVar("R_co", bound=Struct, covariant=True)
+
+
+class Request(Struct, Generic[R_co]):
+    """A request message. Its type parameter is its response's class, so that
+    ``connection.request(req)`` is typed end to end (franz-go's ``ResponseKind``)."""
+
+    __slots__ = ()
+
+    API_KEY: ClassVar[int] = -1
+    RESPONSE: ClassVar[type[Struct]] = Struct
 
 
 def _plain(value: object) -> object:

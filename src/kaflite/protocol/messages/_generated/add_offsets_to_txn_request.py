@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AddOffsetsToTxnRequest']
+from kaflite.protocol.messages._generated.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 
 
 @dataclass(slots=True)
-class AddOffsetsToTxnRequest(Struct):
+class AddOffsetsToTxnRequest(Request[AddOffsetsToTxnResponse]):
     API_KEY: ClassVar[int] = 25
+    RESPONSE: ClassVar[type[Struct]] = AddOffsetsToTxnResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 3

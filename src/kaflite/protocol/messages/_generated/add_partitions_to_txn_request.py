@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AddPartitionsToTxnRequest', 'AddPartitionsToTxnTopic', 'AddPartitionsToTxnTransaction']
+from kaflite.protocol.messages._generated.add_partitions_to_txn_response import AddPartitionsToTxnResponse
 
 
 @dataclass(slots=True)
@@ -125,8 +126,9 @@ class AddPartitionsToTxnTransaction(Struct):
 
 
 @dataclass(slots=True)
-class AddPartitionsToTxnRequest(Struct):
+class AddPartitionsToTxnRequest(Request[AddPartitionsToTxnResponse]):
     API_KEY: ClassVar[int] = 24
+    RESPONSE: ClassVar[type[Struct]] = AddPartitionsToTxnResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 3

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AddRaftVoterRequest', 'Listener']
+from kaflite.protocol.messages._generated.add_raft_voter_response import AddRaftVoterResponse
 
 
 @dataclass(slots=True)
@@ -48,8 +49,9 @@ class Listener(Struct):
 
 
 @dataclass(slots=True)
-class AddRaftVoterRequest(Struct):
+class AddRaftVoterRequest(Request[AddRaftVoterResponse]):
     API_KEY: ClassVar[int] = 80
+    RESPONSE: ClassVar[type[Struct]] = AddRaftVoterResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AllocateProducerIdsRequest']
+from kaflite.protocol.messages._generated.allocate_producer_ids_response import AllocateProducerIdsResponse
 
 
 @dataclass(slots=True)
-class AllocateProducerIdsRequest(Struct):
+class AllocateProducerIdsRequest(Request[AllocateProducerIdsResponse]):
     API_KEY: ClassVar[int] = 67
+    RESPONSE: ClassVar[type[Struct]] = AllocateProducerIdsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

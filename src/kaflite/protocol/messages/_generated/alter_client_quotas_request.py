@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterClientQuotasRequest', 'EntityData', 'EntryData', 'OpData']
+from kaflite.protocol.messages._generated.alter_client_quotas_response import AlterClientQuotasResponse
 
 
 @dataclass(slots=True)
@@ -129,8 +130,9 @@ class EntryData(Struct):
 
 
 @dataclass(slots=True)
-class AlterClientQuotasRequest(Struct):
+class AlterClientQuotasRequest(Request[AlterClientQuotasResponse]):
     API_KEY: ClassVar[int] = 49
+    RESPONSE: ClassVar[type[Struct]] = AlterClientQuotasResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 1

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterConfigsRequest', 'AlterConfigsResource', 'AlterableConfig']
+from kaflite.protocol.messages._generated.alter_configs_response import AlterConfigsResponse
 
 
 @dataclass(slots=True)
@@ -94,8 +95,9 @@ class AlterConfigsResource(Struct):
 
 
 @dataclass(slots=True)
-class AlterConfigsRequest(Struct):
+class AlterConfigsRequest(Request[AlterConfigsResponse]):
     API_KEY: ClassVar[int] = 33
+    RESPONSE: ClassVar[type[Struct]] = AlterConfigsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 2

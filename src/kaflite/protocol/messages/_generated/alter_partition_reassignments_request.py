@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterPartitionReassignmentsRequest', 'ReassignablePartition', 'ReassignableTopic']
+from kaflite.protocol.messages._generated.alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
 
 
 @dataclass(slots=True)
@@ -78,8 +79,9 @@ class ReassignableTopic(Struct):
 
 
 @dataclass(slots=True)
-class AlterPartitionReassignmentsRequest(Struct):
+class AlterPartitionReassignmentsRequest(Request[AlterPartitionReassignmentsResponse]):
     API_KEY: ClassVar[int] = 45
+    RESPONSE: ClassVar[type[Struct]] = AlterPartitionReassignmentsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterPartitionRequest', 'BrokerState', 'PartitionData', 'TopicData']
+from kaflite.protocol.messages._generated.alter_partition_response import AlterPartitionResponse
 
 
 @dataclass(slots=True)
@@ -156,8 +157,9 @@ class TopicData(Struct):
 
 
 @dataclass(slots=True)
-class AlterPartitionRequest(Struct):
+class AlterPartitionRequest(Request[AlterPartitionResponse]):
     API_KEY: ClassVar[int] = 56
+    RESPONSE: ClassVar[type[Struct]] = AlterPartitionResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int] = 0

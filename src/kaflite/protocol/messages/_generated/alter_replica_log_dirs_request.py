@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterReplicaLogDir', 'AlterReplicaLogDirTopic', 'AlterReplicaLogDirsRequest']
+from kaflite.protocol.messages._generated.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
 
 
 @dataclass(slots=True)
@@ -94,8 +95,9 @@ class AlterReplicaLogDir(Struct):
 
 
 @dataclass(slots=True)
-class AlterReplicaLogDirsRequest(Struct):
+class AlterReplicaLogDirsRequest(Request[AlterReplicaLogDirsResponse]):
     API_KEY: ClassVar[int] = 34
+    RESPONSE: ClassVar[type[Struct]] = AlterReplicaLogDirsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 2

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterUserScramCredentialsRequest', 'ScramCredentialDeletion', 'ScramCredentialUpsertion']
+from kaflite.protocol.messages._generated.alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
 
 
 @dataclass(slots=True)
@@ -79,8 +80,9 @@ class ScramCredentialUpsertion(Struct):
 
 
 @dataclass(slots=True)
-class AlterUserScramCredentialsRequest(Struct):
+class AlterUserScramCredentialsRequest(Request[AlterUserScramCredentialsResponse]):
     API_KEY: ClassVar[int] = 51
+    RESPONSE: ClassVar[type[Struct]] = AlterUserScramCredentialsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

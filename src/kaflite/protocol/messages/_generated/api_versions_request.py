@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ApiVersionsRequest']
+from kaflite.protocol.messages._generated.api_versions_response import ApiVersionsResponse
 
 
 @dataclass(slots=True)
-class ApiVersionsRequest(Struct):
+class ApiVersionsRequest(Request[ApiVersionsResponse]):
     API_KEY: ClassVar[int] = 18
+    RESPONSE: ClassVar[type[Struct]] = ApiVersionsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 3

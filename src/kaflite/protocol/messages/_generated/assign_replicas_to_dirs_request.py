@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AssignReplicasToDirsRequest', 'DirectoryData', 'PartitionData', 'TopicData']
+from kaflite.protocol.messages._generated.assign_replicas_to_dirs_response import AssignReplicasToDirsResponse
 
 
 @dataclass(slots=True)
@@ -98,8 +99,9 @@ class DirectoryData(Struct):
 
 
 @dataclass(slots=True)
-class AssignReplicasToDirsRequest(Struct):
+class AssignReplicasToDirsRequest(Request[AssignReplicasToDirsResponse]):
     API_KEY: ClassVar[int] = 73
+    RESPONSE: ClassVar[type[Struct]] = AssignReplicasToDirsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

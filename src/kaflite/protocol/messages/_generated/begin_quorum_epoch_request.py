@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['BeginQuorumEpochRequest', 'LeaderEndpoint', 'PartitionData', 'TopicData']
+from kaflite.protocol.messages._generated.begin_quorum_epoch_response import BeginQuorumEpochResponse
 
 
 @dataclass(slots=True)
@@ -143,8 +144,9 @@ class LeaderEndpoint(Struct):
 
 
 @dataclass(slots=True)
-class BeginQuorumEpochRequest(Struct):
+class BeginQuorumEpochRequest(Request[BeginQuorumEpochResponse]):
     API_KEY: ClassVar[int] = 53
+    RESPONSE: ClassVar[type[Struct]] = BeginQuorumEpochResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 1

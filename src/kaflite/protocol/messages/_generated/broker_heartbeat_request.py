@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['BrokerHeartbeatRequest']
+from kaflite.protocol.messages._generated.broker_heartbeat_response import BrokerHeartbeatResponse
 
 
 @dataclass(slots=True)
-class BrokerHeartbeatRequest(Struct):
+class BrokerHeartbeatRequest(Request[BrokerHeartbeatResponse]):
     API_KEY: ClassVar[int] = 63
+    RESPONSE: ClassVar[type[Struct]] = BrokerHeartbeatResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ConsumerGroupDescribeRequest']
+from kaflite.protocol.messages._generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
 
 
 @dataclass(slots=True)
-class ConsumerGroupDescribeRequest(Struct):
+class ConsumerGroupDescribeRequest(Request[ConsumerGroupDescribeResponse]):
     API_KEY: ClassVar[int] = 69
+    RESPONSE: ClassVar[type[Struct]] = ConsumerGroupDescribeResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ConsumerGroupHeartbeatRequest', 'TopicPartitions']
+from kaflite.protocol.messages._generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 
 
 @dataclass(slots=True)
@@ -47,8 +48,9 @@ class TopicPartitions(Struct):
 
 
 @dataclass(slots=True)
-class ConsumerGroupHeartbeatRequest(Struct):
+class ConsumerGroupHeartbeatRequest(Request[ConsumerGroupHeartbeatResponse]):
     API_KEY: ClassVar[int] = 68
+    RESPONSE: ClassVar[type[Struct]] = ConsumerGroupHeartbeatResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ControlledShutdownRequest']
+from kaflite.protocol.messages._generated.controlled_shutdown_response import ControlledShutdownResponse
 
 
 @dataclass(slots=True)
-class ControlledShutdownRequest(Struct):
+class ControlledShutdownRequest(Request[ControlledShutdownResponse]):
     API_KEY: ClassVar[int] = 7
+    RESPONSE: ClassVar[type[Struct]] = ControlledShutdownResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int] = 3

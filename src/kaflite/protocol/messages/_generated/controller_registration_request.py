@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ControllerRegistrationRequest', 'Feature', 'Listener']
+from kaflite.protocol.messages._generated.controller_registration_response import ControllerRegistrationResponse
 
 
 @dataclass(slots=True)
@@ -79,8 +80,9 @@ class Feature(Struct):
 
 
 @dataclass(slots=True)
-class ControllerRegistrationRequest(Struct):
+class ControllerRegistrationRequest(Request[ControllerRegistrationResponse]):
     API_KEY: ClassVar[int] = 70
+    RESPONSE: ClassVar[type[Struct]] = ControllerRegistrationResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

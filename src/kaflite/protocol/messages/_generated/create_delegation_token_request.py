@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['CreatableRenewers', 'CreateDelegationTokenRequest']
+from kaflite.protocol.messages._generated.create_delegation_token_response import CreateDelegationTokenResponse
 
 
 @dataclass(slots=True)
@@ -53,8 +54,9 @@ class CreatableRenewers(Struct):
 
 
 @dataclass(slots=True)
-class CreateDelegationTokenRequest(Struct):
+class CreateDelegationTokenRequest(Request[CreateDelegationTokenResponse]):
     API_KEY: ClassVar[int] = 38
+    RESPONSE: ClassVar[type[Struct]] = CreateDelegationTokenResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int] = 2

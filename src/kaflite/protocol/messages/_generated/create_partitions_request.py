@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['CreatePartitionsAssignment', 'CreatePartitionsRequest', 'CreatePartitionsTopic']
+from kaflite.protocol.messages._generated.create_partitions_response import CreatePartitionsResponse
 
 
 @dataclass(slots=True)
@@ -97,8 +98,9 @@ class CreatePartitionsTopic(Struct):
 
 
 @dataclass(slots=True)
-class CreatePartitionsRequest(Struct):
+class CreatePartitionsRequest(Request[CreatePartitionsResponse]):
     API_KEY: ClassVar[int] = 37
+    RESPONSE: ClassVar[type[Struct]] = CreatePartitionsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int] = 2

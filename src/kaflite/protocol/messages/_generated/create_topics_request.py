@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['CreatableReplicaAssignment', 'CreatableTopic', 'CreatableTopicConfig', 'CreateTopicsRequest']
+from kaflite.protocol.messages._generated.create_topics_response import CreateTopicsResponse
 
 
 @dataclass(slots=True)
@@ -141,8 +142,9 @@ class CreatableTopic(Struct):
 
 
 @dataclass(slots=True)
-class CreateTopicsRequest(Struct):
+class CreateTopicsRequest(Request[CreateTopicsResponse]):
     API_KEY: ClassVar[int] = 19
+    RESPONSE: ClassVar[type[Struct]] = CreateTopicsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 7
     FLEXIBLE_VERSION: ClassVar[int] = 5

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeleteAclsFilter', 'DeleteAclsRequest']
+from kaflite.protocol.messages._generated.delete_acls_response import DeleteAclsResponse
 
 
 @dataclass(slots=True)
@@ -77,8 +78,9 @@ class DeleteAclsFilter(Struct):
 
 
 @dataclass(slots=True)
-class DeleteAclsRequest(Struct):
+class DeleteAclsRequest(Request[DeleteAclsResponse]):
     API_KEY: ClassVar[int] = 31
+    RESPONSE: ClassVar[type[Struct]] = DeleteAclsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int] = 2

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeleteRecordsPartition', 'DeleteRecordsRequest', 'DeleteRecordsTopic']
+from kaflite.protocol.messages._generated.delete_records_response import DeleteRecordsResponse
 
 
 @dataclass(slots=True)
@@ -85,8 +86,9 @@ class DeleteRecordsTopic(Struct):
 
 
 @dataclass(slots=True)
-class DeleteRecordsRequest(Struct):
+class DeleteRecordsRequest(Request[DeleteRecordsResponse]):
     API_KEY: ClassVar[int] = 21
+    RESPONSE: ClassVar[type[Struct]] = DeleteRecordsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 2

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeleteShareGroupStateRequest', 'DeleteStateData', 'PartitionData']
+from kaflite.protocol.messages._generated.delete_share_group_state_response import DeleteShareGroupStateResponse
 
 
 @dataclass(slots=True)
@@ -70,8 +71,9 @@ class DeleteStateData(Struct):
 
 
 @dataclass(slots=True)
-class DeleteShareGroupStateRequest(Struct):
+class DeleteShareGroupStateRequest(Request[DeleteShareGroupStateResponse]):
     API_KEY: ClassVar[int] = 86
+    RESPONSE: ClassVar[type[Struct]] = DeleteShareGroupStateResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

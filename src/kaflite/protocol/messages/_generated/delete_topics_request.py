@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DeleteTopicState', 'DeleteTopicsRequest']
+from kaflite.protocol.messages._generated.delete_topics_response import DeleteTopicsResponse
 
 
 @dataclass(slots=True)
@@ -59,8 +60,9 @@ class DeleteTopicState(Struct):
 
 
 @dataclass(slots=True)
-class DeleteTopicsRequest(Struct):
+class DeleteTopicsRequest(Request[DeleteTopicsResponse]):
     API_KEY: ClassVar[int] = 20
+    RESPONSE: ClassVar[type[Struct]] = DeleteTopicsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 4

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeAclsRequest']
+from kaflite.protocol.messages._generated.describe_acls_response import DescribeAclsResponse
 
 
 @dataclass(slots=True)
-class DescribeAclsRequest(Struct):
+class DescribeAclsRequest(Request[DescribeAclsResponse]):
     API_KEY: ClassVar[int] = 29
+    RESPONSE: ClassVar[type[Struct]] = DescribeAclsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int] = 2

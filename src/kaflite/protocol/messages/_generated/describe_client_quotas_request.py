@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ComponentData', 'DescribeClientQuotasRequest']
+from kaflite.protocol.messages._generated.describe_client_quotas_response import DescribeClientQuotasResponse
 
 
 @dataclass(slots=True)
@@ -56,8 +57,9 @@ class ComponentData(Struct):
 
 
 @dataclass(slots=True)
-class DescribeClientQuotasRequest(Struct):
+class DescribeClientQuotasRequest(Request[DescribeClientQuotasResponse]):
     API_KEY: ClassVar[int] = 48
+    RESPONSE: ClassVar[type[Struct]] = DescribeClientQuotasResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 1

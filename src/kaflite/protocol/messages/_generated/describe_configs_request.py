@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeConfigsRequest', 'DescribeConfigsResource']
+from kaflite.protocol.messages._generated.describe_configs_response import DescribeConfigsResponse
 
 
 @dataclass(slots=True)
@@ -67,8 +68,9 @@ class DescribeConfigsResource(Struct):
 
 
 @dataclass(slots=True)
-class DescribeConfigsRequest(Struct):
+class DescribeConfigsRequest(Request[DescribeConfigsResponse]):
     API_KEY: ClassVar[int] = 32
+    RESPONSE: ClassVar[type[Struct]] = DescribeConfigsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 4

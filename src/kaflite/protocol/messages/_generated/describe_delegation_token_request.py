@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeDelegationTokenOwner', 'DescribeDelegationTokenRequest']
+from kaflite.protocol.messages._generated.describe_delegation_token_response import DescribeDelegationTokenResponse
 
 
 @dataclass(slots=True)
@@ -53,8 +54,9 @@ class DescribeDelegationTokenOwner(Struct):
 
 
 @dataclass(slots=True)
-class DescribeDelegationTokenRequest(Struct):
+class DescribeDelegationTokenRequest(Request[DescribeDelegationTokenResponse]):
     API_KEY: ClassVar[int] = 41
+    RESPONSE: ClassVar[type[Struct]] = DescribeDelegationTokenResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int] = 2

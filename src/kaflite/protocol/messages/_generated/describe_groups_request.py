@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeGroupsRequest']
+from kaflite.protocol.messages._generated.describe_groups_response import DescribeGroupsResponse
 
 
 @dataclass(slots=True)
-class DescribeGroupsRequest(Struct):
+class DescribeGroupsRequest(Request[DescribeGroupsResponse]):
     API_KEY: ClassVar[int] = 15
+    RESPONSE: ClassVar[type[Struct]] = DescribeGroupsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 5

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribableLogDirTopic', 'DescribeLogDirsRequest']
+from kaflite.protocol.messages._generated.describe_log_dirs_response import DescribeLogDirsResponse
 
 
 @dataclass(slots=True)
@@ -56,8 +57,9 @@ class DescribableLogDirTopic(Struct):
 
 
 @dataclass(slots=True)
-class DescribeLogDirsRequest(Struct):
+class DescribeLogDirsRequest(Request[DescribeLogDirsResponse]):
     API_KEY: ClassVar[int] = 35
+    RESPONSE: ClassVar[type[Struct]] = DescribeLogDirsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 2

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeProducersRequest', 'TopicRequest']
+from kaflite.protocol.messages._generated.describe_producers_response import DescribeProducersResponse
 
 
 @dataclass(slots=True)
@@ -47,8 +48,9 @@ class TopicRequest(Struct):
 
 
 @dataclass(slots=True)
-class DescribeProducersRequest(Struct):
+class DescribeProducersRequest(Request[DescribeProducersResponse]):
     API_KEY: ClassVar[int] = 61
+    RESPONSE: ClassVar[type[Struct]] = DescribeProducersResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeQuorumRequest', 'PartitionData', 'TopicData']
+from kaflite.protocol.messages._generated.describe_quorum_response import DescribeQuorumResponse
 
 
 @dataclass(slots=True)
@@ -70,8 +71,9 @@ class TopicData(Struct):
 
 
 @dataclass(slots=True)
-class DescribeQuorumRequest(Struct):
+class DescribeQuorumRequest(Request[DescribeQuorumResponse]):
     API_KEY: ClassVar[int] = 55
+    RESPONSE: ClassVar[type[Struct]] = DescribeQuorumResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['Cursor', 'DescribeTopicPartitionsRequest', 'TopicRequest']
+from kaflite.protocol.messages._generated.describe_topic_partitions_response import DescribeTopicPartitionsResponse
 
 
 @dataclass(slots=True)
@@ -67,8 +68,9 @@ class Cursor(Struct):
 
 
 @dataclass(slots=True)
-class DescribeTopicPartitionsRequest(Struct):
+class DescribeTopicPartitionsRequest(Request[DescribeTopicPartitionsResponse]):
     API_KEY: ClassVar[int] = 75
+    RESPONSE: ClassVar[type[Struct]] = DescribeTopicPartitionsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeTransactionsRequest']
+from kaflite.protocol.messages._generated.describe_transactions_response import DescribeTransactionsResponse
 
 
 @dataclass(slots=True)
-class DescribeTransactionsRequest(Struct):
+class DescribeTransactionsRequest(Request[DescribeTransactionsResponse]):
     API_KEY: ClassVar[int] = 65
+    RESPONSE: ClassVar[type[Struct]] = DescribeTransactionsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

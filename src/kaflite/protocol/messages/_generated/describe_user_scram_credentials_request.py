@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['DescribeUserScramCredentialsRequest', 'UserName']
+from kaflite.protocol.messages._generated.describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse
 
 
 @dataclass(slots=True)
@@ -42,8 +43,9 @@ class UserName(Struct):
 
 
 @dataclass(slots=True)
-class DescribeUserScramCredentialsRequest(Struct):
+class DescribeUserScramCredentialsRequest(Request[DescribeUserScramCredentialsResponse]):
     API_KEY: ClassVar[int] = 50
+    RESPONSE: ClassVar[type[Struct]] = DescribeUserScramCredentialsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

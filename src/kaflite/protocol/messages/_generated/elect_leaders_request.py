@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ElectLeadersRequest', 'TopicPartitions']
+from kaflite.protocol.messages._generated.elect_leaders_response import ElectLeadersResponse
 
 
 @dataclass(slots=True)
@@ -56,8 +57,9 @@ class TopicPartitions(Struct):
 
 
 @dataclass(slots=True)
-class ElectLeadersRequest(Struct):
+class ElectLeadersRequest(Request[ElectLeadersResponse]):
     API_KEY: ClassVar[int] = 43
+    RESPONSE: ClassVar[type[Struct]] = ElectLeadersResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 2

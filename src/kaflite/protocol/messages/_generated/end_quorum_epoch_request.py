@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['EndQuorumEpochRequest', 'LeaderEndpoint', 'PartitionData', 'ReplicaInfo', 'TopicData']
+from kaflite.protocol.messages._generated.end_quorum_epoch_response import EndQuorumEpochResponse
 
 
 @dataclass(slots=True)
@@ -194,8 +195,9 @@ class LeaderEndpoint(Struct):
 
 
 @dataclass(slots=True)
-class EndQuorumEpochRequest(Struct):
+class EndQuorumEpochRequest(Request[EndQuorumEpochResponse]):
     API_KEY: ClassVar[int] = 54
+    RESPONSE: ClassVar[type[Struct]] = EndQuorumEpochResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 1

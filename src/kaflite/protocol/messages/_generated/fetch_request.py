@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['FetchPartition', 'FetchRequest', 'FetchTopic', 'ForgottenTopic', 'ReplicaState']
+from kaflite.protocol.messages._generated.fetch_response import FetchResponse
 
 
 @dataclass(slots=True)
@@ -227,8 +228,9 @@ class ForgottenTopic(Struct):
 
 
 @dataclass(slots=True)
-class FetchRequest(Struct):
+class FetchRequest(Request[FetchResponse]):
     API_KEY: ClassVar[int] = 1
+    RESPONSE: ClassVar[type[Struct]] = FetchResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 17
     FLEXIBLE_VERSION: ClassVar[int] = 12

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['FetchSnapshotRequest', 'PartitionSnapshot', 'SnapshotId', 'TopicSnapshot']
+from kaflite.protocol.messages._generated.fetch_snapshot_response import FetchSnapshotResponse
 
 
 @dataclass(slots=True)
@@ -117,8 +118,9 @@ class TopicSnapshot(Struct):
 
 
 @dataclass(slots=True)
-class FetchSnapshotRequest(Struct):
+class FetchSnapshotRequest(Request[FetchSnapshotResponse]):
     API_KEY: ClassVar[int] = 59
+    RESPONSE: ClassVar[type[Struct]] = FetchSnapshotResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['FindCoordinatorRequest']
+from kaflite.protocol.messages._generated.find_coordinator_response import FindCoordinatorResponse
 
 
 @dataclass(slots=True)
-class FindCoordinatorRequest(Struct):
+class FindCoordinatorRequest(Request[FindCoordinatorResponse]):
     API_KEY: ClassVar[int] = 10
+    RESPONSE: ClassVar[type[Struct]] = FindCoordinatorResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 3

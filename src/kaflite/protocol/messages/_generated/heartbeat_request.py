@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['HeartbeatRequest']
+from kaflite.protocol.messages._generated.heartbeat_response import HeartbeatResponse
 
 
 @dataclass(slots=True)
-class HeartbeatRequest(Struct):
+class HeartbeatRequest(Request[HeartbeatResponse]):
     API_KEY: ClassVar[int] = 12
+    RESPONSE: ClassVar[type[Struct]] = HeartbeatResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 4

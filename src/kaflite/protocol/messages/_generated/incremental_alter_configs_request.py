@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AlterConfigsResource', 'AlterableConfig', 'IncrementalAlterConfigsRequest']
+from kaflite.protocol.messages._generated.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 
 
 @dataclass(slots=True)
@@ -97,8 +98,9 @@ class AlterConfigsResource(Struct):
 
 
 @dataclass(slots=True)
-class IncrementalAlterConfigsRequest(Struct):
+class IncrementalAlterConfigsRequest(Request[IncrementalAlterConfigsResponse]):
     API_KEY: ClassVar[int] = 44
+    RESPONSE: ClassVar[type[Struct]] = IncrementalAlterConfigsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 1

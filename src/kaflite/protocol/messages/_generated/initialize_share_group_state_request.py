@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['InitializeShareGroupStateRequest', 'InitializeStateData', 'PartitionData']
+from kaflite.protocol.messages._generated.initialize_share_group_state_response import InitializeShareGroupStateResponse
 
 
 @dataclass(slots=True)
@@ -76,8 +77,9 @@ class InitializeStateData(Struct):
 
 
 @dataclass(slots=True)
-class InitializeShareGroupStateRequest(Struct):
+class InitializeShareGroupStateRequest(Request[InitializeShareGroupStateResponse]):
     API_KEY: ClassVar[int] = 83
+    RESPONSE: ClassVar[type[Struct]] = InitializeShareGroupStateResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

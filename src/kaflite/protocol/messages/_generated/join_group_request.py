@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['JoinGroupRequest', 'JoinGroupRequestProtocol']
+from kaflite.protocol.messages._generated.join_group_response import JoinGroupResponse
 
 
 @dataclass(slots=True)
@@ -53,8 +54,9 @@ class JoinGroupRequestProtocol(Struct):
 
 
 @dataclass(slots=True)
-class JoinGroupRequest(Struct):
+class JoinGroupRequest(Request[JoinGroupResponse]):
     API_KEY: ClassVar[int] = 11
+    RESPONSE: ClassVar[type[Struct]] = JoinGroupResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
     FLEXIBLE_VERSION: ClassVar[int] = 6

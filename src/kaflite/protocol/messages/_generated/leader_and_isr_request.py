@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['LeaderAndIsrLiveLeader', 'LeaderAndIsrPartitionState', 'LeaderAndIsrRequest', 'LeaderAndIsrTopicState']
+from kaflite.protocol.messages._generated.leader_and_isr_response import LeaderAndIsrResponse
 
 
 @dataclass(slots=True)
@@ -213,8 +214,9 @@ class LeaderAndIsrLiveLeader(Struct):
 
 
 @dataclass(slots=True)
-class LeaderAndIsrRequest(Struct):
+class LeaderAndIsrRequest(Request[LeaderAndIsrResponse]):
     API_KEY: ClassVar[int] = 4
+    RESPONSE: ClassVar[type[Struct]] = LeaderAndIsrResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 7
     FLEXIBLE_VERSION: ClassVar[int] = 4

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['LeaveGroupRequest', 'MemberIdentity']
+from kaflite.protocol.messages._generated.leave_group_response import LeaveGroupResponse
 
 
 @dataclass(slots=True)
@@ -72,8 +73,9 @@ class MemberIdentity(Struct):
 
 
 @dataclass(slots=True)
-class LeaveGroupRequest(Struct):
+class LeaveGroupRequest(Request[LeaveGroupResponse]):
     API_KEY: ClassVar[int] = 13
+    RESPONSE: ClassVar[type[Struct]] = LeaveGroupResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 4

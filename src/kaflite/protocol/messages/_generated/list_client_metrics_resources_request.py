@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ListClientMetricsResourcesRequest']
+from kaflite.protocol.messages._generated.list_client_metrics_resources_response import ListClientMetricsResourcesResponse
 
 
 @dataclass(slots=True)
-class ListClientMetricsResourcesRequest(Struct):
+class ListClientMetricsResourcesRequest(Request[ListClientMetricsResourcesResponse]):
     API_KEY: ClassVar[int] = 74
+    RESPONSE: ClassVar[type[Struct]] = ListClientMetricsResourcesResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

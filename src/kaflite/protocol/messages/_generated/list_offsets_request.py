@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ListOffsetsPartition', 'ListOffsetsRequest', 'ListOffsetsTopic']
+from kaflite.protocol.messages._generated.list_offsets_response import ListOffsetsResponse
 
 
 @dataclass(slots=True)
@@ -101,8 +102,9 @@ class ListOffsetsTopic(Struct):
 
 
 @dataclass(slots=True)
-class ListOffsetsRequest(Struct):
+class ListOffsetsRequest(Request[ListOffsetsResponse]):
     API_KEY: ClassVar[int] = 2
+    RESPONSE: ClassVar[type[Struct]] = ListOffsetsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsTopics']
+from kaflite.protocol.messages._generated.list_partition_reassignments_response import ListPartitionReassignmentsResponse
 
 
 @dataclass(slots=True)
@@ -47,8 +48,9 @@ class ListPartitionReassignmentsTopics(Struct):
 
 
 @dataclass(slots=True)
-class ListPartitionReassignmentsRequest(Struct):
+class ListPartitionReassignmentsRequest(Request[ListPartitionReassignmentsResponse]):
     API_KEY: ClassVar[int] = 46
+    RESPONSE: ClassVar[type[Struct]] = ListPartitionReassignmentsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ListTransactionsRequest']
+from kaflite.protocol.messages._generated.list_transactions_response import ListTransactionsResponse
 
 
 @dataclass(slots=True)
-class ListTransactionsRequest(Struct):
+class ListTransactionsRequest(Request[ListTransactionsResponse]):
     API_KEY: ClassVar[int] = 66
+    RESPONSE: ClassVar[type[Struct]] = ListTransactionsResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['MetadataRequest', 'MetadataRequestTopic']
+from kaflite.protocol.messages._generated.metadata_response import MetadataResponse
 
 
 @dataclass(slots=True)
@@ -57,8 +58,9 @@ class MetadataRequestTopic(Struct):
 
 
 @dataclass(slots=True)
-class MetadataRequest(Struct):
+class MetadataRequest(Request[MetadataResponse]):
     API_KEY: ClassVar[int] = 3
+    RESPONSE: ClassVar[type[Struct]] = MetadataResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 12
     FLEXIBLE_VERSION: ClassVar[int] = 9

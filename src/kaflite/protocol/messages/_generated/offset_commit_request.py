@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['OffsetCommitRequest', 'OffsetCommitRequestPartition', 'OffsetCommitRequestTopic']
+from kaflite.protocol.messages._generated.offset_commit_response import OffsetCommitResponse
 
 
 @dataclass(slots=True)
@@ -107,8 +108,9 @@ class OffsetCommitRequestTopic(Struct):
 
 
 @dataclass(slots=True)
-class OffsetCommitRequest(Struct):
+class OffsetCommitRequest(Request[OffsetCommitResponse]):
     API_KEY: ClassVar[int] = 8
+    RESPONSE: ClassVar[type[Struct]] = OffsetCommitResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
     FLEXIBLE_VERSION: ClassVar[int] = 8

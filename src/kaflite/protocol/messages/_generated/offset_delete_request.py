@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['OffsetDeleteRequest', 'OffsetDeleteRequestPartition', 'OffsetDeleteRequestTopic']
+from kaflite.protocol.messages._generated.offset_delete_response import OffsetDeleteResponse
 
 
 @dataclass(slots=True)
@@ -64,8 +65,9 @@ class OffsetDeleteRequestTopic(Struct):
 
 
 @dataclass(slots=True)
-class OffsetDeleteRequest(Struct):
+class OffsetDeleteRequest(Request[OffsetDeleteResponse]):
     API_KEY: ClassVar[int] = 47
+    RESPONSE: ClassVar[type[Struct]] = OffsetDeleteResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = -1

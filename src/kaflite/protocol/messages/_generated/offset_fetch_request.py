@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['OffsetFetchRequest', 'OffsetFetchRequestGroup', 'OffsetFetchRequestTopic', 'OffsetFetchRequestTopics']
+from kaflite.protocol.messages._generated.offset_fetch_response import OffsetFetchResponse
 
 
 @dataclass(slots=True)
@@ -168,8 +169,9 @@ class OffsetFetchRequestGroup(Struct):
 
 
 @dataclass(slots=True)
-class OffsetFetchRequest(Struct):
+class OffsetFetchRequest(Request[OffsetFetchResponse]):
     API_KEY: ClassVar[int] = 9
+    RESPONSE: ClassVar[type[Struct]] = OffsetFetchResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
     FLEXIBLE_VERSION: ClassVar[int] = 6

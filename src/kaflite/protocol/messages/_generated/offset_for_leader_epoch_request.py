@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['OffsetForLeaderEpochRequest', 'OffsetForLeaderPartition', 'OffsetForLeaderTopic']
+from kaflite.protocol.messages._generated.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
 
 
 @dataclass(slots=True)
@@ -92,8 +93,9 @@ class OffsetForLeaderTopic(Struct):
 
 
 @dataclass(slots=True)
-class OffsetForLeaderEpochRequest(Struct):
+class OffsetForLeaderEpochRequest(Request[OffsetForLeaderEpochResponse]):
     API_KEY: ClassVar[int] = 23
+    RESPONSE: ClassVar[type[Struct]] = OffsetForLeaderEpochResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 4

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['PartitionProduceData', 'ProduceRequest', 'TopicProduceData']
+from kaflite.protocol.messages._generated.produce_response import ProduceResponse
 
 
 @dataclass(slots=True)
@@ -88,8 +89,9 @@ class TopicProduceData(Struct):
 
 
 @dataclass(slots=True)
-class ProduceRequest(Struct):
+class ProduceRequest(Request[ProduceResponse]):
     API_KEY: ClassVar[int] = 0
+    RESPONSE: ClassVar[type[Struct]] = ProduceResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_VERSION: ClassVar[int] = 9

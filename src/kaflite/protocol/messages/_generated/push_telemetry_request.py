@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['PushTelemetryRequest']
+from kaflite.protocol.messages._generated.push_telemetry_response import PushTelemetryResponse
 
 
 @dataclass(slots=True)
-class PushTelemetryRequest(Struct):
+class PushTelemetryRequest(Request[PushTelemetryResponse]):
     API_KEY: ClassVar[int] = 72
+    RESPONSE: ClassVar[type[Struct]] = PushTelemetryResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

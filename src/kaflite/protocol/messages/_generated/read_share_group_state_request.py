@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['PartitionData', 'ReadShareGroupStateRequest', 'ReadStateData']
+from kaflite.protocol.messages._generated.read_share_group_state_response import ReadShareGroupStateResponse
 
 
 @dataclass(slots=True)
@@ -73,8 +74,9 @@ class ReadStateData(Struct):
 
 
 @dataclass(slots=True)
-class ReadShareGroupStateRequest(Struct):
+class ReadShareGroupStateRequest(Request[ReadShareGroupStateResponse]):
     API_KEY: ClassVar[int] = 84
+    RESPONSE: ClassVar[type[Struct]] = ReadShareGroupStateResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

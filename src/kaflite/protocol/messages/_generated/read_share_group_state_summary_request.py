@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['PartitionData', 'ReadShareGroupStateSummaryRequest', 'ReadStateSummaryData']
+from kaflite.protocol.messages._generated.read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
 
 
 @dataclass(slots=True)
@@ -73,8 +74,9 @@ class ReadStateSummaryData(Struct):
 
 
 @dataclass(slots=True)
-class ReadShareGroupStateSummaryRequest(Struct):
+class ReadShareGroupStateSummaryRequest(Request[ReadShareGroupStateSummaryResponse]):
     API_KEY: ClassVar[int] = 87
+    RESPONSE: ClassVar[type[Struct]] = ReadShareGroupStateSummaryResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['RemoveRaftVoterRequest']
+from kaflite.protocol.messages._generated.remove_raft_voter_response import RemoveRaftVoterResponse
 
 
 @dataclass(slots=True)
-class RemoveRaftVoterRequest(Struct):
+class RemoveRaftVoterRequest(Request[RemoveRaftVoterResponse]):
     API_KEY: ClassVar[int] = 81
+    RESPONSE: ClassVar[type[Struct]] = RemoveRaftVoterResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['RenewDelegationTokenRequest']
+from kaflite.protocol.messages._generated.renew_delegation_token_response import RenewDelegationTokenResponse
 
 
 @dataclass(slots=True)
-class RenewDelegationTokenRequest(Struct):
+class RenewDelegationTokenRequest(Request[RenewDelegationTokenResponse]):
     API_KEY: ClassVar[int] = 39
+    RESPONSE: ClassVar[type[Struct]] = RenewDelegationTokenResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 2

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['SaslAuthenticateRequest']
+from kaflite.protocol.messages._generated.sasl_authenticate_response import SaslAuthenticateResponse
 
 
 @dataclass(slots=True)
-class SaslAuthenticateRequest(Struct):
+class SaslAuthenticateRequest(Request[SaslAuthenticateResponse]):
     API_KEY: ClassVar[int] = 36
+    RESPONSE: ClassVar[type[Struct]] = SaslAuthenticateResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 2

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AcknowledgePartition', 'AcknowledgeTopic', 'AcknowledgementBatch', 'ShareAcknowledgeRequest']
+from kaflite.protocol.messages._generated.share_acknowledge_response import ShareAcknowledgeResponse
 
 
 @dataclass(slots=True)
@@ -107,8 +108,9 @@ class AcknowledgeTopic(Struct):
 
 
 @dataclass(slots=True)
-class ShareAcknowledgeRequest(Struct):
+class ShareAcknowledgeRequest(Request[ShareAcknowledgeResponse]):
     API_KEY: ClassVar[int] = 79
+    RESPONSE: ClassVar[type[Struct]] = ShareAcknowledgeResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['AcknowledgementBatch', 'FetchPartition', 'FetchTopic', 'ForgottenTopic', 'ShareFetchRequest']
+from kaflite.protocol.messages._generated.share_fetch_response import ShareFetchResponse
 
 
 @dataclass(slots=True)
@@ -137,8 +138,9 @@ class ForgottenTopic(Struct):
 
 
 @dataclass(slots=True)
-class ShareFetchRequest(Struct):
+class ShareFetchRequest(Request[ShareFetchResponse]):
     API_KEY: ClassVar[int] = 78
+    RESPONSE: ClassVar[type[Struct]] = ShareFetchResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

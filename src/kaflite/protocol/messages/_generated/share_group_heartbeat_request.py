@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['ShareGroupHeartbeatRequest']
+from kaflite.protocol.messages._generated.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 
 
 @dataclass(slots=True)
-class ShareGroupHeartbeatRequest(Struct):
+class ShareGroupHeartbeatRequest(Request[ShareGroupHeartbeatResponse]):
     API_KEY: ClassVar[int] = 76
+    RESPONSE: ClassVar[type[Struct]] = ShareGroupHeartbeatResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

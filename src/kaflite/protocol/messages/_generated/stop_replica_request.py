@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['StopReplicaPartitionState', 'StopReplicaPartitionV0', 'StopReplicaRequest', 'StopReplicaTopicState', 'StopReplicaTopicV1']
+from kaflite.protocol.messages._generated.stop_replica_response import StopReplicaResponse
 
 
 @dataclass(slots=True)
@@ -197,8 +198,9 @@ class StopReplicaTopicState(Struct):
 
 
 @dataclass(slots=True)
-class StopReplicaRequest(Struct):
+class StopReplicaRequest(Request[StopReplicaResponse]):
     API_KEY: ClassVar[int] = 5
+    RESPONSE: ClassVar[type[Struct]] = StopReplicaResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 2

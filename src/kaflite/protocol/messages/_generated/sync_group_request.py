@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['SyncGroupRequest', 'SyncGroupRequestAssignment']
+from kaflite.protocol.messages._generated.sync_group_response import SyncGroupResponse
 
 
 @dataclass(slots=True)
@@ -53,8 +54,9 @@ class SyncGroupRequestAssignment(Struct):
 
 
 @dataclass(slots=True)
-class SyncGroupRequest(Struct):
+class SyncGroupRequest(Request[SyncGroupResponse]):
     API_KEY: ClassVar[int] = 14
+    RESPONSE: ClassVar[type[Struct]] = SyncGroupResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 4

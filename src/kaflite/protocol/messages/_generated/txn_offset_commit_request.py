@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['TxnOffsetCommitRequest', 'TxnOffsetCommitRequestPartition', 'TxnOffsetCommitRequestTopic']
+from kaflite.protocol.messages._generated.txn_offset_commit_response import TxnOffsetCommitResponse
 
 
 @dataclass(slots=True)
@@ -98,8 +99,9 @@ class TxnOffsetCommitRequestTopic(Struct):
 
 
 @dataclass(slots=True)
-class TxnOffsetCommitRequest(Struct):
+class TxnOffsetCommitRequest(Request[TxnOffsetCommitResponse]):
     API_KEY: ClassVar[int] = 28
+    RESPONSE: ClassVar[type[Struct]] = TxnOffsetCommitResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 3

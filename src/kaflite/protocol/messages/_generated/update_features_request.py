@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['FeatureUpdateKey', 'UpdateFeaturesRequest']
+from kaflite.protocol.messages._generated.update_features_response import UpdateFeaturesResponse
 
 
 @dataclass(slots=True)
@@ -63,8 +64,9 @@ class FeatureUpdateKey(Struct):
 
 
 @dataclass(slots=True)
-class UpdateFeaturesRequest(Struct):
+class UpdateFeaturesRequest(Request[UpdateFeaturesResponse]):
     API_KEY: ClassVar[int] = 57
+    RESPONSE: ClassVar[type[Struct]] = UpdateFeaturesResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0

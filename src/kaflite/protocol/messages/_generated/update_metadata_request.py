@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['UpdateMetadataBroker', 'UpdateMetadataEndpoint', 'UpdateMetadataPartitionState', 'UpdateMetadataRequest', 'UpdateMetadataTopicState']
+from kaflite.protocol.messages._generated.update_metadata_response import UpdateMetadataResponse
 
 
 @dataclass(slots=True)
@@ -275,8 +276,9 @@ class UpdateMetadataBroker(Struct):
 
 
 @dataclass(slots=True)
-class UpdateMetadataRequest(Struct):
+class UpdateMetadataRequest(Request[UpdateMetadataResponse]):
     API_KEY: ClassVar[int] = 6
+    RESPONSE: ClassVar[type[Struct]] = UpdateMetadataResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 8
     FLEXIBLE_VERSION: ClassVar[int] = 6

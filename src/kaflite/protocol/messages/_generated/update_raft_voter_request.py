@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['KRaftVersionFeature', 'Listener', 'UpdateRaftVoterRequest']
+from kaflite.protocol.messages._generated.update_raft_voter_response import UpdateRaftVoterResponse
 
 
 @dataclass(slots=True)
@@ -73,8 +74,9 @@ class KRaftVersionFeature(Struct):
 
 
 @dataclass(slots=True)
-class UpdateRaftVoterRequest(Struct):
+class UpdateRaftVoterRequest(Request[UpdateRaftVoterResponse]):
     API_KEY: ClassVar[int] = 82
+    RESPONSE: ClassVar[type[Struct]] = UpdateRaftVoterResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

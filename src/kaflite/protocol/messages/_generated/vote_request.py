@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['PartitionData', 'TopicData', 'VoteRequest']
+from kaflite.protocol.messages._generated.vote_response import VoteResponse
 
 
 @dataclass(slots=True)
@@ -96,8 +97,9 @@ class TopicData(Struct):
 
 
 @dataclass(slots=True)
-class VoteRequest(Struct):
+class VoteRequest(Request[VoteResponse]):
     API_KEY: ClassVar[int] = 52
+    RESPONSE: ClassVar[type[Struct]] = VoteResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['PartitionData', 'StateBatch', 'WriteShareGroupStateRequest', 'WriteStateData']
+from kaflite.protocol.messages._generated.write_share_group_state_response import WriteShareGroupStateResponse
 
 
 @dataclass(slots=True)
@@ -116,8 +117,9 @@ class WriteStateData(Struct):
 
 
 @dataclass(slots=True)
-class WriteShareGroupStateRequest(Struct):
+class WriteShareGroupStateRequest(Request[WriteShareGroupStateResponse]):
     API_KEY: ClassVar[int] = 85
+    RESPONSE: ClassVar[type[Struct]] = WriteShareGroupStateResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0

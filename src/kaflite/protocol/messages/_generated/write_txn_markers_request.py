@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kaflite.protocol.messages._runtime import (
-    FieldSpec, FieldVersionError, Struct, merge_tags, to_bytes,
+    FieldSpec, FieldVersionError, Request, Struct, merge_tags, to_bytes,
 )
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
 
 __all__ = ['WritableTxnMarker', 'WritableTxnMarkerTopic', 'WriteTxnMarkersRequest']
+from kaflite.protocol.messages._generated.write_txn_markers_response import WriteTxnMarkersResponse
 
 
 @dataclass(slots=True)
@@ -100,8 +101,9 @@ class WritableTxnMarker(Struct):
 
 
 @dataclass(slots=True)
-class WriteTxnMarkersRequest(Struct):
+class WriteTxnMarkersRequest(Request[WriteTxnMarkersResponse]):
     API_KEY: ClassVar[int] = 27
+    RESPONSE: ClassVar[type[Struct]] = WriteTxnMarkersResponse
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 1
