@@ -324,6 +324,36 @@ def test_g1a_an_aborted_value_in_the_committed_view() -> None:
     assert found(result) == {"G1a": 3}      # in the drain, and the two values c0 read
 
 
+def resent_run(read_first: bool = False) -> Run:
+    """Transformer p0: txn b sent 1 (no answer) and 2 (acked 2@0), then aborted; txn c
+    sent both again (1@1, 2@2) and committed: the consume-transform-produce retry."""
+    run = Run()
+    run.send(1, 0, None, txn="b", ok=False).send(2, 0, 0, txn="b")
+    run.add(Txn(time=run.tick(), process="p0", txn="b", type="abort", outcome="ok",
+                values=(("t", 1), ("t", 2))))
+    run.send(1, 0, 1, txn="c").send(2, 0, 2, txn="c")
+    run.add(Txn(time=run.tick(), process="p0", txn="c", type="commit", outcome="ok",
+                values=(("t", 1), ("t", 2))))
+    run.phase("healed").phase("writers-done", "t")
+    committed = [(1, 1), (2, 2)]
+    run.assign("c0", 0).poll("c0", 0, [(0, 2), *committed] if read_first else committed,
+                             isolation="read_committed")
+    run.drain(0, [(0, 2), (1, 1), (2, 2)])
+    run.drain(0, committed, isolation="read_committed")
+    return run
+
+
+def test_a_value_sent_again_after_its_transaction_aborted() -> None:
+    """Neither an aborted read (2 and 1 are read at the offsets of committed txn c)
+    nor acknowledgements out of send order (2@0 belongs to b, 1@1 and 2@2 to c)."""
+    result = resent_run().check()
+    assert found(result) == {}, found(result)
+    # Reading 2 at offset 0, where aborted txn b's send of it was acknowledged, is G1a.
+    result = resent_run(read_first=True).check()
+    assert found(result)["G1a"] == 1
+    assert result.examples["G1a"][0]["offset"] == 0
+
+
 def test_torn_txn_partly_visible_in_the_log() -> None:
     result = txn_run(kind="commit", outcome="info", visible=(2,), read=(2,)).check()
     assert found(result) == {"torn-txn": 1}

@@ -255,14 +255,16 @@ def _check_writes(found: _Found, sends: list[Send], polls: list[Poll], physical:
 
 
 def _check_send_order(found: _Found, sends: list[Send]) -> None:
-    order: dict[tuple[str, str, int], int] = {}
+    # A transformer sends a value again in a later transaction when an earlier one
+    # aborted: each acknowledgement belongs to the send of its own transaction.
+    order: dict[tuple[str, str, int, str | None], int] = {}
     for i, s in enumerate(sends):
         if s.type == "invoke":
-            order.setdefault((s.process, s.topic, s.value), i)
+            order.setdefault((s.process, s.topic, s.value, s.txn), i)
     acked: dict[tuple[str, str, int], list[tuple[int, int, int]]] = defaultdict(list)
     for s in sends:
         if s.type == "ok" and s.partition is not None and s.offset is not None:
-            seq = order.get((s.process, s.topic, s.value))
+            seq = order.get((s.process, s.topic, s.value, s.txn))
             if seq is not None:
                 acked[(s.process, s.topic, s.partition)].append((seq, s.offset, s.value))
     for (process, topic, part), items in acked.items():
@@ -368,7 +370,6 @@ def _check_txns(found: _Found, ops: Sequence[Op], physical: _Log, committed: _Lo
         if isinstance(op, Txn):
             values[op.txn].update(op.values)
             ends[op.txn] = op
-    txn_of = {tv: txn for txn, tvs in values.items() for tv in tvs}
     aborted: set[str] = set()
     for txn, tvs in values.items():
         end = ends.get(txn)
@@ -386,10 +387,32 @@ def _check_txns(found: _Found, ops: Sequence[Op], physical: _Log, committed: _Lo
         if visible and visible != tvs and txn not in aborted:
             found.add("torn-txn", ("log", txn), txn=txn, where="committed view",
                       visible=len(visible), of=len(tvs), missing=sorted(tvs - visible)[:5])
-        elif visible and txn in aborted:
-            for topic, value in sorted(visible)[:1]:
-                found.add("G1a", ("drain", txn), txn=txn, topic=topic, value=value,
-                          process="drain (read_committed)")
+    # A value sent again after its transaction aborted (consume-transform-produce
+    # retries its input) is also in a later one: the offset its send was acknowledged
+    # at tells them apart, and a value no committed transaction holds is aborted.
+    txns_of: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for txn, tvs in values.items():
+        for tv in tvs:
+            txns_of[tv].add(txn)
+    txn_of = {tv: min(txns - aborted) if txns - aborted else min(txns)
+              for tv, txns in txns_of.items()}
+    aborted_at = {(op.topic, op.partition, op.offset): op.txn for op in ops
+                  if isinstance(op, Send) and op.type == "ok" and op.txn in aborted}
+
+    def aborted_read(topic: str, part: int, offset: int, value: int) -> str | None:
+        txn = aborted_at.get((topic, part, offset))
+        if txn is not None:
+            return txn
+        txns = txns_of.get((topic, value), set())
+        return min(txns) if txns and txns <= aborted else None
+
+    for txn in sorted(aborted):
+        for topic, value in sorted(values[txn]):
+            for part, offset in committed.where.get((topic, value), []):
+                if aborted_read(topic, part, offset, value) is not None:
+                    found.add("G1a", ("drain", txn), txn=txn, topic=topic, value=value,
+                              partition=part, offset=offset,
+                              process="drain (read_committed)")
     # Readers: aborted reads, and parts of a transaction within a consumed range.
     for process, isolation, key, polls in _segments(ops):
         if isolation != "read_committed":
@@ -398,8 +421,8 @@ def _check_txns(found: _Found, ops: Sequence[Op], physical: _Log, committed: _Lo
         if not read:
             continue
         for offset, value in read:
-            txn_id = txn_of.get((key[0], value))
-            if txn_id in aborted:
+            txn_id = aborted_read(key[0], key[1], offset, value)
+            if txn_id is not None:
                 found.add("G1a", (process, key[0], value), process=process, topic=key[0],
                           partition=key[1], offset=offset, value=value, txn=txn_id)
         lo, hi = min(o for o, _ in read), max(o for o, _ in read)
