@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kaflite._loop import run
 from kaflite.cli._format import compile_format
 from kaflite.cli.produce import Bootstrap
+
+if TYPE_CHECKING:
+    from kaflite.client import Consumer, ConsumerRecord
 
 
 def consume(
@@ -36,8 +40,9 @@ def consume(
     run(_consume(bootstrap, topic, group, offset, render, count, exit_at_end))
 
 
-async def _consume(bootstrap: str, topic: str, group: str | None, offset: str, render,  # type: ignore[no-untyped-def]
-                   count: int | None, exit_at_end: bool) -> None:
+async def _consume(bootstrap: str, topic: str, group: str | None, offset: str,
+                   render: Callable[[ConsumerRecord], str], count: int | None,
+                   exit_at_end: bool) -> None:
     from kaflite.client import Consumer, TopicPartition
 
     config = {"bootstrap.servers": bootstrap, "client.id": "kaflite-consume",
@@ -88,7 +93,7 @@ async def _partitions(bootstrap: str, topic: str) -> list[int]:
     return sorted(p.partition for p in described[topic].partitions)
 
 
-async def _at_end(consumer) -> bool:  # type: ignore[no-untyped-def]
+async def _at_end(consumer: Consumer) -> bool:
     tps = list(consumer.assignment())
     if not tps:
         return False

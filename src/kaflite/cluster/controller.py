@@ -23,6 +23,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -276,7 +277,7 @@ class Controller:
         p.partition_epoch += 1
         self._notify(topic, p)
 
-    def _elect(self, topic: TopicState, p: PartitionState, exclude: set[int] = frozenset(),  # type: ignore[assignment]
+    def _elect(self, topic: TopicState, p: PartitionState, exclude: AbstractSet[int] = frozenset(),
                prefer: int | None = None) -> None:
         live_isr = [r for r in p.replicas if r in p.isr and r not in exclude
                     and self.brokers.get(r) is not None and self.brokers[r].alive]

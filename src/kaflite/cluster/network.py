@@ -269,10 +269,10 @@ class ServerConnection(asyncio.BufferedProtocol):
             return []
         return [(sp.topic, sp.topic_id, sp.partition) for sp in session.partitions.values()]
 
-    def _send(self, api_key: int, version: int, correlation_id: int, body: object) -> None:
+    def _send(self, api_key: int, version: int, correlation_id: int, body: Struct) -> None:
         if self.transport is None or self.closed:
             return
-        chunks = encode_response(api_key, version, correlation_id, body)  # type: ignore[arg-type]
+        chunks = encode_response(api_key, version, correlation_id, body)
         self.info.bytes_out += sum(len(c) for c in chunks)
         self.info.last_activity = time.time()
         self.transport.writelines(chunks)

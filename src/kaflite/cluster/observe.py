@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from kaflite.cluster._msgscope import TopicResolver, shape, walk
 from kaflite.protocol import errors
-from kaflite.protocol.messages import REGISTRY, Struct
+from kaflite.protocol.messages import REGISTRY, ApiVersionsRequest, Struct
 
 if TYPE_CHECKING:
     from kaflite.cluster.cluster import Cluster
@@ -185,9 +185,9 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
     stats.max_ms = max(stats.max_ms, elapsed_ms)
     stats.recent.append(time.monotonic())
     info.last_activity = time.time()
-    if api_key == API_VERSIONS and getattr(request, "client_software_name", None):
-        info.software_name = request.client_software_name  # type: ignore[attr-defined]
-        info.software_version = request.client_software_version  # type: ignore[attr-defined]
+    if isinstance(request, ApiVersionsRequest) and request.client_software_name:
+        info.software_name = request.client_software_name
+        info.software_version = request.client_software_version
     if response is None:
         return
     group = request_group(request)
