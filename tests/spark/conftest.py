@@ -9,7 +9,6 @@ not start a JVM.
 from __future__ import annotations
 
 import itertools
-import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -32,18 +31,10 @@ def spark() -> Iterator[Any]:
     pytest.importorskip("pyarrow")
     import kaflite.spark  # sets PYSPARK_PYTHON before the SparkContext starts
 
-    if shutil.which("java") is None:
-        pytest.skip("PySpark needs a Java 17+ runtime (none on PATH)")
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("kaflite-spark-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.default.parallelism", "2")
-               .config("spark.sql.streaming.stopTimeout", "30s")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    kaflite.spark.register(session)
+    try:
+        session = kaflite.spark.local_session("kaflite-spark-tests")
+    except kaflite.spark.NoJavaError as exc:
+        pytest.skip(str(exc))
     yield session
     session.stop()
 

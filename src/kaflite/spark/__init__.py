@@ -2,6 +2,7 @@
 
     import kaflite.spark                       # registers "kaflite" with the active session
     kaflite.spark.register(spark)              # or explicitly, with any session
+    spark = kaflite.spark.local_session()      # or a small local[2] session, registered
 
     events = (spark.readStream.format("kaflite")
               .option("kafka.bootstrap.servers", "localhost:9092")
@@ -18,6 +19,7 @@ from kaflite.spark._env import configure_python
 configure_python()
 
 from kaflite.spark._kafka import DataLossError  # noqa: E402
+from kaflite.spark._session import NoJavaError, local_session  # noqa: E402
 from kaflite.spark.datasource import (  # noqa: E402
     AVAILABLE_NOW_WRAPPER,
     FORMAT,
@@ -30,8 +32,8 @@ from kaflite.spark.options import KafkaOptionError  # noqa: E402
 from kaflite.spark.writer import KafkaWriteError  # noqa: E402
 
 __all__ = ["AVAILABLE_NOW_WRAPPER", "FORMAT", "DataLossError", "KafkaOptionError",
-           "KafkaWriteError", "KafliteDataSource", "enable_available_now", "register",
-           "register_active", "spark_schema"]
+           "KafkaWriteError", "KafliteDataSource", "NoJavaError", "enable_available_now",
+           "local_session", "register", "register_active", "spark_schema"]
 
 
 def register_active() -> bool:

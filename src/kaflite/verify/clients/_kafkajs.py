@@ -106,6 +106,17 @@ class KafkajsError(Exception):
 class _Node:
     """One driver process: calls with timeouts, events to ``on_event`` (reader thread)."""
 
+    @classmethod
+    def connected(cls, spec: dict[str, Any], on_event: Callable[[Message], None]) -> _Node:
+        """A driver whose client has connected (the process is killed if it cannot)."""
+        node = cls(spec, on_event)
+        try:
+            node.call("connect", 30)
+        except Exception:
+            node.close(1)
+            raise
+        return node
+
     def __init__(self, spec: dict[str, Any], on_event: Callable[[Message], None]) -> None:
         why = missing()
         if why is not None:
@@ -238,13 +249,9 @@ class _Producer(ProducerClient):
         self.seqs = itertools.count()
         self.buffer: list[tuple[str, dict[str, Any]]] = []
         self.log = _Events()
-        self.node = _Node({"role": "producer", "brokers": servers, "clientId": client_id,
-                           "transactionalId": txn_id}, self._event)
-        try:
-            self.node.call("connect", 30)
-        except Exception:
-            self.node.close(1)
-            raise
+        self.node = _Node.connected({"role": "producer", "brokers": servers,
+                                     "clientId": client_id, "transactionalId": txn_id},
+                                    self._event)
 
     def _event(self, msg: Message) -> None:
         if msg.get("event") != "acks":
@@ -347,13 +354,9 @@ class _Consumer(ConsumerClient):
         self.inbox: list[Message] = []        # group events not yet handed to the listener
         self.lock = threading.Lock()
         self.log = _Events()
-        self.node = _Node({"role": "consumer", "brokers": servers, "clientId": client_id,
-                           "groupId": self.group, "isolation": isolation}, self._event)
-        try:
-            self.node.call("connect", 30)
-        except Exception:
-            self.node.close(1)
-            raise
+        self.node = _Node.connected({"role": "consumer", "brokers": servers,
+                                     "clientId": client_id, "groupId": self.group,
+                                     "isolation": isolation}, self._event)
 
     def _event(self, msg: Message) -> None:
         with self.lock:

@@ -80,19 +80,7 @@ def local_session() -> Any:
     """A small local SparkSession with the ``kaflite`` format (the tests' settings)."""
     import kaflite.spark  # sets PYSPARK_PYTHON before the SparkContext starts
 
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise RuntimeError("the spark client needs a Java 17+ runtime (none on PATH)")
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("kaflite-verify")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.default.parallelism", "2")
-               .config("spark.sql.streaming.stopTimeout", "30s")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    kaflite.spark.register(session)
-    return session
+    return kaflite.spark.local_session("kaflite-verify")
 
 
 @dataclass

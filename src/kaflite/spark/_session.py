@@ -1,0 +1,37 @@
+"""A small local SparkSession for development, tests and demos, with ``kaflite``
+registered: two cores, two shuffle partitions, no UI, quiet logs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["NoJavaError", "local_session"]
+
+
+class NoJavaError(RuntimeError):
+    """PySpark needs a Java 17+ runtime, and there is none on PATH or in JAVA_HOME."""
+
+
+def local_session(app_name: str = "kaflite", **conf: str) -> SparkSession:
+    """``local[2]`` with kaflite's format registered; ``conf`` adds Spark settings."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise NoJavaError("PySpark needs a Java 17+ runtime (none on PATH or in JAVA_HOME)")
+    from pyspark.sql import SparkSession
+
+    from kaflite.spark.datasource import register
+
+    settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+                "spark.sql.streaming.stopTimeout": "30s", **conf}
+    builder = SparkSession.builder.master("local[2]").appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session
