@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from broker import cpu_seconds, kaflite_broker
 
-from kaflite.client.connection import BrokerConnection
+from kaflite.net.connection import BrokerConnection
 from kaflite.protocol.messages import CreateTopicsRequest, ProduceRequest
 from kaflite.protocol.messages import create_topics_request as ct
 from kaflite.protocol.messages import produce_request as pq

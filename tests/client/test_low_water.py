@@ -12,7 +12,7 @@ import pytest
 
 from kaflite._loop import run
 from kaflite._lowat import CAP, ReceiveLowWater
-from kaflite.client.connection import ConnectionStats, _Protocol
+from kaflite.net.connection import ConnectionStats, _Protocol
 
 
 class FakeSocket:

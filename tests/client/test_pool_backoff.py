@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
-from kaflite.client.connection import ConnectionClosed
 from kaflite.client.events import EventLog
 from kaflite.client.pool import BrokerAddress, ConnectionPool
 from kaflite.config import resolve
+from kaflite.net.connection import ConnectionClosed
 
 
 def pool(**config: object) -> ConnectionPool:

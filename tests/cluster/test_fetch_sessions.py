@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from kaflite.client.connection import BrokerConnection
 from kaflite.cluster import Cluster
+from kaflite.net.connection import BrokerConnection
 from kaflite.protocol.messages import FetchRequest, ProduceRequest
 from kaflite.protocol.messages import fetch_request as fq
 from kaflite.protocol.messages import produce_request as pq

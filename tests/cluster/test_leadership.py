@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from kaflite.client.connection import BrokerConnection
 from kaflite.cluster import Cluster
+from kaflite.net.connection import BrokerConnection
 from kaflite.protocol.messages import (
     AlterPartitionReassignmentsRequest,
     ElectLeadersRequest,

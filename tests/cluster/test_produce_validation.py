@@ -19,8 +19,8 @@ from collections.abc import Iterator
 import cramjam
 import pytest
 
-from kaflite.client.connection import BrokerConnection
 from kaflite.cluster import Cluster
+from kaflite.net.connection import BrokerConnection
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ProduceRequest, ProduceResponse
 from kaflite.protocol.messages import produce_request as pq

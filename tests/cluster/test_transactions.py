@@ -65,7 +65,7 @@ def describe(cluster: Cluster, tid: str) -> Any:
     _, _, node = cluster.faults.coordinator_of(tid, "transaction")
 
     async def ask() -> DescribeTransactionsResponse:
-        from kaflite.client.connection import BrokerConnection
+        from kaflite.net.connection import BrokerConnection
 
         b = cluster.broker(node)
         conn = await BrokerConnection(b.advertised_host, b.advertised_port).open()
@@ -246,7 +246,7 @@ def test_state_survives_a_coordinator_move(cluster: Cluster) -> None:
 
 def test_requests_are_checked(cluster: Cluster) -> None:
     """What a client gets for a bad InitProducerId, AddPartitionsToTxn or ListTransactions."""
-    from kaflite.client.connection import BrokerConnection
+    from kaflite.net.connection import BrokerConnection
     from kaflite.protocol import errors
     from kaflite.protocol.messages import (
         AddPartitionsToTxnRequest,

@@ -15,9 +15,9 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from kaflite.client.connection import BrokerConnection
 from kaflite.cluster import Cluster
 from kaflite.cluster.log._txn_index import TXNINDEX_SUFFIX, AbortedTxn
+from kaflite.net.connection import BrokerConnection
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
     FetchRequest,

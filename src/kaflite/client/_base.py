@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from kaflite.client.connection import BrokerConnection, ConnectionClosed
 from kaflite.client.events import Event, EventLog
 from kaflite.client.metadata import Metadata
 from kaflite.client.pool import DATA, ConnectionInfo, ConnectionPool
 from kaflite.config import ClientConfig, resolve
+from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.protocol.messages import ProduceRequest, ProduceResponse, Request, Struct
 
 __all__ = ["BaseClient"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kaflite.client.connection import ConnectionClosed
 from kaflite.client.pool import COORDINATOR, BrokerAddress
+from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 

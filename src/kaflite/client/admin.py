@@ -21,12 +21,12 @@ from typing import Any
 
 from kaflite.client._base import BaseClient
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
-from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._assignors import decode_assignment
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kaflite.client.metadata import TopicMetadata
 from kaflite.client.pool import COORDINATOR, BrokerAddress
+from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
     CreatePartitionsRequest,

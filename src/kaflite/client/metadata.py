@@ -35,11 +35,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kaflite.client._aio import cancel_and_wait, wait_event
-from kaflite.client.connection import BrokerConnection, ConnectionClosed
 from kaflite.client.events import EventLog
 from kaflite.client.pool import BrokerAddress, ConnectionPool, NoBrokerAvailable
 from kaflite.client.recovery import error_name
 from kaflite.config import ClientConfig
+from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import MetadataRequest, MetadataResponse
 from kaflite.protocol.messages import metadata_request as mq

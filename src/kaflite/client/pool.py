@@ -36,10 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kaflite.client._aio import cancel_and_wait
-from kaflite.client.connection import BrokerConnection, ConnectionClosed
 from kaflite.client.events import EventLog
 from kaflite.client.recovery import backoff_delay
 from kaflite.config import ClientConfig
+from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.protocol import REGISTRY
 
 __all__ = [

@@ -33,7 +33,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from kaflite.client.connection import BrokerConnection, ConnectionClosed
+from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.protocol import KafkaError, ProtocolError, errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest
 from kaflite.protocol.messages import fetch_request as fq

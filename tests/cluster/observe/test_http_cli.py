@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kaflite.cli import app
-from kaflite.client.connection import BrokerConnection
 from kaflite.cluster import Cluster
 from kaflite.cluster.http import HttpApi
+from kaflite.net.connection import BrokerConnection
 from kaflite.protocol.messages import MetadataRequest
 
 runner = CliRunner()

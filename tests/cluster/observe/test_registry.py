@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from kaflite.client.connection import BrokerConnection
 from kaflite.cluster import Cluster
 from kaflite.cluster.observe import ApiStats, ConnectionRecord, summarize
+from kaflite.net.connection import BrokerConnection
 from kaflite.protocol.messages import MetadataRequest, ProduceRequest
 from kaflite.protocol.messages import metadata_request as mq
 from kaflite.protocol.messages import produce_request as pq

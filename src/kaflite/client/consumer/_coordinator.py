@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 
 from kaflite.client._aio import cancel_and_wait
 from kaflite.client._find_coordinator import GROUP, find_coordinator
-from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._assignors import (
     ASSIGNORS,
     Assignor,
@@ -55,6 +54,7 @@ from kaflite.client.consumer._assignors import (
 from kaflite.client.consumer._types import OffsetAndMetadata, TopicPartition
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, error_name
+from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
     HeartbeatRequest,

@@ -51,11 +51,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kaflite.client._aio import cancel_and_wait
-from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._aborted import AbortedFilter
 from kaflite.client.consumer._subscription import SubscriptionState
 from kaflite.client.consumer._types import RecordList, Segment, TopicPartition
 from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
+from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse
 from kaflite.protocol.messages import fetch_request as fq

@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from kaflite.client.connection import ConnectionClosed
 from kaflite.client.consumer._types import OffsetAndTimestamp, TopicPartition
 from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
+from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from kaflite.protocol.messages import list_offsets_request as lq

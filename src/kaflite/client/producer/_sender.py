@@ -38,10 +38,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from kaflite.client._aio import cancel_and_wait, wait_event
-from kaflite.client.connection import ConnectionClosed
 from kaflite.client.producer._accumulator import ProducerBatch, RecordAccumulator
 from kaflite.client.producer._idempotence import IdempotenceState
 from kaflite.client.recovery import Action, action_for, error_name
+from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ProduceRequest, ProduceResponse
 from kaflite.protocol.messages import produce_request as pq

@@ -34,10 +34,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
-from kaflite.client.connection import ConnectionClosed
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.producer._idempotence import IdempotenceState
 from kaflite.client.recovery import Action, action_for, error_name
+from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
     AddOffsetsToTxnRequest,

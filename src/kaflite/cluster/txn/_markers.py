@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kaflite.client.connection import BrokerConnection, ConnectionClosed
+from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.protocol import KafkaError, ProtocolError, errors
 from kaflite.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from kaflite.protocol.messages import write_txn_markers_request as wq
