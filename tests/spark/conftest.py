@@ -50,9 +50,10 @@ def servers(kafka: Cluster) -> str:
     return kafka.bootstrap_servers
 
 
-def produce(servers: str, topic: str, records: list[dict[str, Any]]) -> None:
+def produce(servers: str, topic: str, records: list[dict[str, Any]], acks: int = -1) -> None:
     """Write records (dicts of value/key/partition/headers/timestamp) and wait for acks."""
-    with Producer({"bootstrap.servers": servers, "linger.ms": 5}) as p:
+    with Producer({"bootstrap.servers": servers, "linger.ms": 5, "acks": acks,
+                   "enable.idempotence": acks == -1}) as p:
         for r in records:
             p.produce(topic, r["value"], key=r.get("key"), partition=r.get("partition"),
                       headers=r.get("headers"), timestamp=r.get("timestamp"))

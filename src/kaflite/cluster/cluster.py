@@ -181,6 +181,10 @@ class Cluster:
         assert self._loop_thread is not None, "not started as a sync context manager"
         return self._loop_thread.run(coro, timeout)
 
+    def can_block(self) -> bool:
+        """May the caller wait for the cluster's loop? (sync mode, from another thread)"""
+        return self._loop_thread is not None and not self._loop_thread.in_loop()
+
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
         """Run a coroutine on the cluster's loop from another thread (sync mode)."""
         return self._run(coro, timeout)

@@ -192,12 +192,10 @@ class FaultInjector:
 
     # -- brokers -------------------------------------------------------------------------
     def _sync(self, coro: Any) -> None:
-        cluster = self.cluster
-        thread = getattr(cluster, "_thread", None)
-        if thread is None or threading.current_thread() is thread:
+        if not self.cluster.can_block():
             coro.close()
             raise RuntimeError("on the cluster's loop, await the *_async variant instead")
-        cluster.call(coro)
+        self.cluster.call(coro)
 
     async def stop_broker_async(self, node_id: int) -> None:
         self._broker(node_id)

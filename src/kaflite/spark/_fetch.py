@@ -201,8 +201,17 @@ class _RangeReader:
             if not batches:
                 end = pd.last_stable_offset if self.params.isolation_level and \
                     pd.last_stable_offset >= 0 else pd.high_watermark
+                if end <= pos and time.monotonic() <= deadline:
+                    # The leader's high watermark is behind the range: a leader just
+                    # elected, or restarted, learns it from its followers' next fetches.
+                    # Kafka's consumer waits in poll() up to the poll timeout for the
+                    # records to become visible; so does this, before calling it loss.
+                    retries += 1
+                    time.sleep(backoff_delay(*self.backoff_ms, retries))
+                    pending = self._submit(pos)
+                    continue
                 if end <= pos:
-                    # The log ends before the range does (truncated since planning).
+                    # The log still ends before the range does (truncated since planning).
                     report_data_loss(self.params.fail_on_data_loss,
                                      f"Cannot fetch records in [{pos}, {until}) (GroupId: "
                                      f"{self.params.group_id}, TopicPartition: {self.tp}): "
