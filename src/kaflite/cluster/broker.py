@@ -131,12 +131,14 @@ class Broker:
         self.controller.broker_started(self.node_id)
         self._tasks.append(loop.create_task(self._maintain_isr()))
         self._tasks.append(loop.create_task(self._retention()))
+        self._tasks.append(loop.create_task(self._checkpoint_high_watermarks()))
 
     async def stop(self) -> None:
         """Graceful shutdown: hand leadership over, then close everything."""
         if not self.running:
             return
         self.controller.broker_stopped(self.node_id)
+        self.checkpoint_high_watermarks()
         await self._shutdown()
         if self.logs is not None:
             self.logs.close()
@@ -193,6 +195,9 @@ class Broker:
             assert self.logs is not None
             plog = self.logs.get_or_create(topic.name, state.partition, topic.topic_id, log_config)
             p = Partition(self.node_id, topic.name, state.partition, topic.topic_id, plog)
+            # As Kafka: a restarted replica starts from its checkpointed high watermark,
+            # not 0, so that ListOffsets and Fetch do not go back while it relearns it.
+            p.high_watermark = p.checkpointed_hw = plog.checkpointed_high_watermark()
             self.partitions[key] = p
         else:
             p.log.config = self.topic_log_config(topic)
@@ -300,6 +305,24 @@ class Broker:
         p.isr = list(state.isr)
         p.partition_epoch = state.partition_epoch
         p.maybe_advance_hw()
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write each partition's high watermark that moved since its last checkpoint."""
+        for p in list(self.partitions.values()):
+            if p.high_watermark != p.checkpointed_hw:
+                try:
+                    p.log.checkpoint_high_watermark(p.high_watermark)
+                except OSError:
+                    log.exception("cannot checkpoint the high watermark of %s-%s",
+                                  p.topic, p.index)
+                    continue
+                p.checkpointed_hw = p.high_watermark
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        interval = self.config.int("replica.high.watermark.checkpoint.interval.ms") / 1000
+        while self.running:
+            await asyncio.sleep(interval)
+            self.checkpoint_high_watermarks()
 
     async def _retention(self) -> None:
         interval = self.config.int("log.retention.check.interval.ms") / 1000

@@ -96,6 +96,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.max.bytes": "1048576",
     "replica.fetch.backoff.ms": "1000",
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
     "socket.request.max.bytes": "104857600",
     # Kafka's default is -1 (unbounded); see cluster/request_memory.py
     "queued.max.request.bytes": "268435456",

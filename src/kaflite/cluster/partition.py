@@ -49,6 +49,7 @@ class Partition:
         self.replicas: list[int] = []
         self.isr: list[int] = []
         self.high_watermark = 0
+        self.checkpointed_hw = 0     # as last written to replication-offset-checkpoint
         self.followers: dict[int, FollowerState] = {}
         self._data_waiters: set[asyncio.Future[None]] = set()
         self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []

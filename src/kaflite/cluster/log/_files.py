@@ -8,8 +8,9 @@ A partition directory ``<topic>-<partition>`` holds, as in Kafka:
 * ``leader-epoch-checkpoint``: ``0``, a count, then ``epoch startOffset`` lines;
 * ``partition.metadata``: ``version: 0`` and ``topic_id: <base64 uuid>``.
 
-Kafka keeps ``log-start-offset-checkpoint`` and ``recovery-point-offset-checkpoint``
-once per data directory, for all partitions. kaflite writes files with the same
+Kafka keeps ``log-start-offset-checkpoint``, ``recovery-point-offset-checkpoint``
+and ``replication-offset-checkpoint`` (the high watermark) once per data
+directory, for all partitions. kaflite writes files with the same
 names and the same format (``0``, a count, ``topic partition offset`` lines) but
 one per partition directory, so that a ``PartitionLog`` opens on its own.
 
@@ -62,6 +63,7 @@ SWAP_SUFFIX = ".swap"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"   # the high watermark
 PARTITION_METADATA = "partition.metadata"
 META_PROPERTIES = "meta.properties"
 

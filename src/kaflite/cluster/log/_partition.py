@@ -40,6 +40,7 @@ from kaflite.cluster.log._epoch import LeaderEpochCache
 from kaflite.cluster.log._files import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     parse_partition_dir,
     parse_topic_id,
     read_offset_checkpoint,
@@ -166,6 +167,15 @@ class PartitionLog:
 
     def _write_checkpoint(self, name: str, offset: int) -> None:
         write_offset_checkpoint(self.directory / name, self.topic, self.partition, offset)
+
+    def checkpointed_high_watermark(self) -> int:
+        """The high watermark last checkpointed (Kafka's replication-offset-checkpoint),
+        capped by the log end; 0 without one."""
+        hw = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT) or 0
+        return max(0, min(hw, self.log_end_offset))
+
+    def checkpoint_high_watermark(self, hw: int) -> None:
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, hw)
 
     # -- state --------------------------------------------------------------------------------
     @property
