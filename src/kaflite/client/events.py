@@ -20,8 +20,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = ["Event", "EventLog"]
+__all__ = ["Emit", "Event", "EventLog"]
 
 log = logging.getLogger("kaflite.client.events")
 
@@ -39,6 +40,12 @@ class Event:
         millis = int(self.timestamp * 1000) % 1000
         cause = f" ({self.cause})" if self.cause else ""
         return f"{stamp}.{millis:03d} [{self.kind}] {self.message}{cause}"
+
+
+class Emit(Protocol):
+    """Adds an event to a client's log (``EventLog.emit``), for its helpers."""
+
+    def __call__(self, kind: str, message: str, cause: str | None = None) -> object: ...
 
 
 class EventLog:

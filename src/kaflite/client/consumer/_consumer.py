@@ -25,7 +25,7 @@ from typing import Any
 
 from kaflite.client._aio import wait_event
 from kaflite.client._base import BaseClient
-from kaflite.client.consumer._coordinator import CommitFailedError, GroupMember
+from kaflite.client.consumer._coordinator import CommitFailedError, GroupMember, MemberHooks
 from kaflite.client.consumer._fetcher import Fetcher
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._subscription import IllegalStateError, SubscriptionState
@@ -51,8 +51,9 @@ class Consumer(BaseClient):
         super().__init__(config, **kwargs)
         c = self.config
         self._subs = SubscriptionState(c["auto.offset.reset"])
-        self._fetcher = Fetcher(self, self._subs)
-        self._group: GroupMember | None = GroupMember(self) if c["group.id"] else None
+        self._fetcher = Fetcher(self, self._subs, self._events.emit)
+        hooks = MemberHooks(self._subs, self._events.emit, self._revoke, self._on_assignment)
+        self._group: GroupMember | None = GroupMember(self, hooks) if c["group.id"] else None
         self._auto_commit = c.bool("enable.auto.commit") and self._group is not None
         self._auto_commit_interval = c.int("auto.commit.interval.ms") / 1000
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval

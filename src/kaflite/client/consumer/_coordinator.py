@@ -38,7 +38,8 @@ import asyncio
 import contextlib
 import enum
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kaflite.client._aio import cancel_and_wait
@@ -51,7 +52,9 @@ from kaflite.client.consumer._assignors import (
     encode_assignment,
     encode_subscription,
 )
+from kaflite.client.consumer._subscription import SubscriptionState
 from kaflite.client.consumer._types import OffsetAndMetadata, TopicPartition
+from kaflite.client.events import Emit
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.net.connection import ConnectionClosed
@@ -111,9 +114,21 @@ def _consume_exception(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
+@dataclass(frozen=True)
+class MemberHooks:
+    """What a group member asks of its consumer beyond its config, metadata and
+    connections: the subscription, its event log, and the two rebalance steps."""
+
+    subscriptions: SubscriptionState
+    emit: Emit
+    revoke: Callable[[set[TopicPartition], str], Awaitable[None]]
+    assigned: Callable[[set[TopicPartition], int, bool], Awaitable[None]]
+
+
 class GroupMember:
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: Consumer, hooks: MemberHooks) -> None:
         self.consumer = consumer
+        self.hooks = hooks
         c = consumer.config
         self.group_id: str = c["group.id"]
         self.instance_id: str | None = c["group.instance.id"]
@@ -147,7 +162,7 @@ class GroupMember:
         return ASSIGNORS[proto].cooperative if proto in ASSIGNORS else False
 
     def _emit(self, kind: str, message: str, cause: str | None = None) -> None:
-        self.consumer._events.emit(kind, message, cause)
+        self.hooks.emit(kind, message, cause)
 
     # -- the coordinator -----------------------------------------------------------------
     def mark_coordinator_unknown(self, cause: str) -> None:
@@ -271,7 +286,7 @@ class GroupMember:
         return self._topics() != self.joined_topics
 
     def _topics(self) -> set[str]:
-        subs = self.consumer._subs
+        subs = self.hooks.subscriptions
         md = self.consumer.metadata
         if subs.pattern is not None:
             return {t for t in md.topics if subs.matches(t)
@@ -281,10 +296,10 @@ class GroupMember:
 
     async def _join_once(self, deadline: float) -> None:
         consumer = self.consumer
-        subs = consumer._subs
+        subs = self.hooks.subscriptions
         owned = sorted(subs.assignment)
         if not self.cooperative and owned:
-            await consumer._revoke(set(owned), "eager rebalance")
+            await self.hooks.revoke(set(owned), "eager rebalance")
             owned = []
         topics = self._topics()
         md = consumer.metadata
@@ -337,7 +352,7 @@ class GroupMember:
         self.state = STABLE
         self.rejoin_reason = None
         self.last_heartbeat_ok = time.monotonic()
-        await consumer._on_assignment(assigned, self.generation, self.cooperative)
+        await self.hooks.assigned(assigned, self.generation, self.cooperative)
 
     def _lead(self, resp: JoinGroupResponse) -> list[sq.SyncGroupRequestAssignment]:
         md = self.consumer.metadata

@@ -54,6 +54,7 @@ from kaflite.client._aio import cancel_and_wait
 from kaflite.client.consumer._aborted import AbortedFilter
 from kaflite.client.consumer._subscription import SubscriptionState
 from kaflite.client.consumer._types import RecordList, Segment, TopicPartition
+from kaflite.client.events import Emit
 from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
@@ -139,8 +140,10 @@ class _Completed:
 
 
 class Fetcher:
-    def __init__(self, consumer: Consumer, subs: SubscriptionState) -> None:
+    def __init__(self, consumer: Consumer, subs: SubscriptionState,
+                 emit: Emit) -> None:
         self.consumer = consumer
+        self.emit = emit                # the consumer's event log
         self.subs = subs
         c = consumer.config
         self.min_bytes = c.int("fetch.min.bytes")
@@ -333,7 +336,7 @@ class Fetcher:
         where = f"{error_name(code)} on {tp}"
         failures = self.failures[tp] = self.failures.get(tp, 0) + 1
         if failures in STUCK_AFTER:
-            self.consumer._events.emit(
+            self.emit(
                 "fetch", f"{tp} makes no progress: {failures} errors in a row", cause=where)
         if action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH):
             # Refresh and reroute: the partition waits for newer metadata (a KIP-951
@@ -353,7 +356,7 @@ class Fetcher:
                     f"{where}: position {self.subs.assignment[tp].position}, "
                     "and auto.offset.reset is none")
             else:
-                self.consumer._events.emit("offsets", f"reset {tp} to {strategy}", cause=where)
+                self.emit("offsets", f"reset {tp} to {strategy}", cause=where)
                 self.subs.request_reset(tp, strategy)
         elif action in (Action.RAISE, Action.FATAL):
             self.errors[tp] = errors.error_for_code(code, where)

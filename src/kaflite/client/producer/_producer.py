@@ -35,7 +35,7 @@ from kaflite.client.producer._accumulator import (
 )
 from kaflite.client.producer._idempotence import IdempotenceState
 from kaflite.client.producer._partitioner import Partitioner
-from kaflite.client.producer._sender import Sender
+from kaflite.client.producer._sender import Sender, SenderHooks
 from kaflite.client.producer._transactions import (
     ConsumerGroupMetadata,
     TransactionManager,
@@ -125,7 +125,7 @@ class Producer(BaseClient):
         if c["transactional.id"] is not None:
             self._txn = TransactionManager(self, self._idem, c["transactional.id"],
                                            c.int("transaction.timeout.ms"),
-                                           lambda: self._acc.wakeup())
+                                           lambda: self._acc.wakeup(), self._events.emit)
         self._compression = _CODECS[c["compression.type"]]
         self._key_ser: Callable[[Any], bytes] | None = c["key.serializer"]
         self._value_ser: Callable[[Any], bytes] | None = c["value.serializer"]
@@ -150,7 +150,8 @@ class Producer(BaseClient):
         if self._idem.enabled and self._txn is None:
             await self._init_producer_id()
         self._sender = Sender(self, self._acc, self._idem, self._compression,
-                              self._init_producer_id)
+                              SenderHooks(self._produce, self._init_producer_id,
+                                          self._events.emit, self._txn))
         if self._txn is not None:
             self._txn.fail_queued = self._sender.fail_queued
         self._sender.start()

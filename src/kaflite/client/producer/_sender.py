@@ -35,9 +35,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kaflite.client._aio import cancel_and_wait, wait_event
+from kaflite.client.events import Emit
 from kaflite.client.producer._accumulator import ProducerBatch, RecordAccumulator
 from kaflite.client.producer._idempotence import IdempotenceState
 from kaflite.client.recovery import Action, action_for, error_name
@@ -63,16 +65,27 @@ class DeliveryTimeout(errors.RequestTimedOutError):
     """A record was not acknowledged within ``delivery.timeout.ms``."""
 
 
+@dataclass(frozen=True)
+class SenderHooks:
+    """What the sender asks of its producer beyond its config and metadata."""
+
+    produce: Callable[[int, ProduceRequest], Awaitable[ProduceResponse | None]]
+    bump_epoch: Callable[[], Awaitable[None]]
+    emit: Emit
+    txn: TransactionManager | None
+
+
 class Sender:
     def __init__(self, producer: Producer, accumulator: RecordAccumulator,
-                 idempotence: IdempotenceState, compression: int,
-                 bump_epoch: Callable[[], Awaitable[None]]) -> None:
+                 idempotence: IdempotenceState, compression: int, hooks: SenderHooks) -> None:
         self.producer = producer
         self.acc = accumulator
         self.idem = idempotence
         self.compression = compression
-        self.bump_epoch = bump_epoch
-        self.txn: TransactionManager | None = producer._txn
+        self.bump_epoch = hooks.bump_epoch
+        self.produce = hooks.produce
+        self.emit = hooks.emit
+        self.txn: TransactionManager | None = hooks.txn
         cfg = producer.config
         self.acks = cfg.int("acks")
         self.timeout_ms = cfg.int("request.timeout.ms")
@@ -185,7 +198,7 @@ class Sender:
                         batches: list[ProducerBatch]) -> None:
         try:
             try:
-                resp: ProduceResponse | None = await self.producer._produce(node, req)
+                resp: ProduceResponse | None = await self.produce(node, req)
             except (ConnectionClosed, TimeoutError, OSError) as exc:
                 self.producer.metadata.request_update(f"Produce to broker {node} failed")
                 for batch in batches:
@@ -235,7 +248,7 @@ class Sender:
                 self._fail(batch, exc)  # a transaction cannot bump its epoch midway
             elif action == Action.BUMP_EPOCH and self.idem.enabled:
                 if not self.idem.needs_bump:
-                    self.producer._events.emit("producer", "bump producer epoch", cause=where)
+                    self.emit("producer", "bump producer epoch", cause=where)
                 self.idem.request_bump((batch.topic, batch.partition))
                 self._retry(batch, exc, action)
             elif action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH, Action.BACKOFF) \
@@ -287,7 +300,7 @@ class Sender:
         self.idem.done(batch, False)
         self.acc.release(batch)
         halves = batch.split()
-        self.producer._events.emit(
+        self.emit(
             "producer", f"split a batch of {len(batch)} records for {batch.topic}-"
             f"{batch.partition} in two", cause="MESSAGE_TOO_LARGE")
         for half in reversed(halves):   # re-queued at the front: the first half first

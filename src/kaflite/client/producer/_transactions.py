@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
+from kaflite.client.events import Emit
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.producer._idempotence import IdempotenceState
 from kaflite.client.recovery import Action, action_for, error_name
@@ -91,8 +92,9 @@ class ConsumerGroupMetadata:
 
 class TransactionManager:
     def __init__(self, producer: Producer, idem: IdempotenceState, transactional_id: str,
-                 timeout_ms: int, wakeup: Callable[[], None]) -> None:
+                 timeout_ms: int, wakeup: Callable[[], None], emit: Emit) -> None:
         self.producer = producer
+        self.emit = emit                # the producer's event log
         self.idem = idem
         self.transactional_id = transactional_id
         self.timeout_ms = timeout_ms
@@ -212,7 +214,7 @@ class TransactionManager:
         idem.producer_id = idem.producer_epoch = -1
         idem.resequence |= set(idem.next_sequence)
         idem.set_producer_id(resp.producer_id, resp.producer_epoch)
-        self.producer._events.emit("producer", f"transactional id {self.transactional_id}: "
+        self.emit("producer", f"transactional id {self.transactional_id}: "
                                    f"producer id {resp.producer_id} epoch {resp.producer_epoch}",
                                    cause="InitProducerId")
 
