@@ -50,6 +50,7 @@ class Partition:
         self.isr: list[int] = []
         self.high_watermark = 0
         self.checkpointed_hw = 0     # as last written to replication-offset-checkpoint
+        self.epoch_start_offset = -1  # as leader: the log end when its epoch began
         self.followers: dict[int, FollowerState] = {}
         self._data_waiters: set[asyncio.Future[None]] = set()
         self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -99,6 +100,7 @@ class Partition:
         if became_leader:
             # Kafka: a new leader starts a new epoch at its log end offset.
             self.log.assign_epoch(self.leader_epoch, self.log_end_offset)
+            self.epoch_start_offset = self.log_end_offset
             now = time.monotonic() * 1000
             self.followers = {r: FollowerState(last_caught_up_ms=now)
                               for r in self.replicas if r != self.broker_id}
@@ -129,6 +131,12 @@ class Partition:
         now = time.monotonic() * 1000
         return [r for r in self.isr if r != self.broker_id and r in self.followers
                 and now - self.followers[r].last_caught_up_ms > lag_ms]
+
+    @property
+    def high_watermark_lagging(self) -> bool:
+        """A new leader whose high watermark has not yet reached the start of its epoch:
+        offsets it would give now could be lower than the last leader gave (KIP-207)."""
+        return self.is_leader and self.high_watermark < self.epoch_start_offset
 
     def maybe_advance_hw(self) -> None:
         if not self.is_leader:

@@ -23,11 +23,21 @@ from kaflite.protocol.messages import offset_for_leader_epoch_response as ofl
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
     from kaflite.cluster.network import ServerConnection
+    from kaflite.cluster.partition import Partition
 
 __all__ = ["HANDLERS"]
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
+
+
+def _check_not_lagging(p: Partition) -> None:
+    """KIP-207: until a new leader's high watermark reaches the start of its epoch, the
+    latest offset (or a lookup past the fetchable end) could go back: retriable."""
+    if p.high_watermark_lagging:
+        raise errors.OffsetNotAvailableError(
+            f"{p.topic}-{p.index}: the high watermark {p.high_watermark} is behind "
+            f"the start of this leader's epoch, {p.epoch_start_offset}")
 
 
 async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -47,6 +57,7 @@ async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: Re
                 fetchable = (p.last_stable_offset if req.isolation_level == READ_COMMITTED
                              else p.high_watermark)
                 if ts == LATEST:
+                    _check_not_lagging(p)
                     res.offset = fetchable
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     res.offset = p.log_start_offset
@@ -60,6 +71,8 @@ async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: Re
                     found = p.log.offset_for_timestamp(ts)
                     if found is not None and found[0] < fetchable:
                         res.offset, res.timestamp = found
+                    elif found is not None:
+                        _check_not_lagging(p)
                 if header.request_api_version == 0:
                     res.old_style_offsets = [res.offset] if res.offset >= 0 else []
             except errors.KafkaError as exc:
