@@ -27,12 +27,18 @@ from kaflite._loop import SharedLoop
 from kaflite.client import admin as _admin
 from kaflite.client import consumer as _consumer
 from kaflite.client import producer as _producer
-from kaflite.client.admin import ConfigResource, GroupDescription, NewTopic
+from kaflite.client.admin import (
+    ConfigResource,
+    GroupDescription,
+    NewTopic,
+    TransactionDescription,
+)
 from kaflite.client.consumer import ConsumerRecord, RecordList, TopicPartition
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp
 from kaflite.client.events import Event
 from kaflite.client.metadata import TopicMetadata
 from kaflite.client.pool import ConnectionInfo
+from kaflite.client.producer import ConsumerGroupMetadata
 
 __all__ = ["Admin", "Consumer", "Producer"]
 
@@ -150,7 +156,8 @@ class Producer(_SyncClient):
             self._async.begin_transaction()
         self._run(begin())
 
-    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int], group: Any,
+    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int],
+                                    group: ConsumerGroupMetadata | str,
                                     timeout: float | None = None) -> None:
         self._run(self._async.send_offsets_to_transaction(offsets, group), timeout)
 
@@ -190,7 +197,7 @@ class Consumer(_SyncClient):
     def assignment(self) -> set[TopicPartition]:
         return self._async.assignment()
 
-    def group_metadata(self) -> Any:
+    def group_metadata(self) -> ConsumerGroupMetadata:
         return self._async.group_metadata()
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None
@@ -226,7 +233,8 @@ class Consumer(_SyncClient):
     def committed(self, tp: TopicPartition | tuple[str, int]) -> int | None:
         return self._run(self._async.committed(tp))
 
-    def commit(self, offsets: Mapping[TopicPartition, Any] | None = None) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None
+               ) -> None:
         self._run(self._async.commit(offsets))
 
     def pause(self, *tps: TopicPartition) -> None:
@@ -245,7 +253,8 @@ class Consumer(_SyncClient):
     def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self._run(self._async.beginning_offsets(list(tps)))
 
-    def offsets_for_times(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, Any]:
+    def offsets_for_times(self, query: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._run(self._async.offsets_for_times(query))
 
     def lag(self, tp: TopicPartition) -> int | None:
@@ -291,7 +300,7 @@ class Admin(_SyncClient):
                           ) -> list[tuple[str, int, str]]:
         return self._run(self._async.list_transactions(states, producer_ids))
 
-    def describe_transactions(self, ids: Iterable[str]) -> dict[str, Any]:
+    def describe_transactions(self, ids: Iterable[str]) -> dict[str, TransactionDescription]:
         return self._run(self._async.describe_transactions(ids))
 
     def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupDescription]:

@@ -138,7 +138,7 @@ class HttpApi:
         writer.close()
 
     # -- routes ------------------------------------------------------------------------
-    async def dispatch(self, method: str, target: str, body: Json) -> Any:
+    async def dispatch(self, method: str, target: str, body: Json) -> object:
         parts = urlsplit(target)
         path = [p for p in parts.path.split("/") if p]
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
@@ -168,7 +168,7 @@ class HttpApi:
             raise HttpError(404, f"no route POST {parts.path}")
         return await route(path, body)
 
-    def _routes(self) -> dict[tuple[str, ...], Callable[[list[str], Json], Awaitable[Any]]]:
+    def _routes(self) -> dict[tuple[str, ...], Callable[[list[str], Json], Awaitable[object]]]:
         return {
             ("faults", "error"): self._error,
             ("faults", "delay"): self._delay,
@@ -201,26 +201,26 @@ class HttpApi:
             return default
         return None if body["count"] is None else int(body["count"])
 
-    async def _error(self, path: list[str], body: Json) -> Any:
+    async def _error(self, path: list[str], body: Json) -> object:
         rule = self.cluster.faults.inject_error(
             body.get("api"), body["error"], self._count(body, 1),
             level=body.get("level"),
             **self._scope(body, "topic", "partition", "group", "client_id", "broker"))
         return rule.to_dict()
 
-    async def _delay(self, path: list[str], body: Json) -> Any:
+    async def _delay(self, path: list[str], body: Json) -> object:
         rule = self.cluster.faults.delay(
             body.get("api"), int(body["ms"]), self._count(body, None),
             **self._scope(body, "topic", "partition", "group", "client_id", "broker"))
         return rule.to_dict()
 
-    async def _throttle(self, path: list[str], body: Json) -> Any:
+    async def _throttle(self, path: list[str], body: Json) -> object:
         rule = self.cluster.faults.throttle(
             int(body["ms"]), body.get("api"), self._count(body, None),
             **self._scope(body, "client_id", "broker"))
         return rule.to_dict()
 
-    async def _drop(self, path: list[str], body: Json) -> Any:
+    async def _drop(self, path: list[str], body: Json) -> object:
         faults = self.cluster.faults
         if body.get("api") is None:
             scope = self._scope(body, "client_id", "broker")
@@ -229,11 +229,11 @@ class HttpApi:
                                     **self._scope(body, "topic", "group", "client_id", "broker"))
         return rule.to_dict()
 
-    async def _deny(self, path: list[str], body: Json) -> Any:
+    async def _deny(self, path: list[str], body: Json) -> object:
         return self.cluster.faults.deny_topic(str(body["topic"]),
                                               body.get("client_id")).to_dict()
 
-    def _clear(self, rule_id: str | None) -> Any:
+    def _clear(self, rule_id: str | None) -> object:
         faults = self.cluster.faults
         if rule_id is None:
             return {"removed": faults.clear()}
@@ -241,11 +241,11 @@ class HttpApi:
             raise HttpError(404, f"no rule {rule_id}")
         return {"removed": 1}
 
-    async def _clear_post(self, path: list[str], body: Json) -> Any:
+    async def _clear_post(self, path: list[str], body: Json) -> object:
         rule_id = body.get("id")
         return self._clear(None if rule_id is None else str(rule_id))
 
-    async def _broker(self, path: list[str], body: Json) -> Any:
+    async def _broker(self, path: list[str], body: Json) -> object:
         node_id, action = int(path[1]), path[2]
         faults = self.cluster.faults
         if action == "stop":
@@ -257,19 +257,19 @@ class HttpApi:
         return {"broker": node_id, "action": action,
                 "running": self.cluster.brokers[node_id].running}
 
-    async def _isolate(self, path: list[str], body: Json) -> Any:
+    async def _isolate(self, path: list[str], body: Json) -> object:
         node_id = int(path[1])
         isolated = bool(body.get("isolated", True))
         self.cluster.faults.isolate_replication(node_id, isolated)
         return {"broker": node_id, "isolated": isolated}
 
-    async def _move_leader(self, path: list[str], body: Json) -> Any:
+    async def _move_leader(self, path: list[str], body: Json) -> object:
         to = body.get("to")
         leader = self.cluster.faults.move_leader(str(body["topic"]), int(body["partition"]),
                                                  None if to is None else int(to))
         return {"topic": body["topic"], "partition": int(body["partition"]), "leader": leader}
 
-    async def _move_coordinator(self, path: list[str], body: Json) -> Any:
+    async def _move_coordinator(self, path: list[str], body: Json) -> object:
         to = body.get("to")
         key = str(body.get("key") or body["group"])
         key_type = str(body.get("type", "group"))
@@ -278,7 +278,7 @@ class HttpApi:
         topic, index, _ = self.cluster.faults.coordinator_of(key, key_type)
         return {"key": key, "topic": topic, "partition": index, "coordinator": leader}
 
-    async def _forget(self, path: list[str], body: Json) -> Any:
+    async def _forget(self, path: list[str], body: Json) -> object:
         group = path[1]
         forgotten = self.cluster.faults.forget_member(group, str(body["member_id"]))
         if not forgotten:
@@ -286,7 +286,7 @@ class HttpApi:
                                  f"{body['member_id']!r} (no group service or no such member)")
         return {"group": group, "member_id": body["member_id"], "forgotten": True}
 
-    async def _delete_records(self, path: list[str], body: Json) -> Any:
+    async def _delete_records(self, path: list[str], body: Json) -> object:
         start = self.cluster.faults.delete_records(str(body["topic"]), int(body["partition"]),
                                                    int(body.get("offset", -1)))
         return {"topic": body["topic"], "partition": int(body["partition"]),
