@@ -64,13 +64,14 @@ def test_thirteen_connections_twelve_leaders_one_coordinator(cluster: Cluster) -
             assert coord.broker == coordinator
             assert coord.roles == [f"group coordinator ({group})"]
 
-            # The cluster's view of the same sockets (matched by our end of each).
-            registry = {s.peer: s for s in await asyncio.to_thread(
+            # The cluster's view of the same sockets, matched by (broker, our end): Linux
+            # may give connections to different brokers the same local port.
+            registry = {(s.broker, s.peer): s for s in await asyncio.to_thread(
                 cluster.connections, client_id=cid)}
             assert len(registry) == BROKERS + 1, sorted(registry)
-            assert set(registry) == {i.local_address for i in conns}
+            assert set(registry) == {(i.broker, i.local_address) for i in conns}
             for info in conns:
-                snap = registry[info.local_address]
+                snap = registry[(info.broker, info.local_address)]
                 assert snap.broker == info.broker
                 if info.channel == "data":
                     assert snap.roles == ["partition-leader"], snap.roles
