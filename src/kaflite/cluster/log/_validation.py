@@ -18,9 +18,8 @@ appended, so that no batch a consumer cannot read reaches the log:
   topics; else INVALID_TIMESTAMP), and on a compacted topic every record needs
   a key.
 
-Decoding uses the codec's columnar decoder (``RecordBatch.columns``), whose
-strided fast path checks a run of same-shape records with a few C-level
-comparisons; its cost on the produce path is in docs/benchmarks.md.
+Records are checked by the codec's C record walker where it is built, else by
+its columnar decoders; the cost on the produce path is in docs/benchmarks.md.
 
 Replicated batches (``parse_replicated``) only need framing and CRC, and
 offsets that continue the log: the leader validated them already, and a
@@ -35,15 +34,15 @@ from kaflite.cluster.log._segment import BatchInfo, check_batch, parse_info
 from kaflite.cluster.log._types import UnexpectedAppendOffsetError, kafka_error_for
 from kaflite.protocol import errors
 from kaflite.protocol.records import (
+    NO_TIMESTAMP,
     InvalidRecordBatch,
     RecordBatch,
+    RecordSummary,
     validate_record_set,
     validate_records,
 )
 
 __all__ = ["parse_replicated", "validate_produce"]
-
-_NO_TIMESTAMP = -1
 
 
 def validate_produce(
@@ -72,9 +71,9 @@ def validate_produce(
         for batch in batches:
             _check_batch(batch, config, now_ms, log_append_time, from_client)
             if from_client or (config.compact and not batch.is_control):
-                cols = validate_records(batch, require_keys=config.compact)
+                summary = validate_records(batch, require_keys=config.compact)
                 if from_client and not log_append_time:
-                    _check_timestamps(cols.timestamps, config, now_ms)
+                    _check_timestamps(summary, config, now_ms)
     except InvalidRecordBatch as exc:
         raise kafka_error_for(exc) from None
     return batches
@@ -91,21 +90,17 @@ def _check_batch(
         raise errors.InvalidTimestampError("the producer set LogAppendTime on a CreateTime topic")
 
 
-def _check_timestamps(timestamps: list[int], config: LogConfig, now_ms: int) -> None:
+def _check_timestamps(summary: RecordSummary, config: LogConfig, now_ms: int) -> None:
     """Every record's CreateTime within the topic's bounds (-1: no timestamp)."""
-    if not timestamps:
-        return
-    newest = max(timestamps)
-    if newest != _NO_TIMESTAMP and newest - now_ms > config.message_timestamp_after_max_ms:
+    newest = summary.newest
+    if newest != NO_TIMESTAMP and newest - now_ms > config.message_timestamp_after_max_ms:
         raise errors.InvalidTimestampError(
             f"timestamp {newest} is more than message.timestamp.after.max.ms "
             f"({config.message_timestamp_after_max_ms}) ahead of {now_ms}"
         )
     if config.message_timestamp_before_max_ms >= now_ms:
         return   # (the default, Long.MAX_VALUE: nothing can be too old)
-    oldest = min(timestamps)
-    if oldest == _NO_TIMESTAMP:
-        oldest = min((t for t in timestamps if t != _NO_TIMESTAMP), default=now_ms)
+    oldest = now_ms if summary.oldest == NO_TIMESTAMP else summary.oldest
     if now_ms - oldest > config.message_timestamp_before_max_ms:
         raise errors.InvalidTimestampError(
             f"timestamp {oldest} is more than message.timestamp.before.max.ms "

@@ -21,6 +21,7 @@ from kaflite.protocol.records._batch import RecordBatch, iter_batches
 from kaflite.protocol.records._broker import (
     BatchErrorReason,
     InvalidRecordBatch,
+    RecordSummary,
     assign_offsets,
     batch_codec,
     set_base_offset,
@@ -84,6 +85,7 @@ __all__ = [
     "RecordBatch",
     "RecordBatchBuilder",
     "RecordColumns",
+    "RecordSummary",
     "assemble_batch",
     "assign_offsets",
     "batch_codec",

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import enum
 import struct
+from dataclasses import dataclass
 
 import crc32c
 
 from kaflite.protocol._exceptions import LocalProtocolError, RemoteProtocolError
 from kaflite.protocol.records._batch import RecordBatch
 from kaflite.protocol.records._compression import DEFAULT_DECOMPRESSION_LIMIT, MAX_CODEC
-from kaflite.protocol.records._decode import RecordColumns
 from kaflite.protocol.records._wire import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
@@ -46,13 +46,21 @@ from kaflite.protocol.records._wire import (
     MAX_TIMESTAMP_OFFSET,
     MIN_BATCH_LENGTH,
     MIN_RECORD_SIZE,
+    NO_TIMESTAMP,
     TIMESTAMP_TYPE_BIT,
     U32,
 )
 
+try:
+    from kaflite.protocol.records import _walk
+except ImportError:   # not compiled (no C compiler at install): the Python decoders check
+    _walk = None  # type: ignore[assignment]
+
 __all__ = [
+    "NO_TIMESTAMP",
     "BatchErrorReason",
     "InvalidRecordBatch",
+    "RecordSummary",
     "assign_offsets",
     "batch_codec",
     "set_base_offset",
@@ -188,33 +196,73 @@ def validate_batch(
     return batch
 
 
+_I64_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSummary:
+    """What the record-level checks of an append need from a validated batch."""
+
+    count: int
+    newest: int   # largest CreateTime, or NO_TIMESTAMP
+    oldest: int   # smallest CreateTime other than NO_TIMESTAMP, or NO_TIMESTAMP
+
+
 def validate_records(batch: RecordBatch, *, require_keys: bool = False,
-                     position: int = 0) -> RecordColumns:
+                     position: int = 0, native: bool = True) -> RecordSummary:
     """Deep validation: decode every record (decompressing if needed), as Kafka's
     ``LogValidator`` does before any append.
 
     Checks that the records section decompresses within the batch's bound, that
     exactly ``record_count`` records parse and fill it, each of the length it
     states, and that they carry the offset deltas ``0..n-1`` a producer must
-    send. Returns the decoded columns (views of the batch), for the caller's
-    record-level checks (timestamps); keys and values in them are placeholders
-    (``RecordBatch.columns(fields=False)``).
+    send; with ``require_keys`` (a compacted topic), that every record has a key.
+    The C walker (``_walk.c``) does it without a Python object per record; where
+    it is not built, or with ``native=False``, the columnar decoders do.
     """
     try:
-        batch.records_buffer()   # decompressed once here, kept for columns()
+        buf = batch.records_buffer()   # decompressed once here, kept for columns()
     except RemoteProtocolError as exc:
         raise InvalidRecordBatch(BatchErrorReason.BAD_COMPRESSION, str(exc), position) from None
-    try:
-        cols = batch.columns(fields=False)
-    except RemoteProtocolError as exc:
-        raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS, str(exc), position) from None
-    base = batch.base_offset
-    if cols.offsets != list(range(base, base + len(cols))):
+    count = batch.record_count
+    if count < 0 or count * MIN_RECORD_SIZE > len(buf):
+        raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS,
+                                 f"record count {count} cannot fit in {len(buf)} bytes",
+                                 position)
+    if _walk is not None and native:
+        try:
+            end, sequential, null_key, newest, oldest = _walk.walk(buf, count,
+                                                                   batch.base_timestamp)
+        except ValueError as exc:
+            raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS, str(exc),
+                                     position) from None
+        if end != len(buf):
+            raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS,
+                                     f"{len(buf) - end} bytes left after the batch's "
+                                     f"{count} records", position)
+    else:
+        try:
+            cols = batch.columns(fields=False)
+        except RemoteProtocolError as exc:
+            raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS, str(exc),
+                                     position) from None
+        base = batch.base_offset
+        sequential = cols.offsets == list(range(base, base + count))
+        null_key = None in cols.keys
+        # (a LogAppendTime batch's columns carry its maxTimestamp; the append checks
+        # timestamps only of CreateTime batches)
+        stamps = cols.timestamps
+        newest = max(stamps, default=NO_TIMESTAMP)
+        oldest = min((t for t in stamps if t != NO_TIMESTAMP), default=NO_TIMESTAMP)
+        if newest > _I64_MAX or oldest < -_I64_MAX - 1:
+            raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS,
+                                     "a record timestamp overflows", position)
+    if not sequential:
         raise InvalidRecordBatch(BatchErrorReason.OFFSETS_NOT_SEQUENTIAL, "gap or reorder",
                                  position)
-    if require_keys and None in cols.keys:
+    if require_keys and null_key:
         raise InvalidRecordBatch(BatchErrorReason.MISSING_KEY, "null key", position)
-    return cols
+    return RecordSummary(count, newest, oldest)
 
 
 def validate_record_set(

@@ -215,10 +215,13 @@ def decode_columns(
                     p += 1
                 else:
                     n, p = _long_varint(buf, p)
-                if n < 0:
+                if n >= 0:
+                    add_key(buf[p : p + n])
+                    p += n
+                elif n == -1:   # a null key in more than one byte
+                    add_key(None)
+                else:
                     raise RemoteProtocolError(f"invalid record key length {n}")
-                add_key(buf[p : p + n])
-                p += n
             b = buf[p]
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
