@@ -6,7 +6,8 @@ Runs ``kaflite.verify`` rounds one after another until ``--minutes`` have passed
 each client of ``kaflite.verify.clients`` with the queue workload, and each with
 transactions with the txn workload, in turn, each round under every kind of fault
 (``--nemesis all``) for ``--round-seconds``, with its own seed drawn from
-``--seed``. Every history is checked as it ends. At the end it prints, and writes
+``--seed``. Every history is checked as it ends (an invalid one is kept in
+``--histories``). At the end it prints, and writes
 to ``--out`` as Markdown, the totals per client in the form of Jepsen's reports:
 operations, faults injected by kind, and lost, duplicated, skipped and stuck
 counts, plus the seed of every round (``python -m kaflite.verify ... --seed S``
@@ -52,6 +53,8 @@ def main() -> int:
     ap.add_argument("--round-seconds", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", type=Path, default=Path("soak.md"))
+    ap.add_argument("--histories", type=Path, default=Path("soak-histories"),
+                    help="keep the history of every invalid round here")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     rng = random.Random(seed)
@@ -67,8 +70,11 @@ def main() -> int:
     while time.monotonic() < deadline:
         client, workload = plan[i % len(plan)]
         i += 1
+        round_seed = rng.randrange(1 << 31)
+        args.histories.mkdir(parents=True, exist_ok=True)
+        history = args.histories / f"{client}-{workload}-{round_seed}.jsonl"
         config = RunConfig(client=client, workload=workload, seconds=args.round_seconds,
-                           seed=rng.randrange(1 << 31))
+                           seed=round_seed, history=history)
         key = (client, workload)
         seeds[key].append(config.seed)
         _, result = run(config)
@@ -77,8 +83,10 @@ def main() -> int:
         faults.update(result.faults)
         anomalies[key].update({k: v for k, v in result.counts.items() if v})
         verdict = "valid" if result.valid else "INVALID"
-        if not result.valid:
-            invalid.append(replay_command(config.meta()))
+        if result.valid:
+            history.unlink(missing_ok=True)
+        else:   # kept: python -m kaflite.verify --check <history> shows every anomaly
+            invalid.append(f"{replay_command(config.meta())}  (history: {history})")
         print(f"{(time.monotonic() - started) / 60:5.1f} min  {client:16} {workload:5} "
               f"seed {config.seed:<10} {verdict}  {dict(anomalies[key]) or ''}", flush=True)
     lines = [f"Soak of {(time.monotonic() - started) / 60:.0f} minutes, soak seed {seed}, "

@@ -12,7 +12,8 @@ import pytest
 
 from kaflite._loop import run
 from kaflite._lowat import CAP, ReceiveLowWater
-from kaflite.net.connection import ConnectionStats, _Protocol
+from kaflite.net.connection import _Protocol
+from kaflite.protocol.framing import FrameDecoder
 
 
 class FakeSocket:
@@ -83,13 +84,24 @@ async def _large_then_small() -> None:
         if len(frames) == 2:
             got_all.set()
 
-    conn = SimpleNamespace(stats=ConnectionStats(), _on_frame=on_frame,
+    class Frames:   # the protocol object's receive side, recording raw frames
+        decoder = FrameDecoder(1 << 26)
+
+        def get_buffer(self, sizehint: int) -> memoryview:
+            return self.decoder.get_buffer(sizehint)
+
+        def buffer_updated(self, nbytes: int) -> list[Any]:
+            for frame in self.decoder.buffer_updated(nbytes):
+                on_frame(frame)
+            return []
+
+    conn = SimpleNamespace(state=Frames(), on_events=lambda events: None,
                            _fail=lambda exc: pytest.fail(f"connection failed: {exc!r}"),
                            address="test", local_address="")
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     loop = asyncio.get_running_loop()
-    proto = _Protocol(conn, 1 << 26)  # type: ignore[arg-type]
+    proto = _Protocol(conn)  # type: ignore[arg-type]
     transport, _ = await loop.create_connection(lambda: proto, "127.0.0.1", port)
     sock = transport.get_extra_info("socket")
 

@@ -1,57 +1,44 @@
-"""One TCP connection to one Kafka broker, with requests multiplexed on it.
+"""One TCP connection to one Kafka broker: the asyncio transport of a ``ClientConnection``.
 
 Theory of operation
 -------------------
-``BrokerConnection.open()`` connects (bounded by
-``socket.connection.setup.timeout.ms``) and negotiates ApiVersions before
-anything else: it sends the newest ApiVersions version kaflite knows; a broker
-that does not know it answers UNSUPPORTED_VERSION with a v0 body listing its
-own range (KIP-511), and the request is repeated at the broker's newest one.
-From then on ``request()`` picks, per request, the highest version both sides
-support.
-
-Requests are multiplexed: each gets the next correlation id and a future, at
-most ``max_in_flight`` are outstanding (a semaphore), and each has its own
-timeout. Kafka answers the requests of one connection in order, but responses
-are still matched by correlation id; one that matches nothing is a protocol
-error and closes the connection, failing everything in flight.
+The protocol's rules for a connection (ApiVersions first and its KIP-511
+fallback, correlation ids, in-flight accounting, KIP-219 throttle deadlines,
+version choice) live in ``kaflite.protocol.connection.ClientConnection``, which
+does no I/O. This module does the I/O around it: ``open()`` connects (bounded by
+``socket.connection.setup.timeout.ms``) and writes the ApiVersions request the
+protocol object starts with; ``request()`` waits for a free in-flight slot and
+for any throttle, writes what ``send()`` encoded, and waits (up to its timeout)
+for the future that the ``Response`` event with its correlation id completes. A
+``Failed`` event closes the connection and fails every request in flight.
 
 Produce with acks=0 has no response: it is written and completed at once.
 
-A response carrying ``throttle_time_ms > 0`` (KIP-219: the broker answers at
-once and leaves the waiting to the client) holds back the next request on this
-connection until the throttle time has passed.
-
-The receive side is an ``asyncio.BufferedProtocol`` fed by ``FrameDecoder``, so
-a large Fetch response is read straight into its own buffer and decoded
-without a copy of its records.
+The receive side is an ``asyncio.BufferedProtocol`` that lends the protocol
+object's frame buffers to the transport, so a large Fetch response is read
+straight into its own buffer and decoded without a copy of its records.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import socket
 import time
-from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from kaflite._lowat import ReceiveLowWater
-from kaflite.protocol import (
-    REGISTRY,
-    FrameDecoder,
-    KafkaError,
-    ProtocolError,
-    RemoteProtocolError,
-    decode_response,
-    encode_request,
+from kaflite.protocol.connection import (
+    ClientConnection,
+    ConnectionStats,
+    Event,
+    Failed,
+    NoCommonVersion,
+    Outgoing,
+    Ready,
+    Response,
 )
-from kaflite.protocol.errors import error_for_code
-from kaflite.protocol.framing import Frame
 from kaflite.protocol.messages import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
     ProduceRequest,
     ProduceResponse,
     Request,
@@ -62,38 +49,11 @@ __all__ = ["BrokerConnection", "ConnectionClosed", "ConnectionStats", "NoCommonV
 
 R = TypeVar("R", bound=Struct)
 
-API_VERSIONS = ApiVersionsRequest.API_KEY
 PRODUCE = ProduceRequest.API_KEY
-UNSUPPORTED_VERSION = 35
 
 
 class ConnectionClosed(ConnectionError):
     """The connection closed (or failed) before the response arrived."""
-
-
-class NoCommonVersion(KafkaError):
-    """kaflite and the broker share no version of an API."""
-
-    code = UNSUPPORTED_VERSION
-    name = "UNSUPPORTED_VERSION"
-
-
-@dataclass
-class ConnectionStats:
-    opened_at: float = field(default_factory=time.time)
-    last_activity: float = field(default_factory=time.time)
-    requests: int = 0
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    requests_by_api: dict[int, int] = field(default_factory=dict)
-    throttled_ms: int = 0
-
-
-@dataclass
-class _Pending:
-    api_key: int
-    version: int
-    future: asyncio.Future[Struct]
 
 
 # A chunk at least this large is written on its own rather than joined with its
@@ -127,9 +87,9 @@ def _write(transport: asyncio.Transport, chunks: list[Any]) -> None:
 
 
 class _Protocol(asyncio.BufferedProtocol):
-    def __init__(self, conn: BrokerConnection, max_frame_size: int) -> None:
+    def __init__(self, conn: BrokerConnection) -> None:
         self.conn = conn
-        self.decoder = FrameDecoder(max_frame_size)
+        self.state = conn.state
         self.transport: asyncio.Transport | None = None
         self._drained: asyncio.Future[None] | None = None
         self.low_water: ReceiveLowWater | None = None
@@ -142,19 +102,12 @@ class _Protocol(asyncio.BufferedProtocol):
             self.conn.local_address = f"{sockname[0]}:{sockname[1]}"
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.decoder.get_buffer(sizehint)
+        return self.state.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.conn.stats.bytes_received += nbytes
-        try:
-            frames = self.decoder.buffer_updated(nbytes)
-            for frame in frames:
-                self.conn._on_frame(frame)
-        except ProtocolError as exc:
-            self.conn._fail(exc)
-            return
+        self.conn.on_events(self.state.buffer_updated(nbytes))
         if self.low_water is not None:
-            self.low_water.update(self.decoder.awaiting)
+            self.low_water.update(self.state.decoder.awaiting)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.conn._fail(ConnectionClosed(f"connection to {self.conn.address} lost: {exc}"))
@@ -199,17 +152,14 @@ class BrokerConnection:
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000
         self.connect_timeout = connect_timeout_ms / 1000
-        self.max_frame_size = max_frame_size
-        self.software = (software_name, software_version)
-        self.api_versions: dict[int, tuple[int, int]] = {}
-        self.stats = ConnectionStats()
+        self.state = ClientConnection(client_id, max_in_flight=max_in_flight,
+                                      max_frame_size=max_frame_size,
+                                      software=(software_name, software_version))
         self._slots = asyncio.Semaphore(max_in_flight)
-        self._pending: dict[int, _Pending] = {}
-        self._ids = itertools.count(1)
+        self._futures: dict[int, asyncio.Future[Struct]] = {}
+        self._ready: asyncio.Future[None] | None = None
         self._protocol: _Protocol | None = None
         self._closed: BaseException | None = None
-        # time.monotonic() before which no request may be sent (KIP-219 throttling)
-        self.throttled_until = 0.0
         self._in_order = asyncio.Lock()
         # time.monotonic() of the last request or response, for connections.max.idle.ms
         self.last_used = time.monotonic()
@@ -221,8 +171,21 @@ class BrokerConnection:
         return f"{self.host}:{self.port}"
 
     @property
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        return self.state.api_versions
+
+    @property
+    def stats(self) -> ConnectionStats:
+        return self.state.stats
+
+    @property
+    def throttled_until(self) -> float:
+        """time.monotonic() before which no request may be sent (KIP-219)."""
+        return self.state.throttled_until
+
+    @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return self.state.in_flight
 
     @property
     def connected(self) -> bool:
@@ -234,13 +197,16 @@ class BrokerConnection:
         try:
             async with asyncio.timeout(self.connect_timeout):
                 _, proto = await loop.create_connection(
-                    lambda: _Protocol(self, self.max_frame_size), self.host, self.port)
+                    lambda: _Protocol(self), self.host, self.port)
         except (OSError, TimeoutError) as exc:
             raise ConnectionClosed(f"cannot connect to {self.address}: {exc!r}") from exc
         self._protocol = proto
         self._size_socket_buffers(proto)
+        self._ready = loop.create_future()
         try:
-            await self._negotiate()
+            self._write(self.state.start())
+            async with asyncio.timeout(self.request_timeout):
+                await self._ready
         except BaseException:
             self.close()
             raise
@@ -256,23 +222,6 @@ class BrokerConnection:
                 sock.setsockopt(socket.SOL_SOCKET, option, size)
         proto.low_water = ReceiveLowWater(sock, receive_buffer=self.socket_buffers[1])
 
-    async def _negotiate(self) -> None:
-        ours = REGISTRY[API_VERSIONS]
-        version = ours.max_version
-        for _ in range(2):
-            req = ApiVersionsRequest(*self.software)
-            resp = await self._send(req, API_VERSIONS, version)
-            assert isinstance(resp, ApiVersionsResponse)
-            ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-            if resp.error_code == UNSUPPORTED_VERSION and API_VERSIONS in ranges:
-                version = min(version, ranges[API_VERSIONS][1])
-                continue
-            if resp.error_code:
-                raise error_for_code(resp.error_code, "ApiVersions")
-            self.api_versions = ranges
-            return
-        raise NoCommonVersion("ApiVersions negotiation did not converge")
-
     def close(self) -> None:
         if self._protocol is not None and self._protocol.transport is not None:
             self._protocol.transport.close()
@@ -285,14 +234,10 @@ class BrokerConnection:
     # -- requests --------------------------------------------------------------
     def version_for(self, api_key: int) -> int:
         """The highest version of ``api_key`` that kaflite and the broker share."""
-        info = REGISTRY[api_key]
-        theirs = self.api_versions.get(api_key)
-        if theirs is None:
-            raise NoCommonVersion(f"broker {self.address} does not support {info.name}")
-        top = min(info.max_version, theirs[1])
-        if top < max(info.min_version, theirs[0]):
-            raise NoCommonVersion(f"no common version of {info.name} with {self.address}")
-        return top
+        try:
+            return self.state.version_for(api_key)
+        except NoCommonVersion as exc:
+            raise NoCommonVersion(f"{exc} ({self.address})") from None
 
     async def request(self, body: Request[R], *, version: int | None = None,
                       timeout: float | None = None) -> R:
@@ -317,81 +262,77 @@ class BrokerConnection:
             raise ConnectionClosed(str(self._closed))
         proto = self._protocol
         assert proto is not None and proto.transport is not None
-        expect_response = not (api_key == PRODUCE and isinstance(body, ProduceRequest)
-                               and body.acks == 0)
         async with self._slots:
             # Requests go out in the order they were made, also when they wait out a
             # throttle together (one timer each fired in any order: an idempotent
             # producer's batches then reached the broker out of sequence). The lock is
             # FIFO and held only until the request is written.
             async with self._in_order:
-                wait = self.throttled_until - time.monotonic()
+                wait = self.state.throttle_remaining()
                 if wait > 0:
                     await asyncio.sleep(wait)
                 if self._closed is not None:
                     raise ConnectionClosed(str(self._closed))
                 self.last_used = time.monotonic()
-                cid = next(self._ids) & 0x7FFFFFFF
-                chunks = encode_request(api_key, version, cid, self.client_id, body)
+                out = self.state.send(body, api_key, version)
                 future: asyncio.Future[Struct] = asyncio.get_running_loop().create_future()
-                if expect_response:
-                    self._pending[cid] = _Pending(api_key, version, future)
-                _write(proto.transport, chunks)
-            self.stats.requests += 1
-            self.stats.requests_by_api[api_key] = self.stats.requests_by_api.get(api_key, 0) + 1
-            self.stats.bytes_sent += sum(len(c) for c in chunks)
-            self.stats.last_activity = time.time()
+                if out.expects_response:
+                    self._futures[out.correlation_id] = future
+                self._write(out)
             await proto.drain()
-            if not expect_response:
+            if not out.expects_response:
                 return None
             try:
                 async with asyncio.timeout(timeout or self.request_timeout):
                     return await future
             except BaseException:  # timed out or cancelled: the answer is not wanted
-                self._pending.pop(cid, None)
+                self._futures.pop(out.correlation_id, None)
+                self.state.abandon(out.correlation_id)
                 raise
 
-    # -- protocol callbacks ------------------------------------------------------
-    def _on_frame(self, frame: Frame) -> None:
-        self.stats.last_activity = time.time()
+    def _write(self, out: Outgoing) -> None:
+        proto = self._protocol
+        assert proto is not None and proto.transport is not None
+        _write(proto.transport, out.chunks)
+
+    # -- protocol events ---------------------------------------------------------
+    def on_events(self, events: list[Event]) -> None:
+        """What the protocol object made of the bytes received."""
         self.last_used = time.monotonic()
-        if len(frame) < 4:
-            raise RemoteProtocolError("response frame shorter than its header")
-        cid = int.from_bytes(frame[:4], "big", signed=True)
-        pending = self._pending.pop(cid, None)
-        if pending is None:
-            raise RemoteProtocolError(f"response with unknown correlation id {cid}")
-        try:
-            if pending.api_key == API_VERSIONS:
-                # A broker that rejects our ApiVersions version answers with v0.
-                try:
-                    _, body = decode_response(frame, API_VERSIONS, pending.version)
-                except ProtocolError:
-                    _, body = decode_response(frame, API_VERSIONS, 0)
-            else:
-                _, body = decode_response(frame, pending.api_key, pending.version)
-        except ProtocolError as exc:
-            if not pending.future.done():
-                pending.future.set_exception(exc)
-            raise
-        throttle = getattr(body, "throttle_time_ms", 0)
-        if throttle and throttle > 0:
-            self.stats.throttled_ms += throttle
-            self.throttled_until = max(self.throttled_until, time.monotonic() + throttle / 1000)
-        if not pending.future.done():
-            pending.future.set_result(body)
+        for event in events:
+            if isinstance(event, Response):
+                future = self._futures.pop(event.correlation_id, None)
+                if future is not None and not future.done():
+                    future.set_result(event.body)
+            elif isinstance(event, Outgoing):   # ApiVersions again, at the broker's version
+                self._write(event)
+            elif isinstance(event, Ready):
+                if self._ready is not None and not self._ready.done():
+                    self._ready.set_result(None)
+            elif isinstance(event, Failed):
+                if event.correlation_id is not None:
+                    future = self._futures.pop(event.correlation_id, None)
+                    if future is not None and not future.done():
+                        future.set_exception(event.error)
+                if self._ready is not None and not self._ready.done():
+                    self._ready.set_exception(event.error)
+                self._fail(event.error)
+                return
 
     def _fail(self, exc: BaseException) -> None:
         if self._closed is None:
             self._closed = exc
         if self._protocol is not None and self._protocol.transport is not None:
             self._protocol.transport.close()
-        pending, self._pending = self._pending, {}
-        for p in pending.values():
-            if not p.future.done():
-                p.future.set_exception(
-                    exc if isinstance(exc, ConnectionClosed) else ConnectionClosed(repr(exc))
-                )
-                # The caller may have given up already; don't warn about it.
-                with contextlib.suppress(BaseException):
-                    p.future.exception()
+        self.state.closed()
+        futures, self._futures = self._futures, {}
+        waiting = [f for f in futures.values() if not f.done()]
+        if self._ready is not None and not self._ready.done():
+            waiting.append(cast("asyncio.Future[Any]", self._ready))
+        for f in waiting:
+            f.set_exception(
+                exc if isinstance(exc, ConnectionClosed) else ConnectionClosed(repr(exc))
+            )
+            # The caller may have given up already; don't warn about it.
+            with contextlib.suppress(BaseException):
+                f.exception()

@@ -1,0 +1,308 @@
+"""The protocol state of one client connection to a broker, sans I/O.
+
+``ClientConnection`` knows Kafka's rules for a connection and nothing of
+sockets, event loops or futures (as h11's ``Connection`` is for HTTP). The
+transport hands it the bytes it receives and sends the bytes it gives back;
+what happened comes out as events. ``kaflite.net.BrokerConnection`` is its
+asyncio transport, and a test can drive it with plain bytes.
+
+Theory of operation
+-------------------
+* **ApiVersions first.** ``start()`` gives the ApiVersions request at the newest
+  version kaflite knows. A broker that does not know that version answers
+  UNSUPPORTED_VERSION with a v0 body listing its own range (KIP-511); the
+  connection then gives the same request again at the broker's newest version
+  (an ``Outgoing`` event). A good answer is the ``Ready`` event, after which
+  ``version_for`` picks, per API, the highest version both sides support.
+* **Correlation ids.** ``send()`` numbers each request (wrapping at 2^31) and
+  remembers its API and version, so that its response, matched by correlation
+  id, is decoded at the right version. A response that matches nothing is a
+  protocol error that ends the connection; so is the response to a request the
+  caller gave up on (``abandon``), as Kafka's client closes a connection whose
+  request timed out rather than read on.
+* **In flight.** ``can_send`` is false while ``max_in_flight`` requests await
+  their responses (``max.in.flight.requests.per.connection``). A Produce with
+  acks=0 has no response and is never in flight.
+* **Throttling (KIP-219).** A response with ``throttle_time_ms > 0`` sets a
+  deadline before which the next request must not be sent;
+  ``throttle_remaining()`` says how long that is.
+* **Failure.** A frame that does not decode ends the connection: the
+  ``Failed`` event names the request whose response it was, and ``closed()``
+  hands back the correlation ids of every request still waiting.
+
+Frames arrive through ``get_buffer``/``buffer_updated`` (shaped for asyncio's
+``BufferedProtocol``, so a large response is written by the kernel straight into
+its own buffer) or ``receive_data`` for plain bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kaflite.protocol._exceptions import ProtocolError, RemoteProtocolError
+from kaflite.protocol.errors import KafkaError, UnsupportedVersionError, error_for_code
+from kaflite.protocol.framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    Frame,
+    FrameDecoder,
+    decode_response,
+    encode_request,
+)
+from kaflite.protocol.messages import (
+    REGISTRY,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    ProduceRequest,
+    Struct,
+)
+from kaflite.protocol.primitives import BytesLike
+
+__all__ = [
+    "ClientConnection",
+    "ConnectionStats",
+    "Event",
+    "Failed",
+    "NoCommonVersion",
+    "Outgoing",
+    "Ready",
+    "Response",
+]
+
+API_VERSIONS = ApiVersionsRequest.API_KEY
+PRODUCE = ProduceRequest.API_KEY
+
+
+class NoCommonVersion(KafkaError):
+    """kaflite and the broker share no version of an API."""
+
+    code = UnsupportedVersionError.code
+    name = "UNSUPPORTED_VERSION"
+
+
+@dataclass
+class ConnectionStats:
+    opened_at: float = field(default_factory=time.time)
+    last_activity: float = field(default_factory=time.time)
+    requests: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    requests_by_api: dict[int, int] = field(default_factory=dict)
+    throttled_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A request to write: ``chunks`` in order (large payloads are not joined)."""
+
+    correlation_id: int
+    api_key: int
+    version: int
+    chunks: list[BytesLike]
+    expects_response: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """The decoded response to request ``correlation_id``."""
+
+    correlation_id: int
+    api_key: int
+    version: int
+    body: Struct
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """ApiVersions is done: ``api_versions`` holds the broker's range per API."""
+
+    api_versions: dict[int, tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The connection is broken; ``correlation_id`` names the request whose response
+    failed to decode (None: no one request)."""
+
+    error: Exception
+    correlation_id: int | None = None
+
+
+Event = Response | Ready | Failed | Outgoing
+
+
+@dataclass(frozen=True, slots=True)
+class _Awaiting:
+    api_key: int
+    version: int
+
+
+class ClientConnection:
+    """Kafka's rules for one client connection, driven by bytes in and events out."""
+
+    def __init__(
+        self,
+        client_id: str | None = "kaflite",
+        *,
+        max_in_flight: int = 5,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        software: tuple[str, str] = ("kaflite", "0.1.0"),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client_id = client_id
+        self.max_in_flight = max_in_flight
+        self.software = software
+        self.decoder = FrameDecoder(max_frame_size)
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.stats = ConnectionStats()
+        self.ready = False
+        self.error: Exception | None = None
+        # clock() before which no request may be sent (KIP-219 throttling)
+        self.throttled_until = 0.0
+        self._clock = clock
+        self._ids = itertools.count(1)
+        self._awaiting: dict[int, _Awaiting] = {}
+        self._negotiation: int | None = None   # the ApiVersions request's correlation id
+
+    # -- state -------------------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        return len(self._awaiting)
+
+    @property
+    def can_send(self) -> bool:
+        return self.error is None and len(self._awaiting) < self.max_in_flight
+
+    def throttle_remaining(self) -> float:
+        """Seconds to wait before the next request (0: none)."""
+        return max(self.throttled_until - self._clock(), 0.0)
+
+    def version_for(self, api_key: int) -> int:
+        """The highest version of ``api_key`` that kaflite and the broker share."""
+        info = REGISTRY[api_key]
+        theirs = self.api_versions.get(api_key)
+        if theirs is None:
+            raise NoCommonVersion(f"the broker does not support {info.name}")
+        top = min(info.max_version, theirs[1])
+        if top < max(info.min_version, theirs[0]):
+            raise NoCommonVersion(f"no common version of {info.name} with the broker")
+        return top
+
+    # -- sending -----------------------------------------------------------------
+    def start(self) -> Outgoing:
+        """The first request of every connection: ApiVersions at kaflite's newest."""
+        return self._api_versions(REGISTRY[API_VERSIONS].max_version)
+
+    def _api_versions(self, version: int) -> Outgoing:
+        out = self.send(ApiVersionsRequest(*self.software), API_VERSIONS, version)
+        self._negotiation = out.correlation_id
+        return out
+
+    def send(self, body: Struct, api_key: int, version: int) -> Outgoing:
+        """Encode a request; its response is awaited unless it is a Produce with acks=0."""
+        if self.error is not None:
+            raise self.error
+        cid = next(self._ids) & 0x7FFFFFFF
+        chunks = encode_request(api_key, version, cid, self.client_id, body)
+        expects = not (api_key == PRODUCE and isinstance(body, ProduceRequest)
+                       and body.acks == 0)
+        if expects:
+            self._awaiting[cid] = _Awaiting(api_key, version)
+        stats = self.stats
+        stats.requests += 1
+        stats.requests_by_api[api_key] = stats.requests_by_api.get(api_key, 0) + 1
+        stats.bytes_sent += sum(len(c) for c in chunks)
+        stats.last_activity = time.time()
+        return Outgoing(cid, api_key, version, chunks, expects)
+
+    def abandon(self, correlation_id: int) -> None:
+        """The caller no longer wants this response (timed out or cancelled)."""
+        self._awaiting.pop(correlation_id, None)
+
+    # -- receiving ---------------------------------------------------------------
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> list[Event]:
+        """``nbytes`` were written into the last ``get_buffer``: the events they make."""
+        self.stats.bytes_received += nbytes
+        try:
+            frames = self.decoder.buffer_updated(nbytes)
+        except ProtocolError as exc:
+            return [self._fail(exc)]
+        return self._on_frames(frames)
+
+    def receive_data(self, data: BytesLike) -> list[Event]:
+        """Plain bytes received (for callers without a BufferedProtocol)."""
+        events: list[Event] = []
+        view = memoryview(data)
+        while view:
+            buf = self.get_buffer(len(view))
+            n = min(len(buf), len(view))
+            buf[:n] = view[:n]
+            view = view[n:]
+            events += self.buffer_updated(n)
+        return events
+
+    def closed(self) -> list[int]:
+        """The transport closed: the correlation ids still waiting for a response."""
+        waiting = list(self._awaiting)
+        self._awaiting.clear()
+        self.decoder.close()
+        return waiting
+
+    def _on_frames(self, frames: list[Frame]) -> list[Event]:
+        events: list[Event] = []
+        for frame in frames:
+            if self.error is not None:
+                break
+            events.append(self._on_frame(frame))
+        return events
+
+    def _on_frame(self, frame: Frame) -> Event:
+        self.stats.last_activity = time.time()
+        if len(frame) < 4:
+            return self._fail(RemoteProtocolError("response frame shorter than its header"))
+        cid = int.from_bytes(frame[:4], "big", signed=True)
+        awaiting = self._awaiting.pop(cid, None)
+        if awaiting is None:
+            return self._fail(RemoteProtocolError(
+                f"response with unknown correlation id {cid}"))
+        try:
+            if awaiting.api_key == API_VERSIONS:
+                # A broker that rejects our ApiVersions version answers with v0.
+                try:
+                    _, body = decode_response(frame, API_VERSIONS, awaiting.version)
+                except ProtocolError:
+                    _, body = decode_response(frame, API_VERSIONS, 0)
+            else:
+                _, body = decode_response(frame, awaiting.api_key, awaiting.version)
+        except ProtocolError as exc:
+            return self._fail(exc, cid)
+        throttle = getattr(body, "throttle_time_ms", 0)
+        if throttle and throttle > 0:
+            self.stats.throttled_ms += throttle
+            self.throttled_until = max(self.throttled_until, self._clock() + throttle / 1000)
+        if cid == self._negotiation and isinstance(body, ApiVersionsResponse):
+            return self._negotiated(body, awaiting.version)
+        return Response(cid, awaiting.api_key, awaiting.version, body)
+
+    def _negotiated(self, resp: ApiVersionsResponse, version: int) -> Event:
+        self._negotiation = None
+        ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        if resp.error_code == UnsupportedVersionError.code and API_VERSIONS in ranges:
+            theirs = ranges[API_VERSIONS][1]
+            if theirs < version:
+                return self._api_versions(theirs)
+        if resp.error_code:
+            return self._fail(error_for_code(resp.error_code, "ApiVersions"))
+        self.api_versions = ranges
+        self.ready = True
+        return Ready(ranges)
+
+    def _fail(self, exc: Exception, correlation_id: int | None = None) -> Failed:
+        if self.error is None:
+            self.error = exc
+        return Failed(exc, correlation_id)
