@@ -84,7 +84,7 @@ def batch_checks_only() -> Iterator[None]:
 @contextlib.contextmanager
 def python_validation() -> Iterator[None]:
     saved = _broker._walk
-    _broker._walk = None  # type: ignore[assignment]
+    _broker._walk = None
     try:
         yield
     finally:

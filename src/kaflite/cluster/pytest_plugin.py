@@ -14,7 +14,7 @@ address to give any Kafka client.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal, cast
 
 import pytest
 
@@ -30,8 +30,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="scope of the kaflite_cluster fixture")
 
 
-def _scope(fixture_name: str, config: pytest.Config) -> str:
-    return str(config.getoption("--kaflite-scope", default="function"))
+Scope = Literal["function", "class", "module", "package", "session"]
+
+
+def _scope(fixture_name: str, config: pytest.Config) -> Scope:
+    return cast(Scope, config.getoption("--kaflite-scope", default="function"))
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +43,7 @@ def kaflite_cluster_options() -> dict[str, Any]:
     return {}
 
 
-@pytest.fixture(scope=_scope)  # type: ignore[arg-type]
+@pytest.fixture(scope=_scope)
 def kaflite_cluster(request: pytest.FixtureRequest,
                     kaflite_cluster_options: dict[str, Any]) -> Iterator[Cluster]:
     options = dict(kaflite_cluster_options)

@@ -51,7 +51,7 @@ import re
 from array import array
 from bisect import bisect_left
 from itertools import accumulate
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -332,14 +332,14 @@ def _binary(views: list[memoryview | None]) -> pa.Array:
     """A binary array from views without a Python bytes object per value."""
     n = len(views)
     nulls = views.count(None)
-    present = [v for v in views if v is not None] if nulls else views
-    data = b"".join(present)  # type: ignore[arg-type]
+    present = [v for v in views if v is not None] if nulls else cast("list[memoryview]", views)
+    data = b"".join(present)
     offsets = array("i", [0])
     if nulls:
         offsets.extend(accumulate(0 if v is None else len(v) for v in views))
         validity = pa.array([v is not None for v in views], pa.bool_()).buffers()[1]
     else:
-        offsets.extend(accumulate(map(len, present)))  # type: ignore[arg-type]
+        offsets.extend(accumulate(map(len, present)))
         validity = None
     return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets),
                                                   pa.py_buffer(data)], null_count=nulls)

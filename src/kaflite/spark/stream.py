@@ -96,7 +96,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
@@ -118,7 +118,7 @@ __all__ = ["HAS_ADMISSION_CONTROL", "KafkaStreamReader"]
 
 log = logging.getLogger("kaflite.spark")
 
-try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
+if TYPE_CHECKING:
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
         ReadLimit,
@@ -127,27 +127,38 @@ try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python source
         SupportsTriggerAvailableNow,
     )
     HAS_ADMISSION_CONTROL = True
-except ImportError:  # pragma: no cover - older PySpark
-    # Stand-ins with the same names, fields and value semantics (4.2+'s are dataclasses).
-    HAS_ADMISSION_CONTROL = False
+else:
+    try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
+        from pyspark.sql.streaming.datasource import (
+            ReadAllAvailable,
+            ReadLimit,
+            ReadMaxRows,
+            ReadMinRows,
+            SupportsTriggerAvailableNow,
+        )
+        HAS_ADMISSION_CONTROL = True
+    except ImportError:  # pragma: no cover - older PySpark
+        # Stand-ins with the same names, fields and value semantics (4.2+'s are
+        # dataclasses).
+        HAS_ADMISSION_CONTROL = False
 
-    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
-        pass
+        class SupportsTriggerAvailableNow:
+            pass
 
-    class ReadLimit:  # type: ignore[no-redef]
-        pass
+        class ReadLimit:
+            pass
 
-    @dataclass
-    class ReadAllAvailable(ReadLimit):  # type: ignore[no-redef]
-        pass
+        @dataclass
+        class ReadAllAvailable(ReadLimit):
+            pass
 
-    @dataclass
-    class ReadMaxRows(ReadLimit):  # type: ignore[no-redef]
-        max_rows: int
+        @dataclass
+        class ReadMaxRows(ReadLimit):
+            max_rows: int
 
-    @dataclass
-    class ReadMinRows(ReadLimit):  # type: ignore[no-redef]
-        min_rows: int
+        @dataclass
+        class ReadMinRows(ReadLimit):
+            min_rows: int
 
 
 def _tps(tps: Any) -> str:

@@ -31,7 +31,7 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSourceStreamWriter,
@@ -44,14 +44,19 @@ from kaflite.client.sync import Producer
 from kaflite.config import resolve
 from kaflite.spark.options import KafkaOptionError, SinkOptions, client_config
 
-try:  # PySpark 4.1+
+if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSourceArrowWriter as _BatchBase
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
     HAS_ARROW_WRITER = True
-except ImportError:  # pragma: no cover - older PySpark
-    _BatchBase = DataSourceWriter  # type: ignore[misc,assignment]
-    _StreamBase = DataSourceStreamWriter  # type: ignore[misc,assignment]
-    HAS_ARROW_WRITER = False
+else:
+    try:  # PySpark 4.1+
+        from pyspark.sql.datasource import DataSourceArrowWriter as _BatchBase
+        from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
+        HAS_ARROW_WRITER = True
+    except ImportError:  # pragma: no cover - older PySpark
+        _BatchBase = DataSourceWriter
+        _StreamBase = DataSourceStreamWriter
+        HAS_ARROW_WRITER = False
 
 __all__ = ["KafkaBatchWriter", "KafkaStreamWriter", "KafkaWriteError", "check_save_mode",
            "validate_sink_schema"]

@@ -107,9 +107,9 @@ class ClusterProcess:
 
     def _ready_line(self, proc: subprocess.Popen[str]) -> str:
         out: list[str] = []
-        assert proc.stdout is not None
-        reader = threading.Thread(target=lambda: out.append(proc.stdout.readline()),  # type: ignore[union-attr]
-                                  daemon=True)
+        stdout = proc.stdout
+        assert stdout is not None
+        reader = threading.Thread(target=lambda: out.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(self.start_timeout)
         return out[0] if out else ""

@@ -198,7 +198,9 @@ class Fetcher:
             if offset < 0:
                 if tp in self.buffered_tps:
                     continue  # fetch from the position once what is buffered is handed out
-                offset = state.position  # type: ignore[assignment]
+                if state.position is None:
+                    continue   # (a fetchable partition has a position)
+                offset = state.position
             if backoff and backoff.get(tp, 0.0) > now_:
                 continue
             if tp in self.errors:

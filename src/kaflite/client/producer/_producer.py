@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import add
-from typing import Any
+from typing import Any, cast
 
 from kaflite.client._base import BaseClient
 from kaflite.client.pool import DATA
@@ -408,7 +408,7 @@ class Producer(BaseClient):
             ks = [_to_bytes(k, self._key_ser) for k in keys]
         ts = timestamp if timestamp is not None else time.time_ns() // 1_000_000
         try:
-            sizes = list(map(add, map(len, vs), repeat(RECORD_OVERHEAD)))  # type: ignore[arg-type]
+            sizes = list(map(add, map(len, cast("Sequence[bytes]", vs)), repeat(RECORD_OVERHEAD)))
         except TypeError:  # None values (tombstones)
             sizes = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in vs]
         if ks is not None:

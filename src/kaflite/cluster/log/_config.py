@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 __all__ = ["LONG_MAX", "LogConfig"]
 
@@ -159,7 +160,7 @@ class LogConfig:
         if internal_segment is not None:
             # Kafka's LogConfig.segmentSize(): the internal override wins.
             changes["segment_bytes"] = internal_segment
-        return dataclasses.replace(base or cls(), **changes)  # type: ignore[arg-type]
+        return dataclasses.replace(base or cls(), **cast("dict[str, Any]", changes))
 
     def to_props(self) -> dict[str, str]:
         """The config as Kafka property names and string values."""

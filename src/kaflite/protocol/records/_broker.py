@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import crc32c
@@ -51,13 +52,7 @@ from kaflite.protocol.records._wire import (
     U32,
 )
 
-try:
-    from kaflite.protocol.records import _walk
-except ImportError:   # not compiled (no C compiler at install): the Python decoders check
-    _walk = None  # type: ignore[assignment]
-
 __all__ = [
-    "NO_TIMESTAMP",
     "BatchErrorReason",
     "InvalidRecordBatch",
     "RecordSummary",
@@ -72,6 +67,21 @@ __all__ = [
 ]
 
 BytesLike = bytes | bytearray | memoryview
+
+WalkFn = Callable[[BytesLike, int, int], tuple[int, bool, bool, int, int]]
+
+
+def _native_walker() -> WalkFn | None:
+    """The C record walker, or None where it was not compiled (no C compiler at install):
+    the Python decoders check the same then."""
+    try:
+        from kaflite.protocol.records._walk import walk
+    except ImportError:
+        return None
+    return walk
+
+
+_walk = _native_walker()
 
 
 class BatchErrorReason(enum.Enum):
@@ -231,8 +241,8 @@ def validate_records(batch: RecordBatch, *, require_keys: bool = False,
                                  position)
     if _walk is not None and native:
         try:
-            end, sequential, null_key, newest, oldest = _walk.walk(buf, count,
-                                                                   batch.base_timestamp)
+            end, sequential, null_key, newest, oldest = _walk(buf, count,
+                                                              batch.base_timestamp)
         except ValueError as exc:
             raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS, str(exc),
                                      position) from None

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable
+from typing import cast
 
 import cramjam
 
@@ -266,14 +268,15 @@ def _snappy_decompress(data: BytesLike, limit: int) -> memoryview:
 _OVERFLOW_HINTS = ("failed to write whole buffer", "smaller than required", "too small")
 
 
-def _bounded(func: object, name: str, data: BytesLike, limit: int) -> memoryview:
+def _bounded(func: Callable[[bytes, bytearray], object], name: str, data: BytesLike,
+             limit: int) -> memoryview:
     """Decompress with ``func(src, out)`` into buffers of growing size <= limit + 1."""
     src = bytes(data)
     size = min(limit + 1, max(_INITIAL_OUTPUT, 4 * len(src)))
     while True:
         out = bytearray(size)
         try:
-            written = int(func(src, out))  # type: ignore[operator]
+            written = int(cast(int, func(src, out)))
         except Exception as exc:
             text = str(exc)
             if size <= limit and any(h in text for h in _OVERFLOW_HINTS):

@@ -32,6 +32,7 @@ import struct
 from collections.abc import Sequence
 from itertools import repeat
 from operator import add, sub
+from typing import cast
 
 import crc32c
 
@@ -96,10 +97,10 @@ def _encode_headers(headers: HeaderInput | None) -> bytes:
 
 def _value_columns(
     values: Sequence[BytesLike | None],
-) -> tuple[list[int], list[bytes], list[BytesLike]]:
+) -> tuple[list[int], list[bytes], Sequence[BytesLike]]:
     """Lengths (for sizing), encoded length fields and payload pieces of values."""
     try:
-        lengths = list(map(len, values))  # type: ignore[arg-type]
+        lengths = list(map(len, cast("Sequence[BytesLike]", values)))
     except TypeError:
         payloads: list[BytesLike] = []
         sized: list[int] = []
@@ -118,7 +119,7 @@ def _value_columns(
                     f"record value must be bytes or None, not {type(v).__name__}"
                 ) from None
         return sized, encoded, payloads
-    return _sizes_plus(lengths), varints(lengths), values  # type: ignore[return-value]
+    return _sizes_plus(lengths), varints(lengths), cast("Sequence[BytesLike]", values)
 
 
 def _sizes_plus(lengths: list[int]) -> list[int]:
@@ -162,15 +163,16 @@ def _encode_records(
             raise LocalProtocolError(f"{name} has {len(column)} entries for {n} values")
     if keys is None and headers is None and offset_deltas is None:
         try:
-            lengths = list(map(len, values))  # type: ignore[arg-type]
+            present = cast("Sequence[BytesLike]", values)
+            lengths = list(map(len, present))
         except TypeError:  # a None value (tombstone): take the general path
             pass
         else:
             if max(lengths) < _HEAD_LIMIT and n <= _OD_WIDTHS[-1][1]:
                 if timestamp_deltas is None:
-                    return b"".join(_values_only_parts(values, lengths))  # type: ignore[arg-type]
+                    return b"".join(_values_only_parts(present, lengths))
                 if min(timestamp_deltas) >= 0 and max(timestamp_deltas) < 64:
-                    return b"".join(_values_ts_parts(values, lengths, timestamp_deltas))  # type: ignore[arg-type]
+                    return b"".join(_values_ts_parts(present, lengths, timestamp_deltas))
     value_sizes, value_lengths, payloads = _value_columns(values)
 
     # General case: one column per field; a constant field is one repeated piece.

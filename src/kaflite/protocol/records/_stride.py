@@ -294,8 +294,8 @@ def decode_columns_fast(
     if count < _MIN_RUN:
         if lazy_copy and whole is None:
             whole = cast(memoryview, bytes(buf))
-        return decode_columns(whole if lazy_copy else buf, count, base_offset, base_timestamp,  # type: ignore[arg-type]
-                              log_append_time)
+        return decode_columns(cast(memoryview, whole) if lazy_copy else buf, count,
+                              base_offset, base_timestamp, log_append_time)
     out = RecordColumns([], [], [], [], [])
     size = len(buf)
     p = 0
@@ -312,15 +312,15 @@ def decode_columns_fast(
             k = template.run_length(buf, p, min(k_max, _PROBE), i)
             if k == min(k_max, _PROBE) and k_max > k:
                 k = template.run_length(buf, p, k_max, i)
-        if k >= _MIN_RUN:
-            timestamps, keys, values = template.decode(  # type: ignore[union-attr]
+        if k >= _MIN_RUN and template is not None:
+            timestamps, keys, values = template.decode(
                 buf, p, k, base_timestamp, copy, fields)
             out.offsets += range(base_offset + i, base_offset + i + k)
             out.timestamps += timestamps
             out.keys += keys
             out.values += values
             out.headers += [NO_HEADERS] * k
-            p += k * template.size  # type: ignore[union-attr]
+            p += k * template.size
             i += k
         else:
             n = min(left, _FALLBACK)
