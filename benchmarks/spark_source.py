@@ -140,7 +140,7 @@ def _cpu_delta(before: dict[str, tuple[str, float]],
 def _sources(records: int, size: int, partitions: int) -> tuple[type, type]:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    from kaflite.spark.arrow import SCHEMA, spark_ddl
+    from kaflite.spark.schema import SCHEMA, spark_ddl
 
     class MemoryReader(DataSourceReader):
         def partitions(self) -> list[InputPartition]:

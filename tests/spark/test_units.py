@@ -19,7 +19,8 @@ import pytest
 from kaflite.client import TopicPartition
 from kaflite.protocol.records import Compression, encode_batch, iter_batches
 from kaflite.spark import arrow as arrow_mod
-from kaflite.spark.arrow import ColumnBuilder, arrow_schema
+from kaflite.spark.arrow import ColumnBuilder
+from kaflite.spark.schema import arrow_schema
 from kaflite.spark.offsets import (
     OffsetRange,
     from_json,

@@ -3,6 +3,7 @@
     from kaflite.client import Producer, Consumer, Admin
 """
 
+from kaflite.client._base import BaseClient
 from kaflite.client.admin import Admin, ConfigResource, NewTopic
 from kaflite.client.consumer import (
     CommitFailedError,
@@ -19,7 +20,7 @@ from kaflite.client.pool import ConnectionInfo
 from kaflite.client.producer import BatchMetadata, BufferFull, Producer, RecordMetadata
 from kaflite.config import ConfigError
 
-__all__ = ["Admin", "BatchMetadata", "BufferFull", "CommitFailedError", "ConfigError",
+__all__ = ["Admin", "BaseClient", "BatchMetadata", "BufferFull", "CommitFailedError", "ConfigError",
            "ConfigResource", "ConnectionInfo", "Consumer", "ConsumerRecord", "Event",
            "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "Producer",
            "RebalanceListener", "RecordList", "RecordMetadata", "TopicPartition"]

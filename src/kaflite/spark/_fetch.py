@@ -41,8 +41,7 @@ from typing import Any
 import pyarrow as pa
 
 from kaflite.client import TopicPartition
-from kaflite.client.consumer._aborted import AbortedFilter
-from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
+from kaflite.client.consumer import EARLIEST, LATEST, AbortedFilter, list_offsets
 from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors

@@ -28,9 +28,8 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 from kaflite._loop import SharedLoop
-from kaflite.client import TopicPartition
-from kaflite.client._base import BaseClient
-from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
+from kaflite.client import BaseClient, TopicPartition
+from kaflite.client.consumer import EARLIEST, LATEST, list_offsets
 from kaflite.client.recovery import backoff_delay
 from kaflite.spark.options import (
     EARLIEST as SPEC_EARLIEST,

@@ -1,37 +1,17 @@
-"""Kafka record batches → ``pyarrow.RecordBatch`` with exactly Spark's Kafka schema.
-
-Spark's ``kafka`` source produces::
-
-    key binary, value binary, topic string, partition int, offset long,
-    timestamp timestamp, timestampType int
-    [, headers array<struct<key: string, value: binary>>]   (includeHeaders=true)
-
-and PySpark checks a data source's Arrow batches against the Arrow form of the
-declared schema (``timestamp[us, tz=UTC]``, ``int32``, list items named
-``element``), so ``SCHEMA``/``SCHEMA_WITH_HEADERS`` are built to match it
-field for field. As in Spark, a record without headers has a null
-``headers`` value.
+"""Kafka record batches → ``pyarrow.RecordBatch`` in Spark's Kafka schema (``schema``).
 
 Theory of operation
 -------------------
 The executors spend their time here, so the common case never makes a Python
-object per record. Producers write batches whose records look alike: the same
-key and value lengths, no headers, offset deltas 0, 1, 2... and timestamp
-deltas of one width. A run of such records is a *strided* layout: record
-``r`` of the run starts ``r * S`` bytes after the first, and every field sits
-at the same place in its record (the same idea as the protocol layer's
-``_stride.py``, which builds Python lists; here the output is Arrow arrays).
+object per record. Producers write batches whose records look alike, and the
+codec's ``kaflite.protocol.records.shape`` finds such runs of strided records
+(record ``r`` starts ``r * S`` bytes after the first, every field at the same
+place) with C-level column checks. The codec's bulk decoder turns runs into
+Python lists; this module turns them into Arrow arrays:
 
-1. The first record of a run is parsed the ordinary way; it gives the record
-   size ``S`` and the position of every field.
-2. The run is the longest prefix of records for which the bytes that must not
-   change (length varint, key and value length varints, header count 0)
-   equal the first record's, the offset deltas are the consecutive ones
-   (compared against their encodings, built lazily in chunks), and the
-   timestamp deltas keep their varint width. Each check reads one column of
-   the run with a strided slice of the batch's bytes, in C. A batch splits into a
-   few runs, because varints grow a byte at offset delta 64 and 8192.
-3. When ``build()`` is called, the runs of one layout (from many batches: a
+1. A batch is split into runs (``_runs``); it splits into a few, because varints
+   grow a byte at offset delta 64 and 8192.
+2. When ``build()`` is called, the runs of one layout (from many batches: a
    Java producer's 16 KiB batches hold about 140 records of 100 bytes) are
    converted together: their bytes become one ``fixed_size_binary(S)`` Arrow
    array, ``pyarrow.compute.binary_slice`` cuts the keys and values out of it,
@@ -47,7 +27,6 @@ Both give the same arrays (tests compare them on many shapes of batch).
 
 from __future__ import annotations
 
-import re
 from array import array
 from bisect import bisect_left
 from itertools import accumulate
@@ -56,176 +35,32 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kaflite.protocol import ProtocolError
 from kaflite.protocol.records import RecordBatch
+from kaflite.protocol.records.shape import RecordShape
+from kaflite.spark.schema import HEADER_TYPE, HEADERS_TYPE, TIMESTAMP, arrow_schema
 
-__all__ = [
-    "HEADERS_TYPE",
-    "MIN_ROWS",
-    "SCHEMA",
-    "SCHEMA_WITH_HEADERS",
-    "ColumnBuilder",
-    "arrow_schema",
-    "overlaps",
-    "spark_ddl",
-]
-
-TIMESTAMP = pa.timestamp("us", tz="UTC")
-HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
-
-_FIELDS = [
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", TIMESTAMP),
-    pa.field("timestampType", pa.int32()),
-]
-SCHEMA = pa.schema(_FIELDS)
-SCHEMA_WITH_HEADERS = pa.schema([*_FIELDS, pa.field("headers", HEADERS_TYPE)])
+__all__ = ["MIN_ROWS", "ColumnBuilder", "overlaps"]
 
 Buffer = bytes | bytearray
-
-_DDL = ("key binary, value binary, topic string, partition int, offset long, "
-        "timestamp timestamp, timestampType int")
-
-
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    return SCHEMA_WITH_HEADERS if include_headers else SCHEMA
-
-
-def spark_ddl(include_headers: bool) -> str:
-    """The schema as Spark DDL (what ``DataSource.schema()`` returns)."""
-    if include_headers:
-        return _DDL + ", headers array<struct<key: string, value: binary>>"
-    return _DDL
 
 
 # -- strided runs ---------------------------------------------------------------------
 _MIN_BATCH = 16     # smaller batches are not worth the vector set-up
 MIN_ROWS = 4096     # pieces smaller than this are joined before they are handed out
-_CONTINUED = re.compile(rb"[\x80-\xff]*")
-_FINAL = re.compile(rb"[\x00-\x7f]*")
-_OD_LIMIT = {1: 1 << 6, 2: 1 << 13, 3: 1 << 20}  # offset deltas each varint width covers
 
 
-def _zigzag_bytes(v: int) -> bytes:
-    z = (v << 1) ^ (v >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+class _Run(RecordShape):
+    """``count`` records from byte ``start`` and record index ``index``, all alike
+    (``count`` is 0 when the record at ``start`` cannot begin a run)."""
 
-
-# The encodings of offset deltas as byte columns, built lazily in chunks of _CHUNK
-# deltas (all deltas of width 3 at once would cost a worker half a second).
-_CHUNK = 8192
-_OD_CHUNKS: dict[int, list[bytes]] = {}
-
-
-def _od_chunk(c: int) -> list[bytes]:
-    """Byte columns (low byte first) of the encodings of deltas [c*_CHUNK, (c+1)*_CHUNK)."""
-    cols = _OD_CHUNKS.get(c)
-    if cols is None:
-        enc = [_zigzag_bytes(d) for d in range(c * _CHUNK, (c + 1) * _CHUNK)]
-        # Shorter encodings are padded with 0: a run never mixes widths (see _measure),
-        # so it only compares the bytes its width has.
-        width = max(map(len, enc))
-        cols = [bytes(e[j] if j < len(e) else 0 for e in enc) for j in range(width)]
-        _OD_CHUNKS[c] = cols
-    return cols
-
-
-def _od_expected(first: int, n: int, j: int) -> bytes:
-    """Byte j of the encodings of offset deltas first .. first+n-1."""
-    out = []
-    d, end = first, first + n
-    while d < end:
-        c, i = divmod(d, _CHUNK)
-        take = min(_CHUNK - i, end - d)
-        out.append(_od_chunk(c)[j][i:i + take])
-        d += take
-    return b"".join(out)
-
-
-def _common_prefix(a: Buffer, b: Buffer) -> int:
-    """Length of the common prefix of two equally long byte strings."""
-    if a == b:
-        return len(a)
-    x = int.from_bytes(a, "big") ^ int.from_bytes(b, "big")
-    return len(a) - 1 - (x.bit_length() - 1) // 8
-
-
-def _varint(buf: Buffer, q: int) -> tuple[int, int]:
-    """(zigzag-decoded value, width) of the varint at ``q``."""
-    z = shift = w = 0
-    while True:
-        b = buf[q + w]
-        z |= (b & 0x7F) << shift
-        w += 1
-        if b < 0x80:
-            return (z >> 1) ^ -(z & 1), w
-        shift += 7
-        if w >= 5:
-            raise ValueError("varint too long for the fast path")
-
-
-class _Run:
-    """``count`` records from byte ``start`` and record index ``index``, all alike."""
-
-    __slots__ = ("count", "index", "key_at", "key_len", "size", "start", "ts_at", "ts_width",
-                 "value_at", "value_len")
+    __slots__ = ("count", "index", "start")
 
     def __init__(self, buf: Buffer, p: int, index: int, end: int) -> None:
-        length, w = _varint(buf, p)
-        self.start, self.index, self.size, self.count = p, index, w + length, 0
-        q = w + 1  # the attributes byte: unused by v2 records, so not checked
-        constant = [*range(w)]
-        self.ts_at = q
-        self.ts_width = _varint(buf, p + q)[1]
-        q += self.ts_width
-        delta, od_width = _varint(buf, p + q)
-        if delta != index or od_width > 3 or self.ts_width > 3:
-            raise ValueError("not a consecutive run")
-        od_at = q
-        q += od_width
-        self.key_len, w = _varint(buf, p + q)
-        constant += range(q, q + w)
-        q += w
-        self.key_at = q
-        q += max(self.key_len, 0)
-        self.value_len, w = _varint(buf, p + q)
-        constant += range(q, q + w)
-        q += w
-        self.value_at = q
-        q += max(self.value_len, 0)
-        if buf[p + q] != 0 or q + 1 != self.size:
-            raise ValueError("headers, or a record that does not end where it says")
-        constant.append(q)
-        self._measure(buf, end, constant, od_at, od_width)
-
-    def _measure(self, buf: Buffer, end: int, constant: list[int], od_at: int,
-                 od_width: int) -> None:
-        p, size, index = self.start, self.size, self.index
-        k = min((end - p) // size, _OD_LIMIT[od_width] - index)
-        stop = p + k * size
-        for f in constant:
-            col = buf[p + f:stop:size]
-            k = min(k, _common_prefix(col, col[:1] * len(col)))
-            stop = p + k * size
-        for j in range(od_width):
-            col = buf[p + od_at + j:stop:size]
-            k = min(k, _common_prefix(col, _od_expected(index, len(col), j)))
-            stop = p + k * size
-        for j in range(self.ts_width):
-            col = buf[p + self.ts_at + j:stop:size]
-            m = (_FINAL if j == self.ts_width - 1 else _CONTINUED).match(col)
-            k = min(k, m.end() if m else 0)
-            stop = p + k * size
-        self.count = k
+        super().__init__(buf, p)
+        self.start, self.index, self.count = p, index, 0
+        if self.size:
+            self.count = self.run_length(buf, p, (end - p) // self.size, index)
 
 
 def _in_place(raw: memoryview) -> tuple[Buffer, int, int]:
@@ -262,7 +97,7 @@ def _runs(buf: Buffer, count: int, start: int, end: int) -> list[_Run] | None:
             runs.append(run)
             i += run.count
             p += run.count * run.size
-    except (IndexError, ValueError):
+    except (IndexError, ProtocolError):
         return None
     return runs if p == end else None
 

@@ -1,7 +1,9 @@
 """The kaflite consumer (see ``_consumer`` for the API, ``_fetcher`` and ``_coordinator``)."""
 
+from kaflite.client.consumer._aborted import AbortedFilter
 from kaflite.client.consumer._assignors import ASSIGNORS
 from kaflite.client.consumer._consumer import CommitFailedError, Consumer, IllegalStateError
+from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._types import (
     ConsumerRecord,
     OffsetAndMetadata,
@@ -11,6 +13,8 @@ from kaflite.client.consumer._types import (
     TopicPartition,
 )
 
-__all__ = ["ASSIGNORS", "CommitFailedError", "Consumer", "ConsumerRecord",
+# Building blocks for other readers of partitions (the Spark source's executors):
+# read_committed filtering and ListOffsets lookups.
+__all__ = ["ASSIGNORS", "EARLIEST", "LATEST", "AbortedFilter", "CommitFailedError", "Consumer", "ConsumerRecord",
            "IllegalStateError", "OffsetAndMetadata", "OffsetAndTimestamp",
-           "RebalanceListener", "RecordList", "TopicPartition"]
+           "RebalanceListener", "RecordList", "TopicPartition", "list_offsets"]

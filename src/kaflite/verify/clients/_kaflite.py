@@ -6,7 +6,7 @@ from typing import Any, cast
 
 from kaflite.client import Consumer, Producer, RebalanceListener, TopicPartition
 from kaflite.client import sync as ksync
-from kaflite.client.producer._accumulator import RecordMetadata
+from kaflite.client.producer import RecordMetadata
 from kaflite.verify.clients._base import (
     TP,
     AckFn,
