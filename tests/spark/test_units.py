@@ -20,7 +20,6 @@ from kaflite.client import TopicPartition
 from kaflite.protocol.records import Compression, encode_batch, iter_batches
 from kaflite.spark import arrow as arrow_mod
 from kaflite.spark.arrow import ColumnBuilder
-from kaflite.spark.schema import arrow_schema
 from kaflite.spark.offsets import (
     OffsetRange,
     from_json,
@@ -45,6 +44,7 @@ from kaflite.spark.options import (
     parse_time_ms,
 )
 from kaflite.spark.reader import executor_params
+from kaflite.spark.schema import arrow_schema
 
 TP = TopicPartition
 BASE = {"kafka.bootstrap.servers": "localhost:9092"}

@@ -199,11 +199,29 @@ LIBRDKAFKA_5586 = (
     "'coordinator' fault can still, rarely, meet this bug")
 
 
+LIBRDKAFKA_STALE_LISTOFFSETS = (
+    "a consumer's first offset lookup (ListOffsets BEGINNING, no committed offset) sent to "
+    "a broker that is down stays queued there and is retried after the partition has "
+    "moved to a new leader, been looked up again and fetched from; when that stale request "
+    "finally comes back marked outdated, librdkafka restarts the offset query for a "
+    "partition that is no longer waiting for one ('outdated offset response: (re)starting "
+    "offset query timer for offset BEGINNING') and the consumer re-reads it from the log "
+    "start with no rebalance or seek (nonmonotonic-poll). No upstream issue found "
+    "(related: confluentinc/librdkafka#843). Seen with --client confluent-kafka --workload "
+    "queue --seed 158852209 (soak of 2026-11-24; again in 2 replays of 4): consumer-0 went from "
+    "queue-0 offset 166 back to 0; librdkafka's debug log (KAFLITE_VERIFY_RDKAFKA_DEBUG="
+    "fetch,topic,consumer --client-logs) shows the request queued on the stopped broker 0 "
+    "at 1.4 s, the partition active on broker 1 from 2.4 s, and the reset at 3.96 s")
+
+
 class ConfluentKafka(ClientFactory):
     name = "confluent-kafka"
     transactions = True
     known_issues = {"txn": {"kill": LIBRDKAFKA_5511, "stop": LIBRDKAFKA_5511,
-                            "crash": LIBRDKAFKA_5511}}
+                            "crash": LIBRDKAFKA_5511},
+                    "queue": {"kill": LIBRDKAFKA_STALE_LISTOFFSETS,
+                              "stop": LIBRDKAFKA_STALE_LISTOFFSETS,
+                              "crash": LIBRDKAFKA_STALE_LISTOFFSETS}}
     known_errors = {w: {("OffsetFetch", "NOT_COORDINATOR"): LIBRDKAFKA_5586}
                     for w in ("queue", "txn")}
 
