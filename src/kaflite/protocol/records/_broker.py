@@ -258,12 +258,14 @@ def validate_records(batch: RecordBatch, *, require_keys: bool = False,
                                      position) from None
         base = batch.base_offset
         sequential = cols.offsets == list(range(base, base + count))
-        null_key = None in cols.keys
+        null_key = require_keys and None in cols.keys
         # (a LogAppendTime batch's columns carry its maxTimestamp; the append checks
         # timestamps only of CreateTime batches)
         stamps = cols.timestamps
         newest = max(stamps, default=NO_TIMESTAMP)
-        oldest = min((t for t in stamps if t != NO_TIMESTAMP), default=NO_TIMESTAMP)
+        oldest = min(stamps, default=NO_TIMESTAMP)
+        if oldest == NO_TIMESTAMP:   # (rare: a record without a timestamp)
+            oldest = min((t for t in stamps if t != NO_TIMESTAMP), default=NO_TIMESTAMP)
         if newest > _I64_MAX or oldest < -_I64_MAX - 1:
             raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS,
                                      "a record timestamp overflows", position)
