@@ -16,9 +16,11 @@ from kaflite.cli import (
     transactions,
     up,
 )
+from kaflite.cli._errors import run_cli
 
 app = typer.Typer(
     name="kaflite",
+    rich_markup_mode=None,   # plain help, as Kafka's tools print it
     help="Kafka for Python users: an embedded cluster, a smart client, a Spark source.",
     no_args_is_help=True,
     add_completion=False,
@@ -36,4 +38,4 @@ app.add_typer(chaos.app, name="chaos")
 
 
 def main() -> None:
-    app()
+    run_cli(app)

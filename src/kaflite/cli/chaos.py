@@ -22,7 +22,7 @@ from rich.table import Table
 
 from kaflite.cli._http import DEFAULT_URL, request
 
-app = typer.Typer(help="Inject faults into a running cluster (kaflite up --http-port).",
+app = typer.Typer(rich_markup_mode=None, help="Inject faults into a running cluster (kaflite up --http-port).",
                   no_args_is_help=True)
 
 HttpOption = Annotated[str, typer.Option("--http", help="the cluster's HTTP API",

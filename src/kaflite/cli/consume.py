@@ -11,6 +11,7 @@ import typer
 
 from kaflite._loop import run
 from kaflite.cli._format import compile_format
+from kaflite.cli._topics import topic_partitions
 from kaflite.cli.produce import Bootstrap
 
 if TYPE_CHECKING:
@@ -31,21 +32,25 @@ def consume(
     = None,
     exit_at_end: Annotated[bool, typer.Option(
         "--exit", "-e", help="exit once every partition is read to its end")] = False,
+    create: Annotated[bool, typer.Option(
+        "--create", help="create the topic if it does not exist")] = False,
 ) -> None:
     """Print records with a kcat-style format (%t %p %o %k %s %T %h ...)."""
     try:
         render = compile_format(fmt)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--format") from None
-    run(_consume(bootstrap, topic, group, offset, render, count, exit_at_end))
+    run(_consume(bootstrap, topic, group, offset, render, count, exit_at_end, create))
 
 
 async def _consume(bootstrap: str, topic: str, group: str | None, offset: str,
                    render: Callable[[ConsumerRecord], str], count: int | None,
-                   exit_at_end: bool) -> None:
+                   exit_at_end: bool, create: bool) -> None:
     from kaflite.client import Consumer, TopicPartition
 
+    partitions = await topic_partitions(bootstrap, topic, create)
     config = {"bootstrap.servers": bootstrap, "client.id": "kaflite-consume",
+              "allow.auto.create.topics": False,
               "enable.auto.commit": group is not None,
               "auto.offset.reset": "latest" if offset == "end" else "earliest"}
     if group is not None:
@@ -55,7 +60,7 @@ async def _consume(bootstrap: str, topic: str, group: str | None, offset: str,
         if group is not None:
             consumer.subscribe([topic])
         else:
-            tps = [TopicPartition(topic, p) for p in await _partitions(bootstrap, topic)]
+            tps = [TopicPartition(topic, p) for p in partitions]
             consumer.assign(tps)
             ends = await consumer.end_offsets(tps)
             if offset == "beginning":
@@ -83,14 +88,6 @@ async def _consume(bootstrap: str, topic: str, group: str | None, offset: str,
                 idle_since = time.monotonic()
             elif exit_at_end and await _at_end(consumer) and time.monotonic() - idle_since > 0.5:
                 break
-
-
-async def _partitions(bootstrap: str, topic: str) -> list[int]:
-    from kaflite.client import Admin
-
-    async with Admin({"bootstrap.servers": bootstrap, "client.id": "kaflite-consume"}) as admin:
-        described = await admin.describe_topics([topic])
-    return sorted(p.partition for p in described[topic].partitions)
 
 
 async def _at_end(consumer: Consumer) -> bool:

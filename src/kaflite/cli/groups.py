@@ -11,7 +11,7 @@ from rich.table import Table
 from kaflite._loop import run
 from kaflite.cli.produce import Bootstrap
 
-app = typer.Typer(help="List and describe consumer groups, with lag.", no_args_is_help=True)
+app = typer.Typer(rich_markup_mode=None, help="List and describe consumer groups, with lag.", no_args_is_help=True)
 
 
 @app.command("list")

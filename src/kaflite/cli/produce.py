@@ -10,6 +10,7 @@ import typer
 from rich.progress import Progress
 
 from kaflite._loop import run
+from kaflite.cli._topics import topic_partitions
 
 Bootstrap = Annotated[str, typer.Option("--bootstrap", "-b", envvar="KAFLITE_BOOTSTRAP",
                                         help="bootstrap.servers of any Kafka cluster")]
@@ -28,6 +29,8 @@ def produce(
     acks: Annotated[str, typer.Option(help="0, 1 or all")] = "all",
     file: Annotated[Path | None, typer.Option("--file", "-f", help="read lines from a file")]
     = None,
+    create: Annotated[bool, typer.Option(
+        "--create", help="create the topic if it does not exist")] = False,
 ) -> None:
     """Write one record per input line; print how many were acknowledged."""
     headers = []
@@ -36,6 +39,7 @@ def produce(
         if not sep:
             raise typer.BadParameter(f"expected name=value, got {h!r}", param_hint="--header")
         headers.append((name, value.encode()))
+    run(topic_partitions(bootstrap, topic, create))
     source = file.open() if file is not None else sys.stdin
     try:
         count = run(_produce(bootstrap, topic, source, key_delimiter, partition, headers,

@@ -11,7 +11,7 @@ from rich.table import Table
 from kaflite._loop import run
 from kaflite.cli.produce import Bootstrap
 
-app = typer.Typer(help="List, describe, create and delete topics (kaflite or any Kafka).",
+app = typer.Typer(rich_markup_mode=None, help="List, describe, create and delete topics (kaflite or any Kafka).",
                   no_args_is_help=True)
 
 

@@ -115,6 +115,7 @@ class Admin(BaseClient):
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         self.timeout_ms = self.config.int("default.api.timeout.ms")
+        self.metadata.auto_create = False   # as Java's AdminClient: describing never creates
 
     async def _controller(self) -> int:
         await self.start()

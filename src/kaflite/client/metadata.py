@@ -83,6 +83,8 @@ class Metadata:
         self.controller_id = -1
         self.interest: set[str] = set()
         self.all_topics = all_topics
+        # MetadataRequest.allow_auto_topic_creation (an admin client never asks for it)
+        self.auto_create = bool(config.get("allow.auto.create.topics", True))
         self._asked_all = False  # whether the last request built asked for every topic
         self.version = 0
         self.last_refresh = 0.0
@@ -243,8 +245,7 @@ class Metadata:
         else:
             topics = [mq.MetadataRequestTopic(topic_id=ZERO_UUID, name=t)
                       for t in sorted(self.interest)]
-        allow = bool(self.config.get("allow.auto.create.topics", True))
-        return MetadataRequest(topics=topics, allow_auto_topic_creation=allow)
+        return MetadataRequest(topics=topics, allow_auto_topic_creation=self.auto_create)
 
     async def _metadata_connection(self) -> BrokerConnection:
         if not self._bootstrapped:
