@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from kaflite._loop import LoopThread
 from kaflite.cluster.broker import Broker
-from kaflite.cluster.configs import BrokerConfig, validate_topic_configs
+from kaflite.cluster.configs import DEVELOPMENT_DEFAULTS, BrokerConfig, validate_topic_configs
 from kaflite.cluster.controller import Controller, TopicState
 from kaflite.cluster.faults import FaultInjector
 from kaflite.cluster.observe import ClientSnapshot, ConnectionSnapshot, Registry
@@ -61,7 +61,7 @@ class Cluster:
         self.racks = list(racks) if racks is not None else [None] * brokers
         if len(self.racks) != brokers:
             raise ValueError("racks must name one rack per broker")
-        self.config = BrokerConfig.from_props(config)
+        self.config = BrokerConfig.from_props({**DEVELOPMENT_DEFAULTS, **(config or {})})
         self.advertised_host = advertised_host
         self.advertised_ports = list(advertised_ports) if advertised_ports else None
         self.controller = Controller(self.data_dir, cluster_id)

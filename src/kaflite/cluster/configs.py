@@ -110,6 +110,16 @@ BROKER_DEFAULTS: dict[str, str] = {
 }
 
 
+# Where Kafka's own development setup (its config/server.properties) departs from the
+# production defaults above, the embedded cluster (and so ``kaflite up`` and the pytest
+# fixture) follows the development setup; a config given to the cluster still wins.
+# The internal topics' replication (3, min.insync 2 in production, 1 in Kafka's
+# development file) needs no entry: kaflite caps it at the number of brokers.
+DEVELOPMENT_DEFAULTS: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",   # production 3000: a group forms at once
+}
+
+
 @dataclass
 class BrokerConfig:
     """Broker-wide settings: Kafka's defaults overridden by ``props``."""
