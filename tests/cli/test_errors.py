@@ -69,3 +69,17 @@ def test_help_shows_no_type_names_for_flags() -> None:
         proc = kaflite(*command, "--help")
         assert proc.returncode == 0, proc.stderr
         assert "<bool>" not in proc.stdout, proc.stdout
+
+
+def test_client_properties_with_dash_x(cluster: Cluster) -> None:
+    b = cluster.bootstrap_servers
+    proc = kaflite("produce", "-t", "with-x", "--create", "-b", b, "-X", "linger.ms=0",
+                   "-X", "compression.type=lz4", stdin="one\n")
+    assert proc.returncode == 0, proc.stderr
+    proc = kaflite("consume", "-t", "with-x", "-e", "-b", b, "-X", "fetch.max.wait.ms=100")
+    assert proc.returncode == 0 and proc.stdout == "one\n", proc.stderr
+    proc = kaflite("produce", "-t", "with-x", "-b", b, "-X", "linger.ms=soon", stdin="x\n")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("kaflite: bad client setting: ") and "linger.ms" in proc.stderr
+    proc = kaflite("produce", "-t", "with-x", "-b", b, "-X", "linger.ms", stdin="x\n")
+    assert proc.returncode == 2 and "name=value" in proc.stderr

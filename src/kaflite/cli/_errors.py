@@ -50,7 +50,7 @@ def explain(exc: BaseException) -> tuple[str, str] | None:
         return ("timed out waiting for the cluster",
                 "check -b/--bootstrap, or raise the client's timeouts with -X")
     if isinstance(exc, ConfigError):
-        return (f"bad client setting: {exc.message}",
+        return (f"bad client setting: {exc}",
                 "see the client properties: kaflite follows Kafka's names and values")
     if isinstance(exc, KafkaError):
         return (f"{exc.name}: {exc.message or 'the cluster refused the request'}",

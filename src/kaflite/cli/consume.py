@@ -12,7 +12,7 @@ import typer
 from kaflite._loop import run
 from kaflite.cli._format import compile_format
 from kaflite.cli._topics import topic_partitions
-from kaflite.cli.produce import Bootstrap
+from kaflite.cli.produce import Bootstrap, ClientProps, client_props
 
 if TYPE_CHECKING:
     from kaflite.client import Consumer, ConsumerRecord
@@ -34,25 +34,27 @@ def consume(
         "--exit", "-e", help="exit once every partition is read to its end")] = False,
     create: Annotated[bool, typer.Option(
         "--create", help="create the topic if it does not exist")] = False,
+    props: ClientProps = None,
 ) -> None:
     """Print records with a kcat-style format (%t %p %o %k %s %T %h ...)."""
     try:
         render = compile_format(fmt)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--format") from None
-    run(_consume(bootstrap, topic, group, offset, render, count, exit_at_end, create))
+    extra = client_props(props)
+    run(_consume(bootstrap, topic, group, offset, render, count, exit_at_end, create, extra))
 
 
 async def _consume(bootstrap: str, topic: str, group: str | None, offset: str,
                    render: Callable[[ConsumerRecord], str], count: int | None,
-                   exit_at_end: bool, create: bool) -> None:
+                   exit_at_end: bool, create: bool, extra: dict[str, str]) -> None:
     from kaflite.client import Consumer, TopicPartition
 
     partitions = await topic_partitions(bootstrap, topic, create)
     config = {"bootstrap.servers": bootstrap, "client.id": "kaflite-consume",
               "allow.auto.create.topics": False,
               "enable.auto.commit": group is not None,
-              "auto.offset.reset": "latest" if offset == "end" else "earliest"}
+              "auto.offset.reset": "latest" if offset == "end" else "earliest", **extra}
     if group is not None:
         config["group.id"] = group
     seen = 0

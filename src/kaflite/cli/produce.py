@@ -14,6 +14,19 @@ from kaflite.cli._topics import topic_partitions
 
 Bootstrap = Annotated[str, typer.Option("--bootstrap", "-b", envvar="KAFLITE_BOOTSTRAP",
                                         help="bootstrap.servers of any Kafka cluster")]
+ClientProps = Annotated[list[str] | None, typer.Option(
+    "-X", help="a client property as name=value (repeatable), as kcat's -X")]
+
+
+def client_props(items: list[str] | None) -> dict[str, str]:
+    """``-X name=value`` options as a config dict (Kafka's property names)."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise typer.BadParameter(f"expected name=value, got {item!r}", param_hint="-X")
+        out[name.strip()] = value
+    return out
 
 
 def produce(
@@ -31,8 +44,10 @@ def produce(
     = None,
     create: Annotated[bool, typer.Option(
         "--create", help="create the topic if it does not exist")] = False,
+    props: ClientProps = None,
 ) -> None:
     """Write one record per input line; print how many were acknowledged."""
+    extra = client_props(props)
     headers = []
     for h in header or []:
         name, sep, value = h.partition("=")
@@ -43,7 +58,7 @@ def produce(
     source = file.open() if file is not None else sys.stdin
     try:
         count = run(_produce(bootstrap, topic, source, key_delimiter, partition, headers,
-                             compression, acks))
+                             compression, acks, extra))
     finally:
         if file is not None:
             source.close()
@@ -52,7 +67,7 @@ def produce(
 
 async def _produce(bootstrap: str, topic: str, source: TextIO, delimiter: str | None,
                    partition: int | None, headers: list[tuple[str, bytes]], compression: str,
-                   acks: str) -> int:
+                   acks: str, extra: dict[str, str]) -> int:
     from kaflite.client import Producer
 
     errors: list[str] = []
@@ -66,7 +81,7 @@ async def _produce(bootstrap: str, topic: str, source: TextIO, delimiter: str | 
             errors.append(repr(err))
 
     async with Producer({"bootstrap.servers": bootstrap, "compression.type": compression,
-                         "acks": acks, "client.id": "kaflite-produce"}) as producer:
+                         "acks": acks, "client.id": "kaflite-produce", **extra}) as producer:
         show = sys.stderr.isatty()
         with Progress(disable=not show, transient=True) as progress:
             task = progress.add_task("producing", total=None)
