@@ -65,13 +65,13 @@ def main() -> int:
     faults: Counter[str] = Counter()
     seeds: dict[tuple[str, str], list[int]] = defaultdict(list)
     invalid: list[str] = []
+    args.histories.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     i = 0
     while time.monotonic() < deadline:
         client, workload = plan[i % len(plan)]
         i += 1
         round_seed = rng.randrange(1 << 31)
-        args.histories.mkdir(parents=True, exist_ok=True)
         history = args.histories / f"{client}-{workload}-{round_seed}.jsonl"
         config = RunConfig(client=client, workload=workload, seconds=args.round_seconds,
                            seed=round_seed, history=history)

@@ -44,6 +44,7 @@ from kaflite.protocol.messages import (
     Request,
     Struct,
 )
+from kaflite.protocol.primitives import BytesLike
 
 __all__ = ["BrokerConnection", "ConnectionClosed", "ConnectionStats", "NoCommonVersion"]
 
@@ -61,7 +62,7 @@ class ConnectionClosed(ConnectionError):
 _WRITE_ALONE = 65536
 
 
-def _write(transport: asyncio.Transport, chunks: list[Any]) -> None:
+def _write(transport: asyncio.Transport, chunks: list[BytesLike]) -> None:
     """Write a request's chunks without joining its big payloads into one copy.
 
     ``writelines`` of asyncio's selector transport (3.11) joins all chunks into
@@ -73,7 +74,7 @@ def _write(transport: asyncio.Transport, chunks: list[Any]) -> None:
     if len(chunks) == 1 or all(len(c) < _WRITE_ALONE for c in chunks):
         transport.writelines(chunks)
         return
-    small: list[Any] = []
+    small: list[BytesLike] = []
     for chunk in chunks:
         if len(chunk) >= _WRITE_ALONE:
             if small:
@@ -275,8 +276,9 @@ class BrokerConnection:
                     raise ConnectionClosed(str(self._closed))
                 self.last_used = time.monotonic()
                 out = self.state.send(body, api_key, version)
-                future: asyncio.Future[Struct] = asyncio.get_running_loop().create_future()
                 if out.expects_response:
+                    future: asyncio.Future[Struct] = \
+                        asyncio.get_running_loop().create_future()
                     self._futures[out.correlation_id] = future
                 self._write(out)
             await proto.drain()

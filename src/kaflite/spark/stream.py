@@ -118,7 +118,7 @@ __all__ = ["HAS_ADMISSION_CONTROL", "KafkaStreamReader"]
 
 log = logging.getLogger("kaflite.spark")
 
-if TYPE_CHECKING:
+try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
         ReadLimit,
@@ -127,21 +127,11 @@ if TYPE_CHECKING:
         SupportsTriggerAvailableNow,
     )
     HAS_ADMISSION_CONTROL = True
-else:
-    try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
-        from pyspark.sql.streaming.datasource import (
-            ReadAllAvailable,
-            ReadLimit,
-            ReadMaxRows,
-            ReadMinRows,
-            SupportsTriggerAvailableNow,
-        )
-        HAS_ADMISSION_CONTROL = True
-    except ImportError:  # pragma: no cover - older PySpark
+except ImportError:  # pragma: no cover - older PySpark
+    HAS_ADMISSION_CONTROL = False
+    if not TYPE_CHECKING:   # (type checking sees PySpark 4.2+'s classes)
         # Stand-ins with the same names, fields and value semantics (4.2+'s are
         # dataclasses).
-        HAS_ADMISSION_CONTROL = False
-
         class SupportsTriggerAvailableNow:
             pass
 

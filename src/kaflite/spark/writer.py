@@ -44,19 +44,15 @@ from kaflite.client.sync import Producer
 from kaflite.config import resolve
 from kaflite.spark.options import KafkaOptionError, SinkOptions, client_config
 
-if TYPE_CHECKING:
+try:  # PySpark 4.1+
     from pyspark.sql.datasource import DataSourceArrowWriter as _BatchBase
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
     HAS_ARROW_WRITER = True
-else:
-    try:  # PySpark 4.1+
-        from pyspark.sql.datasource import DataSourceArrowWriter as _BatchBase
-        from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
-        HAS_ARROW_WRITER = True
-    except ImportError:  # pragma: no cover - older PySpark
+except ImportError:  # pragma: no cover - older PySpark
+    HAS_ARROW_WRITER = False
+    if not TYPE_CHECKING:   # (type checking sees PySpark 4.1+'s classes)
         _BatchBase = DataSourceWriter
         _StreamBase = DataSourceStreamWriter
-        HAS_ARROW_WRITER = False
 
 __all__ = ["KafkaBatchWriter", "KafkaStreamWriter", "KafkaWriteError", "check_save_mode",
            "validate_sink_schema"]

@@ -192,7 +192,9 @@ class RecordBatch:
                 self._decompressed = raw
         return self._decompressed
 
-    def _checked_count(self, buf: memoryview) -> int:
+    def checked_count(self, buf: BytesLike) -> int:
+        """``record_count``, if that many records can fit in ``buf`` (the records
+        section); else ``RemoteProtocolError``."""
         count: int = self.record_count
         if count < 0 or count * MIN_RECORD_SIZE > len(buf):
             raise RemoteProtocolError(
@@ -215,7 +217,7 @@ class RecordBatch:
         empty placeholder, or None where the record has none): for validation.
         """
         buf = self.records_buffer()
-        count = self._checked_count(buf)
+        count = self.checked_count(buf)
         cols, end = decode_columns_fast(
             buf, count, self.base_offset, self.base_timestamp, self._log_append_time(), copy,
             fields,
@@ -240,7 +242,7 @@ class RecordBatch:
     def iter_one_by_one(self) -> Iterator[Record]:
         """Decode strictly one record per step (for very large batches read partially)."""
         buf = self.records_buffer()
-        count = self._checked_count(buf)
+        count = self.checked_count(buf)
         return iter_records(
             buf, count, self.base_offset, self.base_timestamp, self._log_append_time()
         )

@@ -234,11 +234,10 @@ def validate_records(batch: RecordBatch, *, require_keys: bool = False,
         buf = batch.records_buffer()   # decompressed once here, kept for columns()
     except RemoteProtocolError as exc:
         raise InvalidRecordBatch(BatchErrorReason.BAD_COMPRESSION, str(exc), position) from None
-    count = batch.record_count
-    if count < 0 or count * MIN_RECORD_SIZE > len(buf):
-        raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS,
-                                 f"record count {count} cannot fit in {len(buf)} bytes",
-                                 position)
+    try:
+        count = batch.checked_count(buf)
+    except RemoteProtocolError as exc:
+        raise InvalidRecordBatch(BatchErrorReason.MALFORMED_RECORDS, str(exc), position) from None
     if _walk is not None and native:
         try:
             end, sequential, null_key, newest, oldest = _walk(buf, count,
