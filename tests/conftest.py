@@ -4,15 +4,36 @@
 ``timed out after N s waiting for <what>`` (plus ``state()``, when given, to
 show what was seen instead). ``wait_for_async`` is the same on an event loop.
 Both are bounded: a condition that never holds fails its test, it never hangs it.
+
+The session also gets its own state directory (``KAFLITE_STATE_DIR``), so that a
+``kaflite up`` started by a test and a developer's own never find each other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+import pytest
 
 __all__ = ["wait_for", "wait_for_async"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_state_dir() -> Iterator[str]:
+    path = tempfile.mkdtemp(prefix="kaflite-state-")
+    old = os.environ.get("KAFLITE_STATE_DIR")
+    os.environ["KAFLITE_STATE_DIR"] = path
+    yield path
+    if old is None:
+        os.environ.pop("KAFLITE_STATE_DIR", None)
+    else:
+        os.environ["KAFLITE_STATE_DIR"] = old
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _timed_out(what: str, timeout: float, state: Callable[[], object] | None) -> AssertionError:

@@ -36,9 +36,19 @@ class UnknownTopic(errors.UnknownTopicOrPartitionError):
 
 def explain(exc: BaseException) -> tuple[str, str] | None:
     """(message, hint) for an error a user can meet; None for anything else."""
+    from kaflite.cli._ports import PortInUse
+    from kaflite.cli._state import AmbiguousCluster, NoClusterThere
     from kaflite.client.pool import NoBrokerAvailable
     from kaflite.net import ConnectionClosed
 
+    if isinstance(exc, PortInUse):
+        return (str(exc.strerror), "stop that process, or choose other ports (--base-port, "
+                "--http-port; 0 takes any free port)")
+    if isinstance(exc, AmbiguousCluster):
+        return (str(exc), "say which with -b/--bootstrap (or --http), or "
+                "KAFLITE_CLUSTER=<its data dir>")
+    if isinstance(exc, NoClusterThere):
+        return (str(exc), "start it with `kaflite up --data-dir DIR`, or unset KAFLITE_CLUSTER")
     if isinstance(exc, UnknownTopic):
         return (f"Unknown topic or partition: {exc.topic}",
                 f"create it with `kaflite topics create {exc.topic}`, or pass --create")

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 from typing import Any
 
 import typer
 
-__all__ = ["DEFAULT_URL", "request"]
-
-DEFAULT_URL = os.environ.get("KAFLITE_HTTP", "http://127.0.0.1:9990")
+__all__ = ["request"]
 
 
 def request(base: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -34,6 +31,6 @@ def request(base: str, method: str, path: str, body: dict[str, Any] | None = Non
         raise typer.Exit(1) from None
     except (urllib.error.URLError, OSError) as exc:
         typer.echo(f"cannot reach the kaflite HTTP API at {base}: {exc}\n"
-                   "(start the cluster with `kaflite up --http-port N`, pass --http URL "
-                   "or set KAFLITE_HTTP)", err=True)
+                   "(is a cluster running? `kaflite up` starts one; --http URL or KAFLITE_HTTP "
+                   "says where its API is)", err=True)
         raise typer.Exit(1) from None

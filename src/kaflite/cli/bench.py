@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 
 from kaflite._loop import run
-from kaflite.cli.produce import Bootstrap
+from kaflite.cli._options import FIND, Bootstrap
 
 
 def bench(
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    bootstrap: Bootstrap = FIND,
     records: Annotated[int, typer.Option("--records", "-n")] = 200_000,
     size: Annotated[int, typer.Option("--size", "-s", help="value size in bytes")] = 100,
     partitions: Annotated[int, typer.Option("--partitions", "-p")] = 6,

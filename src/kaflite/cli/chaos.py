@@ -20,13 +20,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kaflite.cli._http import DEFAULT_URL, request
+from kaflite.cli._http import request
+from kaflite.cli._options import FIND, HttpOption
 
 app = typer.Typer(rich_markup_mode=None, help="Inject faults into a running cluster (kaflite up --http-port).",
                   no_args_is_help=True)
 
-HttpOption = Annotated[str, typer.Option("--http", help="the cluster's HTTP API",
-                                         envvar="KAFLITE_HTTP")]
 Count = Annotated[int | None, typer.Option("--count", "-n", help="next N requests")]
 Forever = Annotated[bool, typer.Option("--forever", help="until removed (ignores --count)")]
 Topic = Annotated[str | None, typer.Option("--topic", "-t")]
@@ -53,7 +52,7 @@ def error(api: Annotated[str, typer.Argument(help="API name or key, e.g. Produce
           partition: Partition = None, group: Group = None, client_id: ClientId = None,
           broker: BrokerOpt = None,
           level: Annotated[str | None, typer.Option(help="top, group, topic or partition")]
-          = None, http: HttpOption = DEFAULT_URL) -> None:
+          = None, http: HttpOption = FIND) -> None:
     """Answer the next N requests of API with ERROR, where Kafka would put it."""
     _show(request(http, "POST", "/faults/error", {
         "api": api, "error": error, **_count(count, forever, 1), "topic": topic,
@@ -64,7 +63,7 @@ def error(api: Annotated[str, typer.Argument(help="API name or key, e.g. Produce
 @app.command("delay")
 def delay(api: str, ms: int, count: Count = None, topic: Topic = None, group: Group = None,
           client_id: ClientId = None, broker: BrokerOpt = None,
-          http: HttpOption = DEFAULT_URL) -> None:
+          http: HttpOption = FIND) -> None:
     """Hold the responses of API for MS milliseconds (every request, or the next N)."""
     _show(request(http, "POST", "/faults/delay", {
         "api": api, "ms": ms, "count": count, "topic": topic, "group": group,
@@ -74,7 +73,7 @@ def delay(api: str, ms: int, count: Count = None, topic: Topic = None, group: Gr
 @app.command("throttle")
 def throttle(ms: int, api: Annotated[str | None, typer.Option("--api")] = None,
              count: Count = None, client_id: ClientId = None, broker: BrokerOpt = None,
-             http: HttpOption = DEFAULT_URL) -> None:
+             http: HttpOption = FIND) -> None:
     """Throttle as a quota does: throttle_time_ms=MS, then mute the connection."""
     _show(request(http, "POST", "/faults/throttle", {
         "ms": ms, "api": api, "count": count, "client_id": client_id, "broker": broker}))
@@ -83,7 +82,7 @@ def throttle(ms: int, api: Annotated[str | None, typer.Option("--api")] = None,
 @app.command("drop")
 def drop(api: Annotated[str | None, typer.Option("--api", help="drop the next requests of API")]
          = None, count: Count = None, client_id: ClientId = None, broker: BrokerOpt = None,
-         http: HttpOption = DEFAULT_URL) -> None:
+         http: HttpOption = FIND) -> None:
     """Close connections now, or (with --api) instead of answering the next N requests."""
     _show(request(http, "POST", "/faults/drop", {
         "api": api, "count": count if api else None, "client_id": client_id,
@@ -91,13 +90,13 @@ def drop(api: Annotated[str | None, typer.Option("--api", help="drop the next re
 
 
 @app.command("deny-topic")
-def deny_topic(topic: str, client_id: ClientId = None, http: HttpOption = DEFAULT_URL) -> None:
+def deny_topic(topic: str, client_id: ClientId = None, http: HttpOption = FIND) -> None:
     """An ACL denial: TOPIC_AUTHORIZATION_FAILED for TOPIC until cleared."""
     _show(request(http, "POST", "/faults/deny-topic", {"topic": topic, "client_id": client_id}))
 
 
 @app.command("list")
-def list_rules(http: HttpOption = DEFAULT_URL) -> None:
+def list_rules(http: HttpOption = FIND) -> None:
     """The active fault rules."""
     rules = request(http, "GET", "/faults")
     table = Table(title="fault rules")
@@ -115,13 +114,13 @@ def list_rules(http: HttpOption = DEFAULT_URL) -> None:
 
 @app.command("clear")
 def clear(rule_id: Annotated[int | None, typer.Argument(help="one rule (default: all)")] = None,
-          http: HttpOption = DEFAULT_URL) -> None:
+          http: HttpOption = FIND) -> None:
     """Remove one fault rule, or all of them."""
     _show(request(http, "POST", "/faults/clear", {"id": rule_id}))
 
 
 def _broker_action(action: str) -> Any:
-    def command(broker_id: int, http: HttpOption = DEFAULT_URL) -> None:
+    def command(broker_id: int, http: HttpOption = FIND) -> None:
         _show(request(http, "POST", f"/brokers/{broker_id}/{action}", {}))
 
     command.__doc__ = {"stop": "Stop a broker gracefully (leadership moves first).",
@@ -136,7 +135,7 @@ for _action in ("stop", "kill", "restart"):
 
 @app.command("isolate")
 def isolate(broker_id: int, heal: Annotated[bool, typer.Option("--heal", help="undo")] = False,
-            http: HttpOption = DEFAULT_URL) -> None:
+            http: HttpOption = FIND) -> None:
     """Cut a broker off replication (followers stop fetching; ISRs shrink)."""
     _show(request(http, "POST", f"/brokers/{broker_id}/isolate", {"isolated": not heal}))
 
@@ -144,7 +143,7 @@ def isolate(broker_id: int, heal: Annotated[bool, typer.Option("--heal", help="u
 @app.command("move-leader")
 def move_leader(topic: str, partition: int,
                 to: Annotated[int | None, typer.Option("--to", help="an ISR member")] = None,
-                http: HttpOption = DEFAULT_URL) -> None:
+                http: HttpOption = FIND) -> None:
     """Move a partition's leadership (to --to, or to any other ISR member)."""
     _show(request(http, "POST", "/leaders/move",
                   {"topic": topic, "partition": partition, "to": to}))
@@ -155,14 +154,14 @@ def move_coordinator(key: Annotated[str, typer.Argument(help="group id (or trans
                      to: Annotated[int | None, typer.Option("--to")] = None,
                      transaction: Annotated[bool, typer.Option(
                          "--transaction", help="KEY is a transactional.id")] = False,
-                     http: HttpOption = DEFAULT_URL) -> None:
+                     http: HttpOption = FIND) -> None:
     """Move a coordinator by moving the leadership of its internal-topic partition."""
     _show(request(http, "POST", "/coordinators/move", {
         "key": key, "to": to, "type": "transaction" if transaction else "group"}))
 
 
 @app.command("forget-member")
-def forget_member(group: str, member_id: str, http: HttpOption = DEFAULT_URL) -> None:
+def forget_member(group: str, member_id: str, http: HttpOption = FIND) -> None:
     """Make the group's coordinator forget a member (it gets UNKNOWN_MEMBER_ID next)."""
     _show(request(http, "POST", f"/groups/{group}/forget", {"member_id": member_id}))
 
@@ -170,7 +169,7 @@ def forget_member(group: str, member_id: str, http: HttpOption = DEFAULT_URL) ->
 @app.command("delete-records")
 def delete_records(topic: str, partition: int,
                    offset: Annotated[int, typer.Argument(help="-1: the high watermark")] = -1,
-                   http: HttpOption = DEFAULT_URL) -> None:
+                   http: HttpOption = FIND) -> None:
     """Move a partition's log start (consumers behind it get OFFSET_OUT_OF_RANGE)."""
     _show(request(http, "POST", "/records/delete",
                   {"topic": topic, "partition": partition, "offset": offset}))

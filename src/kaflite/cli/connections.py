@@ -9,10 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kaflite.cli._http import DEFAULT_URL, request
-
-HttpOption = Annotated[str, typer.Option("--http", help="the cluster's HTTP API",
-                                         envvar="KAFLITE_HTTP")]
+from kaflite.cli._http import request
+from kaflite.cli._options import FIND, HttpOption
 
 
 def _short(items: list[str], limit: int = 6) -> str:
@@ -68,7 +66,7 @@ def clients_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def connections(
-    http: HttpOption = DEFAULT_URL,
+    http: HttpOption = FIND,
     client_id: Annotated[str | None, typer.Option("--client-id", help="only this client")] = None,
     replicas: Annotated[bool, typer.Option(help="include replica fetchers")] = False,
     clients: Annotated[bool, typer.Option("--clients", help="also per-client cadences")] = False,

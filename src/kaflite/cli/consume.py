@@ -11,8 +11,8 @@ import typer
 
 from kaflite._loop import run
 from kaflite.cli._format import compile_format
+from kaflite.cli._options import FIND, Bootstrap, ClientProps, client_props
 from kaflite.cli._topics import topic_partitions
-from kaflite.cli.produce import Bootstrap, ClientProps, client_props
 
 if TYPE_CHECKING:
     from kaflite.client import Consumer, ConsumerRecord
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def consume(
     topic: Annotated[str, typer.Option("--topic", "-t", help="topic to read")],
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    bootstrap: Bootstrap = FIND,
     group: Annotated[str | None, typer.Option(
         "--group", "-G", help="join this consumer group (and commit) instead of assigning")]
     = None,

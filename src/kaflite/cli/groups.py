@@ -9,13 +9,13 @@ from rich.console import Console
 from rich.table import Table
 
 from kaflite._loop import run
-from kaflite.cli.produce import Bootstrap
+from kaflite.cli._options import FIND, Bootstrap
 
 app = typer.Typer(rich_markup_mode=None, help="List and describe consumer groups, with lag.", no_args_is_help=True)
 
 
 @app.command("list")
-def list_groups(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def list_groups(bootstrap: Bootstrap = FIND) -> None:
     """Every group with its state and protocol type."""
 
     async def go() -> Any:
@@ -31,7 +31,7 @@ def list_groups(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
 
 
 @app.command("describe")
-def describe(group: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def describe(group: str, bootstrap: Bootstrap = FIND) -> None:
     """Members and assignments, then per partition: committed offset, end and lag."""
 
     async def go() -> Any:

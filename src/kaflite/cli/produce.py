@@ -10,28 +10,13 @@ import typer
 from rich.progress import Progress
 
 from kaflite._loop import run
+from kaflite.cli._options import FIND, Bootstrap, ClientProps, client_props
 from kaflite.cli._topics import topic_partitions
-
-Bootstrap = Annotated[str, typer.Option("--bootstrap", "-b", envvar="KAFLITE_BOOTSTRAP",
-                                        help="bootstrap.servers of any Kafka cluster")]
-ClientProps = Annotated[list[str] | None, typer.Option(
-    "-X", help="a client property as name=value (repeatable), as kcat's -X")]
-
-
-def client_props(items: list[str] | None) -> dict[str, str]:
-    """``-X name=value`` options as a config dict (Kafka's property names)."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise typer.BadParameter(f"expected name=value, got {item!r}", param_hint="-X")
-        out[name.strip()] = value
-    return out
 
 
 def produce(
     topic: Annotated[str, typer.Option("--topic", "-t", help="topic to write to")],
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    bootstrap: Bootstrap = FIND,
     key_delimiter: Annotated[str | None, typer.Option(
         "--key-delimiter", "-K", help="split each line into key and value at this string")] = None,
     partition: Annotated[int | None, typer.Option("--partition", "-p")] = None,

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kaflite._loop import run
-from kaflite.cli.produce import Bootstrap
+from kaflite.cli._options import FIND, Bootstrap
 
 app = typer.Typer(rich_markup_mode=None, help="List, describe, create and delete topics (kaflite or any Kafka).",
                   no_args_is_help=True)
@@ -23,7 +23,7 @@ async def _admin_call(bootstrap: str, method: str, *args: Any) -> Any:
 
 
 @app.command("list")
-def list_topics(bootstrap: Bootstrap = "127.0.0.1:9092",
+def list_topics(bootstrap: Bootstrap = FIND,
                 internal: Annotated[bool, typer.Option(help="include internal topics")] = False
                 ) -> None:
     """Print every topic name."""
@@ -33,7 +33,7 @@ def list_topics(bootstrap: Bootstrap = "127.0.0.1:9092",
 
 @app.command("describe")
 def describe(topics: Annotated[list[str], typer.Argument(help="topic names")],
-             bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+             bootstrap: Bootstrap = FIND) -> None:
     """Partitions with leader, leader epoch, replicas and ISR."""
     described = run(_admin_call(bootstrap, "describe_topics", topics))
     table = Table("topic", "partition", "leader", "epoch", "replicas", "isr")
@@ -45,7 +45,7 @@ def describe(topics: Annotated[list[str], typer.Argument(help="topic names")],
 
 
 @app.command("create")
-def create(name: str, bootstrap: Bootstrap = "127.0.0.1:9092",
+def create(name: str, bootstrap: Bootstrap = FIND,
            partitions: Annotated[int, typer.Option("--partitions", "-p")] = 1,
            replication_factor: Annotated[int, typer.Option("--replication-factor", "-r")] = 1,
            config: Annotated[list[str] | None, typer.Option(
@@ -62,7 +62,7 @@ def create(name: str, bootstrap: Bootstrap = "127.0.0.1:9092",
 
 
 @app.command("delete")
-def delete(names: list[str], bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def delete(names: list[str], bootstrap: Bootstrap = FIND) -> None:
     """Delete topics."""
     run(_admin_call(bootstrap, "delete_topics", names))
     typer.echo(f"deleted {', '.join(names)}")

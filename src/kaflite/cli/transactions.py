@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kaflite._loop import run
-from kaflite.cli.produce import Bootstrap
+from kaflite.cli._options import FIND, Bootstrap
 
 app = typer.Typer(rich_markup_mode=None, help="List and describe transactional ids (ListTransactions, "
                        "DescribeTransactions).", no_args_is_help=True)
@@ -17,7 +17,7 @@ app = typer.Typer(rich_markup_mode=None, help="List and describe transactional i
 
 @app.command("list")
 def list_transactions(
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    bootstrap: Bootstrap = FIND,
     state: Annotated[list[str] | None, typer.Option(
         "--state", "-s", help="only these states (Ongoing, CompleteCommit...)")] = None,
 ) -> None:
@@ -37,7 +37,7 @@ def list_transactions(
 
 
 @app.command("describe")
-def describe(transactional_id: str, bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+def describe(transactional_id: str, bootstrap: Bootstrap = FIND) -> None:
     """Producer id and epoch, state, timeout and the partitions of the open transaction."""
 
     async def go() -> Any:

@@ -1,9 +1,16 @@
-"""``kaflite up``: run an embedded cluster until Ctrl-C."""
+"""``kaflite up``: run an embedded cluster until Ctrl-C.
+
+Broker settings come as Kafka's do: a ``server.properties`` file (the first
+argument, as ``kafka-server-start.sh`` takes it) and ``--config name=value``
+overrides. The cluster registers itself (``_state.py``) so that the other
+commands find it, and a port another process holds is an error naming it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from pathlib import Path
 from typing import Annotated
@@ -11,12 +18,34 @@ from typing import Annotated
 import typer
 
 from kaflite._loop import run
+from kaflite.cli._ports import check_free
+from kaflite.cli._state import DEFAULT_HTTP_PORT, ClusterState, Registration
 from kaflite.cluster import Cluster
+from kaflite.properties import load_properties
 
-DEFAULT_HTTP_PORT = 9990  # where `kaflite connections` and `kaflite chaos` look by default
+__all__ = ["broker_props", "up"]
+
+
+def broker_props(properties: Path | None, config: list[str] | None) -> dict[str, str]:
+    """A properties file's settings overridden by ``name=value`` items."""
+    props: dict[str, str] = {}
+    if properties is not None:
+        try:
+            props.update(load_properties(properties))
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(f"cannot read {properties}: {exc}",
+                                     param_hint="PROPERTIES") from None
+    for item in config or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise typer.BadParameter(f"expected name=value, got {item!r}", param_hint="--config")
+        props[name.strip()] = value.strip()
+    return props
 
 
 def up(
+    properties: Annotated[Path | None, typer.Argument(
+        help="broker settings in a Kafka server.properties file", show_default=False)] = None,
     brokers: Annotated[int, typer.Option("--brokers", "-b", help="number of brokers")] = 3,
     data_dir: Annotated[Path | None, typer.Option(
         "--data-dir", "-d",
@@ -26,51 +55,61 @@ def up(
     base_port: Annotated[int, typer.Option(
         help="broker N listens on base-port + N (0: any free port)")] = 9092,
     config: Annotated[list[str] | None, typer.Option(
-        "--config", "-c", help="broker config as name=value (repeatable)")] = None,
-    http_port: Annotated[int | None, typer.Option(
-        "--http-port", help="serve the HTTP JSON API (connections, faults) on this port "
-        "(default: 9990 when free; 0: any free port; -1: off)")] = None,
+        "--config", "-c", "--override",
+        help="a broker setting as name=value (repeatable; wins over the file)")] = None,
+    http_port: Annotated[int, typer.Option(
+        "--http-port", help="the HTTP API (connections, faults, /metrics) "
+        "(0: any free port; -1: off)")] = DEFAULT_HTTP_PORT,
 ) -> None:
     """Start an embedded Kafka-compatible cluster and print its bootstrap address."""
-    props = {}
-    for item in config or []:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise typer.BadParameter(f"expected name=value, got {item!r}", param_hint="--config")
-        props[name.strip()] = value.strip()
+    props = broker_props(properties, config)
+    if base_port:
+        for node in range(brokers):
+            check_free(f"broker {node}'s", host, base_port + node)
+    if http_port > 0:
+        check_free("the HTTP API's", host, http_port)
     run(_serve(brokers, data_dir, host, base_port, props, http_port))
 
 
 async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
-                 props: dict[str, str], http_port: int | None = -1) -> None:
+                 props: dict[str, str], http_port: int = -1) -> None:
     cluster = Cluster(brokers=brokers, data_dir=data_dir, host=host, base_port=base_port,
                       config=props)
+    unused = cluster.config.unused()
     await cluster.start()
-    typer.echo(f"kaflite cluster {cluster.cluster_id}: {brokers} broker(s)")
-    typer.echo(f"bootstrap.servers={cluster.bootstrap_servers}")
-    if data_dir is not None:
-        typer.echo(f"data in {data_dir.resolve()}")
     api = None
-    if http_port is None or http_port >= 0:
-        from kaflite.cluster.http import HttpApi
+    registration = None
+    try:
+        if http_port >= 0:
+            from kaflite.cluster.http import HttpApi
 
-        try:
-            api = await HttpApi(cluster, host, DEFAULT_HTTP_PORT if http_port is None
-                                else http_port).start()
-            typer.echo(f"HTTP API on {api.url} (kaflite connections / kaflite chaos)")
-        except OSError as exc:
-            if http_port is not None:
-                await cluster.stop()
-                raise
-            typer.echo(f"HTTP API not started: {exc} (pass --http-port)")
-    typer.echo("Ctrl-C stops the cluster gracefully.")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    typer.echo("stopping...")
-    if api is not None:
-        await api.stop()
-    await cluster.stop()
+            api = await HttpApi(cluster, host, http_port).start()
+        state = ClusterState(cluster.cluster_id, cluster.bootstrap_servers,
+                             api.url if api else None, os.getpid(),
+                             str(data_dir.resolve()) if data_dir is not None else None)
+        registration = Registration(state).write()
+        typer.echo(f"kaflite cluster {cluster.cluster_id}: {brokers} broker(s)")
+        typer.echo(f"bootstrap.servers={cluster.bootstrap_servers}")
+        if data_dir is not None:
+            typer.echo(f"data in {data_dir.resolve()}")
+        if unused:
+            typer.echo(f"not used by kaflite (ignored): {', '.join(unused)}")
+        if api is not None:
+            typer.echo(f"HTTP API on {api.url} (kaflite connections, kaflite chaos, "
+                       f"{api.url}/metrics)")
+        typer.echo("the kaflite commands find this cluster by themselves; from elsewhere: "
+                   f"KAFLITE_CLUSTER={registration.paths[-1]}")
+        typer.echo("Ctrl-C stops the cluster gracefully.")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        typer.echo("stopping...")
+    finally:
+        if registration is not None:
+            registration.remove()
+        if api is not None:
+            await api.stop()
+        await cluster.stop()

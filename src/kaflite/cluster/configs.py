@@ -136,6 +136,12 @@ class BrokerConfig:
     def get(self, name: str) -> str:
         return self.props[name]
 
+    def unused(self) -> list[str]:
+        """Names set here that no part of kaflite reads (Kafka logs these as unused)."""
+        known = set(BROKER_DEFAULTS) | {c.broker_synonym for c in TOPIC_CONFIGS.values()
+                                        if c.broker_synonym}
+        return sorted(set(self.props) - known)
+
     def int(self, name: str) -> int:
         return int(self.props[name])
 

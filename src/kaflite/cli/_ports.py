@@ -1,0 +1,57 @@
+"""A port another process holds: which process, so that the error can name it."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+
+import psutil
+
+__all__ = ["PortInUse", "check_free", "port_owner"]
+
+
+class PortInUse(OSError):
+    """``kaflite up`` cannot listen where it was asked to; ``owner`` names the holder."""
+
+    def __init__(self, what: str, host: str, port: int, owner: str | None) -> None:
+        holder = owner or "another process (not visible to this user)"
+        super().__init__(errno.EADDRINUSE, f"{what} port {host}:{port} is in use by {holder}")
+        self.what, self.host, self.port, self.owner = what, host, port, owner
+
+
+def port_owner(port: int) -> str | None:
+    """``pid N (command line)`` of the process listening on TCP ``port``, if visible."""
+    try:
+        conns = psutil.net_connections("tcp")
+    except (psutil.AccessDenied, OSError):
+        return None
+    for conn in conns:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            if conn.pid is None:
+                return None
+            try:
+                cmdline = " ".join(psutil.Process(conn.pid).cmdline())
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                cmdline = "?"
+            mine = " (this process)" if conn.pid == os.getpid() else ""
+            return f"pid {conn.pid}{mine}: {_shorten(cmdline)}"
+    return None
+
+
+def _shorten(cmdline: str, limit: int = 80) -> str:
+    return cmdline if len(cmdline) <= limit else cmdline[:limit - 3] + "..."
+
+
+def check_free(what: str, host: str, port: int) -> None:
+    """Raise PortInUse naming the holder when ``host:port`` cannot be bound (0 is free)."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as asyncio's servers
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise PortInUse(what, host, port, port_owner(port)) from None

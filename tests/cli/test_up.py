@@ -1,0 +1,86 @@
+"""``kaflite up``: broker settings as Kafka takes them, one address, port clashes named."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from kaflite.cli._state import STATE_FILE, find_bootstrap, running
+from kaflite.client.sync import Admin
+from kaflite.properties import parse_properties
+from tests.cli._up import KafliteUp, kaflite
+
+
+def test_properties_follow_java_rules() -> None:
+    text = ("# comment\n! also a comment\n  a=1\nb : 2\nc 3\nd.e = x \\\n     y\n"
+            "f=a\\=b\\u0041\nempty\nk\\ sp=v\na=again\n")
+    assert parse_properties(text) == {"a": "again", "b": "2", "c": "3", "d.e": "x y",
+                                      "f": "a=bA", "empty": "", "k sp": "v"}
+    with pytest.raises(ValueError, match="u escape"):
+        parse_properties("x=\\u12")
+
+
+def test_up_takes_a_properties_file_and_overrides(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text("# as Kafka's config/server.properties\nnum.partitions=3\n"
+                     "default.replication.factor=1\nprocess.roles=broker,controller\n")
+    data = tmp_path / "data"
+    with KafliteUp(str(props), "--brokers", "2", "--base-port", "0", "--http-port", "0",
+                   "--data-dir", str(data), "--config", "default.replication.factor=2") as up:
+        assert "not used by kaflite (ignored): process.roles" in up.lines
+        bootstrap = up.value("bootstrap.servers=")
+        # the commands find the cluster by themselves: no -b
+        made = kaflite("produce", "-t", "auto", "--create", stdin="a\n")
+        assert made.returncode == 0, made.stderr
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            parts = admin.describe_topics(["auto"])["auto"].partitions
+        assert len(parts) == 3 and all(len(p.replicas) == 2 for p in parts)
+        state = json.loads((data / STATE_FILE).read_text())
+        assert state["bootstrap"] == bootstrap and state["http"].startswith("http://127.0.0.1:")
+        assert [s.bootstrap for s in running()] == [bootstrap]
+        listed = kaflite("connections")   # the HTTP API, found the same way
+        assert listed.returncode == 0 and "client connections" in listed.stdout, listed.stderr
+    assert up.proc is not None and up.proc.returncode == 0
+    assert not (data / STATE_FILE).exists() and running() == []
+    assert find_bootstrap() == "127.0.0.1:9092"
+
+
+def test_kaflite_cluster_names_a_data_dir(tmp_path: Path) -> None:
+    env = {**os.environ, "KAFLITE_CLUSTER": str(tmp_path)}
+    proc = kaflite("topics", "list", env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"kaflite: KAFLITE_CLUSTER={tmp_path}: no running kaflite")
+
+
+def test_two_clusters_make_a_plain_command_ask_which() -> None:
+    with KafliteUp("--brokers", "1", "--base-port", "0", "--http-port", "0") as first, \
+            KafliteUp("--brokers", "1", "--base-port", "0", "--http-port", "0") as second:
+        proc = kaflite("topics", "list")
+        assert proc.returncode == 1
+        assert proc.stderr.startswith("kaflite: 2 kaflite clusters are running"), proc.stderr
+        for up in (first, second):
+            assert up.value("bootstrap.servers=") in proc.stderr
+        assert "hint: say which with -b/--bootstrap" in proc.stderr
+        told = kaflite("topics", "list", "-b", second.value("bootstrap.servers="))
+        assert told.returncode == 0, told.stderr
+
+
+@pytest.mark.parametrize("which", ["broker", "http"])
+def test_a_port_clash_names_the_other_process(which: str) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        args = (["--base-port", str(port), "--http-port", "0"] if which == "broker"
+                else ["--base-port", "0", "--http-port", str(port)])
+        proc = kaflite("up", "--brokers", "1", *args, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    first, hint = proc.stderr.strip().splitlines()
+    what = "broker 0's" if which == "broker" else "the HTTP API's"
+    assert first.startswith(f"kaflite: {what} port 127.0.0.1:{port} is in use by pid "
+                            f"{os.getpid()}:"), first
+    assert hint.startswith("hint: stop that process, or choose other ports")
