@@ -25,11 +25,14 @@ def kaflite(*args: str, stdin: str = "", env: dict[str, str] | None = None,
 
 
 class KafliteUp:
-    """Start ``kaflite up ARGS``, wait (bounded) until it is ready, stop it with Ctrl-C."""
+    """Start ``kaflite up ARGS`` (or ``command``), wait (bounded) until it is ready, stop it
+    with Ctrl-C."""
 
     def __init__(self, *args: str, cwd: Path | None = None,
-                 env: dict[str, str] | None = None, timeout: float = 60) -> None:
-        self.args, self.cwd, self.timeout = args, cwd, timeout
+                 env: dict[str, str] | None = None, timeout: float = 60,
+                 command: list[str] | None = None) -> None:
+        self.command = command or [sys.executable, "-m", "kaflite.cli", "up", *args]
+        self.cwd, self.timeout = cwd, timeout
         self.env = env if env is not None else dict(os.environ)
         self.lines: list[str] = []
         self.proc: subprocess.Popen[str] | None = None
@@ -43,7 +46,7 @@ class KafliteUp:
 
     def start(self) -> KafliteUp:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kaflite.cli", "up", *self.args], cwd=self.cwd, env=self.env,
+            self.command, cwd=self.cwd, env=self.env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()

@@ -69,6 +69,8 @@ def connections(
     http: HttpOption = FIND,
     client_id: Annotated[str | None, typer.Option("--client-id", help="only this client")] = None,
     replicas: Annotated[bool, typer.Option(help="include replica fetchers")] = False,
+    closed: Annotated[bool, typer.Option(
+        "--closed", help="also connections the clients have closed")] = False,
     clients: Annotated[bool, typer.Option("--clients", help="also per-client cadences")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
@@ -78,6 +80,8 @@ def connections(
         query.append(f"client_id={client_id}")
     if replicas:
         query.append("replicas=1")
+    if closed:
+        query.append("closed=1")
     rows = request(http, "GET", "/connections" + ("?" + "&".join(query) if query else ""))
     summary = request(http, "GET", "/clients") if clients else None
     if as_json:

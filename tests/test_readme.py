@@ -1,0 +1,206 @@
+"""The README's tour, run as written: every snippet, in order, and what each step claims.
+
+The test reads README.md itself, so the tour cannot drift from what is tested. It
+works in a fresh directory holding a link to this ``.venv`` (the README's commands
+say ``.venv/bin/...``), starts ``kaflite up`` as the tour does (on its fixed ports,
+9092-9094 and 9990), runs each shell line and Python snippet, and after each one
+checks what the README says it shows. A snippet this file does not know is a
+failure: a new step must come with its check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kaflite.client import TopicPartition
+from kaflite.client.sync import Admin
+from tests.cli._up import KafliteUp
+from tests.conftest import wait_for
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+VENV = Path(sys.executable).parents[1]
+BOOTSTRAP = "127.0.0.1:9092"
+
+
+@dataclass
+class Snippet:
+    lang: str
+    code: str
+
+
+def tour_snippets(text: str) -> list[Snippet]:
+    """The fenced blocks of the README's tour section, in order."""
+    start = text.index("## A five-minute tour")
+    end = text.index("\n## ", start + 1)
+    return [Snippet(lang, code) for lang, code in
+            re.findall(r"^```(\w+)\n(.*?)^```", text[start:end], flags=re.S | re.M)]
+
+
+@dataclass
+class Tour:
+    """The state the checks share: the workspace, the cluster and what was seen."""
+
+    cwd: Path
+    env: dict[str, str]
+    up: KafliteUp | None = None
+    producer: str | None = None
+    leader_before: int | None = None
+    seen: list[str] = field(default_factory=list)
+
+    def sh(self, line: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(["bash", "-c", line], cwd=self.cwd, env=self.env,
+                              capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    def python(self, code: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([str(VENV / "bin" / "python"), "-c", code], cwd=self.cwd,
+                              env=self.env, capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, f"{code}\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+
+def partitions(topic: str = "events") -> list[tuple[int, int, list[int]]]:
+    """(partition, leader, isr) of each partition, as the cluster reports them."""
+    with Admin({"bootstrap.servers": BOOTSTRAP}) as admin:
+        md = admin.describe_topics([topic])[topic]
+    return sorted((p.partition, p.leader, sorted(p.isr)) for p in md.partitions)
+
+
+def records_in(topic: str = "events") -> int:
+    with Admin({"bootstrap.servers": BOOTSTRAP}) as admin:
+        ends = admin.list_offsets({TopicPartition(topic, p): "latest" for p in range(3)})
+    return sum(o.offset for o in ends.values())
+
+
+# -- the checks, one per README command ---------------------------------------------------
+def check_up(tour: Tour, line: str) -> None:
+    assert line == ".venv/bin/kaflite up --brokers 3 --data-dir ./data"
+    tour.up = KafliteUp(command=["bash", "-c", f"exec {line}"], cwd=tour.cwd, env=tour.env,
+                        timeout=90).start()
+    assert tour.up.value("bootstrap.servers=").split(",")[0] == BOOTSTRAP
+    assert (tour.cwd / "data" / "kaflite-cluster.json").exists()
+
+
+def check_create(tour: Tour, line: str) -> None:
+    tour.sh(line)
+    parts = partitions()
+    assert [p for p, _, _ in parts] == [0, 1, 2]
+    assert all(isr == [0, 1, 2] for _, _, isr in parts), parts
+
+
+def check_describe(tour: Tour, line: str) -> None:
+    out = tour.sh(line).stdout
+    assert "events" in out
+    for _, leader, _ in partitions():   # after `chaos kill 1`, leaders are on 0 and 2
+        assert str(leader) in out
+
+
+def check_group(tour: Tour, line: str) -> None:
+    out = tour.sh(line).stdout
+    assert "tour" in out and "events" in out, out
+
+
+def check_connections(tour: Tour, line: str) -> None:
+    out = tour.sh(line + " --json").stdout
+    rows = json.loads(out)
+    roles = {role for row in rows for role in row["roles"]}
+    assert {"group-coordinator", "partition-leader"} <= roles, roles
+
+
+def check_move_leader(tour: Tour, line: str) -> None:
+    before = partitions()[0][1]
+    tour.sh(line)
+    wait_for(lambda: partitions()[0][1] not in (before, -1), "partition 0's leader to move",
+             30, state=partitions)
+
+
+def check_kill(tour: Tour, line: str) -> None:
+    tour.sh(line)
+    wait_for(lambda: all(leader in (0, 2) and 1 not in isr for _, leader, isr in partitions()),
+             "broker 1's partitions to fail over", 60, state=partitions)
+
+
+def check_restart(tour: Tour, line: str) -> None:
+    tour.sh(line)
+    wait_for(lambda: all(isr == [0, 1, 2] for _, _, isr in partitions()),
+             "broker 1 to rejoin every ISR", 90, state=partitions)
+
+
+def check_error(tour: Tour, line: str) -> None:
+    tour.sh(line)
+    assert tour.producer is not None
+    tour.python(tour.producer)           # "run the producer above again"
+    assert records_in() == 20
+
+
+def check_consume(tour: Tour, line: str) -> None:
+    out = tour.sh(line).stdout.splitlines()
+    assert sorted(out) == sorted([f"click {i}" for i in range(10)] * 2), out
+
+
+SHELL: dict[str, Callable[[Tour, str], None]] = {
+    "kaflite up ": check_up,
+    "kaflite topics create ": check_create,
+    "kaflite topics describe ": check_describe,
+    "kaflite groups describe ": check_group,
+    "kaflite connections": check_connections,
+    "kaflite chaos move-leader ": check_move_leader,
+    "kaflite chaos kill ": check_kill,
+    "kaflite chaos restart ": check_restart,
+    "kaflite chaos error ": check_error,
+    "kaflite consume ": check_consume,
+}
+
+
+def run_python(tour: Tour, code: str) -> None:
+    if "def test_" in code:   # the pytest example: saved as test_app.py, run as the README says
+        (tour.cwd / "test_app.py").write_text(code)
+        out = tour.sh(".venv/bin/pytest test_app.py -q -p no:cacheprovider").stdout
+        assert "1 passed" in out, out
+    elif "Producer(" in code and "confluent_kafka" in code:
+        tour.producer = code
+        tour.python(code)
+        assert records_in() == 10
+    elif "Consumer(" in code:
+        out = tour.python(code).stdout.splitlines()
+        records = [line for line in out if "b'click " in line]
+        assert records, f"the first getmany returned no records: {out}"
+        assert any("coordinator" in line for line in out), out
+    elif 'format("kaflite")' in code:
+        tour.python(code)
+        out = tour.sh(".venv/bin/kaflite consume -t shouted -e").stdout.splitlines()
+        assert sorted(out) == sorted([f"CLICK {i}" for i in range(10)] * 2), out
+    else:
+        raise AssertionError(f"a README snippet with no check in {__file__}:\n{code}")
+
+
+def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
+    (tmp_path / ".venv").symlink_to(VENV)
+    env = {k: v for k, v in os.environ.items() if k not in ("KAFLITE_BOOTSTRAP", "KAFLITE_HTTP",
+                                                             "KAFLITE_CLUSTER")}
+    tour = Tour(tmp_path, env)
+    snippets = tour_snippets(README.read_text())
+    assert [s.lang for s in snippets][:3] == ["sh", "sh", "python"]
+    try:
+        for snippet in snippets:
+            if snippet.lang == "python":
+                run_python(tour, snippet.code)
+                continue
+            assert snippet.lang == "sh", snippet
+            for line in snippet.code.splitlines():
+                check = next((f for key, f in SHELL.items() if key in line), None)
+                assert check is not None, f"a README command with no check: {line}"
+                check(tour, line)
+                tour.seen.append(line)
+        assert any("chaos kill" in line for line in tour.seen)
+    finally:
+        if tour.up is not None:
+            assert tour.up.stop() == 0, tour.up.lines
