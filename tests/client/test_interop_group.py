@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from kaflite.client import Consumer, Producer
+from kaflite.client import Consumer, Producer, TopicPartition
 from kaflite.cluster import Cluster
 
 pytestmark = pytest.mark.interop
@@ -51,6 +51,7 @@ class LibrdkafkaMember:
         self.topic = topic
         self.records: list[tuple[int, bytes]] = []
         self.assignment: set[int] = set()
+        self.positions: dict[int, int] = {}   # partition -> next offset to fetch
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rdkafka-member", daemon=True)
@@ -73,8 +74,11 @@ class LibrdkafkaMember:
                             raise RuntimeError(str(msg.error()))
                         with self._lock:
                             self.records.append((msg.partition(), msg.value()))
+                    owned = consumer.assignment()
+                    positions = consumer.position(owned) if owned else []
                     with self._lock:
-                        self.assignment = {tp.partition for tp in consumer.assignment()}
+                        self.assignment = {tp.partition for tp in owned}
+                        self.positions = {tp.partition: tp.offset for tp in positions}
             finally:
                 consumer.close()
         except BaseException as exc:
@@ -83,6 +87,11 @@ class LibrdkafkaMember:
     def snapshot(self) -> tuple[set[int], list[tuple[int, bytes]]]:
         with self._lock:
             return set(self.assignment), list(self.records)
+
+    def at(self, ends: dict[int, int]) -> bool:
+        """Whether every partition it owns has been read to the offset in ``ends``."""
+        with self._lock:
+            return all(self.positions.get(p) == ends[p] for p in self.assignment)
 
     def stop(self) -> None:
         self._stop.set()
@@ -151,7 +160,20 @@ async def _group_of_three(cluster: Cluster, strategy: str, leader: str) -> None:
         while sum(map(len, got.values())) + len(theirs.snapshot()[1]) < RECORDS:
             assert time.monotonic() < deadline, "records missing"
             await asyncio.sleep(0.1)
-        await asyncio.sleep(0.5)   # anything more would be a duplicate
+        # Every member has read what it owns to the log end, so nothing more can arrive
+        # without a rebalance (checked next): a duplicate would have shown in the count.
+        ends = {tp.partition: off for tp, off in (await ours[0].end_offsets(
+            [TopicPartition(topic, p) for p in range(PARTITIONS)])).items()}
+        assert sum(ends.values()) == RECORDS
+
+        async def ours_at_end() -> bool:
+            return all([await c.position(tp) == ends[tp.partition]
+                        for c in ours for tp in c.assignment()])
+
+        deadline = time.monotonic() + 30
+        while not (await ours_at_end() and theirs.at(ends)):
+            assert time.monotonic() < deadline, "members did not reach the log end"
+            await asyncio.sleep(0.05)
         final = owners()
         assert final == last, "a rebalance happened mid-stream"
         got["librdkafka"] = theirs.snapshot()[1]
