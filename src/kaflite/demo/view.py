@@ -4,6 +4,8 @@ Everything shown is read, not assumed: the cluster panel from the controller,
 the connections panel from the brokers' connection registry (with the
 connection counts each client reports about itself beside it), cadences from
 the registry's measured request gaps, and the event log from the clients.
+Without a terminal the same snapshot is a few status lines of at most
+``WIDTH`` columns (``status_lines``).
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from kaflite.demo.story import WIDTH, fit, pack
+
 if TYPE_CHECKING:
     from kaflite.cluster import Cluster
     from kaflite.demo.tour import Tour
     from kaflite.demo.workload import Workload
 
-__all__ = ["Snapshot", "plain_line", "render", "take_snapshot"]
+__all__ = ["Snapshot", "render", "status_lines", "take_snapshot"]
 
 Snapshot = dict[str, Any]
 
@@ -113,19 +117,27 @@ def _tour_panel(s: Snapshot) -> Panel:
     return Panel("\n".join(lines), title="Tour of failures")
 
 
-def render(s: Snapshot) -> Group:
+def render(s: Snapshot, step: str) -> Group:
     grid = Table.grid(expand=True)
     grid.add_column(ratio=1)
     grid.add_column(ratio=2)
     grid.add_row(_cluster_panel(s), _connections_panel(s))
     grid.add_row(_cadence_panel(s), Panel("\n".join(s["events"]) or "-", title="Event log"))
-    return Group(grid, _tour_panel(s))
+    return Group(Text(step, style="bold"), grid, _tour_panel(s))
 
 
-def plain_line(s: Snapshot) -> str:
-    leaders = " ".join(f"p{p}:{leader}" for p, leader, _ in s["partitions"])
-    conns = " ".join(f"{cid}={c.connections}" for cid, c in sorted(s["clients"].items()))
-    tour: Tour | None = s["tour"]
-    step = tour.current.title if tour is not None and tour.current is not None else "-"
-    return (f"[{time.strftime('%H:%M:%S')}] acked={s['acked']} consumed={s['consumed']} "
-            f"leaders {leaders} | conns {conns} | step: {step} | spark: {s['spark']}")
+def status_lines(s: Snapshot, step: str, width: int = WIDTH) -> list[str]:
+    """The snapshot as plain lines of at most ``width`` columns: the phase and the counts,
+    then brokers, leaders and Spark, then each client's connections."""
+    clock = time.strftime("%H:%M:%S", time.localtime(s["time"]))
+    lag = sum(s["lag"].values())
+    lines = [fit(f"[{clock}] {step} | acked {s['acked']} consumed {s['consumed']} lag {lag}",
+                 width)]
+    brokers = " ".join(f"{n}" if alive else f"{n}(down)" for n, alive in s["brokers"])
+    leaders = " ".join(f"p{p}:{'-' if leader < 0 else leader}"
+                       for p, leader, _ in s["partitions"])
+    lines += pack("   ", [f"brokers {brokers or '-'}", f"leaders {leaders or '-'}",
+                          f"spark: {s['spark']}"], width, indent="    ", sep=" |")
+    conns = [f"{cid} {c.connections}" for cid, c in sorted(s["clients"].items())]
+    lines += pack("    connections:", conns or ["none"], width, indent="      ")
+    return lines
