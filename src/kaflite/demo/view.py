@@ -69,23 +69,31 @@ def _cluster_panel(s: Snapshot) -> Panel:
     return Panel(Group(Text.from_markup(f"brokers: {up}"), table), title="Cluster")
 
 
+# the registry's role names, shortened to fit the live view's narrow column
+SHORT_ROLES = {"group-coordinator": "coordinator", "partition-leader": "leader"}
+
+
 def _connections_panel(s: Snapshot) -> Panel:
-    table = Table(expand=True, box=None)
-    for col in ("client", "conns (broker / self)", "fan-out", "roles"):
-        table.add_column(col)
+    table = Table(expand=True, box=None, pad_edge=False)
+    longest = max((len(cid) for cid in s["clients"]), default=6)
+    table.add_column("client", overflow="fold", min_width=min(30, longest))
+    table.add_column("brokers/self", no_wrap=True)
+    table.add_column("fan-out")
+    table.add_column("roles")
     for cid, c in sorted(s["clients"].items()):
         fan = " ".join(f"b{b}:{n}" for b, n in sorted(c.fan_out.items()))
-        roles = ", ".join(f"{r} x{n}" for r, n in sorted(c.roles.items()))
+        roles = ", ".join(f"{SHORT_ROLES.get(r, r)} {n}" for r, n in sorted(c.roles.items()))
         reported = s["reported"].get(cid)
-        table.add_row(cid, f"{c.connections} / {reported if reported is not None else '-'}",
+        table.add_row(cid, f"{c.connections}/{reported if reported is not None else '-'}",
                       fan, roles)
     return Panel(table, title="Connections: which connection is which")
 
 
 def _cadence_panel(s: Snapshot) -> Panel:
-    table = Table(expand=True, box=None)
-    for col in ("client", "heartbeat", "commit", "fetch/s"):
-        table.add_column(col)
+    table = Table(expand=True, box=None, pad_edge=False)
+    table.add_column("client", no_wrap=True, min_width=10)
+    for col in ("heartbeat", "commit", "fetch/s"):
+        table.add_column(col, no_wrap=True, min_width=len(col))
 
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v / 1000:.1f}s"
@@ -118,12 +126,13 @@ def _tour_panel(s: Snapshot) -> Panel:
 
 
 def render(s: Snapshot, step: str) -> Group:
+    """The live view: the step under way, then the panels (within the console's width)."""
     grid = Table.grid(expand=True)
     grid.add_column(ratio=1)
-    grid.add_column(ratio=2)
-    grid.add_row(_cluster_panel(s), _connections_panel(s))
-    grid.add_row(_cadence_panel(s), Panel("\n".join(s["events"]) or "-", title="Event log"))
-    return Group(Text(step, style="bold"), grid, _tour_panel(s))
+    grid.add_column(ratio=1)
+    grid.add_row(_cluster_panel(s), _cadence_panel(s))
+    events = Panel("\n".join(s["events"]) or "-", title="Event log")
+    return Group(Text(step, style="bold"), grid, _connections_panel(s), events, _tour_panel(s))
 
 
 def status_lines(s: Snapshot, step: str, width: int = WIDTH) -> list[str]:
