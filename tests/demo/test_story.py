@@ -193,7 +193,8 @@ def test_the_log_file_is_chosen_kept_and_catches_python_warnings(tmp_path: Path)
         fresh.unlink()
         fresh.parent.rmdir()
     config = log4j2_config(kept).read_text()
-    assert "rootLogger.level = info" in config and "SYSTEM_ERR" in config
+    assert "rootLogger.level = info" in config
+    assert f"appender.file.fileName = {kept.as_posix()}" in config
     handler = capture_python_logging(kept)
     try:
         logging.getLogger("kaflite.demo.test").warning("a warning for the log file")

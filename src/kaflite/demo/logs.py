@@ -1,11 +1,12 @@
 """Where the demo's logs go: one file, named in the plan and in the summary.
 
 The terminal is for the story. Spark's JVM logs through log4j2; the demo
-gives it a configuration (``log4j2_config``) that sends every logger, at
-INFO, to the JVM's stderr, and starts the JVM with its stdout and stderr on
-the log file (``kaflite.demo.spark_step``). So the log file also catches
-what the JVM prints before log4j2 starts, and the output of Spark's Python
-workers (Spark copies it to the JVM's stderr). Python's own warnings in the
+gives it a configuration (``log4j2_config``) that writes every logger, at
+INFO, to the log file, and starts the JVM with its stdout and stderr on the
+same file (``kaflite.demo.spark_step``), both appending. So the log file also
+catches what the JVM prints outside log4j2 (before it starts, and Spark's
+notices on stderr), and the output of Spark's Python workers (Spark copies it
+to the JVM's stderr). Python's own warnings in the
 demo's process (``logging``) go to the same file.
 """
 
@@ -18,18 +19,21 @@ from pathlib import Path
 __all__ = ["capture_python_logging", "choose_log_file", "log4j2_config"]
 
 LOG4J2 = """\
-# kaflite demo: every Spark logger, at INFO, to the JVM's stderr (the demo's log file)
+# kaflite demo: every Spark logger, at INFO, to the demo's log file. A file appender, not
+# the console: for a shell (PySpark's gateway is one) Spark filters console appenders
+# down to WARN, whatever the root level says.
 rootLogger.level = info
-rootLogger.appenderRef.stderr.ref = stderr
-appender.stderr.type = Console
-appender.stderr.name = stderr
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n%ex
-# PySpark's gateway counts as a shell, for which Spark lowers the root level to this
-# logger's (default WARN) and says so on stderr; the same level as the root keeps INFO
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = info
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{HH:mm:ss.SSS}} %p %c{{1}}: %m%n%ex
+# Spark takes a shell's level from its main class's logger (WARN when unset), and says
+# so on stderr; at the root's level it leaves the level alone and says nothing
+logger.shell.name = org.apache.spark.api.python.PythonGatewayServer
+logger.shell.level = info
 # chatty at INFO and of no use here
 logger.jetty.name = org.sparkproject.jetty
 logger.jetty.level = warn
@@ -56,7 +60,7 @@ def choose_log_file(log_file: Path | None, data_dir: Path | None) -> Path:
 def log4j2_config(log_file: Path) -> Path:
     """Write the log4j2 configuration beside ``log_file``; returns its path."""
     path = log_file.with_name("log4j2.properties")
-    path.write_text(LOG4J2, encoding="utf-8")
+    path.write_text(LOG4J2.format(log_file=log_file.as_posix()), encoding="utf-8")
     return path
 
 
