@@ -164,7 +164,7 @@ def test_the_summary_has_no_none_and_marks_what_spark_clients_cannot_report() ->
     assert re.search(r"consumer-1 +4 / 4 +group-coordinator x1", text)
     assert re.search(rf"{DRIVER} +2 / - +partition-leader x2", text)
     assert "Python workers" in text
-    assert lines[-1] == "Spark's and Java's logs: /tmp/x/demo.log"
+    assert lines[-1] == "Spark's, Java's and Python's logs: /tmp/x/demo.log"
 
 
 def test_summary_lines_wrap_a_long_tour_outcome() -> None:

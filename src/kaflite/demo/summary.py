@@ -103,5 +103,5 @@ def summary_lines(summary: dict[str, Any], width: int = WIDTH) -> list[tuple[str
             add(wrap(f"    seen: {seen}", width, subsequent="      "), "dim")
     for name, ok in summary["checks"].items():
         out.append((f"{'✓' if ok else '✗'} {name}", "green" if ok else "red"))
-    add(wrap(f"Spark's and Java's logs: {summary['log_file']}", width))
+    add(wrap(f"Spark's, Java's and Python's logs: {summary['log_file']}", width))
     return out

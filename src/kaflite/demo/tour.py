@@ -73,11 +73,6 @@ class Tour:
             self._restart,
         ]
 
-    @property
-    def current(self) -> Step | None:
-        running = [s for s in self.steps if s.status == "running"]
-        return running[-1] if running else None
-
     async def run(self, duration: float, start: float) -> None:
         for step, action in zip(self.steps, self._actions, strict=True):
             await asyncio.sleep(max(0.0, start + step.at * duration - time.monotonic()))
