@@ -155,7 +155,7 @@ def test_repeated_reads_reuse_the_executors_connections(spark: Any, kafka: Clust
 
     def executor_connections() -> set[tuple[int, int]]:
         return {(c.broker, c.connection_id) for c in
-                kafka.connections(client_id="spark-kafka-relation-executor")}
+                kafka.connections(client_id="spark-relation-executor")}
 
     for _ in range(2):   # let the Python workers make their clients
         assert source(spark, servers, subscribe=name).count() == len(expected)

@@ -67,10 +67,13 @@ def test_defaults_follow_spark() -> None:
     assert stream.max_trigger_delay_ms == 15 * 60 * 1000
     assert batch.group_id_prefix == "spark-kafka-relation"
     assert stream.group_id_prefix == "spark-kafka-source"
-    assert stream.client_id("driver-0").startswith("spark-kafka-source-")
-    # kaflite joins no group: the prefix names the clients (their client.id) instead.
+    # kaflite joins no group: the prefix names the clients (their client.id) instead,
+    # Spark's defaults shortened, with 8 hex digits of the query's id: short and readable.
+    assert stream.client_id("driver-0") == f"spark-source-{stream.unique_group_id[:8]}-driver-0"
+    assert batch.client_id("driver-0").startswith("spark-relation-")
+    assert batch.executor_client_id() == "spark-relation-executor"
     mine = src(subscribe="a", groupIdPrefix="etl")
-    assert mine.client_id("driver-0").startswith("etl-")
+    assert mine.client_id("driver-0") == f"etl-{mine.unique_group_id[:8]}-driver-0"
     assert mine.group_id("executor").startswith("etl-")
     assert mine.group_id("executor").endswith("-executor")
     # Executors keep their clients from query to query: their id names no query.
@@ -80,7 +83,7 @@ def test_defaults_follow_spark() -> None:
 def test_executor_params_of_two_queries_share_a_client() -> None:
     first, second = executor_params(src(subscribe="a")), executor_params(src(subscribe="b"))
     assert first.config == second.config        # the same cached client in a worker
-    assert dict(first.config)["client.id"] == "spark-kafka-relation-executor"
+    assert dict(first.config)["client.id"] == "spark-relation-executor"
     assert first.group_id != second.group_id     # Spark's per-query group id, for messages
     assert first.group_id.startswith("spark-kafka-relation-")
 

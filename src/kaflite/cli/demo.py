@@ -18,11 +18,15 @@ def demo(
     faults: Annotated[bool, typer.Option(
         "--faults/--no-faults", help="play the scripted tour of failures")] = True,
     json_out: Annotated[bool, typer.Option(
-        "--json", help="print a machine-readable summary on stdout")] = False,
+        "--json", help="print a machine-readable summary on stdout (the story goes to stderr)")
+    ] = False,
+    log_file: Annotated[Path | None, typer.Option(
+        help="where Spark's and Java's logs go (default: <data-dir>/logs/demo.log, or a new "
+             "temporary directory)")] = None,
 ) -> None:
     """Run the main job: a cluster, a producer, a consumer group, Spark, and a tour of faults."""
     from kaflite.demo import DemoOptions, run_demo
 
     raise typer.Exit(run_demo(DemoOptions(
         brokers=brokers, duration=duration, data_dir=data_dir, spark=spark, faults=faults,
-        json_out=json_out)))
+        json_out=json_out, log_file=log_file)))

@@ -8,6 +8,11 @@ plays, then stop producing, let the consumers drain, and check:
 * every acknowledged record was consumed (lost must be 0);
 * the Spark aggregates match a plain computation over the same events;
 * each client's connections and roles, from the brokers and from the client.
+
+It tells its story as it goes: a plan first (what it starts, breaks and
+checks), then each phase by name as it starts, then the summary, in lines of
+at most 100 columns (``kaflite.demo.story``). Spark's and Java's logs go to a
+file the plan and the summary name (``kaflite.demo.logs``).
 """
 
 from __future__ import annotations
@@ -15,26 +20,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.text import Text
 
 from kaflite._loop import run
 from kaflite.cluster import Cluster
+from kaflite.demo.logs import capture_python_logging, choose_log_file
 from kaflite.demo.spark_step import SparkStep
-from kaflite.demo.tour import Tour
-from kaflite.demo.view import plain_line, render, take_snapshot
+from kaflite.demo.story import WIDTH, Phases, plan_lines, wrap
+from kaflite.demo.summary import build_summary, summary_lines
+from kaflite.demo.tour import Step, Tour, tour_steps
+from kaflite.demo.view import render, status_lines, take_snapshot
 from kaflite.demo.workload import Workload
 
-__all__ = ["DemoOptions", "run_demo"]
+__all__ = ["DemoOptions", "phase_titles", "run_demo"]
 
 EVENTS, RESULTS, GROUP = "events", "results", "demo-group"
+STATUS_EVERY = 5.0  # seconds between status lines without a terminal
 
 
 @dataclass
@@ -46,19 +58,69 @@ class DemoOptions:
     faults: bool = True
     json_out: bool = False
     rate: int = 400
+    log_file: Path | None = None
+
+    @property
+    def tour(self) -> bool:
+        return self.faults and self.brokers >= 3
+
+    @property
+    def victim(self) -> int:
+        return self.brokers - 1
 
 
-async def _main(opts: DemoOptions, cluster: Cluster, console: Console) -> dict[str, Any]:
+def phase_titles(opts: DemoOptions) -> list[str]:
+    """Every phase of the run, in order (the tour's steps among them)."""
+    titles = [f"start a {opts.brokers}-broker cluster", "create the topics events and results",
+              "start the producer and two consumers"]
+    if opts.spark:
+        titles.append("start the Spark streaming job")
+    titles.append("traffic flows")
+    if opts.tour:
+        titles += [step.title for step in tour_steps(opts.victim)]
+    titles.append("stop producing, let the consumers drain")
+    if opts.spark:
+        titles.append("check Spark's windows")
+    titles.append("stop the clients" + (" and Spark" if opts.spark else ""))
+    return titles
+
+
+Say = Callable[[str], None]
+
+
+def _tour_listener(phases: Phases, say: Say) -> Callable[[Step], None]:
+    def tell(step: Step) -> None:
+        if step.status == "running":
+            phases.begin(step.title, f"expect: {step.expect}")
+        else:
+            for line in wrap(f"happened: {step.outcome}", indent="    ", subsequent="  "):
+                say(line)
+    return tell
+
+
+async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: Phases,
+                log_file: Path) -> dict[str, Any]:
+    say = phases.say
     bootstrap = cluster.bootstrap_servers
+    phases.begin(phases.titles[1], "events: 6 partitions, results: 3, replication factor "
+                 f"{min(3, opts.brokers)}")
     await asyncio.to_thread(cluster.create_topic, EVENTS, 6, min(3, opts.brokers))
     await asyncio.to_thread(cluster.create_topic, RESULTS, 3, min(3, opts.brokers))
+    phases.begin(phases.titles[2], f"keyed clickstream events at {opts.rate}/s; consumers "
+                 f"in group {GROUP}")
     workload = Workload(bootstrap, EVENTS, GROUP, rate=opts.rate)
     await workload.start(consumers=2)
-    tour = Tour(cluster, workload, EVENTS, GROUP, victim=opts.brokers - 1) \
-        if opts.faults and opts.brokers >= 3 else None
-    spark = SparkStep(bootstrap, EVENTS, RESULTS, enabled=opts.spark)
+    tour = Tour(cluster, workload, EVENTS, GROUP, victim=opts.victim,
+                listener=_tour_listener(phases, say)) if opts.tour else None
+    spark = SparkStep(bootstrap, EVENTS, RESULTS, enabled=opts.spark, log_file=log_file)
+    if opts.spark:
+        phases.begin("start the Spark streaming job", "local[2]: events through the kaflite "
+                     "source, per-page counts in 10s windows, into results")
     await asyncio.to_thread(spark.start)
     start = time.monotonic()
+    phases.begin("traffic flows", "status " + ("live below" if console.is_terminal
+                                               and not opts.json_out
+                                               else f"every {STATUS_EVERY:.0f}s"))
     tour_task = asyncio.create_task(tour.run(opts.duration, start)) if tour else None
     tty = console.is_terminal and not opts.json_out
     live = Live(console=console, refresh_per_second=2, transient=False) if tty else None
@@ -70,82 +132,51 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console) -> dict[s
             snap = await asyncio.to_thread(take_snapshot, cluster, workload, tour, EVENTS,
                                            spark.describe())
             if live is not None:
-                live.update(render(snap))
-            elif not opts.json_out and time.monotonic() - last_line >= 5:
-                print(plain_line(snap), flush=True)
+                live.update(render(snap, phases.current))
+            elif time.monotonic() - last_line >= STATUS_EVERY:
+                for line in status_lines(snap, phases.current):
+                    say(line)
                 last_line = time.monotonic()
             await asyncio.sleep(1.0)
         if tour_task is not None:
             await asyncio.wait_for(tour_task, 120)
+        phases.begin("stop producing, let the consumers drain",
+                     "then every acknowledged record must have been consumed")
         await workload.stop_producing()
         await workload.drain(timeout=90)
+        if opts.spark:
+            phases.begin("check Spark's windows",
+                         "every window the watermark closed, against a plain count of the events")
         spark_result = await asyncio.to_thread(spark.finish, workload.events)
         snap = await asyncio.to_thread(take_snapshot, cluster, workload, tour, EVENTS,
                                        spark.describe())
         if live is not None:
-            live.update(render(snap))
+            live.update(render(snap, phases.current))
     finally:
         if live is not None:
             live.stop()
+        phases.begin(phases.titles[-1])
         await workload.close()
         await asyncio.to_thread(spark.stop)
-    return _summary(workload, tour, snap, spark_result, opts)
-
-
-def _summary(workload: Workload, tour: Tour | None, snap: dict[str, Any],
-             spark: dict[str, Any], opts: DemoOptions) -> dict[str, Any]:
-    acked = workload.acked
-    consumed = workload.consumed()
-    total_seen = sum(c.records for c in workload.consumers)
-    clients = {
-        cid: {"connections": c.connections, "reported_by_client": snap["reported"].get(cid),
-              "fan_out": {str(k): v for k, v in c.fan_out.items()}, "roles": c.roles,
-              "heartbeat_interval_ms": c.heartbeat_interval_ms,
-              "commit_interval_ms": c.commit_interval_ms, "fetch_rate": c.fetch_rate}
-        for cid, c in snap["clients"].items()
-    }
-    steps = [{"step": s.title, "expect": s.expect, "status": s.status, "happened": s.outcome,
-              "observed": s.observed} for s in (tour.steps if tour else [])]
-    checks = {
-        "no_loss": bool(acked) and not (acked - consumed),
-        "no_failed_sends": not workload.failed,
-        "spark": spark["ok"] if opts.spark else True,
-        "tour_complete": all(s["status"] == "done" for s in steps),
-        "consumers_seen_by_registry": all(
-            f"consumer-{i + 1}" in clients for i in range(len(workload.consumers))),
-    }
-    return {
-        "produced": len(acked),
-        "consumed": len(consumed & acked),
-        "lost": len(acked - consumed),
-        "duplicates": total_seen - len(consumed),
-        "failed_sends": workload.failed[:10],
-        "spark": spark,
-        "clients": clients,
-        "tour": steps,
-        "checks": checks,
-        "ok": all(checks.values()),
-    }
-
-
-def _print_summary(console: Console, summary: dict[str, Any]) -> None:
-    console.rule("summary")
-    console.print(f"produced {summary['produced']}  consumed {summary['consumed']}  "
-                  f"lost {summary['lost']}  duplicates {summary['duplicates']}")
-    console.print(f"spark: {summary['spark']['detail']}")
-    for cid, c in sorted(summary["clients"].items()):
-        console.print(f"{cid}: {c['connections']} connections "
-                      f"(client reports {c['reported_by_client']}), roles {c['roles']}")
-    for step in summary["tour"]:
-        console.print(f"tour: {step['step']}: {step['happened']}")
-        for seen in step["observed"][-2:]:
-            console.print(f"    seen: {seen}")
-    for name, ok in summary["checks"].items():
-        console.print(f"{'[green]✓' if ok else '[red]✗'}[/] {name}")
+    return build_summary(workload, tour, snap, spark_result, opts.spark, phases.started,
+                         str(log_file))
 
 
 def run_demo(opts: DemoOptions) -> int:
-    console = Console(stderr=opts.json_out)
+    console = Console(stderr=opts.json_out, highlight=False)
+    console.width = min(console.width, WIDTH)
+
+    def say(line: str, style: str = "") -> None:
+        console.print(Text(line, style=style), soft_wrap=True)
+
+    log_file = choose_log_file(opts.log_file, opts.data_dir)
+    handler = capture_python_logging(log_file)
+    faults = [(step.at * opts.duration, step.title) for step in tour_steps(opts.victim)]
+    for line in plan_lines(brokers=opts.brokers, duration=opts.duration, rate=opts.rate,
+                           spark=opts.spark, faults=faults if opts.tour else [],
+                           log_file=str(log_file)):
+        say(line)
+    phases = Phases(phase_titles(opts), say)
     data_dir = opts.data_dir
     tmp = None
     if data_dir is None:
@@ -154,19 +185,22 @@ def run_demo(opts: DemoOptions) -> int:
     config = {"group.initial.rebalance.delay.ms": 500, "replica.lag.time.max.ms": 5000,
               "offsets.topic.num.partitions": 10, "min.insync.replicas": 1}
     try:
+        phases.begin(phases.titles[0])
         with Cluster(brokers=opts.brokers, data_dir=data_dir, config=config) as cluster:
-            if not opts.json_out:
-                console.print(f"kaflite demo: {opts.brokers} brokers at "
-                              f"{cluster.bootstrap_servers}, {opts.duration:.0f}s"
-                              + ("" if opts.spark else " (Spark off: --no-spark)"))
-            summary = run(_main(opts, cluster, console))
+            for line in wrap(f"brokers at {cluster.bootstrap_servers}", indent="    ",
+                             subsequent="  "):
+                say(line)
+            summary = run(_main(opts, cluster, console, phases, log_file))
     finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
         if tmp is not None:
             with contextlib.suppress(OSError):
                 tmp.cleanup()
+    console.rule("summary")
+    for line, style in summary_lines(summary):
+        say(line, style)
     if opts.json_out:
         json.dump(summary, sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
-    else:
-        _print_summary(console, summary)
     return 0 if summary["ok"] else 1

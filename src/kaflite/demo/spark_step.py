@@ -18,7 +18,14 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kaflite.demo.logs import log4j2_config
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["WATERMARK_MS", "WINDOW_MS", "SparkStep", "expected_windows"]
 
@@ -44,9 +51,32 @@ def expected_windows(events: list[dict[str, Any]], watermark: int) -> dict[str, 
             for (page, start), a in acc.items() if start + WINDOW_MS <= watermark}
 
 
+def quiet_session(app_name: str, log_file: Path, settings: dict[str, str]) -> SparkSession:
+    """A ``local[2]`` session whose JVM logs to ``log_file``, not to the terminal.
+
+    The JVM starts with its stdout and stderr on ``log_file`` (PySpark's
+    ``launch_gateway`` takes Popen's arguments for this), and with a log4j2
+    configuration that writes every logger there at INFO.
+    """
+    from pyspark import SparkConf, SparkContext, java_gateway
+    from pyspark.sql import SparkSession
+
+    conf = SparkConf().setMaster("local[2]").setAppName(app_name)
+    java_options = f"-Dlog4j2.configurationFile={log4j2_config(log_file).as_uri()}"
+    for key, value in {**settings, "spark.driver.extraJavaOptions": java_options}.items():
+        conf.set(key, value)
+    launch: Callable[..., object] = java_gateway.launch_gateway
+    with log_file.open("ab") as log:  # the JVM keeps its own copy of the descriptor
+        gateway = launch(conf, popen_kwargs={"stdout": log, "stderr": log})
+    context = SparkContext(conf=conf, gateway=gateway)
+    return SparkSession(context)
+
+
 class SparkStep:
-    def __init__(self, bootstrap: str, events: str, results: str, enabled: bool) -> None:
+    def __init__(self, bootstrap: str, events: str, results: str, enabled: bool,
+                 log_file: Path) -> None:
         self.bootstrap = bootstrap
+        self.log_file = log_file
         self.events = events
         self.results = results
         self.enabled = enabled
@@ -59,19 +89,14 @@ class SparkStep:
         if not self.enabled:
             return
         try:
-            from pyspark.sql import SparkSession
-
             import kaflite.spark  # before the session: points executors at this interpreter
             from kaflite.pipelines import clickstream
         except ImportError as exc:
             self.status = f"unavailable: {exc}"
             return
-        self._spark = (SparkSession.builder.master("local[2]").appName("kaflite-demo")
-                       .config("spark.ui.enabled", "false")
-                       .config("spark.sql.shuffle.partitions", "2")
-                       .config("spark.ui.showConsoleProgress", "false")
-                       .getOrCreate())
-        self._spark.sparkContext.setLogLevel("ERROR")
+        self._spark = quiet_session("kaflite-demo", self.log_file, {
+            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+            "spark.ui.showConsoleProgress": "false"})
         kaflite.spark.register(self._spark)
         self._queries = clickstream.start(
             self._spark, self.bootstrap, self.events, self.results, self._checkpoint,

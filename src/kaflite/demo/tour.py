@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from kaflite.cluster import Cluster
     from kaflite.demo.workload import Workload
 
-__all__ = ["Step", "Tour"]
+__all__ = ["Step", "Tour", "tour_steps"]
 
 
 @dataclass
@@ -29,6 +29,22 @@ class Step:
     outcome: str = ""
     started: float = 0.0
     observed: list[str] = field(default_factory=list)
+
+
+def tour_steps(victim: int) -> list[Step]:
+    """The tour's steps, in order, each at a fraction of the run's duration."""
+    return [
+        Step(0.12, "move the leader of partition 0",
+             "NOT_LEADER_OR_FOLLOWER, a metadata refresh, a reconnect to the new leader"),
+        Step(0.27, f"kill broker {victim}",
+             "elections for its partitions, ISR shrink, clients rerouting"),
+        Step(0.45, "move the group coordinator",
+             "NOT_COORDINATOR, then FindCoordinator finds the new one"),
+        Step(0.60, "add a third consumer",
+             "a rebalance with a new generation and new assignments"),
+        Step(0.75, f"restart broker {victim}",
+             "it catches up and rejoins the ISR of every partition"),
+    ]
 
 
 def _events_since(workload: Workload, since: float, words: tuple[str, ...]) -> list[str]:
@@ -44,38 +60,24 @@ def _events_since(workload: Workload, since: float, words: tuple[str, ...]) -> l
 
 class Tour:
     def __init__(self, cluster: Cluster, workload: Workload, topic: str, group: str,
-                 victim: int = 2) -> None:
+                 victim: int = 2, listener: Callable[[Step], None] | None = None) -> None:
         self.cluster = cluster
         self.workload = workload
         self.topic = topic
         self.group = group
         self.victim = victim
-        self.steps = [
-            Step(0.12, "move the leader of partition 0",
-                 "NOT_LEADER_OR_FOLLOWER, a metadata refresh, a reconnect to the new leader"),
-            Step(0.27, f"kill broker {victim}",
-                 "elections for its partitions, ISR shrink, clients rerouting"),
-            Step(0.45, "move the group coordinator",
-                 "NOT_COORDINATOR, then FindCoordinator finds the new one"),
-            Step(0.60, "add a third consumer",
-                 "a rebalance with a new generation and new assignments"),
-            Step(0.75, f"restart broker {victim}",
-                 "it catches up and rejoins the ISR of every partition"),
-        ]
+        self.steps = tour_steps(victim)
+        self.listener = listener  # told when a step starts and when it is done
         self._actions: list[Callable[[Step], None]] = [
             self._move_leader, self._kill, self._move_coordinator, self._add_consumer_marker,
             self._restart,
         ]
 
-    @property
-    def current(self) -> Step | None:
-        running = [s for s in self.steps if s.status == "running"]
-        return running[-1] if running else None
-
     async def run(self, duration: float, start: float) -> None:
         for step, action in zip(self.steps, self._actions, strict=True):
             await asyncio.sleep(max(0.0, start + step.at * duration - time.monotonic()))
             step.status, step.started = "running", time.time()
+            self._tell(step)
             if action == self._add_consumer_marker:  # bound methods: compare, not identity
                 state = await self.workload.add_consumer()
                 step.outcome = f"{state.name} joined group {self.group}"
@@ -84,6 +86,11 @@ class Tour:
             await asyncio.sleep(min(6.0, duration * 0.08))
             self._observe(step)
             step.status = "done"
+            self._tell(step)
+
+    def _tell(self, step: Step) -> None:
+        if self.listener is not None:
+            self.listener(step)
 
     # -- actions (run in a worker thread: they wait on the cluster's loop) ------------
     def _move_leader(self, step: Step) -> None:

@@ -4,6 +4,8 @@ Everything shown is read, not assumed: the cluster panel from the controller,
 the connections panel from the brokers' connection registry (with the
 connection counts each client reports about itself beside it), cadences from
 the registry's measured request gaps, and the event log from the clients.
+Without a terminal the same snapshot is a few status lines of at most
+``WIDTH`` columns (``status_lines``).
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from kaflite.demo.story import WIDTH, fit, pack
+
 if TYPE_CHECKING:
     from kaflite.cluster import Cluster
     from kaflite.demo.tour import Tour
     from kaflite.demo.workload import Workload
 
-__all__ = ["Snapshot", "plain_line", "render", "take_snapshot"]
+__all__ = ["Snapshot", "render", "status_lines", "take_snapshot"]
 
 Snapshot = dict[str, Any]
 
@@ -65,23 +69,31 @@ def _cluster_panel(s: Snapshot) -> Panel:
     return Panel(Group(Text.from_markup(f"brokers: {up}"), table), title="Cluster")
 
 
+# the registry's role names, shortened to fit the live view's narrow column
+SHORT_ROLES = {"group-coordinator": "coordinator", "partition-leader": "leader"}
+
+
 def _connections_panel(s: Snapshot) -> Panel:
-    table = Table(expand=True, box=None)
-    for col in ("client", "conns (broker / self)", "fan-out", "roles"):
-        table.add_column(col)
+    table = Table(expand=True, box=None, pad_edge=False)
+    longest = max((len(cid) for cid in s["clients"]), default=6)
+    table.add_column("client", overflow="fold", min_width=min(30, longest))
+    table.add_column("brokers/self", no_wrap=True)
+    table.add_column("fan-out")
+    table.add_column("roles")
     for cid, c in sorted(s["clients"].items()):
         fan = " ".join(f"b{b}:{n}" for b, n in sorted(c.fan_out.items()))
-        roles = ", ".join(f"{r} x{n}" for r, n in sorted(c.roles.items()))
+        roles = ", ".join(f"{SHORT_ROLES.get(r, r)} {n}" for r, n in sorted(c.roles.items()))
         reported = s["reported"].get(cid)
-        table.add_row(cid, f"{c.connections} / {reported if reported is not None else '-'}",
+        table.add_row(cid, f"{c.connections}/{reported if reported is not None else '-'}",
                       fan, roles)
     return Panel(table, title="Connections: which connection is which")
 
 
 def _cadence_panel(s: Snapshot) -> Panel:
-    table = Table(expand=True, box=None)
-    for col in ("client", "heartbeat", "commit", "fetch/s"):
-        table.add_column(col)
+    table = Table(expand=True, box=None, pad_edge=False)
+    table.add_column("client", no_wrap=True, min_width=10)
+    for col in ("heartbeat", "commit", "fetch/s"):
+        table.add_column(col, no_wrap=True, min_width=len(col))
 
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v / 1000:.1f}s"
@@ -113,19 +125,28 @@ def _tour_panel(s: Snapshot) -> Panel:
     return Panel("\n".join(lines), title="Tour of failures")
 
 
-def render(s: Snapshot) -> Group:
+def render(s: Snapshot, step: str) -> Group:
+    """The live view: the step under way, then the panels (within the console's width)."""
     grid = Table.grid(expand=True)
     grid.add_column(ratio=1)
-    grid.add_column(ratio=2)
-    grid.add_row(_cluster_panel(s), _connections_panel(s))
-    grid.add_row(_cadence_panel(s), Panel("\n".join(s["events"]) or "-", title="Event log"))
-    return Group(grid, _tour_panel(s))
+    grid.add_column(ratio=1)
+    grid.add_row(_cluster_panel(s), _cadence_panel(s))
+    events = Panel("\n".join(s["events"]) or "-", title="Event log")
+    return Group(Text(step, style="bold"), grid, _connections_panel(s), events, _tour_panel(s))
 
 
-def plain_line(s: Snapshot) -> str:
-    leaders = " ".join(f"p{p}:{leader}" for p, leader, _ in s["partitions"])
-    conns = " ".join(f"{cid}={c.connections}" for cid, c in sorted(s["clients"].items()))
-    tour: Tour | None = s["tour"]
-    step = tour.current.title if tour is not None and tour.current is not None else "-"
-    return (f"[{time.strftime('%H:%M:%S')}] acked={s['acked']} consumed={s['consumed']} "
-            f"leaders {leaders} | conns {conns} | step: {step} | spark: {s['spark']}")
+def status_lines(s: Snapshot, step: str, width: int = WIDTH) -> list[str]:
+    """The snapshot as plain lines of at most ``width`` columns: the phase and the counts,
+    then brokers, leaders and Spark, then each client's connections."""
+    clock = time.strftime("%H:%M:%S", time.localtime(s["time"]))
+    lag = sum(s["lag"].values())
+    lines = [fit(f"[{clock}] {step} | acked {s['acked']} consumed {s['consumed']} lag {lag}",
+                 width)]
+    brokers = " ".join(f"{n}" if alive else f"{n}(down)" for n, alive in s["brokers"])
+    leaders = " ".join(f"p{p}:{'-' if leader < 0 else leader}"
+                       for p, leader, _ in s["partitions"])
+    lines += pack("   ", [f"brokers {brokers or '-'}", f"leaders {leaders or '-'}",
+                          f"spark: {s['spark']}"], width, indent="    ", sep=" |")
+    conns = [f"{cid} {c.connections}" for cid, c in sorted(s["clients"].items())]
+    lines += pack("    connections:", conns or ["none"], width, indent="      ")
+    return lines

@@ -45,6 +45,8 @@ from kaflite.config import PROPERTIES
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "SHORT_CLIENT_NAMES",
+    "SINK_CLIENT_ID",
     "Assign",
     "EarliestOffsets",
     "GlobalTimestamp",
@@ -151,6 +153,11 @@ class SpecificTimestamps:
 OffsetSpec = EarliestOffsets | LatestOffsets | SpecificOffsets | GlobalTimestamp | SpecificTimestamps
 
 
+# Spark's default group id prefixes, and the shorter names kaflite's client ids use.
+SHORT_CLIENT_NAMES = {"spark-kafka-source": "spark-source", "spark-kafka-relation": "spark-relation"}
+SINK_CLIENT_ID = "spark-sink"
+
+
 @dataclass
 class SourceOptions:
     strategy: Strategy
@@ -178,17 +185,26 @@ class SourceOptions:
         """Spark's group id scheme (``<prefix>-<query uuid>-<role>``), for messages."""
         return f"{self.group_id_prefix}-{self.unique_group_id}-{role}"
 
+    @property
+    def client_name(self) -> str:
+        """The first part of the clients' ids: the group id prefix, with Spark's two
+        defaults shortened (``spark-source``, ``spark-relation``)."""
+        return SHORT_CLIENT_NAMES.get(self.group_id_prefix, self.group_id_prefix)
+
     def client_id(self, role: str) -> str:
-        """The client id of the driver's clients: the group id (kaflite joins no group)."""
-        return self.kafka_params.get("client.id") or self.group_id(role)
+        """The client id of the driver's clients: ``<name>-<query>-<role>``, where
+        ``<query>`` is the first 8 hex digits of the query's unique id (as in its group
+        id), so ids stay short and readable: ``spark-source-1f0c9a2e-driver-0``."""
+        return (self.kafka_params.get("client.id")
+                or f"{self.client_name}-{self.unique_group_id[:8]}-{role}")
 
     def executor_client_id(self) -> str:
         """The executors' client id: the same for every query with this prefix.
 
         Executors keep their clients from query to query (``_kafka.client_for``),
-        so the id names the source, not the query: ``<prefix>-executor``.
+        so the id names the source, not the query: ``<name>-executor``.
         """
-        return self.kafka_params.get("client.id") or f"{self.group_id_prefix}-executor"
+        return self.kafka_params.get("client.id") or f"{self.client_name}-executor"
 
 
 @dataclass

@@ -42,7 +42,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 
 from kaflite.client.sync import Producer
 from kaflite.config import resolve
-from kaflite.spark.options import KafkaOptionError, SinkOptions, client_config
+from kaflite.spark.options import SINK_CLIENT_ID, KafkaOptionError, SinkOptions, client_config
 
 try:  # PySpark 4.1+
     from pyspark.sql.datasource import DataSourceArrowWriter as _BatchBase
@@ -148,7 +148,7 @@ class _KafkaWrite:
     def __init__(self, opts: SinkOptions, schema: StructType) -> None:
         validate_sink_schema(schema, opts.topic)
         self.topic = opts.topic
-        self.config = client_config(opts.kafka_params, "producer", "spark-kafka-sink")
+        self.config = client_config(opts.kafka_params, "producer", SINK_CLIENT_ID)
         resolve("producer", self.config)
         self.columns = [f.name for f in schema.fields]
 

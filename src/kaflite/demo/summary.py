@@ -1,0 +1,107 @@
+"""The demo's summary: what was produced, consumed, checked and seen.
+
+``build_summary`` makes the dictionary ``kaflite demo --json`` prints;
+``summary_lines`` the same for people, in lines of at most ``WIDTH`` columns.
+A value nobody measured is left out (never ``None``): Spark's clients live in
+Spark's Python workers, so only the brokers' side of their connections is known.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kaflite.demo.story import WIDTH, fit, pack, wrap
+
+if TYPE_CHECKING:
+    from kaflite.cluster.observe import ClientSnapshot
+    from kaflite.demo.tour import Tour
+    from kaflite.demo.view import Snapshot
+    from kaflite.demo.workload import Workload
+
+__all__ = ["build_summary", "summary_lines"]
+
+
+def _client(c: ClientSnapshot, reported: int | None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "connections": c.connections,
+        "fan_out": {str(k): v for k, v in c.fan_out.items()},
+        "roles": dict(c.roles),
+    }
+    measured = {"reported_by_client": reported,
+                "heartbeat_interval_ms": c.heartbeat_interval_ms,
+                "commit_interval_ms": c.commit_interval_ms, "fetch_rate": c.fetch_rate}
+    out.update({k: v for k, v in measured.items() if v is not None})
+    return out
+
+
+def build_summary(workload: Workload, tour: Tour | None, snap: Snapshot,
+                  spark: dict[str, Any], spark_on: bool, phases: list[str],
+                  log_file: str) -> dict[str, Any]:
+    acked = workload.acked
+    consumed = workload.consumed()
+    total_seen = sum(c.records for c in workload.consumers)
+    clients = {cid: _client(c, snap["reported"].get(cid))
+               for cid, c in snap["clients"].items()}
+    steps = [{"step": s.title, "expect": s.expect, "status": s.status, "happened": s.outcome,
+              "observed": s.observed} for s in (tour.steps if tour else [])]
+    checks = {
+        "no_loss": bool(acked) and not (acked - consumed),
+        "no_failed_sends": not workload.failed,
+        "spark": bool(spark["ok"]) if spark_on else True,
+        "tour_complete": all(s["status"] == "done" for s in steps),
+        "consumers_seen_by_registry": all(
+            f"consumer-{i + 1}" in clients for i in range(len(workload.consumers))),
+    }
+    return {
+        "produced": len(acked),
+        "consumed": len(consumed & acked),
+        "lost": len(acked - consumed),
+        "duplicates": total_seen - len(consumed),
+        "failed_sends": workload.failed[:10],
+        "spark": spark,
+        "clients": clients,
+        "tour": steps,
+        "phases": phases,
+        "log_file": log_file,
+        "checks": checks,
+        "ok": all(checks.values()),
+    }
+
+
+def _roles(roles: dict[str, int]) -> str:
+    return ", ".join(f"{r} x{n}" for r, n in sorted(roles.items())) or "no role yet"
+
+
+def summary_lines(summary: dict[str, Any], width: int = WIDTH) -> list[tuple[str, str]]:
+    """The summary as ``(line, style)`` pairs; every line at most ``width`` columns."""
+    out: list[tuple[str, str]] = []
+
+    def add(lines: list[str], style: str = "") -> None:
+        out.extend((line, style) for line in lines)
+
+    add([fit(f"produced {summary['produced']}  consumed {summary['consumed']}  "
+             f"lost {summary['lost']}  duplicates {summary['duplicates']}", width)])
+    add(wrap(f"spark: {summary['spark']['detail']}", width))
+    clients = summary["clients"]
+    if clients:
+        add(["connections (the brokers' count / the client's own count) and roles:"])
+        name_width = min(32, max(len(cid) for cid in clients))
+        unreported = False
+        for cid, c in sorted(clients.items()):
+            own = c.get("reported_by_client")
+            unreported |= own is None
+            head = f"  {fit(cid, name_width):<{name_width}}  {c['connections']} / "
+            head += ("-" if own is None else str(own)) + " "
+            add(pack(head, [_roles(c["roles"])], width, indent=" " * (name_width + 4)))
+        if unreported:
+            add(wrap("  (- : the client runs inside Spark's Python workers, which the demo "
+                     "cannot ask; the brokers' count is the only one)", width,
+                     subsequent="  "), "dim")
+    for step in summary["tour"]:
+        add(wrap(f"tour: {step['step']}: {step['happened']}", width))
+        for seen in step["observed"][-2:]:
+            add(wrap(f"    seen: {seen}", width, subsequent="      "), "dim")
+    for name, ok in summary["checks"].items():
+        out.append((f"{'✓' if ok else '✗'} {name}", "green" if ok else "red"))
+    add(wrap(f"Spark's, Java's and Python's logs: {summary['log_file']}", width))
+    return out
