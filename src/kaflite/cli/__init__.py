@@ -7,6 +7,7 @@ import typer
 from kaflite.cli import (
     bench,
     chaos,
+    configs,
     connections,
     consume,
     demo,
@@ -33,6 +34,7 @@ app.command("consume")(consume.consume)
 app.command("bench")(bench.bench)
 app.add_typer(topics.app, name="topics")
 app.add_typer(groups.app, name="groups")
+app.add_typer(configs.app, name="configs")
 app.add_typer(transactions.app, name="transactions")
 app.add_typer(chaos.app, name="chaos")
 

@@ -8,7 +8,8 @@ import typer
 
 from kaflite.cli._state import find_bootstrap, find_http
 
-__all__ = ["FIND", "Bootstrap", "ClientProps", "HttpOption", "client_props"]
+__all__ = ["FIND", "Bootstrap", "ClientProps", "HttpOption", "client_config", "client_props",
+           "props_for"]
 
 FIND = ""   # the default of Bootstrap and HttpOption: find the running cluster (_state.py)
 
@@ -41,3 +42,24 @@ def client_props(items: list[str] | None) -> dict[str, str]:
             raise typer.BadParameter(f"expected name=value, got {item!r}", param_hint="-X")
         out[name.strip()] = value
     return out
+
+
+def client_config(bootstrap: str, client_id: str, props: list[str] | None,
+                  **defaults: object) -> dict[str, object]:
+    """A client's config: the bootstrap, the command's client.id and ``defaults``, with
+    the user's ``-X name=value`` properties over them (Kafka's names)."""
+    return {"bootstrap.servers": bootstrap, "client.id": client_id, **defaults,
+            **client_props(props)}
+
+
+def props_for(role: str, items: list[str] | None) -> list[str]:
+    """The ``-X`` items a client of ``role`` ("admin", "producer", "consumer") takes, for
+    a command that runs several kinds of client: each gets its own kind's properties
+    and the common ones (an unknown one goes to all, to be refused by name)."""
+    from kaflite.config import COMMON, PROPERTIES
+
+    def takes(item: str) -> bool:
+        prop = PROPERTIES.get(item.partition("=")[0].strip())
+        return prop is None or bool(prop.roles & {role, COMMON})
+
+    return [item for item in items or [] if takes(item)]

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from kaflite.cli._errors import UnknownTopic
+from kaflite.cli._options import client_config, props_for
 
 __all__ = ["topic_partitions"]
 
 
-async def topic_partitions(bootstrap: str, topic: str, create: bool) -> list[int]:
+async def topic_partitions(bootstrap: str, topic: str, create: bool,
+                           props: list[str] | None = None) -> list[int]:
     """The topic's partitions; ``UnknownTopic`` if it does not exist, unless ``create``
-    (then it is created with the cluster's defaults)."""
+    (then it is created with the cluster's defaults). ``props``: the user's ``-X``."""
     from kaflite.client import Admin, NewTopic
     from kaflite.protocol import errors
 
-    async with Admin({"bootstrap.servers": bootstrap, "client.id": "kaflite-cli"}) as admin:
+    async with Admin(client_config(bootstrap, "kaflite-cli", props_for("admin", props))) as admin:
         try:
             described = await admin.describe_topics([topic])
         except errors.UnknownTopicOrPartitionError:
@@ -22,3 +24,4 @@ async def topic_partitions(bootstrap: str, topic: str, create: bool) -> list[int
             await admin.create_topics([NewTopic(topic, -1, -1)])
             described = await admin.describe_topics([topic])
     return sorted(p.partition for p in described[topic].partitions)
+

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from kaflite.cli._http import request
 from kaflite.cli._options import FIND, HttpOption
+from kaflite.cli._output import JsonOption, emit_json
 
 
 def _short(items: list[str], limit: int = 6) -> str:
@@ -72,7 +73,7 @@ def connections(
     closed: Annotated[bool, typer.Option(
         "--closed", help="also connections the clients have closed")] = False,
     clients: Annotated[bool, typer.Option("--clients", help="also per-client cadences")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Show every client connection: client, broker, role and partitions or groups."""
     query = []
@@ -85,10 +86,7 @@ def connections(
     rows = request(http, "GET", "/connections" + ("?" + "&".join(query) if query else ""))
     summary = request(http, "GET", "/clients") if clients else None
     if as_json:
-        import json
-
-        typer.echo(json.dumps({"connections": rows, "clients": summary}
-                              if clients else rows, indent=1))
+        emit_json({"connections": rows, "clients": summary} if clients else rows)
         return
     console = Console(width=160)
     console.print(connections_table(rows))

@@ -1,4 +1,9 @@
-"""``kaflite produce``: lines from stdin (or ``--file``) to a topic, like ``kcat -P``."""
+"""``kaflite produce``: lines from stdin (or ``--file``) to a topic, like ``kcat -P``.
+
+It says on stderr how many records were acknowledged; ``--json`` prints that summary
+on stdout as JSON instead. When stderr is a terminal, a progress bar counts the lines
+sent (and, with ``--file``, shows how far through the file it is).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,11 @@ from pathlib import Path
 from typing import Annotated, TextIO
 
 import typer
-from rich.progress import Progress
 
 from kaflite._loop import run
 from kaflite.cli._options import FIND, Bootstrap, ClientProps, client_props
+from kaflite.cli._output import JsonOption, emit_json
+from kaflite.cli._progress import bar
 from kaflite.cli._topics import topic_partitions
 
 
@@ -29,6 +35,7 @@ def produce(
     = None,
     create: Annotated[bool, typer.Option(
         "--create", help="create the topic if it does not exist")] = False,
+    as_json: JsonOption = False,
     props: ClientProps = None,
 ) -> None:
     """Write one record per input line; print how many were acknowledged."""
@@ -39,20 +46,34 @@ def produce(
         if not sep:
             raise typer.BadParameter(f"expected name=value, got {h!r}", param_hint="--header")
         headers.append((name, value.encode()))
-    run(topic_partitions(bootstrap, topic, create))
+    run(topic_partitions(bootstrap, topic, create, props))
     source = file.open() if file is not None else sys.stdin
+    total = _count_lines(file) if file is not None else None
     try:
         count = run(_produce(bootstrap, topic, source, key_delimiter, partition, headers,
-                             compression, acks, extra))
+                             compression, acks, extra, total))
     finally:
         if file is not None:
             source.close()
-    typer.echo(f"{count} records acknowledged by {topic}", err=True)
+    if as_json:
+        emit_json({"topic": topic, "acknowledged": count})
+    else:
+        typer.echo(f"{count} records acknowledged by {topic}", err=True)
+
+
+def _count_lines(file: Path) -> int | None:
+    """The file's line count, for the progress bar (None when it is not shown)."""
+    from kaflite.cli._progress import shows_progress
+
+    if not shows_progress(sys.stderr):
+        return None
+    with file.open("rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
 
 
 async def _produce(bootstrap: str, topic: str, source: TextIO, delimiter: str | None,
                    partition: int | None, headers: list[tuple[str, bytes]], compression: str,
-                   acks: str, extra: dict[str, str]) -> int:
+                   acks: str, extra: dict[str, str], total: int | None) -> int:
     from kaflite.client import Producer
 
     errors: list[str] = []
@@ -67,9 +88,7 @@ async def _produce(bootstrap: str, topic: str, source: TextIO, delimiter: str | 
 
     async with Producer({"bootstrap.servers": bootstrap, "compression.type": compression,
                          "acks": acks, "client.id": "kaflite-produce", **extra}) as producer:
-        show = sys.stderr.isatty()
-        with Progress(disable=not show, transient=True) as progress:
-            task = progress.add_task("producing", total=None)
+        with bar("producing", total, sys.stderr) as progress:
             for n, line in enumerate(source, 1):
                 line = line.rstrip("\n")
                 key: str | None = None
@@ -85,7 +104,7 @@ async def _produce(bootstrap: str, topic: str, source: TextIO, delimiter: str | 
                     except Exception:  # buffer full: let the sender catch up
                         await producer.flush(5)
                 if n % 1000 == 0:
-                    progress.update(task, completed=n)
+                    progress.update(n, total)
             await producer.flush()
     if errors:
         raise typer.Exit(_fail(f"{len(errors)} records failed, first: {errors[0]}"))

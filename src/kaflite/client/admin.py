@@ -53,11 +53,16 @@ from kaflite.protocol.messages import incremental_alter_configs_request as iacq
 from kaflite.protocol.messages import offset_commit_request as ocq
 from kaflite.protocol.messages import offset_fetch_request as ofq
 
-__all__ = ["Admin", "ConfigResource", "GroupDescription", "MemberDescription", "NewTopic",
-           "TransactionDescription"]
+__all__ = ["Admin", "ConfigEntry", "ConfigResource", "ConfigSynonym", "GroupDescription",
+           "MemberDescription", "NewTopic", "TransactionDescription", "TransactionListing"]
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
+# DescribeConfigs' config_source codes, by Java's ConfigEntry.ConfigSource names
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
+                  5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+                  7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
 
 
 @dataclass
@@ -73,6 +78,29 @@ class NewTopic:
 class ConfigResource:
     type: int   # 2 topic, 4 broker
     name: str
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: str         # a CONFIG_SOURCES name
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config as DescribeConfigs reports it (Java's ``ConfigEntry``)."""
+
+    name: str
+    value: str | None   # None when sensitive
+    source: str         # a CONFIG_SOURCES name
+    sensitive: bool
+    read_only: bool
+    synonyms: tuple[ConfigSynonym, ...] = ()
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == "DEFAULT_CONFIG"
 
 
 @dataclass
@@ -91,6 +119,7 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: list[MemberDescription]
+    coordinator: BrokerAddress | None = None
 
 
 @dataclass
@@ -102,6 +131,15 @@ class TransactionDescription:
     timeout_ms: int
     start_ms: int
     partitions: list[TopicPartition]
+    coordinator_id: int = -1
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator_id: int
 
 
 def _check(code: int, what: str, message: str | None = None) -> None:
@@ -190,17 +228,32 @@ class Admin(BaseClient):
     # -- configs ----------------------------------------------------------------------------
     async def describe_configs(self, resources: Iterable[ConfigResource]
                                ) -> dict[ConfigResource, dict[str, str | None]]:
+        return {res: {e.name: e.value for e in entries}
+                for res, entries in (await self.describe_config_entries(resources)).items()}
+
+    async def describe_config_entries(self, resources: Iterable[ConfigResource],
+                                      include_synonyms: bool = False
+                                      ) -> dict[ConfigResource, list[ConfigEntry]]:
+        """Every config of each resource with its source, sensitivity and (if asked)
+        synonyms, in the broker's order."""
         await self.start()
-        out: dict[ConfigResource, dict[str, str | None]] = {}
+        out: dict[ConfigResource, list[ConfigEntry]] = {}
         for res in resources:
             req = DescribeConfigsRequest(resources=[dcq.DescribeConfigsResource(
-                resource_type=res.type, resource_name=res.name, configuration_keys=None)])
+                resource_type=res.type, resource_name=res.name, configuration_keys=None)],
+                include_synonyms=include_synonyms)
             node = int(res.name) if res.type == BROKER else None
             resp = await (self._request(node, req) if node is not None
                           else self._request_any(req))
             for r in resp.results:
                 _check(r.error_code, f"describe configs {res.name}", r.error_message)
-                out[res] = {c.name: c.value for c in r.configs}
+                out[res] = [ConfigEntry(
+                    c.name, c.value,
+                    CONFIG_SOURCES.get(c.config_source, "UNKNOWN") if c.config_source >= 0
+                    else ("DEFAULT_CONFIG" if c.is_default else "UNKNOWN"),
+                    c.is_sensitive, c.read_only,
+                    tuple(ConfigSynonym(s.name, s.value, CONFIG_SOURCES.get(s.source, "UNKNOWN"))
+                          for s in c.synonyms)) for c in r.configs]
         return out
 
     async def alter_configs(self, changes: Mapping[ConfigResource, Mapping[str, str | None]]
@@ -259,7 +312,8 @@ class Admin(BaseClient):
                     if g.protocol_type == "consumer" and len(m.member_assignment) >= 2 else [])
                     for m in g.members]
                 out[g.group_id] = GroupDescription(g.group_id, g.group_state, g.protocol_type,
-                                                   g.protocol_data, members)
+                                                   g.protocol_data, members,
+                                                   self.pool.brokers.get(node))
         return out
 
     async def delete_groups(self, groups: Iterable[str]) -> None:
@@ -313,6 +367,13 @@ class Admin(BaseClient):
                                 producer_ids: Iterable[int] = ()
                                 ) -> list[tuple[str, int, str]]:
         """(transactional id, producer id, state) of every transactional id on every broker."""
+        return [(t.transactional_id, t.producer_id, t.state)
+                for t in await self.list_transaction_listings(states, producer_ids)]
+
+    async def list_transaction_listings(self, states: Iterable[str] = (),
+                                        producer_ids: Iterable[int] = ()
+                                        ) -> list[TransactionListing]:
+        """Every transactional id on every broker, with the broker (its coordinator)."""
         await self.start()
         out = []
         req = ListTransactionsRequest(state_filters=list(states),
@@ -320,9 +381,9 @@ class Admin(BaseClient):
         for node in list(self.pool.brokers):
             resp = await self._request(node, req)
             _check(resp.error_code, f"list transactions on broker {node}")
-            out += [(t.transactional_id, t.producer_id, t.transaction_state)
-                    for t in resp.transaction_states]
-        return sorted(out)
+            out += [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state,
+                                       node) for t in resp.transaction_states]
+        return sorted(out, key=lambda t: (t.transactional_id, t.producer_id, t.state))
 
     async def describe_transactions(self, ids: Iterable[str]
                                     ) -> dict[str, TransactionDescription]:
@@ -336,7 +397,7 @@ class Admin(BaseClient):
                 out[t.transactional_id] = TransactionDescription(
                     t.transactional_id, t.transaction_state, t.producer_id, t.producer_epoch,
                     t.transaction_timeout_ms, t.transaction_start_time_ms,
-                    [TopicPartition(d.topic, p) for d in t.topics for p in d.partitions])
+                    [TopicPartition(d.topic, p) for d in t.topics for p in d.partitions], node)
         return out
 
     async def list_offsets(self, query: Mapping[TopicPartition, int | str]

@@ -28,10 +28,12 @@ from kaflite.client import admin as _admin
 from kaflite.client import consumer as _consumer
 from kaflite.client import producer as _producer
 from kaflite.client.admin import (
+    ConfigEntry,
     ConfigResource,
     GroupDescription,
     NewTopic,
     TransactionDescription,
+    TransactionListing,
 )
 from kaflite.client.consumer import ConsumerRecord, RecordList, TopicPartition
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp
@@ -290,6 +292,11 @@ class Admin(_SyncClient):
                          ) -> dict[ConfigResource, dict[str, str | None]]:
         return self._run(self._async.describe_configs(resources))
 
+    def describe_config_entries(self, resources: Iterable[ConfigResource],
+                                include_synonyms: bool = False
+                                ) -> dict[ConfigResource, list[ConfigEntry]]:
+        return self._run(self._async.describe_config_entries(resources, include_synonyms))
+
     def alter_configs(self, changes: Mapping[ConfigResource, Mapping[str, str | None]]) -> None:
         self._run(self._async.alter_configs(changes))
 
@@ -299,6 +306,10 @@ class Admin(_SyncClient):
     def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
                           ) -> list[tuple[str, int, str]]:
         return self._run(self._async.list_transactions(states, producer_ids))
+
+    def list_transaction_listings(self, states: Iterable[str] = (),
+                                  producer_ids: Iterable[int] = ()) -> list[TransactionListing]:
+        return self._run(self._async.list_transaction_listings(states, producer_ids))
 
     def describe_transactions(self, ids: Iterable[str]) -> dict[str, TransactionDescription]:
         return self._run(self._async.describe_transactions(ids))
