@@ -29,8 +29,10 @@ def test_topics_produce_consume_groups(cluster: Cluster) -> None:
     b = cluster.bootstrap_servers
     kaflite("topics", "create", "cli-data", "-b", b, "-p", "3", "-r", "2")
     assert "cli-data" in kaflite("topics", "list", "-b", b).split()
-    described = kaflite("topics", "describe", "cli-data", "-b", b)
-    assert described.count("cli-data") == 3
+    described = kaflite("topics", "describe", "cli-data", "-b", b).splitlines()
+    assert described[0].startswith("Topic: cli-data\tTopicId: ")
+    assert [line.split("\t")[2] for line in described[1:]] == [f"Partition: {p}"
+                                                               for p in range(3)]
     lines = [f"key{i}:value-{i}" for i in range(300)]
     kaflite("produce", "-t", "cli-data", "-b", b, "-K", ":", "-H", "origin=cli",
             stdin="\n".join(lines) + "\n")
@@ -79,7 +81,8 @@ def test_transactions_list_and_describe(cluster: Cluster) -> None:
         p.send("cli-txn", b"open", partition=0)
         listed = kaflite("transactions", "list", "-b", b, "--state", "Ongoing")
         assert "cli-tid" in listed and "Ongoing" in listed
-        described = kaflite("transactions", "describe", "cli-tid", "-b", b)
-        assert "cli-tid: Ongoing" in described and "cli-txn" in described
+        described = kaflite("transactions", "describe", "cli-tid", "-b", b).splitlines()
+        assert described[1].split()[1] == "cli-tid" and described[1].split()[4] == "Ongoing"
+        assert described[1].split()[-1] == "cli-txn-0"
         p.abort_transaction()
     assert "cli-tid" not in kaflite("transactions", "list", "-b", b, "--state", "Ongoing")

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from kaflite._loop import run
-from kaflite.cli._errors import UnknownTopic
 from kaflite.cli._options import FIND, Bootstrap, ClientProps, client_config
 from kaflite.cli._output import JsonOption, emit_json, emit_lines
 
@@ -144,16 +143,11 @@ def describe(topics: Annotated[list[str] | None, typer.Argument(
              as_json: JsonOption = False, props: ClientProps = None) -> None:
     """Partitions with leader, replicas and ISR, and the topic's non-default configs."""
     from kaflite.client.admin import TOPIC, ConfigResource
-    from kaflite.protocol import errors
 
     async def go(admin: Admin) -> tuple[dict[str, TopicMetadata],
                                         dict[str, list[ConfigEntry]]]:
         names = list(topics or await admin.list_topics(not exclude_internal))
-        try:
-            described = await admin.describe_topics(names)
-        except errors.UnknownTopicOrPartitionError:
-            missing = [n for n in names if n not in admin.metadata.topics]
-            raise UnknownTopic(missing[0] if missing else names[0]) from None
+        described = await admin.describe_topics(names)
         entries = await admin.describe_config_entries(ConfigResource(TOPIC, n) for n in names)
         return described, {res.name: e for res, e in entries.items()}
 
@@ -239,7 +233,7 @@ def delete(names: list[str], bootstrap: Bootstrap = FIND,
                 out.append({"topic": n, "deleted": True})
             except errors.UnknownTopicOrPartitionError:
                 if not if_exists:
-                    raise UnknownTopic(n) from None
+                    raise
                 out.append({"topic": n, "deleted": False})
         return out
 

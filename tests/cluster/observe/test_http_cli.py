@@ -140,24 +140,30 @@ def test_cli_connections_and_chaos(served: tuple[Cluster, str]) -> None:
                                  "--client-id", "cli-client"])
     assert result.exit_code == 0 and json.loads(result.output)[0]["client_id"] == "cli-client"
     result = runner.invoke(app, ["chaos", "error", "Heartbeat", "ILLEGAL_GENERATION",
-                                 "--group", "g", "--count", "3", "--http", url])
+                                 "--group", "g", "--count", "3", "--http", url, "--json"])
     assert result.exit_code == 0, result.output
     rule = json.loads(result.output)
     assert (rule["api"], rule["error"], rule["group"], rule["remaining"]) == (
         "Heartbeat", "ILLEGAL_GENERATION", "g", 3)
     result = runner.invoke(app, ["chaos", "throttle", "250", "--client-id", "x", "--http", url])
-    assert result.exit_code == 0 and json.loads(result.output)["delay_ms"] == 250
+    [throttle] = [r for r in cluster.faults.rules() if r.kind == "throttle"]
+    assert result.exit_code == 0 and result.output == (
+        f"rule {throttle.id}: throttle every API by 250 ms, client_id=x, until cleared\n")
     result = runner.invoke(app, ["chaos", "list", "--http", url])
     assert result.exit_code == 0 and "ILLEGAL_GENERATION" in result.output
     assert "throttle" in result.output
     result = runner.invoke(app, ["chaos", "clear", str(rule["id"]), "--http", url])
     assert result.exit_code == 0 and len(cluster.faults.rules()) == 1
+    assert result.output == "removed 1 rule\n"
     result = runner.invoke(app, ["chaos", "clear", "--http", url])
     assert result.exit_code == 0 and cluster.faults.rules() == []
-    result = runner.invoke(app, ["chaos", "move-leader", "web", "1", "--http", url])
+    result = runner.invoke(app, ["chaos", "move-leader", "web", "1", "--http", url, "--json"])
     assert result.exit_code == 0 and "leader" in json.loads(result.output)
+    result = runner.invoke(app, ["chaos", "move-leader", "web", "1", "--http", url])
+    leader = cluster.controller.topics["web"].partitions[1].leader
+    assert result.exit_code == 0 and result.output == f"web-1: leader is now broker {leader}\n"
     result = runner.invoke(app, ["chaos", "restart", "1", "--http", url])
-    assert result.exit_code == 0 and json.loads(result.output)["running"] is True
+    assert result.exit_code == 0 and result.output == "broker 1: restart done, running\n"
     result = runner.invoke(app, ["chaos", "error", "Produce", "NOPE", "--http", url])
     assert result.exit_code == 1 and "NOPE" in result.output
 

@@ -1,0 +1,141 @@
+"""The CLI's output home (tables or JSON) and its progress bars (a terminal's only)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kaflite.cli import app
+from kaflite.cli._output import Column, cell, emit, table_lines
+from kaflite.cli._progress import bar, shows_progress
+from kaflite.cluster import Cluster
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster(brokers=1) as c:
+        yield c
+
+
+def test_tables_are_plain_and_json_has_the_same_values(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    rows = [{"group": "g", "lag": 0, "consumer_id": None, "replicas": [1, 2], "extra": True},
+            {"group": "a-longer-group", "lag": 12, "consumer_id": "c-1", "replicas": [],
+             "extra": False}]
+    columns = [Column("group", "GROUP"), Column("lag", "LAG"),
+               Column("consumer_id", "CONSUMER-ID"), Column("replicas", "REPLICAS")]
+    lines = table_lines(rows, columns)
+    assert [line.split() for line in lines] == [["GROUP", "LAG", "CONSUMER-ID", "REPLICAS"],
+                                                ["g", "0", "-", "1,2"],
+                                                ["a-longer-group", "12", "c-1"]]
+    assert all(line == line.rstrip() for line in lines)
+    assert "│" not in "".join(lines) and "─" not in "".join(lines)    # no box drawing
+    # Columns line up: each header starts where its values start.
+    at = lines[0].index("LAG")
+    assert lines[1][at] == "0" and lines[2][at:at + 2] == "12"
+    emit(rows, columns, as_json=True)
+    assert json.loads(capsys.readouterr().out) == rows
+    assert cell(None) == "-" and cell(True) == "true" and cell({"a": 1}) == "a=1"
+
+
+def test_progress_is_shown_only_on_a_terminal() -> None:
+    assert not shows_progress(io.StringIO())
+    with bar("working", 10, io.StringIO()) as quiet:
+        quiet.advance(5)
+        assert not quiet.shown
+    primary, secondary = os.openpty()
+    try:
+        with os.fdopen(os.dup(secondary), "w") as tty:
+            assert shows_progress(tty)
+            assert not shows_progress(tty, quiet_on=tty)     # consume to the screen
+            assert shows_progress(tty, quiet_on=io.StringIO())
+    finally:
+        os.close(primary)
+        os.close(secondary)
+
+
+def run_with_tty_stderr(args: list[str], stdin: bytes = b"") -> tuple[int, bytes, bytes]:
+    """Run ``kaflite ARGS`` with stdout a pipe and stderr a terminal (a pty);
+    return (exit code, stdout, what the terminal got)."""
+    primary, secondary = os.openpty()
+    screen = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:          # the other end closed
+                return
+            if not chunk:
+                return
+            screen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kaflite.cli", *args], input=stdin,
+                              stdout=subprocess.PIPE, stderr=secondary, timeout=120,
+                              env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
+    finally:
+        os.close(secondary)
+        reader.join(10)
+        os.close(primary)
+    return proc.returncode, proc.stdout, bytes(screen)
+
+
+def test_produce_and_consume_draw_a_bar_on_a_terminal_only(cluster: Cluster,
+                                                           tmp_path: Path) -> None:
+    b = cluster.bootstrap_servers
+    cluster.create_topic("bars", 1, 1)
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"line-{i}\n" for i in range(3000)))
+    code, out, screen = run_with_tty_stderr(["produce", "-t", "bars", "-b", b,
+                                             "--file", str(lines), "--json"])
+    assert code == 0, screen
+    assert json.loads(out) == {"topic": "bars", "acknowledged": 3000}
+    assert b"producing" in screen
+    code, out, screen = run_with_tty_stderr(["consume", "-t", "bars", "-b", b, "-e"])
+    assert code == 0, screen
+    assert out.decode().splitlines() == [f"line-{i}" for i in range(3000)]  # nothing else
+    assert b"consuming" in screen
+    # With stderr a pipe (as here), there is no bar at all.
+    piped = runner.invoke(app, ["produce", "-t", "bars", "-b", b], input="x\n")
+    assert piped.exit_code == 0 and piped.stderr == "1 records acknowledged by bars\n"
+
+
+def test_consume_json_is_one_object_a_record(cluster: Cluster) -> None:
+    b = cluster.bootstrap_servers
+    cluster.create_topic("jsonl", 1, 1)
+    result = runner.invoke(app, ["produce", "-t", "jsonl", "-b", b, "-K", ":", "-H", "h=1"],
+                           input="k1:v1\nk2:v2\n")
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["consume", "-t", "jsonl", "-b", b, "-e", "--json"])
+    assert result.exit_code == 0, result.output
+    docs = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(d["topic"], d["partition"], d["offset"], d["key"], d["value"], d["headers"])
+            for d in docs] == [("jsonl", 0, 0, "k1", "v1", [["h", "1"]]),
+                               ("jsonl", 0, 1, "k2", "v2", [["h", "1"]])]
+    assert all(isinstance(d["timestamp"], int) for d in docs)
+
+
+def test_bench_json_summary(cluster: Cluster) -> None:
+    result = runner.invoke(app, ["bench", "-b", cluster.bootstrap_servers, "-n", "3000",
+                                 "-s", "20", "-p", "2", "--json", "-X", "client.id=bench-x"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["records"], doc["consumed"], doc["size"], doc["partitions"]) == (3000, 3000,
+                                                                                 20, 2)
+    assert doc["produce"]["records_per_s"] > 0 and doc["consume"]["records_per_s"] > 0
+    seen = {c.client_id for c in cluster.registry.connections(include_closed=True)}
+    assert "bench-x" in seen
