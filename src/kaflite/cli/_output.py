@@ -7,7 +7,7 @@ one: ``CURRENT-OFFSET``, ``LOG-END-OFFSET``...). The table is a borderless rich 
 its lines stripped of trailing blanks, so ``awk``/``cut`` read it as they read
 Kafka's; a missing value prints as ``-`` (Kafka's tools do the same) and is ``null``
 in JSON. ``emit_json`` prints one JSON document (a summary, a nested description),
-``emit_record`` one JSON object on its own line (``consume --json``).
+``json_line`` renders one JSON object as one line (``consume --json``, JSON Lines).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 __all__ = ["Column", "JsonOption", "Row", "cell", "emit", "emit_json", "emit_lines",
-           "emit_record", "table_lines"]
+           "json_line", "table_lines"]
 
 Row = Mapping[str, object]      # a JSON object: str, int, bool, None, lists and dicts
 
@@ -90,6 +90,6 @@ def emit_json(document: object) -> None:
     typer.echo(json.dumps(document, indent=1, default=str))
 
 
-def emit_record(document: object) -> None:
-    """One JSON object on one line (JSON Lines), for streams such as ``consume``."""
-    sys.stdout.write(json.dumps(document, separators=(",", ":"), default=str) + "\n")
+def json_line(document: object) -> str:
+    """One JSON object as one line (JSON Lines), for streams such as ``consume``."""
+    return json.dumps(document, separators=(",", ":"), default=str) + "\n"

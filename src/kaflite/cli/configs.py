@@ -44,7 +44,7 @@ SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")             # commas outside [...]
 EntityType = Annotated[str | None, typer.Option(
     "--entity-type", help="topics or brokers", show_default=False)]
 EntityName = Annotated[str | None, typer.Option(
-    "--entity-name", help="the topic name or broker id (default: all of them)")]
+    "--entity-name", help="the topic name or broker id (describe without it: all of them)")]
 TopicOpt = Annotated[str | None, typer.Option(
     "--topic", help="same as --entity-type topics --entity-name TOPIC")]
 BrokerOpt = Annotated[str | None, typer.Option(

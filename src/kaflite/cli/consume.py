@@ -8,7 +8,6 @@ terminal, a progress bar counts the records on stderr.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ import typer
 from kaflite._loop import run
 from kaflite.cli._format import compile_format
 from kaflite.cli._options import FIND, Bootstrap, ClientProps, client_props
+from kaflite.cli._output import json_line
 from kaflite.cli._progress import bar
 from kaflite.cli._topics import topic_partitions
 
@@ -62,11 +62,10 @@ def _text(data: bytes | memoryview | None) -> str | None:
 
 def record_json(rec: ConsumerRecord) -> str:
     """One record as one line of JSON."""
-    return json.dumps({"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
-                       "timestamp": rec.timestamp, "key": _text(rec.key),
-                       "value": _text(rec.value),
-                       "headers": [[k, _text(v)] for k, v in rec.headers or []]},
-                      separators=(",", ":")) + "\n"
+    return json_line({"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+                      "timestamp": rec.timestamp, "key": _text(rec.key),
+                      "value": _text(rec.value),
+                      "headers": [[k, _text(v)] for k, v in rec.headers or []]})
 
 
 async def _consume(bootstrap: str, topic: str, group: str | None, offset: str,

@@ -299,10 +299,13 @@ def reset_offsets(
         "--topic", help="a topic, or topic:0,1 for some partitions (repeatable)")] = None,
     all_topics: Annotated[bool, typer.Option(
         "--all-topics", help="every topic the group has committed offsets for")] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest")] = False,
-    to_current: Annotated[bool, typer.Option("--to-current")] = False,
-    to_offset: Annotated[int | None, typer.Option("--to-offset")] = None,
+    to_earliest: Annotated[bool, typer.Option(
+        "--to-earliest", help="the log start offsets")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest", help="the log end offsets")] = False,
+    to_current: Annotated[bool, typer.Option(
+        "--to-current", help="the committed offsets (the log end where none)")] = False,
+    to_offset: Annotated[int | None, typer.Option(
+        "--to-offset", help="offset N (clamped to the log)")] = None,
     shift_by: Annotated[int | None, typer.Option(
         "--shift-by", help="move the committed offsets by N (negative: back)")] = None,
     to_datetime: Annotated[str | None, typer.Option(
