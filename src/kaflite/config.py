@@ -241,7 +241,7 @@ def resolve(role: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -
         if prop is None:
             raise ConfigError(name, "unknown configuration property")
         if COMMON not in prop.roles and role not in prop.roles:
-            raise ConfigError(name, f"is not a {role} property")
+            raise ConfigError(name, f"is not {'an' if role[0] in 'aeiou' else 'a'} {role} property")
         coerced = _coerce(prop, value)
         _validate(prop, coerced)
         out[name] = coerced
