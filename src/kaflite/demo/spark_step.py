@@ -61,7 +61,7 @@ class SparkStep:
         try:
             from pyspark.sql import SparkSession
 
-            import kaflite.spark  # before the session: points executors at this interpreter
+            import kaflite.spark
             from kaflite.pipelines import clickstream
         except ImportError as exc:
             self.status = f"unavailable: {exc}"

@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from pyspark.sql import SparkSession
 
-    import kaflite.spark  # sets PYSPARK_PYTHON for the executors before Spark starts
+    import kaflite.spark
 
     spark = (SparkSession.builder.master(args.master).appName("kaflite-clickstream")
              .config("spark.sql.shuffle.partitions", "4")
