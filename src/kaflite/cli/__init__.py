@@ -11,6 +11,7 @@ from kaflite.cli import (
     consume,
     demo,
     groups,
+    pipeline,
     produce,
     topics,
     transactions,
@@ -35,6 +36,7 @@ app.add_typer(topics.app, name="topics")
 app.add_typer(groups.app, name="groups")
 app.add_typer(transactions.app, name="transactions")
 app.add_typer(chaos.app, name="chaos")
+app.add_typer(pipeline.app, name="pipeline")
 
 
 def main() -> None:
