@@ -19,6 +19,19 @@ interpreter. The driver is this interpreter, so the value is true wherever
 the JVM runs; ``PYSPARK_PYTHON``, which Spark sends to remote executors, is
 left alone.
 
+What the ``.pth`` costs: every Python process of the environment (and its
+children, which inherit the variable) sees ``PYSPARK_DRIVER_PYTHON`` set, not
+only Spark drivers. Where Spark reads it: the JVM's default worker Python
+(``PythonUtils.defaultPythonExec``: the lookup worker and static sources, the
+executors of which get this path even on a cluster master, as they would
+with the variable set by hand), the ``pyspark`` and ``spark-submit`` scripts
+(which then start this interpreter as the driver), and YARN in cluster mode,
+which hands it to the driver it starts on the cluster: a ``spark-submit
+--deploy-mode cluster`` run from this environment must set one of the
+variables, or its driver looks for this machine's path there. Setting
+``PYSPARK_PYTHON`` or ``PYSPARK_DRIVER_PYTHON`` (e.g. ``PYSPARK_PYTHON=python3``)
+turns it off.
+
 ``use_driver_python`` fixes ``sc.pythonExec`` of a session that is already
 running, when its master is local (``local``, ``local[N]``,
 ``local-cluster[...]``: the executors share this machine) and the user chose
