@@ -37,6 +37,8 @@ from pyspark.sql import SparkSession
 def session():
     return (SparkSession.builder.master("local[1]").appName("kaflite-env-test")
             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
             .getOrCreate())
 
 def read(spark, servers, topic):
