@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 
 .PHONY: test demo lint check-java clean
 
-$(STAMP): pyproject.toml hatch_build.py src/kaflite/protocol/records/_walk.c
+$(STAMP): pyproject.toml hatch_build.py src/kaflite/protocol/records/_walk.c src/kaflite-pyspark.pth
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kaflite needs Python 3.11 or later")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -256,7 +256,7 @@ def main() -> int:
 
     from pyspark.sql import SparkSession
 
-    import kaflite.spark  # PYSPARK_PYTHON for the workers, before Spark starts
+    import kaflite.spark
 
     with kaflite_broker() as bootstrap:
         fill_topic(bootstrap, args.records, args.size, args.partitions)

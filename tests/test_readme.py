@@ -143,7 +143,22 @@ def check_error(tour: Tour, line: str) -> None:
 
 def check_consume(tour: Tour, line: str) -> None:
     out = tour.sh(line).stdout.splitlines()
-    assert sorted(out) == sorted([f"click {i}" for i in range(10)] * 2), out
+    if " -t events " in line:
+        assert sorted(out) == sorted([f"click {i}" for i in range(10)] * 2), out
+        return
+    assert " -t clicks-per-minute " in line, line
+    windows = [json.loads(row) for row in out]
+    assert windows and all(w["clicks"] > 0 for w in windows), out[:5]
+    assert sum(w["clicks"] for w in windows) <= 5000
+
+
+def check_generate(tour: Tour, line: str) -> None:
+    proc = tour.sh(line)
+    assert "5000 records acknowledged by clicks" in proc.stderr, proc.stderr
+
+
+def check_pipeline(tour: Tour, line: str) -> None:
+    tour.sh(line)
 
 
 SHELL: dict[str, Callable[[Tour, str], None]] = {
@@ -157,6 +172,8 @@ SHELL: dict[str, Callable[[Tour, str], None]] = {
     "kaflite chaos restart ": check_restart,
     "kaflite chaos error ": check_error,
     "kaflite consume ": check_consume,
+    "kaflite produce ": check_generate,
+    "kaflite pipeline clickstream ": check_pipeline,
 }
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -86,3 +88,30 @@ def test_transactions_list_and_describe(cluster: Cluster) -> None:
         assert described[1].split()[-1] == "cli-txn-0"
         p.abort_transaction()
     assert "cli-tid" not in kaflite("transactions", "list", "-b", b, "--state", "Ongoing")
+
+
+def test_produce_generates_clickstream_events(cluster: Cluster) -> None:
+    b = cluster.bootstrap_servers
+    cluster.create_topic("cli-clicks", 1, 1)
+    before = int(time.time() * 1000)
+    kaflite("produce", "-t", "cli-clicks", "-b", b, "--generate", "clickstream", "-n", "120",
+            "--span", "60", "--seed", "5")
+    after = int(time.time() * 1000)
+    rows = [line.split("\t", 1) for line in
+            kaflite("consume", "-t", "cli-clicks", "-b", b, "-e", "-f", "%k\t%s\n").splitlines()]
+    assert len(rows) == 120
+    events = [json.loads(value) for _, value in rows]
+    assert [key for key, _ in rows] == [e["user"] for e in events]     # keyed by user
+    for e in events:
+        assert list(e) == ["user", "page", "action", "amount", "ts"]
+        assert e["action"] in ("view", "click", "purchase") and e["page"].startswith("/")
+        assert (e["amount"] > 0) == (e["action"] == "purchase")
+    stamps = [e["ts"] for e in events]
+    assert stamps == sorted(stamps)                                   # in event-time order
+    assert before - 60_000 <= stamps[0] and stamps[-1] <= after
+    assert stamps[-1] - stamps[0] >= 59_000                           # spread over the span
+    assert len({e["page"] for e in events}) > 1 and len({e["user"] for e in events}) > 1
+    bad = subprocess.run([sys.executable, "-m", "kaflite.cli", "produce", "-t", "cli-clicks",
+                          "-b", b, "--generate", "clickstream", "-K", ":"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--generate" in bad.stderr

@@ -29,7 +29,7 @@ def unique(prefix: str) -> str:
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
-    import kaflite.spark  # sets PYSPARK_PYTHON before the SparkContext starts
+    import kaflite.spark
 
     try:
         session = kaflite.spark.local_session("kaflite-spark-tests")

@@ -12,6 +12,7 @@ from kaflite.cli import (
     consume,
     demo,
     groups,
+    pipeline,
     produce,
     topics,
     transactions,
@@ -37,6 +38,7 @@ app.add_typer(groups.app, name="groups")
 app.add_typer(configs.app, name="configs")
 app.add_typer(transactions.app, name="transactions")
 app.add_typer(chaos.app, name="chaos")
+app.add_typer(pipeline.app, name="pipeline")
 
 
 def main() -> None:

@@ -89,7 +89,7 @@ class SparkStep:
         if not self.enabled:
             return
         try:
-            import kaflite.spark  # before the session: points executors at this interpreter
+            import kaflite.spark
             from kaflite.pipelines import clickstream
         except ImportError as exc:
             self.status = f"unavailable: {exc}"

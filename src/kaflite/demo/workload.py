@@ -16,12 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaflite.client import Consumer, Producer
+from kaflite.pipelines.events import click_event, encode
 
 __all__ = ["Workload"]
 
-PAGES = ["/", "/search", "/cart", "/checkout", "/product", "/help", "/account"]
-USERS = [f"user-{i:03d}" for i in range(200)]
-ACTIONS = ["view", "view", "view", "click", "click", "purchase"]
 
 
 @dataclass
@@ -48,6 +46,7 @@ class Workload:
         self.failed: list[str] = []
         self.events: list[dict[str, Any]] = []  # every acknowledged event, for Spark checks
         self._next = 0
+        self._rng = random.Random()
         self._stop = asyncio.Event()
         self._producing: asyncio.Task[None] | None = None
 
@@ -61,12 +60,9 @@ class Workload:
     def _record(self) -> tuple[bytes, bytes, dict[str, Any]]:
         seq = self._next
         self._next += 1
-        user = random.choice(USERS)
-        action = random.choice(ACTIONS)
-        event = {"seq": seq, "user": user, "page": random.choice(PAGES), "action": action,
-                 "amount": round(random.uniform(1, 80), 2) if action == "purchase" else 0.0,
-                 "ts": int(time.time() * 1000)}
-        return user.encode(), json.dumps(event, separators=(",", ":")).encode(), event
+        event = {"seq": seq, **click_event(self._rng, int(time.time() * 1000))}
+        key, value = encode(event)
+        return key, value, event
 
     async def _produce(self) -> None:
         tick = 0.05

@@ -1,13 +1,17 @@
 """The example pipeline: clickstream events in, windowed aggregates out, on Spark.
 
-    python -m kaflite.pipelines.clickstream --bootstrap localhost:9092 \\
-        [--events clicks] [--results clicks-per-minute] [--master local[*]] \\
-        [--window "1 minute"] [--watermark "1 minute"] [--parquet DIR] [--available-now]
+    kaflite pipeline clickstream -b localhost:9092 [--events clicks] \\
+        [--results clicks-per-minute] [--master local[*]] [--window "1 minute"] \\
+        [--watermark "1 minute"] [--parquet DIR] [--available-now] [--timeout SECONDS]
+
+    python -m kaflite.pipelines.clickstream --bootstrap localhost:9092 ...   (the same)
 
 It reads the events topic with Structured Streaming through the ``kaflite``
-source. Each event is a JSON object::
+source. Each event is a JSON object (``kaflite.pipelines.events``, which
+``kaflite produce --generate clickstream`` writes)::
 
-    {"user": "u17", "page": "/cart", "action": "click", "amount": 0.0, "ts": 1700000000123}
+    {"user": "user-017", "page": "/cart", "action": "click", "amount": 0.0,
+     "ts": 1700000000123}
 
 ``ts`` is the event time (epoch milliseconds). The pipeline counts, per page
 and per tumbling event-time window, the events, the views, the clicks and the
@@ -36,13 +40,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EVENT_SCHEMA", "aggregates", "build_parser", "main", "start"]
+from kaflite.pipelines.events import EVENT_SCHEMA
 
-EVENT_SCHEMA = "user string, page string, action string, amount double, ts long"
+__all__ = ["EVENT_SCHEMA", "Settings", "aggregates", "build_parser", "main", "run", "start"]
+
 
 
 def aggregates(spark: Any, bootstrap: str, events: str, *, window: str = "1 minute",
@@ -120,6 +128,85 @@ def start(spark: Any, bootstrap: str, events: str, results: str, checkpoint: str
     return queries
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What ``run`` runs: the command line's options (``kaflite pipeline clickstream``)."""
+
+    bootstrap: str
+    events: str = "clicks"
+    results: str = "clicks-per-minute"
+    master: str = "local[*]"
+    window: str = "1 minute"
+    watermark: str = "1 minute"
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    checkpoint: str | None = None
+    parquet: str | None = None
+    available_now: bool = False
+    trigger_interval: str = "10 seconds"
+    timeout: float | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+def run(settings: Settings, say: Callable[[str], None] = print) -> int:
+    """Run the pipeline on a new SparkSession until its queries end, ``timeout``
+    seconds pass, or Ctrl-C; then stop it. Returns 0, or 1 if a query failed.
+
+    A checkpoint directory made here (no ``checkpoint`` given) is removed at
+    the end: the next run starts again from ``starting_offsets``.
+    """
+    from pyspark.errors import StreamingQueryException
+    from pyspark.sql import SparkSession
+
+    import kaflite.spark
+    from kaflite.spark._session import require_java
+
+    require_java()
+    s = settings
+    builder = (SparkSession.builder.master(s.master).appName("kaflite-clickstream")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in s.conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    kaflite.spark.register(spark)
+    checkpoint = s.checkpoint or tempfile.mkdtemp(prefix="clickstream-checkpoint-")
+    failed: list[str] = []
+    try:
+        queries = start(spark, s.bootstrap, s.events, s.results, checkpoint,
+                        window=s.window, watermark=s.watermark,
+                        starting_offsets=s.starting_offsets, parquet=s.parquet,
+                        available_now=s.available_now, trigger_interval=s.trigger_interval,
+                        max_offsets_per_trigger=s.max_offsets_per_trigger)
+        say(f"clickstream: {s.events} → {s.results}"
+            + (f" and {s.parquet}" if s.parquet else "") + f" (checkpoint {checkpoint})")
+        deadline = None if s.timeout is None else time.monotonic() + s.timeout
+        for q in queries:
+            try:
+                if deadline is None:
+                    q.awaitTermination()
+                elif (left := deadline - time.monotonic()) > 0:
+                    q.awaitTermination(left)
+            except StreamingQueryException as exc:
+                failed.append(f"{q.name}: {exc}")
+        timed_out = [q for q in queries if q.isActive]   # only a deadline leaves one running
+        for q in timed_out:
+            q.stop()
+        progress = queries[0].recentProgress
+        say(f"clickstream: read {sum(int(p['numInputRows']) for p in progress)} events in "
+            f"{len(progress)} batches" + (f", stopped after {s.timeout:g} s" if timed_out else ""))
+    finally:
+        for q in spark.streams.active:   # Ctrl-C or an error: stop what still runs
+            q.stop()
+        spark.stop()
+        if s.checkpoint is None:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+    for line in failed:
+        say(f"clickstream: query failed: {line}")
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m kaflite.pipelines.clickstream",
                                 description="Windowed clickstream aggregates on Spark, "
@@ -137,37 +224,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--available-now", action="store_true",
                    help="process what is in the topic now, then stop (Trigger.AvailableNow)")
     p.add_argument("--trigger-interval", default="10 seconds")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="stop after this many seconds (default: when the queries end)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from pyspark.sql import SparkSession
-
-    import kaflite.spark  # sets PYSPARK_PYTHON for the executors before Spark starts
-
-    spark = (SparkSession.builder.master(args.master).appName("kaflite-clickstream")
-             .config("spark.sql.shuffle.partitions", "4")
-             .config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
-    kaflite.spark.register(spark)
-    checkpoint = args.checkpoint or tempfile.mkdtemp(prefix="clickstream-checkpoint-")
-    queries = start(spark, args.bootstrap, args.events, args.results, checkpoint,
-                    window=args.window, watermark=args.watermark,
-                    starting_offsets=args.starting_offsets, parquet=args.parquet,
-                    available_now=args.available_now, trigger_interval=args.trigger_interval,
-                    max_offsets_per_trigger=args.max_offsets_per_trigger)
-    print(f"clickstream: {args.events} → {args.results}"
-          + (f" and {args.parquet}" if args.parquet else "") + f" (checkpoint {checkpoint})")
     try:
-        for q in queries:
-            q.awaitTermination()
+        return run(Settings(
+            bootstrap=args.bootstrap, events=args.events, results=args.results,
+            master=args.master, window=args.window, watermark=args.watermark,
+            starting_offsets=args.starting_offsets,
+            max_offsets_per_trigger=args.max_offsets_per_trigger, checkpoint=args.checkpoint,
+            parquet=args.parquet, available_now=args.available_now,
+            trigger_interval=args.trigger_interval, timeout=args.timeout))
     except KeyboardInterrupt:
-        for q in queries:
-            q.stop()
-    finally:
-        spark.stop()
-    return 0
+        return 130
 
 
 if __name__ == "__main__":

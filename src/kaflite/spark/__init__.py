@@ -1,6 +1,7 @@
 """kaflite.spark: read and write Kafka topics from PySpark, in batch and streaming.
 
-    import kaflite.spark                       # registers "kaflite" with the active session
+    spark.read.format("kaflite")               # found with no import (pyspark_kaflite)
+    import kaflite.spark                       # or registered with the active session
     kaflite.spark.register(spark)              # or explicitly, with any session
     spark = kaflite.spark.local_session()      # or a small local[2] session, registered
 
@@ -9,9 +10,12 @@
               .option("subscribe", "events")
               .load())
 
-Importing the package also points ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON``
-at this interpreter when they are unset (``_env.py``), so that ``local[*]``
-executors can import kaflite. Import it before creating the SparkSession.
+The workers run the driver's interpreter unless the user chose one
+(``_env.py``): an installed kaflite sets ``PYSPARK_DRIVER_PYTHON`` when no
+PySpark variable is set, at every interpreter start (``kaflite-pyspark.pth``)
+and again when this package is imported; registering with a session whose
+master is local also points its ``sc.pythonExec`` here. So importing this
+package works before or after the SparkSession is built.
 """
 
 from kaflite.spark._env import configure_python

@@ -10,17 +10,22 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["NoJavaError", "local_session"]
+__all__ = ["NoJavaError", "local_session", "require_java"]
 
 
 class NoJavaError(RuntimeError):
     """PySpark needs a Java 17+ runtime, and there is none on PATH or in JAVA_HOME."""
 
 
-def local_session(app_name: str = "kaflite", **conf: str) -> SparkSession:
-    """``local[2]`` with kaflite's format registered; ``conf`` adds Spark settings."""
+def require_java() -> None:
+    """Raise ``NoJavaError`` when PySpark would find no Java to start."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise NoJavaError("PySpark needs a Java 17+ runtime (none on PATH or in JAVA_HOME)")
+
+
+def local_session(app_name: str = "kaflite", **conf: str) -> SparkSession:
+    """``local[2]`` with kaflite's format registered; ``conf`` adds Spark settings."""
+    require_java()
     from pyspark.sql import SparkSession
 
     from kaflite.spark.datasource import register

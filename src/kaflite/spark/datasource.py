@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import (
     ArrayType,
@@ -30,6 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kaflite.spark._env import use_driver_python
 from kaflite.spark.options import KafkaOptionError, parse_sink_options, parse_source_options
 from kaflite.spark.reader import KafkaBatchReader
 from kaflite.spark.stream import HAS_ADMISSION_CONTROL, KafkaStreamReader
@@ -91,9 +93,26 @@ class KafliteDataSource(DataSource):
         return KafkaStreamWriter(parse_sink_options(self.options), schema)
 
 
-def register(spark: Any) -> None:
-    """Register the ``kaflite`` format with ``spark`` (a SparkSession)."""
-    spark.dataSource.register(KafliteDataSource)
+def register(spark: Any) -> bool:
+    """Make the ``kaflite`` format usable in ``spark`` (a SparkSession), workers included.
+
+    With a local master and no worker Python chosen, the session's workers
+    are pointed at this interpreter first (``_env.use_driver_python``). Then
+    the format is registered, unless PySpark's own lookup found it already
+    (``pyspark_kaflite``, a static source Spark lets no one replace; it runs
+    in the interpreter the JVM was started with). Returns whether this call
+    registered it.
+    """
+    sc = getattr(spark, "sparkContext", None)   # Spark Connect has none (an AttributeError)
+    if sc is not None:
+        use_driver_python(sc)
+    try:
+        spark.dataSource.register(KafliteDataSource)
+    except AnalysisException as exc:
+        if exc.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
+        return False
+    return True
 
 
 def enable_available_now(spark: Any) -> bool:

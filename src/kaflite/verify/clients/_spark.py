@@ -78,7 +78,7 @@ COMMIT_TIMEOUT = 60.0      # seconds commit() waits for Spark's commit log
 
 def local_session() -> Any:
     """A small local SparkSession with the ``kaflite`` format (the tests' settings)."""
-    import kaflite.spark  # sets PYSPARK_PYTHON before the SparkContext starts
+    import kaflite.spark
 
     return kaflite.spark.local_session("kaflite-verify")
 

@@ -1,0 +1,97 @@
+"""``kaflite pipeline``: the example Spark pipelines, from one topic to another.
+
+    kaflite produce -t clicks --create --generate clickstream --count 5000
+    kaflite pipeline clickstream -b 127.0.0.1:9092 --create --available-now
+
+``clickstream`` runs ``kaflite.pipelines.clickstream``: windowed per-page
+aggregates of the events topic, written to the results topic. It needs the
+``spark`` extra and Java 17+.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kaflite._loop import run as run_async
+from kaflite.cli._errors import UnknownTopic
+from kaflite.cli._options import FIND, Bootstrap
+from kaflite.cli._topics import topic_partitions
+
+app = typer.Typer(help="Run an example pipeline on Spark (needs pyspark and Java 17+).",
+                  no_args_is_help=True, rich_markup_mode=None)
+
+
+def spark_conf(items: list[str] | None) -> dict[str, str]:
+    """``--conf key=value`` options (as spark-submit's) as a dict."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected key=value, got {item!r}", param_hint="--conf")
+        out[key.strip()] = value
+    return out
+
+
+@app.command("clickstream")
+def clickstream(
+    bootstrap: Bootstrap = FIND,
+    events: Annotated[str, typer.Option(help="topic of JSON click events")] = "clicks",
+    results: Annotated[str, typer.Option(help="topic for the aggregates")] = "clicks-per-minute",
+    create: Annotated[bool, typer.Option(
+        "--create", help="create the results topic if it does not exist")] = False,
+    master: Annotated[str, typer.Option(help="Spark master")] = "local[*]",
+    window: Annotated[str, typer.Option(help="tumbling event-time window")] = "1 minute",
+    watermark: Annotated[str, typer.Option(help="how late an event may be")] = "1 minute",
+    starting_offsets: Annotated[str, typer.Option(
+        help="earliest or latest, when there is no checkpoint")] = "earliest",
+    max_offsets_per_trigger: Annotated[int | None, typer.Option(
+        help="cap on the events of one micro-batch")] = None,
+    checkpoint: Annotated[str | None, typer.Option(
+        help="checkpoint directory, to resume from (default: a temporary one, removed)")]
+    = None,
+    parquet: Annotated[str | None, typer.Option(
+        help="also write the aggregates here as Parquet")] = None,
+    available_now: Annotated[bool, typer.Option(
+        "--available-now", help="process what the topic holds now, then stop")] = False,
+    trigger_interval: Annotated[str, typer.Option(
+        help="micro-batch interval without --available-now")] = "10 seconds",
+    timeout: Annotated[float | None, typer.Option(
+        help="stop after this many seconds (default: when the queries end, or Ctrl-C)")]
+    = None,
+    conf: Annotated[list[str] | None, typer.Option(
+        "--conf", help="a Spark setting as key=value (repeatable), as spark-submit's")] = None,
+) -> None:
+    """Per-page counts and revenue in event-time windows, from --events to --results."""
+    if starting_offsets not in ("earliest", "latest"):
+        raise typer.BadParameter("earliest or latest", param_hint="--starting-offsets")
+    settings = spark_conf(conf)
+    try:
+        run_async(topic_partitions(bootstrap, events, False))
+    except UnknownTopic:
+        typer.echo(f"kaflite: Unknown topic or partition: {events}", err=True)
+        typer.echo(f"hint: write events to it first: kaflite produce -t {events} --create "
+                   "--generate clickstream", err=True)
+        raise typer.Exit(1) from None
+    run_async(topic_partitions(bootstrap, results, create))
+    try:
+        from kaflite.pipelines.clickstream import Settings, run
+        from kaflite.spark import NoJavaError
+    except ImportError as exc:   # no pyspark or pyarrow
+        typer.echo(f"kaflite: the pipeline needs PySpark ({exc})", err=True)
+        typer.echo("hint: pip install 'kaflite[spark]'", err=True)
+        raise typer.Exit(1) from None
+    try:
+        code = run(Settings(
+            bootstrap=bootstrap, events=events, results=results, master=master, window=window,
+            watermark=watermark, starting_offsets=starting_offsets,
+            max_offsets_per_trigger=max_offsets_per_trigger, checkpoint=checkpoint,
+            parquet=parquet, available_now=available_now, trigger_interval=trigger_interval,
+            timeout=timeout, conf=settings), say=typer.echo)
+    except NoJavaError as exc:
+        typer.echo(f"kaflite: {exc}", err=True)
+        typer.echo("hint: install a JDK 17+ (e.g. apt-get install openjdk-17-jre-headless) "
+                   "or set JAVA_HOME", err=True)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
