@@ -58,6 +58,7 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
             api = await HttpApi(cluster, host, DEFAULT_HTTP_PORT if http_port is None
                                 else http_port).start()
             typer.echo(f"HTTP API on {api.url} (kaflite connections / kaflite chaos)")
+            typer.echo(f"Prometheus metrics on {api.url}/metrics")
         except OSError as exc:
             if http_port is not None:
                 await cluster.stop()
