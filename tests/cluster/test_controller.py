@@ -96,3 +96,19 @@ def test_alter_isr_is_fenced_by_leader_epoch(tmp_path: Path) -> None:
         c.alter_isr("t", 0, leader=0, leader_epoch=5, isr=[0])
     state = c.alter_isr("t", 0, leader=0, leader_epoch=0, isr=[0, 2])
     assert state.isr == [0, 2] and state.partition_epoch == 1
+
+
+def test_alter_isr_refuses_a_broker_that_is_down(tmp_path: Path) -> None:
+    c = make(tmp_path, 3)
+    c.create_topic("t", [[0, 1, 2]])
+    c.broker_stopped(1)
+    state = c.partition("t", 0)
+    assert state is not None and state.isr == [0, 2]
+    # The stopped broker's last Fetch, answered after it stopped, must not bring it back.
+    with pytest.raises(errors.IneligibleReplicaError):
+        c.alter_isr("t", 0, leader=0, leader_epoch=state.leader_epoch, isr=[0, 2, 1])
+    assert state.isr == [0, 2]
+    assert c.alter_isr("t", 0, leader=0, leader_epoch=state.leader_epoch, isr=[0]).isr == [0]
+    c.broker_started(1)
+    assert c.alter_isr("t", 0, leader=0, leader_epoch=state.leader_epoch,
+                       isr=[0, 1]).isr == [0, 1]

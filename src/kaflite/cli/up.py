@@ -95,8 +95,8 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
         if unused:
             typer.echo(f"not used by kaflite (ignored): {', '.join(unused)}")
         if api is not None:
-            typer.echo(f"HTTP API on {api.url} (kaflite connections, kaflite chaos, "
-                       f"{api.url}/metrics)")
+            typer.echo(f"HTTP API on {api.url} (kaflite connections, kaflite chaos)")
+            typer.echo(f"Prometheus metrics on {api.url}/metrics")
         typer.echo("the kaflite commands find this cluster by themselves; from elsewhere: "
                    f"KAFLITE_CLUSTER={registration.paths[-1]}")
         typer.echo("Ctrl-C stops the cluster gracefully.")

@@ -27,6 +27,7 @@ from kaflite.cluster.fetch_session import FetchSessionCache
 from kaflite.cluster.groups import GroupCoordinator
 from kaflite.cluster.handlers import all_handlers
 from kaflite.cluster.log import LogConfig, LogManager
+from kaflite.cluster.metrics import BrokerMetrics
 from kaflite.cluster.network import ServerConnection, api_versions_error_body
 from kaflite.cluster.observe import CLOSED_KEPT, ConnectionRecord
 from kaflite.cluster.partition import Partition
@@ -93,6 +94,7 @@ class Broker:
         self.transactions: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessionCache()      # KIP-227, for this broker's clients
         self.closed_connections: deque[ConnectionRecord] = deque(maxlen=CLOSED_KEPT)
+        self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)
 
     # -- addresses ---------------------------------------------------------------
     @property
@@ -301,7 +303,9 @@ class Broker:
         try:
             state = self.controller.alter_isr(p.topic, p.index, self.node_id, p.leader_epoch, isr)
         except errors.KafkaError:
+            self.metrics.failed_isr_updates += 1
             return
+        self.metrics.isr_changed(p.isr, state.isr)
         p.isr = list(state.isr)
         p.partition_epoch = state.partition_epoch
         p.maybe_advance_hw()

@@ -331,6 +331,13 @@ class Controller:
         p = topic.partitions[partition]
         if p.leader != leader or p.leader_epoch != leader_epoch:
             raise errors.FencedLeaderEpochError(f"{topic_name}-{partition}")
+        # As Kafka's controller (KIP-841): a broker that is down or shutting down does
+        # not join an ISR, even if its last Fetch, still in flight, said it caught up.
+        for r in isr:
+            broker = self.brokers.get(r)
+            if r not in p.isr and (broker is None or not broker.alive):
+                raise errors.IneligibleReplicaError(
+                    f"{topic_name}-{partition}: broker {r} is not alive")
         if sorted(isr) != sorted(p.isr):
             p.isr = [r for r in p.replicas if r in isr]
             p.partition_epoch += 1

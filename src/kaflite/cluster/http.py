@@ -2,7 +2,8 @@
 
 It runs on the cluster's own event loop (``kaflite up --http-port N``), so every
 handler sees a consistent cluster and may await broker restarts. One request per
-TCP connection (``Connection: close``); bodies are JSON objects.
+TCP connection (``Connection: close``); bodies are JSON objects, except
+``/metrics``, which Prometheus scrapes in its text format.
 
 Read-only:
 
@@ -12,6 +13,7 @@ GET  /connections           client connections
 GET  /clients               per-client fan-out and cadences
 GET  /cluster               brokers, topics, partitions with leader, ISR, replicas
 GET  /faults                the active fault rules
+GET  /metrics               Prometheus metrics (text exposition; docs/metrics.md)
 ==========================  =======================================================
 
 Faults (POST, JSON body; every rule comes back with its ``id``):
@@ -47,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from kaflite.cluster.faults import FaultUnavailable
+from kaflite.cluster.metrics import CONTENT_TYPE, registry_for, render
 from kaflite.protocol import errors
 
 if TYPE_CHECKING:
@@ -58,6 +61,13 @@ log = logging.getLogger("kaflite.cluster.http")
 
 MAX_BODY = 1 << 20
 Json = dict[str, Any]
+
+
+class Text:
+    """A response body that is not JSON."""
+
+    def __init__(self, body: bytes, content_type: str) -> None:
+        self.body, self.content_type = body, content_type
 
 
 class HttpError(Exception):
@@ -75,6 +85,7 @@ class HttpApi:
         self.cluster = cluster
         self.host, self.port = host, port
         self.server: asyncio.Server | None = None
+        self.metrics = registry_for(cluster)
 
     @property
     def url(self) -> str:
@@ -129,9 +140,13 @@ class HttpApi:
         except Exception as exc:  # a bug must not take the cluster down
             log.exception("HTTP API request failed")
             status, payload = 500, {"error": repr(exc)}
-        data = json.dumps(payload, default=str, indent=1).encode()
+        if isinstance(payload, Text):
+            data, content_type = payload.body, payload.content_type
+        else:
+            data = json.dumps(payload, default=str, indent=1).encode()
+            content_type = "application/json"
         writer.write(f"HTTP/1.1 {status} {REASONS.get(status, '')}\r\n"
-                     f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+                     f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
                      f"Connection: close\r\n\r\n".encode() + data)
         with contextlib.suppress(ConnectionError):
             await writer.drain()
@@ -157,6 +172,8 @@ class HttpApi:
                 return cluster_view(cluster)
             if path == ["faults"]:
                 return [r.to_dict() for r in faults.rules()]
+            if path == ["metrics"]:
+                return Text(render(self.metrics), CONTENT_TYPE)
             raise HttpError(404, f"no route GET {parts.path}")
         if method == "DELETE" and path[:1] == ["faults"]:
             return self._clear(path[1] if len(path) > 1 else None)

@@ -253,6 +253,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         if response is not None and not self.closed:
             self._send(api_key, version, correlation_id, response)
         elapsed = (time.perf_counter() - started) * 1000
+        self.broker.metrics.request(api_key, version, elapsed, self.info.replica_id is not None)
         record_request(self.info, api_key, version, body, response, elapsed, self._resolve)
         if throttle_ms:
             await asyncio.sleep(throttle_ms / 1000)  # KIP-219: mute the channel

@@ -217,6 +217,7 @@ class ReplicaFetcher:
         records = pd.records
         if records:
             plog.append_as_follower(records)
+            self.broker.metrics.replication_bytes_in += len(records)
         leader_start = pd.log_start_offset
         if leader_start > p.log_start_offset and leader_start <= p.log_end_offset:
             plog.delete_records_before(leader_start)

@@ -182,6 +182,18 @@ def _group(results: list[tuple[SessionPartition, fr.PartitionData]]
     return topics
 
 
+def _count_bytes_out(broker: Broker, results: list[tuple[SessionPartition, fr.PartitionData]],
+                     replica_id: int) -> None:
+    """Kafka's BytesOutPerSec (consumers, by topic) or ReplicationBytesOutPerSec."""
+    metrics = broker.metrics
+    for sp, data in results:
+        if data.records:
+            if replica_id >= 0:
+                metrics.replication_bytes_out += len(data.records)
+            else:
+                metrics.topic(sp.topic).bytes_out += len(data.records)
+
+
 def _session_for(broker: Broker, req: FetchRequest, version: int
                  ) -> tuple[FetchSession | None, bool, int]:
     """(session, incremental, error code) for the request's session id and epoch."""
@@ -244,6 +256,7 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
             sp.reported = (d.high_watermark, d.last_stable_offset, d.log_start_offset)
         if incremental:  # a new session expects epoch 1 next
             session.next_epoch += 1
+    _count_bytes_out(broker, results, replica_id)
     topics = _group(results)
     endpoints = []
     hinted = {pd.current_leader.leader_id for t in topics for pd in t.partitions

@@ -53,6 +53,7 @@ async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
             raise errors.UnsupportedCompressionTypeError(
                 f"zstd needs Produce v{ZSTD_MIN_VERSION} or later, not v{version}")
         result = p.log.append_as_leader(records, p.leader_epoch, now_ms=now_ms())
+        broker.metrics.produced(topic, len(records), result.record_count)
         res.base_offset = result.base_offset
         res.log_append_time_ms = result.log_append_time
         res.log_start_offset = p.log_start_offset
