@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ class Tour:
     producer: str | None = None
     leader_before: int | None = None
     seen: list[str] = field(default_factory=list)
+    times: list[tuple[str, float]] = field(default_factory=list)   # shown with -s
 
     def sh(self, line: str) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(["bash", "-c", line], cwd=self.cwd, env=self.env,
@@ -180,7 +182,7 @@ SHELL: dict[str, Callable[[Tour, str], None]] = {
 def run_python(tour: Tour, code: str) -> None:
     if "def test_" in code:   # the pytest example: saved as test_app.py, run as the README says
         (tour.cwd / "test_app.py").write_text(code)
-        out = tour.sh(".venv/bin/pytest test_app.py -q -p no:cacheprovider").stdout
+        out = tour.sh(".venv/bin/pytest test_app.py").stdout   # as the README says
         assert "1 passed" in out, out
     elif "Producer(" in code and "confluent_kafka" in code:
         tour.producer = code
@@ -209,15 +211,21 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     try:
         for snippet in snippets:
             if snippet.lang == "python":
+                began = time.monotonic()
                 run_python(tour, snippet.code)
+                tour.times.append((snippet.code.splitlines()[0], time.monotonic() - began))
                 continue
             assert snippet.lang == "sh", snippet
             for line in snippet.code.splitlines():
                 check = next((f for key, f in SHELL.items() if key in line), None)
                 assert check is not None, f"a README command with no check: {line}"
+                began = time.monotonic()
                 check(tour, line)
+                tour.times.append((line, time.monotonic() - began))
                 tour.seen.append(line)
         assert any("chaos kill" in line for line in tour.seen)
+        for step, took in tour.times:
+            print(f"{took:6.1f} s  {step}")
     finally:
         if tour.up is not None:
             assert tour.up.stop() == 0, tour.up.lines
