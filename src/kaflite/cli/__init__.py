@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from typer.core import TyperGroup
 
 from kaflite.cli import (
     bench,
@@ -41,5 +42,26 @@ app.add_typer(chaos.app, name="chaos")
 app.add_typer(pipeline.app, name="pipeline")
 
 
+def _name_values(cmd: object) -> None:
+    """Help shows a value's name (``--topic TOPIC``), never a Python type (``<str>``)."""
+    for param in getattr(cmd, "params", []):
+        if param.metavar is not None or getattr(param, "is_flag", False) or \
+                getattr(param, "count", False):
+            continue
+        param.metavar = (param.name or "value").upper()
+        if param.param_type_name == "argument":   # its name says it all: no "<list[str]>"
+            param.display_type_rich = lambda ctx: None
+    for sub in getattr(cmd, "commands", {}).values():
+        _name_values(sub)
+
+
+def command() -> TyperGroup:
+    """The command line as ``main`` runs it, with value names in its help."""
+    cmd = typer.main.get_command(app)
+    assert isinstance(cmd, TyperGroup)
+    _name_values(cmd)
+    return cmd
+
+
 def main() -> None:
-    run_cli(app)
+    run_cli(command())

@@ -24,13 +24,14 @@ def _http(value: str | None) -> str:
 
 Bootstrap = Annotated[str, typer.Option(
     "--bootstrap", "-b", envvar="KAFLITE_BOOTSTRAP", callback=_bootstrap, show_default=False,
+    metavar="HOST:PORT,...",
     help="bootstrap.servers of any Kafka cluster (default: the running `kaflite up`, "
          "else 127.0.0.1:9092)")]
 HttpOption = Annotated[str, typer.Option(
-    "--http", envvar="KAFLITE_HTTP", callback=_http, show_default=False,
+    "--http", envvar="KAFLITE_HTTP", callback=_http, show_default=False, metavar="URL",
     help="the cluster's HTTP API (default: the running `kaflite up`'s)")]
 ClientProps = Annotated[list[str] | None, typer.Option(
-    "-X", help="a client property as name=value (repeatable), as kcat's -X")]
+    "-X", metavar="NAME=VALUE", help="a client property as name=value (repeatable), as kcat's -X")]
 
 
 def client_props(items: list[str] | None) -> dict[str, str]:
