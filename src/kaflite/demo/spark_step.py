@@ -61,9 +61,12 @@ def quiet_session(app_name: str, log_file: Path, settings: dict[str, str]) -> Sp
     from pyspark import SparkConf, SparkContext, java_gateway
     from pyspark.sql import SparkSession
 
+    from kaflite.spark._session import LOOPBACK_DRIVER
+
     conf = SparkConf().setMaster("local[2]").setAppName(app_name)
     java_options = f"-Dlog4j2.configurationFile={log4j2_config(log_file).as_uri()}"
-    for key, value in {**settings, "spark.driver.extraJavaOptions": java_options}.items():
+    for key, value in {**LOOPBACK_DRIVER, **settings,
+                       "spark.driver.extraJavaOptions": java_options}.items():
         conf.set(key, value)
     launch: Callable[..., object] = java_gateway.launch_gateway
     with log_file.open("ab") as log:  # the JVM keeps its own copy of the descriptor

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["NoJavaError", "local_session", "require_java"]
+__all__ = ["LOOPBACK_DRIVER", "NoJavaError", "local_session", "require_java"]
 
 
 class NoJavaError(RuntimeError):
@@ -23,8 +23,14 @@ def require_java() -> None:
         raise NoJavaError("PySpark needs a Java 17+ runtime (none on PATH or in JAVA_HOME)")
 
 
+# A local session's driver needs no address but loopback (Spark binds the host's by default).
+LOOPBACK_DRIVER = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
 def local_session(app_name: str = "kaflite", **conf: str) -> SparkSession:
-    """``local[2]`` with kaflite's format registered; ``conf`` adds Spark settings."""
+    """``local[2]`` with kaflite's format registered; ``conf`` adds Spark settings.
+
+    The driver listens on loopback only: a local session needs no other address."""
     require_java()
     from pyspark.sql import SparkSession
 
@@ -32,7 +38,7 @@ def local_session(app_name: str = "kaflite", **conf: str) -> SparkSession:
 
     settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                 "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-                "spark.sql.streaming.stopTimeout": "30s", **conf}
+                "spark.sql.streaming.stopTimeout": "30s", **LOOPBACK_DRIVER, **conf}
     builder = SparkSession.builder.master("local[2]").appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
