@@ -43,6 +43,14 @@ class BrokerInfo:
     rack: str | None = None
     alive: bool = True
     fenced_replication: bool = False  # isolated from replication by fault injection
+    # every listener's advertised (host, port); host/port above are the first one's
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
+        """The (host, port) of ``listener`` on this broker; None if it has no such listener."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener)
 
 
 @dataclass

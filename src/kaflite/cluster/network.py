@@ -61,6 +61,7 @@ from kaflite.protocol.messages._generated.api_versions_response import ApiVersio
 if TYPE_CHECKING:
     from kaflite.cluster._inject import RequestPlan
     from kaflite.cluster.broker import Broker
+    from kaflite.cluster.listeners import ListenerSpec
 
 __all__ = ["ApiStats", "ConnectionRecord", "ServerConnection"]
 
@@ -90,15 +91,18 @@ def _replica_id(api_key: int, version: int, body: Any) -> int:
 class ServerConnection(asyncio.BufferedProtocol):
     _ids = 0
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: ListenerSpec | None = None) -> None:
         self.broker = broker
+        self.listener = listener if listener is not None else broker.listeners[0]
         self.decoder = FrameDecoder(broker.config.int("socket.request.max.bytes"))
         self.transport: asyncio.Transport | None = None
         self.queue: deque[Frame] = deque()
         self.wakeup = asyncio.Event()
         self.worker: asyncio.Task[None] | None = None
         ServerConnection._ids += 1
-        self.info = ConnectionRecord(ServerConnection._ids, broker.node_id, "?")
+        self.info = ConnectionRecord(ServerConnection._ids, broker.node_id, "?",
+                                     listener=self.listener.name,
+                                     security_protocol=self.listener.security_protocol)
         self.closed = False
         self.idle_ms = broker.config.int("connections.max.idle.ms")
         self.queued_bytes = 0   # of the complete frames not yet handled
