@@ -35,7 +35,6 @@ from kaflite.cluster.observe import CLOSED_KEPT, ConnectionRecord
 from kaflite.cluster.partition import Partition
 from kaflite.cluster.request_memory import RequestMemory
 from kaflite.cluster.txn import TransactionCoordinator
-from kaflite.config import ConfigError
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ApiVersionsResponse
 
@@ -108,6 +107,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache()      # KIP-227, for this broker's clients
         self.closed_connections: deque[ConnectionRecord] = deque(maxlen=CLOSED_KEPT)
         self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)
+        self._ssl_contexts: dict[str, ssl.SSLContext] = {}
 
     # -- addresses ---------------------------------------------------------------
     def endpoint(self, listener: str) -> tuple[str, int]:
@@ -228,7 +228,11 @@ class Broker:
         """The TLS context of an SSL or SASL_SSL listener (None for the others)."""
         if not spec.tls:
             return None
-        raise ConfigError("listeners", f"{spec.name}: TLS listeners are not supported yet")
+        if self._ssl_contexts.get(spec.name) is None:
+            from kaflite.cluster.auth import listener_ssl_context
+
+            self._ssl_contexts[spec.name] = listener_ssl_context(self.config.props, spec.name)
+        return self._ssl_contexts[spec.name]
 
     # -- controller callbacks -------------------------------------------------------
     def on_partition_change(self, topic: TopicState, state: PartitionState) -> None:

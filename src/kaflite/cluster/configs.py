@@ -126,6 +126,12 @@ DEVELOPMENT_DEFAULTS: dict[str, str] = {
 SECURITY_CONFIGS = frozenset({
     "listeners", "advertised.listeners", "listener.security.protocol.map",
     "inter.broker.listener.name", "security.inter.broker.protocol",
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.key.password", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.certificates", "ssl.client.auth",
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.users", "connections.max.reauth.ms",
+    "sasl.mechanism.inter.broker.protocol", "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.expected.audience",
 })
 
 
