@@ -134,10 +134,21 @@ class _Protocol(asyncio.BufferedProtocol):
             self.low_water.update(self.state.decoder.awaiting)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
         if isinstance(exc, ssl.SSLError):   # e.g. the broker refused our certificate
-            self.conn._fail(_ssl_error(self.conn.address, exc))
+            conn._fail(_ssl_error(conn.address, exc))
+        elif not conn.state.ready and conn._closed is None:
+            # A broker that drops a TLS 1.3 client without the certificate it requires
+            # may close without an alert: say what to check, but as a network error,
+            # since a restarting broker looks the same.
+            hint = (" (does it require a client certificate, or another security.protocol?)"
+                    if conn.ssl_context is not None else
+                    " (does it require TLS or SASL: security.protocol?)")
+            conn._fail(ConnectionClosed(
+                f"connection to {conn.address} closed by the broker during the handshake"
+                f"{hint}: {exc}"))
         else:
-            self.conn._fail(ConnectionClosed(f"connection to {self.conn.address} lost: {exc}"))
+            conn._fail(ConnectionClosed(f"connection to {conn.address} lost: {exc}"))
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
 
