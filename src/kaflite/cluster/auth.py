@@ -30,6 +30,14 @@ SASL (SASL_PLAINTEXT and SASL_SSL listeners):
 * ``connections.max.reauth.ms`` (0: sessions never expire) caps a session; an
   OAUTHBEARER token's expiry caps it too.
 
+Between brokers (replica fetchers, the transaction marker sender), on the
+``inter.broker.listener.name`` listener: ``sasl.mechanism.inter.broker.protocol``
+(Kafka's default is GSSAPI; kaflite's is PLAIN, or the listener's first enabled
+mechanism) with the ``username``/``password`` of that listener's JAAS config for
+the mechanism (else the first ``sasl.users`` user); over TLS the broker trusts
+``ssl.truststore.location`` and, where the listener wants client certificates,
+presents its own keystore, as Kafka's brokers do.
+
 Nothing here logs a password or a token.
 """
 
@@ -41,13 +49,19 @@ import re
 import ssl
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.listeners import listener_config
 from kaflite.config import ConfigError
 from kaflite.security.errors import IllegalSaslState, SaslAuthenticationFailed
-from kaflite.security.sasl import MECHANISMS, SaslServer, server_mechanism
+from kaflite.security.sasl import (
+    MECHANISMS,
+    SaslClient,
+    SaslServer,
+    client_mechanism,
+    server_mechanism,
+)
 from kaflite.security.scram import HASHES, ScramCredential, scram_credential
 from kaflite.security.tls import server_context
 
@@ -59,6 +73,7 @@ __all__ = [
     "BrokerCredentials",
     "SaslSession",
     "enabled_mechanisms",
+    "inter_broker_security",
     "jaas_options",
     "listener_props",
     "listener_ssl_context",
@@ -180,6 +195,48 @@ class BrokerCredentials:
 
     def plain(self, user: str) -> str | None:
         return self.jaas.get(user, self.users.get(user))
+
+
+# -- between brokers -----------------------------------------------------------------
+def inter_broker_security(props: Mapping[str, str], spec: ListenerSpec
+                          ) -> tuple[ssl.SSLContext | None, Callable[[], SaslClient] | None]:
+    """The TLS context and SASL client factory a broker connects to others with."""
+    context = None
+    if spec.tls:
+        from kaflite.security.tls import client_context
+
+        def get(name: str) -> str | None:
+            return listener_config(props, spec.name, name)
+
+        client: dict[str, object] = {
+            "ssl.ca.location": get("ssl.truststore.location"),
+            "ssl.endpoint.identification.algorithm":
+                get("ssl.endpoint.identification.algorithm") or "https"}
+        keystore = get("ssl.keystore.location")
+        if (get("ssl.client.auth") or "none").lower() != "none" and keystore:
+            client |= {"ssl.certificate.location": keystore, "ssl.key.location": keystore,
+                       "ssl.key.password": get("ssl.key.password")}
+        context = client_context({k: v for k, v in client.items() if v is not None})
+    if not spec.sasl:
+        return context, None
+    enabled = enabled_mechanisms(props, spec.name)
+    mechanism = (props.get("sasl.mechanism.inter.broker.protocol")
+                 or ("PLAIN" if "PLAIN" in enabled else enabled[0])).upper()
+    options = jaas_config(props, spec.name, mechanism)
+    user, password = options.get("username"), options.get("password")
+    if user is None:
+        user, password = next(iter(config_users(props).items()), (None, None))
+    if user is None or password is None:
+        raise ConfigError("sasl.jaas.config",
+                          f"the inter-broker listener {spec.name} uses SASL: set username and "
+                          f"password in listener.name.{spec.name.lower()}."
+                          f"{mechanism.lower()}.sasl.jaas.config (or sasl.users)")
+    credentials = {"sasl.username": user, "sasl.password": password}
+
+    def factory() -> SaslClient:
+        return client_mechanism(mechanism, credentials)
+
+    return context, factory
 
 
 # -- one connection's session ------------------------------------------------------

@@ -41,6 +41,7 @@ from kaflite.protocol.messages import ApiVersionsResponse
 if TYPE_CHECKING:
     from kaflite.cluster.faults import FaultInjector
     from kaflite.cluster.replication import ReplicaFetcher
+    from kaflite.net.connection import SaslFactory
 
 __all__ = ["Broker"]
 
@@ -108,6 +109,7 @@ class Broker:
         self.closed_connections: deque[ConnectionRecord] = deque(maxlen=CLOSED_KEPT)
         self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
+        self._inter_broker: tuple[ssl.SSLContext | None, SaslFactory | None] | None = None
 
     # -- addresses ---------------------------------------------------------------
     def endpoint(self, listener: str) -> tuple[str, int]:
@@ -166,6 +168,7 @@ class Broker:
         else:
             info.host, info.port, info.rack = self.advertised_host, self.advertised_port, self.rack
             info.endpoints = self.endpoints
+        self.inter_broker_security()   # a bad inter-broker setup fails the start
         self.controller.register_broker(info, self)
         self.groups = GroupCoordinator(self)  # hooks partition changes before taking any
         self.transactions = TransactionCoordinator(self)
@@ -220,6 +223,15 @@ class Broker:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
         self.servers.clear()
+
+    def inter_broker_security(self) -> tuple[ssl.SSLContext | None, SaslFactory | None]:
+        """How this broker connects to the others (``inter.broker.listener.name``)."""
+        if self._inter_broker is None:
+            from kaflite.cluster.auth import inter_broker_security
+
+            spec = next(s for s in self.listeners if s.name == self.inter_broker_listener)
+            self._inter_broker = inter_broker_security(self.config.props, spec)
+        return self._inter_broker
 
     def _protocol_factory(self, spec: ListenerSpec) -> Callable[[], ServerConnection]:
         return lambda: ServerConnection(self, spec)

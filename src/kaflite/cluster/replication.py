@@ -119,8 +119,10 @@ class ReplicaFetcher:
         address = info.endpoint(self.broker.inter_broker_listener)
         if address is None:
             raise ConnectionClosed(f"leader {self.leader_id} has no inter-broker listener")
+        tls, sasl = self.broker.inter_broker_security()
         self.conn = await BrokerConnection(
             *address, client_id=f"replica-fetcher-{self.broker.node_id}",
+            ssl_context=tls, sasl=sasl,
             node_id=self.leader_id, request_timeout_ms=30_000,
         ).open()
         return self.conn
