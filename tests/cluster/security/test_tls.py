@@ -71,3 +71,33 @@ def test_bad_tls_input_closes_only_that_connection(secure_cluster: Cluster, pki:
             ok.close()
 
     run(main())
+
+
+def test_kaflite_connections_shows_security(secure_cluster: Cluster, pki: Pki) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from kaflite.cli import app
+    from kaflite.cluster.http import HttpApi
+
+    api = secure_cluster.call(HttpApi(secure_cluster).start())
+    try:
+        async def main() -> None:
+            w = await Wire.open(port(secure_cluster, "SASL_SSL"), tls(pki))
+            assert (await w.authenticate("PLAIN", "carol", "carol-secret")).error_code == 0
+            await w.metadata()
+            rows = json.loads(CliRunner().invoke(
+                app, ["connections", "--http", api.url, "--json",
+                      "--client-id", "security-test"]).output)
+            mine = [r for r in rows if r["principal"] == "User:carol"]
+            assert [(r["security_protocol"], r["sasl_mechanism"], r["listener"]) for r in mine] \
+                == [("SASL_SSL", "PLAIN", "SASL_SSL")]
+            assert mine[0]["authenticated_at"] is not None
+            table = CliRunner().invoke(app, ["connections", "--http", api.url]).output
+            assert "SASL_SSL/PLAIN" in table and "User:carol" in table
+            w.close()
+
+        run(main())
+    finally:
+        secure_cluster.call(api.stop())
