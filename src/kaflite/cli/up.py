@@ -82,7 +82,7 @@ def up(
     for node in range(brokers):
         for name, port in ports:
             if port:
-                check_free(f"broker {node}'s {name}", host, port + node)
+                check_free(f"broker {node}'s{name}", host, port + node)
     if http_port > 0:
         check_free("the HTTP API's", host, http_port)
     run(_serve(brokers, data_dir, host, base_port, props, http_port))
@@ -106,13 +106,13 @@ def listener_props(flags: list[str], host: str, base_port: int) -> dict[str, str
 
 def _listener_ports(props: dict[str, str], base_port: int) -> list[tuple[str, int]]:
     if "listeners" not in props:
-        return [("PLAINTEXT listener", base_port)]
+        return [("", base_port)]
     try:
         protocol_map = parse_protocol_map(props.get("listener.security.protocol.map"))
         specs = parse_listeners(props["listeners"], protocol_map, "")
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from None
-    return [(f"{s.name} listener", s.port) for s in specs]
+    return [(f" {s.name} listener", s.port) for s in specs]
 
 
 async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
