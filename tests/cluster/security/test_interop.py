@@ -217,3 +217,26 @@ def test_kafkajs(cluster: Cluster, pki: Pki, mechanism: str) -> None:
     got = json.loads(proc.stdout.strip().splitlines()[-1])["consumed"]
     assert sorted(got) == sorted(expected())
     assert_registry(cluster, client_id, mechanism)
+
+
+def test_transaction_markers_go_over_the_inter_broker_listener(cluster: Cluster,
+                                                                pki: Pki) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    topic = new_topic(cluster, "txn")
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap("SASL_SSL"),
+                            "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                            "sasl.username": "alice", "sasl.password": "alice-secret",
+                            "ssl.ca.location": str(pki.ca), "transactional.id": "sec-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for p in range(3):
+        producer.produce(topic, b"in-txn", partition=p)
+    producer.commit_transaction(30)
+
+    def senders() -> list[ConnectionSnapshot]:
+        return [c for c in cluster.connections(include_replicas=True)
+                if "txn-marker-sender" in c.roles]
+
+    wait_for(senders, "a marker sender connection", state=senders)
+    assert {(c.listener, c.principal, c.sasl_mechanism) for c in senders()} == {
+        ("SASL_SSL", "User:admin", "SCRAM-SHA-512")}
