@@ -240,3 +240,35 @@ def test_transaction_markers_go_over_the_inter_broker_listener(cluster: Cluster,
     wait_for(senders, "a marker sender connection", state=senders)
     assert {(c.listener, c.principal, c.sasl_mechanism) for c in senders()} == {
         ("SASL_SSL", "User:admin", "SCRAM-SHA-512")}
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"])
+def test_kaflite_client(cluster: Cluster, pki: Pki, mechanism: str) -> None:
+    from kaflite.client import Consumer, Producer
+
+    topic, client_id = new_topic(cluster, "kaflite"), f"kaflite-{mechanism}"
+    common: dict[str, object] = {
+        "bootstrap.servers": cluster.bootstrap("SASL_SSL"), "client.id": client_id,
+        "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+        "ssl.ca.location": str(pki.ca)}
+    if mechanism == "OAUTHBEARER":
+        common["sasl.oauthbearer.config"] = "principal=alice"
+    else:
+        common |= {"sasl.username": "alice", "sasl.password": "alice-secret"}
+
+    async def main() -> list[str]:
+        async with Producer(common) as producer:
+            for value in expected():
+                await producer.send(topic, value.encode())
+        got: list[str] = []
+        async with Consumer({**common, "group.id": f"g-{topic}",
+                             "auto.offset.reset": "earliest"}) as consumer:
+            consumer.subscribe([topic])
+            for _ in range(100):
+                if len(got) >= N:
+                    break
+                got += [r.value.decode() for r in await consumer.poll(timeout_ms=200)]
+        return got
+
+    assert sorted(asyncio.run(main())) == sorted(expected())
+    assert_registry(cluster, client_id, mechanism)

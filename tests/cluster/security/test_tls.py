@@ -101,3 +101,22 @@ def test_kaflite_connections_shows_security(secure_cluster: Cluster, pki: Pki) -
         run(main())
     finally:
         secure_cluster.call(api.stop())
+
+
+def test_kaflite_client_with_mtls(secure_cluster: Cluster, pki: Pki) -> None:
+    from kaflite.client import Producer
+
+    cert, key = pki.clients["client"]
+    secure_cluster.create_topic("mtls")
+    config = {"bootstrap.servers": secure_cluster.bootstrap("SSL"), "client.id": "kaflite-mtls",
+              "security.protocol": "SSL", "ssl.ca.location": str(pki.ca),
+              "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+
+    async def main() -> int:
+        async with Producer(config) as producer:
+            return (await producer.send("mtls", b"over mTLS")).offset
+
+    assert asyncio.run(main()) == 0
+    rows = secure_cluster.connections(client_id="kaflite-mtls", include_closed=True)
+    assert rows and all(r.principal.startswith("User:CN=client") and r.listener == "SSL"
+                        for r in rows)
