@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -271,3 +273,47 @@ def test_scram_credentials_admin_apis_and_restart(tmp_path: object) -> None:
     assert "erin" in text and base64.b64encode(b"erin-pw").decode() not in text
     with Cluster(brokers=1, data_dir=data_dir, listeners=listeners) as cluster:
         assert cluster.call(login(cluster)) == 0       # the credential survived a restart
+
+
+def unsecured_token(claims: dict[str, object]) -> bytes:
+    def part(doc: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(doc).encode()).rstrip(b"=").decode()
+    token = f"{part({'alg': 'none'})}.{part(claims)}."
+    return f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+
+
+def test_oauthbearer_token_expiry_caps_the_session_and_expired_tokens_fail(
+        secure_cluster: Cluster) -> None:
+    sasl = port(secure_cluster, "SASL_PLAINTEXT")
+    reauth = port(secure_cluster, "REAUTH")   # REAUTH allows every mechanism: 1.5 s sessions
+
+    async def main() -> None:
+        async with bystander(secure_cluster) as still_producing:
+            now = time.time()
+            # a token valid for 1 s more caps the session below connections.max.reauth.ms
+            w = await Wire.open(reauth)
+            assert (await w.handshake("OAUTHBEARER")).error_code == 0
+            res = await w.request(SaslAuthenticateRequest(auth_bytes=unsecured_token(
+                {"sub": "tokenuser", "iat": now, "exp": now + 1.0})), 2)
+            assert res.error_code == 0, res
+            assert 0 < res.session_lifetime_ms <= 1000
+            rows = [c for c in secure_cluster.connections() if c.principal == "User:tokenuser"]
+            assert [r.sasl_mechanism for r in rows] == ["OAUTHBEARER"]
+            w.close()
+            # an expired token
+            w = await Wire.open(reauth)
+            assert (await w.handshake("OAUTHBEARER")).error_code == 0
+            res = await w.request(SaslAuthenticateRequest(auth_bytes=unsecured_token(
+                {"sub": "tokenuser", "iat": now - 120, "exp": now - 60})), 2)
+            # RFC 7628: an error challenge, which the client acknowledges with %x01
+            assert res.error_code == 0 and b"invalid_token" in bytes(res.auth_bytes)
+            res = await w.request(SaslAuthenticateRequest(auth_bytes=b"\x01"), 2)
+            assert res.error_code == FAILED and res.error_message
+            assert await w.closed_by_broker()
+            await still_producing()
+            # OAUTHBEARER is not enabled on SASL_PLAINTEXT
+            w = await Wire.open(sasl)
+            assert (await w.handshake("OAUTHBEARER")).error_code == UNSUPPORTED
+            assert await w.closed_by_broker()
+
+    run(main())
