@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PROPERTIES", "ClientConfig", "ConfigError", "Property", "resolve"]
+__all__ = ["PROPERTIES", "SASL_MECHANISMS", "SECURITY_PROTOCOLS", "ClientConfig", "ConfigError",
+           "Property", "redacted", "resolve"]
 
 COMMON, PRODUCER, CONSUMER, ADMIN = "common", "producer", "consumer", "admin"
 ROLES = (PRODUCER, CONSUMER, ADMIN)
@@ -49,6 +50,7 @@ class Property:
     choices: tuple[str, ...] | None = None
     nullable: bool = False
     check: Callable[[Any], str | None] | None = None
+    sensitive: bool = False        # a secret: never shown in reprs, logs or events
 
 
 PROPERTIES: dict[str, Property] = {}
@@ -62,7 +64,24 @@ def _acks(value: Any) -> str | None:
     return None if value in (-1, 0, 1) else "must be one of all, -1, 0, 1"
 
 
+def _callable(value: Any) -> str | None:
+    return None if callable(value) else f"expected a callable, got {type(value).__name__}"
+
+
+def _mechanism(value: Any) -> str | None:
+    if value == "GSSAPI" or value in SASL_MECHANISMS:
+        return None
+    return f"{value} is not supported by kaflite (supported: {', '.join(SASL_MECHANISMS)})"
+
+
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# librdkafka's aliases: the name a user may give -> kaflite's (Kafka's) name
+ALIASES = {"sasl.mechanisms": "sasl.mechanism", "sasl.user": "sasl.username",
+           "security.protocol.type": "security.protocol"}
+# values a user may spell in lower case (librdkafka accepts "sasl_ssl")
+_UPPER = ("security.protocol", "sasl.mechanism")
 _ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
 # -- common ------------------------------------------------------------------------
@@ -85,12 +104,32 @@ _p("metadata.recovery.strategy", "str", "rebootstrap", choices=("none", "reboots
 # autotuning and cost a Python reader 40% more CPU per byte fetched (docs/benchmarks.md).
 _p("send.buffer.bytes", "int", -1, minimum=-1)
 _p("receive.buffer.bytes", "int", -1, minimum=-1)
-_p("security.protocol", "str", "PLAINTEXT", choices=("PLAINTEXT",))
+_p("security.protocol", "str", "PLAINTEXT", choices=SECURITY_PROTOCOLS)
 _p("client.software.name", "str", "kaflite")
 _p("client.software.version", "str", "0.1.0")
 _p("allow.auto.create.topics", "bool", True)
 _p("max.frame.bytes", "int", 104_857_600, minimum=1024)
 _p("events.max", "int", 10_000, minimum=0)
+
+# -- security (librdkafka's names and defaults) ----------------------------------------
+# librdkafka's default mechanism is GSSAPI (Kerberos), which kaflite does not implement:
+# it is accepted as a value only so that the error names the real problem.
+_p("sasl.mechanism", "str", "GSSAPI", check=_mechanism)
+_p("sasl.username", "str", None, nullable=True)
+_p("sasl.password", "str", None, nullable=True, sensitive=True)
+_p("ssl.ca.location", "str", None, nullable=True)
+_p("ssl.certificate.location", "str", None, nullable=True)
+_p("ssl.key.location", "str", None, nullable=True)
+_p("ssl.key.password", "str", None, nullable=True, sensitive=True)
+_p("ssl.endpoint.identification.algorithm", "str", "https", choices=("https", "none"))
+_p("enable.ssl.certificate.verification", "bool", True)
+_p("oauth_cb", "any", None, nullable=True, check=_callable)
+_p("sasl.oauthbearer.method", "str", "default", choices=("default", "oidc"))
+_p("sasl.oauthbearer.client.id", "str", None, nullable=True)
+_p("sasl.oauthbearer.client.secret", "str", None, nullable=True, sensitive=True)
+_p("sasl.oauthbearer.token.endpoint.url", "str", None, nullable=True)
+_p("sasl.oauthbearer.scope", "str", None, nullable=True)
+_p("sasl.oauthbearer.config", "str", None, nullable=True, sensitive=True)
 
 # -- producer ----------------------------------------------------------------------
 _p("acks", "int", -1, PRODUCER, check=_acks)
@@ -225,7 +264,17 @@ class ClientConfig(Mapping[str, Any]):
         return bool(self._values[name])
 
     def __repr__(self) -> str:
-        return f"ClientConfig({self.role}, {self._values!r})"
+        return f"ClientConfig({self.role}, {redacted(self._values)!r})"
+
+
+def redacted(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with every sensitive property's value masked, for reprs and logs."""
+    out = dict(values)
+    for name, value in values.items():
+        prop = PROPERTIES.get(name)
+        if prop is not None and prop.sensitive and value is not None:
+            out[name] = "[hidden]"
+    return out
 
 
 def resolve(role: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -> ClientConfig:
@@ -234,9 +283,12 @@ def resolve(role: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -
         raise ValueError(f"unknown client role {role!r}")
     given: dict[str, Any] = dict(config or {})
     for key, value in kwargs.items():
-        given[key.replace("_", ".")] = value
+        given[key if key in PROPERTIES else key.replace("_", ".")] = value
     out: dict[str, Any] = {}
     for name, value in given.items():
+        name = ALIASES.get(name, name)
+        if name in _UPPER and isinstance(value, str):
+            value = value.strip().upper()
         prop = PROPERTIES.get(name)
         if prop is None:
             raise ConfigError(name, "unknown configuration property")
@@ -254,6 +306,7 @@ def resolve(role: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -
         host, _, port = server.rpartition(":")
         if not host or not port.isdigit():
             raise ConfigError("bootstrap.servers", f"{server!r} is not host:port")
+    _check_security(out)
     if role == PRODUCER:
         _check_producer(out, explicit=set(given))
     if role == CONSUMER:
@@ -282,6 +335,25 @@ def _check_producer(out: dict[str, Any], explicit: set[str]) -> None:
     if out["delivery.timeout.ms"] < out["linger.ms"] + out["request.timeout.ms"]:
         raise ConfigError("delivery.timeout.ms",
                           "must be at least linger.ms + request.timeout.ms")
+
+
+def _check_security(out: dict[str, Any]) -> None:
+    protocol = out["security.protocol"]
+    if not protocol.startswith("SASL_"):
+        return
+    mechanism = out["sasl.mechanism"]
+    if mechanism not in SASL_MECHANISMS:
+        raise ConfigError("sasl.mechanism", f"{mechanism} is not supported by kaflite "
+                          f"(supported: {', '.join(SASL_MECHANISMS)})")
+    if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        for name in ("sasl.username", "sasl.password"):
+            if out[name] is None:
+                raise ConfigError(name, f"is required for sasl.mechanism {mechanism}")
+    elif out["sasl.oauthbearer.method"] == "oidc":
+        for name in ("sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
+                     "sasl.oauthbearer.token.endpoint.url"):
+            if out[name] is None:
+                raise ConfigError(name, "is required for sasl.oauthbearer.method oidc")
 
 
 def _check_consumer(out: dict[str, Any]) -> None:

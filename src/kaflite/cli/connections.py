@@ -1,4 +1,8 @@
-"""``kaflite connections``: every client connection, the broker it goes to and why."""
+"""``kaflite connections``: every client connection, the broker it goes to and why.
+
+The security column shows the listener's protocol, the SASL mechanism, the
+principal and when the connection last (re-)authenticated (KIP-368).
+"""
 
 from __future__ import annotations
 
@@ -20,10 +24,23 @@ def _short(items: list[str], limit: int = 6) -> str:
     return ", ".join(items[:limit]) + f" (+{len(items) - limit})"
 
 
+def security_text(c: dict[str, Any], now: float) -> str:
+    """``SASL_SSL/SCRAM-SHA-512``, the principal, and the last (re-)authentication."""
+    protocol = c.get("security_protocol") or "PLAINTEXT"
+    if c.get("sasl_mechanism"):
+        protocol += f"/{c['sasl_mechanism']}"
+    lines = [protocol, c.get("principal") or "User:ANONYMOUS"]
+    if c.get("authenticated_at"):
+        reauths = c.get("reauthentications") or 0
+        lines.append(f"auth {now - c['authenticated_at']:.0f}s ago"
+                     + (f", {reauths} re-auth" if reauths else ""))
+    return "\n".join(lines)
+
+
 def connections_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title="client connections", show_lines=False)
-    for name in ("client", "broker", "peer", "role", "partitions / groups", "requests",
-                 "errors", "idle"):
+    for name in ("client", "broker", "peer", "security", "role", "partitions / groups",
+                 "requests", "errors", "idle"):
         table.add_column(name, overflow="fold")
     now = time.time()
     for c in rows:
@@ -38,7 +55,8 @@ def connections_table(rows: list[dict[str, Any]]) -> Table:
             for name, n in api["errors"].items():
                 errs[name] = errs.get(name, 0) + n
         table.add_row(
-            client, str(c["broker"]), c["peer"], ", ".join(c["roles"]), _short(targets),
+            client, str(c["broker"]), c["peer"], security_text(c, now), ", ".join(c["roles"]),
+            _short(targets),
             str(sum(a["count"] for a in c["apis"].values())),
             ", ".join(f"{k} x{v}" for k, v in errs.items()),
             f"{now - c['last_activity']:.0f}s",

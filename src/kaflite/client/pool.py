@@ -21,6 +21,13 @@ A failed connect backs off exponentially, from ``reconnect.backoff.ms`` up to
 traffic for ``connections.max.idle.ms`` is closed by a reaper task. Concurrent
 callers that want the same connection share one connect attempt.
 
+Every connection authenticates as ``security.protocol`` says (TLS, then
+ApiVersions and SASL: ``kaflite.net.connection``) before its first request. An
+authentication failure is fatal, as Java's client raises its
+``AuthenticationException`` to the application rather than retrying: the pool
+keeps the error (``auth_error``), logs it as an ``auth`` event with the broker's
+message, and raises it to every later caller instead of connecting again.
+
 Roles shown by ``connections()`` come from providers the client registers:
 the producer and the fetcher report partitions they lead traffic for, the
 group member reports its coordinator.
@@ -36,10 +43,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kaflite.client._aio import cancel_and_wait
+from kaflite.client._security import Security
 from kaflite.client.events import EventLog
 from kaflite.client.recovery import backoff_delay
 from kaflite.config import ClientConfig
-from kaflite.net.connection import BrokerConnection, ConnectionClosed
+from kaflite.net.connection import AuthenticationError, BrokerConnection, ConnectionClosed
 from kaflite.protocol import REGISTRY
 
 __all__ = [
@@ -86,6 +94,13 @@ class ConnectionInfo:
     api_versions: dict[str, int] = field(default_factory=dict)
     throttled_ms: int = 0
     local_address: str = ""   # our end of the socket: the cluster registry's "peer"
+    security_protocol: str = "PLAINTEXT"
+    tls: str | None = None            # "TLSv1.3 TLS_AES_256_GCM_SHA384"
+    mechanism: str | None = None      # the SASL mechanism
+    principal: str | None = None      # who the broker sees, when known in advance
+    session_lifetime_ms: int = 0      # the broker's SASL session (0: unlimited)
+    reauthentications: int = 0        # KIP-368 re-authentications on this connection
+    last_authenticated: float | None = None   # time.time() of the last (re)authentication
 
 
 @dataclass
@@ -107,6 +122,8 @@ class ConnectionPool:
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
         self.bootstrap_servers = [_split(s) for s in config["bootstrap.servers"]]
+        self.security = Security(config)
+        self.auth_error: AuthenticationError | None = None
 
     # -- connection factory -------------------------------------------------------
     def _new(self, host: str, port: int, node_id: int | None,
@@ -122,7 +139,16 @@ class ConnectionPool:
             software_version=c["client.software.version"],
             send_buffer_bytes=c.int("send.buffer.bytes"),
             receive_buffer_bytes=c.int("receive.buffer.bytes"),
+            ssl_context=self.security.ssl_context,
+            sasl=self.security.sasl_factory(),
+            emit=self.events.emit,
         )
+
+    def _auth_failed(self, conn: BrokerConnection, exc: AuthenticationError) -> None:
+        if self.auth_error is None:
+            self.auth_error = exc
+            self.events.emit("auth", f"authentication with {conn.label} failed "
+                             f"({self.security.describe()})", cause=exc.message)
 
     def _setup_timeout_ms(self, failures: int) -> float:
         """Java's connection setup timeout: doubled per consecutive failure, up to the max."""
@@ -144,6 +170,8 @@ class ConnectionPool:
         self._start_reaper()
         if self._bootstrap is not None and self._bootstrap.connected:
             return self._bootstrap
+        if self.auth_error is not None:
+            raise self.auth_error
         servers = list(self.bootstrap_servers)
         random.shuffle(servers)
         errors = []
@@ -151,6 +179,9 @@ class ConnectionPool:
             conn = self._new(host, port, -1 - i)
             try:
                 await conn.open()
+            except AuthenticationError as exc:
+                self._auth_failed(conn, exc)
+                raise
             except (ConnectionClosed, OSError, TimeoutError) as exc:
                 errors.append(f"{host}:{port}: {exc}")
                 continue
@@ -221,6 +252,8 @@ class ConnectionPool:
     async def _connect(self, key: Key, address: BrokerAddress | None) -> BrokerConnection:
         if self._closed:
             raise ConnectionClosed("client is closed")
+        if self.auth_error is not None:
+            raise self.auth_error
         self._start_reaper()
         node_id, channel = key
         addr = address or self.brokers.get(node_id)
@@ -233,6 +266,9 @@ class ConnectionPool:
         conn = self._new(addr.host, addr.port, node_id, backoff.failures)
         try:
             await conn.open()
+        except AuthenticationError as exc:
+            self._auth_failed(conn, exc)
+            raise
         except BaseException as exc:
             backoff.failures += 1
             delay = self._backoff_delay(backoff.failures)
@@ -316,13 +352,17 @@ class ConnectionPool:
                     with contextlib.suppress(Exception):
                         versions[info.name] = conn.version_for(api_key)
                 del lo, hi
-            s = conn.stats
+            s, state = conn.stats, conn.state
             out.append(ConnectionInfo(
                 broker=node_id, address=conn.address, channel=channel, roles=roles,
                 in_flight=conn.in_flight, requests=s.requests, bytes_sent=s.bytes_sent,
                 bytes_received=s.bytes_received, last_activity=s.last_activity,
                 opened_at=s.opened_at, api_versions=versions, throttled_ms=s.throttled_ms,
-                local_address=conn.local_address))
+                local_address=conn.local_address,
+                security_protocol=self.security.protocol, tls=conn.tls,
+                mechanism=state.mechanism, principal=self.security.principal,
+                session_lifetime_ms=state.session_lifetime_ms,
+                reauthentications=state.reauth_count, last_authenticated=state.last_auth))
         out.sort(key=lambda i: (i.broker, i.channel))
         return out
 

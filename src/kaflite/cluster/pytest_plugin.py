@@ -6,9 +6,18 @@ enough. Configure it per test module or on the command line:
     pytest --kaflite-brokers 3 --kaflite-scope session
 
 or override the ``kaflite_cluster_options`` fixture to pass ``Cluster``
-arguments (``brokers``, ``config``, ``racks``...). The fixture yields a running
-``Cluster`` (in its own background thread); ``cluster.bootstrap_servers`` is the
-address to give any Kafka client.
+arguments (``brokers``, ``config``, ``racks``, ``listeners``...); for a secured
+cluster, for example::
+
+    @pytest.fixture(scope="session")
+    def kaflite_cluster_options():
+        return {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "config": {"sasl.users": "alice:alice-secret"}}
+
+and ``cluster.bootstrap("SASL_PLAINTEXT")`` is that listener's address. The
+fixture yields a running ``Cluster`` (in its own background thread);
+``cluster.bootstrap_servers`` is the address to give any Kafka client (the
+first listener's).
 """
 
 from __future__ import annotations

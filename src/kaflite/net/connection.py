@@ -14,6 +14,18 @@ for the future that the ``Response`` event with its correlation id completes. A
 
 Produce with acks=0 has no response: it is written and completed at once.
 
+Security: with an ``ssl_context`` the connection is TLS (asyncio's ``ssl=``, the
+broker's host as ``server_hostname``: Python checks an IP address against the
+certificate's IP SANs and sends no SNI for it, as librdkafka and Java's client
+do). A ``sasl`` factory makes the mechanism for each exchange; it runs in a
+thread, since an OAUTHBEARER token may come from a callback or an HTTP token
+endpoint. ``open()`` returns once ApiVersions and SASL are done, so requests made
+before that wait for it. KIP-368 re-authentication runs when its time comes
+(a timer, and a check before each request) under the lock that orders requests:
+new requests wait for it, those already in flight complete as usual. A failed
+TLS handshake or SASL exchange raises an ``AuthenticationError``, not
+``ConnectionClosed``: it is fatal, not a network error to retry.
+
 The receive side is an ``asyncio.BufferedProtocol`` that lends the protocol
 object's frame buffers to the transport, so a large Fetch response is read
 straight into its own buffer and decoded without a copy of its records.
@@ -24,11 +36,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from kaflite._lowat import ReceiveLowWater
 from kaflite.protocol.connection import (
+    AuthenticationError,
     ClientConnection,
     ConnectionStats,
     Event,
@@ -36,7 +51,11 @@ from kaflite.protocol.connection import (
     NoCommonVersion,
     Outgoing,
     Ready,
+    Reauthenticated,
     Response,
+    SaslAuthenticationError,
+    SaslMechanism,
+    SslAuthenticationError,
 )
 from kaflite.protocol.messages import (
     ProduceRequest,
@@ -46,7 +65,11 @@ from kaflite.protocol.messages import (
 )
 from kaflite.protocol.primitives import BytesLike
 
-__all__ = ["BrokerConnection", "ConnectionClosed", "ConnectionStats", "NoCommonVersion"]
+__all__ = ["AuthenticationError", "BrokerConnection", "ConnectionClosed", "ConnectionStats",
+           "NoCommonVersion", "SaslFactory", "SslAuthenticationError"]
+
+SaslFactory = Callable[[], SaslMechanism]
+Emit = Callable[[str, str], object]     # (kind, message): the client's event log
 
 R = TypeVar("R", bound=Struct)
 
@@ -111,7 +134,21 @@ class _Protocol(asyncio.BufferedProtocol):
             self.low_water.update(self.state.decoder.awaiting)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.conn._fail(ConnectionClosed(f"connection to {self.conn.address} lost: {exc}"))
+        conn = self.conn
+        if isinstance(exc, ssl.SSLError):   # e.g. the broker refused our certificate
+            conn._fail(_ssl_error(conn.address, exc))
+        elif not conn.state.ready and conn._closed is None:
+            # A broker that drops a TLS 1.3 client without the certificate it requires
+            # may close without an alert: say what to check, but as a network error,
+            # since a restarting broker looks the same.
+            hint = (" (does it require a client certificate, or another security.protocol?)"
+                    if conn.ssl_context is not None else
+                    " (does it require TLS or SASL: security.protocol?)")
+            conn._fail(ConnectionClosed(
+                f"connection to {conn.address} closed by the broker during the handshake"
+                f"{hint}: {exc}"))
+        else:
+            conn._fail(ConnectionClosed(f"connection to {conn.address} lost: {exc}"))
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
 
@@ -146,6 +183,9 @@ class BrokerConnection:
         software_version: str = "0.1.0",
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslFactory | None = None,
+        emit: Emit | None = None,
     ) -> None:
         self.host, self.port, self.node_id = host, port, node_id
         # SO_SNDBUF / SO_RCVBUF; -1 leaves the sizes to the OS (which tunes them)
@@ -166,6 +206,27 @@ class BrokerConnection:
         self.last_used = time.monotonic()
         # our end of the socket, as the broker sees it (the registry's "peer")
         self.local_address = ""
+        self.ssl_context = ssl_context
+        self.sasl = sasl
+        self.emit = emit
+        self.tls: str | None = None     # "TLSv1.3 TLS_AES_256_GCM_SHA384" once handshaken
+        self._reauth: asyncio.Future[None] | None = None
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+
+    @property
+    def label(self) -> str:
+        node = self.node_id
+        who = f"broker {node}" if node is not None and node >= 0 else "bootstrap server"
+        return f"{who} at {self.address}"
+
+    @property
+    def mechanism(self) -> str | None:
+        return self.state.mechanism
+
+    def _emit(self, kind: str, message: str) -> None:
+        if self.emit is not None:
+            self.emit(kind, message)
 
     @property
     def address(self) -> str:
@@ -195,23 +256,85 @@ class BrokerConnection:
     # -- lifecycle -------------------------------------------------------------
     async def open(self) -> BrokerConnection:
         loop = asyncio.get_running_loop()
+        sasl = await self._new_sasl() if self.sasl is not None else None
+        tls = self.ssl_context
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, proto = await loop.create_connection(
-                    lambda: _Protocol(self), self.host, self.port)
+                transport, proto = await loop.create_connection(
+                    lambda: _Protocol(self), self.host, self.port, ssl=tls,
+                    server_hostname=self.host if tls is not None else None)
+        except ssl.SSLError as exc:
+            raise _ssl_error(self.address, exc) from exc
         except (OSError, TimeoutError) as exc:
             raise ConnectionClosed(f"cannot connect to {self.address}: {exc!r}") from exc
         self._protocol = proto
         self._size_socket_buffers(proto)
+        if tls is not None:
+            obj = transport.get_extra_info("ssl_object")
+            cipher = obj.cipher() if obj is not None else None
+            self.tls = " ".join(x for x in (obj.version() if obj else None,
+                                            cipher[0] if cipher else None) if x) or "TLS"
+            self._emit("tls", f"TLS handshake with {self.label} done ({self.tls})")
         self._ready = loop.create_future()
         try:
-            self._write(self.state.start())
+            self._write(self.state.start(sasl))
             async with asyncio.timeout(self.request_timeout):
                 await self._ready
         except BaseException:
             self.close()
             raise
         return self
+
+    async def _new_sasl(self) -> SaslMechanism:
+        """A mechanism for one exchange, made in a thread (a token may be fetched)."""
+        assert self.sasl is not None
+        try:
+            return await asyncio.to_thread(self.sasl)
+        except AuthenticationError:
+            raise
+        except Exception as exc:
+            raise SaslAuthenticationError(f"cannot get SASL credentials: {exc}") from exc
+
+    # -- KIP-368 re-authentication ------------------------------------------------------
+    def _schedule_reauth(self) -> None:
+        at = self.state.reauth_at
+        if at is None or self._closed is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._reauth_timer = loop.call_later(max(at - time.monotonic(), 0),
+                                             self._reauth_in_background)
+
+    def _reauth_in_background(self) -> None:
+        self._reauth_timer = None
+        if self._closed is None and self._reauth_task is None:
+            task = asyncio.get_running_loop().create_task(self._reauth_when_due())
+            self._reauth_task = task
+
+    async def _reauth_when_due(self) -> None:
+        # A failure has closed the connection already, and its users learn of it.
+        try:
+            with contextlib.suppress(Exception):
+                async with self._in_order:
+                    if self.state.reauth_due():
+                        await self._reauthenticate()
+        finally:
+            self._reauth_task = None
+
+    async def _reauthenticate(self) -> None:
+        """One KIP-368 exchange; call with ``_in_order`` held, so that requests wait."""
+        sasl = await self._new_sasl()
+        if self._closed is not None:
+            raise ConnectionClosed(str(self._closed))
+        self._reauth = asyncio.get_running_loop().create_future()
+        self._write(self.state.reauthenticate(sasl))
+        try:
+            async with asyncio.timeout(self.request_timeout):
+                await self._reauth
+        except TimeoutError:
+            self._fail(ConnectionClosed(f"re-authentication with {self.address} timed out"))
+            raise
+        finally:
+            self._reauth = None
 
     def _size_socket_buffers(self, proto: _Protocol) -> None:
         sock = proto.transport.get_extra_info("socket") if proto.transport else None
@@ -272,6 +395,8 @@ class BrokerConnection:
                 wait = self.state.throttle_remaining()
                 if wait > 0:
                     await asyncio.sleep(wait)
+                if self._closed is None and self.state.reauth_due():
+                    await self._reauthenticate()
                 if self._closed is not None:
                     raise ConnectionClosed(str(self._closed))
                 self.last_used = time.monotonic()
@@ -309,28 +434,51 @@ class BrokerConnection:
             elif isinstance(event, Outgoing):   # ApiVersions again, at the broker's version
                 self._write(event)
             elif isinstance(event, Ready):
+                if event.mechanism is not None:
+                    self._emit("auth", f"authenticated to {self.label} with {event.mechanism}"
+                               f" ({_session(event.session_lifetime_ms)})")
+                    self._schedule_reauth()
                 if self._ready is not None and not self._ready.done():
                     self._ready.set_result(None)
+            elif isinstance(event, Reauthenticated):
+                self._emit("reauth", f"re-authenticated to {self.label} with "
+                           f"{event.mechanism} (#{self.state.reauth_count}, "
+                           f"{_session(event.session_lifetime_ms)})")
+                if self._reauth is not None and not self._reauth.done():
+                    self._reauth.set_result(None)
+                self._schedule_reauth()
             elif isinstance(event, Failed):
                 if event.correlation_id is not None:
                     future = self._futures.pop(event.correlation_id, None)
                     if future is not None and not future.done():
                         future.set_exception(event.error)
-                if self._ready is not None and not self._ready.done():
-                    self._ready.set_exception(event.error)
+                for waiting in (self._ready, self._reauth):
+                    if waiting is not None and not waiting.done():
+                        waiting.set_exception(event.error)
                 self._fail(event.error)
                 return
 
     def _fail(self, exc: BaseException) -> None:
         if self._closed is None:
             self._closed = exc
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
         if self._protocol is not None and self._protocol.transport is not None:
             self._protocol.transport.close()
         self.state.closed()
         futures, self._futures = self._futures, {}
-        waiting = [f for f in futures.values() if not f.done()]
-        if self._ready is not None and not self._ready.done():
-            waiting.append(cast("asyncio.Future[Any]", self._ready))
+        waiting: list[asyncio.Future[Any]] = [f for f in futures.values() if not f.done()]
+        # who waits for the handshake learns why it failed: an authentication error
+        # is not a network error
+        for handshake in (self._ready, self._reauth):
+            if handshake is not None and not handshake.done():
+                if isinstance(exc, AuthenticationError):
+                    handshake.set_exception(exc)
+                    with contextlib.suppress(BaseException):
+                        handshake.exception()
+                else:
+                    waiting.append(cast("asyncio.Future[Any]", handshake))
         for f in waiting:
             f.set_exception(
                 exc if isinstance(exc, ConnectionClosed) else ConnectionClosed(repr(exc))
@@ -338,3 +486,12 @@ class BrokerConnection:
             # The caller may have given up already; don't warn about it.
             with contextlib.suppress(BaseException):
                 f.exception()
+
+
+def _session(lifetime_ms: int) -> str:
+    return f"session {lifetime_ms} ms" if lifetime_ms > 0 else "no session limit"
+
+
+def _ssl_error(address: str, exc: ssl.SSLError) -> SslAuthenticationError:
+    detail = getattr(exc, "verify_message", None) or exc.reason or str(exc)
+    return SslAuthenticationError(f"SSL handshake with {address} failed: {detail}")

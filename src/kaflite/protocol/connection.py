@@ -26,6 +26,19 @@ Theory of operation
 * **Throttling (KIP-219).** A response with ``throttle_time_ms > 0`` sets a
   deadline before which the next request must not be sent;
   ``throttle_remaining()`` says how long that is.
+* **Authentication.** ``start(sasl)`` with a SASL mechanism (an object that makes
+  the mechanism's messages, such as ``kaflite.security.client_mechanism``'s) runs
+  SaslHandshake v1 after ApiVersions, then SaslAuthenticate rounds (v2, or the
+  broker's newest) until the mechanism has nothing more to say and has verified
+  the broker's last message. Only then is the connection ``Ready``. A refusal
+  ends the connection with an ``AuthenticationError`` carrying the broker's
+  message: a wrong password is fatal, never retried as a network error.
+* **Re-authentication (KIP-368).** The broker's ``session_lifetime_ms`` sets
+  ``reauth_at``: a random point between 85 % and 95 % of the session, as Java's
+  client picks. ``reauthenticate(sasl)`` then runs the same rounds on the open
+  connection; responses to requests sent before still arrive and are matched as
+  usual, and ``authenticating`` tells the transport to hold new requests until
+  the ``Reauthenticated`` event.
 * **Failure.** A frame that does not decode ends the connection: the
   ``Failed`` event names the request whose response it was, and ``closed()``
   hands back the correlation ids of every request still waiting.
@@ -38,12 +51,21 @@ its own buffer) or ``receive_data`` for plain bytes.
 from __future__ import annotations
 
 import itertools
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kaflite.protocol._exceptions import ProtocolError, RemoteProtocolError
-from kaflite.protocol.errors import KafkaError, UnsupportedVersionError, error_for_code
+from kaflite.protocol.errors import (
+    IllegalSaslStateError,
+    KafkaError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+    UnsupportedVersionError,
+    error_for_code,
+)
 from kaflite.protocol.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     Frame,
@@ -56,11 +78,16 @@ from kaflite.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     ProduceRequest,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
     Struct,
 )
 from kaflite.protocol.primitives import BytesLike
 
 __all__ = [
+    "AuthenticationError",
     "ClientConnection",
     "ConnectionStats",
     "Event",
@@ -68,11 +95,73 @@ __all__ = [
     "NoCommonVersion",
     "Outgoing",
     "Ready",
+    "Reauthenticated",
     "Response",
+    "SaslAuthenticationError",
+    "SaslMechanism",
+    "SaslMechanismError",
+    "SaslStateError",
+    "SslAuthenticationError",
 ]
 
 API_VERSIONS = ApiVersionsRequest.API_KEY
 PRODUCE = ProduceRequest.API_KEY
+SASL_HANDSHAKE = SaslHandshakeRequest.API_KEY
+SASL_AUTHENTICATE = SaslAuthenticateRequest.API_KEY
+# KIP-368: re-authenticate at a random point in this part of the session (Java's client)
+REAUTH_WINDOW = (0.85, 0.95)
+
+
+class SaslMechanism(Protocol):
+    """The client side of one SASL exchange (``kaflite.security.sasl.SaslClient``)."""
+
+    mechanism: str
+
+    def start(self) -> bytes: ...
+
+    def respond(self, challenge: bytes) -> bytes | None: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+
+class AuthenticationError(KafkaError):
+    """The broker refused this client's credentials, or TLS could not be set up: fatal.
+
+    As Java's ``AuthenticationException``, it is raised to the application rather
+    than retried. The SASL subclasses are also the protocol's error of their code
+    (``SaslAuthenticationFailedError`` and so on), with the broker's message."""
+
+
+class SaslAuthenticationError(SaslAuthenticationFailedError, AuthenticationError):
+    """SASL_AUTHENTICATION_FAILED: wrong credentials (or a broker that failed to prove
+    it knows them, for SCRAM)."""
+
+
+class SaslMechanismError(UnsupportedSaslMechanismError, AuthenticationError):
+    """UNSUPPORTED_SASL_MECHANISM: the broker does not enable the configured mechanism."""
+
+
+class SaslStateError(IllegalSaslStateError, AuthenticationError):
+    """ILLEGAL_SASL_STATE: the exchange went out of order."""
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed (an untrusted certificate, a host name mismatch...)."""
+
+    name = "SSL_HANDSHAKE_FAILED"
+
+
+_AUTH_ERRORS: dict[int, type[AuthenticationError]] = {
+    SaslAuthenticationFailedError.code: SaslAuthenticationError,
+    UnsupportedSaslMechanismError.code: SaslMechanismError,
+    IllegalSaslStateError.code: SaslStateError,
+}
+
+
+def _auth_error(code: int, message: str) -> KafkaError:
+    cls = _AUTH_ERRORS.get(code)
+    return cls(message) if cls is not None else error_for_code(code, message)
 
 
 class NoCommonVersion(KafkaError):
@@ -116,9 +205,21 @@ class Response:
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """ApiVersions is done: ``api_versions`` holds the broker's range per API."""
+    """ApiVersions (and authentication, if any) is done: ``api_versions`` holds the
+    broker's range per API; ``mechanism`` the SASL mechanism used (None: none) and
+    ``session_lifetime_ms`` the session the broker granted (0: unlimited)."""
 
     api_versions: dict[int, tuple[int, int]]
+    mechanism: str | None = None
+    session_lifetime_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Reauthenticated:
+    """A KIP-368 re-authentication succeeded; the new session's lifetime."""
+
+    mechanism: str
+    session_lifetime_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +231,7 @@ class Failed:
     correlation_id: int | None = None
 
 
-Event = Response | Ready | Failed | Outgoing
+Event = Response | Ready | Reauthenticated | Failed | Outgoing
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +251,7 @@ class ClientConnection:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         software: tuple[str, str] = ("kaflite", "0.1.0"),
         clock: Callable[[], float] = time.monotonic,
+        rng: Callable[[float, float], float] = random.uniform,
     ) -> None:
         self.client_id = client_id
         self.max_in_flight = max_in_flight
@@ -165,6 +267,17 @@ class ClientConnection:
         self._ids = itertools.count(1)
         self._awaiting: dict[int, _Awaiting] = {}
         self._negotiation: int | None = None   # the ApiVersions request's correlation id
+        # -- SASL ------------------------------------------------------------------------
+        self._rng = rng
+        self._sasl: SaslMechanism | None = None    # the exchange under way
+        self._auth_cid: int | None = None          # its request in flight
+        self.mechanism: str | None = None          # the mechanism of the current session
+        self.authenticated = False
+        self.session_lifetime_ms = 0
+        self.reauth_at: float | None = None        # clock() to re-authenticate at (KIP-368)
+        self.reauth_count = 0
+        self._last_lifetime = 0
+        self.last_auth: float | None = None        # time.time() of the last authentication
 
     # -- state -------------------------------------------------------------------
     @property
@@ -173,7 +286,18 @@ class ClientConnection:
 
     @property
     def can_send(self) -> bool:
-        return self.error is None and len(self._awaiting) < self.max_in_flight
+        return (self.error is None and self._sasl is None
+                and len(self._awaiting) < self.max_in_flight)
+
+    @property
+    def authenticating(self) -> bool:
+        """A SASL exchange is under way: other requests must wait for its end."""
+        return self._sasl is not None
+
+    def reauth_due(self) -> bool:
+        """KIP-368: the session should be renewed now."""
+        return (self.reauth_at is not None and self._sasl is None and self.error is None
+                and self._clock() >= self.reauth_at)
 
     def throttle_remaining(self) -> float:
         """Seconds to wait before the next request (0: none)."""
@@ -191,9 +315,20 @@ class ClientConnection:
         return top
 
     # -- sending -----------------------------------------------------------------
-    def start(self) -> Outgoing:
-        """The first request of every connection: ApiVersions at kaflite's newest."""
+    def start(self, sasl: SaslMechanism | None = None) -> Outgoing:
+        """The first request of every connection: ApiVersions at kaflite's newest.
+        With ``sasl``, the connection authenticates with it before it is ready."""
+        self._sasl = sasl
         return self._api_versions(REGISTRY[API_VERSIONS].max_version)
+
+    def reauthenticate(self, sasl: SaslMechanism) -> Outgoing:
+        """Start a KIP-368 re-authentication on this ready connection."""
+        if self.error is not None:
+            raise self.error
+        if not self.ready or self._sasl is not None:
+            raise SaslStateError("re-authentication needs an authenticated, idle session")
+        self._sasl = sasl
+        return self._handshake()
 
     def _api_versions(self, version: int) -> Outgoing:
         out = self.send(ApiVersionsRequest(*self.software), API_VERSIONS, version)
@@ -287,6 +422,9 @@ class ClientConnection:
             self.throttled_until = max(self.throttled_until, self._clock() + throttle / 1000)
         if cid == self._negotiation and isinstance(body, ApiVersionsResponse):
             return self._negotiated(body, awaiting.version)
+        if cid == self._auth_cid:
+            self._auth_cid = None
+            return self._on_auth(body)
         return Response(cid, awaiting.api_key, awaiting.version, body)
 
     def _negotiated(self, resp: ApiVersionsResponse, version: int) -> Event:
@@ -299,8 +437,77 @@ class ClientConnection:
         if resp.error_code:
             return self._fail(error_for_code(resp.error_code, "ApiVersions"))
         self.api_versions = ranges
+        if self._sasl is not None:
+            handshake = ranges.get(SASL_HANDSHAKE)
+            if handshake is None or handshake[1] < 1 or SASL_AUTHENTICATE not in ranges:
+                # v0 framed the exchange without Kafka headers (Kafka 4 dropped it)
+                return self._fail(SaslMechanismError(
+                    "the broker does not support SaslHandshake v1 and SaslAuthenticate"))
+            return self._handshake()
         self.ready = True
         return Ready(ranges)
+
+    # -- SASL ------------------------------------------------------------------------
+    def _handshake(self) -> Outgoing:
+        assert self._sasl is not None
+        out = self.send(SaslHandshakeRequest(self._sasl.mechanism), SASL_HANDSHAKE, 1)
+        self._auth_cid = out.correlation_id
+        return out
+
+    def _authenticate(self, data: bytes) -> Outgoing:
+        out = self.send(SaslAuthenticateRequest(data), SASL_AUTHENTICATE,
+                        self.version_for(SASL_AUTHENTICATE))
+        self._auth_cid = out.correlation_id
+        return out
+
+    def _on_auth(self, body: Struct) -> Event:
+        sasl = self._sasl
+        assert sasl is not None
+        if isinstance(body, SaslHandshakeResponse):
+            if body.error_code:
+                enabled = ", ".join(body.mechanisms) or "none"
+                return self._fail(_auth_error(body.error_code, (
+                    f"the broker does not enable SASL mechanism {sasl.mechanism} "
+                    f"(enabled: {enabled})")))
+            return self._step(sasl.start)
+        assert isinstance(body, SaslAuthenticateResponse)
+        if body.error_code:
+            return self._fail(_auth_error(body.error_code, body.error_message
+                                          or f"{sasl.mechanism} authentication failed"))
+        self._last_lifetime = body.session_lifetime_ms
+        challenge = bytes(body.auth_bytes)
+        return self._step(lambda: sasl.respond(challenge))
+
+    def _step(self, make: Callable[[], bytes | None]) -> Event:
+        """The mechanism's next message, or the end of the exchange."""
+        sasl = self._sasl
+        assert sasl is not None
+        try:
+            data = make()
+        except Exception as exc:  # the mechanism refused the broker's message
+            return self._fail(SaslAuthenticationError(f"{sasl.mechanism}: {exc}"))
+        if data is not None:
+            return self._authenticate(data)
+        if not sasl.complete:
+            return self._fail(SaslStateError(
+                f"{sasl.mechanism} ended before the broker's final message was verified"))
+        return self._authenticated(sasl.mechanism)
+
+    def _authenticated(self, mechanism: str) -> Event:
+        lifetime = self._last_lifetime
+        again = self.authenticated
+        self._sasl = None
+        self.mechanism = mechanism
+        self.authenticated = True
+        self.session_lifetime_ms = lifetime
+        self.last_auth = time.time()
+        self.reauth_at = (self._clock() + lifetime / 1000 * self._rng(*REAUTH_WINDOW)
+                          if lifetime > 0 else None)
+        if again:
+            self.reauth_count += 1
+            return Reauthenticated(mechanism, lifetime)
+        self.ready = True
+        return Ready(self.api_versions, mechanism, lifetime)
 
     def _fail(self, exc: Exception, correlation_id: int | None = None) -> Failed:
         if self.error is None:

@@ -19,7 +19,8 @@ Source options::
     minPartitions, maxRecordsPerPartition
     includeHeaders                              false
     groupIdPrefix                               spark-kafka-source / spark-kafka-relation
-    kafka.*                                     passed to the kaflite client
+    kafka.*                                     passed to the kaflite client (Java's
+                                                security names mapped: spark/_security.py)
 
 Precedence of the starting/ending choices is Spark's: a global timestamp, then
 offsets by timestamp, then offsets.
@@ -41,6 +42,7 @@ from typing import Any
 
 from kaflite.client import TopicPartition
 from kaflite.config import PROPERTIES
+from kaflite.spark._security import java_security_options
 
 __all__ = [
     "EARLIEST",
@@ -393,7 +395,8 @@ def _check_kafka_params(params: dict[str, str]) -> None:
 
 
 def _kafka_params(params: dict[str, str]) -> dict[str, str]:
-    return {k[len("kafka."):]: v for k, v in params.items() if k.startswith("kafka.")}
+    kafka = {k[len("kafka."):]: v for k, v in params.items() if k.startswith("kafka.")}
+    return java_security_options(kafka, KafkaOptionError)
 
 
 def parse_source_options(options: Mapping[str, Any], streaming: bool) -> SourceOptions:
