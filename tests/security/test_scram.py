@@ -254,3 +254,28 @@ def test_random_bytes_fail_cleanly(first: bytes, final: bytes) -> None:
     with pytest.raises(SaslError):
         server.respond(first)
         server.respond(final)
+
+
+def test_client_refuses_huge_iteration_counts() -> None:
+    client = ScramClient(MECH, "user", "pencil", nonce=CLIENT_NONCE)
+    client.start()
+    with pytest.raises(SaslAuthenticationFailed, match="more than"):
+        client.respond(SERVER_FIRST.replace(b"i=4096", b"i=999999999"))
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kafka_python_client_against_our_server(mechanism: str) -> None:
+    """A third-party SCRAM client (kafka-python's) authenticates with our server."""
+    scram = pytest.importorskip("kafka.net.sasl.scram")
+    store = StaticCredentialStore()
+    store.add_user("alice", "alice-secret", (mechanism,))
+    theirs, server = scram.ScramClient("alice", "alice-secret", mechanism), \
+        ScramServer(mechanism, store)
+    theirs.process_server_first_message(server.respond(theirs.first_message()))
+    theirs.process_server_final_message(server.respond(theirs.final_message()))
+    assert server.principal == "User:alice"
+    wrong = scram.ScramClient("alice", "nope", mechanism)
+    server = ScramServer(mechanism, store)
+    wrong.process_server_first_message(server.respond(wrong.first_message()))
+    with pytest.raises(SaslAuthenticationFailed):
+        server.respond(wrong.final_message())

@@ -7,6 +7,7 @@ from typer.core import TyperGroup
 
 from kaflite.cli import (
     bench,
+    certs,
     chaos,
     configs,
     connections,
@@ -34,6 +35,7 @@ app.command("connections")(connections.connections)
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.command("bench")(bench.bench)
+app.command("certs")(certs.certs)
 app.add_typer(topics.app, name="topics")
 app.add_typer(groups.app, name="groups")
 app.add_typer(configs.app, name="configs")

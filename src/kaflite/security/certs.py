@@ -129,6 +129,9 @@ def write_test_pki(directory: Path, hosts: Sequence[str] = ("localhost", "127.0.
         raise ValueError("the broker certificate needs at least one host")
     if days < 1:
         raise ValueError("days must be at least 1")
+    for name in clients:
+        if not name or "/" in name or "\\" in name or name.startswith("."):
+            raise ValueError(f"not a usable client name: {name!r}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     ca, ca_key = _load_or_create_ca(directory, days)
@@ -139,8 +142,6 @@ def write_test_pki(directory: Path, hosts: Sequence[str] = ("localhost", "127.0.
     broker_key = _write(directory / "broker-key.pem", _key_pem(key, key_password), True)
     written: dict[str, tuple[Path, Path]] = {}
     for name in clients:
-        if not name or "/" in name or name.startswith("."):
-            raise ValueError(f"not a usable client name: {name!r}")
         cert, key = _leaf(ca, ca_key, name, (), [ExtendedKeyUsageOID.CLIENT_AUTH], days)
         written[name] = (_write(directory / f"client-{name}.pem", cert.public_bytes(pem)),
                          _write(directory / f"client-{name}-key.pem",

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from kaflite.security.errors import UnsupportedSaslMechanism
+from kaflite.security.oauthbearer import oauthbearer_client, oauthbearer_server
 from kaflite.security.plain import PlainClient, PlainServer
 from kaflite.security.scram import HASHES, CredentialStore, ScramClient, ScramServer
 
@@ -77,7 +78,8 @@ def _text(props: Mapping[str, object], name: str) -> str:
 
 def client_mechanism(mechanism: str, props: Mapping[str, object]) -> SaslClient:
     """A client for ``mechanism``, configured with librdkafka's names: ``sasl.username``
-    and ``sasl.password``; for OAUTHBEARER see ``kaflite.security.oauthbearer``."""
+    and ``sasl.password``; for OAUTHBEARER see ``kaflite.security.oauthbearer`` (its
+    ``start()`` may block to fetch a token)."""
     mechanism = mechanism.upper()
     if mechanism == "PLAIN":
         return PlainClient(_text(props, "sasl.username"), _text(props, "sasl.password"))
@@ -85,7 +87,7 @@ def client_mechanism(mechanism: str, props: Mapping[str, object]) -> SaslClient:
         return ScramClient(mechanism, _text(props, "sasl.username"),
                            _text(props, "sasl.password"))
     if mechanism == "OAUTHBEARER":
-        raise UnsupportedSaslMechanism("OAUTHBEARER: coming in the next commit")
+        return oauthbearer_client(props)
     raise _unsupported(mechanism)
 
 
@@ -98,5 +100,5 @@ def server_mechanism(mechanism: str, store: CredentialStore,
     if mechanism in HASHES:
         return ScramServer(mechanism, store)
     if mechanism == "OAUTHBEARER":
-        raise UnsupportedSaslMechanism("OAUTHBEARER: coming in the next commit")
+        return oauthbearer_server(props)
     raise _unsupported(mechanism)

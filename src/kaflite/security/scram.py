@@ -43,6 +43,7 @@ HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MECHANISM_TYPES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}   # ScramMechanism in Kafka's RPCs
 MIN_ITERATIONS = 4096          # Kafka refuses fewer (ScramMechanism.minIterations)
 MAX_ITERATIONS = 16384         # AlterUserScramCredentials refuses more
+CLIENT_MAX_ITERATIONS = 1_000_000   # what a client accepts from a server (as kafka-python)
 SALT_BYTES = 32
 _FAKE_SALT_KEY = secrets.token_bytes(32)   # salts for unknown users: stable per process
 
@@ -259,6 +260,9 @@ class ScramClient:
             raise SaslAuthenticationFailed(
                 f"Requested iterations {iterations} is less than the minimum "
                 f"{MIN_ITERATIONS} for {self.mechanism}")
+        if iterations > CLIENT_MAX_ITERATIONS:     # a server must not make us spin for minutes
+            raise SaslAuthenticationFailed(
+                f"Requested iterations {iterations} is more than {CLIENT_MAX_ITERATIONS}")
         salt = _b64decode(salt_b64, "salt")
         salted = salted_password(self.mechanism, self._password, salt, iterations)
         client_key = _hmac(self._hash, salted, b"Client Key")
