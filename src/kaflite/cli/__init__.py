@@ -19,6 +19,7 @@ from kaflite.cli import (
     topics,
     transactions,
     up,
+    users,
 )
 from kaflite.cli._errors import run_cli
 
@@ -42,6 +43,7 @@ app.add_typer(configs.app, name="configs")
 app.add_typer(transactions.app, name="transactions")
 app.add_typer(chaos.app, name="chaos")
 app.add_typer(pipeline.app, name="pipeline")
+app.add_typer(users.app, name="users")
 
 
 def _name_values(cmd: object) -> None:

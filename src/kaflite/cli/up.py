@@ -2,7 +2,9 @@
 
 Broker settings come as Kafka's do: a ``server.properties`` file (the first
 argument, as ``kafka-server-start.sh`` takes it) and ``--config name=value``
-overrides. The cluster registers itself (``_state.py``) so that the other
+overrides. Listeners come as Kafka's ``listeners`` setting, or as ``--listener
+NAME=PROTOCOL`` flags: the k-th flag's listener is on port base-port + 100 k + N
+on broker N (any free port when base-port is 0). The cluster registers itself (``_state.py``) so that the other
 commands find it, and a port another process holds is an error naming it.
 """
 
@@ -21,6 +23,13 @@ from kaflite._loop import run
 from kaflite.cli._ports import check_free
 from kaflite.cli._state import DEFAULT_HTTP_PORT, ClusterState, Registration
 from kaflite.cluster import Cluster
+from kaflite.cluster.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    SECURITY_PROTOCOLS,
+    parse_listeners,
+    parse_protocol_map,
+)
+from kaflite.config import ConfigError
 from kaflite.properties import load_properties
 
 __all__ = ["broker_props", "up"]
@@ -60,15 +69,50 @@ def up(
     http_port: Annotated[int, typer.Option(
         "--http-port", help="the HTTP API (connections, faults, /metrics) "
         "(0: any free port; -1: off)")] = DEFAULT_HTTP_PORT,
+    listener: Annotated[list[str] | None, typer.Option(
+        "--listener", "-l", metavar="NAME=PROTOCOL",
+        help="a listener, e.g. SASL_SSL=SASL_SSL or EXTERNAL=SASL_PLAINTEXT (repeatable; "
+        "the k-th is on base-port + 100 k + N)")] = None,
 ) -> None:
     """Start an embedded Kafka-compatible cluster and print its bootstrap address."""
     props = broker_props(properties, config)
-    if base_port:
-        for node in range(brokers):
-            check_free(f"broker {node}'s", host, base_port + node)
+    if listener:
+        props.update(listener_props(listener, host, base_port))
+    ports = _listener_ports(props, base_port)
+    for node in range(brokers):
+        for name, port in ports:
+            if port:
+                check_free(f"broker {node}'s {name}", host, port + node)
     if http_port > 0:
         check_free("the HTTP API's", host, http_port)
     run(_serve(brokers, data_dir, host, base_port, props, http_port))
+
+
+def listener_props(flags: list[str], host: str, base_port: int) -> dict[str, str]:
+    """``--listener NAME=PROTOCOL`` flags -> ``listeners`` and its protocol map."""
+    urls, protocols = [], []
+    for k, item in enumerate(flags):
+        name, sep, protocol = item.partition("=")
+        name, protocol = name.strip().upper(), (protocol if sep else name).strip().upper()
+        if not name or protocol not in SECURITY_PROTOCOLS:
+            raise typer.BadParameter(
+                f"expected NAME=PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}, "
+                f"got {item!r}", param_hint="--listener")
+        urls.append(f"{name}://{host}:{base_port + 100 * k if base_port else 0}")
+        protocols.append(f"{name}:{protocol}")
+    return {"listeners": ",".join(urls),
+            "listener.security.protocol.map": ",".join([DEFAULT_PROTOCOL_MAP, *protocols])}
+
+
+def _listener_ports(props: dict[str, str], base_port: int) -> list[tuple[str, int]]:
+    if "listeners" not in props:
+        return [("PLAINTEXT listener", base_port)]
+    try:
+        protocol_map = parse_protocol_map(props.get("listener.security.protocol.map"))
+        specs = parse_listeners(props["listeners"], protocol_map, "")
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
+    return [(f"{s.name} listener", s.port) for s in specs]
 
 
 async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
@@ -90,6 +134,9 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
         registration = Registration(state).write()
         typer.echo(f"kaflite cluster {cluster.cluster_id}: {brokers} broker(s)")
         typer.echo(f"bootstrap.servers={cluster.bootstrap_servers}")
+        for spec in cluster.listeners[1:]:
+            typer.echo(f"{spec.name} ({spec.security_protocol}): "
+                       f"bootstrap.servers={cluster.bootstrap(spec.name)}")
         if data_dir is not None:
             typer.echo(f"data in {data_dir.resolve()}")
         if unused:

@@ -433,3 +433,50 @@ class Admin(BaseClient):
                     _check(p.error_code, f"delete records {t.name}-{p.partition_index}")
                     out[TopicPartition(t.name, p.partition_index)] = p.low_watermark
         return out
+
+    # -- SCRAM users (KIP-554) -------------------------------------------------------------
+    async def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                              ) -> dict[str, list[tuple[str, int]]]:
+        """``{user: [(mechanism, iterations), ...]}``; every user when ``users`` is None."""
+        from kaflite.protocol.messages import DescribeUserScramCredentialsRequest
+        from kaflite.protocol.messages import describe_user_scram_credentials_request as dq
+        from kaflite.security.scram import MECHANISM_TYPES
+        await self.start()
+        names = {t: m for m, t in MECHANISM_TYPES.items()}
+        resp = await self._request(await self._controller(), DescribeUserScramCredentialsRequest(
+            users=None if users is None else [dq.UserName(u) for u in users]))
+        _check(resp.error_code, "describe SCRAM credentials", resp.error_message)
+        out = {}
+        for r in resp.results:
+            _check(r.error_code, f"describe SCRAM credentials of {r.user}", r.error_message)
+            out[r.user] = [(names.get(c.mechanism, str(c.mechanism)), c.iterations)
+                           for c in r.credential_infos]
+        return out
+
+    async def alter_user_scram_credentials(
+            self, upsertions: Iterable[tuple[str, str, str, int]] = (),
+            deletions: Iterable[tuple[str, str]] = ()) -> None:
+        """Upsert ``(user, mechanism, password, iterations)`` and delete ``(user, mechanism)``;
+        passwords are salted here (a random salt) and never sent, as Java's admin does."""
+        import secrets
+
+        from kaflite.protocol.messages import AlterUserScramCredentialsRequest
+        from kaflite.protocol.messages import alter_user_scram_credentials_request as aq
+        from kaflite.security.scram import MECHANISM_TYPES, salted_password
+
+        def mechanism_type(mechanism: str) -> int:
+            return MECHANISM_TYPES.get(mechanism.upper(), 0)
+
+        ups = []
+        for user, mechanism, password, iterations in upsertions:
+            salt = secrets.token_bytes(32)
+            ups.append(aq.ScramCredentialUpsertion(
+                user, mechanism_type(mechanism), iterations, salt,
+                salted_password(mechanism.upper(), password, salt, iterations)
+                if mechanism_type(mechanism) and iterations > 0 else b""))
+        dels = [aq.ScramCredentialDeletion(u, mechanism_type(m)) for u, m in deletions]
+        await self.start()
+        resp = await self._request(await self._controller(), AlterUserScramCredentialsRequest(
+            deletions=dels, upsertions=ups))
+        for r in resp.results:
+            _check(r.error_code, f"alter SCRAM credentials of {r.user}", r.error_message)

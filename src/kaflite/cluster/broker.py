@@ -1,4 +1,4 @@
-"""One broker: a listener, the partition replicas it hosts, and its replica fetchers.
+"""One broker: its listeners, the partition replicas it hosts, and its replica fetchers.
 
 A broker learns its role for each partition from the controller
 (``on_partition_change``): as leader it serves Produce and Fetch and keeps the
@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, T
 from kaflite.cluster.fetch_session import FetchSessionCache
 from kaflite.cluster.groups import GroupCoordinator
 from kaflite.cluster.handlers import all_handlers
+from kaflite.cluster.listeners import ListenerSpec, inter_broker_listener
 from kaflite.cluster.log import LogConfig, LogManager
 from kaflite.cluster.metrics import BrokerMetrics
 from kaflite.cluster.network import ServerConnection, api_versions_error_body
@@ -59,12 +61,22 @@ class Broker:
         advertised_host: str | None = None,
         advertised_port: int | None = None,
         rack: str | None = None,
+        listeners: Sequence[ListenerSpec] | None = None,
+        advertised_listeners: Mapping[str, tuple[str, int]] | None = None,
     ) -> None:
         self.node_id = node_id
         self.controller = controller
         self.config = config
         self.data_dir = data_dir
-        self.host, self.port = host, port
+        # The listeners (the first is the default one: ``host``/``port`` and the
+        # advertised host/port below are its). Without any, one PLAINTEXT listener.
+        self.listeners = list(listeners) if listeners else [
+            ListenerSpec("PLAINTEXT", host, port, "PLAINTEXT")]
+        self.host, self.port = self.listeners[0].host, self.listeners[0].port
+        self.bound: dict[str, int] = {}     # listener name -> the port it listens on
+        # advertised.listeners: name -> (host, port); port 0 = the bound port
+        self.advertised_listeners = dict(advertised_listeners or {})
+        self.inter_broker_listener = inter_broker_listener(config.props, self.listeners)
         self._advertised = (advertised_host, advertised_port)
         self.rack = rack
         self.handlers = all_handlers()
@@ -73,7 +85,7 @@ class Broker:
         self.request_memory = RequestMemory(config.int("queued.max.request.bytes"))
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.logs: LogManager | None = None
-        self.server: asyncio.Server | None = None
+        self.servers: dict[str, asyncio.Server] = {}
         self.running = False
         self._tasks: list[asyncio.Task[None]] = []
         self._bad_input_logged: set[str] = set()
@@ -95,19 +107,35 @@ class Broker:
         self.fetch_sessions = FetchSessionCache()      # KIP-227, for this broker's clients
         self.closed_connections: deque[ConnectionRecord] = deque(maxlen=CLOSED_KEPT)
         self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)
+        self._ssl_contexts: dict[str, ssl.SSLContext] = {}
 
     # -- addresses ---------------------------------------------------------------
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """The advertised (host, port) of one of this broker's listeners."""
+        spec = next(s for s in self.listeners if s.name == listener)
+        port = self.bound.get(listener, spec.port)
+        host, adv_port = self.advertised_listeners.get(listener, (spec.host, port))
+        if listener == self.listeners[0].name:
+            host = self._advertised[0] or host
+            adv_port = self._advertised[1] or adv_port
+        return host, adv_port or port
+
+    @property
+    def endpoints(self) -> dict[str, tuple[str, int]]:
+        return {s.name: self.endpoint(s.name) for s in self.listeners}
+
     @property
     def advertised_host(self) -> str:
-        return self._advertised[0] or self.host
+        return self.endpoint(self.listeners[0].name)[0]
 
     @property
     def advertised_port(self) -> int:
-        return self._advertised[1] or self.port
+        return self.endpoint(self.listeners[0].name)[1]
 
     @property
     def info(self) -> BrokerInfo:
-        return BrokerInfo(self.node_id, self.advertised_host, self.advertised_port, self.rack)
+        return BrokerInfo(self.node_id, self.advertised_host, self.advertised_port, self.rack,
+                          endpoints=self.endpoints)
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
@@ -116,10 +144,20 @@ class Broker:
                                cluster_id=self.controller.cluster_id)
         self.logs.load_all()
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: ServerConnection(self), self.host, self.port, reuse_address=True
-        )
-        self.port = self.server.sockets[0].getsockname()[1]
+        try:
+            for spec in self.listeners:
+                server = await loop.create_server(
+                    self._protocol_factory(spec), spec.host,
+                    self.bound.get(spec.name, spec.port), reuse_address=True,
+                    ssl=self.ssl_context(spec))
+                self.servers[spec.name] = server
+                self.bound[spec.name] = server.sockets[0].getsockname()[1]
+        except BaseException:
+            for server in self.servers.values():
+                server.close()
+            self.servers.clear()
+            raise
+        self.port = self.bound[self.listeners[0].name]
         self.running = True
         self.started_at = time.time()
         info = self.controller.brokers.get(self.node_id)
@@ -127,6 +165,7 @@ class Broker:
             info = self.info
         else:
             info.host, info.port, info.rack = self.advertised_host, self.advertised_port, self.rack
+            info.endpoints = self.endpoints
         self.controller.register_broker(info, self)
         self.groups = GroupCoordinator(self)  # hooks partition changes before taking any
         self.transactions = TransactionCoordinator(self)
@@ -156,8 +195,8 @@ class Broker:
 
     async def _shutdown(self) -> None:
         self.running = False
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers.values():
+            server.close()
         for conn in list(self.connections.values()):
             conn.abort()
         for coordinator in (self.groups, self.transactions):
@@ -177,10 +216,23 @@ class Broker:
             p.wake_fetchers()
             p._fail_hw_waiters()
         self.partitions.clear()
-        if self.server is not None:
+        for server in self.servers.values():
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.wait_closed(), 5)
-            self.server = None
+                await asyncio.wait_for(server.wait_closed(), 5)
+        self.servers.clear()
+
+    def _protocol_factory(self, spec: ListenerSpec) -> Callable[[], ServerConnection]:
+        return lambda: ServerConnection(self, spec)
+
+    def ssl_context(self, spec: ListenerSpec) -> ssl.SSLContext | None:
+        """The TLS context of an SSL or SASL_SSL listener (None for the others)."""
+        if not spec.tls:
+            return None
+        if self._ssl_contexts.get(spec.name) is None:
+            from kaflite.cluster.auth import listener_ssl_context
+
+            self._ssl_contexts[spec.name] = listener_ssl_context(self.config.props, spec.name)
+        return self._ssl_contexts[spec.name]
 
     # -- controller callbacks -------------------------------------------------------
     def on_partition_change(self, topic: TopicState, state: PartitionState) -> None:

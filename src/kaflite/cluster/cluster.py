@@ -28,7 +28,14 @@ from kaflite.cluster.broker import Broker
 from kaflite.cluster.configs import DEVELOPMENT_DEFAULTS, BrokerConfig, validate_topic_configs
 from kaflite.cluster.controller import Controller, TopicState
 from kaflite.cluster.faults import FaultInjector
+from kaflite.cluster.listeners import (
+    ListenerSpec,
+    inter_broker_listener,
+    parse_listeners,
+    parse_protocol_map,
+)
 from kaflite.cluster.observe import ClientSnapshot, ConnectionSnapshot, Registry
+from kaflite.config import ConfigError
 
 __all__ = ["Cluster"]
 
@@ -47,6 +54,8 @@ class Cluster:
         advertised_host: str | None = None,
         advertised_ports: Sequence[int] | None = None,
         cluster_id: str | None = None,
+        listeners: str | None = None,
+        advertised_listeners: str | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -62,6 +71,22 @@ class Cluster:
         if len(self.racks) != brokers:
             raise ValueError("racks must name one rack per broker")
         self.config = BrokerConfig.from_props({**DEVELOPMENT_DEFAULTS, **(config or {})})
+        # listeners (Kafka's names; a port P is P + i on broker i, 0 any free port)
+        listeners = listeners or self.config.props.get("listeners")
+        advertised_listeners = (advertised_listeners
+                                or self.config.props.get("advertised.listeners"))
+        protocol_map = parse_protocol_map(
+            self.config.props.get("listener.security.protocol.map"))
+        self.listeners = parse_listeners(listeners, protocol_map, host) if listeners else [
+            ListenerSpec("PLAINTEXT", host, base_port, "PLAINTEXT")]
+        self.advertised = parse_listeners(advertised_listeners, protocol_map, host,
+                                          "advertised.listeners") \
+            if advertised_listeners else []
+        unknown = {a.name for a in self.advertised} - {s.name for s in self.listeners}
+        if unknown:
+            raise ConfigError("advertised.listeners",
+                              f"advertised.listeners names unknown listeners: {sorted(unknown)}")
+        inter_broker_listener(self.config.props, self.listeners)   # validates it
         self.advertised_host = advertised_host
         self.advertised_ports = list(advertised_ports) if advertised_ports else None
         self.controller = Controller(self.data_dir, cluster_id)
@@ -75,7 +100,14 @@ class Cluster:
     # -- addresses -------------------------------------------------------------
     @property
     def bootstrap_servers(self) -> str:
+        """The running brokers' addresses on the first listener."""
         return ",".join(f"{b.advertised_host}:{b.advertised_port}"
+                        for b in self.brokers.values() if b.running)
+
+    def bootstrap(self, listener: str) -> str:
+        """The running brokers' addresses on ``listener`` (a name from ``listeners``)."""
+        name = listener.upper()
+        return ",".join("{}:{}".format(*b.endpoint(name))
                         for b in self.brokers.values() if b.running)
 
     @property
@@ -89,12 +121,17 @@ class Cluster:
     async def start(self) -> Cluster:
         self._loop = asyncio.get_running_loop()
         for node_id in range(self.num_brokers):
-            port = self.base_port + node_id if self.base_port else 0
             adv_port = self.advertised_ports[node_id] if self.advertised_ports else None
+            advertised = {}
+            for a in self.advertised:
+                one = a.for_broker(node_id)
+                advertised[one.name] = (one.host, one.port)
             broker = Broker(
                 node_id, self.controller, self.config, self.data_dir / f"broker-{node_id}",
-                host=self.host, port=port, advertised_host=self.advertised_host,
+                advertised_host=self.advertised_host,
                 advertised_port=adv_port, rack=self.racks[node_id],
+                listeners=[s.for_broker(node_id) for s in self.listeners],
+                advertised_listeners=advertised,
             )
             broker.faults = self.faults
             self.brokers[node_id] = broker
@@ -130,9 +167,13 @@ class Cluster:
         old = self.brokers[node_id]
         if old.running:
             await old.stop()
-        broker = Broker(node_id, self.controller, self.config, old.data_dir, host=old.host,
-                        port=old.port, advertised_host=old._advertised[0],
-                        advertised_port=old._advertised[1], rack=old.rack)
+        # The same ports again (clients and followers know them).
+        listeners = [ListenerSpec(s.name, s.host, old.bound.get(s.name, s.port),
+                                  s.security_protocol) for s in old.listeners]
+        broker = Broker(node_id, self.controller, self.config, old.data_dir,
+                        advertised_host=old._advertised[0],
+                        advertised_port=old._advertised[1], rack=old.rack,
+                        listeners=listeners, advertised_listeners=old.advertised_listeners)
         broker.faults = old.faults
         self.brokers[node_id] = broker
         await broker.start()

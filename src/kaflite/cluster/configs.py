@@ -120,6 +120,21 @@ DEVELOPMENT_DEFAULTS: dict[str, str] = {
 }
 
 
+# Listener and security configs kaflite reads, that have no default value here
+# (kaflite.cluster.listeners and kaflite.cluster.auth); ``listener.name.<l>.*``
+# overrides of them are known too.
+SECURITY_CONFIGS = frozenset({
+    "listeners", "advertised.listeners", "listener.security.protocol.map",
+    "inter.broker.listener.name", "security.inter.broker.protocol",
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.key.password", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.certificates", "ssl.client.auth",
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.users", "connections.max.reauth.ms",
+    "sasl.mechanism.inter.broker.protocol", "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.expected.audience",
+})
+
+
 @dataclass
 class BrokerConfig:
     """Broker-wide settings: Kafka's defaults overridden by ``props``."""
@@ -139,8 +154,9 @@ class BrokerConfig:
     def unused(self) -> list[str]:
         """Names set here that no part of kaflite reads (Kafka logs these as unused)."""
         known = set(BROKER_DEFAULTS) | {c.broker_synonym for c in TOPIC_CONFIGS.values()
-                                        if c.broker_synonym}
-        return sorted(set(self.props) - known)
+                                        if c.broker_synonym} | SECURITY_CONFIGS
+        return sorted(name for name in set(self.props) - known
+                      if not name.startswith("listener.name."))
 
     def int(self, name: str) -> int:
         return int(self.props[name])

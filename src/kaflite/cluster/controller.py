@@ -13,6 +13,9 @@ member the partition is left leaderless (leader -1) and clients get
 LEADER_NOT_AVAILABLE until a replica in the ISR comes back. Every leader change
 bumps the leader epoch; every ISR change bumps the partition epoch.
 
+It also keeps the users' SCRAM credentials (salt, iterations, stored and server
+keys; never a password), as KRaft's UserScramCredentialRecord does.
+
 The metadata is persisted as JSON in ``<data_dir>/__cluster_metadata.json`` so a
 restarted cluster comes back with the same topics, ids and assignments.
 """
@@ -30,6 +33,7 @@ from typing import Protocol
 
 from kaflite.cluster.internal_topics import INTERNAL_TOPICS
 from kaflite.protocol import errors
+from kaflite.security.scram import ScramCredential
 
 __all__ = ["BrokerInfo", "Controller", "Listener", "PartitionState", "TopicState"]
 
@@ -43,6 +47,14 @@ class BrokerInfo:
     rack: str | None = None
     alive: bool = True
     fenced_replication: bool = False  # isolated from replication by fault injection
+    # every listener's advertised (host, port); host/port above are the first one's
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
+        """The (host, port) of ``listener`` on this broker; None if it has no such listener."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener)
 
 
 @dataclass
@@ -95,6 +107,8 @@ class Controller:
         self.listeners: dict[int, Listener] = {}
         self.cluster_id = cluster_id or _new_cluster_id()
         self.next_producer_id = 1000
+        # user -> mechanism -> credential (AlterUserScramCredentials)
+        self.scram: dict[str, dict[str, ScramCredential]] = {}
         self._load()
 
     # -- persistence -----------------------------------------------------------
@@ -109,6 +123,9 @@ class Controller:
         data = json.loads(path.read_text())
         self.cluster_id = data["cluster_id"]
         self.next_producer_id = int(data.get("next_producer_id", 1000))
+        for user, creds in data.get("scram", {}).items():
+            self.scram[user] = {mechanism: ScramCredential.from_kafka(mechanism, text)
+                                for mechanism, text in creds.items()}
         for name, t in data["topics"].items():
             parts = [PartitionState(name, i, **p) for i, p in enumerate(t["partitions"])]
             topic = TopicState(name, uuid.UUID(t["topic_id"]), parts, t.get("configs", {}))
@@ -122,6 +139,8 @@ class Controller:
         data = {
             "cluster_id": self.cluster_id,
             "next_producer_id": self.next_producer_id,
+            "scram": {user: {m: c.to_kafka() for m, c in creds.items()}
+                      for user, creds in self.scram.items()},
             "topics": {
                 name: {
                     "topic_id": str(t.topic_id),
@@ -147,6 +166,22 @@ class Controller:
         self.next_producer_id += 1
         self.save()
         return pid
+
+    # -- SCRAM credentials ---------------------------------------------------------
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.scram.get(user, {}).get(mechanism)
+
+    def alter_scram(self, upserts: list[tuple[str, ScramCredential]],
+                    deletions: list[tuple[str, str]]) -> None:
+        """Apply a batch of checked changes, then persist them once."""
+        for user, mechanism in deletions:
+            creds = self.scram.get(user, {})
+            creds.pop(mechanism, None)
+            if not creds:
+                self.scram.pop(user, None)
+        for user, credential in upserts:
+            self.scram.setdefault(user, {})[credential.mechanism] = credential
+        self.save()
 
     # -- brokers ----------------------------------------------------------------
     def register_broker(self, info: BrokerInfo, listener: Listener) -> None:

@@ -19,6 +19,14 @@ Around each handler call the connection
 * records the request in the connection registry (``observe.record_request``):
   latency, error codes at every level, roles.
 
+On a SASL listener a connection carries a ``SaslSession`` (kaflite.cluster.auth):
+until it has authenticated, only ApiVersions, SaslHandshake and SaslAuthenticate
+are served and anything else closes it; once its session lifetime
+(``connections.max.reauth.ms``, KIP-368) has passed, only a re-authentication
+is. After SaslHandshake v0 the SASL tokens come bare, without SaslAuthenticate
+around them, as Kafka's first SASL clients send them. On an SSL listener the
+principal is the client certificate's subject.
+
 A connection with no traffic for ``connections.max.idle.ms`` is closed, as
 Kafka's selector closes idle channels; its client reconnects when it needs to.
 
@@ -38,6 +46,7 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
+from kaflite.cluster.auth import SaslSession
 from kaflite.cluster.observe import ApiStats, ConnectionRecord, record_request
 from kaflite.protocol import (
     FrameDecoder,
@@ -57,10 +66,13 @@ from kaflite.protocol.messages import (
     Struct,
 )
 from kaflite.protocol.messages._generated.api_versions_response import ApiVersion
+from kaflite.security.errors import IllegalSaslState, SaslAuthenticationFailed
+from kaflite.security.tls import principal_from_peer_cert
 
 if TYPE_CHECKING:
     from kaflite.cluster._inject import RequestPlan
     from kaflite.cluster.broker import Broker
+    from kaflite.cluster.listeners import ListenerSpec
 
 __all__ = ["ApiStats", "ConnectionRecord", "ServerConnection"]
 
@@ -90,18 +102,25 @@ def _replica_id(api_key: int, version: int, body: Any) -> int:
 class ServerConnection(asyncio.BufferedProtocol):
     _ids = 0
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: ListenerSpec | None = None) -> None:
         self.broker = broker
+        self.listener = listener if listener is not None else broker.listeners[0]
         self.decoder = FrameDecoder(broker.config.int("socket.request.max.bytes"))
         self.transport: asyncio.Transport | None = None
         self.queue: deque[Frame] = deque()
         self.wakeup = asyncio.Event()
         self.worker: asyncio.Task[None] | None = None
         ServerConnection._ids += 1
-        self.info = ConnectionRecord(ServerConnection._ids, broker.node_id, "?")
+        self.info = ConnectionRecord(ServerConnection._ids, broker.node_id, "?",
+                                     listener=self.listener.name,
+                                     security_protocol=self.listener.security_protocol)
         self.closed = False
         self.idle_ms = broker.config.int("connections.max.idle.ms")
         self.queued_bytes = 0   # of the complete frames not yet handled
+        self.sasl = (SaslSession(broker.controller, broker.config.props, self.listener)
+                     if self.listener.sasl else None)
+        # set by a handler whose response must be the last (a failed authentication)
+        self.close_after_response = False
 
     # -- asyncio callbacks ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -109,6 +128,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.listener.security_protocol == "SSL":
+            self.info.principal = principal_from_peer_cert(transport.get_extra_info("peercert"))
         self.broker.connections[self.info.connection_id] = self
         self.worker = asyncio.get_running_loop().create_task(self._work())
 
@@ -203,12 +224,18 @@ class ServerConnection(asyncio.BufferedProtocol):
                 continue
 
     async def _handle(self, frame: Frame) -> None:
+        if self.sasl is not None and self.sasl.raw:
+            self._raw_sasl_token(frame)
+            return
         started = time.perf_counter()
         api_key, version, correlation_id = peek_request(frame)
         info = REGISTRY.get(api_key)
         handler = self.broker.handlers.get(api_key)
         if info is None or handler is None:
             self._reject(f"unknown or unsupported API key {api_key}")
+            return
+        if self.sasl is not None and (why := self.sasl.refuse(api_key, info.name)):
+            self._reject(why)
             return
         if not handler.min_version <= version <= handler.max_version:
             if api_key == API_VERSIONS:
@@ -252,11 +279,39 @@ class ServerConnection(asyncio.BufferedProtocol):
                 throttle_ms = 0
         if response is not None and not self.closed:
             self._send(api_key, version, correlation_id, response)
+        if self.close_after_response:
+            self.close()
         elapsed = (time.perf_counter() - started) * 1000
         self.broker.metrics.request(api_key, version, elapsed, self.info.replica_id is not None)
         record_request(self.info, api_key, version, body, response, elapsed, self._resolve)
         if throttle_ms:
             await asyncio.sleep(throttle_ms / 1000)  # KIP-219: mute the channel
+
+    def _raw_sasl_token(self, frame: Frame) -> None:
+        """A bare SASL token (after SaslHandshake v0); the reply goes back size-prefixed."""
+        assert self.sasl is not None
+        before = self.sasl.authentications
+        try:
+            reply, _ = self.sasl.authenticate(bytes(frame))
+        except (SaslAuthenticationFailed, IllegalSaslState) as exc:
+            self._reject(f"SASL authentication failed: {exc}")
+            return
+        if self.transport is not None and not self.closed:
+            self.transport.write(len(reply).to_bytes(4, "big") + reply)
+        if self.sasl.authentications > before:
+            self.authenticated()
+
+    def authenticated(self) -> None:
+        """The SASL exchange completed: the registry learns who this is."""
+        assert self.sasl is not None
+        if self.info.authenticated_at is not None:
+            self.info.reauthentications += 1
+        self.info.principal = self.sasl.principal or self.info.principal
+        self.info.sasl_mechanism = self.sasl.mechanism
+        self.info.authenticated_at = time.time()
+        self.info.session_expires_at = self.sasl.expires_at
+        log.debug("broker %s: %s authenticated %s with %s", self.broker.node_id,
+                  self.info.peer, self.info.principal, self.info.sasl_mechanism)
 
     def _resolve(self, topic_id: uuid.UUID) -> str | None:
         topic = self.broker.controller.topics_by_id.get(topic_id)

@@ -127,6 +127,12 @@ class ConnectionRecord:
     groups: set[str] = field(default_factory=set)
     transactional_ids: set[str] = field(default_factory=set)
     closed_at: float | None = None
+    listener: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    authenticated_at: float | None = None     # the last (re-)authentication
+    reauthentications: int = 0
+    session_expires_at: float | None = None   # KIP-368: None = no session lifetime
 
     @property
     def host(self) -> str:
@@ -260,6 +266,11 @@ class ConnectionSnapshot:
     transactional_ids: list[str]
     replica_id: int | None
     apis: dict[str, ApiSnapshot]
+    listener: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    authenticated_at: float | None = None
+    reauthentications: int = 0
 
     @property
     def host(self) -> str:
@@ -317,6 +328,11 @@ def snapshot(info: ConnectionRecord) -> ConnectionSnapshot:
                                        round(s.max_ms, 3),
                                        {error_name(c): n for c, n in sorted(s.errors.items())})
               for k, s in sorted(info.apis.items())},
+        listener=info.listener,
+        security_protocol=info.security_protocol,
+        sasl_mechanism=info.sasl_mechanism,
+        authenticated_at=info.authenticated_at,
+        reauthentications=info.reauthentications,
     )
 
 

@@ -116,8 +116,11 @@ class ReplicaFetcher:
         if info is None or not info.alive or info.fenced_replication \
                 or self._isolated():
             raise ConnectionClosed(f"leader {self.leader_id} unreachable")
+        address = info.endpoint(self.broker.inter_broker_listener)
+        if address is None:
+            raise ConnectionClosed(f"leader {self.leader_id} has no inter-broker listener")
         self.conn = await BrokerConnection(
-            info.host, info.port, client_id=f"replica-fetcher-{self.broker.node_id}",
+            *address, client_id=f"replica-fetcher-{self.broker.node_id}",
             node_id=self.leader_id, request_timeout_ms=30_000,
         ).open()
         return self.conn

@@ -263,8 +263,9 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
               if pd.current_leader.leader_id >= 0}
     for node in sorted(hinted):
         b = broker.controller.brokers.get(node)
-        if b is not None:
-            endpoints.append(fr.NodeEndpoint(b.node_id, b.host, b.port, b.rack))
+        address = b.endpoint(conn.listener.name) if b is not None else None
+        if b is not None and address is not None:
+            endpoints.append(fr.NodeEndpoint(b.node_id, *address, b.rack))
     return FetchResponse(throttle_time_ms=0, error_code=0,
                          session_id=session.session_id if session is not None else 0,
                          responses=topics, node_endpoints=endpoints)

@@ -2,9 +2,10 @@
 
 Any broker answers. v0-v3 carry one key; v4+ (KIP-699) a batch of keys, each
 with its own error. The answer is the leader of the key's partition of
-``__consumer_offsets`` (GROUP) or ``__transaction_state`` (TRANSACTION); when
-that topic does not exist yet it is created and this request gets
-COORDINATOR_NOT_AVAILABLE, as from Kafka, so the client asks again.
+``__consumer_offsets`` (GROUP) or ``__transaction_state`` (TRANSACTION), at its
+endpoint of the listener the request came in on. When that topic does not exist
+yet it is created and this request gets COORDINATOR_NOT_AVAILABLE, as from
+Kafka, so the client asks again.
 """
 
 from __future__ import annotations
@@ -39,11 +40,14 @@ def error_message(code: int) -> str | None:
     return _MESSAGES.get(code, errors.error_class(code).name)
 
 
-def _locate(broker: Broker, key: str, key_type: int) -> fcr.Coordinator:
+def _locate(broker: Broker, listener: str, key: str, key_type: int) -> fcr.Coordinator:
     res = fcr.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
     try:
         info = find_coordinator(broker.controller, broker.config.props, key, key_type)
-        res.node_id, res.host, res.port = info.node_id, info.host, info.port
+        address = info.endpoint(listener)
+        if address is None:   # the coordinator has no such listener (Kafka's answer)
+            raise errors.CoordinatorNotAvailableError(f"broker {info.node_id} has no {listener}")
+        res.node_id, (res.host, res.port) = info.node_id, address
     except errors.KafkaError as exc:
         res.error_code = exc.code
         res.error_message = error_message(exc.code)
@@ -56,8 +60,8 @@ async def handle_find_coordinator(broker: Broker, conn: ServerConnection, header
     if version >= 4:
         return FindCoordinatorResponse(
             throttle_time_ms=0,
-            coordinators=[_locate(broker, key, req.key_type) for key in req.coordinator_keys])
-    one = _locate(broker, req.key, req.key_type)
+            coordinators=[_locate(broker, conn.listener.name, key, req.key_type) for key in req.coordinator_keys])
+    one = _locate(broker, conn.listener.name, req.key, req.key_type)
     return FindCoordinatorResponse(
         throttle_time_ms=0, error_code=one.error_code,
         error_message=one.error_message if one.error_code else None,

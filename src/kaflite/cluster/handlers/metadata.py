@@ -1,7 +1,7 @@
 """Metadata (key 3) and DescribeCluster (key 60): the cluster map clients route by.
 
 Any broker answers Metadata from the controller's state: the live brokers at
-their advertised addresses, and every requested topic's partitions with
+their advertised addresses on the listener the request came in on, and every requested topic's partitions with
 leader, leader epoch, replicas, ISR and offline replicas. A partition without
 a leader reports LEADER_NOT_AVAILABLE. Unknown topics are created when both the
 request (v4+ ``allow_auto_topic_creation``) and the broker
@@ -49,6 +49,18 @@ def auto_create(broker: Broker, name: str) -> TopicState:
     rf = min(broker.config.int("default.replication.factor"), len(controller.live_brokers()))
     assignment = controller.assign_replicas(broker.config.int("num.partitions"), max(rf, 1))
     return controller.create_topic(name, assignment)
+
+
+def listener_brokers(broker: Broker, conn: ServerConnection
+                     ) -> list[tuple[int, str, int, str | None]]:
+    """The live brokers at their endpoints of the listener ``conn`` came in on; as
+    Kafka, a broker without that listener is left out."""
+    out = []
+    for b in sorted(broker.controller.live_brokers(), key=lambda b: b.node_id):
+        address = b.endpoint(conn.listener.name)
+        if address is not None:
+            out.append((b.node_id, address[0], address[1], b.rack))
+    return out
 
 
 def topic_metadata(broker: Broker, topic: TopicState) -> mr.MetadataResponseTopic:
@@ -106,10 +118,8 @@ async def handle_metadata(broker: Broker, conn: ServerConnection, header: Reques
                         topics.append(mr.MetadataResponseTopic(error_code=code, name=name))
                         continue
             topics.append(topic_metadata(broker, t))
-    brokers = [
-        mr.MetadataResponseBroker(b.node_id, b.host, b.port, b.rack)
-        for b in sorted(controller.live_brokers(), key=lambda b: b.node_id)
-    ]
+    brokers = [mr.MetadataResponseBroker(node, host, port, rack)
+               for node, host, port, rack in listener_brokers(broker, conn)]
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=brokers,
@@ -129,8 +139,8 @@ async def handle_describe_cluster(broker: Broker, conn: ServerConnection, header
         endpoint_type=req.endpoint_type,
         cluster_id=controller.cluster_id,
         controller_id=min((b.node_id for b in controller.live_brokers()), default=-1),
-        brokers=[dc.DescribeClusterBroker(b.node_id, b.host, b.port, b.rack)
-                 for b in sorted(controller.live_brokers(), key=lambda b: b.node_id)],
+        brokers=[dc.DescribeClusterBroker(node, host, port, rack)
+                 for node, host, port, rack in listener_brokers(broker, conn)],
         cluster_authorized_operations=NO_OPS,
     )
 

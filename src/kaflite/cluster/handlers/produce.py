@@ -98,8 +98,9 @@ async def handle_produce(broker: Broker, conn: ServerConnection, header: Request
     hinted = {r.current_leader.leader_id for r in results if r.current_leader.leader_id >= 0}
     for node in sorted(hinted):
         b = broker.controller.brokers.get(node)
-        if b is not None:
-            endpoints.append(pr.NodeEndpoint(b.node_id, b.host, b.port, b.rack))
+        address = b.endpoint(conn.listener.name) if b is not None else None
+        if b is not None and address is not None:
+            endpoints.append(pr.NodeEndpoint(b.node_id, *address, b.rack))
     return ProduceResponse(
         responses=[pr.TopicProduceResponse(name, parts) for name, parts in by_topic.items()],
         throttle_time_ms=0,

@@ -76,8 +76,11 @@ class MarkerChannel:
             info = self.broker.controller.brokers.get(node_id)
             if info is None or not info.alive:
                 raise ConnectionClosed(f"broker {node_id} is not alive")
+            address = info.endpoint(self.broker.inter_broker_listener)
+            if address is None:
+                raise ConnectionClosed(f"broker {node_id} has no inter-broker listener")
             conn = await BrokerConnection(
-                info.host, info.port, client_id=f"txn-coordinator-{self.broker.node_id}",
+                *address, client_id=f"txn-coordinator-{self.broker.node_id}",
                 node_id=node_id, request_timeout_ms=self.request_timeout_ms).open()
             if self.closed:
                 conn.close()
