@@ -432,9 +432,10 @@ class BrokerConnection:
     # -- protocol events ---------------------------------------------------------
     def on_events(self, events: list[Event]) -> None:
         """What the protocol object made of the bytes received."""
-        self.last_used = time.monotonic()
         for event in events:
             if isinstance(event, Response):
+                # (a re-authentication alone does not keep an idle connection alive)
+                self.last_used = time.monotonic()
                 future = self._futures.pop(event.correlation_id, None)
                 if future is not None and not future.done():
                     future.set_result(event.body)
