@@ -16,7 +16,14 @@ from typing import Annotated
 import typer
 
 from kaflite._loop import run
-from kaflite.cli._options import FIND, Bootstrap, ClientProps, client_config, props_for
+from kaflite.cli._options import (
+    FIND,
+    Bootstrap,
+    ClientProps,
+    CommandConfig,
+    client_config,
+    props_for,
+)
 from kaflite.cli._output import JsonOption, emit_json
 from kaflite.cli._progress import Bar, bar
 
@@ -31,6 +38,7 @@ def bench(
     acks: Annotated[str, typer.Option(help="0, 1 or all")] = "1",
     as_json: JsonOption = False,
     props: ClientProps = None,
+    command_config: CommandConfig = None,
 ) -> None:
     """Produce RECORDS values of SIZE bytes to a fresh topic, read them back, print rates."""
     with bar("producing", records, sys.stderr) as progress:

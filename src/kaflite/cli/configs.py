@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kaflite.cli._options import FIND, Bootstrap, ClientProps
+from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig
 from kaflite.cli._output import JsonOption, emit_json, emit_lines
 from kaflite.cli.topics import with_admin
 
@@ -135,7 +135,8 @@ def describe(entity_type: EntityType = None, entity_name: EntityName = None,
              topic: TopicOpt = None, broker: BrokerOpt = None, bootstrap: Bootstrap = FIND,
              all_configs: Annotated[bool, typer.Option(
                  "--all", help="every config, not only those set on the entity")] = False,
-             as_json: JsonOption = False, props: ClientProps = None) -> None:
+             as_json: JsonOption = False, props: ClientProps = None,
+             command_config: CommandConfig = None) -> None:
     """The configs set on a topic or broker (with --all: every config), with their
     source and synonyms."""
     from kaflite.client.admin import ConfigResource
@@ -173,7 +174,8 @@ def alter(entity_type: EntityType = None, entity_name: EntityName = None,
               "--add-config", help="k=v,k2=[a,b]: configs to set")] = None,
           delete_config: Annotated[str | None, typer.Option(
               "--delete-config", help="k,k2: configs to remove")] = None,
-          as_json: JsonOption = False, props: ClientProps = None) -> None:
+          as_json: JsonOption = False, props: ClientProps = None,
+          command_config: CommandConfig = None) -> None:
     """Set and remove configs of one topic or broker."""
     from kaflite.client.admin import ConfigResource
     from kaflite.protocol import errors

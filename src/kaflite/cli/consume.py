@@ -17,7 +17,7 @@ import typer
 
 from kaflite._loop import run
 from kaflite.cli._format import compile_format
-from kaflite.cli._options import FIND, Bootstrap, ClientProps, client_props
+from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig, client_props
 from kaflite.cli._output import json_line
 from kaflite.cli._progress import bar
 from kaflite.cli._topics import topic_partitions
@@ -45,6 +45,7 @@ def consume(
     as_json: Annotated[bool, typer.Option(
         "--json", help="one JSON object a record (instead of --format)")] = False,
     props: ClientProps = None,
+    command_config: CommandConfig = None,
 ) -> None:
     """Print records with a kcat-style format (%t %p %o %k %s %T %h ...), or as JSON."""
     try:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kaflite.cli._options import FIND, Bootstrap, ClientProps
+from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig
 from kaflite.cli._output import Column, JsonOption, Row, emit, emit_json, table_lines
 from kaflite.cli.topics import with_admin
 
@@ -68,7 +68,8 @@ def list_groups(bootstrap: Bootstrap = FIND,
                 state: Annotated[list[str] | None, typer.Option(
                     "--state", help="only groups in this state (repeatable; Stable, Empty...)")]
                 = None,
-                as_json: JsonOption = False, props: ClientProps = None) -> None:
+                as_json: JsonOption = False, props: ClientProps = None,
+                command_config: CommandConfig = None) -> None:
     """Every group with its protocol type and state."""
     wanted = {s.lower() for s in state or []}
     rows = [{"group": g, "protocol_type": p or None, "state": s}
@@ -153,7 +154,8 @@ def describe(groups: Annotated[list[str] | None, typer.Argument(
              state: Annotated[bool, typer.Option(
                  "--state", help="the group's state and coordinator instead of the offsets")]
              = False,
-             as_json: JsonOption = False, props: ClientProps = None) -> None:
+             as_json: JsonOption = False, props: ClientProps = None,
+             command_config: CommandConfig = None) -> None:
     """Per partition: committed offset, log end offset, lag and the consumer that owns it."""
     if members and state:
         raise typer.BadParameter("--members and --state are exclusive", param_hint="--state")
@@ -315,6 +317,7 @@ def reset_offsets(
     execute: Annotated[bool, typer.Option("--execute", help="commit the new offsets")]
     = False,
     as_json: JsonOption = False, props: ClientProps = None,
+    command_config: CommandConfig = None,
 ) -> None:
     """Move a group's committed offsets (the group must have no members)."""
     specs: list[tuple[str, int | None]] = [
@@ -351,7 +354,8 @@ def reset_offsets(
 
 @app.command("delete")
 def delete(groups: list[str], bootstrap: Bootstrap = FIND, as_json: JsonOption = False,
-           props: ClientProps = None) -> None:
+           props: ClientProps = None,
+           command_config: CommandConfig = None) -> None:
     """Delete groups (they must have no members)."""
     with_admin(bootstrap, props, lambda a: a.delete_groups(groups), CLIENT_ID)
     if as_json:

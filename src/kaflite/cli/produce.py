@@ -18,7 +18,7 @@ from typing import Annotated, TextIO
 import typer
 
 from kaflite._loop import run
-from kaflite.cli._options import FIND, Bootstrap, ClientProps, client_props
+from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig, client_props
 from kaflite.cli._output import JsonOption, emit_json
 from kaflite.cli._progress import bar
 from kaflite.cli._topics import topic_partitions
@@ -56,6 +56,7 @@ def produce(
         help="seed of the generated events, to repeat them")] = None,
     as_json: JsonOption = False,
     props: ClientProps = None,
+    command_config: CommandConfig = None,
 ) -> None:
     """Write one record per input line (or generated event); print how many were
     acknowledged."""

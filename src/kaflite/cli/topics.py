@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from kaflite._loop import run
-from kaflite.cli._options import FIND, Bootstrap, ClientProps, client_config
+from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig, client_config
 from kaflite.cli._output import JsonOption, emit_json, emit_lines
 
 if TYPE_CHECKING:
@@ -74,7 +74,8 @@ def parse_configs(items: list[str] | None, option: str) -> dict[str, str]:
 
 @app.command("list")
 def list_topics(bootstrap: Bootstrap = FIND, exclude_internal: ExcludeInternal = False,
-                as_json: JsonOption = False, props: ClientProps = None) -> None:
+                as_json: JsonOption = False, props: ClientProps = None,
+                command_config: CommandConfig = None) -> None:
     """Print every topic name, one a line."""
     names = sorted(with_admin(bootstrap, props, lambda a: a.list_topics(not exclude_internal)))
     if as_json:
@@ -140,7 +141,8 @@ def describe_lines(rows: list[dict[str, object]]) -> list[str]:
 def describe(topics: Annotated[list[str] | None, typer.Argument(
                  help="topic names (default: every topic)", show_default=False)] = None,
              bootstrap: Bootstrap = FIND, exclude_internal: ExcludeInternal = False,
-             as_json: JsonOption = False, props: ClientProps = None) -> None:
+             as_json: JsonOption = False, props: ClientProps = None,
+             command_config: CommandConfig = None) -> None:
     """Partitions with leader, replicas and ISR, and the topic's non-default configs."""
     from kaflite.client.admin import TOPIC, ConfigResource
 
@@ -170,7 +172,8 @@ def create(name: str, bootstrap: Bootstrap = FIND,
                "--config", "-c", help="topic config as name=value (repeatable)")] = None,
            if_not_exists: Annotated[bool, typer.Option(
                "--if-not-exists", help="no error if the topic exists already")] = False,
-           as_json: JsonOption = False, props: ClientProps = None) -> None:
+           as_json: JsonOption = False, props: ClientProps = None,
+           command_config: CommandConfig = None) -> None:
     """Create a topic."""
     from kaflite.client import NewTopic
     from kaflite.protocol import errors
@@ -205,7 +208,8 @@ def alter(name: str,
           partitions: Annotated[int, typer.Option(
               "--partitions", "-p", help="the new (higher) partition count")],
           bootstrap: Bootstrap = FIND, as_json: JsonOption = False,
-          props: ClientProps = None) -> None:
+          props: ClientProps = None,
+          command_config: CommandConfig = None) -> None:
     """Raise a topic's partition count (as kafka-topics.sh --alter --partitions)."""
 
     async def go(admin: Admin) -> int:
@@ -221,7 +225,8 @@ def alter(name: str,
 def delete(names: list[str], bootstrap: Bootstrap = FIND,
            if_exists: Annotated[bool, typer.Option(
                "--if-exists", help="no error for a topic that does not exist")] = False,
-           as_json: JsonOption = False, props: ClientProps = None) -> None:
+           as_json: JsonOption = False, props: ClientProps = None,
+           command_config: CommandConfig = None) -> None:
     """Delete topics."""
     from kaflite.protocol import errors
 

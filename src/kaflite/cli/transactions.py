@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kaflite.cli._options import FIND, Bootstrap, ClientProps
+from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig
 from kaflite.cli._output import Column, JsonOption, emit
 from kaflite.cli.topics import with_admin
 
@@ -44,6 +44,7 @@ def list_transactions(
     state: Annotated[list[str] | None, typer.Option(
         "--state", "-s", help="only these states (Ongoing, CompleteCommit...)")] = None,
     as_json: JsonOption = False, props: ClientProps = None,
+    command_config: CommandConfig = None,
 ) -> None:
     """Every transactional id on every broker, with its coordinator, producer id and state."""
     listed = with_admin(bootstrap, props,
@@ -64,7 +65,8 @@ def describe_row(d: TransactionDescription, now_ms: int) -> dict[str, object]:
 
 @app.command("describe")
 def describe(transactional_id: str, bootstrap: Bootstrap = FIND, as_json: JsonOption = False,
-             props: ClientProps = None) -> None:
+             props: ClientProps = None,
+             command_config: CommandConfig = None) -> None:
     """Producer id and epoch, state, timeout and the partitions of the open transaction."""
 
     async def go(admin: Admin) -> TransactionDescription:

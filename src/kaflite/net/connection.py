@@ -286,10 +286,17 @@ class BrokerConnection:
         return self
 
     async def _new_sasl(self) -> SaslMechanism:
-        """A mechanism for one exchange, made in a thread (a token may be fetched)."""
-        assert self.sasl is not None
+        """A mechanism for one exchange, made and started in a thread: its first
+        message may need a token from a callback or an HTTP endpoint."""
+        factory = self.sasl
+        assert factory is not None
+
+        def make() -> SaslMechanism:
+            mechanism = factory()
+            return _Started(mechanism, mechanism.start())
+
         try:
-            return await asyncio.to_thread(self.sasl)
+            return await asyncio.to_thread(make)
         except AuthenticationError:
             raise
         except Exception as exc:
@@ -425,9 +432,10 @@ class BrokerConnection:
     # -- protocol events ---------------------------------------------------------
     def on_events(self, events: list[Event]) -> None:
         """What the protocol object made of the bytes received."""
-        self.last_used = time.monotonic()
         for event in events:
             if isinstance(event, Response):
+                # (a re-authentication alone does not keep an idle connection alive)
+                self.last_used = time.monotonic()
                 future = self._futures.pop(event.correlation_id, None)
                 if future is not None and not future.done():
                     future.set_result(event.body)
@@ -486,6 +494,25 @@ class BrokerConnection:
             # The caller may have given up already; don't warn about it.
             with contextlib.suppress(BaseException):
                 f.exception()
+
+
+class _Started:
+    """A mechanism whose first message was made already (off the event loop)."""
+
+    def __init__(self, inner: SaslMechanism, first: bytes) -> None:
+        self.inner = inner
+        self.mechanism = inner.mechanism
+        self.first = first
+
+    def start(self) -> bytes:
+        return self.first
+
+    def respond(self, challenge: bytes) -> bytes | None:
+        return self.inner.respond(challenge)
+
+    @property
+    def complete(self) -> bool:
+        return self.inner.complete
 
 
 def _session(lifetime_ms: int) -> str:
