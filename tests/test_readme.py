@@ -36,9 +36,9 @@ class Snippet:
     code: str
 
 
-def tour_snippets(text: str) -> list[Snippet]:
-    """The fenced blocks of the README's tour section, in order."""
-    start = text.index("## A five-minute tour")
+def section_snippets(text: str, heading: str) -> list[Snippet]:
+    """The fenced blocks of one README section, in order."""
+    start = text.index(f"## {heading}")
     end = text.index("\n## ", start + 1)
     return [Snippet(lang, code) for lang, code in
             re.findall(r"^```(\w+)\n(.*?)^```", text[start:end], flags=re.S | re.M)]
@@ -76,9 +76,10 @@ def partitions(topic: str = "events") -> list[tuple[int, int, list[int]]]:
     return sorted((p.partition, p.leader, sorted(p.isr)) for p in md.partitions)
 
 
-def records_in(topic: str = "events") -> int:
+def records_in(topic: str = "events", partitions: int = 3) -> int:
     with Admin({"bootstrap.servers": BOOTSTRAP}) as admin:
-        ends = admin.list_offsets({TopicPartition(topic, p): "latest" for p in range(3)})
+        ends = admin.list_offsets({TopicPartition(topic, p): "latest"
+                                   for p in range(partitions)})
     return sum(o.offset for o in ends.values())
 
 
@@ -206,7 +207,7 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("KAFLITE_BOOTSTRAP", "KAFLITE_HTTP",
                                                              "KAFLITE_CLUSTER")}
     tour = Tour(tmp_path, env)
-    snippets = tour_snippets(README.read_text())
+    snippets = section_snippets(README.read_text(), "A five-minute tour")
     assert [s.lang for s in snippets][:3] == ["sh", "sh", "python"]
     try:
         for snippet in snippets:
@@ -226,6 +227,58 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
         assert any("chaos kill" in line for line in tour.seen)
         for step, took in tour.times:
             print(f"{took:6.1f} s  {step}")
+    finally:
+        if tour.up is not None:
+            assert tour.up.stop() == 0, tour.up.lines
+
+
+# -- "A secured cluster" ------------------------------------------------------------------
+def check_certs(tour: Tour, line: str) -> None:
+    tour.sh(line)
+    for name in ("ca.pem", "broker.properties", "client-alice.pem", "client-alice-key.pem"):
+        assert (tour.cwd / "pki" / name).exists(), name
+
+
+def check_secured_up(tour: Tour, line: str) -> None:
+    tour.up = KafliteUp(command=["bash", "-c", f"exec {line}"], cwd=tour.cwd, env=tour.env,
+                        timeout=90).start()
+    assert "SASL_SSL (SASL_SSL): bootstrap.servers=127.0.0.1:9192,127.0.0.1:9193," \
+        "127.0.0.1:9194" in tour.up.lines, tour.up.lines
+
+
+def check_secured_connections(tour: Tour, line: str) -> None:
+    out = tour.sh(line).stdout
+    assert "User:alice" in out and "SASL_SSL/SCRAM-SHA-512" in out, out
+    rows = json.loads(tour.sh(line + " --json").stdout)
+    mine = [r for r in rows if r["principal"] == "User:alice"]
+    assert mine and all(r["sasl_mechanism"] == "SCRAM-SHA-512" for r in mine), rows
+
+
+SECURED: dict[str, Callable[[Tour, str], None]] = {
+    "kaflite certs ": check_certs,
+    "kaflite up ": check_secured_up,
+    "kaflite connections": check_secured_connections,
+}
+
+
+def test_the_readme_secured_cluster_runs_as_written(tmp_path: Path) -> None:
+    (tmp_path / ".venv").symlink_to(VENV)
+    env = {k: v for k, v in os.environ.items() if k not in ("KAFLITE_BOOTSTRAP", "KAFLITE_HTTP",
+                                                             "KAFLITE_CLUSTER")}
+    tour = Tour(tmp_path, env)
+    snippets = section_snippets(README.read_text(), "A secured cluster")
+    assert [s.lang for s in snippets] == ["sh", "python", "sh"]
+    try:
+        for snippet in snippets:
+            if snippet.lang == "python":
+                assert '"security.protocol": "SASL_SSL"' in snippet.code
+                tour.python(snippet.code)
+                assert records_in("secured", partitions=1) == 1
+                continue
+            for line in snippet.code.splitlines():
+                check = next((f for key, f in SECURED.items() if key in line), None)
+                assert check is not None, f"a README command with no check: {line}"
+                check(tour, line)
     finally:
         if tour.up is not None:
             assert tour.up.stop() == 0, tour.up.lines

@@ -40,6 +40,12 @@ def certs(
                              key_password=key_password)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    broker = pki.broker_properties()
+    if key_password:
+        broker["ssl.key.password"] = key_password
+    broker_file = pki.ca.parent / "broker.properties"
+    broker_file.write_text("".join(f"{k}={v}\n" for k, v in broker.items()))
+    broker_file.chmod(0o600)
     properties: dict[str, dict[str, str]] = {}
     for name in pki.clients:
         props = pki.client_properties(name)
@@ -52,6 +58,7 @@ def certs(
     if as_json:
         emit_json({"ca": str(pki.ca), "broker_cert": str(pki.broker_cert),
                    "broker_key": str(pki.broker_key), "hosts": host_list,
+                   "broker_properties": broker,
                    "clients": {name: {"cert": str(cert), "key": str(key),
                                       "principal": f"User:CN={name}",
                                       "properties": properties[name]}
@@ -62,6 +69,9 @@ def certs(
              f"broker key   {pki.broker_key}"]
     for name, (cert, key) in pki.clients.items():
         lines += [f"client {name}: {cert}  {key}   (mTLS principal User:CN={name})"]
+    lines += ["", f"# the brokers' TLS settings, as {broker_file} (kaflite up {broker_file} "
+              "-l PLAINTEXT=PLAINTEXT -l SASL_SSL=SASL_SSL):"]
+    lines += [f"{k}={v}" for k, v in broker.items()]
     for name, props in properties.items():
         lines += ["", f"# client {name} over TLS, as {pki.ca.parent}/client-{name}.properties "
                   "(the certificate lines are for ssl.client.auth=required):"]

@@ -34,6 +34,14 @@ class Pki:
     broker_cert: Path
     broker_key: Path
     clients: dict[str, tuple[Path, Path]]      # name -> (certificate, key)
+    broker_keystore: Path | None = None         # the broker's key and chain in one PEM
+
+    def broker_properties(self) -> dict[str, str]:
+        """Kafka's broker settings for TLS listeners with these files (PEM stores)."""
+        if self.broker_keystore is None:
+            raise ValueError("no broker keystore was written")
+        return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.broker_keystore),
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca)}
 
     def client_properties(self, name: str) -> dict[str, str]:
         """librdkafka's properties for client ``name`` (mTLS) over SSL."""
@@ -140,10 +148,12 @@ def write_test_pki(directory: Path, hosts: Sequence[str] = ("localhost", "127.0.
     cert, key = _leaf(ca, ca_key, hosts[0], hosts, both, days)
     broker_cert = _write(directory / "broker.pem", cert.public_bytes(pem))
     broker_key = _write(directory / "broker-key.pem", _key_pem(key, key_password), True)
+    keystore = _write(directory / "broker-keystore.pem",
+                      _key_pem(key, key_password) + cert.public_bytes(pem), True)
     written: dict[str, tuple[Path, Path]] = {}
     for name in clients:
         cert, key = _leaf(ca, ca_key, name, (), [ExtendedKeyUsageOID.CLIENT_AUTH], days)
         written[name] = (_write(directory / f"client-{name}.pem", cert.public_bytes(pem)),
                          _write(directory / f"client-{name}-key.pem",
                                 _key_pem(key, key_password), True))
-    return Pki(directory / "ca.pem", broker_cert, broker_key, written)
+    return Pki(directory / "ca.pem", broker_cert, broker_key, written, keystore)
