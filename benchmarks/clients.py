@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -96,11 +96,13 @@ def kaflite_produce(servers: str, topic: str, value: bytes, n: int) -> None:
     asyncio.run(main())
 
 
-def kaflite_send_batch(servers: str, topic: str, value: bytes, n: int) -> None:
+def kaflite_send_batch(servers: str, topic: str, value: bytes, n: int,
+                       conf: Mapping[str, Any] | None = None) -> None:
     from kaflite.client import Producer
 
     async def main() -> None:
-        async with Producer(bootstrap_servers=servers, linger_ms=LINGER, batch_size=BATCH) as p:
+        async with Producer(dict(conf or {}), bootstrap_servers=servers, linger_ms=LINGER,
+                            batch_size=BATCH) as p:
             # Like the other producers: hand everything over (buffer.memory is the only
             # brake), then wait for the acknowledgements at the end.
             step = 100_000
@@ -110,11 +112,13 @@ def kaflite_send_batch(servers: str, topic: str, value: bytes, n: int) -> None:
     asyncio.run(main())
 
 
-def confluent_produce(servers: str, topic: str, value: bytes, n: int) -> None:
+def confluent_produce(servers: str, topic: str, value: bytes, n: int,
+                      conf: Mapping[str, Any] | None = None) -> None:
     import confluent_kafka
 
-    p = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": LINGER,
-                                  "batch.size": BATCH, "queue.buffering.max.messages": 1_000_000})
+    p = confluent_kafka.Producer({**(conf or {}), "bootstrap.servers": servers,
+                                  "linger.ms": LINGER, "batch.size": BATCH,
+                                  "queue.buffering.max.messages": 1_000_000})
     for _ in range(n):
         try:
             p.produce(topic, value)
@@ -151,12 +155,13 @@ def kafka_python_produce(servers: str, topic: str, value: bytes, n: int) -> None
 
 
 # -- consumers -------------------------------------------------------------------------
-def kaflite_consume(servers: str, topic: str, value: bytes, n: int) -> None:
+def kaflite_consume(servers: str, topic: str, value: bytes, n: int,
+                    conf: Mapping[str, Any] | None = None) -> None:
     from kaflite.client import Consumer, TopicPartition
 
     async def main() -> None:
-        async with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest",
-                            max_poll_records=100_000) as c:
+        async with Consumer(dict(conf or {}), bootstrap_servers=servers,
+                            auto_offset_reset="earliest", max_poll_records=100_000) as c:
             c.assign([TopicPartition(topic, 0)])
             got = size = 0
             while got < n:
@@ -168,10 +173,12 @@ def kaflite_consume(servers: str, topic: str, value: bytes, n: int) -> None:
     asyncio.run(main())
 
 
-def confluent_consume(servers: str, topic: str, value: bytes, n: int) -> None:
+def confluent_consume(servers: str, topic: str, value: bytes, n: int,
+                      conf: Mapping[str, Any] | None = None) -> None:
     import confluent_kafka
 
-    c = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": uuid.uuid4().hex,
+    c = confluent_kafka.Consumer({**(conf or {}), "bootstrap.servers": servers,
+                                  "group.id": uuid.uuid4().hex,
                                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
     got = size = 0

@@ -351,7 +351,11 @@ class BrokerConnection:
                                 strict=True):
             if size > 0:
                 sock.setsockopt(socket.SOL_SOCKET, option, size)
-        proto.low_water = ReceiveLowWater(sock, receive_buffer=self.socket_buffers[1])
+        # Over TLS the socket carries records the SSL layer reads ahead and holds: a
+        # low-water mark counted in plaintext bytes can exceed what is left to arrive on
+        # the socket, and the response never wakes the reader. So plaintext only.
+        if proto.transport is not None and proto.transport.get_extra_info("ssl_object") is None:
+            proto.low_water = ReceiveLowWater(sock, receive_buffer=self.socket_buffers[1])
 
     def close(self) -> None:
         if self._protocol is not None and self._protocol.transport is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kaflite.client import AuthenticationError, Consumer, NewTopic, Producer
+from kaflite.client import AuthenticationError, Consumer, NewTopic, Producer, TopicPartition
 from kaflite.client import sync as ksync
 from kaflite.cluster import Cluster
 from kaflite.protocol.connection import SaslAuthenticationError
@@ -200,3 +200,30 @@ def test_wrong_password_is_fatal_and_prompt(cluster: Cluster, pki: Pki) -> None:
         assert time.monotonic() - started < 30      # a bound, not a timing claim
 
     run(main())
+
+
+def test_large_fetch_responses_over_tls(cluster: Cluster, pki: Pki) -> None:
+    """Megabytes per Fetch response over TLS: the receive low-water mark (plaintext
+    counts) must not be applied to a TLS socket, where it stalled the reader until the
+    request timed out."""
+    topic = f"sec-large-{next(_names)}"
+    cluster.create_topic(topic, 1, 3)
+    config = _sasl_ssl(cluster, pki, "SCRAM-SHA-512")
+    value, n = b"x" * 1024, 4000
+
+    async def go() -> None:
+        async with Producer(config, linger_ms=5) as producer:
+            await producer.send_batch(topic, [value] * n, partition=0)
+        async with Consumer(config, auto_offset_reset="earliest", max_poll_records=100_000,
+                            request_timeout_ms=60_000) as consumer:
+            consumer.assign([TopicPartition(topic, 0)])
+            got = 0
+            for _ in range(50):
+                batch = await consumer.getmany(timeout_ms=200)
+                got += sum(len(records) for records in batch.values())
+                if got >= n:
+                    break
+            assert got == n
+            assert not [e for e in consumer.events() if e.kind == "disconnect"]
+
+    run(go(), timeout=40)
