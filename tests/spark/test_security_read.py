@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,11 +19,8 @@ JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Pki]]:
     pki = write_test_pki(tmp_path_factory.mktemp("spark-pki"))
-    keystore = Path(tmp_path_factory.mktemp("spark-keystore")) / "broker.pem"
-    keystore.write_text(pki.broker_key.read_text() + pki.broker_cert.read_text())
     config = {"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
-              "sasl.users": "spark:spark-secret", "ssl.keystore.type": "PEM",
-              "ssl.keystore.location": str(keystore)}
+              "sasl.users": "spark:spark-secret", **pki.broker_properties()}
     with Cluster(brokers=1, listeners="PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
                  config=config) as cluster:
         yield cluster, pki

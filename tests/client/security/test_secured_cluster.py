@@ -7,7 +7,6 @@ import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,15 +37,12 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(scope="module")
 def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    keystore = Path(tmp_path_factory.mktemp("keystore")) / "broker.pem"
-    keystore.write_text(pki.broker_key.read_text() + pki.broker_cert.read_text())
     config = {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,"
                                           "REAUTH:SASL_PLAINTEXT",
         "inter.broker.listener.name": "PLAINTEXT",
         "sasl.users": "alice:alice-secret",
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca),
+        **pki.broker_properties(),
         "listener.name.ssl.ssl.client.auth": "required",
         "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
         "group.initial.rebalance.delay.ms": "0",

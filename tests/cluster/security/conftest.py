@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,20 +16,15 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_bob="bob \\"quoted\\" secret";')
 
 
-def security_config(pki: Pki, directory: Path) -> dict[str, str]:
-    keystore = directory / "broker-keystore.pem"
-    keystore.write_text(pki.broker_key.read_text() + pki.broker_cert.read_text())
+def security_config(pki: Pki) -> dict[str, str]:
     return {
+        **pki.broker_properties(),
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
                                           "SASL_SSL:SASL_SSL,SSL:SSL,REAUTH:SASL_PLAINTEXT",
         "sasl.users": "alice:alice-secret,carol:carol-secret",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms":
             "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(pki.ca),
         "listener.name.ssl.ssl.client.auth": "required",
         "listener.name.reauth.connections.max.reauth.ms": "1500",
     }
@@ -48,6 +42,6 @@ def untrusted_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(scope="module")
 def secure_cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    config = security_config(pki, tmp_path_factory.mktemp("keystore"))
+    config = security_config(pki)
     with Cluster(brokers=1, listeners=LISTENERS, config=config) as cluster:
         yield cluster

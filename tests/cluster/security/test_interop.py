@@ -33,7 +33,7 @@ KAFKAJS = Path(__file__).parent.parent / "kafkajs" / "node_modules" / "kafkajs"
 
 @pytest.fixture(scope="module")
 def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    config = security_config(pki, tmp_path_factory.mktemp("keystore"))
+    config = security_config(pki)
     config |= {"inter.broker.listener.name": "SASL_SSL",
                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
                "sasl.users": "admin:admin-secret,alice:alice-secret",

@@ -15,7 +15,7 @@ from tests.cluster.security.conftest import security_config
 def test_confluent_kafka_keeps_consuming_across_reauthentications(
         pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> None:
     ck = pytest.importorskip("confluent_kafka")
-    config = security_config(pki, tmp_path_factory.mktemp("keystore"))
+    config = security_config(pki)
     config["listener.name.sasl_ssl.connections.max.reauth.ms"] = "2000"
     with Cluster(brokers=1, listeners="PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
                  config=config) as cluster:
