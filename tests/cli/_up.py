@@ -50,7 +50,11 @@ class KafliteUp:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
-        self.read_until(READY)
+        try:
+            self.read_until(READY)
+        except BaseException:
+            self.stop()   # a start that failed still stops what it started
+            raise
         return self
 
     def read_until(self, marker: str) -> list[str]:
