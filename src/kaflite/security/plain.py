@@ -6,7 +6,7 @@ from __future__ import annotations
 import hmac
 
 from kaflite.security.errors import IllegalSaslState, SaslAuthenticationFailed
-from kaflite.security.scram import CredentialStore
+from kaflite.security.scram import CredentialStore, PasswordServer
 
 __all__ = ["PlainClient", "PlainServer"]
 
@@ -37,25 +37,13 @@ class PlainClient:
         return None
 
 
-class PlainServer:
+class PlainServer(PasswordServer):
     mechanism = "PLAIN"
 
     def __init__(self, store: CredentialStore) -> None:
         self._store = store
         self._user: str | None = None
         self._state = "init"
-
-    @property
-    def complete(self) -> bool:
-        return self._state == "complete"
-
-    @property
-    def principal(self) -> str | None:
-        return f"User:{self._user}" if self.complete else None
-
-    @property
-    def expires_at_ms(self) -> int | None:
-        return None
 
     def respond(self, message: bytes) -> bytes:
         if self._state != "init":

@@ -35,7 +35,7 @@ from typing import Protocol
 from kaflite.security.errors import IllegalSaslState, SaslAuthenticationFailed
 
 __all__ = ["HASHES", "MAX_ITERATIONS", "MECHANISM_TYPES", "MIN_ITERATIONS",
-           "CredentialStore", "ScramClient", "ScramCredential", "ScramServer",
+           "CredentialStore", "PasswordServer", "ScramClient", "ScramCredential", "ScramServer",
            "StaticCredentialStore", "salted_credential", "salted_password",
            "scram_credential"]
 
@@ -291,7 +291,26 @@ class ScramClient:
 
 # -- server ---------------------------------------------------------------------------------
 
-class ScramServer:
+class PasswordServer:
+    """What PLAIN's and SCRAM's servers share: a state, and the user it ends as."""
+
+    _state: str
+    _user: str | None
+
+    @property
+    def complete(self) -> bool:
+        return self._state == "complete"
+
+    @property
+    def principal(self) -> str | None:
+        return f"User:{self._user}" if self.complete else None
+
+    @property
+    def expires_at_ms(self) -> int | None:
+        return None   # a password login does not expire; the listener's lifetime applies
+
+
+class ScramServer(PasswordServer):
     """The server's side: ``respond(client_first)`` returns the server-first,
     ``respond(client_final)`` verifies the proof and returns the server-final."""
 
@@ -308,18 +327,6 @@ class ScramServer:
         self._nonce = ""
         self._client_first_bare = ""
         self._server_first = ""
-
-    @property
-    def complete(self) -> bool:
-        return self._state == "complete"
-
-    @property
-    def principal(self) -> str | None:
-        return f"User:{self._user}" if self.complete else None
-
-    @property
-    def expires_at_ms(self) -> int | None:
-        return None
 
     @property
     def username(self) -> str | None:
