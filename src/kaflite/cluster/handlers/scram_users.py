@@ -86,30 +86,33 @@ async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHe
     def fail(user: str, code: int, message: str) -> None:
         errors_by_user.setdefault(user, (code, message))
 
+    def refused(name: str, mechanism_type: int) -> bool:
+        """The checks a deletion and an upsertion share; True (and recorded) if one fails."""
+        if not name:
+            fail(name, UNACCEPTABLE, "Username must not be empty")
+        elif mechanism_type not in MECHANISM_NAMES:
+            fail(name, UNSUPPORTED, f"Unknown SCRAM mechanism {mechanism_type}")
+        elif seen[(name, mechanism_type)] > 1:
+            fail(name, DUPLICATE, "A user credential cannot be altered twice in the same "
+                                  f"request: {name}")
+        else:
+            return False
+        return True
+
     for d in req.deletions:
-        mechanism = MECHANISM_NAMES.get(d.mechanism)
-        if not d.name:
-            fail(d.name, UNACCEPTABLE, "Username must not be empty")
-        elif mechanism is None:
-            fail(d.name, UNSUPPORTED, f"Unknown SCRAM mechanism {d.mechanism}")
-        elif seen[(d.name, d.mechanism)] > 1:
-            fail(d.name, DUPLICATE, "A user credential cannot be altered twice in the same "
-                                    f"request: {d.name}")
-        elif controller.scram_credential(d.name, mechanism) is None:
+        if refused(d.name, d.mechanism):
+            continue
+        mechanism = MECHANISM_NAMES[d.mechanism]
+        if controller.scram_credential(d.name, mechanism) is None:
             fail(d.name, NOT_FOUND, "Attempt to delete a user credential that does not "
                                     f"exist: {d.name}")
         else:
             deletions.append((d.name, mechanism))
     for u in req.upsertions:
-        mechanism = MECHANISM_NAMES.get(u.mechanism)
-        if not u.name:
-            fail(u.name, UNACCEPTABLE, "Username must not be empty")
-        elif mechanism is None:
-            fail(u.name, UNSUPPORTED, f"Unknown SCRAM mechanism {u.mechanism}")
-        elif seen[(u.name, u.mechanism)] > 1:
-            fail(u.name, DUPLICATE, "A user credential cannot be altered twice in the same "
-                                    f"request: {u.name}")
-        elif not MIN_ITERATIONS <= u.iterations <= MAX_ITERATIONS:
+        if refused(u.name, u.mechanism):
+            continue
+        mechanism = MECHANISM_NAMES[u.mechanism]
+        if not MIN_ITERATIONS <= u.iterations <= MAX_ITERATIONS:
             fail(u.name, UNACCEPTABLE, f"Iterations {u.iterations} must be between "
                                        f"{MIN_ITERATIONS} and {MAX_ITERATIONS}")
         elif not u.salt or not u.salted_password:
