@@ -56,6 +56,14 @@ class Tour:
     seen: list[str] = field(default_factory=list)
     times: list[tuple[str, float]] = field(default_factory=list)   # shown with -s
 
+    @classmethod
+    def fresh(cls, directory: Path) -> Tour:
+        """A new user's directory: ``.venv`` linked in, no cluster named by the environment."""
+        (directory / ".venv").symlink_to(VENV)
+        return cls(directory, {k: v for k, v in os.environ.items()
+                               if k not in ("KAFLITE_BOOTSTRAP", "KAFLITE_HTTP",
+                                            "KAFLITE_CLUSTER")})
+
     def sh(self, line: str) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(["bash", "-c", line], cwd=self.cwd, env=self.env,
                               capture_output=True, text=True, timeout=180)
@@ -203,10 +211,7 @@ def run_python(tour: Tour, code: str) -> None:
 
 
 def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
-    (tmp_path / ".venv").symlink_to(VENV)
-    env = {k: v for k, v in os.environ.items() if k not in ("KAFLITE_BOOTSTRAP", "KAFLITE_HTTP",
-                                                             "KAFLITE_CLUSTER")}
-    tour = Tour(tmp_path, env)
+    tour = Tour.fresh(tmp_path)
     snippets = section_snippets(README.read_text(), "A five-minute tour")
     assert [s.lang for s in snippets][:3] == ["sh", "sh", "python"]
     try:
@@ -262,10 +267,7 @@ SECURED: dict[str, Callable[[Tour, str], None]] = {
 
 
 def test_the_readme_secured_cluster_runs_as_written(tmp_path: Path) -> None:
-    (tmp_path / ".venv").symlink_to(VENV)
-    env = {k: v for k, v in os.environ.items() if k not in ("KAFLITE_BOOTSTRAP", "KAFLITE_HTTP",
-                                                             "KAFLITE_CLUSTER")}
-    tour = Tour(tmp_path, env)
+    tour = Tour.fresh(tmp_path)
     snippets = section_snippets(README.read_text(), "A secured cluster")
     assert [s.lang for s in snippets] == ["sh", "python", "sh"]
     try:
