@@ -150,7 +150,7 @@ def _check(code: int, what: str, message: str | None = None) -> None:
 class Admin(BaseClient):
     ROLE = "admin"
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__(config, **kwargs)
         self.timeout_ms = self.config.int("default.api.timeout.ms")
         self.metadata.auto_create = False   # as Java's AdminClient: describing never creates

@@ -58,7 +58,7 @@ class _SyncClient:
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         return self._loop_thread.run(coro, timeout)
 
-    def _make(self, cls: type, config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> Any:
+    def _make(self, cls: type, config: Mapping[str, object] | None, kwargs: dict[str, object]) -> Any:
         async def build() -> Any:
             return cls(config, **kwargs)
         return self._run(build())
@@ -89,7 +89,7 @@ class _SyncClient:
 
 
 class Producer(_SyncClient):
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__()
         self._async: _producer.Producer = self._make(_producer.Producer, config, kwargs)
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
@@ -181,7 +181,7 @@ class Producer(_SyncClient):
 
 
 class Consumer(_SyncClient):
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__()
         self._async: _consumer.Consumer = self._make(_consumer.Consumer, config, kwargs)
 
@@ -266,7 +266,7 @@ class Consumer(_SyncClient):
 class Admin(_SyncClient):
     """The async ``Admin``'s operations, each blocking until its answer."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__()
         self._async: _admin.Admin = self._make(_admin.Admin, config, kwargs)
 

@@ -108,7 +108,7 @@ async def _fetch(client: SparkKafkaClient, tp: TopicPartition, offset: int, max_
                                   current_leader_epoch=leader.leader_epoch,
                                   fetch_offset=offset, last_fetched_epoch=-1,
                                   log_start_offset=-1, partition_max_bytes=max_bytes)])],
-            forgotten_topics_data=[], rack_id=client.config["client.rack"])
+            forgotten_topics_data=[], rack_id=client.config.string("client.rack"))
         timeout = client.config.int("request.timeout.ms") / 1000 + 0.5
         resp: FetchResponse = await conn.request(req, version=version, timeout=timeout)
     except (ConnectionClosed, OSError, TimeoutError) as exc:

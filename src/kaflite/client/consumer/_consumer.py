@@ -47,10 +47,10 @@ __all__ = ["CommitFailedError", "Consumer", "IllegalStateError"]
 class Consumer(BaseClient):
     ROLE = "consumer"
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__(config, **kwargs)
         c = self.config
-        self._subs = SubscriptionState(c["auto.offset.reset"])
+        self._subs = SubscriptionState(c.string("auto.offset.reset"))
         self._fetcher = Fetcher(self, self._subs, self._events.emit)
         hooks = MemberHooks(self._subs, self._events.emit, self._revoke, self._on_assignment)
         self._group: GroupMember | None = GroupMember(self, hooks) if c["group.id"] else None

@@ -130,15 +130,17 @@ class GroupMember:
         self.consumer = consumer
         self.hooks = hooks
         c = consumer.config
-        self.group_id: str = c["group.id"]
-        self.instance_id: str | None = c["group.instance.id"]
+        group_id = c.optional_string("group.id")
+        assert group_id is not None   # a Consumer makes a GroupMember only with a group.id
+        self.group_id = group_id
+        self.instance_id = c.optional_string("group.instance.id")
         self.session_timeout = c.int("session.timeout.ms")
         self.rebalance_timeout = c.int("rebalance.timeout.ms")
         self.heartbeat_interval = c.int("heartbeat.interval.ms") / 1000
         self.max_poll_interval = c.int("max.poll.interval.ms") / 1000
         self.backoff = c.int("retry.backoff.ms") / 1000
         self.assignors: list[Assignor] = [ASSIGNORS[n]() for n in
-                                          c["partition.assignment.strategy"]]
+                                          c.strings("partition.assignment.strategy")]
         self.coordinator: int | None = None
         self.member_id = ""
         self.generation = -1
@@ -308,7 +310,7 @@ class GroupMember:
         if not all(t in md.topics for t in topics):
             await md.refresh("topics of the subscription")
         metadata = encode_subscription(sorted(topics), [(tp.topic, tp.partition) for tp in owned],
-                                       self.generation, consumer.config["client.rack"] or None)
+                                       self.generation, consumer.config.string("client.rack") or None)
         req = JoinGroupRequest(
             group_id=self.group_id, session_timeout_ms=self.session_timeout,
             rebalance_timeout_ms=self.rebalance_timeout, member_id=self.member_id,

@@ -46,7 +46,6 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -152,7 +151,7 @@ class Fetcher:
         self.partition_max = c.int("max.partition.fetch.bytes")
         self.buffer_limit = c.int("fetch.buffer.bytes")
         self.isolation = 1 if c["isolation.level"] == "read_committed" else 0
-        self.rack = c["client.rack"]
+        self.rack = c.string("client.rack")
         self.check_crcs = c.bool("check.crcs")
         self.sessions: dict[int, FetchSession] = {}
         self.buffer: deque[_Completed] = deque()
@@ -176,8 +175,8 @@ class Fetcher:
         self.await_metadata: dict[TopicPartition, int] = {}
         consumer.metadata.listeners.append(self._metadata_updated)
         self.data_ready = asyncio.Event()
-        self.key_deser: Callable[[bytes], Any] | None = c["key.deserializer"]
-        self.value_deser: Callable[[bytes], Any] | None = c["value.deserializer"]
+        self.key_deser = c.function("key.deserializer")
+        self.value_deser = c.function("value.deserializer")
         self._closed = False
 
     # -- sending fetches -------------------------------------------------------------------

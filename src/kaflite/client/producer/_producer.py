@@ -83,11 +83,16 @@ class BatchMetadata:
         return (self[i] for i in range(len(self)))
 
 
-def _to_bytes(value: Any, serializer: Callable[[Any], bytes] | None) -> bytes | None:
+def _to_bytes(value: object, serializer: Callable[..., object] | None) -> bytes | None:
+    """``value`` as the bytes to send: through the user's serializer if there is one,
+    else as given (bytes, str, a buffer). Any other value is a ``TypeError``."""
     if value is None:
         return None
     if serializer is not None:
-        return serializer(value)
+        out = serializer(value)
+        if out is None or isinstance(out, bytes):
+            return out
+        raise TypeError(f"the serializer returned a {type(out).__name__}, not bytes")
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -112,23 +117,24 @@ _Queued = tuple[Any, Any, "int | None", "HeadersArg", "int | None", "DeliveryCal
 class Producer(BaseClient):
     ROLE = "producer"
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__(config, **kwargs)
         c = self.config
         self._acc = RecordAccumulator(c.int("batch.size"), c.int("linger.ms"),
                                       c.int("buffer.memory"))
         self._partitioner = Partitioner(
-            c["partitioner"], c.int("batch.size"), c.bool("partitioner.ignore.keys"),
+            c.string("partitioner"), c.int("batch.size"), c.bool("partitioner.ignore.keys"),
             c.bool("partitioner.adaptive.partitioning.enable"))
-        self._idem = IdempotenceState(c.bool("enable.idempotence"), c["transactional.id"])
+        txn_id = c.optional_string("transactional.id")
+        self._idem = IdempotenceState(c.bool("enable.idempotence"), txn_id)
         self._txn: TransactionManager | None = None
-        if c["transactional.id"] is not None:
-            self._txn = TransactionManager(self, self._idem, c["transactional.id"],
+        if txn_id is not None:
+            self._txn = TransactionManager(self, self._idem, txn_id,
                                            c.int("transaction.timeout.ms"),
                                            lambda: self._acc.wakeup(), self._events.emit)
-        self._compression = _CODECS[c["compression.type"]]
-        self._key_ser: Callable[[Any], bytes] | None = c["key.serializer"]
-        self._value_ser: Callable[[Any], bytes] | None = c["value.serializer"]
+        self._compression = _CODECS[c.string("compression.type")]
+        self._key_ser = c.function("key.serializer")
+        self._value_ser = c.function("value.serializer")
         self._sender: Sender | None = None
         self._waiting: set[asyncio.Task[Any]] = set()
         # Records produced while their topic's metadata was not known yet, per topic in
