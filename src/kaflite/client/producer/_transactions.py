@@ -51,7 +51,7 @@ from kaflite.protocol.messages import add_partitions_to_txn_request as apq
 from kaflite.protocol.messages import txn_offset_commit_request as toq
 
 if TYPE_CHECKING:
-    from kaflite.client.producer._producer import Producer
+    from kaflite.client._base import BaseClient
 
 __all__ = ["ConsumerGroupMetadata", "TransactionManager", "TransactionStateError", "TxnState"]
 
@@ -91,7 +91,7 @@ class ConsumerGroupMetadata:
 
 
 class TransactionManager:
-    def __init__(self, producer: Producer, idem: IdempotenceState, transactional_id: str,
+    def __init__(self, producer: BaseClient, idem: IdempotenceState, transactional_id: str,
                  timeout_ms: int, wakeup: Callable[[], None], emit: Emit) -> None:
         self.producer = producer
         self.emit = emit                # the producer's event log
