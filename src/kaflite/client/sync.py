@@ -37,7 +37,9 @@ from kaflite.client.admin import (
     TransactionListing,
 )
 from kaflite.client.consumer import ConsumerRecord, RecordList, TopicPartition
+from kaflite.client.consumer._types import K as CK
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp
+from kaflite.client.consumer._types import V as CV
 from kaflite.client.events import Event
 from kaflite.client.metadata import TopicMetadata
 from kaflite.client.pool import ConnectionInfo
@@ -197,10 +199,17 @@ class Producer(_SyncClient, Generic[K, V]):
         super().close()
 
 
-class Consumer(_SyncClient):
-    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
+class Consumer(_SyncClient, Generic[CK, CV]):
+    """Generic in its keys' and values' types as the async ``Consumer``."""
+
+    def __init__(self, config: Mapping[str, object] | None = None, *,
+                 key_deserializer: Callable[[bytes], CK] | None = None,
+                 value_deserializer: Callable[[bytes], CV] | None = None,
+                 **kwargs: object) -> None:
         super().__init__()
-        self._async: _consumer.Consumer = self._make(lambda: _consumer.Consumer(config, **kwargs))
+        self._async: _consumer.Consumer[CK, CV] = self._make(lambda: _consumer.Consumer(
+            config, key_deserializer=key_deserializer, value_deserializer=value_deserializer,
+            **kwargs))
 
     def subscribe(self, topics: Iterable[str] | None = None, pattern: str | None = None,
                   listener: _consumer.RebalanceListener | None = None) -> None:
@@ -220,14 +229,14 @@ class Consumer(_SyncClient):
         return self._async.group_metadata()
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None
-             ) -> RecordList:
+             ) -> RecordList[CK, CV]:
         return self._run(self._async.poll(timeout_ms, max_records))
 
     def getmany(self, timeout_ms: int = 0, max_records: int | None = None
-                ) -> dict[TopicPartition, RecordList]:
+                ) -> dict[TopicPartition, RecordList[CK, CV]]:
         return self._run(self._async.getmany(timeout_ms=timeout_ms, max_records=max_records))
 
-    def __iter__(self) -> Iterator[ConsumerRecord]:
+    def __iter__(self) -> Iterator[ConsumerRecord[CK, CV]]:
         while not self._async._closed:
             yield from self.poll(1000)
 

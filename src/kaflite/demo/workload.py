@@ -119,7 +119,7 @@ class Workload:
             for records in batch.values():
                 for rec in records:
                     with contextlib.suppress(ValueError, KeyError, TypeError):
-                        state.seen.add(json.loads(bytes(rec.value))["seq"])
+                        state.seen.add(json.loads(rec.value or b"")["seq"])
                     state.records += 1
 
     def consumed(self) -> set[int]:

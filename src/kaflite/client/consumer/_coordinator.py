@@ -80,7 +80,7 @@ from kaflite.protocol.messages import offset_fetch_request as ofq
 from kaflite.protocol.messages import sync_group_request as sq
 
 if TYPE_CHECKING:
-    from kaflite.client.consumer._consumer import Consumer
+    from kaflite.client._base import BaseClient
 
 __all__ = ["CommitFailedError", "GroupMember"]
 
@@ -126,7 +126,7 @@ class MemberHooks:
 
 
 class GroupMember:
-    def __init__(self, consumer: Consumer, hooks: MemberHooks) -> None:
+    def __init__(self, consumer: BaseClient, hooks: MemberHooks) -> None:
         self.consumer = consumer
         self.hooks = hooks
         c = consumer.config
