@@ -40,7 +40,7 @@ import enum
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from kaflite.client._aio import cancel_and_wait
 from kaflite.client._find_coordinator import GROUP, find_coordinator
@@ -70,6 +70,8 @@ from kaflite.protocol.messages import (
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    Request,
+    Struct,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -104,11 +106,15 @@ class CommitFailedError(errors.KafkaError):
     """The commit cannot complete: the group rebalanced (the member must rejoin)."""
 
 
+R = TypeVar("R", bound=Struct)
+T = TypeVar("T")
+
+
 class _Retry(Exception):
     pass
 
 
-def _consume_exception(task: asyncio.Task[Any]) -> None:
+def _consume_exception(task: asyncio.Task[T]) -> None:
     """Mark a shared task's failure as seen (each waiter gets it through its own await)."""
     if not task.cancelled():
         task.exception()
@@ -212,7 +218,7 @@ class GroupMember:
         self._last_coordinator = node
         return node
 
-    async def _coord_request(self, body: Any, deadline: float) -> Any:
+    async def _coord_request(self, body: Request[R], deadline: float) -> R:
         node = await self.ensure_coordinator(deadline)
         try:
             conn = await self.consumer.pool.get(node, COORDINATOR)

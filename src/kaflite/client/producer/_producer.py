@@ -93,7 +93,7 @@ class BatchMetadata:
 
 def _to_bytes(value: object, serializer: Callable[..., object] | None) -> bytes | None:
     """``value`` as the bytes to send: through the user's serializer if there is one,
-    else as given (bytes, str, a buffer). Any other value is a ``TypeError``."""
+    else as given (bytes, str, a buffer); a value of another type is a ``TypeError``."""
     if value is None:
         return None
     if serializer is not None:
