@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from kaflite.client._base import BaseClient
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
@@ -53,7 +53,7 @@ from kaflite.protocol.messages import incremental_alter_configs_request as iacq
 from kaflite.protocol.messages import offset_commit_request as ocq
 from kaflite.protocol.messages import offset_fetch_request as ofq
 
-__all__ = ["Admin", "ConfigEntry", "ConfigResource", "ConfigSynonym", "GroupDescription",
+__all__ = ["Admin", "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigSynonym", "GroupDescription",
            "MemberDescription", "NewTopic", "TransactionDescription", "TransactionListing"]
 
 TOPIC, BROKER = 2, 4
@@ -147,10 +147,18 @@ def _check(code: int, what: str, message: str | None = None) -> None:
         raise errors.error_for_code(code, f"{what}: {message}" if message else what)
 
 
+class ClusterDescription(TypedDict):
+    """What ``describe_cluster`` answers (DescribeCluster's fields)."""
+
+    cluster_id: str
+    controller_id: int
+    brokers: list[BrokerAddress]
+
+
 class Admin(BaseClient):
     ROLE = "admin"
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__(config, **kwargs)
         self.timeout_ms = self.config.int("default.api.timeout.ms")
         self.metadata.auto_create = False   # as Java's AdminClient: describing never creates
@@ -217,7 +225,7 @@ class Admin(BaseClient):
             _check(r.error_code, f"create partitions for {r.name}", r.error_message)
         self.metadata.request_update("partitions created")
 
-    async def describe_cluster(self) -> dict[str, Any]:
+    async def describe_cluster(self) -> ClusterDescription:
         await self.start()
         resp = await self._request_any(DescribeClusterRequest())
         _check(resp.error_code, "describe cluster", resp.error_message)
