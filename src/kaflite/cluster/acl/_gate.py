@@ -78,7 +78,10 @@ class Gate:
     after: list[Callable[[Struct], None]] = field(default_factory=list)
 
     def finish(self, response: Struct, version: int) -> None:
-        """Put the stripped topics back with their errors, then rewrite."""
+        """Rewrite what the handler answered, then put the stripped topics back with
+        their errors."""
+        for rewrite in self.after:
+            rewrite(response)
         for ident, topic, partitions, code in self.stripped:
             if partitions:
                 for index in partitions:
@@ -89,8 +92,6 @@ class Gate:
                 holder = splice_topic(response, version, ident, topic, None)
                 if holder is not None:
                     mark_error(holder, code, "topic", version)
-        for rewrite in self.after:
-            rewrite(response)
 
 
 @dataclass
