@@ -42,10 +42,10 @@ class AclAdmin(BaseClient):
         for b, r in zip(bindings, resp.results, strict=False):
             _raise(r.error_code, f"create ACL {b}", r.error_message)
 
-    async def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter()
+    async def describe_acls(self, acl_filter: AclBindingFilter | None = None
                             ) -> list[AclBinding]:
         """Every binding the filter matches (all of them by default)."""
-        f = acl_filter
+        f = acl_filter if acl_filter is not None else AclBindingFilter()
         await self.start()
         resp = await self._request(await self._controller(), DescribeAclsRequest(
             resource_type_filter=int(f.resource_type), resource_name_filter=f.name,
