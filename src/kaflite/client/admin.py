@@ -4,6 +4,8 @@
         await admin.create_topics([NewTopic("t", 6, 3)])
         print(await admin.describe_topics(["t"]))
 
+ACLs: ``create_acls``, ``describe_acls`` and ``delete_acls`` (``_acl_admin``).
+
 Topic changes go to the controller named in Metadata (any broker forwards
 them in KRaft, but the controller answers first-hand); group operations go to
 the group's coordinator (FindCoordinator); ListGroups asks every broker;
@@ -19,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from kaflite.client._acl_admin import AclAdmin
 from kaflite.client._base import BaseClient
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
 from kaflite.client.consumer._assignors import decode_assignment
@@ -155,7 +158,7 @@ class ClusterDescription(TypedDict):
     brokers: list[BrokerAddress]
 
 
-class Admin(BaseClient):
+class Admin(AclAdmin, BaseClient):
     ROLE = "admin"
 
     def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:

@@ -14,7 +14,10 @@ LEADER_NOT_AVAILABLE until a replica in the ISR comes back. Every leader change
 bumps the leader epoch; every ISR change bumps the partition epoch.
 
 It also keeps the users' SCRAM credentials (salt, iterations, stored and server
-keys; never a password), as KRaft's UserScramCredentialRecord does.
+keys; never a password), as KRaft's UserScramCredentialRecord does, and the ACL
+bindings (``acls``, a ``kaflite.cluster.acl.AclStore``), as its
+AccessControlEntryRecords; both are shared by every broker, so a change applies
+everywhere at once.
 
 The metadata is persisted as JSON in ``<data_dir>/__cluster_metadata.json`` so a
 restarted cluster comes back with the same topics, ids and assignments.
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from kaflite.cluster.acl import AclStore
 from kaflite.cluster.internal_topics import INTERNAL_TOPICS
 from kaflite.protocol import errors
 from kaflite.security.scram import ScramCredential
@@ -109,6 +113,8 @@ class Controller:
         self.next_producer_id = 1000
         # user -> mechanism -> credential (AlterUserScramCredentials)
         self.scram: dict[str, dict[str, ScramCredential]] = {}
+        # ACL bindings (CreateAcls/DeleteAcls), read by every broker's authorizer
+        self.acls = AclStore()
         self._load()
 
     # -- persistence -----------------------------------------------------------
@@ -126,6 +132,7 @@ class Controller:
         for user, creds in data.get("scram", {}).items():
             self.scram[user] = {mechanism: ScramCredential.from_kafka(mechanism, text)
                                 for mechanism, text in creds.items()}
+        self.acls.load(data.get("acls", []))
         for name, t in data["topics"].items():
             parts = [PartitionState(name, i, **p) for i, p in enumerate(t["partitions"])]
             topic = TopicState(name, uuid.UUID(t["topic_id"]), parts, t.get("configs", {}))
@@ -141,6 +148,7 @@ class Controller:
             "next_producer_id": self.next_producer_id,
             "scram": {user: {m: c.to_kafka() for m, c in creds.items()}
                       for user, creds in self.scram.items()},
+            "acls": self.acls.to_json(),
             "topics": {
                 name: {
                     "topic_id": str(t.topic_id),
