@@ -46,6 +46,7 @@ from kaflite.client.pool import ConnectionInfo
 from kaflite.client.producer import ConsumerGroupMetadata
 from kaflite.client.producer._accumulator import DeliveryCallback
 from kaflite.client.producer._producer import HeadersArg, K, V
+from kaflite.security.acl import AclBinding, AclBindingFilter
 
 __all__ = ["Admin", "Consumer", "Producer"]
 
@@ -358,3 +359,20 @@ class Admin(_SyncClient):
 
     def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._run(self._async.delete_records(before))
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                        ) -> dict[str, list[tuple[str, int]]]:
+        return self._run(self._async.describe_user_scram_credentials(users))
+
+    def alter_user_scram_credentials(self, upsertions: Iterable[tuple[str, str, str, int]] = (),
+                                     deletions: Iterable[tuple[str, str]] = ()) -> None:
+        self._run(self._async.alter_user_scram_credentials(upsertions, deletions))
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        self._run(self._async.create_acls(bindings))
+
+    def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        return self._run(self._async.describe_acls(acl_filter))
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        return self._run(self._async.delete_acls(filters))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kaflite.client import Admin
+from kaflite.client.sync import Admin as SyncAdmin
 from kaflite.cluster import Cluster
 from kaflite.protocol import errors
 from kaflite.protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
@@ -78,10 +79,12 @@ def test_acls_survive_a_restart(tmp_path: Path) -> None:
         async with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
             await admin.create_acls([GOOD, prefixed])
 
-    async def describe(cluster: Cluster) -> list[AclBinding]:
-        async with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
-            return await admin.describe_acls(AclBindingFilter())
     with Cluster(brokers=1, data_dir=tmp_path, config=CONFIG) as cluster:
         run(create(cluster))
-    with Cluster(brokers=1, data_dir=tmp_path, config=CONFIG) as cluster:
-        assert sorted(run(describe(cluster)), key=str) == sorted([GOOD, prefixed], key=str)
+    with Cluster(brokers=1, data_dir=tmp_path, config=CONFIG) as cluster, \
+            SyncAdmin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        assert sorted(admin.describe_acls(), key=str) == sorted([GOOD, prefixed], key=str)
+        # the sync façade's delete: the filter's match is gone, the other binding kept
+        assert admin.delete_acls([AclBindingFilter(resource_type=ResourceType.GROUP)]) == \
+            [prefixed]
+        assert admin.describe_acls(AclBindingFilter()) == [GOOD]
