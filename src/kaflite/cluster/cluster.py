@@ -1,10 +1,17 @@
-"""An embedded Kafka-compatible cluster: N brokers and a controller on one event loop.
+"""An embedded Kafka-compatible cluster: N brokers and a controller.
 
     async with Cluster(brokers=3) as cluster:
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
 
     with Cluster(brokers=3) as cluster:   # runs its loop in a background thread
         ...
+
+By default every broker runs on one event loop in this process. With
+``processes=True`` (``kaflite up --processes``) each broker runs in its own OS
+process (``kaflite.cluster.broker_process``) and this process keeps the
+controller, which sends the brokers their metadata over loopback TCP
+(``kaflite.cluster.controller_server``); ``cluster.brokers`` is then empty and
+``cluster.processes`` holds the broker processes.
 
 Each broker has its own TCP listener (loopback by default), node id and rack,
 and keeps its partitions in its own directory under ``data_dir``. Without a
@@ -15,18 +22,21 @@ one, a restarted cluster recovers its topics and data from disk.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kaflite._loop import LoopThread
 from kaflite.cluster.broker import Broker
+from kaflite.cluster.broker_process import BrokerProcess
 from kaflite.cluster.configs import DEVELOPMENT_DEFAULTS, BrokerConfig, validate_topic_configs
-from kaflite.cluster.controller import Controller, TopicState
+from kaflite.cluster.controller import BrokerInfo, Controller, TopicState
+from kaflite.cluster.controller_server import ControllerServer
 from kaflite.cluster.faults import FaultInjector
 from kaflite.cluster.listeners import (
     ListenerSpec,
@@ -40,6 +50,21 @@ from kaflite.config import ConfigError
 __all__ = ["Cluster"]
 
 T = TypeVar("T")
+
+
+class _Endpoints(Protocol):
+    """A broker, in this process or its own: where clients reach it."""
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def advertised_host(self) -> str: ...
+
+    @property
+    def advertised_port(self) -> int: ...
+
+    def endpoint(self, listener: str) -> tuple[str, int]: ...
 
 
 class Cluster:
@@ -56,6 +81,7 @@ class Cluster:
         cluster_id: str | None = None,
         listeners: str | None = None,
         advertised_listeners: str | None = None,
+        processes: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -91,6 +117,10 @@ class Cluster:
         self.advertised_ports = list(advertised_ports) if advertised_ports else None
         self.controller = Controller(self.data_dir, cluster_id)
         self.brokers: dict[int, Broker] = {}
+        # processes=True: one OS process per broker, the controller served to them
+        self.use_processes = processes
+        self.processes: dict[int, BrokerProcess] = {}
+        self.controller_server: ControllerServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: LoopThread | None = None   # sync mode: the loop's thread
         self.started = False
@@ -102,13 +132,17 @@ class Cluster:
     def bootstrap_servers(self) -> str:
         """The running brokers' addresses on the first listener."""
         return ",".join(f"{b.advertised_host}:{b.advertised_port}"
-                        for b in self.brokers.values() if b.running)
+                        for b in self._handles() if b.running)
 
     def bootstrap(self, listener: str) -> str:
         """The running brokers' addresses on ``listener`` (a name from ``listeners``)."""
         name = listener.upper()
         return ",".join("{}:{}".format(*b.endpoint(name))
-                        for b in self.brokers.values() if b.running)
+                        for b in self._handles() if b.running)
+
+    def _handles(self) -> list[_Endpoints]:
+        return list(self.processes.values()) if self.use_processes else list(
+            self.brokers.values())
 
     @property
     def cluster_id(self) -> str:
@@ -120,6 +154,10 @@ class Cluster:
     # -- lifecycle (async) -----------------------------------------------------------
     async def start(self) -> Cluster:
         self._loop = asyncio.get_running_loop()
+        if self.use_processes:
+            await self._start_processes()
+            self.started = True
+            return self
         for node_id in range(self.num_brokers):
             adv_port = self.advertised_ports[node_id] if self.advertised_ports else None
             advertised = {}
@@ -143,9 +181,42 @@ class Cluster:
         self.started = True
         return self
 
+    async def _start_processes(self) -> None:
+        server = ControllerServer(self.controller,
+                                  self.config.int("broker.heartbeat.interval.ms"),
+                                  self.config.int("broker.session.timeout.ms"))
+        await server.start()
+        self.controller_server = server
+        for node_id in range(self.num_brokers):
+            self.controller.brokers.setdefault(
+                node_id, BrokerInfo(node_id, self.host, 0, self.racks[node_id])).alive = False
+            spec = {
+                "node_id": node_id, "data_dir": str(self.data_dir / f"broker-{node_id}"),
+                "listeners": [dataclasses.asdict(s.for_broker(node_id))
+                              for s in self.listeners],
+                "advertised": {a.name: [a.for_broker(node_id).host, a.for_broker(node_id).port]
+                               for a in self.advertised},
+                "props": dict(self.config.props), "rack": self.racks[node_id],
+                "advertised_host": self.advertised_host,
+                "advertised_port": (self.advertised_ports[node_id]
+                                    if self.advertised_ports else None),
+            }
+            self.processes[node_id] = BrokerProcess(node_id, spec, server)
+        try:
+            await asyncio.gather(*(p.start() for p in self.processes.values()))
+        except BaseException:
+            await self.stop()
+            raise
+
     async def stop(self) -> None:
         for broker in list(self.brokers.values()):
             await broker.stop()
+        if self.processes:
+            await asyncio.gather(*(p.stop() for p in self.processes.values()),
+                                 return_exceptions=True)
+        if self.controller_server is not None:
+            await self.controller_server.stop()
+            self.controller_server = None
         self.started = False
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
@@ -158,12 +229,24 @@ class Cluster:
 
     # -- broker faults -----------------------------------------------------------------
     async def stop_broker(self, node_id: int) -> None:
+        if self.use_processes:
+            await self.processes[node_id].stop()
+            return
         await self.brokers[node_id].stop()
 
     async def kill_broker(self, node_id: int) -> None:
+        """Crash a broker; with processes, SIGKILL its process."""
+        if self.use_processes:
+            await self.processes[node_id].kill()
+            return
         await self.brokers[node_id].kill()
 
     async def restart_broker(self, node_id: int) -> None:
+        if self.use_processes:
+            process = self.processes[node_id]
+            await process.stop()
+            await process.start()
+            return
         old = self.brokers[node_id]
         if old.running:
             await old.stop()

@@ -93,6 +93,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     **INTERNAL_TOPIC_DEFAULTS,          # offsets.topic.*, transaction.state.log.*
     "min.insync.replicas": "1",
     "replica.lag.time.max.ms": "30000",
+    # a multi-process cluster's broker liveness (KRaft's BrokerHeartbeat)
+    "broker.heartbeat.interval.ms": "2000",
+    "broker.session.timeout.ms": "9000",
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.max.bytes": "1048576",
     "replica.fetch.backoff.ms": "1000",

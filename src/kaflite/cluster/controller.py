@@ -28,13 +28,14 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from kaflite.cluster.acl import AclStore
+from kaflite.security.acl import AclBinding, AclBindingFilter
 from kaflite.cluster.internal_topics import INTERNAL_TOPICS
 from kaflite.protocol import errors
 from kaflite.security.scram import ScramCredential
@@ -115,6 +116,9 @@ class Controller:
         self.scram: dict[str, dict[str, ScramCredential]] = {}
         # ACL bindings (CreateAcls/DeleteAcls), read by every broker's authorizer
         self.acls = AclStore()
+        # Called after every persisted change: a multi-process cluster sends the
+        # change to its broker processes (kaflite.cluster.controller_server).
+        self.on_change: Callable[[], None] | None = None
         self._load()
 
     # -- persistence -----------------------------------------------------------
@@ -140,6 +144,8 @@ class Controller:
             self.topics_by_id[topic.topic_id] = topic
 
     def save(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
         path = self._path
         if path is None:
             return
@@ -190,6 +196,19 @@ class Controller:
         for user, credential in upserts:
             self.scram.setdefault(user, {})[credential.mechanism] = credential
         self.save()
+
+    # -- ACLs --------------------------------------------------------------------------
+    def create_acls(self, bindings: list[AclBinding]) -> None:
+        """Add validated bindings (CreateAcls)."""
+        self.acls.add(bindings)
+        self.save()
+
+    def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Delete what each filter matches (DeleteAcls); per filter, what it deleted."""
+        deleted = self.acls.remove(filters)
+        if any(deleted):
+            self.save()
+        return deleted
 
     # -- brokers ----------------------------------------------------------------
     def register_broker(self, info: BrokerInfo, listener: Listener) -> None:

@@ -89,6 +89,14 @@ class AclStore:
         self.version += 1
         return out
 
+    def remove_exact(self, bindings: Iterable[AclBinding]) -> None:
+        """Delete exactly these bindings (those not held are ignored)."""
+        for b in bindings:
+            if b in self._bindings:
+                del self._bindings[b]
+                self._index[b.resource_type].remove(b)
+        self.version += 1
+
     def describe(self, f: AclBindingFilter) -> list[AclBinding]:
         return [b for b in self._bindings if f.matches(b)]
 
@@ -110,3 +118,9 @@ class AclStore:
 
     def load(self, rows: Iterable[list[str]]) -> None:
         self.add(AclBinding.from_json(row) for row in rows)
+
+    def replace(self, rows: Iterable[list[str]]) -> None:
+        """Hold exactly ``rows`` (a broker process adopting the controller's bindings)."""
+        self._bindings.clear()
+        self._index.clear()
+        self.load(rows)

@@ -95,8 +95,7 @@ async def handle_create(broker: Broker, conn: ServerConnection, header: RequestH
         valid.append(b)
         results.append(cr.AclCreationResult(0, None))
     if valid:
-        broker.controller.acls.add(valid)
-        broker.controller.save()
+        broker.controller.create_acls(valid)
     return CreateAclsResponse(results=results)
 
 
@@ -114,8 +113,8 @@ async def handle_delete(broker: Broker, conn: ServerConnection, header: RequestH
             filters.append(str(exc))
             continue
         filters.append(parsed)
-    deleted = iter(broker.controller.acls.remove(
-        f for f in filters if isinstance(f, AclBindingFilter)))
+    deleted = iter(broker.controller.delete_acls(
+        [f for f in filters if isinstance(f, AclBindingFilter)]))
     results = []
     for f in filters:
         if isinstance(f, str):
@@ -126,8 +125,6 @@ async def handle_delete(broker: Broker, conn: ServerConnection, header: RequestH
                                      int(b.pattern_type), b.principal, b.host,
                                      int(b.operation), int(b.permission))
             for b in next(deleted)]))
-    if any(r.matching_acls for r in results):
-        broker.controller.save()
     return DeleteAclsResponse(filter_results=results)
 
 

@@ -1,0 +1,300 @@
+"""The controller process's side of a multi-process cluster.
+
+The ``Controller`` stays the one home of the metadata logic; this serves it to
+broker processes (``kaflite.cluster.controller_client``) over one loopback TCP
+connection each, in the framing of ``metadata_image``:
+
+* a broker says hello and gets the whole metadata image;
+* after every change the controller sends every broker the records that
+  changed (a delta), then the notifications the change made for that broker
+  (``on_partition_change``, ``on_topic_deleted``), as KRaft brokers replay the
+  metadata log and act on the partitions they host;
+* a broker's change requests (CreateTopics, AlterPartition, elections, SCRAM,
+  ACLs, producer ids, its own registration and controlled shutdown) arrive as
+  calls, run on the ``Controller``, and are answered after the delta they made;
+* heartbeats (as KRaft's BrokerHeartbeat, every ``broker.heartbeat.interval.ms``)
+  keep a broker alive; one silent for ``broker.session.timeout.ms`` is fenced,
+  and so is one whose connection ends (a SIGKILLed process): its leaderships
+  move and it leaves every ISR, through ``Controller.broker_stopped``.
+
+The controller process calls brokers too (``call_broker``): the connection
+registry, fault rules, shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from typing import Any, cast
+
+from kaflite.cluster import metadata_image
+from kaflite.cluster.controller import Controller, PartitionState, TopicState
+from kaflite.cluster.metadata_image import Frames, Json, broker_from_json, frame
+from kaflite.protocol import errors
+from kaflite.security.acl import AclBinding
+from kaflite.security.scram import ScramCredential
+
+__all__ = ["BrokerUnavailable", "ControllerServer"]
+
+log = logging.getLogger("kaflite.cluster.controller_server")
+
+
+class BrokerUnavailable(RuntimeError):
+    """The broker process is not connected (not started, stopped or dead)."""
+
+
+class _Channel(asyncio.Protocol):
+    """One broker process's connection."""
+
+    def __init__(self, server: ControllerServer) -> None:
+        self.server = server
+        self.node_id: int | None = None
+        self.transport: asyncio.Transport | None = None
+        self.frames = Frames()
+        self.last_heartbeat = time.monotonic()
+        self.calls: dict[int, asyncio.Future[Any]] = {}
+        self.next_call = 0
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)   # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.frames.feed(data)
+        except ValueError:
+            self.close()
+            return
+        pending = self.frames.pending
+        while pending:
+            self.server.received(self, pending.popleft())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for fut in self.calls.values():
+            if not fut.done():
+                fut.set_exception(BrokerUnavailable(f"broker {self.node_id} went away"))
+        self.server.lost(self)
+
+    def send(self, message: Json) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.write(frame(message))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    # the controller's Listener for this broker: notifications go after the delta
+    def on_partition_change(self, topic: TopicState, state: PartitionState) -> None:
+        self.server.queue(self, {"notify": "partition", "topic": topic.name,
+                                 "partition": state.partition, "state": state.to_json()})
+
+    def on_topic_deleted(self, topic: TopicState) -> None:
+        self.server.queue(self, {"notify": "deleted", "topic": topic.name,
+                                 "topic_id": str(topic.topic_id)})
+
+
+class ControllerServer:
+    def __init__(self, controller: Controller, heartbeat_interval_ms: int,
+                 session_timeout_ms: int) -> None:
+        self.controller = controller
+        self.heartbeat_interval = heartbeat_interval_ms / 1000
+        self.session_timeout = session_timeout_ms / 1000
+        self.channels: dict[int, _Channel] = {}
+        self._image: dict[str, Json] = metadata_image.image(controller)
+        self._queued: list[tuple[_Channel, Json]] = []
+        self._flush_scheduled = False
+        self._server: asyncio.Server | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.port = 0
+        self.registered: dict[int, asyncio.Event] = {}
+        controller.on_change = self.schedule_flush
+
+    async def start(self, host: str = "127.0.0.1") -> int:
+        self._loop = asyncio.get_running_loop()
+        self._server = await self._loop.create_server(lambda: _Channel(self), host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._watch = self._loop.create_task(self._fence_silent())
+        return self.port
+
+    async def stop(self) -> None:
+        self.controller.on_change = None
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        for ch in list(self.channels.values()):
+            ch.close()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+
+    def registration(self, node_id: int) -> asyncio.Event:
+        return self.registered.setdefault(node_id, asyncio.Event())
+
+    # -- the metadata stream -------------------------------------------------------------
+    def schedule_flush(self) -> None:
+        if not self._flush_scheduled and self._loop is not None:
+            self._flush_scheduled = True
+            self._loop.call_soon(self.flush)
+
+    def queue(self, channel: _Channel, message: Json) -> None:
+        self._queued.append((channel, message))
+        self.schedule_flush()
+
+    def flush(self) -> None:
+        """Send every broker the records that changed, then each its notifications."""
+        self._flush_scheduled = False
+        new = metadata_image.image(self.controller)
+        delta = metadata_image.diff(self._image, new)
+        self._image = new
+        if delta:
+            message = {"delta": delta}
+            for ch in self.channels.values():
+                ch.send(message)
+        queued, self._queued = self._queued, []
+        for ch, msg in queued:
+            ch.send(msg)
+
+    # -- broker connections --------------------------------------------------------------
+    def received(self, ch: _Channel, msg: Json) -> None:
+        ch.last_heartbeat = time.monotonic()
+        if "reply" in msg:
+            fut = ch.calls.pop(int(msg["reply"]), None)
+            if fut is not None and not fut.done():
+                if "error" in msg:
+                    fut.set_exception(RuntimeError(str(msg["error"])))
+                else:
+                    fut.set_result(msg.get("result"))
+            return
+        if msg.get("op") != "call":
+            return      # a heartbeat: its time is noted above
+        call_id = int(msg["id"])
+        try:
+            result = self._run(ch, str(msg["method"]), msg.get("args") or {})
+        except errors.KafkaError as exc:
+            self.flush()
+            ch.send({"reply": call_id, "code": exc.code, "error": str(exc)})
+            return
+        except (KeyError, ValueError) as exc:
+            self.flush()
+            ch.send({"reply": call_id, "kind": type(exc).__name__, "error": str(exc)})
+            return
+        self.flush()
+        ch.send({"reply": call_id, "result": result})
+
+    def lost(self, ch: _Channel) -> None:
+        node = ch.node_id
+        if node is None or self.channels.get(node) is not ch:
+            return
+        del self.channels[node]
+        self.controller.listeners.pop(node, None)
+        info = self.controller.brokers.get(node)
+        if info is not None and info.alive:
+            log.warning("broker %s: connection to the controller lost; fencing it", node)
+            self.controller.broker_stopped(node)
+        self.flush()
+
+    async def _fence_silent(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            now = time.monotonic()
+            for ch in list(self.channels.values()):
+                if now - ch.last_heartbeat > self.session_timeout:
+                    log.warning("broker %s: no heartbeat for %.1f s; fencing it",
+                                ch.node_id, now - ch.last_heartbeat)
+                    ch.close()
+
+    async def call_broker(self, node_id: int, method: str, args: Json | None = None,
+                          timeout: float = 30) -> Any:
+        """Call a service of a broker process and wait for its answer."""
+        ch = self.channels.get(node_id)
+        if ch is None or ch.closed:
+            raise BrokerUnavailable(f"broker {node_id} is not running")
+        assert self._loop is not None
+        ch.next_call += 1
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        ch.calls[ch.next_call] = fut
+        ch.send({"call": ch.next_call, "method": method, "args": args or {}})
+        return await asyncio.wait_for(fut, timeout)
+
+    async def call_all(self, method: str, args: Json | None = None) -> dict[int, Any]:
+        """Call every connected broker; a broker that fails to answer is left out."""
+        nodes = sorted(self.channels)
+        results = await asyncio.gather(*(self.call_broker(n, method, args) for n in nodes),
+                                       return_exceptions=True)
+        return {n: r for n, r in zip(nodes, results, strict=True)
+                if not isinstance(r, BaseException)}
+
+    # -- the calls -----------------------------------------------------------------------
+    def _run(self, ch: _Channel, method: str, a: Json) -> object:
+        c = self.controller
+        if method == "hello":
+            node = int(a["node_id"])
+            old = self.channels.get(node)
+            if old is not None and old is not ch:
+                old.close()
+            ch.node_id = node
+            self.flush()
+            self.channels[node] = ch
+            return self._image
+        if method == "register_broker":
+            info = broker_from_json(a["info"])
+            known = c.brokers.get(info.node_id)
+            if known is not None:
+                info.alive, info.fenced_replication = known.alive, known.fenced_replication
+            c.register_broker(info, ch)
+            self.registration(info.node_id).set()
+            return None
+        if method == "broker_started":
+            c.broker_started(int(a["node_id"]))
+            return None
+        if method == "broker_stopped":
+            c.broker_stopped(int(a["node_id"]))
+            return None
+        if method == "allocate_producer_id":
+            return c.allocate_producer_id()
+        if method == "alter_scram":
+            c.alter_scram([(u, ScramCredential.from_kafka(m, t)) for u, m, t in a["upserts"]],
+                          [(u, m) for u, m in a["deletions"]])
+            return None
+        if method == "create_acls":
+            c.create_acls([AclBinding.from_json(row) for row in a["bindings"]])
+            return None
+        if method == "delete_acls":
+            gone = {AclBinding.from_json(row) for row in a["bindings"]}
+            present = [b for b in c.acls if b in gone]
+            if present:
+                c.acls.remove_exact(present)
+                c.save()
+            return None
+        if method == "create_topic":
+            c.create_topic(str(a["name"]), a["assignments"], dict(a["configs"]),
+                           topic_id=uuid.UUID(a["topic_id"]))
+            return None
+        if method == "delete_topic":
+            c.delete_topic(str(a["name"]))
+            return None
+        if method == "create_partitions":
+            c.create_partitions(str(a["name"]), a["assignments"])
+            return None
+        if method == "set_topic_configs":
+            c.set_topic_configs(str(a["name"]), dict(a["configs"]))
+            return None
+        if method == "move_leader":
+            return c.move_leader(str(a["topic"]), int(a["partition"]), a.get("to"))
+        if method == "preferred_election":
+            return c.preferred_election(str(a["topic"]), int(a["partition"]))
+        if method == "alter_isr":
+            state = c.alter_isr(str(a["topic"]), int(a["partition"]), int(a["leader"]),
+                                int(a["leader_epoch"]), list(a["isr"]))
+            return state.to_json()
+        if method == "reassign":
+            c.reassign(str(a["topic"]), int(a["partition"]), a.get("target"))
+            return None
+        raise ValueError(f"unknown controller call {method!r}")
