@@ -73,6 +73,9 @@ def up(
         "--listener", "-l", metavar="NAME=PROTOCOL",
         help="a listener, e.g. SASL_SSL=SASL_SSL or EXTERNAL=SASL_PLAINTEXT (repeatable; "
         "the k-th is on base-port + 100 k + N)")] = None,
+    processes: Annotated[bool, typer.Option(
+        "--processes", help="run each broker in its own OS process (uses every core); "
+        "this process keeps the controller")] = False,
 ) -> None:
     """Start an embedded Kafka-compatible cluster and print its bootstrap address."""
     props = broker_props(properties, config)
@@ -85,7 +88,7 @@ def up(
                 check_free(f"broker {node}'s{name}", host, port + node)
     if http_port > 0:
         check_free("the HTTP API's", host, http_port)
-    run(_serve(brokers, data_dir, host, base_port, props, http_port))
+    run(_serve(brokers, data_dir, host, base_port, props, http_port, processes))
 
 
 def listener_props(flags: list[str], host: str, base_port: int) -> dict[str, str]:
@@ -116,9 +119,9 @@ def _listener_ports(props: dict[str, str], base_port: int) -> list[tuple[str, in
 
 
 async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
-                 props: dict[str, str], http_port: int = -1) -> None:
+                 props: dict[str, str], http_port: int = -1, processes: bool = False) -> None:
     cluster = Cluster(brokers=brokers, data_dir=data_dir, host=host, base_port=base_port,
-                      config=props)
+                      config=props, processes=processes)
     unused = cluster.config.unused()
     await cluster.start()
     api = None
@@ -132,7 +135,10 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
                              api.url if api else None, os.getpid(),
                              str(data_dir.resolve()) if data_dir is not None else None)
         registration = Registration(state).write()
-        typer.echo(f"kaflite cluster {cluster.cluster_id}: {brokers} broker(s)")
+        typer.echo(f"kaflite cluster {cluster.cluster_id}: {brokers} broker(s)"
+                   + (", one process each (pids "
+                      f"{', '.join(str(p.pid) for p in cluster.processes.values())})"
+                      if processes else ""))
         typer.echo(f"bootstrap.servers={cluster.bootstrap_servers}")
         for spec in cluster.listeners[1:]:
             typer.echo(f"{spec.name} ({spec.security_protocol}): "

@@ -40,7 +40,7 @@ from kaflite.protocol import errors
 from kaflite.protocol.messages import ApiVersionsResponse
 
 if TYPE_CHECKING:
-    from kaflite.cluster.faults import FaultInjector
+    from kaflite.cluster.faults import RuleBook
     from kaflite.cluster.replication import ReplicaFetcher
     from kaflite.net.connection import SaslFactory
 
@@ -94,7 +94,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._bad_input_logged: set[str] = set()
         self.started_at = 0.0
-        self.faults: FaultInjector | None = None  # the cluster's, set by the cluster
+        self.faults: RuleBook | None = None  # the cluster's rules, set by the cluster
         # Called after every partition state change with (partition, was_leader):
         # coordinators use it to load or unload state when an internal topic's
         # leadership moves here or away.

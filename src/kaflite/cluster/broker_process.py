@@ -33,7 +33,6 @@ from kaflite.cluster.listeners import ListenerSpec
 from kaflite.cluster.metadata_image import Json
 
 if TYPE_CHECKING:
-    from kaflite.cluster.broker import Broker
     from kaflite.cluster.controller_client import RemoteController
 
 __all__ = ["BrokerProcess", "main"]
@@ -112,7 +111,7 @@ class BrokerProcess:
             await self.server.call_broker(self.node_id, "shutdown", timeout=STOP_TIMEOUT_S)
         try:
             await asyncio.wait_for(self.proc.wait(), STOP_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self.kill()
 
     async def kill(self) -> None:
@@ -151,6 +150,7 @@ async def serve(spec: Json) -> int:
     from kaflite.cluster import broker_services
 
     ctl.services.update(broker_services.services(broker, stop))
+    broker.faults = broker_services.rule_book(ctl)
     await broker.start()
     print(json.dumps({"ready": True, "bound": broker.bound}), flush=True)
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,8 +1,10 @@
 """What a broker process serves to the controller process (``RemoteController.services``).
 
 Each service takes the call's JSON arguments and returns a JSON value (or an
-awaitable of one): the controller process aggregates the connection registry
-from them, forwards fault injection, and asks for a controlled shutdown.
+awaitable of one). With them the controller process aggregates the connection
+registry (``connections``), forwards fault injection (``set_rules``, ``drop``,
+``forget_member``, ``delete_records``), reads what the broker's metadata replica
+holds (``describe``), and asks for a controlled shutdown (``shutdown``).
 """
 
 from __future__ import annotations
@@ -11,12 +13,33 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kaflite.cluster._inject import Rule
+from kaflite.cluster.faults import FaultUnavailable, RuleBook, delete_records_of
 from kaflite.cluster.metadata_image import Json
+from kaflite.cluster.observe_wire import record_to_json
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
+    from kaflite.cluster.controller_client import RemoteController
 
-__all__ = ["services"]
+__all__ = ["rule_from_dict", "services"]
+
+
+def rule_from_dict(d: Json) -> Rule:
+    """A rule as ``Rule.to_dict`` wrote it."""
+    return Rule(str(d["kind"]), d["api_key"], error_code=int(d["error_code"] or 0),
+                delay_ms=int(d["delay_ms"] or 0), remaining=d["remaining"],
+                broker=d["broker"], topic=d["topic"], partition=d["partition"],
+                group=d["group"], client_id=d["client_id"], level=d["level"],
+                include_replicas=bool(d["include_replicas"]), id=int(d["id"]),
+                hits=int(d["hits"]), created=float(d["created"]))
+
+
+def rule_book(ctl: RemoteController) -> RuleBook:
+    """The broker process's copy of the cluster's rules; hits are reported back."""
+    book = RuleBook()
+    book.on_hit = lambda ids: ctl.send({"op": "rule_hit", "ids": ids})
+    return book
 
 
 def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], object]]:
@@ -24,4 +47,58 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
         await broker.stop()
         stop.set()
 
-    return {"shutdown": shutdown}
+    def describe(args: Json) -> Json:
+        c = broker.controller
+        return {
+            "cluster_id": c.cluster_id,
+            "brokers": {str(b.node_id): {"alive": b.alive, "isolated": b.fenced_replication}
+                        for b in c.brokers.values()},
+            "topics": {t.name: {"topic_id": str(t.topic_id), "configs": t.configs,
+                                "partitions": [p.to_json() for p in t.partitions]}
+                       for t in c.topics.values()},
+            "hosted": {f"{t}-{i}": {"leader": p.is_leader, "log_end_offset": p.log_end_offset,
+                                    "high_watermark": p.high_watermark}
+                       for (t, i), p in broker.partitions.items()},
+            "acls": len(c.acls), "scram_users": sorted(c.scram),
+        }
+
+    def connections(args: Json) -> list[Json]:
+        infos = [c.info for c in list(broker.connections.values()) if not c.closed]
+        return [record_to_json(i) for i in [*infos, *broker.closed_connections]]
+
+    def set_rules(args: Json) -> None:
+        if broker.faults is not None:
+            broker.faults.replace([rule_from_dict(d) for d in args["rules"]])
+
+    def drop(args: Json) -> int:
+        """Close client connections (``client_id``), or the replication ones of ``node``."""
+        n = 0
+        for conn in list(broker.connections.values()):
+            if _drops(conn.info.replica_id, conn.info.client_id, broker.node_id, args):
+                conn.abort()
+                n += 1
+        return n
+
+    def forget_member(args: Json) -> bool:
+        groups = broker.groups
+        return groups is not None and groups.forget_member(str(args["group"]),
+                                                           str(args["member"]))
+
+    def delete_records(args: Json) -> int:
+        p = broker.partitions.get((str(args["topic"]), int(args["partition"])))
+        if p is None:
+            raise FaultUnavailable(f"{args['topic']}-{args['partition']} has no leader")
+        return delete_records_of(p, int(args["before"]))
+
+    return {"shutdown": shutdown, "describe": describe, "connections": connections,
+            "set_rules": set_rules, "drop": drop, "forget_member": forget_member,
+            "delete_records": delete_records}
+
+
+def _drops(replica_id: int | None, client_id: str | None, me: int, args: Json) -> bool:
+    node = args.get("replicas_of")
+    if node is not None:     # replication connections to or from ``node``
+        return replica_id is not None and node in (me, replica_id)
+    if replica_id is not None and not args.get("include_replicas"):
+        return False
+    return args.get("client_id") is None or client_id == args["client_id"]

@@ -151,6 +151,10 @@ class Cluster:
     def broker(self, node_id: int) -> Broker:
         return self.brokers[node_id]
 
+    def broker_running(self, node_id: int) -> bool:
+        handle = (self.processes if self.use_processes else self.brokers).get(node_id)
+        return handle is not None and handle.running
+
     # -- lifecycle (async) -----------------------------------------------------------
     async def start(self) -> Cluster:
         self._loop = asyncio.get_running_loop()
@@ -202,11 +206,23 @@ class Cluster:
                                     if self.advertised_ports else None),
             }
             self.processes[node_id] = BrokerProcess(node_id, spec, server)
+        server.on_rule_hit = self.faults.consume
         try:
             await asyncio.gather(*(p.start() for p in self.processes.values()))
         except BaseException:
             await self.stop()
             raise
+
+    def push_rules(self) -> None:
+        """Send the fault rules to every broker process (from any thread)."""
+        server, loop = self.controller_server, self._loop
+        if server is None or loop is None:
+            return
+        args = {"rules": [r.to_dict() for r in self.faults.rules()]}
+        if self.can_block():     # wait until every broker applies them
+            self.call(server.call_all("set_rules", args))
+        else:
+            server.tell_all("set_rules", args)
 
     async def stop(self) -> None:
         for broker in list(self.brokers.values()):
@@ -246,6 +262,9 @@ class Cluster:
             process = self.processes[node_id]
             await process.stop()
             await process.start()
+            assert self.controller_server is not None
+            await self.controller_server.call_broker(node_id, "set_rules", {
+                "rules": [r.to_dict() for r in self.faults.rules()]})
             return
         old = self.brokers[node_id]
         if old.running:
@@ -293,11 +312,15 @@ class Cluster:
                     broker: int | None = None, include_closed: bool = False
                     ) -> list[ConnectionSnapshot]:
         """Every open client connection of every broker, with its roles and stats."""
+        if self.use_processes:
+            self.call(self.registry.refresh())
         return self._on_loop(lambda: self.registry.connections(
             include_replicas, client_id, broker, include_closed))
 
     def clients(self) -> list[ClientSnapshot]:
         """Per-client (client.id + host) fan-out and measured cadences."""
+        if self.use_processes:
+            self.call(self.registry.refresh())
         return self._on_loop(self.registry.clients)
 
     # -- sync façade -------------------------------------------------------------------

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Protocol
 
 from kaflite.cluster.acl import AclStore
-from kaflite.security.acl import AclBinding, AclBindingFilter
 from kaflite.cluster.internal_topics import INTERNAL_TOPICS
 from kaflite.protocol import errors
+from kaflite.security.acl import AclBinding, AclBindingFilter
 from kaflite.security.scram import ScramCredential
 
 __all__ = ["BrokerInfo", "Controller", "Listener", "PartitionState", "TopicState"]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import time
 import uuid
@@ -280,7 +279,3 @@ def _raise(reply: Json) -> None:
         raise ValueError(message)
     raise RuntimeError(f"controller: {message}")
 
-
-def exit_now(code: int = 1) -> None:
-    """Leave the process at once (the controller is gone: nothing to hand over)."""
-    os._exit(code)

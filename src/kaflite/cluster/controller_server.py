@@ -28,6 +28,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any, cast
 
 from kaflite.cluster import metadata_image
@@ -112,6 +113,7 @@ class ControllerServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port = 0
         self.registered: dict[int, asyncio.Event] = {}
+        self.on_rule_hit: Callable[[list[int]], None] | None = None  # fault rules hit
         controller.on_change = self.schedule_flush
 
     async def start(self, host: str = "127.0.0.1") -> int:
@@ -172,6 +174,8 @@ class ControllerServer:
                 else:
                     fut.set_result(msg.get("result"))
             return
+        if msg.get("op") == "rule_hit" and self.on_rule_hit is not None:
+            self.on_rule_hit([int(i) for i in msg["ids"]])
         if msg.get("op") != "call":
             return      # a heartbeat: its time is noted above
         call_id = int(msg["id"])
@@ -222,6 +226,12 @@ class ControllerServer:
         ch.calls[ch.next_call] = fut
         ch.send({"call": ch.next_call, "method": method, "args": args or {}})
         return await asyncio.wait_for(fut, timeout)
+
+    def tell_all(self, method: str, args: Json) -> None:
+        """Call every connected broker without waiting for the answers."""
+        for ch in self.channels.values():
+            ch.next_call += 1
+            ch.send({"call": ch.next_call, "method": method, "args": args})
 
     async def call_all(self, method: str, args: Json | None = None) -> dict[int, Any]:
         """Call every connected broker; a broker that fails to answer is left out."""

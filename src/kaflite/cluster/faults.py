@@ -56,12 +56,14 @@ while no such service is registered it returns False.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kaflite.cluster._inject import (
     RequestPlan,
     Rule,
     SessionPartitions,
+    _consume,
     finish_response,
     plan_request,
 )
@@ -73,8 +75,12 @@ from kaflite.protocol.messages import REGISTRY, Struct, api_by_name
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
     from kaflite.cluster.cluster import Cluster
+    from kaflite.cluster.partition import Partition
 
-__all__ = ["FaultInjector", "FaultUnavailable", "Rule", "api_key_of"]
+__all__ = ["FaultInjector", "FaultUnavailable", "Rule", "RuleBook", "api_key_of",
+           "delete_records_of"]
+
+T = TypeVar("T")
 
 
 
@@ -101,13 +107,19 @@ def api_key_of(api: int | str | None) -> int | None:
         return key
 
 
-class FaultInjector:
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
+class RuleBook:
+    """The request-level rules, as the brokers' connections consult them.
+
+    A cluster's ``FaultInjector`` is one; in a multi-process cluster each broker
+    process holds a copy (``replace``), and reports the rules it hit
+    (``on_hit``) back to the controller process, which counts them down.
+    """
+
+    def __init__(self) -> None:
         self._rules: list[Rule] = []
         self._lock = threading.Lock()
+        self.on_hit: Callable[[list[int]], None] | None = None
 
-    # -- request-level rules -----------------------------------------------------------
     @property
     def active(self) -> bool:
         return bool(self._rules)
@@ -115,6 +127,7 @@ class FaultInjector:
     def add(self, rule: Rule) -> Rule:
         with self._lock:
             self._rules.append(rule)
+        self._changed()
         return rule
 
     def rules(self) -> list[Rule]:
@@ -126,14 +139,74 @@ class FaultInjector:
             for rule in self._rules:
                 if rule.id == rule_id:
                     self._rules.remove(rule)
-                    return True
-        return False
+                    break
+            else:
+                return False
+        self._changed()
+        return True
 
     def clear(self) -> int:
         with self._lock:
             n = len(self._rules)
             self._rules.clear()
+        self._changed()
         return n
+
+    def replace(self, rules: list[Rule]) -> None:
+        with self._lock:
+            self._rules = list(rules)
+
+    def _changed(self) -> None:
+        """A rule was added or removed (the cluster's injector tells broker processes)."""
+
+    def consume(self, rule_ids: list[int]) -> None:
+        """Count down the rules a broker process hit."""
+        with self._lock:
+            for rule in [r for r in self._rules if r.id in rule_ids]:
+                _consume(rule, self._rules)
+        self._changed()
+
+    # -- the connection's hooks (called on the broker's loop) ----------------------------
+    def plan(self, broker: Broker, client_id: str | None, is_replica: bool, api_key: int,
+             version: int, request: Struct, resolve: TopicResolver | None
+             ) -> RequestPlan | None:
+        with self._lock:
+            before = self._hits()
+            out = plan_request(self._rules, broker.node_id, client_id, is_replica, api_key,
+                               version, request, resolve)
+        self._report(before)
+        return out
+
+    def finish(self, plan: RequestPlan, api_key: int, version: int, request: Struct,
+               response: Struct, resolve: TopicResolver | None,
+               session_partitions: SessionPartitions | None = None) -> Struct:
+        with self._lock:
+            before = self._hits()
+            out = finish_response(plan, self._rules, api_key, version, request, response,
+                                  resolve, session_partitions)
+        self._report(before)
+        return out
+
+    def _hits(self) -> dict[int, int] | None:
+        return {r.id: r.hits for r in self._rules} if self.on_hit is not None else None
+
+    def _report(self, before: dict[int, int] | None) -> None:
+        if before is None or self.on_hit is None:
+            return
+        after = {r.id: r.hits for r in self.rules()}
+        hit = [i for i, n in before.items() if after.get(i, n + 1) != n]
+        if hit:
+            self.on_hit(hit)
+
+
+class FaultInjector(RuleBook):
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__()
+        self.cluster = cluster
+
+    def _changed(self) -> None:
+        if self.cluster.use_processes:
+            self.cluster.push_rules()
 
     def inject_error(self, api: int | str | None, error: int | str, count: int | None = 1, *,
                      topic: str | None = None, partition: int | None = None,
@@ -175,21 +248,6 @@ class FaultInjector:
         return self.add(Rule("error", None, error_code=errors.TopicAuthorizationFailedError.code,
                              remaining=None, topic=topic, client_id=client_id))
 
-    # -- the connection's hooks (called on the cluster loop) -----------------------------
-    def plan(self, broker: Broker, client_id: str | None, is_replica: bool, api_key: int,
-             version: int, request: Struct, resolve: TopicResolver | None
-             ) -> RequestPlan | None:
-        with self._lock:
-            return plan_request(self._rules, broker.node_id, client_id, is_replica, api_key,
-                                version, request, resolve)
-
-    def finish(self, plan: RequestPlan, api_key: int, version: int, request: Struct,
-               response: Struct, resolve: TopicResolver | None,
-               session_partitions: SessionPartitions | None = None) -> Struct:
-        with self._lock:
-            return finish_response(plan, self._rules, api_key, version, request, response,
-                                   resolve, session_partitions)
-
     # -- brokers -------------------------------------------------------------------------
     def _sync(self, coro: Any) -> None:
         if not self.cluster.can_block():
@@ -218,19 +276,33 @@ class FaultInjector:
     def restart_broker(self, node_id: int) -> None:
         self._sync(self.restart_broker_async(node_id))
 
-    def _broker(self, node_id: int) -> Broker:
-        broker = self.cluster.brokers.get(node_id)
-        if broker is None:
+    def _broker(self, node_id: int) -> None:
+        if node_id not in (self.cluster.processes if self.cluster.use_processes
+                           else self.cluster.brokers):
             raise FaultUnavailable(f"no broker {node_id}")
-        return broker
+
+    async def _remote(self, node_id: int, method: str, args: dict[str, Any]) -> Any:
+        """Call a broker process's service (a multi-process cluster), on the loop."""
+        server = self.cluster.controller_server
+        if server is None or node_id not in server.channels:
+            raise FaultUnavailable(f"broker {node_id} is not running")
+        try:
+            return await server.call_broker(node_id, method, args)
+        except RuntimeError as exc:
+            raise FaultUnavailable(str(exc)) from None
+
+    def _running_processes(self) -> list[int]:
+        server = self.cluster.controller_server
+        return sorted(server.channels) if server is not None else []
 
     def isolate_replication(self, node_id: int, isolated: bool = True) -> None:
         """Cut ``node_id`` off replication (it neither fetches nor is fetched from)."""
+        if self.cluster.use_processes:
+            self._sync(self.isolate_replication_async(node_id, isolated))
+            return
+
         def run() -> None:
-            info = self.cluster.controller.brokers.get(node_id)
-            if info is None:
-                raise FaultUnavailable(f"no broker {node_id}")
-            info.fenced_replication = isolated
+            self._fence_replication(node_id, isolated)
             if isolated:
                 # Drop the replication connections now, both ways, as a network
                 # partition would; fetchers reconnecting are refused until healed.
@@ -242,9 +314,30 @@ class FaultInjector:
 
         self.cluster._on_loop(run)
 
+    def _fence_replication(self, node_id: int, isolated: bool) -> None:
+        info = self.cluster.controller.brokers.get(node_id)
+        if info is None:
+            raise FaultUnavailable(f"no broker {node_id}")
+        info.fenced_replication = isolated
+        if self.cluster.controller_server is not None:
+            self.cluster.controller_server.flush()     # the brokers learn it first
+
+    async def isolate_replication_async(self, node_id: int, isolated: bool = True) -> None:
+        if not self.cluster.use_processes:
+            self.isolate_replication(node_id, isolated)
+            return
+        self._fence_replication(node_id, isolated)
+        if isolated:
+            for node in self._running_processes():
+                await self._remote(node, "drop", {"replicas_of": node_id})
+
     def drop_connections(self, broker: int | None = None, client_id: str | None = None,
                          include_replicas: bool = False) -> int:
         """Close matching client connections now; returns how many were closed."""
+        if self.cluster.use_processes:
+            return self._sync_result(self.drop_connections_async(broker, client_id,
+                                                                 include_replicas))
+
         def run() -> int:
             n = 0
             for b in self.cluster.brokers.values():
@@ -260,6 +353,18 @@ class FaultInjector:
             return n
 
         return self.cluster._on_loop(run)
+
+    async def drop_connections_async(self, broker: int | None = None,
+                                     client_id: str | None = None,
+                                     include_replicas: bool = False) -> int:
+        if not self.cluster.use_processes:
+            return self.drop_connections(broker, client_id, include_replicas)
+        n = 0
+        for node in self._running_processes():
+            if broker is None or node == broker:
+                n += int(await self._remote(node, "drop", {
+                    "client_id": client_id, "include_replicas": include_replicas}))
+        return n
 
     # -- leadership and coordinators -------------------------------------------------------
     def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
@@ -285,6 +390,9 @@ class FaultInjector:
 
     def forget_member(self, group_id: str, member_id: str) -> bool:
         """Make the group's coordinator forget ``member_id``; False without a coordinator."""
+        if self.cluster.use_processes:
+            return self._sync_result(self.forget_member_async(group_id, member_id))
+
         def run() -> bool:
             try:
                 _, _, leader = self.coordinator_of(group_id)
@@ -296,24 +404,62 @@ class FaultInjector:
 
         return self.cluster._on_loop(run)
 
+    async def forget_member_async(self, group_id: str, member_id: str) -> bool:
+        if not self.cluster.use_processes:
+            return self.forget_member(group_id, member_id)
+        try:
+            _, _, leader = self.coordinator_of(group_id)
+        except FaultUnavailable:
+            return False
+        if leader < 0 or leader not in self._running_processes():
+            return False
+        return bool(await self._remote(leader, "forget_member",
+                                       {"group": group_id, "member": member_id}))
+
     # -- data -----------------------------------------------------------------------------
     def delete_records(self, topic: str, partition: int, before_offset: int = -1) -> int:
         """Move the log start of ``topic``-``partition`` to ``before_offset`` (-1: the high
         watermark), as DeleteRecords or retention would; returns the new log start."""
+        if self.cluster.use_processes:
+            return self._sync_result(self.delete_records_async(topic, partition, before_offset))
+
         def run() -> int:
-            state = self.cluster.controller.topics.get(topic)
-            if state is None or partition >= len(state.partitions):
-                raise FaultUnavailable(f"no partition {topic}-{partition}")
-            broker = self.cluster.brokers.get(state.partitions[partition].leader)
+            broker = self.cluster.brokers.get(self._leader_of(topic, partition))
             p = broker.partitions.get((topic, partition)) if broker is not None else None
-            if p is None or not p.is_leader:
+            if p is None:
                 raise FaultUnavailable(f"{topic}-{partition} has no leader")
-            offset = p.high_watermark if before_offset < 0 else before_offset
-            if offset > p.high_watermark:
-                raise ValueError(f"offset {offset} is beyond the high watermark "
-                                 f"{p.high_watermark}")
-            if offset > p.log_start_offset:
-                p.log.delete_records_before(offset)
-            return p.log_start_offset
+            return delete_records_of(p, before_offset)
 
         return self.cluster._on_loop(run)
+
+    async def delete_records_async(self, topic: str, partition: int,
+                                   before_offset: int = -1) -> int:
+        if not self.cluster.use_processes:
+            return self.delete_records(topic, partition, before_offset)
+        leader = self._leader_of(topic, partition)
+        return int(await self._remote(leader, "delete_records", {
+            "topic": topic, "partition": partition, "before": before_offset}))
+
+    def _leader_of(self, topic: str, partition: int) -> int:
+        state = self.cluster.controller.topics.get(topic)
+        if state is None or not 0 <= partition < len(state.partitions):
+            raise FaultUnavailable(f"no partition {topic}-{partition}")
+        return state.partitions[partition].leader
+
+    def _sync_result(self, coro: Coroutine[Any, Any, T]) -> T:
+        if not self.cluster.can_block():
+            coro.close()
+            raise RuntimeError("on the cluster's loop, await the *_async variant instead")
+        return self.cluster.call(coro)
+
+
+def delete_records_of(p: Partition, before_offset: int) -> int:
+    """Move a led partition's log start to ``before_offset`` (-1: its high watermark)."""
+    if not p.is_leader:
+        raise FaultUnavailable(f"{p.topic}-{p.index} has no leader")
+    offset = p.high_watermark if before_offset < 0 else before_offset
+    if offset > p.high_watermark:
+        raise ValueError(f"offset {offset} is beyond the high watermark {p.high_watermark}")
+    if offset > p.log_start_offset:
+        p.log.delete_records_before(offset)
+    return p.log_start_offset

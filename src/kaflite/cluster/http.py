@@ -159,6 +159,8 @@ class HttpApi:
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         cluster, faults = self.cluster, self.cluster.faults
         if method == "GET":
+            if path in (["connections"], ["clients"]):
+                await cluster.registry.refresh()
             if path == ["connections"]:
                 broker = query.get("broker")
                 return [c.to_dict() for c in cluster.registry.connections(
@@ -241,7 +243,7 @@ class HttpApi:
         faults = self.cluster.faults
         if body.get("api") is None:
             scope = self._scope(body, "client_id", "broker")
-            return {"dropped": faults.drop_connections(**scope)}
+            return {"dropped": await faults.drop_connections_async(**scope)}
         rule = faults.drop_requests(body["api"], self._count(body, 1),
                                     **self._scope(body, "topic", "group", "client_id", "broker"))
         return rule.to_dict()
@@ -272,12 +274,12 @@ class HttpApi:
         else:
             await faults.restart_broker_async(node_id)
         return {"broker": node_id, "action": action,
-                "running": self.cluster.brokers[node_id].running}
+                "running": self.cluster.broker_running(node_id)}
 
     async def _isolate(self, path: list[str], body: Json) -> object:
         node_id = int(path[1])
         isolated = bool(body.get("isolated", True))
-        self.cluster.faults.isolate_replication(node_id, isolated)
+        await self.cluster.faults.isolate_replication_async(node_id, isolated)
         return {"broker": node_id, "isolated": isolated}
 
     async def _move_leader(self, path: list[str], body: Json) -> object:
@@ -297,15 +299,16 @@ class HttpApi:
 
     async def _forget(self, path: list[str], body: Json) -> object:
         group = path[1]
-        forgotten = self.cluster.faults.forget_member(group, str(body["member_id"]))
+        forgotten = await self.cluster.faults.forget_member_async(group,
+                                                                  str(body["member_id"]))
         if not forgotten:
             raise HttpError(409, f"the coordinator of {group!r} did not forget "
                                  f"{body['member_id']!r} (no group service or no such member)")
         return {"group": group, "member_id": body["member_id"], "forgotten": True}
 
     async def _delete_records(self, path: list[str], body: Json) -> object:
-        start = self.cluster.faults.delete_records(str(body["topic"]), int(body["partition"]),
-                                                   int(body.get("offset", -1)))
+        start = await self.cluster.faults.delete_records_async(
+            str(body["topic"]), int(body["partition"]), int(body.get("offset", -1)))
         return {"topic": body["topic"], "partition": int(body["partition"]),
                 "log_start_offset": start}
 
@@ -317,8 +320,7 @@ def cluster_view(cluster: Cluster) -> Json:
         "cluster_id": controller.cluster_id,
         "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
                      "alive": b.alive, "isolated": b.fenced_replication,
-                     "running": cluster.brokers[b.node_id].running
-                     if b.node_id in cluster.brokers else False}
+                     "running": cluster.broker_running(b.node_id)}
                     for b in sorted(controller.brokers.values(), key=lambda b: b.node_id)],
         "topics": [{"name": t.name, "topic_id": str(t.topic_id), "internal": t.internal,
                     "partitions": [{"partition": p.partition, "leader": p.leader,

@@ -401,10 +401,27 @@ class Registry:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        # a multi-process cluster: each broker process's rows, as of ``refresh()``
+        self.remote: dict[int, list[ConnectionRecord]] = {}
+
+    async def refresh(self) -> None:
+        """Fetch every broker process's rows (nothing to do with brokers in-process)."""
+        server = self.cluster.controller_server
+        if server is None:
+            return
+        from kaflite.cluster.observe_wire import record_from_json
+
+        rows = await server.call_all("connections")
+        self.remote = {node: [record_from_json(r) for r in found]
+                       for node, found in rows.items()}
 
     def infos(self, include_replicas: bool = True, include_closed: bool = False
               ) -> list[ConnectionRecord]:
         out: list[ConnectionRecord] = []
+        if self.cluster.use_processes:
+            return [i for rows in self.remote.values() for i in rows
+                    if (include_closed or i.closed_at is None)
+                    and (include_replicas or i.replica_id is None)]
         for broker in list(self.cluster.brokers.values()):
             infos = [c.info for c in list(broker.connections.values()) if not c.closed]
             if include_closed:

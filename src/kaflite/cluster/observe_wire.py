@@ -1,0 +1,52 @@
+"""Connection records across processes: a broker process sends its registry rows
+(``ConnectionRecord``) to the controller process as JSON, and the controller
+process's ``Registry`` rebuilds them to aggregate, as it does in one process.
+Timestamps in ``recent`` are ``time.monotonic()`` values, one clock for every
+process of the machine."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from kaflite.cluster.metadata_image import Json
+from kaflite.cluster.observe import RING, ApiStats, ConnectionRecord
+
+__all__ = ["record_from_json", "record_to_json"]
+
+
+def record_to_json(r: ConnectionRecord) -> Json:
+    return {
+        "connection_id": r.connection_id, "broker_id": r.broker_id, "peer": r.peer,
+        "client_id": r.client_id, "software_name": r.software_name,
+        "software_version": r.software_version, "principal": r.principal,
+        "opened_at": r.opened_at, "last_activity": r.last_activity, "bytes_in": r.bytes_in,
+        "bytes_out": r.bytes_out, "replica_id": r.replica_id,
+        "apis": {str(k): [s.count, s.total_ms, s.max_ms, {str(c): n for c, n in s.errors.items()},
+                          list(s.recent)] for k, s in r.apis.items()},
+        "partitions": [[t, p] for t, p in r.partitions], "groups": sorted(r.groups),
+        "transactional_ids": sorted(r.transactional_ids), "closed_at": r.closed_at,
+        "listener": r.listener, "security_protocol": r.security_protocol,
+        "sasl_mechanism": r.sasl_mechanism, "authenticated_at": r.authenticated_at,
+        "reauthentications": r.reauthentications,
+        "session_expires_at": r.session_expires_at,
+    }
+
+
+def record_from_json(d: Json) -> ConnectionRecord:
+    apis = {int(k): ApiStats(int(count), float(total), float(most),
+                             {int(c): int(n) for c, n in errs.items()},
+                             deque(recent, maxlen=RING))
+            for k, (count, total, most, errs, recent) in d["apis"].items()}
+    return ConnectionRecord(
+        connection_id=int(d["connection_id"]), broker_id=int(d["broker_id"]),
+        peer=str(d["peer"]), client_id=d["client_id"], software_name=d["software_name"],
+        software_version=d["software_version"], principal=str(d["principal"]),
+        opened_at=float(d["opened_at"]), last_activity=float(d["last_activity"]),
+        bytes_in=int(d["bytes_in"]), bytes_out=int(d["bytes_out"]), apis=apis,
+        replica_id=d["replica_id"], partitions={(str(t), int(p)) for t, p in d["partitions"]},
+        groups=set(d["groups"]), transactional_ids=set(d["transactional_ids"]),
+        closed_at=d["closed_at"], listener=str(d["listener"]),
+        security_protocol=str(d["security_protocol"]), sasl_mechanism=d["sasl_mechanism"],
+        authenticated_at=d["authenticated_at"], reauthentications=int(d["reauthentications"]),
+        session_expires_at=d["session_expires_at"],
+    )

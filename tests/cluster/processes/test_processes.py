@@ -1,0 +1,203 @@
+"""A multi-process cluster (``Cluster(processes=True)``): every broker in its own OS process,
+the controller in this one, metadata over the wire."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from kaflite.cli import app
+from kaflite.client import ConfigResource, NewTopic
+from kaflite.client.sync import Admin, Consumer, Producer
+from kaflite.cluster import Cluster
+from kaflite.cluster.http import HttpApi
+from tests.conftest import wait_for
+
+ck = pytest.importorskip("confluent_kafka")
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[Cluster, str]]:
+    with Cluster(brokers=3, processes=True,
+                 config={"replica.lag.time.max.ms": 1500}) as cluster:
+        api = cluster.call(HttpApi(cluster).start())
+        try:
+            yield cluster, api.url
+        finally:
+            cluster.call(api.stop())
+    # every broker process is gone with the cluster
+    for process in cluster.processes.values():
+        assert process.proc is not None and process.proc.returncode is not None
+
+
+def describe(cluster: Cluster, node: int) -> dict[str, Any]:
+    assert cluster.controller_server is not None
+    found: dict[str, Any] = cluster.call(cluster.controller_server.call_broker(node, "describe"))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def confluent_read(bootstrap: str, topic: str, partitions: int, expect: int) -> list[bytes]:
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}",
+                            "enable.auto.commit": False})
+    consumer.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[bytes] = []
+    try:
+        for _ in range(60):
+            if len(out) >= expect:
+                break
+            out += [m.value() for m in consumer.consume(1000, 0.5) if m.error() is None]
+    finally:
+        consumer.close()
+    return out
+
+
+def test_each_broker_is_its_own_process(served: tuple[Cluster, str]) -> None:
+    cluster, _ = served
+    pids = {p.pid for p in cluster.processes.values()}
+    assert len(pids) == 3 and os.getpid() not in pids and all(
+        pid is not None and alive(pid) for pid in pids)
+    assert cluster.brokers == {}
+    assert [b.alive for b in cluster.controller.brokers.values()] == [True, True, True]
+
+
+def test_produce_and_consume_acks_all_from_both_clients(served: tuple[Cluster, str]) -> None:
+    cluster, _ = served
+    cluster.create_topic("both", 3, 3)
+    bootstrap = cluster.bootstrap_servers
+    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    failed: list[Any] = []
+    for i in range(300):
+        p.produce("both", b"ck-%d" % i, on_delivery=lambda e, m: e and failed.append(e))
+    assert p.flush(30) == 0 and failed == []
+    with Producer({"bootstrap.servers": bootstrap, "acks": "all"}) as kp:
+        for i in range(300):
+            kp.produce("both", b"kf-%d" % i)
+        kp.flush(30)
+    values = confluent_read(bootstrap, "both", 3, 600)
+    assert sorted(values) == sorted([b"ck-%d" % i for i in range(300)]
+                                    + [b"kf-%d" % i for i in range(300)])
+    with Consumer({"bootstrap.servers": bootstrap, "group.id": "kf-both",
+                   "auto.offset.reset": "earliest"}) as kc:
+        kc.subscribe(["both"])
+        got: list[bytes] = []
+        for _ in range(60):
+            if len(got) >= 600:
+                break
+            got += [r.value for r in kc.poll(500)]
+    assert len(got) == 600 and set(got) == set(values)
+
+
+def test_metadata_changes_reach_every_process(served: tuple[Cluster, str]) -> None:
+    cluster, _ = served
+    with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        # sent to one broker process, which forwards it to the controller
+        admin.create_topics([NewTopic("meta", 2, 3)])
+        admin.alter_configs({ConfigResource(2, "meta"): {"retention.ms": "123456"}})
+        admin.alter_user_scram_credentials([("alice", "SCRAM-SHA-256", "secret", 4096)])
+    want = [p.to_json() for p in cluster.controller.topics["meta"].partitions]
+    assert cluster.controller.topics["meta"].configs == {"retention.ms": "123456"}
+
+    def everywhere() -> bool:
+        views = [describe(cluster, n) for n in range(3)]
+        return all(v["topics"].get("meta", {}).get("configs") == {"retention.ms": "123456"}
+                   and v["topics"]["meta"]["partitions"] == want
+                   and v["scram_users"] == ["alice"] and v["cluster_id"] == cluster.cluster_id
+                   for v in views)
+
+    wait_for(everywhere, what="every broker process's replica to hold the change")
+    # every replica of the new partitions is hosted, with the leader where the controller says
+    for node in range(3):
+        hosted = describe(cluster, node)["hosted"]
+        for p in cluster.controller.topics["meta"].partitions:
+            assert hosted[f"meta-{p.partition}"]["leader"] == (p.leader == node)
+
+
+def test_sigkill_of_a_leader_loses_no_acked_record_and_it_rejoins(
+        served: tuple[Cluster, str]) -> None:
+    cluster, _ = served
+    cluster.create_topic("crash", 1, 3, assignments=[[1, 0, 2]])
+    p = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                     "enable.idempotence": True, "retry.backoff.ms": 50,
+                     "message.timeout.ms": 30000})
+    acked: list[bytes] = []
+
+    def produce(lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            p.produce("crash", b"r-%d" % i, partition=0,
+                      on_delivery=lambda e, m: acked.append(m.value()) if e is None else None)
+            p.poll(0)
+
+    produce(0, 200)
+    assert p.flush(30) == 0
+    pid = cluster.processes[1].pid
+    assert pid is not None
+    produce(200, 400)                   # in flight while the leader dies
+    cluster.faults.kill_broker(1)      # SIGKILL
+    assert not alive(pid) and not cluster.broker_running(1)
+    state = cluster.controller.topics["crash"].partitions[0]
+    assert state.leader in (0, 2) and 1 not in state.isr
+    produce(400, 600)
+    assert p.flush(60) == 0
+    assert len(acked) == 600
+    values = confluent_read(cluster.bootstrap_servers, "crash", 1, len(acked))
+    assert set(acked) <= set(values)
+    # the killed broker restarts on its own, recovers its log, and rejoins the ISR
+    cluster.faults.restart_broker(1)
+    assert cluster.broker_running(1) and cluster.processes[1].pid != pid
+    wait_for(lambda: 1 in cluster.controller.topics["crash"].partitions[0].isr,
+             what="broker 1 back in the ISR")
+    leader = cluster.controller.topics["crash"].partitions[0].leader
+    ends = {n: describe(cluster, n)["hosted"]["crash-0"]["log_end_offset"] for n in (1, leader)}
+    assert ends[1] == ends[leader] >= 600
+
+
+def call(url: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url + path, data=data, method=method)
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def test_registry_http_and_chaos_across_processes(served: tuple[Cluster, str]) -> None:
+    cluster, url = served
+    cluster.create_topic("web", 3, 3)
+    p = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                     "client.id": "xproc", "retry.backoff.ms": 20})
+    for i in range(30):
+        p.produce("web", b"%d" % i, partition=i % 3)
+    assert p.flush(30) == 0
+    leaders = {s.leader for s in cluster.controller.topics["web"].partitions}
+    conns = call(url, "GET", "/connections?client_id=xproc")
+    assert {c["broker"] for c in conns if "partition-leader" in c["roles"]} == leaders
+    assert sum(c["apis"].get("Produce", {}).get("count", 0) for c in conns) >= 3
+    assert {c.broker for c in cluster.connections(client_id="xproc")} >= leaders
+    result = CliRunner().invoke(app, ["connections", "--http", url, "--clients"])
+    assert result.exit_code == 0 and "xproc" in result.output
+    # a rule set here acts in the broker processes, and their hits count down here
+    rule = call(url, "POST", "/faults/error", {"api": "Produce", "error":
+                                               "NOT_LEADER_OR_FOLLOWER", "topic": "web",
+                                               "count": 2})
+    assert [r["id"] for r in call(url, "GET", "/faults")] == [rule["id"]]
+    failed: list[Any] = []
+    for i in range(30):
+        p.produce("web", b"again-%d" % i, partition=0,
+                  on_delivery=lambda e, m: e and failed.append(e))
+    assert p.flush(30) == 0 and failed == []
+    wait_for(lambda: call(url, "GET", "/faults") == [], what="the rule used up")
+    assert call(url, "POST", "/faults/drop", {"client_id": "xproc"})["dropped"] >= 1
+    view = call(url, "GET", "/cluster")
+    assert [b["running"] for b in view["brokers"]] == [True, True, True]
