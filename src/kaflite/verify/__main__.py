@@ -59,6 +59,9 @@ def parser() -> argparse.ArgumentParser:
                    help="write the history here (JSON lines)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="keep the cluster's data here (default: a removed temporary dir)")
+    p.add_argument("--processes", action="store_true",
+                   help="run each broker in its own OS process: the nemesis's kill is a "
+                   "SIGKILL of that process, restarted from its data directory")
     p.add_argument("--check", type=Path, default=None, metavar="HISTORY",
                    help="only check a saved history")
     p.add_argument("--client-logs", action="store_true",
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                        seconds=args.seconds, partitions=args.partitions,
                        producers=args.producers, consumers=args.consumers, rate=args.rate,
                        progress_bound=args.progress_bound, data_dir=args.data_dir,
-                       history=args.history)
+                       history=args.history, processes=args.processes)
     if args.seed is not None:
         config.seed = args.seed
     console.print(f"seed {config.seed}: {replay_command(config.meta())}", markup=False,

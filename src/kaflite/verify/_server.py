@@ -2,7 +2,10 @@
 
 An embedded ``Cluster`` on fixed loopback ports with its HTTP API (the fault
 hooks of ``kaflite.cluster.http``), so that the run can SIGKILL the whole process
-and start it again on the same ports and data directory. It prints one JSON line
+and start it again on the same ports and data directory. With ``--processes``
+each broker is a process of its own (``Cluster(processes=True)``): the nemesis's
+``kill`` SIGKILLs that process, and ``crash`` SIGKILLs the controller process,
+whose brokers exit when their connection to it ends. It prints one JSON line
 (``{"ready": ...}``) once every broker listens, and stops gracefully when its
 standard input closes: a parent that dies takes its cluster with it.
 """
@@ -24,7 +27,7 @@ from kaflite.cluster.http import HttpApi
 async def serve(args: argparse.Namespace) -> None:
     props = dict(item.split("=", 1) for item in args.config)
     cluster = Cluster(brokers=args.brokers, data_dir=Path(args.data_dir), host="127.0.0.1",
-                      base_port=args.base_port, config=props)
+                      base_port=args.base_port, config=props, processes=args.processes)
     await cluster.start()
     api = await HttpApi(cluster, "127.0.0.1", args.http_port).start()
     stop = asyncio.Event()
@@ -36,7 +39,8 @@ async def serve(args: argparse.Namespace) -> None:
 
     threading.Thread(target=watch_stdin, name="stdin-watch", daemon=True).start()
     print(json.dumps({"ready": True, "bootstrap": cluster.bootstrap_servers,
-                      "http": api.url, "cluster_id": cluster.cluster_id}), flush=True)
+                      "http": api.url, "cluster_id": cluster.cluster_id,
+                      "broker_pids": [p.pid for p in cluster.processes.values()]}), flush=True)
     await stop.wait()
     await api.stop()
     await cluster.stop()
@@ -49,6 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base-port", type=int, required=True)
     parser.add_argument("--http-port", type=int, required=True)
     parser.add_argument("--config", action="append", default=[])
+    parser.add_argument("--processes", action="store_true",
+                        help="each broker in its own OS process")
     run(serve(parser.parse_args(argv)))
 
 

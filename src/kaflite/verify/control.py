@@ -63,16 +63,30 @@ def free_ports(n: int, rng: random.Random | None = None, attempts: int = 200) ->
     raise RuntimeError(f"no {n} consecutive free ports in {PORT_RANGE}")
 
 
+def _wait_gone(pid: int, timeout: float = 10) -> None:
+    """Wait until ``pid`` (not our child: the cluster process's) no longer exists."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+
+
 class ClusterProcess:
     def __init__(self, data_dir: str | Path, brokers: int = 3,
-                 config: dict[str, Any] | None = None, start_timeout: float = 60) -> None:
+                 config: dict[str, Any] | None = None, start_timeout: float = 60,
+                 processes: bool = False) -> None:
         self.data_dir = Path(data_dir)
+        self.processes = processes     # one OS process per broker (a broker kill is SIGKILL)
         self.brokers = brokers
         self.config = dict(config or {})
         self.start_timeout = start_timeout
         self.base_port = free_ports(brokers + 1)
         self.http_port = self.base_port + brokers
         self.proc: subprocess.Popen[str] | None = None
+        self.broker_pids: list[int] = []
         self.crashes = 0
         self._log: IO[str] | None = None
         self._lock = threading.Lock()
@@ -95,6 +109,8 @@ class ClusterProcess:
                 str(self.base_port), "--http-port", str(self.http_port)]
         for name, value in self.config.items():
             args += ["--config", f"{name}={value}"]
+        if self.processes:
+            args.append("--processes")
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=self._log, text=True)
         self.proc = proc
@@ -103,6 +119,7 @@ class ClusterProcess:
             self.stop()
             raise RuntimeError(f"the cluster process did not start: {line!r} "
                                f"(see {self.data_dir / 'cluster.log'})")
+        self.broker_pids = [int(p) for p in json.loads(line).get("broker_pids", [])]
         return self
 
     def _ready_line(self, proc: subprocess.Popen[str]) -> str:
@@ -143,6 +160,12 @@ class ClusterProcess:
             return
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
+        # Its broker processes (with --processes) die with it, all at once.
+        for pid in self.broker_pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in self.broker_pids:
+            _wait_gone(pid)
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):

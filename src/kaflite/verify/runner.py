@@ -76,6 +76,7 @@ class RunConfig:
     progress_bound: float = 30.0
     data_dir: Path | None = None        # default: a temporary directory, removed after
     history: Path | None = None         # where to write the history (JSON lines)
+    processes: bool = False             # each broker in its own process: kill = SIGKILL
 
     def meta(self) -> dict[str, Any]:
         out = asdict(self)
@@ -133,7 +134,8 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     for what, why in exclusions(meta):
         say(f"left out of {config.client}'s {config.workload} run: {what}: {why}")
     history.add(Meta(time=history.now(), process="run", config=meta))
-    cluster = ClusterProcess(data_dir / "cluster", config=CLUSTER_CONFIG)
+    cluster = ClusterProcess(data_dir / "cluster", config=CLUSTER_CONFIG,
+                             processes=config.processes)
     try:
         client.start()
         cluster.start()
