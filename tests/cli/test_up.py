@@ -84,3 +84,36 @@ def test_a_port_clash_names_the_other_process(which: str) -> None:
     assert first.startswith(f"kaflite: {what} port 127.0.0.1:{port} is in use by pid "
                             f"{os.getpid()}:"), first
     assert hint.startswith("hint: stop that process, or choose other ports")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_up_processes_runs_each_broker_in_its_own_process(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = {**os.environ, "KAFLITE_CLUSTER": str(data)}
+    with KafliteUp("--processes", "--brokers", "2", "--base-port", "0", "--http-port", "0",
+                   "--data-dir", str(data)) as up:
+        [line] = [x for x in up.lines if "one process each" in x]
+        pids = [int(p) for p in line.split("pids ")[1].rstrip(")").split(", ")]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        assert up.proc is not None and up.proc.pid not in pids
+        made = kaflite("produce", "-t", "procs", "--create", stdin="a\nb\n", env=env)
+        assert made.returncode == 0, made.stderr
+        url = up.value("HTTP API on ")
+        killed = kaflite("chaos", "kill", "1", "--http", url)
+        assert killed.returncode == 0, killed.stderr
+        assert not _alive(pids[1]) and _alive(pids[0])
+        restarted = kaflite("chaos", "restart", "1", "--http", url)
+        assert restarted.returncode == 0 and "running" in restarted.stdout, restarted.stderr
+        read = kaflite("consume", "-t", "procs", "-o", "beginning", "-e", env=env)
+        assert read.returncode == 0 and sorted(read.stdout.split()) == ["a", "b"], read.stderr
+        listed = kaflite("connections", "--http", url)
+        assert listed.returncode == 0 and "client connections" in listed.stdout
+    assert up.proc is not None and up.proc.returncode == 0
+    assert not any(_alive(p) for p in pids)
