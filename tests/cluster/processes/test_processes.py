@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +26,8 @@ ck = pytest.importorskip("confluent_kafka")
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[Cluster, str]]:
     with Cluster(brokers=3, processes=True,
-                 config={"replica.lag.time.max.ms": 1500}) as cluster:
+                 config={"replica.lag.time.max.ms": 1500, "broker.heartbeat.interval.ms": 250,
+                         "broker.session.timeout.ms": 3000}) as cluster:
         api = cluster.call(HttpApi(cluster).start())
         try:
             yield cluster, api.url
@@ -201,3 +203,25 @@ def test_registry_http_and_chaos_across_processes(served: tuple[Cluster, str]) -
     assert call(url, "POST", "/faults/drop", {"client_id": "xproc"})["dropped"] >= 1
     view = call(url, "GET", "/cluster")
     assert [b["running"] for b in view["brokers"]] == [True, True, True]
+
+
+def test_a_hung_broker_misses_its_heartbeats_and_is_fenced(served: tuple[Cluster, str]) -> None:
+    cluster, _ = served
+    cluster.create_topic("hung", 1, 3, assignments=[[2, 0, 1]])
+    wait_for(lambda: cluster.controller.topics["hung"].partitions[0].isr == [2, 0, 1],
+             what="a full ISR")
+    pid = cluster.processes[2].pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)         # alive, connected, silent
+    try:
+        wait_for(lambda: not cluster.controller.brokers[2].alive, timeout=20,
+                 what="broker 2 fenced after broker.session.timeout.ms without heartbeats")
+        state = cluster.controller.topics["hung"].partitions[0]
+        assert state.leader in (0, 1) and 2 not in state.isr
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # once it runs again it finds its controller connection closed, and exits
+    wait_for(lambda: not alive(pid), what="the fenced broker process to exit")
+    cluster.faults.restart_broker(2)
+    wait_for(lambda: 2 in cluster.controller.topics["hung"].partitions[0].isr,
+             what="broker 2 back in the ISR")
