@@ -2,7 +2,7 @@
 
 Each service takes the call's JSON arguments and returns a JSON value (or an
 awaitable of one). With them the controller process aggregates the connection
-registry (``connections``), forwards fault injection (``set_rules``, ``drop``,
+registry (``connections``) and the Prometheus metrics (``metrics``), forwards fault injection (``set_rules``, ``drop``,
 ``forget_member``, ``delete_records``), reads what the broker's metadata replica
 holds (``describe``), and asks for a controlled shutdown (``shutdown``).
 """
@@ -90,7 +90,13 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
             raise FaultUnavailable(f"{args['topic']}-{args['partition']} has no leader")
         return delete_records_of(p, int(args["before"]))
 
+    def metrics(args: Json) -> str:
+        from kaflite.cluster.metrics import broker_text
+
+        return broker_text(broker)
+
     return {"shutdown": shutdown, "describe": describe, "connections": connections,
+            "metrics": metrics,
             "set_rules": set_rules, "drop": drop, "forget_member": forget_member,
             "delete_records": delete_records}
 

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from kaflite.cluster.faults import FaultUnavailable
-from kaflite.cluster.metrics import CONTENT_TYPE, registry_for, render
+from kaflite.cluster.metrics import CONTENT_TYPE, ClusterCollector, registry_of, render
 from kaflite.protocol import errors
 
 if TYPE_CHECKING:
@@ -85,7 +85,8 @@ class HttpApi:
         self.cluster = cluster
         self.host, self.port = host, port
         self.server: asyncio.Server | None = None
-        self.metrics = registry_for(cluster)
+        self.collector = ClusterCollector(cluster)
+        self.metrics = registry_of(self.collector)
 
     @property
     def url(self) -> str:
@@ -175,6 +176,7 @@ class HttpApi:
             if path == ["faults"]:
                 return [r.to_dict() for r in faults.rules()]
             if path == ["metrics"]:
+                await self.collector.refresh()
                 return Text(render(self.metrics), CONTENT_TYPE)
             raise HttpError(404, f"no route GET {parts.path}")
         if method == "DELETE" and path[:1] == ["faults"]:

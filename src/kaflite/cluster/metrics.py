@@ -42,9 +42,10 @@ from kaflite.cluster.observe import api_name
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
     from kaflite.cluster.cluster import Cluster
+    from kaflite.cluster.controller import Controller
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS_MS", "BrokerMetrics", "ClusterCollector",
-           "registry_for", "render"]
+           "broker_text", "registry_for", "registry_of", "render"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -209,7 +210,7 @@ def _topic_families(brokers: list[Broker]) -> Iterator[Metric]:
         yield family
 
 
-def _replica_families(cluster: Cluster, brokers: list[Broker]) -> Iterator[Metric]:
+def _replica_families(controller: Controller, brokers: list[Broker]) -> Iterator[Metric]:
     prefix = "kafka_server_replicamanager_"
     urp = GaugeMetricFamily(prefix + "underreplicatedpartitions",
                             "Partitions this broker leads whose ISR is smaller than their "
@@ -223,7 +224,6 @@ def _replica_families(cluster: Cluster, brokers: list[Broker]) -> Iterator[Metri
                                    labels=["broker"])
     leaders = GaugeMetricFamily(prefix + "leadercount",
                                 "Partitions this broker leads (LeaderCount)", labels=["broker"])
-    controller = cluster.controller
     for b in brokers:
         led = [p for p in list(b.partitions.values()) if p.is_leader]
         n_urp = n_under_min = 0
@@ -318,26 +318,77 @@ def _controller_families(cluster: Cluster) -> Iterator[Metric]:
         yield GaugeMetricFamily(prefix + name, doc, value=value)
 
 
+def broker_families(brokers: list[Broker], controller: Controller) -> Iterator[Metric]:
+    """The per-broker families of ``brokers``."""
+    yield from _request_families(brokers)
+    yield from _topic_families(brokers)
+    yield from _replica_families(controller, brokers)
+    yield from _group_families(brokers)
+    yield from _connection_families(brokers)
+
+
+class _Families(Collector):
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.families
+
+
+def broker_text(broker: Broker) -> str:
+    """One broker process's families in the text exposition (for its controller process)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(list(broker_families([broker], broker.controller))))
+    return generate_latest(registry).decode()
+
+
 class ClusterCollector(Collector):
-    """Every running broker's metrics and the controller's, read at scrape time."""
+    """Every running broker's metrics and the controller's, read at scrape time.
+
+    In a multi-process cluster the broker processes render their own families;
+    ``refresh()`` fetches them, and they are merged here family by family.
+    """
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        self.remote: dict[int, str] = {}
+
+    async def refresh(self) -> None:
+        server = self.cluster.controller_server
+        if server is not None:
+            self.remote = {n: str(t) for n, t in (await server.call_all("metrics")).items()}
 
     def collect(self) -> Iterator[Metric]:
-        brokers = sorted((b for b in list(self.cluster.brokers.values()) if b.running),
-                         key=lambda b: b.node_id)
-        yield from _request_families(brokers)
-        yield from _topic_families(brokers)
-        yield from _replica_families(self.cluster, brokers)
-        yield from _group_families(brokers)
-        yield from _connection_families(brokers)
+        if self.cluster.use_processes:
+            yield from _merged(self.remote)
+        else:
+            brokers = sorted((b for b in list(self.cluster.brokers.values()) if b.running),
+                             key=lambda b: b.node_id)
+            yield from broker_families(brokers, self.cluster.controller)
         yield from _controller_families(self.cluster)
 
 
+def _merged(texts: dict[int, str]) -> Iterator[Metric]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families: dict[str, Metric] = {}
+    for _, text in sorted(texts.items()):
+        for family in text_string_to_metric_families(text):
+            known = families.get(family.name)
+            if known is None:
+                families[family.name] = family
+            else:
+                known.samples.extend(family.samples)
+    yield from families.values()
+
+
 def registry_for(cluster: Cluster) -> CollectorRegistry:
+    return registry_of(ClusterCollector(cluster))
+
+
+def registry_of(collector: ClusterCollector) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ClusterCollector(cluster))
+    registry.register(collector)
     return registry
 
 

@@ -203,6 +203,14 @@ def test_registry_http_and_chaos_across_processes(served: tuple[Cluster, str]) -
     assert call(url, "POST", "/faults/drop", {"client_id": "xproc"})["dropped"] >= 1
     view = call(url, "GET", "/cluster")
     assert [b["running"] for b in view["brokers"]] == [True, True, True]
+    # /metrics: each broker process's families, merged under one HELP/TYPE each
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    assert text.count("# TYPE kafka_server_replicamanager_leadercount gauge") == 1
+    led = {line.split('"')[1]: float(line.split()[-1]) for line in text.splitlines()
+           if line.startswith("kafka_server_replicamanager_leadercount{")}
+    assert set(led) == {"0", "1", "2"} and sum(led.values()) == sum(
+        len(t.partitions) for t in cluster.controller.topics.values())
 
 
 def test_a_hung_broker_misses_its_heartbeats_and_is_fenced(served: tuple[Cluster, str]) -> None:
