@@ -115,6 +115,14 @@ class RemoteController(Controller):
         self._sock.sendall(frame(message))
 
     def _dispatch(self, msg: Json) -> None:
+        """Handle one message; a failure is logged, and the stream goes on."""
+        try:
+            self._handle(msg)
+        except Exception:
+            log.exception("broker %s: handling %s from the controller failed", self.node_id,
+                          next(iter(msg), "?"))
+
+    def _handle(self, msg: Json) -> None:
         if "reply" in msg:
             self._replies[int(msg["reply"])] = msg
         elif "delta" in msg:
