@@ -57,7 +57,8 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
                                 "partitions": [p.to_json() for p in t.partitions]}
                        for t in c.topics.values()},
             "hosted": {f"{t}-{i}": {"leader": p.is_leader, "log_end_offset": p.log_end_offset,
-                                    "high_watermark": p.high_watermark}
+                                    "high_watermark": p.high_watermark,
+                                    "retention_ms": p.log.config.retention_ms}
                        for (t, i), p in broker.partitions.items()},
             "acls": len(c.acls), "scram_users": sorted(c.scram),
         }

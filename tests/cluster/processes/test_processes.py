@@ -110,22 +110,23 @@ def test_metadata_changes_reach_every_process(served: tuple[Cluster, str]) -> No
         admin.create_topics([NewTopic("meta", 2, 3)])
         admin.alter_configs({ConfigResource(2, "meta"): {"retention.ms": "123456"}})
         admin.alter_user_scram_credentials([("alice", "SCRAM-SHA-256", "secret", 4096)])
-    want = [p.to_json() for p in cluster.controller.topics["meta"].partitions]
     assert cluster.controller.topics["meta"].configs == {"retention.ms": "123456"}
 
     def everywhere() -> bool:
+        want = [p.to_json() for p in cluster.controller.topics["meta"].partitions]
         views = [describe(cluster, n) for n in range(3)]
         return all(v["topics"].get("meta", {}).get("configs") == {"retention.ms": "123456"}
                    and v["topics"]["meta"]["partitions"] == want
                    and v["scram_users"] == ["alice"] and v["cluster_id"] == cluster.cluster_id
-                   for v in views)
+                   # every replica of the new partitions is hosted, led where the
+                   # controller says
+                   and all(v["hosted"][f"meta-{p.partition}"]["leader"] == (p.leader == n)
+                           # and its log applies the new config
+                           and v["hosted"][f"meta-{p.partition}"]["retention_ms"] == 123456
+                           for p in cluster.controller.topics["meta"].partitions)
+                   for n, v in enumerate(views))
 
     wait_for(everywhere, what="every broker process's replica to hold the change")
-    # every replica of the new partitions is hosted, with the leader where the controller says
-    for node in range(3):
-        hosted = describe(cluster, node)["hosted"]
-        for p in cluster.controller.topics["meta"].partitions:
-            assert hosted[f"meta-{p.partition}"]["leader"] == (p.leader == node)
 
 
 def test_sigkill_of_a_leader_loses_no_acked_record_and_it_rejoins(
