@@ -1,9 +1,10 @@
-"""A broker in its own OS process: ``python -m kaflite.cluster.broker_process SPEC``.
+"""A broker in its own OS process: ``python -m kaflite.cluster.broker_process``.
 
 ``Cluster(processes=True)`` (``kaflite up --processes``) keeps the controller in
-its own process and starts one of these per broker. ``SPEC`` is a JSON object:
-the node id, the controller's port, the data directory, the listeners, the
-broker configs. The process connects to the controller
+its own process and starts one of these per broker. Its standard input brings
+one JSON line, the spec: the node id, the controller's port and token, the data
+directory, the listeners, the broker configs (on stdin, not the command line,
+where any local user could read passwords and keys with ``ps``). The process connects to the controller
 (``controller_client.RemoteController``), starts a ``Broker`` on it, prints one
 JSON line (``{"ready": ..., "bound": {listener: port}}``) and serves until:
 
@@ -81,13 +82,16 @@ class BrokerProcess:
         registered = self.server.registration(self.node_id)
         registered.clear()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        spec = {**self.spec, "controller_port": self.server.port}
+        spec = {**self.spec, "controller_port": self.server.port,
+                "controller_token": self.server.token}
         with open(self.data_dir.parent / f"broker-{self.node_id}.log", "ab") as errlog:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kaflite.cluster.broker_process", json.dumps(spec),
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errlog,
+                sys.executable, "-m", "kaflite.cluster.broker_process",
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog,
                 start_new_session=True)
-        assert self.proc.stdout is not None
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(spec).encode() + b"\n")
+        self.proc.stdin.close()
         try:
             line = await asyncio.wait_for(self.proc.stdout.readline(), READY_TIMEOUT_S)
             if not line:
@@ -136,7 +140,8 @@ async def serve(spec: Json) -> int:
 
     loop = asyncio.get_running_loop()
     node_id = int(spec["node_id"])
-    ctl: RemoteController = RemoteController("127.0.0.1", int(spec["controller_port"]), node_id)
+    ctl: RemoteController = RemoteController("127.0.0.1", int(spec["controller_port"]), node_id,
+                                             str(spec["controller_token"]))
     ctl.attach(loop)
     config = BrokerConfig.from_props(spec["props"])
     listeners = [ListenerSpec(str(s["name"]), str(s["host"]), int(s["port"]),
@@ -181,8 +186,8 @@ async def serve(spec: Json) -> int:
 def main(argv: list[str] | None = None) -> None:
     from kaflite._loop import run
 
-    args = sys.argv[1:] if argv is None else argv
-    sys.exit(run(serve(json.loads(args[0]))))
+    line = sys.stdin.readline() if argv is None else argv[0]
+    sys.exit(run(serve(json.loads(line))))
 
 
 if __name__ == "__main__":

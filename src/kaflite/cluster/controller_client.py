@@ -58,7 +58,7 @@ class ControllerGone(ConnectionError):
 
 
 class RemoteController(Controller):
-    def __init__(self, host: str, port: int, node_id: int) -> None:
+    def __init__(self, host: str, port: int, node_id: int, token: str) -> None:
         super().__init__(None)
         self.node_id = node_id
         self._sock = socket.create_connection((host, port), timeout=CALL_TIMEOUT_S)
@@ -72,7 +72,7 @@ class RemoteController(Controller):
         self.closed = False
         self._tasks: set[asyncio.Task[None]] = set()
         # the image, before any broker work starts
-        reply = self._call("hello", {"node_id": node_id})
+        reply = self._call("hello", {"node_id": node_id, "token": token})
         metadata_image.apply(self, reply)
 
     # -- the connection --------------------------------------------------------------

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
+import secrets
 import time
 import uuid
 from collections.abc import Callable
@@ -85,6 +87,7 @@ class _Channel(asyncio.Protocol):
             self.transport.write(frame(message))
 
     def close(self) -> None:
+        self.closed = True      # nothing more is sent on it
         if self.transport is not None:
             self.transport.close()
 
@@ -112,6 +115,9 @@ class ControllerServer:
         self._watch: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port = 0
+        # a broker process proves it was started by this cluster (the port is loopback,
+        # but any local user could connect to it)
+        self.token = secrets.token_hex(16)
         self.registered: dict[int, asyncio.Event] = {}
         self.on_rule_hit: Callable[[list[int]], None] | None = None  # fault rules hit
         controller.on_change = self.schedule_flush
@@ -165,6 +171,8 @@ class ControllerServer:
 
     # -- broker connections --------------------------------------------------------------
     def received(self, ch: _Channel, msg: Json) -> None:
+        if ch.node_id is None and msg.get("op") != "call":
+            return      # nothing counts before the hello
         ch.last_heartbeat = time.monotonic()
         if "reply" in msg:
             fut = ch.calls.pop(int(msg["reply"]), None)
@@ -244,6 +252,10 @@ class ControllerServer:
     # -- the calls -----------------------------------------------------------------------
     def _run(self, ch: _Channel, method: str, a: Json) -> object:
         c = self.controller
+        if ch.node_id is None and not (
+                method == "hello" and hmac.compare_digest(str(a.get("token")), self.token)):
+            ch.close()
+            raise ValueError("a broker process must say hello with its token first")
         if method == "hello":
             node = int(a["node_id"])
             old = self.channels.get(node)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -234,3 +235,22 @@ def test_a_hung_broker_misses_its_heartbeats_and_is_fenced(served: tuple[Cluster
     cluster.faults.restart_broker(2)
     wait_for(lambda: 2 in cluster.controller.topics["hung"].partitions[0].isr,
              what="broker 2 back in the ISR")
+
+
+def test_the_controller_serves_only_its_own_broker_processes(
+        served: tuple[Cluster, str]) -> None:
+    cluster, _ = served
+    from kaflite.cluster.metadata_image import frame
+
+    assert cluster.controller_server is not None
+    port = cluster.controller_server.port
+    for hello in ({"node_id": 7, "token": "guessed"}, None):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            if hello is not None:
+                s.sendall(frame({"op": "call", "id": 1, "method": "hello", "args": hello}))
+            s.sendall(frame({"op": "call", "id": 2, "method": "create_topic", "args": {
+                "name": "intruder", "assignments": [[0]], "configs": {},
+                "topic_id": "00000000-0000-0000-0000-000000000001"}}))
+            assert s.recv(1 << 16) == b""      # closed, nothing answered
+    assert "intruder" not in cluster.controller.topics
+    assert sorted(cluster.controller_server.channels) == [0, 1, 2]
