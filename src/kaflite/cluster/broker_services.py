@@ -97,7 +97,7 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
         return broker_text(broker)
 
     return {"shutdown": shutdown, "describe": describe, "connections": connections,
-            "metrics": metrics,
+            "metrics": metrics, "ping": lambda args: None,
             "set_rules": set_rules, "drop": drop, "forget_member": forget_member,
             "delete_records": delete_records}
 

@@ -301,11 +301,21 @@ class Cluster:
             plan = assignments or self.controller.assign_replicas(partitions, replication_factor)
             return self.controller.create_topic(name, plan, valid, topic_id=uuid.uuid4())
 
-        return self._on_loop(create)
+        topic = self._on_loop(create)
+        self._reached_brokers()
+        return topic
 
     def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         """Move a partition's leadership to ``to`` or to any other ISR member."""
-        return self._on_loop(lambda: self.controller.move_leader(topic, partition, to))
+        leader = self._on_loop(lambda: self.controller.move_leader(topic, partition, to))
+        self._reached_brokers()
+        return leader
+
+    def _reached_brokers(self) -> None:
+        """With broker processes, from a thread that may wait: return once every broker
+        process has applied the controller's latest change (as in one process)."""
+        if self.controller_server is not None and self.can_block():
+            self.call(self.controller_server.barrier())
 
     # -- observation -----------------------------------------------------------------
     def connections(self, include_replicas: bool = False, client_id: str | None = None,

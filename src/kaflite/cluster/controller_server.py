@@ -235,6 +235,12 @@ class ControllerServer:
         ch.send({"call": ch.next_call, "method": method, "args": args or {}})
         return await asyncio.wait_for(fut, timeout)
 
+    async def barrier(self) -> None:
+        """Return once every connected broker has applied every change made so far
+        (each connection is in order: a broker answers a ping after the delta)."""
+        self.flush()
+        await self.call_all("ping")
+
     def tell_all(self, method: str, args: Json) -> None:
         """Call every connected broker without waiting for the answers."""
         for ch in self.channels.values():

@@ -80,6 +80,9 @@ def test_each_broker_is_its_own_process(served: tuple[Cluster, str]) -> None:
 def test_produce_and_consume_acks_all_from_both_clients(served: tuple[Cluster, str]) -> None:
     cluster, _ = served
     cluster.create_topic("both", 3, 3)
+    # returns once every broker process hosts the new partitions, as in one process
+    for node in range(3):
+        assert {f"both-{i}" for i in range(3)} <= set(describe(cluster, node)["hosted"])
     bootstrap = cluster.bootstrap_servers
     p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     failed: list[Any] = []
