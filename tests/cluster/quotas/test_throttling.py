@@ -178,7 +178,7 @@ def test_byte_rate_quotas_hold_three_clients_and_a_change_applies_at_once(
             stop.set()
             for t in threads:
                 t.join(30)
-        rows = {c.client_id: c for c in cluster.connections()
+        rows = {c.client_id: c for c in cluster.connections(include_closed=True)
                 if c.client_id in ("alice", "carol", "dave") and c.throttles}
     print(f"alice {alice / QUOTA:.3f}, dave {dave / QUOTA:.3f}, carol {read / QUOTA:.3f}, "
           f"alice raised {raised / QUOTA:.3f} MB/s; muted arrivals "
