@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kaflite-installed
+# Two workers: the suite is paced by waits (rebalances, JVM start), not only by CPU.
+PYTEST_JOBS ?= 2
 PYTEST_ARGS ?=
 
 .PHONY: test demo lint check-java clean
@@ -26,7 +28,7 @@ lint: $(STAMP)
 test: $(STAMP) check-java lint
 	@tools/ensure_kcat.sh
 	@tools/ensure_kafkajs.sh
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
 
 demo: $(STAMP) check-java
 	$(PY) -m kaflite.cli demo

@@ -7,6 +7,12 @@ Both are bounded: a condition that never holds fails its test, it never hangs it
 
 The session also gets its own state directory (``KAFLITE_STATE_DIR``), so that a
 ``kaflite up`` started by a test and a developer's own never find each other.
+
+``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``).
+Each test module is one group, so its module-scoped cluster is started once. The
+tests that start a JVM (Spark) form one group of their own, collected first: one
+JVM at a time, and the longest group starts at once while the other worker takes
+the rest.
 """
 
 from __future__ import annotations
@@ -21,6 +27,22 @@ from collections.abc import Callable, Iterator
 import pytest
 
 __all__ = ["wait_for", "wait_for_async"]
+
+# Modules whose tests start a Spark JVM, and the one Spark test elsewhere.
+JVM_MODULES = ("tests/spark/", "tests/demo/test_demo.py", "tests/test_readme.py")
+JVM_TESTS = ("tests/verify/test_rounds.py::test_spark_stream_queue_under_all_faults",)
+
+
+def _runs_a_jvm(item: pytest.Item) -> bool:
+    return item.nodeid.startswith(JVM_MODULES) or item.nodeid.startswith(JVM_TESTS)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests for pytest-xdist's loadgroup (see the module's docstring)."""
+    for item in items:
+        group = "jvm" if _runs_a_jvm(item) else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: not _runs_a_jvm(item))    # stable: order kept within
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -20,12 +20,18 @@ used. Measured in a Spark read of 5M records: the receiving thread's CPU
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import Protocol
 
 __all__ = ["CAP", "ReceiveLowWater"]
 
 CAP = 4 * 1024 * 1024
-_OPTION = getattr(socket, "SO_RCVLOWAT", None)
+_OPTION: int | None = getattr(socket, "SO_RCVLOWAT", None)
+
+
+class _Socket(Protocol):
+    """What the mark needs of a socket (a ``socket.socket`` or asyncio's wrapper of one)."""
+
+    def setsockopt(self, level: int, option: int, value: int, /) -> None: ...
 
 
 class ReceiveLowWater:
@@ -33,7 +39,7 @@ class ReceiveLowWater:
 
     __slots__ = ("_cap", "_mark", "_sock")
 
-    def __init__(self, sock: Any, cap: int = CAP, receive_buffer: int = -1) -> None:
+    def __init__(self, sock: _Socket, cap: int = CAP, receive_buffer: int = -1) -> None:
         self._sock = sock if _OPTION is not None else None
         # A receive buffer fixed by the user (SO_RCVBUF) cannot grow to fit a mark.
         self._cap = max(min(cap, receive_buffer // 2), 1) if receive_buffer > 0 else cap
@@ -46,7 +52,7 @@ class ReceiveLowWater:
     def update(self, awaiting: int) -> None:
         """``awaiting``: bytes still missing of the large frame being received (0: none)."""
         want = min(awaiting, self._cap) if awaiting > 0 else 1
-        if want == self._mark or self._sock is None:
+        if want == self._mark or self._sock is None or _OPTION is None:
             return
         try:
             self._sock.setsockopt(socket.SOL_SOCKET, _OPTION, want)

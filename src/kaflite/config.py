@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["PROPERTIES", "SASL_MECHANISMS", "SECURITY_PROTOCOLS", "ClientConfig", "ConfigError",
-           "Property", "redacted", "resolve"]
+           "ConfigValue", "Property", "redacted", "resolve"]
+
+# A property's value once resolved: "int" and "bool" properties hold ints and bools,
+# "str" ones strings, "list" ones lists of strings, "callable" ones the user's function
+# (a serializer, oauth_cb), and nullable ones may hold None.
+ConfigValue = str | int | bool | list[str] | Callable[..., object] | None
 
 COMMON, PRODUCER, CONSUMER, ADMIN = "common", "producer", "consumer", "admin"
 ROLES = (PRODUCER, CONSUMER, ADMIN)
@@ -42,33 +46,34 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Property:
     name: str
-    kind: str                       # int, float, bool, str, list, any
-    default: Any
+    kind: str                       # int, bool, str, list, callable
+    default: ConfigValue
     roles: frozenset[str]
     minimum: int | None = None
     maximum: int | None = None
     choices: tuple[str, ...] | None = None
     nullable: bool = False
-    check: Callable[[Any], str | None] | None = None
+    check: Callable[[ConfigValue], str | None] | None = None
     sensitive: bool = False        # a secret: never shown in reprs, logs or events
 
 
 PROPERTIES: dict[str, Property] = {}
 
 
-def _p(name: str, kind: str, default: Any, *roles: str, **kw: Any) -> None:
-    PROPERTIES[name] = Property(name, kind, default, frozenset(roles or (COMMON,)), **kw)
+def _p(name: str, kind: str, default: ConfigValue, *roles: str, minimum: int | None = None,
+       maximum: int | None = None, choices: tuple[str, ...] | None = None, nullable: bool = False,
+       check: Callable[[ConfigValue], str | None] | None = None,
+       sensitive: bool = False) -> None:
+    PROPERTIES[name] = Property(name, kind, default, frozenset(roles or (COMMON,)),
+                                minimum=minimum, maximum=maximum, choices=choices, nullable=nullable,
+                                check=check, sensitive=sensitive)
 
 
-def _acks(value: Any) -> str | None:
+def _acks(value: ConfigValue) -> str | None:
     return None if value in (-1, 0, 1) else "must be one of all, -1, 0, 1"
 
 
-def _callable(value: Any) -> str | None:
-    return None if callable(value) else f"expected a callable, got {type(value).__name__}"
-
-
-def _mechanism(value: Any) -> str | None:
+def _mechanism(value: ConfigValue) -> str | None:
     if value == "GSSAPI" or value in SASL_MECHANISMS:
         return None
     return f"{value} is not supported by kaflite (supported: {', '.join(SASL_MECHANISMS)})"
@@ -123,7 +128,7 @@ _p("ssl.key.location", "str", None, nullable=True)
 _p("ssl.key.password", "str", None, nullable=True, sensitive=True)
 _p("ssl.endpoint.identification.algorithm", "str", "https", choices=("https", "none"))
 _p("enable.ssl.certificate.verification", "bool", True)
-_p("oauth_cb", "any", None, nullable=True, check=_callable)
+_p("oauth_cb", "callable", None, nullable=True)
 _p("sasl.oauthbearer.method", "str", "default", choices=("default", "oidc"))
 _p("sasl.oauthbearer.client.id", "str", None, nullable=True)
 _p("sasl.oauthbearer.client.secret", "str", None, nullable=True, sensitive=True)
@@ -149,8 +154,8 @@ _p("partitioner.ignore.keys", "bool", False, PRODUCER)
 _p("partitioner.adaptive.partitioning.enable", "bool", True, PRODUCER)
 _p("transactional.id", "str", None, PRODUCER, nullable=True)
 _p("transaction.timeout.ms", "int", 60_000, PRODUCER, minimum=1)
-_p("key.serializer", "any", None, PRODUCER, nullable=True)
-_p("value.serializer", "any", None, PRODUCER, nullable=True)
+_p("key.serializer", "callable", None, PRODUCER, nullable=True)
+_p("value.serializer", "callable", None, PRODUCER, nullable=True)
 
 # -- consumer ----------------------------------------------------------------------
 _p("group.id", "str", None, CONSUMER, ADMIN, nullable=True)
@@ -174,14 +179,14 @@ _p("isolation.level", "str", "read_uncommitted", CONSUMER,
 _p("partition.assignment.strategy", "list", ["range", "cooperative-sticky"], CONSUMER)
 _p("check.crcs", "bool", True, CONSUMER)
 _p("exclude.internal.topics", "bool", True, CONSUMER)
-_p("key.deserializer", "any", None, CONSUMER, nullable=True)
-_p("value.deserializer", "any", None, CONSUMER, nullable=True)
+_p("key.deserializer", "callable", None, CONSUMER, nullable=True)
+_p("value.deserializer", "callable", None, CONSUMER, nullable=True)
 
 # -- admin -------------------------------------------------------------------------
 _p("default.api.timeout.ms", "int", 60_000, CONSUMER, ADMIN, minimum=0)
 
 
-def _coerce(prop: Property, value: Any) -> Any:
+def _coerce(prop: Property, value: object) -> ConfigValue:
     name, kind = prop.name, prop.kind
     if value is None:
         if prop.nullable or prop.default is None:
@@ -220,16 +225,18 @@ def _coerce(prop: Property, value: Any) -> Any:
         else:
             raise ConfigError(name, f"expected a list or a comma-separated string, got {value!r}")
         return [v for v in items if v]
+    if not callable(value):    # kind == "callable"
+        raise ConfigError(name, f"expected a callable, got {type(value).__name__}")
     return value
 
 
-def _validate(prop: Property, value: Any) -> None:
+def _validate(prop: Property, value: ConfigValue) -> None:
     if value is None:
         return
     name = prop.name
-    if prop.minimum is not None and value < prop.minimum:
+    if prop.minimum is not None and isinstance(value, int) and value < prop.minimum:
         raise ConfigError(name, f"must be at least {prop.minimum}, got {value}")
-    if prop.maximum is not None and value > prop.maximum:
+    if prop.maximum is not None and isinstance(value, int) and value > prop.maximum:
         raise ConfigError(name, f"must be at most {prop.maximum}, got {value}")
     if prop.choices is not None and value not in prop.choices:
         raise ConfigError(name, f"must be one of {', '.join(prop.choices)}, got {value!r}")
@@ -239,14 +246,29 @@ def _validate(prop: Property, value: Any) -> None:
             raise ConfigError(name, problem)
 
 
-class ClientConfig(Mapping[str, Any]):
-    """A validated, read-only view of one client's properties (defaults filled in)."""
+def _int(values: Mapping[str, ConfigValue], name: str) -> int:
+    v = values[name]
+    assert isinstance(v, int), name
+    return v
 
-    def __init__(self, role: str, values: dict[str, Any]) -> None:
+
+def _optional_str(values: Mapping[str, ConfigValue], name: str) -> str | None:
+    v = values[name]
+    assert v is None or isinstance(v, str), name
+    return v
+
+
+class ClientConfig(Mapping[str, ConfigValue]):
+    """A validated, read-only view of one client's properties (defaults filled in).
+
+    Indexing gives a property's value as the union ``ConfigValue``; the typed
+    getters (``int``, ``bool``, ``string``, ...) give it as its kind's type."""
+
+    def __init__(self, role: str, values: dict[str, ConfigValue]) -> None:
         self.role = role
         self._values = values
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> ConfigValue:
         return self._values[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -256,18 +278,38 @@ class ClientConfig(Mapping[str, Any]):
         return len(self._values)
 
     def int(self, name: str) -> int:
-        v = self._values[name]
-        assert isinstance(v, int)
-        return v
+        return _int(self._values, name)
 
     def bool(self, name: str) -> bool:
         return bool(self._values[name])
+
+    def string(self, name: str) -> str:
+        """A ``str`` property that is not nullable."""
+        v = self._values[name]
+        assert isinstance(v, str), name
+        return v
+
+    def optional_string(self, name: str) -> str | None:
+        """A nullable ``str`` property."""
+        return _optional_str(self._values, name)
+
+    def strings(self, name: str) -> list[str]:
+        """A ``list`` property."""
+        v = self._values[name]
+        assert isinstance(v, list), name
+        return v
+
+    def function(self, name: str) -> Callable[..., object] | None:
+        """A ``callable`` property (a serializer, ``oauth_cb``): the user's function."""
+        v = self._values[name]
+        assert v is None or callable(v), name
+        return v
 
     def __repr__(self) -> str:
         return f"ClientConfig({self.role}, {redacted(self._values)!r})"
 
 
-def redacted(values: Mapping[str, Any]) -> dict[str, Any]:
+def redacted(values: Mapping[str, object]) -> dict[str, object]:
     """``values`` with every sensitive property's value masked, for reprs and logs."""
     out = dict(values)
     for name, value in values.items():
@@ -277,14 +319,18 @@ def redacted(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def resolve(role: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -> ClientConfig:
-    """Validate ``config`` and ``kwargs`` for a client of ``role``; fill in defaults."""
+def resolve(role: str, config: Mapping[str, object] | None = None,
+            **kwargs: object) -> ClientConfig:
+    """Validate ``config`` and ``kwargs`` for a client of ``role``; fill in defaults.
+
+    The values given may be anything (they come from users, files and command
+    lines); each is checked and normalised to its property's kind here."""
     if role not in ROLES:
         raise ValueError(f"unknown client role {role!r}")
-    given: dict[str, Any] = dict(config or {})
+    given: dict[str, object] = dict(config or {})
     for key, value in kwargs.items():
         given[key if key in PROPERTIES else key.replace("_", ".")] = value
-    out: dict[str, Any] = {}
+    out: dict[str, ConfigValue] = {}
     for name, value in given.items():
         name = ALIASES.get(name, name)
         if name in _UPPER and isinstance(value, str):
@@ -300,9 +346,10 @@ def resolve(role: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -
     for name, prop in PROPERTIES.items():
         if name not in out and (COMMON in prop.roles or role in prop.roles):
             out[name] = prop.default
-    if not out.get("bootstrap.servers"):
+    servers = out.get("bootstrap.servers")
+    if not isinstance(servers, list) or not servers:
         raise ConfigError("bootstrap.servers", "is required")
-    for server in out["bootstrap.servers"]:
+    for server in servers:
         host, _, port = server.rpartition(":")
         if not host or not port.isdigit():
             raise ConfigError("bootstrap.servers", f"{server!r} is not host:port")
@@ -311,35 +358,36 @@ def resolve(role: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -
         _check_producer(out, explicit=set(given))
     if role == CONSUMER:
         _check_consumer(out)
-    if out["reconnect.backoff.max.ms"] < out["reconnect.backoff.ms"]:
+    if _int(out, "reconnect.backoff.max.ms") < _int(out, "reconnect.backoff.ms"):
         out["reconnect.backoff.max.ms"] = out["reconnect.backoff.ms"]
     return ClientConfig(role, out)
 
 
-def _check_producer(out: dict[str, Any], explicit: set[str]) -> None:
+def _check_producer(out: dict[str, ConfigValue], explicit: set[str]) -> None:
     # As in Java: idempotence is on by default, and quietly turned off when the
     # user asks for something it cannot do (acks != all, more than 5 in flight)
     # without having asked for idempotence explicitly.
-    conflicts = out["acks"] != -1 or out["max.in.flight.requests.per.connection"] > 5
+    in_flight = _int(out, "max.in.flight.requests.per.connection")
+    conflicts = out["acks"] != -1 or in_flight > 5
     if "enable.idempotence" not in explicit and conflicts:
         out["enable.idempotence"] = False
     explicit_idempotence = out["enable.idempotence"]
     if explicit_idempotence:
         if out["acks"] != -1:
             raise ConfigError("acks", "must be all (-1) when enable.idempotence is true")
-        if out["max.in.flight.requests.per.connection"] > 5:
+        if in_flight > 5:
             raise ConfigError("max.in.flight.requests.per.connection",
                               "must be at most 5 when enable.idempotence is true")
     if out["transactional.id"] is not None and not explicit_idempotence:
         raise ConfigError("enable.idempotence", "must be true for a transactional producer")
-    if out["delivery.timeout.ms"] < out["linger.ms"] + out["request.timeout.ms"]:
+    if _int(out, "delivery.timeout.ms") < _int(out, "linger.ms") + _int(out, "request.timeout.ms"):
         raise ConfigError("delivery.timeout.ms",
                           "must be at least linger.ms + request.timeout.ms")
 
 
-def _check_security(out: dict[str, Any]) -> None:
-    protocol = out["security.protocol"]
-    if not protocol.startswith("SASL_"):
+def _check_security(out: dict[str, ConfigValue]) -> None:
+    protocol = _optional_str(out, "security.protocol")
+    if protocol is None or not protocol.startswith("SASL_"):
         return
     mechanism = out["sasl.mechanism"]
     if mechanism not in SASL_MECHANISMS:
@@ -356,15 +404,16 @@ def _check_security(out: dict[str, Any]) -> None:
                 raise ConfigError(name, "is required for sasl.oauthbearer.method oidc")
 
 
-def _check_consumer(out: dict[str, Any]) -> None:
+def _check_consumer(out: dict[str, ConfigValue]) -> None:
     strategies = out["partition.assignment.strategy"]
+    assert isinstance(strategies, list)
     for s in strategies:
         if s not in _ASSIGNORS:
             raise ConfigError("partition.assignment.strategy",
                               f"unknown assignor {s!r} (known: {', '.join(_ASSIGNORS)})")
     if not strategies:
         raise ConfigError("partition.assignment.strategy", "needs at least one assignor")
-    if out["heartbeat.interval.ms"] >= out["session.timeout.ms"]:
+    if _int(out, "heartbeat.interval.ms") >= _int(out, "session.timeout.ms"):
         raise ConfigError("heartbeat.interval.ms", "must be lower than session.timeout.ms")
     if out["group.instance.id"] is not None and out["group.id"] is None:
         raise ConfigError("group.instance.id", "needs group.id")

@@ -31,7 +31,9 @@ TXN_SEEDS = {"kaflite": 2001, "confluent-kafka": 2002}
 # kind of fault (the SparkSession's start comes on top of it).
 SPARK_SEED, SPARK_SECONDS = 1006, 7.0
 
-_rng = random.Random()
+# Under pytest-xdist every worker collects the tests, and all must draw the same
+# seed: the run's shared id seeds the draw (a new one each run).
+_rng = random.Random(os.environ.get("PYTEST_XDIST_TESTRUNUID"))
 RANDOM_SEED = int(os.environ.get("KAFLITE_VERIFY_SEED") or _rng.randrange(1 << 31))
 RANDOM_CLIENT = os.environ.get("KAFLITE_VERIFY_CLIENT") or \
     _rng.choice(sorted(set(CLIENTS) - {"spark"}))    # spark has its own (slower) round

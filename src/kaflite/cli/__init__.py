@@ -6,6 +6,7 @@ import typer
 from typer.core import TyperGroup
 
 from kaflite.cli import (
+    acls,
     bench,
     certs,
     chaos,
@@ -44,6 +45,7 @@ app.add_typer(transactions.app, name="transactions")
 app.add_typer(chaos.app, name="chaos")
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(users.app, name="users")
+app.add_typer(acls.app, name="acls")
 
 
 def _name_values(cmd: object) -> None:

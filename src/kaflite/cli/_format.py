@@ -8,11 +8,14 @@ headers as ``k=v,k=v``, ``%%`` a percent sign; escapes ``\\n``, ``\\t``, ``\\r``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:   # (the CLI imports the client only when a command runs)
+    from kaflite.client import ConsumerRecord
 
 __all__ = ["compile_format"]
 
-Piece = str | Callable[[Any], str]
+Piece: TypeAlias = "str | Callable[[ConsumerRecord], str]"
 
 
 def _text(b: bytes | memoryview | None) -> str:
@@ -23,7 +26,7 @@ def _headers(headers: Sequence[tuple[str, bytes | None]] | None) -> str:
     return ",".join(f"{k}={_text(v)}" for k, v in (headers or []))
 
 
-TOKENS: dict[str, Callable[[Any], str]] = {
+TOKENS: dict[str, Callable[[ConsumerRecord], str]] = {
     "t": lambda r: r.topic,
     "p": lambda r: str(r.partition),
     "o": lambda r: str(r.offset),
@@ -37,7 +40,7 @@ TOKENS: dict[str, Callable[[Any], str]] = {
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 
 
-def compile_format(fmt: str) -> Callable[[Any], str]:
+def compile_format(fmt: str) -> Callable[[ConsumerRecord], str]:
     """A function rendering one record with ``fmt``; unknown tokens are an error."""
     pieces: list[Piece] = []
     literal = ""
@@ -62,7 +65,7 @@ def compile_format(fmt: str) -> Callable[[Any], str]:
         i += 1
     pieces.append(literal)
 
-    def render(record: Any) -> str:
+    def render(record: ConsumerRecord) -> str:
         return "".join(p if isinstance(p, str) else p(record) for p in pieces)
 
     return render

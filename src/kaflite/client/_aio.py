@@ -12,9 +12,11 @@ task that ignored its cancellation nor swallows a cancellation of the caller.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TypeVar
 
 __all__ = ["cancel_and_wait", "wait_event"]
+
+T = TypeVar("T")
 
 
 async def wait_event(event: asyncio.Event, timeout: float) -> bool:
@@ -31,7 +33,7 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
     return True
 
 
-async def cancel_and_wait(*tasks: asyncio.Task[Any] | None, timeout: float = 5.0) -> None:
+async def cancel_and_wait(*tasks: asyncio.Task[T] | None, timeout: float = 5.0) -> None:
     """Cancel ``tasks`` and wait (at most ``timeout``) until they have finished."""
     pending = [t for t in tasks if t is not None and not t.done()]
     for p in pending:

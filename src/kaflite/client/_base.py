@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
 from kaflite.client.events import Event, EventLog
 from kaflite.client.metadata import Metadata
@@ -35,9 +35,9 @@ class BaseClient:
     ROLE = "admin"
     ALL_TOPICS = False
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         self.config: ClientConfig = resolve(self.ROLE, config, **kwargs)
-        self.client_id: str = self.config["client.id"]
+        self.client_id = self.config.string("client.id")
         self._events = EventLog(self.client_id, self.config.int("events.max"))
         self.pool = ConnectionPool(self.config, self._events)
         self.metadata = Metadata(self.config, self.pool, self._events,

@@ -35,10 +35,10 @@ class Security:
     """What ``security.protocol`` and its properties ask of every connection."""
 
     def __init__(self, config: ClientConfig) -> None:
-        self.protocol: str = config["security.protocol"]
+        self.protocol = config.string("security.protocol")
         self.uses_tls = self.protocol in ("SSL", "SASL_SSL")
         self.uses_sasl = self.protocol.startswith("SASL_")
-        self.mechanism: str | None = config["sasl.mechanism"] if self.uses_sasl else None
+        self.mechanism = config.string("sasl.mechanism") if self.uses_sasl else None
         self._sasl_props = {k: config[k] for k in _SASL_PROPS if config.get(k) is not None}
         self.ssl_context: ssl.SSLContext | None = None
         if self.uses_tls:
@@ -60,7 +60,7 @@ class Security:
         if self.mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
             return f"User:{config['sasl.username']}"
         if self.mechanism is None and self.uses_tls:
-            cert = config["ssl.certificate.location"]
+            cert = config.optional_string("ssl.certificate.location")
             return _subject(Path(cert)) if cert else "User:ANONYMOUS"
         return None   # OAUTHBEARER: the token's subject, as the broker reads it
 

@@ -4,6 +4,8 @@
         await admin.create_topics([NewTopic("t", 6, 3)])
         print(await admin.describe_topics(["t"]))
 
+ACLs: ``create_acls``, ``describe_acls`` and ``delete_acls`` (``_acl_admin``).
+
 Topic changes go to the controller named in Metadata (any broker forwards
 them in KRaft, but the controller answers first-hand); group operations go to
 the group's coordinator (FindCoordinator); ListGroups asks every broker;
@@ -17,9 +19,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from kaflite.client import _quotas
+from kaflite.client._acl_admin import AclAdmin
 from kaflite.client._base import BaseClient
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
 from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
@@ -55,8 +58,9 @@ from kaflite.protocol.messages import incremental_alter_configs_request as iacq
 from kaflite.protocol.messages import offset_commit_request as ocq
 from kaflite.protocol.messages import offset_fetch_request as ofq
 
-__all__ = ["Admin", "ClientQuotaAlteration", "ConfigEntry", "ConfigResource", "ConfigSynonym", "GroupDescription",
-           "MemberDescription", "NewTopic", "QuotaFilterComponent", "TransactionDescription", "TransactionListing"]
+__all__ = ["Admin", "ClientQuotaAlteration", "ClusterDescription", "ConfigEntry", "ConfigResource",
+           "ConfigSynonym", "GroupDescription", "MemberDescription", "NewTopic", "QuotaFilterComponent",
+           "TransactionDescription", "TransactionListing"]
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -149,10 +153,18 @@ def _check(code: int, what: str, message: str | None = None) -> None:
         raise errors.error_for_code(code, f"{what}: {message}" if message else what)
 
 
-class Admin(BaseClient):
+class ClusterDescription(TypedDict):
+    """What ``describe_cluster`` answers (DescribeCluster's fields)."""
+
+    cluster_id: str
+    controller_id: int
+    brokers: list[BrokerAddress]
+
+
+class Admin(AclAdmin, BaseClient):
     ROLE = "admin"
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__(config, **kwargs)
         self.timeout_ms = self.config.int("default.api.timeout.ms")
         self.metadata.auto_create = False   # as Java's AdminClient: describing never creates
@@ -219,7 +231,7 @@ class Admin(BaseClient):
             _check(r.error_code, f"create partitions for {r.name}", r.error_message)
         self.metadata.request_update("partitions created")
 
-    async def describe_cluster(self) -> dict[str, Any]:
+    async def describe_cluster(self) -> ClusterDescription:
         await self.start()
         resp = await self._request_any(DescribeClusterRequest())
         _check(resp.error_code, "describe cluster", resp.error_message)

@@ -121,7 +121,7 @@ class ConnectionPool:
         self.role_providers: list[RoleProvider] = []
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
-        self.bootstrap_servers = [_split(s) for s in config["bootstrap.servers"]]
+        self.bootstrap_servers = [_split(s) for s in config.strings("bootstrap.servers")]
         self.security = Security(config)
         self.auth_error: AuthenticationError | None = None
 
@@ -130,13 +130,13 @@ class ConnectionPool:
              failures: int = 0) -> BrokerConnection:
         c = self.config
         return BrokerConnection(
-            host, port, client_id=c["client.id"], node_id=node_id,
+            host, port, client_id=c.string("client.id"), node_id=node_id,
             request_timeout_ms=c.int("request.timeout.ms"),
             connect_timeout_ms=self._setup_timeout_ms(failures),
             max_in_flight=c.int("max.in.flight.requests.per.connection"),
             max_frame_size=c.int("max.frame.bytes"),
-            software_name=c["client.software.name"],
-            software_version=c["client.software.version"],
+            software_name=c.string("client.software.name"),
+            software_version=c.string("client.software.version"),
             send_buffer_bytes=c.int("send.buffer.bytes"),
             receive_buffer_bytes=c.int("receive.buffer.bytes"),
             ssl_context=self.security.ssl_context,

@@ -15,7 +15,8 @@ member look their errors up here instead of each keeping its own list::
     REBALANCE_IN_PROGRESS         rejoin the group
     FENCED_INSTANCE_ID            fatal: raised to the application
     OFFSET_OUT_OF_RANGE           apply auto.offset.reset, or raise
-    TOPIC_AUTHORIZATION_FAILED    raised to the application
+    TOPIC_AUTHORIZATION_FAILED    raised to the application (GROUP_, CLUSTER_ and
+                                  TRANSACTIONAL_ID_AUTHORIZATION_FAILED too)
 
 Errors not in the table are retried with back-off when Kafka marks them
 retriable, and raised otherwise.
@@ -67,6 +68,7 @@ RECOVERY: dict[int, Action] = {
     E.TopicAuthorizationFailedError.code: Action.RAISE,
     E.GroupAuthorizationFailedError.code: Action.RAISE,
     E.ClusterAuthorizationFailedError.code: Action.RAISE,
+    E.TransactionalIdAuthorizationFailedError.code: Action.RAISE,
     E.UnknownProducerIdError.code: Action.BUMP_EPOCH,
     E.OutOfOrderSequenceNumberError.code: Action.BUMP_EPOCH,
     E.InvalidProducerEpochError.code: Action.FATAL,

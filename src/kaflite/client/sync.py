@@ -19,14 +19,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from kaflite._loop import SharedLoop
 from kaflite.client import admin as _admin
 from kaflite.client import consumer as _consumer
 from kaflite.client import producer as _producer
+from kaflite.client._base import BaseClient
 from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
 from kaflite.client.admin import (
     ConfigEntry,
@@ -37,20 +38,26 @@ from kaflite.client.admin import (
     TransactionListing,
 )
 from kaflite.client.consumer import ConsumerRecord, RecordList, TopicPartition
+from kaflite.client.consumer._types import K as CK
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp
+from kaflite.client.consumer._types import V as CV
 from kaflite.client.events import Event
 from kaflite.client.metadata import TopicMetadata
 from kaflite.client.pool import ConnectionInfo
 from kaflite.client.producer import ConsumerGroupMetadata
+from kaflite.client.producer._accumulator import DeliveryCallback
+from kaflite.client.producer._producer import HeadersArg, K, V
+from kaflite.security.acl import AclBinding, AclBindingFilter
 
 __all__ = ["Admin", "Consumer", "Producer"]
 
 T = TypeVar("T")
+C = TypeVar("C", bound=BaseClient)
 _LOOP = SharedLoop("kaflite-client")   # every sync client of the process runs on it
 
 
 class _SyncClient:
-    _async: Any
+    _async: BaseClient
 
     def __init__(self) -> None:
         self._loop_thread = _LOOP.get()
@@ -59,9 +66,11 @@ class _SyncClient:
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         return self._loop_thread.run(coro, timeout)
 
-    def _make(self, cls: type, config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> Any:
-        async def build() -> Any:
-            return cls(config, **kwargs)
+    def _make(self, make: Callable[[], C]) -> C:
+        """The async client ``make`` returns, made on the loop (its tasks and locks are
+        the loop's)."""
+        async def build() -> C:
+            return make()
         return self._run(build())
 
     def start(self) -> Self:
@@ -89,23 +98,34 @@ class _SyncClient:
         return self._run(get())
 
 
-class Producer(_SyncClient):
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+# a record produce() queued for the loop thread: Producer.produce's arguments
+_Produced = tuple[str, V, "K | None", "int | None", HeadersArg, "int | None",
+                  "DeliveryCallback | None"]
+
+
+class Producer(_SyncClient, Generic[K, V]):
+    """Generic in its keys' and values' types as the async ``Producer``."""
+
+    def __init__(self, config: Mapping[str, object] | None = None, *,
+                 key_serializer: Callable[[K], bytes | None] | None = None,
+                 value_serializer: Callable[[V], bytes | None] | None = None,
+                 **kwargs: object) -> None:
         super().__init__()
-        self._async: _producer.Producer = self._make(_producer.Producer, config, kwargs)
-        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._async: _producer.Producer[K, V] = self._make(lambda: _producer.Producer(
+            config, key_serializer=key_serializer, value_serializer=value_serializer, **kwargs))
+        self._queue: collections.deque[_Produced[V, K]] = collections.deque()
         self._scheduled = False
         self._qlock = threading.Lock()
 
-    def send(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
-             headers: Any = None, timestamp: int | None = None,
+    def send(self, topic: str, value: V, key: K | None = None, partition: int | None = None,
+             headers: HeadersArg = None, timestamp: int | None = None,
              timeout: float | None = None) -> _producer.RecordMetadata:
         return self._run(self._async.send(topic, value, key, partition, headers, timestamp),
                          timeout)
 
-    def produce(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
-                headers: Any = None, timestamp: int | None = None,
-                on_delivery: Any = None) -> None:
+    def produce(self, topic: str, value: V, key: K | None = None, partition: int | None = None,
+                headers: HeadersArg = None, timestamp: int | None = None,
+                on_delivery: DeliveryCallback | None = None) -> None:
         """Queue a record; ``on_delivery`` runs on the client's loop thread."""
         self._queue.append((topic, value, key, partition, headers, timestamp, on_delivery))
         with self._qlock:
@@ -132,7 +152,7 @@ class Producer(_SyncClient):
                 if args[6] is not None:
                     args[6](exc, None)
 
-    def send_batch(self, topic: str, values: list[Any], keys: list[Any] | None = None,
+    def send_batch(self, topic: str, values: Sequence[V], keys: Sequence[K | None] | None = None,
                    partition: int | None = None,
                    timeout: float | None = None) -> _producer.BatchMetadata:
         return self._run(self._async.send_batch(topic, values, keys, partition), timeout)
@@ -181,10 +201,17 @@ class Producer(_SyncClient):
         super().close()
 
 
-class Consumer(_SyncClient):
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+class Consumer(_SyncClient, Generic[CK, CV]):
+    """Generic in its keys' and values' types as the async ``Consumer``."""
+
+    def __init__(self, config: Mapping[str, object] | None = None, *,
+                 key_deserializer: Callable[[bytes], CK] | None = None,
+                 value_deserializer: Callable[[bytes], CV] | None = None,
+                 **kwargs: object) -> None:
         super().__init__()
-        self._async: _consumer.Consumer = self._make(_consumer.Consumer, config, kwargs)
+        self._async: _consumer.Consumer[CK, CV] = self._make(lambda: _consumer.Consumer(
+            config, key_deserializer=key_deserializer, value_deserializer=value_deserializer,
+            **kwargs))
 
     def subscribe(self, topics: Iterable[str] | None = None, pattern: str | None = None,
                   listener: _consumer.RebalanceListener | None = None) -> None:
@@ -204,14 +231,14 @@ class Consumer(_SyncClient):
         return self._async.group_metadata()
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None
-             ) -> RecordList:
+             ) -> RecordList[CK, CV]:
         return self._run(self._async.poll(timeout_ms, max_records))
 
     def getmany(self, timeout_ms: int = 0, max_records: int | None = None
-                ) -> dict[TopicPartition, RecordList]:
+                ) -> dict[TopicPartition, RecordList[CK, CV]]:
         return self._run(self._async.getmany(timeout_ms=timeout_ms, max_records=max_records))
 
-    def __iter__(self) -> Iterator[ConsumerRecord]:
+    def __iter__(self) -> Iterator[ConsumerRecord[CK, CV]]:
         while not self._async._closed:
             yield from self.poll(1000)
 
@@ -267,9 +294,9 @@ class Consumer(_SyncClient):
 class Admin(_SyncClient):
     """The async ``Admin``'s operations, each blocking until its answer."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__()
-        self._async: _admin.Admin = self._make(_admin.Admin, config, kwargs)
+        self._async: _admin.Admin = self._make(lambda: _admin.Admin(config, **kwargs))
 
     def describe_client_quotas(self, components: Iterable[QuotaFilterComponent] = (),
                                strict: bool = False) -> dict[QuotaEntity, dict[str, float]]:
@@ -294,7 +321,7 @@ class Admin(_SyncClient):
     def create_partitions(self, counts: Mapping[str, int]) -> None:
         self._run(self._async.create_partitions(counts))
 
-    def describe_cluster(self) -> dict[str, Any]:
+    def describe_cluster(self) -> _admin.ClusterDescription:
         return self._run(self._async.describe_cluster())
 
     def describe_configs(self, resources: Iterable[ConfigResource]
@@ -341,3 +368,20 @@ class Admin(_SyncClient):
 
     def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._run(self._async.delete_records(before))
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                        ) -> dict[str, list[tuple[str, int]]]:
+        return self._run(self._async.describe_user_scram_credentials(users))
+
+    def alter_user_scram_credentials(self, upsertions: Iterable[tuple[str, str, str, int]] = (),
+                                     deletions: Iterable[tuple[str, str]] = ()) -> None:
+        self._run(self._async.alter_user_scram_credentials(upsertions, deletions))
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        self._run(self._async.create_acls(bindings))
+
+    def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        return self._run(self._async.describe_acls(acl_filter))
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        return self._run(self._async.delete_acls(filters))

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kaflite.cluster.acl import Authorizer
 from kaflite.cluster.configs import BrokerConfig, effective_topic_configs
 from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, TopicState
 from kaflite.cluster.fetch_session import FetchSessionCache
@@ -82,6 +83,8 @@ class Broker:
         self._advertised = (advertised_host, advertised_port)
         self.rack = rack
         self.handlers = all_handlers()
+        # None unless authorizer.class.name is set (kaflite.cluster.acl)
+        self.authorizer = Authorizer.from_config(config.props, controller.acls)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.connections: dict[int, ServerConnection] = {}
         self.request_memory = RequestMemory(config.int("queued.max.request.bytes"))

@@ -109,6 +109,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "offsets.retention.minutes": "10080",
     "delete.topic.enable": "true",
     "log.flush.interval.messages": "9223372036854775807",
+    # authorization (kaflite.cluster.acl): any non-empty class name turns it on
+    "authorizer.class.name": "",
+    "allow.everyone.if.no.acl.found": "false",
 }
 
 
@@ -134,6 +137,7 @@ SECURITY_CONFIGS = frozenset({
     "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.users", "connections.max.reauth.ms",
     "sasl.mechanism.inter.broker.protocol", "sasl.oauthbearer.jwks.endpoint.url",
     "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.expected.audience",
+    "super.users",
 })
 
 

@@ -14,7 +14,10 @@ LEADER_NOT_AVAILABLE until a replica in the ISR comes back. Every leader change
 bumps the leader epoch; every ISR change bumps the partition epoch.
 
 It also keeps the users' SCRAM credentials (salt, iterations, stored and server
-keys; never a password), as KRaft's UserScramCredentialRecord does.
+keys; never a password), as KRaft's UserScramCredentialRecord does, and the ACL
+bindings (``acls``, a ``kaflite.cluster.acl.AclStore``), as its
+AccessControlEntryRecords; both are shared by every broker, so a change applies
+everywhere at once.
 
 The metadata is persisted as JSON in ``<data_dir>/__cluster_metadata.json`` so a
 restarted cluster comes back with the same topics, ids and assignments.
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from kaflite.cluster.acl import AclStore
 from kaflite.cluster.internal_topics import INTERNAL_TOPICS
 from kaflite.cluster.quotas.entities import Entity, QuotaStore
 from kaflite.protocol import errors
@@ -112,6 +116,8 @@ class Controller:
         self.scram: dict[str, dict[str, ScramCredential]] = {}
         # client quotas (AlterClientQuotas), as KRaft's ClientQuotaRecord
         self.client_quotas = QuotaStore()
+        # ACL bindings (CreateAcls/DeleteAcls), read by every broker's authorizer
+        self.acls = AclStore()
         self._load()
 
     # -- persistence -----------------------------------------------------------
@@ -130,6 +136,7 @@ class Controller:
             self.scram[user] = {mechanism: ScramCredential.from_kafka(mechanism, text)
                                 for mechanism, text in creds.items()}
         self.client_quotas.load_json(data.get("client_quotas", []))
+        self.acls.load(data.get("acls", []))
         for name, t in data["topics"].items():
             parts = [PartitionState(name, i, **p) for i, p in enumerate(t["partitions"])]
             topic = TopicState(name, uuid.UUID(t["topic_id"]), parts, t.get("configs", {}))
@@ -146,6 +153,7 @@ class Controller:
             "scram": {user: {m: c.to_kafka() for m, c in creds.items()}
                       for user, creds in self.scram.items()},
             "client_quotas": self.client_quotas.to_json(),
+            "acls": self.acls.to_json(),
             "topics": {
                 name: {
                     "topic_id": str(t.topic_id),

@@ -16,6 +16,9 @@ Around each handler call the connection
 * asks the cluster's fault injector (``broker.faults``) for a plan: drop the
   connection, answer with an error without calling the handler, take faulted
   partitions out of the request, rewrite the response, delay or throttle it;
+* with an authorizer (``authorizer.class.name``), checks what the request needs
+  (``kaflite.cluster.acl``): refuses it, or takes out what the caller may not
+  touch and rewrites the response;
 * records the request in the connection registry (``observe.record_request``):
   latency, error codes at every level, roles.
 
@@ -46,6 +49,7 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
+from kaflite.cluster.acl import check as acl_check
 from kaflite.cluster.auth import SaslSession
 from kaflite.cluster.observe import ApiStats, ConnectionRecord, record_request
 from kaflite.cluster.quotas.enforce import after_request
@@ -276,10 +280,16 @@ class ServerConnection(asyncio.BufferedProtocol):
             return
         self.quota_throttle_ms, self.waited_s = 0, 0.0
         self.handler_started = time.perf_counter()
+        gate = None if self.broker.authorizer is None else \
+            acl_check(self.broker, self, api_key, version, body)
         if plan is not None and plan.response is not None:
             response: Struct | None = plan.response
+        elif gate is not None and gate.response is not None:
+            response = gate.response      # refused by the authorizer (kaflite.cluster.acl)
         else:
             response = await handler.handle(self.broker, self, header, body)
+            if gate is not None and response is not None:
+                gate.finish(response, version)
             if plan is not None and faults is not None and response is not None:
                 response = faults.finish(plan, api_key, version, body, response,
                                          self._resolve, self._session_partitions)

@@ -33,6 +33,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from kaflite.cluster.acl import inter_broker
 from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.protocol import KafkaError, ProtocolError, errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest
@@ -120,11 +121,11 @@ class ReplicaFetcher:
         if address is None:
             raise ConnectionClosed(f"leader {self.leader_id} has no inter-broker listener")
         tls, sasl = self.broker.inter_broker_security()
-        self.conn = await BrokerConnection(
+        self.conn = inter_broker(await BrokerConnection(
             *address, client_id=f"replica-fetcher-{self.broker.node_id}",
             ssl_context=tls, sasl=sasl,
             node_id=self.leader_id, request_timeout_ms=30_000,
-        ).open()
+        ).open())
         return self.conn
 
     def _fetchable(self) -> list[Partition]:

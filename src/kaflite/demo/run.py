@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -38,7 +37,7 @@ from kaflite.cluster import Cluster
 from kaflite.demo.logs import capture_python_logging, choose_log_file
 from kaflite.demo.spark_step import SparkStep
 from kaflite.demo.story import WIDTH, Phases, plan_lines, wrap
-from kaflite.demo.summary import build_summary, summary_lines
+from kaflite.demo.summary import Summary, build_summary, summary_lines
 from kaflite.demo.tour import Step, Tour, tour_steps
 from kaflite.demo.view import render, status_lines, take_snapshot
 from kaflite.demo.workload import Workload
@@ -99,7 +98,7 @@ def _tour_listener(phases: Phases, say: Say) -> Callable[[Step], None]:
 
 
 async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: Phases,
-                log_file: Path) -> dict[str, Any]:
+                log_file: Path) -> Summary:
     say = phases.say
     bootstrap = cluster.bootstrap_servers
     phases.begin(phases.titles[1], "events: 6 partitions, results: 3, replication factor "

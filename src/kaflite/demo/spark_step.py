@@ -18,24 +18,53 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from kaflite.demo.logs import log4j2_config
+from kaflite.pipelines.events import ClickEvent
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["WATERMARK_MS", "WINDOW_MS", "SparkStep", "expected_windows"]
+__all__ = ["WATERMARK_MS", "WINDOW_MS", "SparkCheck", "SparkStep", "Window", "expected_windows"]
 
 WINDOW_MS = 10_000
 WATERMARK_MS = 5_000
 
 
-def expected_windows(events: list[dict[str, Any]], watermark: int) -> dict[str, dict[str, Any]]:
+class Counts(TypedDict):
+    events: int
+    views: int
+    clicks: int
+    purchases: int
+    revenue: float
+
+
+class Window(Counts):
+    """One result row of the pipeline: a page's counts in one event-time window."""
+
+    page: str
+    window_start: int       # epoch ms
+    window_end: int
+
+
+class SparkCheck(TypedDict):
+    """The Spark step's verdict (in the demo's summary)."""
+
+    ok: bool
+    detail: str
+    windows: NotRequired[int]
+    results: NotRequired[int]
+    missing: NotRequired[list[str]]
+    wrong: NotRequired[list[str]]
+
+
+def expected_windows(events: Sequence[ClickEvent], watermark: int) -> dict[str, Window]:
     """Per ``page|window_start``: the counts of every window closed by ``watermark``."""
-    acc: dict[tuple[str, int], dict[str, Any]] = defaultdict(
+    acc: dict[tuple[str, int], Counts] = defaultdict(
         lambda: {"events": 0, "views": 0, "clicks": 0, "purchases": 0, "revenue": 0.0})
     for e in events:
         start = e["ts"] // WINDOW_MS * WINDOW_MS
@@ -84,8 +113,8 @@ class SparkStep:
         self.results = results
         self.enabled = enabled
         self.status = "off (--no-spark)" if not enabled else "starting"
-        self._spark: Any = None
-        self._queries: list[Any] = []
+        self._spark: SparkSession | None = None
+        self._queries: list[StreamingQuery] = []
         self._checkpoint = tempfile.mkdtemp(prefix="kaflite-demo-spark-")
 
     def start(self) -> None:
@@ -119,37 +148,37 @@ class SparkStep:
         progress = self._queries[0].recentProgress
         return int(progress[-1]["batchId"]) + 1 if progress else 0
 
-    def _results(self) -> dict[str, dict[str, Any]]:
-        rows = (self._spark.read.format("kaflite")
+    def _results(self, spark: SparkSession) -> dict[str, Window]:
+        rows = (spark.read.format("kaflite")
                 .option("kafka.bootstrap.servers", self.bootstrap)
                 .option("subscribe", self.results).load()
                 .selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
                 .collect())
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, Window] = {}
         self._duplicates = 0
         for r in rows:
             if r.key in out:
                 self._duplicates += 1
-            value = json.loads(r.value)
+            value: Window = json.loads(r.value)
             value["revenue"] = round(value.get("revenue") or 0.0, 2)
             out[r.key] = value
         return out
 
-    def finish(self, events: list[dict[str, Any]], timeout: float = 90) -> dict[str, Any]:
+    def finish(self, events: Sequence[ClickEvent], timeout: float = 90) -> SparkCheck:
         """Wait for the closed windows to reach ``results``, then compare."""
         if not self.enabled:
             return {"ok": True, "detail": "Spark off (--no-spark)"}
-        if not self._queries:
+        if not self._queries or self._spark is None:
             return {"ok": False, "detail": self.status}
         # The last event sets the watermark; windows ending before it are final.
         watermark = max(e["ts"] for e in events) - WATERMARK_MS if events else 0
         want = expected_windows(events, watermark)
         deadline = time.monotonic() + timeout
-        got: dict[str, dict[str, Any]] = {}
+        got: dict[str, Window] = {}
         while time.monotonic() < deadline:
             if self._queries[0].exception() is not None:
                 return {"ok": False, "detail": f"query failed: {self._queries[0].exception()}"}
-            got = self._results()
+            got = self._results(self._spark)
             if set(want) <= set(got):
                 break
             time.sleep(2)

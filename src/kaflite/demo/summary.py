@@ -8,41 +8,83 @@ Spark's Python workers, so only the brokers' side of their connections is known.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from kaflite.demo.story import WIDTH, fit, pack, wrap
 
 if TYPE_CHECKING:
     from kaflite.cluster.observe import ClientSnapshot
+    from kaflite.demo.spark_step import SparkCheck
     from kaflite.demo.tour import Tour
     from kaflite.demo.view import Snapshot
     from kaflite.demo.workload import Workload
 
-__all__ = ["build_summary", "summary_lines"]
+__all__ = ["Summary", "build_summary", "summary_lines"]
 
 
-def _client(c: ClientSnapshot, reported: int | None) -> dict[str, Any]:
-    out: dict[str, Any] = {
+class ClientSummary(TypedDict):
+    """One client as the brokers saw it; a value nobody measured is left out."""
+
+    connections: int
+    fan_out: dict[str, int]
+    roles: dict[str, int]
+    reported_by_client: NotRequired[int]
+    heartbeat_interval_ms: NotRequired[float]
+    commit_interval_ms: NotRequired[float]
+    fetch_rate: NotRequired[float]
+
+
+class StepSummary(TypedDict):
+    step: str
+    expect: str
+    status: str
+    happened: str
+    observed: list[str]
+
+
+class Summary(TypedDict):
+    """What ``kaflite demo --json`` prints."""
+
+    produced: int
+    consumed: int
+    lost: int
+    duplicates: int
+    failed_sends: list[str]
+    spark: SparkCheck
+    clients: dict[str, ClientSummary]
+    tour: list[StepSummary]
+    phases: list[str]
+    log_file: str
+    checks: dict[str, bool]
+    ok: bool
+
+
+def _client(c: ClientSnapshot, reported: int | None) -> ClientSummary:
+    out: ClientSummary = {
         "connections": c.connections,
         "fan_out": {str(k): v for k, v in c.fan_out.items()},
         "roles": dict(c.roles),
     }
-    measured = {"reported_by_client": reported,
-                "heartbeat_interval_ms": c.heartbeat_interval_ms,
-                "commit_interval_ms": c.commit_interval_ms, "fetch_rate": c.fetch_rate}
-    out.update({k: v for k, v in measured.items() if v is not None})
+    if reported is not None:
+        out["reported_by_client"] = reported
+    if c.heartbeat_interval_ms is not None:
+        out["heartbeat_interval_ms"] = c.heartbeat_interval_ms
+    if c.commit_interval_ms is not None:
+        out["commit_interval_ms"] = c.commit_interval_ms
+    if c.fetch_rate is not None:
+        out["fetch_rate"] = c.fetch_rate
     return out
 
 
 def build_summary(workload: Workload, tour: Tour | None, snap: Snapshot,
-                  spark: dict[str, Any], spark_on: bool, phases: list[str],
-                  log_file: str) -> dict[str, Any]:
+                  spark: SparkCheck, spark_on: bool, phases: list[str],
+                  log_file: str) -> Summary:
     acked = workload.acked
     consumed = workload.consumed()
     total_seen = sum(c.records for c in workload.consumers)
     clients = {cid: _client(c, snap["reported"].get(cid))
                for cid, c in snap["clients"].items()}
-    steps = [{"step": s.title, "expect": s.expect, "status": s.status, "happened": s.outcome,
+    steps: list[StepSummary] = [{"step": s.title, "expect": s.expect, "status": s.status, "happened": s.outcome,
               "observed": s.observed} for s in (tour.steps if tour else [])]
     checks = {
         "no_loss": bool(acked) and not (acked - consumed),
@@ -72,7 +114,7 @@ def _roles(roles: dict[str, int]) -> str:
     return ", ".join(f"{r} x{n}" for r, n in sorted(roles.items())) or "no role yet"
 
 
-def summary_lines(summary: dict[str, Any], width: int = WIDTH) -> list[tuple[str, str]]:
+def summary_lines(summary: Summary, width: int = WIDTH) -> list[tuple[str, str]]:
     """The summary as ``(line, style)`` pairs; every line at most ``width`` columns."""
     out: list[tuple[str, str]] = []
 

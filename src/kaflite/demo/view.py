@@ -11,7 +11,7 @@ Without a terminal the same snapshot is a few status lines of at most
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from rich.console import Group
 from rich.panel import Panel
@@ -22,12 +22,26 @@ from kaflite.demo.story import WIDTH, fit, pack
 
 if TYPE_CHECKING:
     from kaflite.cluster import Cluster
+    from kaflite.cluster.observe import ClientSnapshot
     from kaflite.demo.tour import Tour
     from kaflite.demo.workload import Workload
 
 __all__ = ["Snapshot", "render", "status_lines", "take_snapshot"]
 
-Snapshot = dict[str, Any]
+class Snapshot(TypedDict):
+    """What the view shows, taken at one moment."""
+
+    time: float
+    brokers: list[tuple[int, bool]]                     # (broker id, alive)
+    partitions: list[tuple[int, int, list[int]]]        # (partition, leader, ISR)
+    clients: dict[str, ClientSnapshot]                  # by client id, as the brokers see them
+    reported: dict[str, int]                            # connections each own client counts
+    lag: dict[int, int]
+    acked: int
+    consumed: int
+    events: list[str]
+    tour: Tour | None
+    spark: str
 
 
 def take_snapshot(cluster: Cluster, workload: Workload, tour: Tour | None, topic: str,

@@ -13,12 +13,17 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
-from kaflite.client import Consumer, Producer
-from kaflite.pipelines.events import click_event, encode
+from kaflite.client import Consumer, Producer, RecordMetadata
+from kaflite.pipelines.events import ClickEvent, click_event, encode
 
-__all__ = ["Workload"]
+__all__ = ["DemoEvent", "Workload"]
+
+
+class DemoEvent(ClickEvent):
+    """A clickstream event with the demo's sequence number (to count losses)."""
+
+    seq: int
 
 
 
@@ -44,7 +49,7 @@ class Workload:
         self.consumers: list[ConsumerState] = []
         self.acked: set[int] = set()
         self.failed: list[str] = []
-        self.events: list[dict[str, Any]] = []  # every acknowledged event, for Spark checks
+        self.events: list[DemoEvent] = []  # every acknowledged event, for Spark checks
         self._next = 0
         self._rng = random.Random()
         self._stop = asyncio.Event()
@@ -57,10 +62,10 @@ class Workload:
         for _ in range(consumers):
             await self.add_consumer()
 
-    def _record(self) -> tuple[bytes, bytes, dict[str, Any]]:
+    def _record(self) -> tuple[bytes, bytes, DemoEvent]:
         seq = self._next
         self._next += 1
-        event = {"seq": seq, **click_event(self._rng, int(time.time() * 1000))}
+        event: DemoEvent = {"seq": seq, **click_event(self._rng, int(time.time() * 1000))}
         key, value = encode(event)
         return key, value, event
 
@@ -71,7 +76,8 @@ class Workload:
             for _ in range(per_tick):
                 key, value, event = self._record()
 
-                def done(err: BaseException | None, md: Any, event: dict[str, Any] = event) -> None:
+                def done(err: BaseException | None, md: RecordMetadata | None,
+                         event: DemoEvent = event) -> None:
                     if err is None:
                         self.acked.add(event["seq"])
                         self.events.append(event)
@@ -119,7 +125,7 @@ class Workload:
             for records in batch.values():
                 for rec in records:
                     with contextlib.suppress(ValueError, KeyError, TypeError):
-                        state.seen.add(json.loads(bytes(rec.value))["seq"])
+                        state.seen.add(json.loads(rec.value or b"")["seq"])
                     state.records += 1
 
     def consumed(self) -> set[int]:

@@ -39,23 +39,29 @@ so the results are those of Spark 4.2+.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kaflite.pipelines.events import EVENT_SCHEMA
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 __all__ = ["EVENT_SCHEMA", "Settings", "aggregates", "build_parser", "main", "run", "start"]
 
 
 
-def aggregates(spark: Any, bootstrap: str, events: str, *, window: str = "1 minute",
+def aggregates(spark: SparkSession, bootstrap: str, events: str, *, window: str = "1 minute",
                watermark: str = "1 minute", starting_offsets: str = "earliest",
-               max_offsets_per_trigger: int | None = None) -> Any:
+               max_offsets_per_trigger: int | None = None) -> DataFrame:
     """The streaming DataFrame of per-page window aggregates (columns ``key``, ``value``...)."""
     from pyspark.sql import functions as F
 
@@ -89,11 +95,11 @@ def aggregates(spark: Any, bootstrap: str, events: str, *, window: str = "1 minu
         *out.columns)
 
 
-def start(spark: Any, bootstrap: str, events: str, results: str, checkpoint: str, *,
+def start(spark: SparkSession, bootstrap: str, events: str, results: str, checkpoint: str, *,
           window: str = "1 minute", watermark: str = "1 minute",
           starting_offsets: str = "earliest", parquet: str | None = None,
           available_now: bool = False, trigger_interval: str = "10 seconds",
-          max_offsets_per_trigger: int | None = None, output_mode: str = "append") -> list[Any]:
+          max_offsets_per_trigger: int | None = None, output_mode: str = "append") -> list[StreamingQuery]:
     """Start the pipeline's streaming queries; returns them (the caller waits or stops).
 
     With ``available_now`` on Spark 4.0/4.1 this enables Spark's AvailableNow
@@ -108,23 +114,27 @@ def start(spark: Any, bootstrap: str, events: str, results: str, checkpoint: str
     df = aggregates(spark, bootstrap, events, window=window, watermark=watermark,
                     starting_offsets=starting_offsets,
                     max_offsets_per_trigger=max_offsets_per_trigger)
-    trigger: dict[str, Any] = ({"availableNow": True} if available_now
-                               else {"processingTime": trigger_interval})
+
+    def triggered(writer: DataStreamWriter) -> DataStreamWriter:
+        if available_now:
+            return writer.trigger(availableNow=True)
+        return writer.trigger(processingTime=trigger_interval)
+
     queries = [
-        df.select("key", "value").writeStream.format("kaflite")
+        triggered(df.select("key", "value").writeStream.format("kaflite")
         .queryName(f"clickstream-to-{results}")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", results)
         .option("checkpointLocation", os.path.join(checkpoint, "kafka"))
-        .outputMode(output_mode).trigger(**trigger).start()
+        .outputMode(output_mode)).start()
     ]
     if parquet:
-        queries.append(
+        queries.append(triggered(
             df.drop("key", "value").writeStream.format("parquet")
             .queryName("clickstream-to-parquet")
             .option("path", parquet)
             .option("checkpointLocation", os.path.join(checkpoint, "parquet"))
-            .outputMode("append").trigger(**trigger).start())
+            .outputMode("append")).start())
     return queries
 
 
@@ -187,7 +197,7 @@ def run(settings: Settings, say: Callable[[str], None] = print) -> int:
                 if deadline is None:
                     q.awaitTermination()
                 elif (left := deadline - time.monotonic()) > 0:
-                    q.awaitTermination(left)
+                    q.awaitTermination(math.ceil(left))   # whole seconds, as its hint says
             except StreamingQueryException as exc:
                 failed.append(f"{q.name}: {exc}")
         timed_out = [q for q in queries if q.isActive]   # only a deadline leaves one running

@@ -36,7 +36,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
@@ -47,6 +46,7 @@ from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse
 from kaflite.protocol.messages import fetch_request as fq
+from kaflite.protocol.messages import fetch_response as fr
 from kaflite.protocol.records import iter_batches
 from kaflite.spark._kafka import (
     SparkKafkaClient,
@@ -72,7 +72,7 @@ ZERO_UUID = uuid.UUID(int=0)
 class ExecutorParams:
     """What a task needs besides its range (pickled into every input partition)."""
 
-    config: tuple[tuple[str, Any], ...]
+    config: tuple[tuple[str, object], ...]   # the client's properties, as client_config gave
     group_id: str = "kaflite-spark"     # Spark's executor group id, named in messages
     include_headers: bool = False
     fail_on_data_loss: bool = True
@@ -86,7 +86,7 @@ class _Retry(Exception):
 
 
 async def _fetch(client: SparkKafkaClient, tp: TopicPartition, offset: int, max_bytes: int,
-                 isolation: int) -> Any:
+                 isolation: int) -> fr.PartitionData:
     md = client.metadata
     if tp.topic not in md.topics:
         await md.ensure_topic(tp.topic, client.config.int("request.timeout.ms") / 1000)
@@ -108,7 +108,7 @@ async def _fetch(client: SparkKafkaClient, tp: TopicPartition, offset: int, max_
                                   current_leader_epoch=leader.leader_epoch,
                                   fetch_offset=offset, last_fetched_epoch=-1,
                                   log_start_offset=-1, partition_max_bytes=max_bytes)])],
-            forgotten_topics_data=[], rack_id=client.config["client.rack"])
+            forgotten_topics_data=[], rack_id=client.config.string("client.rack"))
         timeout = client.config.int("request.timeout.ms") / 1000 + 0.5
         resp: FetchResponse = await conn.request(req, version=version, timeout=timeout)
     except (ConnectionClosed, OSError, TimeoutError) as exc:
@@ -144,7 +144,7 @@ class _RangeReader:
         self.backoff_ms = (cfg.int("retry.backoff.ms"), cfg.int("retry.backoff.max.ms"))
         self.check_crcs = self.client.config.bool("check.crcs")
 
-    def _submit(self, offset: int) -> concurrent.futures.Future[Any]:
+    def _submit(self, offset: int) -> concurrent.futures.Future[fr.PartitionData]:
         p = self.params
         touch(self.client)
         return submit(_fetch(self.client, self.tp, offset, p.fetch_bytes, p.isolation_level))

@@ -102,7 +102,7 @@ class SparkKafkaClient(BaseClient):
     ROLE = "consumer"
 
 
-def client_for(config: Mapping[str, Any]) -> SparkKafkaClient:
+def client_for(config: Mapping[str, object]) -> SparkKafkaClient:
     """The process's started client for ``config`` (created on first use).
 
     Clients stay cached from task to task and from query to query, as Spark's

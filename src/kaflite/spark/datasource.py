@@ -17,7 +17,8 @@ partition leaders with the kaflite client.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
 from pyspark.sql.datasource import DataSource
@@ -36,6 +37,10 @@ from kaflite.spark.options import KafkaOptionError, parse_sink_options, parse_so
 from kaflite.spark.reader import KafkaBatchReader
 from kaflite.spark.stream import HAS_ADMISSION_CONTROL, KafkaStreamReader
 from kaflite.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_save_mode
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 __all__ = ["AVAILABLE_NOW_WRAPPER", "FORMAT", "KafliteDataSource", "enable_available_now", "register",
            "spark_schema"]
@@ -56,12 +61,12 @@ def spark_schema(include_headers: bool = False) -> StructType:
     return s
 
 
-def _include_headers(options: Any) -> bool:
+def _include_headers(options: Mapping[str, str]) -> bool:
     raw = options.get("includeHeaders", options.get("includeheaders", "false"))
     return str(raw).strip().lower() == "true"
 
 
-def _check_schema(options: Any, schema: StructType) -> None:
+def _check_schema(options: Mapping[str, str], schema: StructType) -> None:
     if schema.simpleString() != spark_schema(_include_headers(options)).simpleString():
         raise KafkaOptionError("Kafka source has a fixed schema and cannot be set with a "
                                "custom one")
@@ -93,7 +98,7 @@ class KafliteDataSource(DataSource):
         return KafkaStreamWriter(parse_sink_options(self.options), schema)
 
 
-def register(spark: Any) -> bool:
+def register(spark: SparkSession | ConnectSession) -> bool:
     """Make the ``kaflite`` format usable in ``spark`` (a SparkSession), workers included.
 
     With a local master and no worker Python chosen, the session's workers
@@ -115,7 +120,7 @@ def register(spark: Any) -> bool:
     return True
 
 
-def enable_available_now(spark: Any) -> bool:
+def enable_available_now(spark: SparkSession | ConnectSession) -> bool:
     """Let Trigger.AvailableNow run kaflite queries to the end on Spark 4.0/4.1.
 
     Those versions give Python sources no ``SupportsTriggerAvailableNow``, and

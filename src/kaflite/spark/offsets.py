@@ -29,13 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kaflite.client import TopicPartition
 
 __all__ = [
     "OffsetRange",
     "PartitionOffsets",
+    "SparkOffsets",
     "from_json",
     "offsets_behind_latest",
     "plan_ranges",
@@ -44,17 +44,19 @@ __all__ = [
 ]
 
 PartitionOffsets = dict[TopicPartition, int]
+# Spark's offset JSON, parsed: {"topic": {"partition": offset}}
+SparkOffsets = dict[str, dict[str, int]]
 
 
-def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+def to_json(offsets: Mapping[TopicPartition, int]) -> SparkOffsets:
     """``{tp: offset}`` → Spark's ``{"topic": {"partition": offset}}``, sorted."""
-    out: dict[str, dict[str, int]] = {}
+    out: SparkOffsets = {}
     for tp in sorted(offsets):
         out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
     return out
 
 
-def from_json(data: Mapping[str, Any]) -> PartitionOffsets:
+def from_json(data: Mapping[str, Mapping[str, int]]) -> PartitionOffsets:
     """Spark's offset JSON (already parsed) → ``{tp: offset}``."""
     out: PartitionOffsets = {}
     for topic, parts in data.items():

@@ -38,7 +38,6 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from kaflite.client import TopicPartition
 from kaflite.config import PROPERTIES
@@ -216,7 +215,7 @@ class SinkOptions:
 
 
 # -- parsing helpers ------------------------------------------------------------------------
-def _lower(options: Mapping[str, Any]) -> dict[str, str]:
+def _lower(options: Mapping[str, object]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
 
 
@@ -257,7 +256,8 @@ def parse_time_ms(value: str) -> int:
     return int(n * _TIME_UNITS[unit])
 
 
-def _json(raw: str, example: str) -> Any:
+def _json(raw: str, example: str) -> object:
+    """``raw`` parsed (the caller checks its shape), or the option's error."""
     try:
         return json.loads(raw)
     except ValueError:
@@ -399,7 +399,7 @@ def _kafka_params(params: dict[str, str]) -> dict[str, str]:
     return java_security_options(kafka, KafkaOptionError)
 
 
-def parse_source_options(options: Mapping[str, Any], streaming: bool) -> SourceOptions:
+def parse_source_options(options: Mapping[str, object], streaming: bool) -> SourceOptions:
     """Validate the options of a read (batch) or readStream (streaming) query."""
     params = _lower(options)
     if streaming:
@@ -465,7 +465,7 @@ def parse_source_options(options: Mapping[str, Any], streaming: bool) -> SourceO
     )
 
 
-def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
+def parse_sink_options(options: Mapping[str, object]) -> SinkOptions:
     """Validate the options of a write (batch) or writeStream (streaming) query."""
     params = _lower(options)
     if "kafka.bootstrap.servers" not in params:
@@ -483,7 +483,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
 
 
 def client_config(kafka_params: Mapping[str, str], role: str,
-                  client_id: str | None = None, **overrides: Any) -> dict[str, Any]:
+                  client_id: str | None = None, **overrides: object) -> dict[str, object]:
     """The kaflite client config for ``role`` from the ``kafka.*`` options.
 
     Like the Java client, a property the client does not know is logged and
@@ -491,7 +491,7 @@ def client_config(kafka_params: Mapping[str, str], role: str,
     setting given to the producer, say) is dropped silently, since Spark
     passes the same options to every client it creates.
     """
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, value in kafka_params.items():
         prop = PROPERTIES.get(name)
         if prop is None:
@@ -502,6 +502,6 @@ def client_config(kafka_params: Mapping[str, str], role: str,
             out[name] = value
     if client_id is not None and "client.id" not in kafka_params:
         out["client.id"] = client_id
-    for name, value in overrides.items():
-        out[name.replace("_", ".")] = value
+    for name, override in overrides.items():
+        out[name.replace("_", ".")] = override
     return out

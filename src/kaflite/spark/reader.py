@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -96,7 +95,7 @@ class KafkaBatchReader(DataSourceReader):
                  ", ".join(map(str, ranges)))
         return parts
 
-    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, KafkaInputPartition):
             # Nothing to read: PySpark plans one empty InputPartition(None) instead of none.
             return iter(())

@@ -94,18 +94,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from kaflite.client import TopicPartition
 from kaflite.spark._fetch import read_range
 from kaflite.spark._kafka import OffsetReader, report_data_loss
 from kaflite.spark.offsets import (
     OffsetRange,
     PartitionOffsets,
+    SparkOffsets,
     from_json,
     offsets_behind_latest,
     rate_limit,
@@ -151,7 +153,7 @@ except ImportError:  # pragma: no cover - older PySpark
             min_rows: int
 
 
-def _tps(tps: Any) -> str:
+def _tps(tps: Iterable[TopicPartition]) -> str:
     return "Set(" + ", ".join(sorted(map(str, tps))) + ")"
 
 
@@ -167,11 +169,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._initial: PartitionOffsets | None = None    # resolved once, see initialOffset
         # Spark < 4.2 self-limiting: the end of the last batch Spark planned, and the
         # previous answer of latestOffset() (None before the first, which is never capped).
-        self._planned_end: dict[str, Any] | None = None
-        self._answer: dict[str, Any] | None = None
+        self._planned_end: SparkOffsets | None = None
+        self._answer: SparkOffsets | None = None
 
     # Spark pickles the reader for the executors; the driver's client stays here.
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         state["_reader"] = None
         return state
@@ -183,7 +185,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._reader
 
     # -- positions ---------------------------------------------------------------------------
-    def initialOffset(self) -> dict[str, Any]:
+    def initialOffset(self) -> SparkOffsets:
         if self._initial is None:
             r = self.offsets
             self._initial = r.resolve(self.opts.starting, True, r.partitions())
@@ -211,8 +213,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             time.sleep(self.opts.fetch_offset_retry_interval_ms / 1000)
         return latest
 
-    def latestOffset(self, start: dict[str, Any] | None = None,
-                     limit: ReadLimit | None = None) -> dict[str, Any]:
+    def latestOffset(self, start: SparkOffsets | None = None,
+                     limit: ReadLimit | None = None) -> SparkOffsets:
         own = start is None
         if start is None:
             start, limit = self._own_start_and_limit()
@@ -236,7 +238,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._answer = answer
         return answer
 
-    def _own_start_and_limit(self) -> tuple[dict[str, Any], ReadLimit]:
+    def _own_start_and_limit(self) -> tuple[SparkOffsets, ReadLimit]:
         """Spark 4.0/4.1's ``latestOffset()``: the batch's start, and the limit to apply."""
         if self._answer is not None:
             # Spark plans each new answer as a batch end before it asks again (or, under
@@ -279,10 +281,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger_ms = now
         return False
 
-    def reportLatestOffset(self) -> dict[str, Any] | None:
+    def reportLatestOffset(self) -> SparkOffsets | None:
         return to_json(self._latest) if self._latest else None
 
-    def metrics(self, consumed: dict[str, Any] | None) -> dict[str, str]:
+    def metrics(self, consumed: SparkOffsets | None) -> dict[str, str]:
         """Spark's Kafka source metrics: offsets behind latest (min, max, avg)."""
         if consumed is None or self._latest is None:
             return {}
@@ -292,7 +294,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = True
 
     # -- planning ---------------------------------------------------------------------------------
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]
+    def partitions(self, start: SparkOffsets, end: SparkOffsets
                    ) -> list[KafkaInputPartition]:
         self._planned_end = end
         begin, until = from_json(start), from_json(end)
@@ -326,13 +328,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ranges.append(OffsetRange(tp.topic, tp.partition, first, last))
         return input_partitions(ranges, self.opts, self.params)
 
-    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, KafkaInputPartition):
             # Nothing to read: PySpark plans one empty InputPartition(None) instead of none.
             return iter(())
         return read_range(partition.range, partition.params)
 
-    def commit(self, end: dict[str, Any]) -> None:
+    def commit(self, end: SparkOffsets) -> None:
         # Spark's checkpoint is the position; nothing is committed to Kafka.
         log.debug("batch done up to %s", end)
 

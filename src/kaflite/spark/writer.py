@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +38,16 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
 
+from kaflite.client.producer import RecordMetadata
 from kaflite.client.sync import Producer
 from kaflite.config import resolve
 from kaflite.spark.options import SINK_CLIENT_ID, KafkaOptionError, SinkOptions, client_config
@@ -72,7 +80,7 @@ def check_save_mode(overwrite: bool) -> None:
                                "are Append and ErrorIfExists (default).")
 
 
-def _same(t: Any, expected: Any) -> bool:
+def _same(t: DataType, expected: DataType) -> bool:
     """Type equality ignoring nullability (Spark compares sameType)."""
     if isinstance(expected, ArrayType):
         return isinstance(t, ArrayType) and _same(t.elementType, expected.elementType)
@@ -115,7 +123,7 @@ _producers: dict[tuple[tuple[str, str], ...], Producer] = {}
 _producers_lock = threading.Lock()
 
 
-def _producer(config: dict[str, Any]) -> Producer:
+def _producer(config: Mapping[str, object]) -> Producer:
     key = tuple(sorted((k, str(v)) for k, v in config.items()))
     with _producers_lock:
         p = _producers.get(key)
@@ -133,7 +141,7 @@ class _Delivery:
         self.failed: BaseException | None = None
         self.failures = 0
 
-    def __call__(self, err: BaseException | None, _metadata: Any) -> None:
+    def __call__(self, err: BaseException | None, _metadata: RecordMetadata | None) -> None:
         if err is not None:
             self.failures += 1
             if self.failed is None:

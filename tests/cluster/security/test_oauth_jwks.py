@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -63,10 +63,16 @@ def test_kaflite_client_with_a_signed_token(cluster: Cluster) -> None:
         ("OAUTHBEARER", "User:svc-orders")}
 
 
-@pytest.mark.parametrize(("jws", "reason"), [
-    (token(OTHER), "signature"), (token(iss="https://evil"), "issuer"),
-    (token(aud="other"), "audience"), (jwt.unsecured_token("svc-orders"), "none")])
-def test_a_bad_token_is_refused_with_a_reason(cluster: Cluster, jws: str, reason: str) -> None:
+# The tokens are made when the test runs, not when it is collected: a collected
+# token could expire before its test's turn comes (under pytest-xdist, say).
+@pytest.mark.parametrize(("make", "reason"), [
+    (lambda: token(OTHER), "signature"), (lambda: token(iss="https://evil"), "issuer"),
+    (lambda: token(aud="other"), "audience"),
+    (lambda: jwt.unsecured_token("svc-orders"), "none")])
+def test_a_bad_token_is_refused_with_a_reason(cluster: Cluster, make: Callable[[], str],
+                                               reason: str) -> None:
+    jws = make()
+
     async def go() -> None:
         async with Producer(_conf(cluster, jws)) as p:
             await p.send("jwks", b"never")

@@ -14,9 +14,9 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
 
 from kaflite.protocol import ProtocolError
+from kaflite.protocol.messages import fetch_response as fr
 from kaflite.protocol.records import RecordBatch, read_end_txn_marker
 
 __all__ = ["AbortedFilter"]
@@ -25,12 +25,12 @@ __all__ = ["AbortedFilter"]
 class AbortedFilter:
     __slots__ = ("_aborting", "_pending")
 
-    def __init__(self, aborted: Iterable[Any]) -> None:
+    def __init__(self, aborted: Iterable[fr.AbortedTransaction]) -> None:
         self._pending = deque(sorted((a.first_offset, a.producer_id) for a in aborted))
         self._aborting: set[int] = set()
 
     @classmethod
-    def of(cls, partition_data: Any) -> AbortedFilter | None:
+    def of(cls, partition_data: fr.PartitionData) -> AbortedFilter | None:
         """The filter for one Fetch response partition; None when nothing was aborted."""
         aborted = partition_data.aborted_transactions
         return cls(aborted) if aborted else None

@@ -20,8 +20,8 @@ import asyncio
 import inspect
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Generic, Self
 
 from kaflite.client._aio import wait_event
 from kaflite.client._base import BaseClient
@@ -31,27 +31,45 @@ from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._subscription import IllegalStateError, SubscriptionState
 from kaflite.client.consumer._types import (
     ConsumerRecord,
+    K,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RebalanceListener,
     RecordList,
     TopicPartition,
+    V,
 )
 from kaflite.client.pool import DATA
 from kaflite.client.producer._transactions import ConsumerGroupMetadata
 from kaflite.protocol import errors
 
-__all__ = ["CommitFailedError", "Consumer", "IllegalStateError"]
+__all__ = ["CommitCallback", "CommitFailedError", "Consumer", "IllegalStateError"]
+
+Offsets = Mapping[TopicPartition, int | OffsetAndMetadata]
+# commit_async's callback(offsets, error); what it returns is ignored
+CommitCallback = Callable[[Offsets | None, BaseException | None], object]
 
 
-class Consumer(BaseClient):
+class Consumer(BaseClient, Generic[K, V]):
+    """Generic in the types of the keys (``K``) and values (``V``) it hands out: what
+    its deserializers return, bytes without one. Deserializers given as keyword
+    arguments type the consumer (``Consumer(c, value_deserializer=json.loads)``);
+    given in the config dict, they do not, and ``Consumer[str, Event](c)`` does."""
+
     ROLE = "consumer"
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, *,
+                 key_deserializer: Callable[[bytes], K] | None = None,
+                 value_deserializer: Callable[[bytes], V] | None = None,
+                 **kwargs: object) -> None:
+        if key_deserializer is not None:
+            kwargs["key.deserializer"] = key_deserializer
+        if value_deserializer is not None:
+            kwargs["value.deserializer"] = value_deserializer
         super().__init__(config, **kwargs)
         c = self.config
-        self._subs = SubscriptionState(c["auto.offset.reset"])
-        self._fetcher = Fetcher(self, self._subs, self._events.emit)
+        self._subs = SubscriptionState(c.string("auto.offset.reset"))
+        self._fetcher: Fetcher[K, V] = Fetcher(self, self._subs, self._events.emit)
         hooks = MemberHooks(self._subs, self._events.emit, self._revoke, self._on_assignment)
         self._group: GroupMember | None = GroupMember(self, hooks) if c["group.id"] else None
         self._auto_commit = c.bool("enable.auto.commit") and self._group is not None
@@ -60,7 +78,7 @@ class Consumer(BaseClient):
         self._max_poll_records = c.int("max.poll.records")
         self._api_timeout = c.int("default.api.timeout.ms") / 1000
         self._isolation = 1 if c["isolation.level"] == "read_committed" else 0
-        self._iter_buffer: Iterator[ConsumerRecord] = iter(())
+        self._iter_buffer: Iterator[ConsumerRecord[K, V]] = iter(())
         self._commit_tasks: set[asyncio.Task[None]] = set()
 
     async def _on_start(self) -> None:
@@ -294,8 +312,8 @@ class Consumer(BaseClient):
                for tp, o in offsets.items()}
         await group.commit(oms, self._api_timeout)
 
-    def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
-                     callback: Any = None) -> asyncio.Task[None]:
+    def commit_async(self, offsets: Offsets | None = None,
+                     callback: CommitCallback | None = None) -> asyncio.Task[None]:
         """Commit without waiting; ``callback(offsets, error)`` reports the outcome."""
         async def run() -> None:
             try:
@@ -327,7 +345,7 @@ class Consumer(BaseClient):
     # -- polling -----------------------------------------------------------------------------------
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None
-                      ) -> dict[TopicPartition, RecordList]:
+                      ) -> dict[TopicPartition, RecordList[K, V]]:
         """Records by partition: whatever is buffered, else wait up to ``timeout_ms``.
 
         Each partition's records come as a ``RecordList``: a read-only sequence
@@ -356,24 +374,24 @@ class Consumer(BaseClient):
                 return {}
 
     async def poll(self, timeout_ms: int = 1000, max_records: int | None = None
-                   ) -> RecordList:
+                   ) -> RecordList[K, V]:
         """The next records, in partition order, waiting up to ``timeout_ms``."""
         got = await self.getmany(timeout_ms=timeout_ms, max_records=max_records)
         if len(got) == 1:
             return next(iter(got.values()))
         return RecordList.concat(list(got.values()))
 
-    async def getone(self) -> ConsumerRecord:
+    async def getone(self) -> ConsumerRecord[K, V]:
         while True:
             record = next(self._iter_buffer, None)
             if record is not None:
                 return record
             self._iter_buffer = iter(await self.poll(timeout_ms=1000))
 
-    def __aiter__(self) -> Consumer:
+    def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> ConsumerRecord:
+    async def __anext__(self) -> ConsumerRecord[K, V]:
         if self._closed:
             raise StopAsyncIteration
         return await self.getone()

@@ -40,7 +40,7 @@ import enum
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from kaflite.client._aio import cancel_and_wait
 from kaflite.client._find_coordinator import GROUP, find_coordinator
@@ -70,6 +70,8 @@ from kaflite.protocol.messages import (
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    Request,
+    Struct,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -80,7 +82,7 @@ from kaflite.protocol.messages import offset_fetch_request as ofq
 from kaflite.protocol.messages import sync_group_request as sq
 
 if TYPE_CHECKING:
-    from kaflite.client.consumer._consumer import Consumer
+    from kaflite.client._base import BaseClient
 
 __all__ = ["CommitFailedError", "GroupMember"]
 
@@ -104,11 +106,15 @@ class CommitFailedError(errors.KafkaError):
     """The commit cannot complete: the group rebalanced (the member must rejoin)."""
 
 
+R = TypeVar("R", bound=Struct)
+T = TypeVar("T")
+
+
 class _Retry(Exception):
     pass
 
 
-def _consume_exception(task: asyncio.Task[Any]) -> None:
+def _consume_exception(task: asyncio.Task[T]) -> None:
     """Mark a shared task's failure as seen (each waiter gets it through its own await)."""
     if not task.cancelled():
         task.exception()
@@ -126,19 +132,21 @@ class MemberHooks:
 
 
 class GroupMember:
-    def __init__(self, consumer: Consumer, hooks: MemberHooks) -> None:
+    def __init__(self, consumer: BaseClient, hooks: MemberHooks) -> None:
         self.consumer = consumer
         self.hooks = hooks
         c = consumer.config
-        self.group_id: str = c["group.id"]
-        self.instance_id: str | None = c["group.instance.id"]
+        group_id = c.optional_string("group.id")
+        assert group_id is not None   # a Consumer makes a GroupMember only with a group.id
+        self.group_id = group_id
+        self.instance_id = c.optional_string("group.instance.id")
         self.session_timeout = c.int("session.timeout.ms")
         self.rebalance_timeout = c.int("rebalance.timeout.ms")
         self.heartbeat_interval = c.int("heartbeat.interval.ms") / 1000
         self.max_poll_interval = c.int("max.poll.interval.ms") / 1000
         self.backoff = c.int("retry.backoff.ms") / 1000
         self.assignors: list[Assignor] = [ASSIGNORS[n]() for n in
-                                          c["partition.assignment.strategy"]]
+                                          c.strings("partition.assignment.strategy")]
         self.coordinator: int | None = None
         self.member_id = ""
         self.generation = -1
@@ -210,7 +218,7 @@ class GroupMember:
         self._last_coordinator = node
         return node
 
-    async def _coord_request(self, body: Any, deadline: float) -> Any:
+    async def _coord_request(self, body: Request[R], deadline: float) -> R:
         node = await self.ensure_coordinator(deadline)
         try:
             conn = await self.consumer.pool.get(node, COORDINATOR)
@@ -308,7 +316,7 @@ class GroupMember:
         if not all(t in md.topics for t in topics):
             await md.refresh("topics of the subscription")
         metadata = encode_subscription(sorted(topics), [(tp.topic, tp.partition) for tp in owned],
-                                       self.generation, consumer.config["client.rack"] or None)
+                                       self.generation, consumer.config.string("client.rack") or None)
         req = JoinGroupRequest(
             group_id=self.group_id, session_timeout_ms=self.session_timeout,
             rebalance_timeout_ms=self.rebalance_timeout, member_id=self.member_id,

@@ -46,14 +46,14 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Generic, NamedTuple, cast
 
 from kaflite.client._aio import cancel_and_wait
 from kaflite.client.consumer._aborted import AbortedFilter
 from kaflite.client.consumer._subscription import SubscriptionState
-from kaflite.client.consumer._types import RecordList, Segment, TopicPartition
+from kaflite.client.consumer._types import K, RecordList, Segment, TopicPartition, V
 from kaflite.client.events import Emit
 from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.net.connection import ConnectionClosed
@@ -63,7 +63,7 @@ from kaflite.protocol.messages import fetch_request as fq
 from kaflite.protocol.records import RecordBatch, RecordColumns, iter_batches
 
 if TYPE_CHECKING:
-    from kaflite.client.consumer._consumer import Consumer
+    from kaflite.client._base import BaseClient
 
 __all__ = ["FetchSession", "Fetcher", "Wanted"]
 
@@ -139,8 +139,11 @@ class _Completed:
         return batch.is_control if self.aborted is None else self.aborted.skip(batch)
 
 
-class Fetcher:
-    def __init__(self, consumer: Consumer, subs: SubscriptionState,
+class Fetcher(Generic[K, V]):
+    """Fetches for one consumer, and its records as ``RecordList[K, V]``: keys and
+    values as its deserializers return them (bytes without one)."""
+
+    def __init__(self, consumer: BaseClient, subs: SubscriptionState,
                  emit: Emit) -> None:
         self.consumer = consumer
         self.emit = emit                # the consumer's event log
@@ -152,7 +155,7 @@ class Fetcher:
         self.partition_max = c.int("max.partition.fetch.bytes")
         self.buffer_limit = c.int("fetch.buffer.bytes")
         self.isolation = 1 if c["isolation.level"] == "read_committed" else 0
-        self.rack = c["client.rack"]
+        self.rack = c.string("client.rack")
         self.check_crcs = c.bool("check.crcs")
         self.sessions: dict[int, FetchSession] = {}
         self.buffer: deque[_Completed] = deque()
@@ -176,8 +179,8 @@ class Fetcher:
         self.await_metadata: dict[TopicPartition, int] = {}
         consumer.metadata.listeners.append(self._metadata_updated)
         self.data_ready = asyncio.Event()
-        self.key_deser: Callable[[bytes], Any] | None = c["key.deserializer"]
-        self.value_deser: Callable[[bytes], Any] | None = c["value.deserializer"]
+        self.key_deser = c.function("key.deserializer")
+        self.value_deser = c.function("value.deserializer")
         self._closed = False
 
     # -- sending fetches -------------------------------------------------------------------
@@ -386,9 +389,9 @@ class Fetcher:
             exc = self.errors.pop(next(iter(self.errors)))
             raise exc
 
-    def drain(self, max_records: int) -> dict[TopicPartition, RecordList]:
+    def drain(self, max_records: int) -> dict[TopicPartition, RecordList[K, V]]:
         """Decode buffered batches into records, advancing positions."""
-        out: dict[TopicPartition, RecordList] = {}
+        out: dict[TopicPartition, RecordList[K, V]] = {}
         remaining = max_records
         assignment = self.subs.assignment
         while self.buffer and remaining > 0:
@@ -440,20 +443,23 @@ class Fetcher:
         return out
 
     def _segment(self, tp: TopicPartition, cols: RecordColumns, start: int, end: int
-                 ) -> Segment:
+                 ) -> Segment[K, V]:
         """Records ``start:end`` of a batch decoded with ``copy=True`` (bytes, not views)."""
         whole = start == 0 and end == len(cols.offsets)
-        keys: list[Any] = cols.keys if whole else cols.keys[start:end]
-        values: list[Any] = cols.values if whole else cols.values[start:end]
+        keys: Sequence[object] = cols.keys if whole else cols.keys[start:end]
+        values: Sequence[object] = cols.values if whole else cols.values[start:end]
         kd, vd = self.key_deser, self.value_deser
         if kd is not None:
             keys = [None if k is None else kd(k) for k in keys]
         if vd is not None:
             values = [None if v is None else vd(v) for v in values]
-        return (tp.topic, tp.partition,
-                cols.offsets if whole else cols.offsets[start:end],
-                cols.timestamps if whole else cols.timestamps[start:end],
-                keys, values, cols.headers if whole else cols.headers[start:end])
+        segment = (tp.topic, tp.partition,
+                   cols.offsets if whole else cols.offsets[start:end],
+                   cols.timestamps if whole else cols.timestamps[start:end],
+                   keys, values, cols.headers if whole else cols.headers[start:end])
+        # K and V are what the deserializers return (bytes without one), which the
+        # config they come from cannot tell the type checker: they meet here.
+        return cast("Segment[K, V]", segment)
 
     def _drop_first(self) -> None:
         self._forget(self.buffer.popleft())

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from itertools import chain, repeat
-from typing import Any, NamedTuple, overload
+from typing import Generic, NamedTuple, overload
+
+from typing_extensions import TypeVar
 
 __all__ = ["ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp",
            "RebalanceListener", "RecordList", "TopicPartition"]
+
+
+# The types of the keys and values a consumer hands out: what its deserializers return,
+# bytes without one. (A null key or value is None either way: it is not deserialized.)
+K = TypeVar("K", covariant=True, default=bytes)
+V = TypeVar("V", covariant=True, default=bytes)
+Headers = Sequence[tuple[str, bytes | None]]
 
 
 class TopicPartition(NamedTuple):
@@ -31,7 +40,7 @@ class OffsetAndTimestamp(NamedTuple):
     leader_epoch: int = -1
 
 
-class ConsumerRecord(NamedTuple):
+class ConsumerRecord(NamedTuple, Generic[K, V]):
     """One consumed record. ``key``/``value`` are bytes (or deserialized).
 
     A named tuple, because the consumer makes them by the hundred thousand: the
@@ -43,30 +52,31 @@ class ConsumerRecord(NamedTuple):
     partition: int
     offset: int
     timestamp: int
-    key: Any
-    value: Any
-    headers: Sequence[tuple[str, bytes | None]] = ()
+    key: K | None
+    value: V | None
+    headers: Headers = ()
 
 
 # (topic, partition, offsets, timestamps, keys, values, headers): one decoded run of a
 # partition's records, as parallel lists
-Segment = tuple[str, int, Sequence[int], Sequence[int], Sequence[Any], Sequence[Any],
-                Sequence[Any]]
-
-# ConsumerRecord is a named tuple; tuple.__new__ fills one from a row without the
-# Python-level __new__ the class would run (half the cost per record).
-_new_record: Callable[[type[ConsumerRecord], tuple[Any, ...]], ConsumerRecord] = tuple.__new__
+Segment = tuple[str, int, Sequence[int], Sequence[int], Sequence[K | None], Sequence[V | None],
+                Sequence[Headers]]
+_Row = tuple[str, int, int, int, K | None, V | None, Headers]
 
 
-def _make(seg: Segment) -> Iterator[ConsumerRecord]:
+def _make(seg: Segment[K, V]) -> Iterator[ConsumerRecord[K, V]]:
+    # ConsumerRecord is a named tuple; tuple.__new__ fills one from a row without the
+    # Python-level __new__ the class would run (half the cost per record).
+    new: Callable[[type[ConsumerRecord[K, V]], _Row[K, V]], ConsumerRecord[K, V]]
+    new = tuple.__new__
     topic, partition, offsets, timestamps, keys, values, headers = seg
     n = len(offsets)
     rows = zip(repeat(topic, n), repeat(partition, n), offsets, timestamps, keys, values,
                headers, strict=True)
-    return map(_new_record, repeat(ConsumerRecord, n), rows)
+    return map(new, repeat(ConsumerRecord, n), rows)
 
 
-class RecordList(Sequence[ConsumerRecord]):
+class RecordList(Sequence[ConsumerRecord[K, V]]):
     """The records of a poll: a read-only sequence that makes each record when asked.
 
     Like Java's ``ConsumerRecords``, it is not a list. The fetcher decodes a
@@ -81,21 +91,21 @@ class RecordList(Sequence[ConsumerRecord]):
 
     __slots__ = ("_ends", "_segments")
 
-    def __init__(self, segments: Sequence[Segment] = ()) -> None:
-        self._segments: list[Segment] = []
+    def __init__(self, segments: Sequence[Segment[K, V]] = ()) -> None:
+        self._segments: list[Segment[K, V]] = []
         self._ends: list[int] = []     # cumulative record counts, for indexing
         for seg in segments:
             self.add(seg)
 
-    def add(self, seg: Segment) -> None:
+    def add(self, seg: Segment[K, V]) -> None:
         n = len(seg[2])
         if n:
             self._segments.append(seg)
             self._ends.append((self._ends[-1] if self._ends else 0) + n)
 
     @classmethod
-    def concat(cls, lists: Sequence[RecordList]) -> RecordList:
-        out = cls()
+    def concat(cls, lists: Sequence[RecordList[K, V]]) -> RecordList[K, V]:
+        out: RecordList[K, V] = cls()
         for records in lists:
             for seg in records._segments:
                 out.add(seg)
@@ -107,17 +117,18 @@ class RecordList(Sequence[ConsumerRecord]):
     def __bool__(self) -> bool:
         return bool(self._ends)
 
-    def __iter__(self) -> Iterator[ConsumerRecord]:
+    def __iter__(self) -> Iterator[ConsumerRecord[K, V]]:
         if len(self._segments) == 1:
             return _make(self._segments[0])
         return chain.from_iterable(map(_make, self._segments))
 
     @overload
-    def __getitem__(self, index: int) -> ConsumerRecord: ...
+    def __getitem__(self, index: int) -> ConsumerRecord[K, V]: ...
     @overload
-    def __getitem__(self, index: slice) -> list[ConsumerRecord]: ...
+    def __getitem__(self, index: slice) -> list[ConsumerRecord[K, V]]: ...
 
-    def __getitem__(self, index: int | slice) -> ConsumerRecord | list[ConsumerRecord]:
+    def __getitem__(self, index: int | slice
+                    ) -> ConsumerRecord[K, V] | list[ConsumerRecord[K, V]]:
         if isinstance(index, slice):
             return list(self)[index]
         n = len(self)
@@ -139,10 +150,10 @@ class RecordList(Sequence[ConsumerRecord]):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __add__(self, other: Sequence[ConsumerRecord]) -> list[ConsumerRecord]:
+    def __add__(self, other: Sequence[ConsumerRecord[K, V]]) -> list[ConsumerRecord[K, V]]:
         return [*self, *other]
 
-    def __radd__(self, other: Sequence[ConsumerRecord]) -> list[ConsumerRecord]:
+    def __radd__(self, other: Sequence[ConsumerRecord[K, V]]) -> list[ConsumerRecord[K, V]]:
         return [*other, *self]
 
     def __repr__(self) -> str:
@@ -152,17 +163,18 @@ class RecordList(Sequence[ConsumerRecord]):
 class RebalanceListener:
     """Override the callbacks you need (Java's ``ConsumerRebalanceListener``).
 
-    Each may be a plain function or a coroutine function.
+    Each may be a plain function or a coroutine function (the consumer awaits what
+    it returns when that is awaitable).
     """
 
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Awaitable[None] | None:
         return None
 
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Awaitable[None] | None:
         return None
 
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> Awaitable[None] | None:
         return self.on_partitions_revoked(lost)
 
 
-ListenerCallback = Callable[[set[TopicPartition]], Any]
+ListenerCallback = Callable[[set[TopicPartition]], Awaitable[None] | None]

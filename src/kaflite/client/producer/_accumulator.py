@@ -26,7 +26,6 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate
-from typing import Any
 
 from kaflite.client._aio import wait_event
 from kaflite.protocol.records import encode_batch
@@ -67,7 +66,8 @@ class RecordMetadata:
         return hash((self.topic, self.partition, self.offset))
 
 
-DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], Any]
+# on_delivery(error, metadata); what it returns is ignored
+DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], object]
 
 
 class ProducerBatch:

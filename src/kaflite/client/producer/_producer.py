@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import repeat
 from operator import add
-from typing import Any, cast
+from typing import Generic, cast
+
+from typing_extensions import TypeVar
 
 from kaflite.client._base import BaseClient
 from kaflite.client.pool import DATA
@@ -46,7 +48,13 @@ from kaflite.protocol import errors
 from kaflite.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from kaflite.protocol.records import Compression
 
-__all__ = ["BatchMetadata", "Producer"]
+__all__ = ["BatchMetadata", "Producer", "Raw"]
+
+# What a producer sends without a serializer: bytes, a str (sent UTF-8) or a buffer.
+Raw = bytes | bytearray | memoryview | str | None
+# The types of the keys and values a producer sends: what its serializers take, or Raw.
+K = TypeVar("K", default=Raw)
+V = TypeVar("V", default=Raw)
 
 HeadersArg = Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None
 _CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
@@ -79,15 +87,20 @@ class BatchMetadata:
             i -= n
         raise IndexError(i)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[RecordMetadata]:
         return (self[i] for i in range(len(self)))
 
 
-def _to_bytes(value: Any, serializer: Callable[[Any], bytes] | None) -> bytes | None:
+def _to_bytes(value: object, serializer: Callable[..., object] | None) -> bytes | None:
+    """``value`` as the bytes to send: through the user's serializer if there is one,
+    else as given (bytes, str, a buffer); a value of another type is a ``TypeError``."""
     if value is None:
         return None
     if serializer is not None:
-        return serializer(value)
+        out = serializer(value)
+        if out is None or isinstance(out, bytes):
+            return out
+        raise TypeError(f"the serializer returned a {type(out).__name__}, not bytes")
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -95,6 +108,11 @@ def _to_bytes(value: Any, serializer: Callable[[Any], bytes] | None) -> bytes | 
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     raise TypeError(f"cannot send a {type(value).__name__} without a serializer")
+
+
+def _size_hint(value: object) -> int:
+    """The size of a value before it is serialized, when it is one of the raw kinds."""
+    return len(value) if isinstance(value, (bytes, bytearray, memoryview, str)) else 0
 
 
 def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]] | None:
@@ -106,35 +124,49 @@ def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]] | None:
 
 # a record produced before its topic's metadata was known:
 # (value, key, partition, headers, timestamp, on_delivery)
-_Queued = tuple[Any, Any, "int | None", "HeadersArg", "int | None", "DeliveryCallback | None"]
+_Queued = tuple[V, "K | None", "int | None", "HeadersArg", "int | None",
+                "DeliveryCallback | None"]
 
 
-class Producer(BaseClient):
+class Producer(BaseClient, Generic[K, V]):
+    """Generic in the types of the keys (``K``) and values (``V``) it sends: those its
+    serializers take, ``Raw`` (bytes, str, buffers) without one. Serializers given as
+    keyword arguments type the producer (``Producer(c, value_serializer=json_bytes)``);
+    given in the config dict, they do not, and ``Producer[str, Event](c)`` does."""
+
     ROLE = "producer"
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, object] | None = None, *,
+                 key_serializer: Callable[[K], bytes | None] | None = None,
+                 value_serializer: Callable[[V], bytes | None] | None = None,
+                 **kwargs: object) -> None:
+        if key_serializer is not None:
+            kwargs["key.serializer"] = key_serializer
+        if value_serializer is not None:
+            kwargs["value.serializer"] = value_serializer
         super().__init__(config, **kwargs)
         c = self.config
         self._acc = RecordAccumulator(c.int("batch.size"), c.int("linger.ms"),
                                       c.int("buffer.memory"))
         self._partitioner = Partitioner(
-            c["partitioner"], c.int("batch.size"), c.bool("partitioner.ignore.keys"),
+            c.string("partitioner"), c.int("batch.size"), c.bool("partitioner.ignore.keys"),
             c.bool("partitioner.adaptive.partitioning.enable"))
-        self._idem = IdempotenceState(c.bool("enable.idempotence"), c["transactional.id"])
+        txn_id = c.optional_string("transactional.id")
+        self._idem = IdempotenceState(c.bool("enable.idempotence"), txn_id)
         self._txn: TransactionManager | None = None
-        if c["transactional.id"] is not None:
-            self._txn = TransactionManager(self, self._idem, c["transactional.id"],
+        if txn_id is not None:
+            self._txn = TransactionManager(self, self._idem, txn_id,
                                            c.int("transaction.timeout.ms"),
                                            lambda: self._acc.wakeup(), self._events.emit)
-        self._compression = _CODECS[c["compression.type"]]
-        self._key_ser: Callable[[Any], bytes] | None = c["key.serializer"]
-        self._value_ser: Callable[[Any], bytes] | None = c["value.serializer"]
+        self._compression = _CODECS[c.string("compression.type")]
+        self._key_ser = c.function("key.serializer")
+        self._value_ser = c.function("value.serializer")
         self._sender: Sender | None = None
-        self._waiting: set[asyncio.Task[Any]] = set()
+        self._waiting: set[asyncio.Task[None]] = set()
         # Records produced while their topic's metadata was not known yet, per topic in
         # send order; one task appends them all once it comes. Later records of the
         # topic queue behind them, so that a producer's records keep their order.
-        self._pending: dict[str, list[_Queued]] = {}
+        self._pending: dict[str, list[_Queued[V, K]]] = {}
         self._drains: dict[str, asyncio.Task[None]] = {}
         self._written: set[tuple[str, int]] = set()
         self._max_block = c.int("max.block.ms") / 1000
@@ -234,7 +266,7 @@ class Producer(BaseClient):
             self._available[topic] = cached
         return cached[1]
 
-    def _append(self, topic: str, value: Any, key: Any, partition: int | None,
+    def _append(self, topic: str, value: V, key: K | None, partition: int | None,
                 headers: HeadersArg, timestamp: int | None
                 ) -> tuple[ProducerBatch, int]:
         v = _to_bytes(value, self._value_ser)
@@ -253,7 +285,7 @@ class Producer(BaseClient):
             self._open[topic] = (batch, batch.size)   # later unkeyed records go fast
         return batch, index
 
-    def _append_fast(self, topic: str, value: Any) -> tuple[ProducerBatch, int] | None:
+    def _append_fast(self, topic: str, value: V) -> tuple[ProducerBatch, int] | None:
         """An unkeyed record into the open batch of the topic's sticky partition.
 
         The general path (serialize, partition, size, accumulate) costs about a
@@ -263,7 +295,7 @@ class Producer(BaseClient):
         the sender drains it. Anything else returns None: take the general path.
         """
         opened = self._open.get(topic)
-        if opened is None or type(value) is not bytes or self._value_ser is not None:
+        if opened is None or not isinstance(value, bytes) or self._value_ser is not None:
             return None
         if self._txn is not None and self._txn.state is not TxnState.IN_TRANSACTION:
             return None  # the general path raises the transaction's error
@@ -293,7 +325,7 @@ class Producer(BaseClient):
         if topic not in self.metadata.topics:
             await self.metadata.ensure_topic(topic, self._max_block)
 
-    async def send(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
+    async def send(self, topic: str, value: V, key: K | None = None, partition: int | None = None,
                    headers: HeadersArg = None, timestamp: int | None = None) -> RecordMetadata:
         """Send one record and wait for its acknowledgement."""
         appended = None
@@ -308,8 +340,9 @@ class Producer(BaseClient):
                 await drain     # records sent before this one go first
             if topic not in self.metadata.topics or not self._started:
                 await self._ready_for(topic)
-            if not self._acc.has_room(len(value) if value else 0):
-                await self._acc.wait_for_room(len(value) if value else 0, self._max_block)
+            hint = _size_hint(value)
+            if not self._acc.has_room(hint):
+                await self._acc.wait_for_room(hint, self._max_block)
             appended = self._append(topic, value, key, partition, headers, timestamp)
         batch, index = appended
         try:
@@ -323,7 +356,7 @@ class Producer(BaseClient):
             raise sent.error
         return sent.metadata(index)
 
-    def produce(self, topic: str, value: Any, key: Any = None, partition: int | None = None,
+    def produce(self, topic: str, value: V, key: K | None = None, partition: int | None = None,
                 headers: HeadersArg = None, timestamp: int | None = None,
                 on_delivery: DeliveryCallback | None = None) -> None:
         """Queue one record without waiting; ``on_delivery(err, metadata)`` reports it."""
@@ -351,7 +384,7 @@ class Producer(BaseClient):
                 batch.callbacks = []
             batch.callbacks.append((index, on_delivery))
 
-    def _queue_for_metadata(self, topic: str, record: _Queued) -> None:
+    def _queue_for_metadata(self, topic: str, record: _Queued[V, K]) -> None:
         queue = self._pending.get(topic)
         if queue is None:
             queue = self._pending[topic] = []
@@ -361,7 +394,7 @@ class Producer(BaseClient):
             task.add_done_callback(self._waiting.discard)
         queue.append(record)
 
-    async def _append_queued(self, topic: str, queue: list[_Queued]) -> None:
+    async def _append_queued(self, topic: str, queue: list[_Queued[V, K]]) -> None:
         """Once ``topic``'s metadata is known, append its queued records in send order."""
         failure: BaseException | None = None
         try:
@@ -388,8 +421,8 @@ class Producer(BaseClient):
                     batch.callbacks = []
                 batch.callbacks.append((index, on_delivery))
 
-    async def send_batch(self, topic: str, values: Sequence[Any],
-                         keys: Sequence[Any] | None = None, partition: int | None = None,
+    async def send_batch(self, topic: str, values: Sequence[V],
+                         keys: Sequence[K | None] | None = None, partition: int | None = None,
                          timestamp: int | None = None, *, wait: bool = True) -> BatchMetadata:
         """Send many records at once (the bulk path); returns where each one went."""
         if self._txn is not None:
@@ -398,8 +431,11 @@ class Producer(BaseClient):
         if drain is not None:
             await drain     # records produced before these go first
         await self._ready_for(topic)
-        vs: Sequence[bytes | None] = values
-        if self._value_ser is not None or (values and not isinstance(values[0], bytes)):
+        vs: Sequence[bytes | None]
+        if self._value_ser is None and values and isinstance(values[0], bytes):
+            # raw bytes (a None among them is a tombstone): sent as given, not copied
+            vs = cast("Sequence[bytes | None]", values)
+        else:
             vs = [_to_bytes(v, self._value_ser) for v in values]
         ks: list[bytes | None] | None = None
         if keys is not None:

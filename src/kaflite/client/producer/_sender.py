@@ -49,7 +49,7 @@ from kaflite.protocol.messages import ProduceRequest, ProduceResponse
 from kaflite.protocol.messages import produce_request as pq
 
 if TYPE_CHECKING:
-    from kaflite.client.producer import Producer
+    from kaflite.client._base import BaseClient
     from kaflite.client.producer._transactions import TransactionManager
 
 __all__ = ["Sender"]
@@ -76,7 +76,7 @@ class SenderHooks:
 
 
 class Sender:
-    def __init__(self, producer: Producer, accumulator: RecordAccumulator,
+    def __init__(self, producer: BaseClient, accumulator: RecordAccumulator,
                  idempotence: IdempotenceState, compression: int, hooks: SenderHooks) -> None:
         self.producer = producer
         self.acc = accumulator

@@ -30,8 +30,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
 from kaflite.client.events import Emit
@@ -43,19 +43,24 @@ from kaflite.protocol import errors
 from kaflite.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
     EndTxnRequest,
     InitProducerIdRequest,
+    Request,
+    Struct,
     TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from kaflite.protocol.messages import add_partitions_to_txn_request as apq
 from kaflite.protocol.messages import txn_offset_commit_request as toq
 
 if TYPE_CHECKING:
-    from kaflite.client.producer._producer import Producer
+    from kaflite.client._base import BaseClient
 
 __all__ = ["ConsumerGroupMetadata", "TransactionManager", "TransactionStateError", "TxnState"]
 
 TP = tuple[str, int]
+R = TypeVar("R", bound=Struct)
 _FATAL = {errors.ProducerFencedError.code, errors.InvalidProducerEpochError.code,
           errors.TransactionCoordinatorFencedError.code,
           errors.TransactionalIdAuthorizationFailedError.code,
@@ -91,7 +96,7 @@ class ConsumerGroupMetadata:
 
 
 class TransactionManager:
-    def __init__(self, producer: Producer, idem: IdempotenceState, transactional_id: str,
+    def __init__(self, producer: BaseClient, idem: IdempotenceState, transactional_id: str,
                  timeout_ms: int, wakeup: Callable[[], None], emit: Emit) -> None:
         self.producer = producer
         self.emit = emit                # the producer's event log
@@ -157,10 +162,11 @@ class TransactionManager:
         return []
 
     # -- talking to the coordinator ----------------------------------------------------------
-    async def _coordinator_request(self, make: Callable[[], Any], code_of: Callable[[Any], int],
+    async def _coordinator_request(self, make: Callable[[], Request[R]],
+                                   code_of: Callable[[R], int],
                                    what: str, key: str | None = None,
                                    key_type: int = TRANSACTION,
-                                   max_version: int | None = None) -> Any:
+                                   max_version: int | None = None) -> R:
         """Send to the coordinator of ``key`` and retry per the recovery table."""
         deadline = time.monotonic() + self.max_block
         key = self.transactional_id if key is None else key
@@ -225,7 +231,7 @@ class TransactionManager:
             by_topic.setdefault(topic, []).append(index)
         idem = self.idem
 
-        def codes(resp: Any) -> int:
+        def codes(resp: AddPartitionsToTxnResponse) -> int:
             found = [r.partition_error_code for t in resp.results_by_topic_v3_and_below
                      for r in t.results_by_partition]
             return next((c for c in found if c and c != errors.OperationNotAttemptedError.code),
@@ -281,7 +287,7 @@ class TransactionManager:
                 by_topic.setdefault(topic, []).append(toq.TxnOffsetCommitRequestPartition(
                     partition_index=index, committed_offset=offset))
 
-            def codes(resp: Any) -> int:
+            def codes(resp: TxnOffsetCommitResponse) -> int:
                 return next((p.error_code for t in resp.topics for p in t.partitions
                              if p.error_code), 0)
 
@@ -298,7 +304,7 @@ class TransactionManager:
             self.fail(exc)
             raise
 
-    async def commit(self, flush: Callable[[], Any]) -> None:
+    async def commit(self, flush: Callable[[], Awaitable[None]]) -> None:
         self._require(TxnState.IN_TRANSACTION)
         self.state = TxnState.COMMITTING
         await flush()
@@ -306,7 +312,7 @@ class TransactionManager:
         await self._end(commit=True)
 
     async def abort(self, drop_unsent: Callable[[BaseException], None],
-                    wait_in_flight: Callable[[], Any]) -> None:
+                    wait_in_flight: Callable[[], Awaitable[None]]) -> None:
         self._require(TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, TxnState.COMMITTING)
         self.state = TxnState.ABORTING
         drop_unsent(errors.KafkaError("the transaction was aborted"))

@@ -34,6 +34,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from kaflite.cluster.acl import fetch_denied
 from kaflite.cluster.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -70,6 +71,8 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
     try:
         if not topic:
             raise errors.UnknownTopicIdError(str(sp.topic_id))
+        if broker.authorizer is not None and fetch_denied(broker, conn, topic, replica_id):
+            raise errors.TopicAuthorizationFailedError(topic)
         p = broker.leader_partition(topic, index, sp.current_leader_epoch)
         offset = sp.fetch_offset
         if replica_id >= 0 and p.update_follower(replica_id, offset):

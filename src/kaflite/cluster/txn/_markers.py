@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kaflite.cluster.acl import inter_broker
 from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.protocol import KafkaError, ProtocolError, errors
 from kaflite.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -80,10 +81,10 @@ class MarkerChannel:
             if address is None:
                 raise ConnectionClosed(f"broker {node_id} has no inter-broker listener")
             tls, sasl = self.broker.inter_broker_security()
-            conn = await BrokerConnection(
+            conn = inter_broker(await BrokerConnection(
                 *address, client_id=f"txn-coordinator-{self.broker.node_id}",
                 ssl_context=tls, sasl=sasl,
-                node_id=node_id, request_timeout_ms=self.request_timeout_ms).open()
+                node_id=node_id, request_timeout_ms=self.request_timeout_ms).open())
             if self.closed:
                 conn.close()
                 raise ConnectionClosed("the transaction coordinator is closed")

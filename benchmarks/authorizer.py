@@ -1,0 +1,102 @@
+"""The cost of the authorizer on the produce and fetch paths.
+
+Not a test. Starts two one-broker kaflite clusters, one without an authorizer and
+one with ``authorizer.class.name`` set and 100 ACLs present (the client's
+principal, User:ANONYMOUS on PLAINTEXT, is allowed by a PREFIXED ``bench-`` topic
+ACL among 99 others: literal, prefixed and wildcard bindings of other users,
+resources and hosts). Then, in rounds (every run once per round), produces N
+records to a fresh topic and reads them back with kaflite's client and with
+confluent-kafka on each cluster, and prints msg/s (best and median) and the ratio
+with / without::
+
+    .venv/bin/python benchmarks/authorizer.py --records 200000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from clients import (
+    confluent_consume,
+    confluent_produce,
+    create_topic,
+    kaflite_consume,
+    kaflite_send_batch,
+    timed,
+)
+
+from kaflite.cluster import Cluster
+from kaflite.security.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+
+RUNS = {"kaflite": (kaflite_send_batch, kaflite_consume),
+        "confluent-kafka": (confluent_produce, confluent_consume)}
+ME = "User:ANONYMOUS"
+
+
+def acls(count: int = 100) -> list[AclBinding]:
+    """The client's own grants, then other users' bindings up to ``count``."""
+    rt, pt, op, perm = ResourceType, PatternType, AclOperation, AclPermissionType
+    out = [AclBinding(rt.TOPIC, "bench-", pt.PREFIXED, ME, "*", op.ALL, perm.ALLOW),
+           AclBinding(rt.CLUSTER, CLUSTER_NAME, pt.LITERAL, ME, "*", op.ALL, perm.ALLOW)]
+    i = 0
+    while len(out) < count:
+        kind = i % 4
+        name = f"team{i}-" if kind == 1 else "*" if kind == 3 else f"topic-{i}"
+        out.append(AclBinding(rt.TOPIC if kind != 2 else rt.GROUP, name,
+                              pt.PREFIXED if kind == 1 else pt.LITERAL, f"User:user{i}",
+                              "*" if i % 2 else f"10.0.{i // 250}.{i % 250}",
+                              [op.READ, op.WRITE, op.DESCRIBE][i % 3],
+                              perm.DENY if i % 7 == 0 else perm.ALLOW))
+        i += 1
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    with Cluster(brokers=1) as plain, \
+            Cluster(brokers=1, config={"authorizer.class.name": "kaflite"}) as secured:
+        secured.controller.acls.add(acls())
+        clusters = {"without": plain.bootstrap_servers, "with": secured.bootstrap_servers}
+        lines = [f"{len(secured.controller.acls)} ACLs on the authorizing broker"]
+        for size in (100, 1024):
+            n = args.records if size == 100 else max(args.records // 4, 1000)
+            value = b"x" * size
+            times: dict[tuple[str, str, str], list[float]] = {}
+            for _ in range(max(args.repeat, 1)):
+                for client, (produce, consume) in RUNS.items():
+                    for which, servers in clusters.items():
+                        topic = create_topic(servers)
+                        for op, fn in (("produce", produce), ("fetch", consume)):
+                            secs = timed(functools.partial(fn, servers, topic, value, n, {}))
+                            times.setdefault((op, client, which), []).append(secs)
+            lines.append(f"\n{size}-byte records, {n} records, best of {args.repeat}\n")
+            lines.append("| run | without msg/s | with authorizer msg/s (median) | with / "
+                         "without |\n|---|---:|---:|---:|")
+            for op in ("produce", "fetch"):
+                for client in RUNS:
+                    base = n / min(times[(op, client, "without")])
+                    auth = times[(op, client, "with")]
+                    best = n / min(auth)
+                    lines.append(f"| {op} {client} | {base:,.0f} | {best:,.0f} "
+                                 f"({n / statistics.median(auth):,.0f}) | {best / base:.2f} |")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

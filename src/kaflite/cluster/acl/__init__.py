@@ -1,0 +1,26 @@
+"""Authorization: Kafka's StandardAuthorizer semantics on the embedded cluster.
+
+* ``AclStore`` (``_store``): the bindings, kept in the controller's metadata;
+* ``Authorizer`` (``_authorizer``): the decision rules, ``super.users`` and
+  ``allow.everyone.if.no.acl.found``, with a cache per decision;
+* ``_context``: the caller of a request (principal, host) and the check helpers;
+* ``_gate``: what every API needs, checked around its handler.
+
+The authorizer is on when the broker config ``authorizer.class.name`` is set
+(any non-empty value turns on this built-in one, as Kafka would load the class it
+names); unset, no check is made and nothing is paid.
+"""
+
+from kaflite.cluster.acl._authorizer import Authorizer, enabled
+from kaflite.cluster.acl._context import (
+    allows,
+    allows_any,
+    allows_cluster,
+    inter_broker,
+    is_inter_broker,
+)
+from kaflite.cluster.acl._gate import Gate, check, fetch_denied
+from kaflite.cluster.acl._store import AclStore
+
+__all__ = ["AclStore", "Authorizer", "Gate", "allows", "allows_any", "allows_cluster",
+           "check", "enabled", "fetch_denied", "inter_broker", "is_inter_broker"]

@@ -1,0 +1,136 @@
+"""DescribeAcls (key 29), CreateAcls (30) and DeleteAcls (31).
+
+The bindings live in the controller's metadata (``Controller.acls``), so every
+broker's authorizer sees a change at once, and a restarted cluster has them
+back. As in Kafka, DescribeAcls needs DESCRIBE on the cluster and the other two
+ALTER (else CLUSTER_AUTHORIZATION_FAILED); a binding Kafka refuses (an unknown
+or ANY enum, an empty resource name, a CLUSTER resource not named
+``kafka-cluster``, a principal that is not ``Type:name``, a PREFIXED ``*``) gets
+INVALID_REQUEST in its own result and the others are still created; a filter
+with an UNKNOWN field gets INVALID_REQUEST (Describe: for the request; Delete:
+for that filter). Nothing is changed by a refused request, and a binding that
+is already there stays as it is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.acl import allows_cluster
+from kaflite.cluster.handlers._base import Handler
+from kaflite.protocol import errors
+from kaflite.protocol.headers import RequestHeader
+from kaflite.protocol.messages import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
+from kaflite.protocol.messages import create_acls_response as cr
+from kaflite.protocol.messages import delete_acls_request as dq
+from kaflite.protocol.messages import delete_acls_response as dr
+from kaflite.protocol.messages import describe_acls_response as sr
+from kaflite.security.acl import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    InvalidAcl,
+    validate_binding,
+    validate_filter,
+)
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.network import ServerConnection
+
+__all__ = ["HANDLERS"]
+
+INVALID = errors.InvalidRequestError.code
+DENIED = errors.ClusterAuthorizationFailedError.code
+
+
+def _filter(f: DescribeAclsRequest | dq.DeleteAclsFilter) -> AclBindingFilter:
+    return AclBindingFilter.of(f.resource_type_filter, f.resource_name_filter,
+                               f.pattern_type_filter, f.principal_filter, f.host_filter,
+                               f.operation, f.permission_type)
+
+
+async def handle_describe(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                          req: DescribeAclsRequest) -> DescribeAclsResponse:
+    if not allows_cluster(broker, conn, AclOperation.DESCRIBE):
+        return DescribeAclsResponse(error_code=DENIED, error_message=None)
+    f = _filter(req)
+    try:
+        validate_filter(f)
+    except InvalidAcl as exc:
+        return DescribeAclsResponse(error_code=INVALID, error_message=str(exc))
+    resources: dict[tuple[int, str, int], sr.DescribeAclsResource] = {}
+    for b in broker.controller.acls.describe(f):
+        key = (int(b.resource_type), b.name, int(b.pattern_type))
+        resource = resources.get(key)
+        if resource is None:
+            resource = resources[key] = sr.DescribeAclsResource(*key)
+        resource.acls.append(sr.AclDescription(b.principal, b.host, int(b.operation),
+                                               int(b.permission)))
+    return DescribeAclsResponse(error_code=0, error_message=None,
+                                resources=list(resources.values()))
+
+
+async def handle_create(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                        req: CreateAclsRequest) -> CreateAclsResponse:
+    if not allows_cluster(broker, conn, AclOperation.ALTER):
+        return CreateAclsResponse(results=[cr.AclCreationResult(DENIED, None)
+                                           for _ in req.creations])
+    results, valid = [], []
+    for c in req.creations:
+        b = AclBinding.of(c.resource_type, c.resource_name, c.resource_pattern_type,
+                          c.principal, c.host, c.operation, c.permission_type)
+        try:
+            validate_binding(b)
+        except InvalidAcl as exc:
+            results.append(cr.AclCreationResult(INVALID, str(exc)))
+            continue
+        valid.append(b)
+        results.append(cr.AclCreationResult(0, None))
+    if valid:
+        broker.controller.acls.add(valid)
+        broker.controller.save()
+    return CreateAclsResponse(results=results)
+
+
+async def handle_delete(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                        req: DeleteAclsRequest) -> DeleteAclsResponse:
+    if not allows_cluster(broker, conn, AclOperation.ALTER):
+        return DeleteAclsResponse(filter_results=[dr.DeleteAclsFilterResult(DENIED, None)
+                                                  for _ in req.filters])
+    filters: list[AclBindingFilter | str] = []    # a filter, or why it is refused
+    for raw in req.filters:
+        parsed = _filter(raw)
+        try:
+            validate_filter(parsed)
+        except InvalidAcl as exc:
+            filters.append(str(exc))
+            continue
+        filters.append(parsed)
+    deleted = iter(broker.controller.acls.remove(
+        f for f in filters if isinstance(f, AclBindingFilter)))
+    results = []
+    for f in filters:
+        if isinstance(f, str):
+            results.append(dr.DeleteAclsFilterResult(INVALID, f))
+            continue
+        results.append(dr.DeleteAclsFilterResult(0, None, matching_acls=[
+            dr.DeleteAclsMatchingAcl(0, None, int(b.resource_type), b.name,
+                                     int(b.pattern_type), b.principal, b.host,
+                                     int(b.operation), int(b.permission))
+            for b in next(deleted)]))
+    if any(r.matching_acls for r in results):
+        broker.controller.save()
+    return DeleteAclsResponse(filter_results=results)
+
+
+HANDLERS = [Handler(DescribeAclsRequest, 0, 3, handle_describe),
+            Handler(CreateAclsRequest, 0, 3, handle_create),
+            Handler(DeleteAclsRequest, 0, 3, handle_delete)]

@@ -1,0 +1,90 @@
+"""ACL requests with bad input, and ACLs across a restart (one authorizing broker)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import TypeVar
+
+from kaflite.client import Admin
+from kaflite.client.sync import Admin as SyncAdmin
+from kaflite.cluster import Cluster
+from kaflite.protocol import errors
+from kaflite.protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
+from kaflite.protocol.messages import create_acls_request as cq
+from kaflite.protocol.messages import delete_acls_request as dq
+from kaflite.security.acl import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+
+T = TypeVar("T")
+CONFIG = {"authorizer.class.name": "kaflite", "super.users": "User:ANONYMOUS"}
+INVALID = errors.InvalidRequestError.code
+GOOD = AclBinding(ResourceType.TOPIC, "kept", PatternType.LITERAL, "User:alice", "*",
+                  AclOperation.READ, AclPermissionType.ALLOW)
+
+
+def run(coro: Awaitable[T]) -> T:
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, 60)
+    return asyncio.run(bounded())
+
+
+def creation(rt: int = 2, name: str = "t", pattern: int = 3, principal: str = "User:bob",
+             host: str = "*", op: int = 3, perm: int = 3) -> cq.AclCreation:
+    return cq.AclCreation(rt, name, pattern, principal, host, op, perm)
+
+
+def test_bad_input_gets_invalid_request_and_loses_nothing(tmp_path: Path) -> None:
+    async def go(cluster: Cluster) -> None:
+        async with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            await admin.create_acls([GOOD])
+            node = await admin._controller()
+            bad = [creation(rt=99), creation(rt=1), creation(pattern=2), creation(pattern=77),
+                   creation(op=1), creation(op=50), creation(perm=1), creation(perm=9),
+                   creation(name=""), creation(name="*", pattern=4), creation(rt=4),
+                   creation(principal=""), creation(principal="bob"),
+                   creation(principal="User:"), creation(host="")]
+            resp = await admin._request(node, CreateAclsRequest(
+                creations=[*bad, creation(name="fine")]))
+            codes = [r.error_code for r in resp.results]
+            assert codes == [INVALID] * len(bad) + [0]
+            assert all(r.error_message for r in resp.results[:-1])
+            described = await admin._request(node, DescribeAclsRequest(
+                resource_type_filter=0, resource_name_filter=None, pattern_type_filter=1,
+                principal_filter=None, host_filter=None, operation=1, permission_type=1))
+            assert described.error_code == INVALID
+            deleted = await admin._request(node, DeleteAclsRequest(filters=[
+                dq.DeleteAclsFilter(1, None, 0, None, None, 1, 1),
+                dq.DeleteAclsFilter(1, "nothing-here", 1, None, None, 1, 1)]))
+            assert [r.error_code for r in deleted.filter_results] == [INVALID, 0]
+            assert deleted.filter_results[1].matching_acls == []
+            names = sorted(b.name for b in await admin.describe_acls())
+            assert names == ["fine", "kept"]
+    with Cluster(brokers=1, data_dir=tmp_path, config=CONFIG) as cluster:
+        run(go(cluster))
+
+
+def test_acls_survive_a_restart(tmp_path: Path) -> None:
+    prefixed = AclBinding(ResourceType.GROUP, "team-", PatternType.PREFIXED, "User:*",
+                          "10.0.0.1", AclOperation.ALL, AclPermissionType.DENY)
+
+    async def create(cluster: Cluster) -> None:
+        async with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            await admin.create_acls([GOOD, prefixed])
+
+    with Cluster(brokers=1, data_dir=tmp_path, config=CONFIG) as cluster:
+        run(create(cluster))
+    with Cluster(brokers=1, data_dir=tmp_path, config=CONFIG) as cluster, \
+            SyncAdmin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        assert sorted(admin.describe_acls(), key=str) == sorted([GOOD, prefixed], key=str)
+        # the sync façade's delete: the filter's match is gone, the other binding kept
+        assert admin.delete_acls([AclBindingFilter(resource_type=ResourceType.GROUP)]) == \
+            [prefixed]
+        assert admin.describe_acls(AclBindingFilter()) == [GOOD]
