@@ -27,7 +27,21 @@ def test_old_samples_expire() -> None:
     rate.record(3000, 0)
     rate.record(3000, 1000)
     assert rate.total(1500) == 6000
-    assert rate.total(3200) == 3000               # the first sample is 3 windows old
+    assert rate.total(3200) == 3000               # the first sample's last value is 3 windows old
+
+
+def test_a_sample_overlapping_the_window_is_kept_with_its_start() -> None:
+    # Kafka 4's SampledStat: expiry goes by a sample's last value, and the window
+    # runs from the oldest live sample's start, so value and time stay matched.
+    rate = Rate(QuotaWindows(3, 1000))
+    rate.record(1000, 0)
+    rate.record(1000, 900)                        # same sample, last value at 0.9 s
+    rate.record(1000, 1000)
+    rate.record(1000, 2000)
+    rate.record(1000, 3000)                       # a fourth live sample (window.num + 1)
+    assert rate.total(3500) == 5000
+    assert rate.window_ms(3500) == 3500
+    assert rate.total(3900) == 3000               # 0.9 s + 3 windows: the first one goes
 
 
 def test_throttle_time_is_kafkas_formula() -> None:

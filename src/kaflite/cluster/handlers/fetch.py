@@ -45,6 +45,7 @@ from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers._util import code_for_exception, leader_hint
 from kaflite.cluster.partition import Partition
 from kaflite.cluster.quotas.enforce import fetch_throttle_ms
+from kaflite.cluster.quotas.manager import CONSUME
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import FetchRequest, FetchResponse
@@ -150,6 +151,10 @@ def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest,
              targets: list[SessionPartition], replica_id: int
              ) -> tuple[list[tuple[SessionPartition, fr.PartitionData]], int, list[Partition], bool]:
     budget = req.max_bytes
+    if replica_id < 0:   # a consumer's fetch is bounded by what its quota allows at once
+        window = broker.quotas.max_value_in_window(CONSUME, conn.info.principal,
+                                                   conn.info.client_id)
+        budget = int(min(budget, window))
     total = 0
     got_error = False
     first = True

@@ -121,6 +121,15 @@ class QuotaManager:
             return None
         return self._rate(key, resolved).measure(self.now_ms())
 
+    def max_value_in_window(self, key: str, principal: str, client_id: str | None) -> float:
+        """The most one request may record without being throttled for certain,
+        ``quota * (window.num - 1) * window.size`` (Kafka's ``getMaxValueInQuotaWindow``,
+        which bounds the bytes a Fetch may return); infinite with no quota."""
+        resolved = self.resolve(key, principal, client_id) if self.enabled else None
+        if resolved is None:
+            return float("inf")
+        return resolved.limit * (self.windows.samples - 1) * self.windows.window_ms / 1000
+
     # -- controller mutations (KIP-599) ------------------------------------------------
     def _bucket(self, principal: str, client_id: str | None) -> TokenBucket | None:
         resolved = self.resolve(MUTATION, principal, client_id)

@@ -1,11 +1,14 @@
 """Rate windows and throttle times, as Kafka's metrics library computes them.
 
-``Rate`` is Kafka's ``Rate`` over a ``SampledStat``: ``quota.window.num``
-samples (default 11) of ``quota.window.size.seconds`` each (default 1). A value
-goes into the current sample; a sample older than ``window.num`` windows is
-reset before it is read. The rate is the sum of the live samples divided by the
-time they cover, which is at least ``window.num - 1`` full windows, so that a
-client's first burst is not measured over a few milliseconds.
+``Rate`` is Kafka's ``Rate`` over a ``SampledStat`` (as of Kafka 4):
+``quota.window.num`` samples (default 11) of ``quota.window.size.seconds`` each
+(default 1), plus one extra so that a sample still overlapping the window is
+kept. A value goes into the current sample; a new sample starts with the first
+value recorded after the current one is a window old. A sample whose last value
+is ``window.num`` windows old is reset before it is read. The rate is the sum of
+the live samples divided by the time since the oldest one started, taken as at
+least ``window.num - 1`` full windows, so that a client's first burst is not
+measured over a few milliseconds.
 
 ``throttle_time_ms`` is Kafka's ``QuotaUtils.throttleTime``: if O is the
 observed rate and T the quota over a window W, a delay X with O * W / (W + X)
@@ -41,6 +44,7 @@ class QuotaWindows:
 @dataclass
 class _Sample:
     start_ms: float
+    last_ms: float
     value: float = 0.0
 
 
@@ -54,22 +58,23 @@ class Rate:
 
     def record(self, value: float, now_ms: float) -> None:
         if not self._samples:
-            self._samples.append(_Sample(now_ms))
+            self._samples.append(_Sample(now_ms, now_ms))
         sample = self._samples[self._current]
         if now_ms - sample.start_ms >= self.windows.window_ms:   # complete: take the next
-            self._current = (self._current + 1) % self.windows.samples
+            self._current = (self._current + 1) % (self.windows.samples + 1)
+            sample = _Sample(now_ms, now_ms)
             if self._current >= len(self._samples):
-                self._samples.append(_Sample(now_ms))
+                self._samples.append(sample)
             else:
-                self._samples[self._current] = _Sample(now_ms)
-            sample = self._samples[self._current]
+                self._samples[self._current] = sample
         sample.value += value
+        sample.last_ms = now_ms
 
     def _purge(self, now_ms: float) -> None:
         expire = self.windows.samples * self.windows.window_ms
         for i, sample in enumerate(self._samples):
-            if now_ms - sample.start_ms >= expire:
-                self._samples[i] = _Sample(now_ms)
+            if now_ms - sample.last_ms >= expire:
+                self._samples[i] = _Sample(now_ms, now_ms)
 
     def window_ms(self, now_ms: float) -> float:
         """The time the live samples cover, at least ``samples - 1`` full windows."""
