@@ -307,6 +307,9 @@ class ServerConnection(asyncio.BufferedProtocol):
             if version < KIP219_VERSION.get(api_key, 0):
                 await asyncio.sleep(throttle_ms / 1000)  # pre-KIP-219: hold the response
                 throttle_ms = 0
+        if throttle_ms:   # KIP-219: the mute starts as the response goes out
+            self.muted_since = time.monotonic()
+            self.muted_until = self.muted_since + throttle_ms / 1000
         if response is not None and not self.closed:
             self._send(api_key, version, correlation_id, response)
         if self.close_after_response:
@@ -315,9 +318,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.broker.metrics.request(api_key, version, elapsed, self.info.replica_id is not None)
         record_request(self.info, api_key, version, body, response, elapsed, self._resolve)
         if throttle_ms:   # KIP-219: mute the channel
-            self.muted_since = time.monotonic()
-            self.muted_until = self.muted_since + throttle_ms / 1000
-            await asyncio.sleep(throttle_ms / 1000)
+            await asyncio.sleep(max(self.muted_until - time.monotonic(), 0.0))
 
     def _arrived_while_muted(self, n: int) -> None:
         """Count requests a client sent although it had been told to wait.

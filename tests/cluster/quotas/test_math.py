@@ -109,3 +109,14 @@ def test_bad_entities(pairs: list[tuple[str, str | None]]) -> None:
 def test_good_entities() -> None:
     for pairs in ([("user", None)], [("client-id", "x"), ("user", "a")], [("client-id", None)]):
         assert entity_error(pairs) is None
+
+
+def test_a_fetch_may_take_at_most_window_num_minus_one_windows_of_quota() -> None:
+    # Kafka's getMaxValueInQuotaWindow: quota * (window.num - 1) * window size
+    from kaflite.cluster.quotas.manager import CONSUME, QuotaManager
+    store = QuotaStore()
+    manager = QuotaManager(store, QuotaWindows(3, 1000))
+    assert manager.max_value_in_window(CONSUME, "User:alice", "app") == float("inf")
+    store.alter((("user", "alice"),), {CONSUME: 1000.0}, set())
+    assert manager.max_value_in_window(CONSUME, "User:alice", "app") == 2000
+    assert manager.max_value_in_window(CONSUME, "User:bob", "app") == float("inf")

@@ -2,7 +2,9 @@
 
 ``after_request`` is called by the connection (``cluster/network.py``) once a
 handler has answered; ``fetch_throttle_ms`` by the Fetch handler before it
-commits to a response, since a throttled Fetch answers with no data. Follower
+commits to a response, since a throttled Fetch answers with no data;
+``MutationQuota`` by CreateTopics, CreatePartitions and DeleteTopics for the
+partitions they create or delete (KIP-599). Follower
 replicas and the broker's own requests are exempt, as are ApiVersions and the
 SASL exchange (Kafka's exempt APIs).
 """
@@ -12,11 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.quotas.manager import CONSUME, PRODUCE, REQUEST, QuotaManager
+from kaflite.protocol import errors
 
 if TYPE_CHECKING:
     from kaflite.cluster.observe import ConnectionRecord
 
-__all__ = ["after_request", "fetch_throttle_ms", "thread_percent"]
+__all__ = ["MutationQuota", "after_request", "fetch_throttle_ms", "thread_percent"]
 
 PRODUCE_KEY, FETCH_KEY = 0, 1
 # ApiVersions, SaslHandshake, SaslAuthenticate, WriteTxnMarkers (broker to broker).
@@ -60,3 +63,36 @@ def fetch_throttle_ms(quotas: QuotaManager, info: ConnectionRecord, client_id: s
     if throttle > 0:
         quotas.unrecord(CONSUME, principal, client_id, response_bytes)
     return throttle
+
+
+class MutationQuota:
+    """One request's controller mutation quota (KIP-599), as Kafka's
+    ``StrictControllerMutationQuota`` and ``PermissiveControllerMutationQuota``.
+
+    Each topic's partition count is recorded in the client's token bucket. A
+    strict quota (the request versions whose clients know the error) first
+    checks the bucket: already below zero, the topic is refused with
+    THROTTLING_QUOTA_EXCEEDED and nothing is recorded; else the partitions are
+    taken, even if that leaves the bucket below zero. A permissive quota takes
+    them and only reports the throttle time. Either way ``throttle_time_ms`` is
+    the time the bucket needs to be back at zero, for the response."""
+
+    def __init__(self, quotas: QuotaManager, principal: str, client_id: str | None,
+                 strict: bool) -> None:
+        self.quotas, self.principal, self.client_id = quotas, principal, client_id
+        self.strict = strict
+        self.throttle_time_ms = 0
+
+    def record(self, partitions: int) -> None:
+        if not self.quotas.enabled:
+            return
+        if self.strict:
+            throttle = self.quotas.mutation_throttle_ms(self.principal, self.client_id)
+            if throttle > 0:
+                self.throttle_time_ms = throttle
+                raise errors.ThrottlingQuotaExceededError(
+                    "The throttling quota has been exceeded.")
+        self.quotas.record_mutations(self.principal, self.client_id, partitions)
+        throttle = self.quotas.mutation_throttle_ms(self.principal, self.client_id)
+        if throttle > 0:
+            self.throttle_time_ms = throttle
