@@ -64,3 +64,25 @@ def test_quotas_alter_and_describe() -> None:
 def test_numbers_print_as_java_doubles() -> None:
     assert [java_double(v) for v in (1048576, 0.5, 2e7, 1e-4, 50, 12345678)] == [
         "1048576.0", "0.5", "2.0E7", "1.0E-4", "50.0", "1.2345678E7"]
+
+
+def test_connections_shows_each_clients_quota_rate_and_throttle() -> None:
+    from rich.console import Console
+
+    from kaflite.cli.connections import connections_table, quota_text
+
+    row = {"quotas": {"producer_byte_rate": {"limit": 1048576.0, "rate": 996147.2,
+                                             "entity": "user=alice"},
+                      "request_percentage": {"limit": 50.0, "rate": 3.2, "entity": "user=alice"}},
+           "throttle_time_ms": 120, "throttles": 7, "requests_while_muted": 2}
+    assert quota_text(row).splitlines() == [
+        "produce 972.8KB/s of 1.0MB/s", "request 3% of 50%", "throttled 120ms (x7)",
+        "2 sent while muted"]
+    assert quota_text({"quotas": {}, "throttles": 0}) == "-"
+    full = {**row, "client_id": "alice", "broker": 0, "peer": "127.0.0.1:5", "roles": ["other"],
+            "partitions": [], "groups": [], "transactional_ids": [], "apis": {},
+            "last_activity": 0.0}
+    console = Console(width=400, record=True)
+    console.print(connections_table([full]))
+    text = console.export_text()
+    assert "quota" in text and "throttled 120ms (x7)" in text
