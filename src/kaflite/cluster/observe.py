@@ -319,6 +319,8 @@ class ClientSnapshot:
     commit_interval_ms: float | None
     fetch_rate: float | None           # Fetch requests per second
     requests: dict[str, int]
+    throttles: int = 0                 # responses that throttled it (quotas, faults)
+    throttled_ms_total: int = 0        # the throttle times they gave, summed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -416,6 +418,8 @@ def summarize(infos: list[ConnectionRecord], now: float | None = None) -> list[C
             commit_interval_ms=mean_gap_ms(stamps.get(OFFSET_COMMIT, [])),
             fetch_rate=rate_per_s(stamps.get(FETCH, []), now),
             requests=dict(sorted(requests.items())),
+            throttles=sum(c.throttles for c in conns),
+            throttled_ms_total=sum(c.throttled_ms_total for c in conns),
         ))
     return out
 
