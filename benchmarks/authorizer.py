@@ -59,7 +59,9 @@ def acls(count: int = 100) -> list[AclBinding]:
     """The client's own grants, then other users' bindings up to ``count``."""
     rt, pt, op, perm = ResourceType, PatternType, AclOperation, AclPermissionType
     out = [AclBinding(rt.TOPIC, "bench-", pt.PREFIXED, ME, "*", op.ALL, perm.ALLOW),
-           AclBinding(rt.CLUSTER, CLUSTER_NAME, pt.LITERAL, ME, "*", op.ALL, perm.ALLOW)]
+           AclBinding(rt.CLUSTER, CLUSTER_NAME, pt.LITERAL, ME, "*", op.ALL, perm.ALLOW),
+           # confluent-kafka's consumer has a group.id (assign mode): it looks the group up
+           AclBinding(rt.GROUP, "*", pt.LITERAL, ME, "*", op.ALL, perm.ALLOW)]
     i = 0
     while len(out) < count:
         kind = i % 4
