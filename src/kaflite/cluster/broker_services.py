@@ -61,6 +61,7 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
                                     "retention_ms": p.log.config.retention_ms}
                        for (t, i), p in broker.partitions.items()},
             "acls": len(c.acls), "scram_users": sorted(c.scram),
+            "quotas": c.client_quotas.to_json(),
         }
 
     def connections(args: Json) -> list[Json]:

@@ -41,6 +41,7 @@ from kaflite.cluster.controller import (
     TopicState,
 )
 from kaflite.cluster.metadata_image import Frames, Json, broker_json, frame
+from kaflite.cluster.quotas.entities import Entity
 from kaflite.protocol import errors
 from kaflite.security.acl import AclBinding, AclBindingFilter
 from kaflite.security.scram import ScramCredential
@@ -238,6 +239,12 @@ class RemoteController(Controller):
         if any(matched):
             self._call("delete_acls", {"bindings": [b.to_json() for m in matched for b in m]})
         return matched
+
+    def alter_client_quotas(self, changes: list[tuple[Entity, dict[str, float], set[str]]]
+                            ) -> None:
+        self._call("alter_client_quotas", {"changes": [
+            [[list(pair) for pair in entity], sets, sorted(removals)]
+            for entity, sets, removals in changes]})
 
     def create_topic(self, name: str, assignments: list[list[int]],
                      configs: dict[str, str] | None = None,

@@ -10,7 +10,7 @@ connection each, in the framing of ``metadata_image``:
   (``on_partition_change``, ``on_topic_deleted``), as KRaft brokers replay the
   metadata log and act on the partitions they host;
 * a broker's change requests (CreateTopics, AlterPartition, elections, SCRAM,
-  ACLs, producer ids, its own registration and controlled shutdown) arrive as
+  ACLs, client quotas, producer ids, its own registration and controlled shutdown) arrive as
   calls, run on the ``Controller``, and are answered after the delta they made;
 * heartbeats (as KRaft's BrokerHeartbeat, every ``broker.heartbeat.interval.ms``)
   keep a broker alive; one silent for ``broker.session.timeout.ms`` is fenced,
@@ -36,6 +36,7 @@ from typing import Any, cast
 from kaflite.cluster import metadata_image
 from kaflite.cluster.controller import Controller, PartitionState, TopicState
 from kaflite.cluster.metadata_image import Frames, Json, broker_from_json, frame
+from kaflite.cluster.quotas.entities import entity_from_pairs
 from kaflite.protocol import errors
 from kaflite.security.acl import AclBinding
 from kaflite.security.scram import ScramCredential
@@ -300,6 +301,12 @@ class ControllerServer:
             if present:
                 c.acls.remove_exact(present)
                 c.save()
+            return None
+        if method == "alter_client_quotas":
+            c.alter_client_quotas([
+                (entity_from_pairs([(str(t), None if n is None else str(n)) for t, n in pairs]),
+                 {str(k): float(v) for k, v in sets.items()}, set(removals))
+                for pairs, sets, removals in a["changes"]])
             return None
         if method == "create_topic":
             c.create_topic(str(a["name"]), a["assignments"], dict(a["configs"]),

@@ -8,8 +8,9 @@ sides share:
 * ``image(controller)``: the metadata as keyed records, like KRaft's record
   types: ``cluster`` (cluster id), ``broker/<id>`` (RegisterBrokerRecord and its
   fencing), ``topic/<name>`` (TopicRecord with its PartitionRecords and
-  ConfigRecords), ``scram`` (UserScramCredentialRecords) and ``acls``
-  (AccessControlEntryRecords). A value is plain JSON.
+  ConfigRecords), ``scram`` (UserScramCredentialRecords), ``acls``
+  (AccessControlEntryRecords) and ``quotas`` (ClientQuotaRecords). A value is
+  plain JSON.
 * ``diff(old, new)``: the records that changed (a removed one maps to None), the
   delta the controller sends after each change.
 * ``apply(replica, delta)``: a broker's replica adopts a delta.
@@ -92,6 +93,7 @@ def image(controller: Controller) -> dict[str, Json]:
     items["scram"] = {"users": {user: {m: c.to_kafka() for m, c in creds.items()}
                                 for user, creds in controller.scram.items()}}
     items["acls"] = {"bindings": controller.acls.to_json()}
+    items["quotas"] = {"entries": controller.client_quotas.to_json()}
     return items
 
 
@@ -122,6 +124,10 @@ def apply(replica: Controller, delta: dict[str, Json | None]) -> None:
                              for user, creds in value["users"].items()}
         elif kind == "acls" and value is not None:
             replica.acls.replace(value["bindings"])
+        elif kind == "quotas" and value is not None:
+            # in place: the broker's QuotaManager holds this store
+            replica.client_quotas.entries.clear()
+            replica.client_quotas.load_json(value["entries"])
 
 
 def _apply_topic(replica: Controller, name: str, value: Json | None) -> None:

@@ -7,9 +7,11 @@ process of the machine."""
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import asdict
 
 from kaflite.cluster.metadata_image import Json
 from kaflite.cluster.observe import RING, ApiStats, ConnectionRecord
+from kaflite.cluster.quotas.manager import Usage
 
 __all__ = ["record_from_json", "record_to_json"]
 
@@ -29,6 +31,10 @@ def record_to_json(r: ConnectionRecord) -> Json:
         "sasl_mechanism": r.sasl_mechanism, "authenticated_at": r.authenticated_at,
         "reauthentications": r.reauthentications,
         "session_expires_at": r.session_expires_at,
+        "quotas": {k: asdict(u) for k, u in r.quotas.items()},
+        "throttle_time_ms": r.throttle_time_ms, "throttles": r.throttles,
+        "throttled_ms_total": r.throttled_ms_total,
+        "requests_while_muted": r.requests_while_muted,
     }
 
 
@@ -49,4 +55,9 @@ def record_from_json(d: Json) -> ConnectionRecord:
         security_protocol=str(d["security_protocol"]), sasl_mechanism=d["sasl_mechanism"],
         authenticated_at=d["authenticated_at"], reauthentications=int(d["reauthentications"]),
         session_expires_at=d["session_expires_at"],
+        quotas={str(k): Usage(float(u["limit"]), float(u["rate"]), str(u["entity"]),
+                              int(u["throttle_time_ms"])) for k, u in d["quotas"].items()},
+        throttle_time_ms=int(d["throttle_time_ms"]), throttles=int(d["throttles"]),
+        throttled_ms_total=int(d["throttled_ms_total"]),
+        requests_while_muted=int(d["requests_while_muted"]),
     )

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from kaflite.cli import app
 from kaflite.client import ConfigResource, NewTopic
+from kaflite.client._quotas import ClientQuotaAlteration as Alter
 from kaflite.client.sync import Admin, Consumer, Producer
 from kaflite.cluster import Cluster
 from kaflite.cluster.http import HttpApi
@@ -114,6 +115,7 @@ def test_metadata_changes_reach_every_process(served: tuple[Cluster, str]) -> No
         admin.create_topics([NewTopic("meta", 2, 3)])
         admin.alter_configs({ConfigResource(2, "meta"): {"retention.ms": "123456"}})
         admin.alter_user_scram_credentials([("alice", "SCRAM-SHA-256", "secret", 4096)])
+        admin.alter_client_quotas([Alter({"user": "alice"}, {"producer_byte_rate": 2048})])
     assert cluster.controller.topics["meta"].configs == {"retention.ms": "123456"}
 
     def everywhere() -> bool:
@@ -122,6 +124,8 @@ def test_metadata_changes_reach_every_process(served: tuple[Cluster, str]) -> No
         return all(v["topics"].get("meta", {}).get("configs") == {"retention.ms": "123456"}
                    and v["topics"]["meta"]["partitions"] == want
                    and v["scram_users"] == ["alice"] and v["cluster_id"] == cluster.cluster_id
+                   and v["quotas"] == [{"entity": [["user", "alice"]],
+                                        "values": {"producer_byte_rate": 2048.0}}]
                    # every replica of the new partitions is hosted, led where the
                    # controller says
                    and all(v["hosted"][f"meta-{p.partition}"]["leader"] == (p.leader == n)
