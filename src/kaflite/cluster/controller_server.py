@@ -31,7 +31,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, cast
+from typing import cast
 
 from kaflite.cluster import metadata_image
 from kaflite.cluster.controller import Controller, PartitionState, TopicState
@@ -59,7 +59,7 @@ class _Channel(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.frames = Frames()
         self.last_heartbeat = time.monotonic()
-        self.calls: dict[int, asyncio.Future[Any]] = {}
+        self.calls: dict[int, asyncio.Future[object]] = {}
         self.next_call = 0
         self.closed = False
 
@@ -224,14 +224,14 @@ class ControllerServer:
                     ch.close()
 
     async def call_broker(self, node_id: int, method: str, args: Json | None = None,
-                          timeout: float = 30) -> Any:
+                          timeout: float = 30) -> object:
         """Call a service of a broker process and wait for its answer."""
         ch = self.channels.get(node_id)
         if ch is None or ch.closed:
             raise BrokerUnavailable(f"broker {node_id} is not running")
         assert self._loop is not None
         ch.next_call += 1
-        fut: asyncio.Future[Any] = self._loop.create_future()
+        fut: asyncio.Future[object] = self._loop.create_future()
         ch.calls[ch.next_call] = fut
         ch.send({"call": ch.next_call, "method": method, "args": args or {}})
         return await asyncio.wait_for(fut, timeout)
@@ -248,7 +248,7 @@ class ControllerServer:
             ch.next_call += 1
             ch.send({"call": ch.next_call, "method": method, "args": args})
 
-    async def call_all(self, method: str, args: Json | None = None) -> dict[int, Any]:
+    async def call_all(self, method: str, args: Json | None = None) -> dict[int, object]:
         """Call every connected broker; a broker that fails to answer is left out."""
         nodes = sorted(self.channels)
         results = await asyncio.gather(*(self.call_broker(n, method, args) for n in nodes),

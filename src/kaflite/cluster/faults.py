@@ -75,6 +75,7 @@ from kaflite.protocol.messages import REGISTRY, Struct, api_by_name
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
     from kaflite.cluster.cluster import Cluster
+    from kaflite.cluster.metadata_image import Json
     from kaflite.cluster.partition import Partition
 
 __all__ = ["FaultInjector", "FaultUnavailable", "Rule", "RuleBook", "api_key_of",
@@ -281,7 +282,7 @@ class FaultInjector(RuleBook):
                            else self.cluster.brokers):
             raise FaultUnavailable(f"no broker {node_id}")
 
-    async def _remote(self, node_id: int, method: str, args: dict[str, Any]) -> Any:
+    async def _remote(self, node_id: int, method: str, args: Json) -> Any:
         """Call a broker process's service (a multi-process cluster), on the loop."""
         server = self.cluster.controller_server
         if server is None or node_id not in server.channels:

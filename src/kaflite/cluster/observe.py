@@ -441,7 +441,7 @@ class Registry:
 
         rows = await server.call_all("connections")
         self.remote = {node: [record_from_json(r) for r in found]
-                       for node, found in rows.items()}
+                       for node, found in rows.items() if isinstance(found, list)}
 
     def infos(self, include_replicas: bool = True, include_closed: bool = False
               ) -> list[ConnectionRecord]:

@@ -42,7 +42,8 @@ def served() -> Iterator[tuple[Cluster, str]]:
 
 def describe(cluster: Cluster, node: int) -> dict[str, Any]:
     assert cluster.controller_server is not None
-    found: dict[str, Any] = cluster.call(cluster.controller_server.call_broker(node, "describe"))
+    found = cluster.call(cluster.controller_server.call_broker(node, "describe"))
+    assert isinstance(found, dict)
     return found
 
 
