@@ -151,6 +151,11 @@ class Cluster:
     def broker(self, node_id: int) -> Broker:
         return self.brokers[node_id]
 
+    def broker_pid(self, node_id: int) -> int | None:
+        """The process id of a broker process (None in one process, or not running)."""
+        process = self.processes.get(node_id)
+        return process.pid if process is not None else None
+
     def broker_running(self, node_id: int) -> bool:
         handle = (self.processes if self.use_processes else self.brokers).get(node_id)
         return handle is not None and handle.running

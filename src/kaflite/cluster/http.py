@@ -322,7 +322,8 @@ def cluster_view(cluster: Cluster) -> Json:
         "cluster_id": controller.cluster_id,
         "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
                      "alive": b.alive, "isolated": b.fenced_replication,
-                     "running": cluster.broker_running(b.node_id)}
+                     "running": cluster.broker_running(b.node_id),
+                     "pid": cluster.broker_pid(b.node_id)}
                     for b in sorted(controller.brokers.values(), key=lambda b: b.node_id)],
         "topics": [{"name": t.name, "topic_id": str(t.topic_id), "internal": t.internal,
                     "partitions": [{"partition": p.partition, "leader": p.leader,

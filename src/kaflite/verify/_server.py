@@ -39,8 +39,7 @@ async def serve(args: argparse.Namespace) -> None:
 
     threading.Thread(target=watch_stdin, name="stdin-watch", daemon=True).start()
     print(json.dumps({"ready": True, "bootstrap": cluster.bootstrap_servers,
-                      "http": api.url, "cluster_id": cluster.cluster_id,
-                      "broker_pids": [p.pid for p in cluster.processes.values()]}), flush=True)
+                      "http": api.url, "cluster_id": cluster.cluster_id}), flush=True)
     await stop.wait()
     await api.stop()
     await cluster.stop()

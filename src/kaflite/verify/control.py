@@ -63,6 +63,14 @@ def free_ports(n: int, rng: random.Random | None = None, attempts: int = 200) ->
     raise RuntimeError(f"no {n} consecutive free ports in {PORT_RANGE}")
 
 
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _wait_gone(pid: int, timeout: float = 10) -> None:
     """Wait until ``pid`` (not our child: the cluster process's) no longer exists."""
     deadline = time.monotonic() + timeout
@@ -86,7 +94,6 @@ class ClusterProcess:
         self.base_port = free_ports(brokers + 1)
         self.http_port = self.base_port + brokers
         self.proc: subprocess.Popen[str] | None = None
-        self.broker_pids: list[int] = []
         self.crashes = 0
         self._log: IO[str] | None = None
         self._lock = threading.Lock()
@@ -119,7 +126,6 @@ class ClusterProcess:
             self.stop()
             raise RuntimeError(f"the cluster process did not start: {line!r} "
                                f"(see {self.data_dir / 'cluster.log'})")
-        self.broker_pids = [int(p) for p in json.loads(line).get("broker_pids", [])]
         return self
 
     def _ready_line(self, proc: subprocess.Popen[str]) -> str:
@@ -158,19 +164,29 @@ class ClusterProcess:
         proc, self.proc = self.proc, None
         if proc is None:
             return
+        brokers = self._broker_pids(proc.pid) if self.processes else []
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
         # Its broker processes (with --processes) die with it, all at once.
-        for pid in self.broker_pids:
+        for pid in brokers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        for pid in self.broker_pids:
+        for pid in brokers:
             _wait_gone(pid)
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
         self.crashes += 1
+
+    def _broker_pids(self, parent: int) -> list[int]:
+        """The broker processes of the cluster process ``parent`` now (its children:
+        a pid from earlier may belong to another process since)."""
+        try:
+            pids = [b["pid"] for b in self.view()["brokers"] if b.get("pid")]
+        except (ControlError, RuntimeError, OSError):
+            pids = []
+        return [int(p) for p in pids if _parent_of(int(p)) == parent]
 
     def restart(self) -> None:
         """Start again from the data directory, on the same ports."""
