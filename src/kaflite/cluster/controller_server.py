@@ -198,6 +198,12 @@ class ControllerServer:
             self.flush()
             ch.send({"reply": call_id, "kind": type(exc).__name__, "error": str(exc)})
             return
+        except Exception as exc:   # a bug here must not leave the broker waiting
+            log.exception("controller call %s from broker %s failed", msg.get("method"),
+                          ch.node_id)
+            self.flush()
+            ch.send({"reply": call_id, "kind": type(exc).__name__, "error": str(exc)})
+            return
         self.flush()
         ch.send({"reply": call_id, "result": result})
 
