@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import repeat
+from itertools import accumulate, groupby, repeat
 from operator import add
 from typing import Generic, cast
 
@@ -36,7 +37,7 @@ from kaflite.client.producer._accumulator import (
     cut_batches,
 )
 from kaflite.client.producer._idempotence import IdempotenceState
-from kaflite.client.producer._partitioner import Partitioner
+from kaflite.client.producer._partitioner import KeyCache, Partitioner
 from kaflite.client.producer._sender import Sender, SenderHooks
 from kaflite.client.producer._transactions import (
     ConsumerGroupMetadata,
@@ -128,6 +129,11 @@ _Queued = tuple[V, "K | None", "int | None", "HeadersArg", "int | None",
                 "DeliveryCallback | None"]
 
 
+# produce()'s arguments: (topic, value, key, partition, headers, timestamp, on_delivery)
+_Produced = tuple[str, V, "K | None", "int | None", HeadersArg, "int | None",
+                  "DeliveryCallback | None"]
+
+
 class Producer(BaseClient, Generic[K, V]):
     """Generic in the types of the keys (``K``) and values (``V``) it sends: those its
     serializers take, ``Raw`` (bytes, str, buffers) without one. Serializers given as
@@ -174,6 +180,10 @@ class Producer(BaseClient, Generic[K, V]):
         # of its sticky partition and the batch's size when it was opened here.
         self._open: dict[str, tuple[ProducerBatch, int]] = {}
         self._available: dict[str, tuple[int, list[int]]] = {}
+        # The fast path for keyed records: murmur2's answers, per topic.
+        self._keys = KeyCache()
+        # Bytes of the records in _pending: they count against buffer.memory too.
+        self._pending_bytes = 0
 
     async def _on_start(self) -> None:
         self.pool.role_providers.append(self._roles)
@@ -254,6 +264,8 @@ class Producer(BaseClient, Generic[K, V]):
             p = self._partitioner.partition(topic, key, n, avail, self._acc.queue_size)
             self._partitioner.record_appended(topic, size, n, avail, self._acc.queue_size)
             return p
+        if self._partitioner.hashes_keys:
+            return self._keys.partition(self._keys.table(topic, self.metadata.version, n), key, n)
         return self._partitioner.partition(topic, key, n)
 
     def _leaders_available(self, topic: str) -> list[int]:
@@ -314,6 +326,43 @@ class Producer(BaseClient, Generic[K, V]):
         acc.used += size
         return batch, index
 
+    def _append_keyed(self, topic: str, value: V, key: K) -> tuple[ProducerBatch, int] | None:
+        """A keyed record into the open batch of its key's partition, as ``_append_fast``.
+
+        The key's partition comes from the ``KeyCache``, filled by the general path
+        (which also opened the batch and marked the partition written). Only raw
+        bytes without serializers take this path, so nothing is converted.
+        """
+        if self._value_ser is not None or self._key_ser is not None \
+                or not isinstance(key, bytes) or not isinstance(value, bytes):
+            return None
+        entry = self._keys.topics.get(topic)
+        if entry is None or entry[0] != self.metadata.version:
+            return None
+        p = entry[2].get(key)
+        if p is None:
+            return None
+        if self._txn is not None and self._txn.state is not TxnState.IN_TRANSACTION:
+            return None
+        acc = self._acc
+        queue = acc.queues.get((topic, p))
+        if not queue:
+            return None
+        batch = queue[-1]
+        size = len(value) + len(key) + RECORD_OVERHEAD
+        keys = batch.keys
+        if keys is None or batch.closed or batch.attempts or batch.headers is not None \
+                or batch.size + size > acc.batch_size or acc.used + size > acc.buffer_memory:
+            return None
+        values = batch.values
+        index = len(values)
+        values.append(value)
+        keys.append(key)
+        batch.timestamps.append(time.time_ns() // 1_000_000)
+        batch.size += size
+        acc.used += size
+        return batch, index
+
     def _mark_written(self, topic: str, partition: int) -> None:
         if self._txn is not None:
             self._txn.record_for((topic, partition))
@@ -329,9 +378,10 @@ class Producer(BaseClient, Generic[K, V]):
                    headers: HeadersArg = None, timestamp: int | None = None) -> RecordMetadata:
         """Send one record and wait for its acknowledgement."""
         appended = None
-        if key is None and partition is None and headers is None and timestamp is None \
+        if partition is None and headers is None and timestamp is None \
                 and topic not in self._pending:
-            appended = self._append_fast(topic, value)
+            appended = self._append_fast(topic, value) if key is None \
+                else self._append_keyed(topic, value, key)
         if appended is None:
             if self._txn is not None:
                 self._txn.check_open()
@@ -360,9 +410,10 @@ class Producer(BaseClient, Generic[K, V]):
                 headers: HeadersArg = None, timestamp: int | None = None,
                 on_delivery: DeliveryCallback | None = None) -> None:
         """Queue one record without waiting; ``on_delivery(err, metadata)`` reports it."""
-        if key is None and partition is None and headers is None and timestamp is None \
+        if partition is None and headers is None and timestamp is None \
                 and topic not in self._pending:
-            appended = self._append_fast(topic, value)
+            appended = self._append_fast(topic, value) if key is None \
+                else self._append_keyed(topic, value, key)
             if appended is not None:
                 if on_delivery is not None:
                     batch, index = appended
@@ -372,17 +423,131 @@ class Producer(BaseClient, Generic[K, V]):
                 return
         if self._txn is not None:
             self._txn.check_open()
+        acc = self._acc
+        if acc.used + self._pending_bytes >= acc.buffer_memory \
+                and (acc.incomplete or self._pending):
+            raise BufferFull(f"buffer.memory ({acc.buffer_memory} bytes) is exhausted")
         if topic in self._pending or topic not in self.metadata.topics or not self._started:
+            # Until the topic's metadata comes, its records wait here, and count
+            # against buffer.memory as if they were in a batch already.
+            self._pending_bytes += RECORD_OVERHEAD + _size_hint(value) + _size_hint(key)
             self._queue_for_metadata(topic, (value, key, partition, headers, timestamp,
                                              on_delivery))
             return
-        if self._acc.used >= self._acc.buffer_memory and self._acc.incomplete:
-            raise BufferFull(f"buffer.memory ({self._acc.buffer_memory} bytes) is exhausted")
         batch, index = self._append(topic, value, key, partition, headers, timestamp)
         if on_delivery is not None:
             if batch.callbacks is None:
                 batch.callbacks = []
             batch.callbacks.append((index, on_delivery))
+
+    def produce_all(self, records: Sequence[_Produced[V, K]]) -> int:
+        """``produce`` each record in turn (the sync façade's hand-off); a record that
+        fails goes to its ``on_delivery``. Stops at ``BufferFull``: returns how many
+        records were taken. Runs of plain records take the column path."""
+        if len(records) > 1:
+            taken = self._produce_columns(records)
+            if taken is not None:
+                return taken
+        produce = self.produce
+        for i, args in enumerate(records):
+            try:
+                produce(*args)
+            except BufferFull:
+                return i
+            except Exception as exc:
+                if args[6] is not None:
+                    args[6](exc, None)
+        return len(records)
+
+    def _produce_columns(self, records: Sequence[_Produced[V, K]]) -> int | None:
+        """Append records of one topic, with bytes values and bytes (or no) keys and
+        nothing else, column by column: partitions from the key cache (or the sticky
+        partition, a batch at a time), then whole slices per partition. Every check
+        is a C-level pass over a column. Takes the records that fit in buffer.memory
+        and returns how many; None (nothing done): take the general path."""
+        n = len(records)
+        topics, values, keys, parts, hdrs, stamps, cbs = zip(*records, strict=True)
+        topic = topics[0]
+        if topics.count(topic) != n or parts.count(None) != n or hdrs.count(None) != n \
+                or stamps.count(None) != n or self._value_ser is not None \
+                or self._key_ser is not None or not self._started \
+                or topic in self._pending or topic not in self.metadata.topics \
+                or set(map(type, values)) != {bytes}:
+            return None
+        if self._txn is not None and self._txn.state is not TxnState.IN_TRANSACTION:
+            return None
+        vs = cast("list[bytes | None]", list(values))
+        sizes = list(map(add, map(len, cast("list[bytes]", vs)), repeat(RECORD_OVERHEAD)))
+        keyed = keys.count(None) != n
+        if keyed:
+            if set(map(type, keys)) != {bytes}:
+                return None
+            sizes = list(map(add, sizes, map(len, keys)))
+        acc = self._acc
+        room = acc.buffer_memory - acc.used - self._pending_bytes
+        if sum(sizes) > room:   # take what fits (the first record always, into an empty buffer)
+            n = max(bisect_right(list(accumulate(sizes)), room),
+                    0 if acc.incomplete or self._pending else 1)
+            if not n:
+                return 0
+            vs, sizes, keys, cbs = vs[:n], sizes[:n], keys[:n], cbs[:n]
+            keyed = keys.count(None) != n
+        ts = time.time_ns() // 1_000_000
+        placed: list[tuple[list[int] | None, list[tuple[ProducerBatch, int, int]]]] = []
+        if keyed:
+            ks = cast("list[bytes]", list(keys))
+            num = len(self.metadata.topics[topic].partitions)
+            if self._partitioner.hashes_keys:
+                table = self._keys.table(topic, self.metadata.version, num)
+                cached = list(map(table.get, ks))
+                if None in cached:
+                    hashed = self._keys.partition
+                    ps = [hashed(table, k, num) if p is None else p
+                          for p, k in zip(cached, ks, strict=True)]
+                else:
+                    ps = cast("list[int]", cached)
+            else:
+                ps = [self._choose(topic, k, None, 0) for k in ks]
+            if ps.count(ps[0]) == n:
+                self._mark_written(topic, ps[0])
+                placed.append((None, acc.extend(topic, ps[0], vs, list(ks), ts, sizes)))
+            else:
+                order = sorted(range(n), key=ps.__getitem__)
+                for p, group in groupby(order, ps.__getitem__):
+                    idx = list(group)
+                    self._mark_written(topic, p)
+                    placed.append((idx, acc.extend(
+                        topic, p, list(map(vs.__getitem__, idx)), list(map(ks.__getitem__, idx)),
+                        ts, list(map(sizes.__getitem__, idx)))))
+        else:
+            # uniform sticky (KIP-794) a batch at a time, as send_batch does
+            for i, j, total in cut_batches(sizes, acc.batch_size):
+                p = self._choose(topic, None, None, total)
+                self._mark_written(topic, p)
+                made = acc.extend(topic, p, vs[i:j], None, ts, sizes[i:j])
+                placed.append((list(range(i, j)), made))
+                batch = made[-1][0]
+                if batch.keys is None and batch.headers is None:
+                    self._open[topic] = (batch, batch.size)
+        if cbs.count(None) != n:
+            self._add_callbacks(cbs, placed)
+        return n
+
+    @staticmethod
+    def _add_callbacks(cbs: Sequence[DeliveryCallback | None],
+                       placed: list[tuple[list[int] | None,
+                                          list[tuple[ProducerBatch, int, int]]]]) -> None:
+        """Register each record's ``on_delivery`` with the batch (and index) it went to."""
+        for idx, made in placed:
+            pos = 0
+            for batch, start, count in made:
+                for k in range(count):
+                    cb = cbs[idx[pos + k] if idx is not None else pos + k]
+                    if cb is not None:
+                        if batch.callbacks is None:
+                            batch.callbacks = []
+                        batch.callbacks.append((start + k, cb))
+                pos += count
 
     def _queue_for_metadata(self, topic: str, record: _Queued[V, K]) -> None:
         queue = self._pending.get(topic)
@@ -403,6 +568,9 @@ class Producer(BaseClient, Generic[K, V]):
             failure = exc
         del self._pending[topic]
         del self._drains[topic]
+        for record in queue:
+            self._pending_bytes -= RECORD_OVERHEAD + _size_hint(record[0]) \
+                + _size_hint(record[1])
         for value, key, partition, headers, timestamp, on_delivery in queue:
             try:
                 if failure is not None:
@@ -514,7 +682,8 @@ class Producer(BaseClient, Generic[K, V]):
 
     def begin_transaction(self) -> None:
         self._transactional().begin_transaction()
-        self._open.clear()  # the fast path may only append to batches of this transaction
+        self._open.clear()  # the fast paths may only append to batches of this transaction
+        self._keys.clear()
 
     async def send_offsets_to_transaction(
             self, offsets: Mapping[tuple[str, int], int],
