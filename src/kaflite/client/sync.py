@@ -151,9 +151,9 @@ class Producer(_SyncClient, Generic[K, V]):
         """
         q = self._queue
         acc = self._acc
-        if q and acc.used + len(q) * (_RECORD_OVERHEAD + _size_hint(value)) \
-                > acc.buffer_memory:
-            self._wait_for_room(_RECORD_OVERHEAD + _size_hint(value))
+        size = _RECORD_OVERHEAD + _size_hint(value)
+        if acc.used + (len(q) + 1) * size > acc.buffer_memory and (q or acc.incomplete):
+            self._wait_for_room(size)
         q.append((topic, value, key, partition, headers, timestamp, on_delivery))
         if not self._scheduled:
             with self._qlock:
@@ -162,10 +162,11 @@ class Producer(_SyncClient, Generic[K, V]):
                     self._loop.call_soon_threadsafe(self._drain)
 
     def _wait_for_room(self, size: int) -> None:
-        """Wait until the queued records and ``size`` more fit in ``buffer.memory``."""
+        """Wait until the queued records and ``size`` more fit in ``buffer.memory`` (the
+        queued ones estimated at ``size`` each), or nothing is left to send."""
         acc, q = self._acc, self._queue
         deadline = time.monotonic() + self._max_block
-        while q and acc.used + len(q) * size > acc.buffer_memory:
+        while acc.used + (len(q) + 1) * size > acc.buffer_memory and (q or acc.incomplete):
             if self._loop_thread.in_loop() or time.monotonic() >= deadline:
                 # (on the loop thread, waiting would stop what makes room)
                 raise _producer.BufferFull(
