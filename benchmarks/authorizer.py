@@ -83,7 +83,7 @@ def main() -> None:
                     for which, servers in clusters.items():
                         topic = create_topic(servers)
                         for op, fn in (("produce", produce), ("fetch", consume)):
-                            secs = timed(functools.partial(fn, servers, topic, value, n, {}))
+                            secs = timed(functools.partial(fn, servers, topic, value, n, conf={}))
                             times.setdefault((op, client, which), []).append(secs)
             lines.append(f"\n{size}-byte records, {n} records, best of {args.repeat}\n")
             lines.append("| run | without msg/s | with authorizer msg/s (median) | with / "
