@@ -175,9 +175,9 @@ def _encode_records(
                     return b"".join(_values_ts_parts(present, lengths, timestamp_deltas))
     if keys is not None and headers is None and offset_deltas is None \
             and n <= _OD_WIDTHS[-1][1]:
-        parts = _keyed_parts(values, keys, timestamp_deltas)
-        if parts is not None:
-            return b"".join(parts)
+        keyed = _keyed_parts(values, keys, timestamp_deltas)
+        if keyed is not None:
+            return b"".join(keyed)
     value_sizes, value_lengths, payloads = _value_columns(values)
 
     # General case: one column per field; a constant field is one repeated piece.
@@ -330,9 +330,9 @@ def _keyed_parts(values: Sequence[BytesLike | None], keys: Sequence[BytesLike | 
     else:   # attributes, a zero timestamp delta and the offset delta in one piece
         parts[1::k] = _od_prefixes(n)
     parts[k - 4::k] = list(map(table, klens))
-    parts[k - 3::k] = keys
+    parts[k - 3::k] = cast("Sequence[BytesLike]", keys)
     parts[k - 2::k] = list(map(table, vlens))
-    parts[k - 1::k] = values
+    parts[k - 1::k] = cast("Sequence[BytesLike]", values)
     parts[k * n] = ZERO_VARINT
     return parts
 
