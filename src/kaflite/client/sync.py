@@ -133,6 +133,7 @@ class Producer(_SyncClient, Generic[K, V]):
         self._qlock = threading.Lock()
         self._retry: asyncio.TimerHandle | None = None   # one pending retry at most
         self._acc = self._async._acc
+        self._acc.space_listeners.append(self._space_freed)
         self._max_block = self._async.config.int("max.block.ms") / 1000
 
     def send(self, topic: str, value: V, key: K | None = None, partition: int | None = None,
@@ -175,23 +176,43 @@ class Producer(_SyncClient, Generic[K, V]):
             time.sleep(_ROOM_POLL_S)
 
     def _drain(self) -> None:
-        """On the loop thread: move everything queued into the accumulator."""
+        """On the loop thread: move what is queued, or what fits in ``buffer.memory``
+        of it, into the accumulator. What does not fit waits, first in line, until
+        the accumulator releases a batch (or ``_RETRY_S`` at the latest)."""
         with self._qlock:
             self._scheduled = False
         q = self._queue
+        if not q:
+            return
+        acc = self._acc
+        k = len(q)
+        if acc.incomplete:
+            # take about what fits, so that a full buffer does not cost a pass over q
+            room = acc.buffer_memory - acc.used
+            first = q[0]
+            k = min(k, max(room, 0) // (_RECORD_OVERHEAD + _size_hint(first[1])
+                                        + _size_hint(first[2])) + 1)
         popleft = q.popleft
-        records = [popleft() for _ in range(len(q))]
+        records = [popleft() for _ in range(k)]
         taken = self._async.produce_all(records)
-        if taken < len(records):   # BufferFull: the rest waits, first in line
+        if taken < len(records):
             q.extendleft(reversed(records[taken:]))
+        if q:
             with self._qlock:
                 self._scheduled = True
-            if self._retry is None or self._retry.cancelled():
+            if self._retry is None:
                 self._retry = self._loop.call_later(_RETRY_S, self._retry_drain)
 
     def _retry_drain(self) -> None:
         self._retry = None
         self._drain()
+
+    def _space_freed(self) -> None:
+        """The accumulator released a batch: records waiting for room go in now."""
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+            self._loop.call_soon(self._drain)
 
     def send_batch(self, topic: str, values: Sequence[V], keys: Sequence[K | None] | None = None,
                    partition: int | None = None,

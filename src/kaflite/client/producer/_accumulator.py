@@ -256,6 +256,8 @@ class RecordAccumulator:
         self.flushing = 0
         self.wakeup: Callable[[], None] = lambda: None
         self._space: asyncio.Event | None = None
+        # called (on the loop) whenever a batch's memory is released
+        self.space_listeners: list[Callable[[], None]] = []
 
     # -- appending -------------------------------------------------------------------
     def has_room(self, size: int) -> bool:
@@ -439,6 +441,8 @@ class RecordAccumulator:
             self.used -= batch.size
             if self._space is not None:
                 self._space.set()
+            for listener in self.space_listeners:
+                listener()
 
     def expire(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
         """Queued batches older than ``delivery.timeout.ms``."""
