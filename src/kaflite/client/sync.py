@@ -47,7 +47,7 @@ from kaflite.client.pool import ConnectionInfo
 from kaflite.client.producer import ConsumerGroupMetadata
 from kaflite.client.producer._accumulator import RECORD_OVERHEAD as _RECORD_OVERHEAD
 from kaflite.client.producer._accumulator import DeliveryCallback
-from kaflite.client.producer._producer import HeadersArg, K, V, _size_hint
+from kaflite.client.producer._values import HeadersArg, K, V, _size_hint
 from kaflite.security.acl import AclBinding, AclBindingFilter
 
 __all__ = ["Admin", "Consumer", "Producer"]
