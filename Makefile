@@ -28,7 +28,7 @@ lint: $(STAMP)
 test: $(STAMP) check-java lint
 	@tools/ensure_kcat.sh
 	@tools/ensure_kafkajs.sh
-	$(PY) -m pytest -n $(PYTEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_JOBS) $(PYTEST_ARGS)
 
 demo: $(STAMP) check-java
 	$(PY) -m kaflite.cli demo

@@ -8,8 +8,9 @@ Both are bounded: a condition that never holds fails its test, it never hangs it
 The session also gets its own state directory (``KAFLITE_STATE_DIR``), so that a
 ``kaflite up`` started by a test and a developer's own never find each other.
 
-``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``).
-Each test module is one group, so its module-scoped cluster is started once. The
+``make test`` runs the suite on two pytest-xdist workers, with a scheduler of
+its own (``pytest_xdist_make_scheduler``) that hands out whole groups: each test
+module is one group, so its module-scoped cluster is started once. The
 tests that start a JVM (Spark) form one group of their own, collected first: one
 JVM at a time, and the longest group starts at once while the other worker takes
 the rest.
@@ -33,16 +34,29 @@ JVM_MODULES = ("tests/spark/", "tests/demo/test_demo.py", "tests/test_readme.py"
 JVM_TESTS = ("tests/verify/test_rounds.py::test_spark_stream_queue_under_all_faults",)
 
 
-def _runs_a_jvm(item: pytest.Item) -> bool:
-    return item.nodeid.startswith(JVM_MODULES) or item.nodeid.startswith(JVM_TESTS)
+def _runs_a_jvm(nodeid: str) -> bool:
+    return nodeid.startswith(JVM_MODULES) or nodeid.startswith(JVM_TESTS)
+
+
+def _group(nodeid: str) -> str:
+    return "jvm" if _runs_a_jvm(nodeid) else nodeid.split("::", 1)[0]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group the tests for pytest-xdist's loadgroup (see the module's docstring)."""
-    for item in items:
-        group = "jvm" if _runs_a_jvm(item) else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: not _runs_a_jvm(item))    # stable: order kept within
+    """The JVM tests first (see the module's docstring); the order is kept within."""
+    items.sort(key=lambda item: not _runs_a_jvm(item.nodeid))
+
+
+@pytest.hookimpl(optionalhook=True)     # a pytest-xdist hook: only when it is installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Send each group (a module, or the JVM tests) to one worker, whole."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return ByGroup(config, log)     # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session", autouse=True)

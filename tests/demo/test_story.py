@@ -33,7 +33,9 @@ def client(connections: int, consumer: bool = False, **roles: int) -> SimpleName
         roles=roles or {"partition-leader": connections},
         heartbeat_interval_ms=1000.0 if consumer else None,
         commit_interval_ms=2000.0 if consumer else None,
-        fetch_rate=4.5 if consumer else None)
+        fetch_rate=4.5 if consumer else None,
+        principal="User:alice" if consumer else "User:ANONYMOUS",
+        throttles=2 if consumer else 0, throttled_ms_total=350 if consumer else 0)
 
 
 def snapshot() -> dict[str, object]:
@@ -128,6 +130,11 @@ def test_the_live_view_shows_the_step_and_fits_the_console() -> None:
     console.file.close()
     assert out.splitlines()[0] == "step 6/13 move the leader of partition 0"
     assert "Connections" in out and not wide(out.splitlines())
+    # each client's principal and the throttles it was given (quotas)
+    consumer = next(line for line in out.splitlines() if "consumer-1 " in line and "4/4" in line)
+    assert "alice" in consumer and "2x 350 ms" in consumer, consumer
+    producer = next(line for line in out.splitlines() if "producer " in line)
+    assert "ANONYMOUS" in producer and "ms" not in producer, producer
 
 
 # -- the summary --------------------------------------------------------------------------

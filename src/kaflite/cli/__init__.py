@@ -17,6 +17,7 @@ from kaflite.cli import (
     groups,
     pipeline,
     produce,
+    quotas,
     topics,
     transactions,
     up,
@@ -46,6 +47,7 @@ app.add_typer(chaos.app, name="chaos")
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(users.app, name="users")
 app.add_typer(acls.app, name="acls")
+app.add_typer(quotas.app, name="quotas")
 
 
 def _name_values(cmd: object) -> None:

@@ -1,7 +1,11 @@
 """``kaflite connections``: every client connection, the broker it goes to and why.
 
 The security column shows the listener's protocol, the SASL mechanism, the
-principal and when the connection last (re-)authenticated (KIP-368).
+principal and when the connection last (re-)authenticated (KIP-368). The quota
+column shows each client quota that applies (its limit and the rate the client
+uses, per second; ``request_percentage`` in percent), the last throttle time the
+broker gave, how many throttles, and requests that arrived while the connection
+was muted (a client ignoring its throttle).
 """
 
 from __future__ import annotations
@@ -37,10 +41,36 @@ def security_text(c: dict[str, Any], now: float) -> str:
     return "\n".join(lines)
 
 
+QUOTA_NAMES = {"producer_byte_rate": "produce", "consumer_byte_rate": "fetch",
+               "request_percentage": "request", "controller_mutation_rate": "mutations"}
+
+
+def _amount(key: str, value: float) -> str:
+    if key == "request_percentage":
+        return f"{value:.0f}%"
+    if key == "controller_mutation_rate":
+        return f"{value:g}/s"
+    for unit, size in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if abs(value) >= size:
+            return f"{value / size:.1f}{unit}/s"
+    return f"{value:.0f}B/s"
+
+
+def quota_text(c: dict[str, Any]) -> str:
+    """``produce 1.0MB/s of 1.0MB/s``, one line per quota, then the throttles."""
+    lines = [f"{QUOTA_NAMES.get(k, k)} {_amount(k, q.get('rate') or 0)} of {_amount(k, q['limit'])}"
+             for k, q in sorted((c.get("quotas") or {}).items())]
+    if c.get("throttles"):
+        lines.append(f"throttled {c['throttle_time_ms']}ms (x{c['throttles']})")
+    if c.get("requests_while_muted"):
+        lines.append(f"{c['requests_while_muted']} sent while muted")
+    return "\n".join(lines) or "-"
+
+
 def connections_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title="client connections", show_lines=False)
     for name in ("client", "broker", "peer", "security", "role", "partitions / groups",
-                 "requests", "errors", "idle"):
+                 "requests", "errors", "quota", "idle"):
         table.add_column(name, overflow="fold")
     now = time.time()
     for c in rows:
@@ -59,6 +89,7 @@ def connections_table(rows: list[dict[str, Any]]) -> Table:
             _short(targets),
             str(sum(a["count"] for a in c["apis"].values())),
             ", ".join(f"{k} x{v}" for k, v in errs.items()),
+            quota_text(c),
             f"{now - c['last_activity']:.0f}s",
         )
     return table

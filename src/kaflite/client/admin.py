@@ -21,9 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from kaflite.client import _quotas
 from kaflite.client._acl_admin import AclAdmin
 from kaflite.client._base import BaseClient
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
+from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
 from kaflite.client.consumer._assignors import decode_assignment
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -56,8 +58,9 @@ from kaflite.protocol.messages import incremental_alter_configs_request as iacq
 from kaflite.protocol.messages import offset_commit_request as ocq
 from kaflite.protocol.messages import offset_fetch_request as ofq
 
-__all__ = ["Admin", "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigSynonym", "GroupDescription",
-           "MemberDescription", "NewTopic", "TransactionDescription", "TransactionListing"]
+__all__ = ["Admin", "ClientQuotaAlteration", "ClusterDescription", "ConfigEntry", "ConfigResource",
+           "ConfigSynonym", "GroupDescription", "MemberDescription", "NewTopic", "QuotaFilterComponent",
+           "TransactionDescription", "TransactionListing"]
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -491,3 +494,24 @@ class Admin(AclAdmin, BaseClient):
             deletions=dels, upsertions=ups))
         for r in resp.results:
             _check(r.error_code, f"alter SCRAM credentials of {r.user}", r.error_message)
+
+    # -- client quotas (KIP-546) -------------------------------------------------------------
+    async def describe_client_quotas(self, components: Iterable[QuotaFilterComponent] = (),
+                                     strict: bool = False
+                                     ) -> dict[QuotaEntity, dict[str, float]]:
+        """``{((type, name or None for <default>), ...): {key: value}}`` matching the filter
+        (no component: every entity)."""
+        await self.start()
+        resp = await self._request(await self._controller(),
+                                   _quotas.describe_request(components, strict))
+        _check(resp.error_code, "describe client quotas", resp.error_message)
+        return _quotas.parse_describe(resp)
+
+    async def alter_client_quotas(self, alterations: Iterable[ClientQuotaAlteration],
+                                  validate_only: bool = False) -> None:
+        """Set or remove (``None``) quota keys; raises the first entity's error."""
+        await self.start()
+        resp = await self._request(await self._controller(),
+                                   _quotas.alter_request(alterations, validate_only))
+        for entity, code, message in _quotas.alter_errors(resp):
+            _check(code, f"alter client quotas of {dict(entity)}", message)

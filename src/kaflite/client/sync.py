@@ -29,6 +29,7 @@ from kaflite.client import admin as _admin
 from kaflite.client import consumer as _consumer
 from kaflite.client import producer as _producer
 from kaflite.client._base import BaseClient
+from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
 from kaflite.client.admin import (
     ConfigEntry,
     ConfigResource,
@@ -360,6 +361,14 @@ class Admin(_SyncClient):
     def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__()
         self._async: _admin.Admin = self._make(lambda: _admin.Admin(config, **kwargs))
+
+    def describe_client_quotas(self, components: Iterable[QuotaFilterComponent] = (),
+                               strict: bool = False) -> dict[QuotaEntity, dict[str, float]]:
+        return self._run(self._async.describe_client_quotas(list(components), strict))
+
+    def alter_client_quotas(self, alterations: Iterable[ClientQuotaAlteration],
+                            validate_only: bool = False) -> None:
+        self._run(self._async.alter_client_quotas(list(alterations), validate_only))
 
     def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False) -> None:
         self._run(self._async.create_topics(topics, validate_only))

@@ -34,6 +34,7 @@ from kaflite.cluster.metrics import BrokerMetrics
 from kaflite.cluster.network import ServerConnection, api_versions_error_body
 from kaflite.cluster.observe import CLOSED_KEPT, ConnectionRecord
 from kaflite.cluster.partition import Partition
+from kaflite.cluster.quotas import QuotaManager, QuotaWindows
 from kaflite.cluster.request_memory import RequestMemory
 from kaflite.cluster.txn import TransactionCoordinator
 from kaflite.protocol import errors
@@ -113,6 +114,9 @@ class Broker:
         self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
         self._inter_broker: tuple[ssl.SSLContext | None, SaslFactory | None] | None = None
+        # client quotas (kaflite.cluster.quotas): this broker's rates and throttle times
+        self.quotas = QuotaManager(controller.client_quotas, QuotaWindows(
+            config.int("quota.window.num"), config.int("quota.window.size.seconds") * 1000))
 
     # -- addresses ---------------------------------------------------------------
     def endpoint(self, listener: str) -> tuple[str, int]:

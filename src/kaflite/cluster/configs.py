@@ -101,6 +101,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     # Kafka's default is -1 (unbounded); see cluster/request_memory.py
     "queued.max.request.bytes": "268435456",
     "connections.max.idle.ms": "600000",
+    "quota.window.num": "11",                  # client quotas' rate windows
+    "quota.window.size.seconds": "1",
     "message.max.bytes": "1048588",
     "log.retention.check.interval.ms": "300000",
     "group.initial.rebalance.delay.ms": "3000",

@@ -36,6 +36,7 @@ from typing import Protocol
 
 from kaflite.cluster.acl import AclStore
 from kaflite.cluster.internal_topics import INTERNAL_TOPICS
+from kaflite.cluster.quotas.entities import Entity, QuotaStore
 from kaflite.protocol import errors
 from kaflite.security.scram import ScramCredential
 
@@ -113,6 +114,8 @@ class Controller:
         self.next_producer_id = 1000
         # user -> mechanism -> credential (AlterUserScramCredentials)
         self.scram: dict[str, dict[str, ScramCredential]] = {}
+        # client quotas (AlterClientQuotas), as KRaft's ClientQuotaRecord
+        self.client_quotas = QuotaStore()
         # ACL bindings (CreateAcls/DeleteAcls), read by every broker's authorizer
         self.acls = AclStore()
         self._load()
@@ -132,6 +135,7 @@ class Controller:
         for user, creds in data.get("scram", {}).items():
             self.scram[user] = {mechanism: ScramCredential.from_kafka(mechanism, text)
                                 for mechanism, text in creds.items()}
+        self.client_quotas.load_json(data.get("client_quotas", []))
         self.acls.load(data.get("acls", []))
         for name, t in data["topics"].items():
             parts = [PartitionState(name, i, **p) for i, p in enumerate(t["partitions"])]
@@ -148,6 +152,7 @@ class Controller:
             "next_producer_id": self.next_producer_id,
             "scram": {user: {m: c.to_kafka() for m, c in creds.items()}
                       for user, creds in self.scram.items()},
+            "client_quotas": self.client_quotas.to_json(),
             "acls": self.acls.to_json(),
             "topics": {
                 name: {
@@ -189,6 +194,14 @@ class Controller:
                 self.scram.pop(user, None)
         for user, credential in upserts:
             self.scram.setdefault(user, {})[credential.mechanism] = credential
+        self.save()
+
+    # -- client quotas -------------------------------------------------------------
+    def alter_client_quotas(self, changes: list[tuple[Entity, dict[str, float], set[str]]]
+                            ) -> None:
+        """Apply checked quota changes (sets and removals per entity), then persist."""
+        for entity, sets, removals in changes:
+            self.client_quotas.alter(entity, sets, removals)
         self.save()
 
     # -- brokers ----------------------------------------------------------------

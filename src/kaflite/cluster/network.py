@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, cast
 from kaflite.cluster.acl import check as acl_check
 from kaflite.cluster.auth import SaslSession
 from kaflite.cluster.observe import ApiStats, ConnectionRecord, record_request
+from kaflite.cluster.quotas.enforce import after_request
 from kaflite.protocol import (
     FrameDecoder,
     ProtocolError,
@@ -94,6 +95,11 @@ KIP219_VERSION = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2
                   15: 2, 16: 2, 18: 2, 19: 3, 20: 2, 21: 1, 22: 1, 23: 3, 32: 2}
 
 
+# How long after a throttled response a request may still arrive without its
+# client having ignored the throttle (it was on its way before the client read it).
+MUTE_GRACE = 0.05
+
+
 def _replica_id(api_key: int, version: int, body: Any) -> int:
     """The replica id a follower's Fetch (or ListOffsets) carries; -1 for clients."""
     if api_key == FETCH and version >= 15:
@@ -125,6 +131,11 @@ class ServerConnection(asyncio.BufferedProtocol):
                      if self.listener.sasl else None)
         # set by a handler whose response must be the last (a failed authentication)
         self.close_after_response = False
+        # -- client quotas (kaflite.cluster.quotas) --
+        self.quota_throttle_ms = 0      # set by a handler that throttles (Fetch, mutations)
+        self.handler_started = 0.0      # perf_counter() when the handler was called
+        self.waited_s = 0.0             # long-poll time of the handler, not counted as work
+        self.muted_since = self.muted_until = 0.0   # monotonic: the channel's last mute
 
     # -- asyncio callbacks ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -149,6 +160,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._reject(f"bad frame: {exc}")
             return
         if frames:
+            if self.muted_until:
+                self._arrived_while_muted(len(frames))
             self.queue.extend(frames)
             self.queued_bytes += sum(map(len, frames))
             self.wakeup.set()
@@ -265,6 +278,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             record_request(self.info, api_key, version, body, None, 0.0)
             self.abort()
             return
+        self.quota_throttle_ms, self.waited_s = 0, 0.0
+        self.handler_started = time.perf_counter()
         gate = None if self.broker.authorizer is None else \
             acl_check(self.broker, self, api_key, version, body)
         if plan is not None and plan.response is not None:
@@ -278,15 +293,23 @@ class ServerConnection(asyncio.BufferedProtocol):
             if plan is not None and faults is not None and response is not None:
                 response = faults.finish(plan, api_key, version, body, response,
                                          self._resolve, self._session_partitions)
+        quota_ms = max(self.quota_throttle_ms, after_request(
+            self.broker.quotas, self.info, api_key, header.client_id, len(frame),
+            time.perf_counter() - self.handler_started - self.waited_s))
         if plan is not None and plan.delay_ms:
             await asyncio.sleep(plan.delay_ms / 1000)
-        throttle_ms = plan.throttle_ms if plan is not None else 0
+        throttle_ms = max(plan.throttle_ms if plan is not None else 0, quota_ms)
+        if throttle_ms:
+            self.info.throttled(throttle_ms)
         if throttle_ms and response is not None:
             if hasattr(response, "throttle_time_ms"):
-                response.throttle_time_ms = throttle_ms
+                response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
             if version < KIP219_VERSION.get(api_key, 0):
                 await asyncio.sleep(throttle_ms / 1000)  # pre-KIP-219: hold the response
                 throttle_ms = 0
+        if throttle_ms:   # KIP-219: the mute starts as the response goes out
+            self.muted_since = time.monotonic()
+            self.muted_until = self.muted_since + throttle_ms / 1000
         if response is not None and not self.closed:
             self._send(api_key, version, correlation_id, response)
         if self.close_after_response:
@@ -294,8 +317,17 @@ class ServerConnection(asyncio.BufferedProtocol):
         elapsed = (time.perf_counter() - started) * 1000
         self.broker.metrics.request(api_key, version, elapsed, self.info.replica_id is not None)
         record_request(self.info, api_key, version, body, response, elapsed, self._resolve)
-        if throttle_ms:
-            await asyncio.sleep(throttle_ms / 1000)  # KIP-219: mute the channel
+        if throttle_ms:   # KIP-219: mute the channel
+            await asyncio.sleep(max(self.muted_until - time.monotonic(), 0.0))
+
+    def _arrived_while_muted(self, n: int) -> None:
+        """Count requests a client sent although it had been told to wait.
+
+        A request that arrives within ``MUTE_GRACE`` of the throttled response may
+        have been sent before the client read it; later ones were not."""
+        now = time.monotonic()
+        if self.muted_since + MUTE_GRACE <= now < self.muted_until:
+            self.info.requests_while_muted += n
 
     def _raw_sasl_token(self, frame: Frame) -> None:
         """A bare SASL token (after SaslHandshake v0); the reply goes back size-prefixed."""

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kaflite.cluster._msgscope import TopicResolver, shape, walk
+from kaflite.cluster.quotas.manager import Usage
 from kaflite.protocol import errors
 from kaflite.protocol.messages import REGISTRY, ApiVersionsRequest, Struct
 
@@ -133,6 +134,19 @@ class ConnectionRecord:
     authenticated_at: float | None = None     # the last (re-)authentication
     reauthentications: int = 0
     session_expires_at: float | None = None   # KIP-368: None = no session lifetime
+    # -- client quotas: each quota that applies (key -> limit, rate, entity), the
+    # throttle time last given, how many throttles and their total, and requests
+    # that arrived while the channel was muted for a throttle (see network.py)
+    quotas: dict[str, Usage] = field(default_factory=dict)
+    throttle_time_ms: int = 0
+    throttles: int = 0
+    throttled_ms_total: int = 0
+    requests_while_muted: int = 0
+
+    def throttled(self, ms: int) -> None:
+        self.throttle_time_ms = ms
+        self.throttles += 1
+        self.throttled_ms_total += ms
 
     @property
     def host(self) -> str:
@@ -271,6 +285,11 @@ class ConnectionSnapshot:
     sasl_mechanism: str | None = None
     authenticated_at: float | None = None
     reauthentications: int = 0
+    quotas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    throttle_time_ms: int = 0
+    throttles: int = 0
+    throttled_ms_total: int = 0
+    requests_while_muted: int = 0
 
     @property
     def host(self) -> str:
@@ -300,6 +319,8 @@ class ClientSnapshot:
     commit_interval_ms: float | None
     fetch_rate: float | None           # Fetch requests per second
     requests: dict[str, int]
+    throttles: int = 0                 # responses that throttled it (quotas, faults)
+    throttled_ms_total: int = 0        # the throttle times they gave, summed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -333,6 +354,11 @@ def snapshot(info: ConnectionRecord) -> ConnectionSnapshot:
         sasl_mechanism=info.sasl_mechanism,
         authenticated_at=info.authenticated_at,
         reauthentications=info.reauthentications,
+        quotas={k: asdict(u) for k, u in sorted(info.quotas.items())},
+        throttle_time_ms=info.throttle_time_ms,
+        throttles=info.throttles,
+        throttled_ms_total=info.throttled_ms_total,
+        requests_while_muted=info.requests_while_muted,
     )
 
 
@@ -392,6 +418,8 @@ def summarize(infos: list[ConnectionRecord], now: float | None = None) -> list[C
             commit_interval_ms=mean_gap_ms(stamps.get(OFFSET_COMMIT, [])),
             fetch_rate=rate_per_s(stamps.get(FETCH, []), now),
             requests=dict(sorted(requests.items())),
+            throttles=sum(c.throttles for c in conns),
+            throttled_ms_total=sum(c.throttled_ms_total for c in conns),
         ))
     return out
 

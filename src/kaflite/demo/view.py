@@ -94,12 +94,15 @@ def _connections_panel(s: Snapshot) -> Panel:
     table.add_column("brokers/self", no_wrap=True)
     table.add_column("fan-out")
     table.add_column("roles")
+    table.add_column("principal", no_wrap=True)
+    table.add_column("throttled", no_wrap=True)
     for cid, c in sorted(s["clients"].items()):
         fan = " ".join(f"b{b}:{n}" for b, n in sorted(c.fan_out.items()))
         roles = ", ".join(f"{SHORT_ROLES.get(r, r)} {n}" for r, n in sorted(c.roles.items()))
         reported = s["reported"].get(cid)
+        throttled = f"{c.throttles}x {c.throttled_ms_total} ms" if c.throttles else "-"
         table.add_row(cid, f"{c.connections}/{reported if reported is not None else '-'}",
-                      fan, roles)
+                      fan, roles, c.principal.removeprefix("User:"), throttled)
     return Panel(table, title="Connections: which connection is which")
 
 

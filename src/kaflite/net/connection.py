@@ -58,6 +58,7 @@ from kaflite.protocol.connection import (
     SslAuthenticationError,
 )
 from kaflite.protocol.messages import (
+    REGISTRY,
     ProduceRequest,
     ProduceResponse,
     Request,
@@ -440,6 +441,10 @@ class BrokerConnection:
             if isinstance(event, Response):
                 # (a re-authentication alone does not keep an idle connection alive)
                 self.last_used = time.monotonic()
+                throttle = getattr(event.body, "throttle_time_ms", 0)
+                if throttle and throttle > 0:   # KIP-219: nothing goes out until it is over
+                    self._emit("throttle", f"{self.label} throttled {_api(event.api_key)} "
+                               f"for {throttle} ms")
                 future = self._futures.pop(event.correlation_id, None)
                 if future is not None and not future.done():
                     future.set_result(event.body)
@@ -526,3 +531,8 @@ def _session(lifetime_ms: int) -> str:
 def _ssl_error(address: str, exc: ssl.SSLError) -> SslAuthenticationError:
     detail = getattr(exc, "verify_message", None) or exc.reason or str(exc)
     return SslAuthenticationError(f"SSL handshake with {address} failed: {detail}")
+
+
+def _api(api_key: int) -> str:
+    info = REGISTRY.get(api_key)
+    return info.name if info is not None else f"api {api_key}"

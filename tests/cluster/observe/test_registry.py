@@ -168,7 +168,11 @@ def test_cadences_are_measured_across_a_clients_connections() -> None:
     infos[1].partitions.add(("t", 1))
     infos[2].groups.add("g")
     infos[3].groups.add("g")
+    infos[0].throttled(100)
+    infos[3].throttled(250)
     [app, other] = summarize(infos, now=now)
+    assert (app.throttles, app.throttled_ms_total) == (2, 350)
+    assert (other.throttles, other.throttled_ms_total) == (0, 0)
     assert app.client_id == "app" and app.host == "10.0.0.1"
     assert app.connections == 4 and app.fan_out == {0: 1, 1: 1, 2: 2}
     assert app.roles == {"group-coordinator": 2, "partition-leader": 2}

@@ -1,4 +1,12 @@
-"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37)."""
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
+
+Each topic's partitions count against its client's ``controller_mutation_rate``
+(KIP-599, ``kaflite.cluster.quotas.enforce.MutationQuota``): strictly from
+CreateTopics v6, DeleteTopics v5 and CreatePartitions v3 (a topic over the
+quota gets THROTTLING_QUOTA_EXCEEDED), permissively before (it goes ahead);
+the response's ``throttle_time_ms`` says how long to wait. A ``validate_only``
+request mutates nothing and is not counted.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from typing import TYPE_CHECKING
 from kaflite.cluster.configs import effective_topic_configs, validate_topic_configs
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers.metadata import validate_topic_name
+from kaflite.cluster.quotas.enforce import MutationQuota
 from kaflite.config import ConfigError
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
@@ -32,6 +41,19 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 SOURCES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG": 5}
+# The first version of each API that answers THROTTLING_QUOTA_EXCEEDED (strict quota).
+STRICT_SINCE = {CreateTopicsRequest.API_KEY: 6, DeleteTopicsRequest.API_KEY: 5,
+                CreatePartitionsRequest.API_KEY: 3}
+
+
+def _mutation_quota(broker: Broker, conn: ServerConnection, header: RequestHeader) -> MutationQuota:
+    strict = header.request_api_version >= STRICT_SINCE[header.request_api_key]
+    return MutationQuota(broker.quotas, conn.info.principal, header.client_id, strict)
+
+
+def _throttle(conn: ServerConnection, quota: MutationQuota) -> int:
+    conn.quota_throttle_ms = max(conn.quota_throttle_ms, quota.throttle_time_ms)
+    return quota.throttle_time_ms
 
 
 def _plan(broker: Broker, t: ctq.CreatableTopic) -> list[list[int]]:
@@ -64,6 +86,7 @@ def _plan(broker: Broker, t: ctq.CreatableTopic) -> list[list[int]]:
 async def handle_create_topics(broker: Broker, conn: ServerConnection, header: RequestHeader,
                                req: CreateTopicsRequest) -> CreateTopicsResponse:
     controller = broker.controller
+    quota = _mutation_quota(broker, conn, header)
     results = []
     seen: dict[str, int] = {}
     for t in req.topics:
@@ -84,6 +107,7 @@ async def handle_create_topics(broker: Broker, conn: ServerConnection, header: R
             res.num_partitions = len(plan)
             res.replication_factor = len(plan[0])
             if not req.validate_only:
+                quota.record(len(plan))
                 topic = controller.create_topic(t.name, plan, configs)
                 res.topic_id = topic.topic_id
             res.configs = [
@@ -94,12 +118,13 @@ async def handle_create_topics(broker: Broker, conn: ServerConnection, header: R
             res.error_code, res.error_message = exc.code, exc.message
             res.num_partitions = res.replication_factor = -1
         results.append(res)
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    return CreateTopicsResponse(throttle_time_ms=_throttle(conn, quota), topics=results)
 
 
 async def handle_delete_topics(broker: Broker, conn: ServerConnection, header: RequestHeader,
                                req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     controller = broker.controller
+    quota = _mutation_quota(broker, conn, header)
     wanted: list[tuple[str | None, uuid.UUID]] = [(n, ZERO_UUID) for n in req.topic_names]
     wanted += [(t.name, t.topic_id) for t in req.topics]
     responses = []
@@ -117,16 +142,18 @@ async def handle_delete_topics(broker: Broker, conn: ServerConnection, header: R
             if topic.internal:
                 raise errors.TopicDeletionDisabledError(f"{name} is internal")
             res.topic_id = topic.topic_id
+            quota.record(len(topic.partitions))
             controller.delete_topic(name)
         except errors.KafkaError as exc:
             res.error_code, res.error_message = exc.code, exc.message
         responses.append(res)
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
+    return DeleteTopicsResponse(throttle_time_ms=_throttle(conn, quota), responses=responses)
 
 
 async def handle_create_partitions(broker: Broker, conn: ServerConnection, header: RequestHeader,
                                    req: CreatePartitionsRequest) -> CreatePartitionsResponse:
     controller = broker.controller
+    quota = _mutation_quota(broker, conn, header)
     results = []
     for t in req.topics:
         res = cpr.CreatePartitionsTopicResult(name=t.name, error_code=0)
@@ -154,11 +181,12 @@ async def handle_create_partitions(broker: Broker, conn: ServerConnection, heade
             else:
                 plan = controller.assign_replicas(t.count - current, rf, start=current)
             if not req.validate_only:
+                quota.record(t.count - current)
                 controller.create_partitions(t.name, plan)
         except errors.KafkaError as exc:
             res.error_code, res.error_message = exc.code, exc.message
         results.append(res)
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse(throttle_time_ms=_throttle(conn, quota), results=results)
 
 
 HANDLERS = [

@@ -44,6 +44,8 @@ from kaflite.cluster.fetch_session import (
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers._util import code_for_exception, leader_hint
 from kaflite.cluster.partition import Partition
+from kaflite.cluster.quotas.enforce import fetch_throttle_ms
+from kaflite.cluster.quotas.manager import CONSUME
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import FetchRequest, FetchResponse
@@ -149,6 +151,10 @@ def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest,
              targets: list[SessionPartition], replica_id: int
              ) -> tuple[list[tuple[SessionPartition, fr.PartitionData]], int, list[Partition], bool]:
     budget = req.max_bytes
+    if replica_id < 0:   # a consumer's fetch is bounded by what its quota allows at once
+        window = broker.quotas.max_value_in_window(CONSUME, conn.info.principal,
+                                                   conn.info.client_id)
+        budget = int(min(budget, window))
     total = 0
     got_error = False
     first = True
@@ -218,6 +224,29 @@ def _session_for(broker: Broker, req: FetchRequest, version: int
     return session, True, 0
 
 
+def _throttled(broker: Broker, conn: ServerConnection, header: RequestHeader,
+               results: list[tuple[SessionPartition, fr.PartitionData]],
+               session: FetchSession | None, incremental: bool) -> FetchResponse | None:
+    """The empty response of a Fetch its client's quotas throttle (None: not throttled).
+
+    As Kafka's ``getThrottledResponse``: no data and the session left as it was
+    (an incremental session still moves to its next epoch; a new one is not kept)."""
+    size = sum(len(d.records) for _, d in results if d.records)
+    throttle = fetch_throttle_ms(broker.quotas, conn.info, header.client_id, size,
+                                 time.perf_counter() - conn.handler_started - conn.waited_s)
+    if not throttle:
+        return None
+    conn.quota_throttle_ms = throttle
+    session_id = 0
+    if session is not None and incremental:
+        session.next_epoch += 1
+        session_id = session.session_id
+    elif session is not None:
+        broker.fetch_sessions.close(session.session_id)
+    return FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=session_id,
+                         responses=[])
+
+
 async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHeader,
                        req: FetchRequest) -> FetchResponse:
     version = header.request_api_version
@@ -247,11 +276,16 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
                 or not broker.running:
             break
         futures = [p.data_waiter() for p in waiting]
+        waited_from = time.perf_counter()
         try:
             await asyncio.wait(futures, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            conn.waited_s += time.perf_counter() - waited_from   # not work: no request quota
             for p, f in zip(waiting, futures, strict=True):
                 p.discard_waiter(f)
+    throttled = _throttled(broker, conn, header, results, session, incremental)
+    if throttled is not None:
+        return throttled
     if session is not None:
         if incremental:
             results = [(sp, d) for sp, d in results if _worth_sending(sp, d)]

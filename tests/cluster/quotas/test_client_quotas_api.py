@@ -1,0 +1,40 @@
+"""DescribeClientQuotas and AlterClientQuotas through kaflite's admin client."""
+
+from __future__ import annotations
+
+import pytest
+
+from kaflite.client._quotas import ClientQuotaAlteration as Alter
+from kaflite.client._quotas import QuotaFilterComponent as Filter
+from kaflite.client.sync import Admin
+from kaflite.cluster import Cluster
+from kaflite.protocol import errors
+
+
+def test_alter_describe_filters_and_bad_input() -> None:
+    with Cluster(brokers=1) as cluster, \
+            Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        admin.alter_client_quotas([
+            Alter({"user": "alice"}, {"producer_byte_rate": 1024}),
+            Alter({"user": None}, {"consumer_byte_rate": 2048}),
+            Alter({"user": "alice", "client-id": "app"}, {"request_percentage": 50})])
+        everything = admin.describe_client_quotas()
+        assert everything[(("user", "alice"),)] == {"producer_byte_rate": 1024}
+        assert everything[(("user", None),)] == {"consumer_byte_rate": 2048}
+        assert set(admin.describe_client_quotas([Filter.of_entity("user", "alice")])) == {
+            (("user", "alice"),), (("client-id", "app"), ("user", "alice"))}
+        assert set(admin.describe_client_quotas([Filter.of_entity("user", "alice")],
+                                                strict=True)) == {(("user", "alice"),)}
+        assert set(admin.describe_client_quotas([Filter.of_default("user")])) == {
+            (("user", None),)}
+        with pytest.raises(errors.InvalidRequestError):
+            admin.alter_client_quotas([Alter({"user": "bob"}, {"no_such_key": 1})])
+        with pytest.raises(errors.InvalidRequestError):
+            admin.alter_client_quotas([Alter({"user": "bob"}, {"producer_byte_rate": -5})])
+        with pytest.raises(errors.InvalidRequestError):
+            admin.describe_client_quotas([Filter("user", "x", 7)])
+        admin.alter_client_quotas([Alter({"user": "bob"}, {"producer_byte_rate": 1})],
+                                  validate_only=True)
+        admin.alter_client_quotas([Alter({"user": "alice"}, {"producer_byte_rate": None})])
+        after = admin.describe_client_quotas([Filter.of_any("user")], strict=True)
+        assert after == {}   # bob was only validated, alice's only key removed
