@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections import defaultdict
 
@@ -110,6 +111,92 @@ def test_threads_produce_at_once(cluster: Cluster, keyed: bool) -> None:
     assert len(seen) == THREADS * PER_THREAD
     for value, md in reports.items():
         assert (md.partition, md.offset) == seen[value]
+
+
+
+def test_one_threads_acknowledgements_follow_its_produce_order_through_faults(
+        cluster: Cluster) -> None:
+    """One thread's records, keyed and not, through retriable errors and leader moves:
+    in each partition the offsets acknowledged must grow in produce order, each at
+    the offset where the log holds that record (the verify round's nonmonotonic-send).
+    The first Produce of each partition fails late, so that the batches behind it
+    are written first where the broker has no state for the producer yet."""
+    topic = f"order-{uuid.uuid4().hex[:8]}"
+    client = f"order-{uuid.uuid4().hex[:6]}"
+    partitions, n = 4, 3000
+    cluster.create_topic(topic, partitions=partitions, replication_factor=3)
+    faults = cluster.faults
+    rules = [faults.inject_error("Produce", "NOT_LEADER_OR_FOLLOWER", 1, topic=topic,
+                                 partition=part, client_id=client)
+             for part in range(partitions)]
+    rules.append(faults.delay("Produce", 100, count=partitions, client_id=client))
+    acks: list[tuple[int, int, int] | None] = [None] * n   # (ok, partition, offset)
+    stop = threading.Event()
+
+    def nemesis() -> None:
+        errors = ("NOT_LEADER_OR_FOLLOWER", "NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT",
+                  "NOT_ENOUGH_REPLICAS_AFTER_APPEND")
+        for i in range(300):
+            if stop.wait(0.02):
+                return
+            rules.append(faults.inject_error("Produce", errors[i % len(errors)], 1,
+                                             topic=topic, client_id=client))
+            if i % 8 == 0:
+                faults.move_leader(topic, i % partitions)
+
+    def report(i: int) -> DeliveryCallback:
+        def done(err: BaseException | None, md: RecordMetadata | None) -> None:
+            acks[i] = (err is None, md.partition if md else -1, md.offset if md else -1)
+        return done
+
+    with sync.Producer(bootstrap_servers=cluster.bootstrap_servers, client_id=client,
+                       acks="all", enable_idempotence=True, linger_ms=0,
+                       retry_backoff_ms=10) as p:
+        faulting = threading.Thread(target=nemesis)
+        faulting.start()
+        try:
+            for i in range(n):
+                p.produce(topic, b"%d" % i, b"k%d" % (i % 16) if i % 2 else None,
+                          on_delivery=report(i))
+                if i % 50 == 49:
+                    time.sleep(0.005)   # bursts, as an application's
+            p.flush(60)
+        finally:
+            stop.set()
+            faulting.join(30)
+            for rule in rules:
+                faults.remove(rule.id)
+    assert None not in acks, "a record without its delivery report"
+    written = [(i, a[1], a[2]) for i, a in enumerate(acks) if a is not None and a[0]]
+    assert len(written) > n // 2
+    last: dict[int, int] = {}
+    for i, part, offset in written:
+        assert offset > last.get(part, -1), \
+            f"record {i} acknowledged at {part}@{offset}, after {last.get(part)}"
+        last[part] = offset
+    log = _read_to_end(cluster.bootstrap_servers, topic, partitions)
+    for i, part, offset in written:
+        assert log[(part, offset)] == b"%d" % i
+
+
+def _read_to_end(servers: str, topic: str, partitions: int) -> dict[tuple[int, int], bytes]:
+    """Every record of ``topic`` up to its end offsets, by (partition, offset)."""
+    out: dict[tuple[int, int], bytes] = {}
+
+    async def main() -> None:
+        async with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest") as c:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            c.assign(tps)
+            ends = await c.end_offsets(tps)
+            for _ in range(200):
+                if all(sum(1 for k in out if k[0] == tp.partition) >= end
+                       for tp, end in ends.items()):
+                    break
+                for tp, records in (await c.getmany(timeout_ms=200)).items():
+                    for r in records:
+                        out[(tp.partition, r.offset)] = bytes(r.value or b"")
+    asyncio.run(main())
+    return out
 
 
 # (key, partition of 12) as Java's BuiltInPartitioner.partitionForKey computes them:
