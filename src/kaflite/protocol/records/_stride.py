@@ -9,7 +9,9 @@ deltas), keys and values as ``memoryview`` slices, or as ``bytes`` cut out in C
 by one ``struct`` format.
 
 Anything else (headers, a varint width that changes, a record that does not
-match) falls back to ``_decode.decode_columns`` for a stretch of records, after
+match) goes to ``_bulk.decode_bulk``, which decodes every record left in one
+vectorised pass; where it cannot (few records, or records it leaves to the
+general decoder), ``_decode.decode_columns`` takes a stretch of records, after
 which the fast path is tried again. A short probe is made before a full-length
 attempt, so batches of varied records pay little for the attempt.
 """
@@ -22,6 +24,7 @@ from itertools import repeat
 from operator import add
 from typing import Any, cast
 
+from kaflite.protocol.records._bulk import BULK_MIN, decode_bulk
 from kaflite.protocol.records._decode import NO_HEADERS, RecordColumns, decode_columns
 from kaflite.protocol.records.shape import RecordShape
 
@@ -171,12 +174,21 @@ def decode_columns_fast(
             p += k * template.size
             i += k
         else:
-            n = min(left, _FALLBACK)
             if lazy_copy and whole is None:
                 whole = cast(memoryview, bytes(buf))
-            cols, p = decode_columns(whole if whole is not None else buf, n, base_offset,
-                                     base_timestamp, None, p)
-            out.extend(cols)
+            src = whole if whole is not None else buf
+            bulk = decode_bulk(src, left, base_offset, base_timestamp, None, p, fields) \
+                if left >= BULK_MIN else None
+            if bulk is not None:   # every record left, in one vectorised pass
+                cols, p = bulk
+                n = left
+            else:
+                n = min(left, _FALLBACK)
+                cols, p = decode_columns(src, n, base_offset, base_timestamp, None, p)
+            if not out.offsets:
+                out = cols
+            else:
+                out.extend(cols)
             i += n
     if log_append_time is not None:
         out.timestamps = [log_append_time] * count
