@@ -9,10 +9,12 @@ deltas), keys and values as ``memoryview`` slices, or as ``bytes`` cut out in C
 by one ``struct`` format.
 
 Anything else (headers, a varint width that changes, a record that does not
-match) goes to ``_bulk.decode_bulk``, which decodes every record left in one
-vectorised pass; where it cannot (few records, or records it leaves to the
-general decoder), ``_decode.decode_columns`` takes a stretch of records, after
-which the fast path is tried again. A short probe is made before a full-length
+match) falls back to ``_decode.decode_columns`` for a stretch of records, after
+which the fast path is tried again: batches made of runs (keys ``key-1`` to
+``key-999`` change length twice) go back to the strided runs at once. When the
+fast path fails again right after such a stretch, the records vary throughout,
+and ``_bulk.decode_bulk`` decodes every record left in one vectorised pass
+(where it cannot, the stretches of ``decode_columns`` go on). A short probe is made before a full-length
 attempt, so batches of varied records pay little for the attempt.
 """
 
@@ -150,6 +152,8 @@ def decode_columns_fast(
     size = len(buf)
     p = 0
     i = 0
+    fell_back = False   # the last stretch went to decode_columns
+    bulk_refused = False   # (then it would refuse the rest again: not asked twice)
     while i < count:
         left = count - i
         k = 0
@@ -173,18 +177,21 @@ def decode_columns_fast(
             out.headers += [NO_HEADERS] * k
             p += k * template.size
             i += k
+            fell_back = False
         else:
             if lazy_copy and whole is None:
                 whole = cast(memoryview, bytes(buf))
             src = whole if whole is not None else buf
             bulk = decode_bulk(src, left, base_offset, base_timestamp, None, p, fields) \
-                if left >= BULK_MIN else None
+                if fell_back and not bulk_refused and left >= BULK_MIN else None
             if bulk is not None:   # every record left, in one vectorised pass
                 cols, p = bulk
                 n = left
             else:
+                bulk_refused = fell_back and left >= BULK_MIN
                 n = min(left, _FALLBACK)
                 cols, p = decode_columns(src, n, base_offset, base_timestamp, None, p)
+                fell_back = True
             if not out.offsets:
                 out = cols
             else:
