@@ -33,7 +33,11 @@ from kaflite.protocol.records.shape import RecordShape
 __all__ = ["decode_columns_fast"]
 
 _PROBE = 32  # records checked before a full-length attempt
-_MIN_RUN = 16  # a shorter run sends the next _FALLBACK records to the slow path
+_MIN_RUN = 16  # fewer records left than this: the slow path decodes them
+# A run of at least this many records found is decoded strided, however short (runs
+# of 10 and 90 in keys key-0..key-99); a shorter one sends the next _FALLBACK
+# records to the slow path.
+_SHORT_RUN = 4
 _FALLBACK = 64
 
 
@@ -167,7 +171,7 @@ def decode_columns_fast(
             k = template.run_length(buf, p, min(k_max, _PROBE), i)
             if k == min(k_max, _PROBE) and k_max > k:
                 k = template.run_length(buf, p, k_max, i)
-        if k >= _MIN_RUN and template is not None:
+        if k >= _SHORT_RUN and template is not None:
             timestamps, keys, values = template.decode(
                 buf, p, k, base_timestamp, copy, fields)
             out.offsets += range(base_offset + i, base_offset + i + k)
