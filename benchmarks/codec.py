@@ -7,6 +7,8 @@ bytes) and a key, so that kaflite's same-shape fast path cannot apply.
 
 * encode: build the batch from Python objects (values list -> bytes);
 * decode: bytes -> offset, timestamp, key, value and headers of every record.
+  kaflite's columns hold views of the batch (``columns()``) or, as the peers
+  give and kaflite's consumer asks, ``bytes`` (``columns(copy=True)``).
 
 Peers: aiokafka with its Cython extensions, aiokafka's pure-Python fallback
 (run in a subprocess with AIOKAFKA_NO_EXTENSIONS=1, since the choice is made at
@@ -79,6 +81,10 @@ def kaflite_cases(kind: str, codec: int, repeat: int) -> dict[str, float]:
         c = RecordBatch.from_buffer(data).columns()
         return c.offsets, c.timestamps, c.keys, c.values, c.headers
 
+    def decode_bytes() -> object:
+        c = RecordBatch.from_buffer(data).columns(copy=True)
+        return c.offsets, c.timestamps, c.keys, c.values, c.headers
+
     def iterate() -> object:
         return [
             (r.offset, r.timestamp, r.key, r.value, r.headers)
@@ -89,6 +95,7 @@ def kaflite_cases(kind: str, codec: int, repeat: int) -> dict[str, float]:
         "encode (encode_batch)": best(encode, repeat),
         "encode (builder.append)": best(build, repeat),
         "decode (columns)": best(decode, repeat),
+        "decode (columns, bytes)": best(decode_bytes, repeat),
         "decode (iterate Records)": best(iterate, repeat),
     }
 

@@ -78,7 +78,7 @@ def main() -> None:
                     for proto, (servers, conf) in listeners.items():
                         topic = create_topic(plain)
                         for op, fn in (("produce", produce), ("consume", consume)):
-                            secs = timed(functools.partial(fn, servers, topic, value, n, conf))
+                            secs = timed(functools.partial(fn, servers, topic, value, n, conf=conf))
                             times.setdefault((op, client, proto), []).append(secs)
             lines.append(f"\n{size}-byte records, {n} records, one kaflite broker, best of "
                          f"{max(args.repeat, 1)}\n")

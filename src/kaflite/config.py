@@ -139,7 +139,7 @@ _p("sasl.oauthbearer.config", "str", None, nullable=True, sensitive=True)
 # -- producer ----------------------------------------------------------------------
 _p("acks", "int", -1, PRODUCER, check=_acks)
 _p("linger.ms", "int", 5, PRODUCER, minimum=0)
-_p("batch.size", "int", 16_384, PRODUCER, minimum=0)
+_p("batch.size", "int", 1_048_576, PRODUCER, minimum=0)   # see docs/benchmarks.md "Producer defaults"
 _p("buffer.memory", "int", 33_554_432, PRODUCER, minimum=0)
 _p("max.block.ms", "int", 60_000, PRODUCER, minimum=0)
 _p("max.request.size", "int", 1_048_576, PRODUCER, minimum=1)

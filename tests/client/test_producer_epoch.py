@@ -14,8 +14,8 @@ import collections
 import time
 import uuid
 
-from kaflite.client import Consumer, Producer, TopicPartition
-from kaflite.client.producer._accumulator import ProducerBatch
+from kaflite.client import Consumer, Producer, RecordMetadata, TopicPartition
+from kaflite.client.producer._accumulator import DeliveryCallback, ProducerBatch
 from kaflite.client.producer._idempotence import IdempotenceState
 from kaflite.cluster import Cluster
 
@@ -140,3 +140,71 @@ def test_lost_answer_and_out_of_order_elsewhere_write_each_record_once() -> None
     counts = collections.Counter(got)
     assert counts == {(0, b"warm-0"): 1, (0, b"lost-answer"): 1,
                       (1, b"warm-1"): 1, (1, b"bumped"): 1}, counts
+
+
+def test_overtaken_knows_a_later_acknowledged_batch_of_the_same_epoch() -> None:
+    idem = IdempotenceState(True, producer_id=7, producer_epoch=0)
+    first, second, other = batch(0, 3), batch(0, 2), batch(1, 2)
+    for b in (first, second, other):
+        send(idem, b)
+    assert not idem.overtaken(first)
+    idem.acknowledged(second)
+    assert idem.overtaken(first)
+    assert not idem.overtaken(other)        # another partition
+    idem.set_producer_id(7, 1)              # a batch of another epoch is not compared
+    later = batch(0, 1)
+    later.producer_id, later.producer_epoch, later.base_sequence = 7, 1, 0
+    assert not idem.overtaken(later)
+    # sequences wrap at 2**31: 2**31 - 2 comes before 1
+    old, new = batch(0, 2), batch(0, 2)
+    old.producer_id = new.producer_id = 7
+    old.producer_epoch = new.producer_epoch = 2
+    old.base_sequence, new.base_sequence = 0x7FFFFFFE, 0
+    idem.acknowledged(new)
+    assert idem.overtaken(old)
+    idem.acknowledged(old)                  # older: the newest acknowledged stays
+    assert idem.acked[("t", 0)] == (7, 2, 1)
+
+
+def test_a_batch_overtaken_by_a_later_one_fails_rather_than_landing_after_it() -> None:
+    """The first of two batches in flight gets NOT_LEADER_OR_FOLLOWER, the second is
+    written: the broker had no state for the producer on that partition, so it took
+    the second at any sequence (KIP-360, as Kafka does). The first, retried, comes
+    back OUT_OF_ORDER_SEQUENCE_NUMBER. Resent under a bumped epoch (what kaflite did)
+    it was written after the second and acknowledged at a higher offset: its
+    acknowledgements were out of send order (the verify round's nonmonotonic-send).
+    It must fail instead, and the log hold the records in send order."""
+    async def main() -> tuple[dict[str, tuple[str | None, int]], list[bytes]]:
+        async with Cluster(brokers=1) as cluster:
+            cluster.create_topic("t", 1, 1)
+            acks: dict[str, tuple[str | None, int]] = {}
+
+            def report(name: str) -> DeliveryCallback:
+                def done(err: BaseException | None, md: RecordMetadata | None) -> None:
+                    acks[name] = (type(err).__name__ if err else None,
+                                  md.offset if md else -1)
+                return done
+
+            async with Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                 "linger.ms": 0, "acks": "all",
+                                 "enable.idempotence": True}) as p:
+                await p.metadata.ensure_topic("t", 10)
+                cluster.faults.inject_error("Produce", "NOT_LEADER_OR_FOLLOWER", 1, topic="t")
+                cluster.faults.delay("Produce", 200, count=1)   # the error comes back late
+                p.produce("t", b"A", partition=0, on_delivery=report("A"))
+                await asyncio.sleep(0.05)                         # A is out: B goes next
+                p.produce("t", b"B", partition=0, on_delivery=report("B"))
+                await p.flush(30)
+            async with Consumer({"bootstrap.servers": cluster.bootstrap_servers}) as c:
+                tp = TopicPartition("t", 0)
+                c.assign([tp])
+                c.seek(tp, 0)
+                log: list[bytes] = []
+                for _ in range(10):
+                    log += [bytes(r.value or b"") for r in await c.poll(300)]
+            return acks, log
+
+    acks, log = asyncio.run(asyncio.wait_for(main(), 60))
+    assert acks["B"] == (None, 0)
+    assert acks["A"] == ("OutOfOrderSequenceNumberError", -1), acks
+    assert log == [b"B"]

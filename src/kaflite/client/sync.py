@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
@@ -45,8 +46,9 @@ from kaflite.client.events import Event
 from kaflite.client.metadata import TopicMetadata
 from kaflite.client.pool import ConnectionInfo
 from kaflite.client.producer import ConsumerGroupMetadata
+from kaflite.client.producer._accumulator import RECORD_OVERHEAD as _RECORD_OVERHEAD
 from kaflite.client.producer._accumulator import DeliveryCallback
-from kaflite.client.producer._producer import HeadersArg, K, V
+from kaflite.client.producer._values import HeadersArg, K, V, _size_hint
 from kaflite.security.acl import AclBinding, AclBindingFilter
 
 __all__ = ["Admin", "Consumer", "Producer"]
@@ -54,6 +56,8 @@ __all__ = ["Admin", "Consumer", "Producer"]
 T = TypeVar("T")
 C = TypeVar("C", bound=BaseClient)
 _LOOP = SharedLoop("kaflite-client")   # every sync client of the process runs on it
+_ROOM_POLL_S = 0.001   # how often a blocked produce() looks for room in buffer.memory
+_RETRY_S = 0.005       # how soon records the accumulator refused are offered again
 
 
 class _SyncClient:
@@ -104,7 +108,19 @@ _Produced = tuple[str, V, "K | None", "int | None", HeadersArg, "int | None",
 
 
 class Producer(_SyncClient, Generic[K, V]):
-    """Generic in its keys' and values' types as the async ``Producer``."""
+    """Generic in its keys' and values' types as the async ``Producer``.
+
+    ``produce`` runs in the caller's thread and does as little as it can there:
+    it appends the record to a deque (thread-safe without a lock) and, when the
+    deque was idle, schedules one hand-off to the loop thread. That hand-off
+    moves every record queued meanwhile into the accumulator in one go, so the
+    cross-thread wake-up is paid per burst, not per record.
+
+    ``buffer.memory`` bounds what is queued here too, as Java's ``send`` does:
+    when the accumulator and the deque hold that much, ``produce`` blocks for up
+    to ``max.block.ms`` for room, then raises ``BufferFull`` (a ``BufferError``,
+    as confluent-kafka raises). ``max.block.ms=0`` raises at once.
+    """
 
     def __init__(self, config: Mapping[str, object] | None = None, *,
                  key_serializer: Callable[[K], bytes | None] | None = None,
@@ -116,6 +132,10 @@ class Producer(_SyncClient, Generic[K, V]):
         self._queue: collections.deque[_Produced[V, K]] = collections.deque()
         self._scheduled = False
         self._qlock = threading.Lock()
+        self._retry: asyncio.TimerHandle | None = None   # one pending retry at most
+        self._acc = self._async._acc
+        self._acc.space_listeners.append(self._space_freed)
+        self._max_block = self._async.config.int("max.block.ms") / 1000
 
     def send(self, topic: str, value: V, key: K | None = None, partition: int | None = None,
              headers: HeadersArg = None, timestamp: int | None = None,
@@ -126,31 +146,74 @@ class Producer(_SyncClient, Generic[K, V]):
     def produce(self, topic: str, value: V, key: K | None = None, partition: int | None = None,
                 headers: HeadersArg = None, timestamp: int | None = None,
                 on_delivery: DeliveryCallback | None = None) -> None:
-        """Queue a record; ``on_delivery`` runs on the client's loop thread."""
-        self._queue.append((topic, value, key, partition, headers, timestamp, on_delivery))
-        with self._qlock:
-            if not self._scheduled:
-                self._scheduled = True
-                self._loop.call_soon_threadsafe(self._drain)
+        """Queue a record; ``on_delivery`` runs on the client's loop thread.
+
+        Blocks while ``buffer.memory`` is exhausted, for at most ``max.block.ms``;
+        then raises ``BufferFull``.
+        """
+        q = self._queue
+        acc = self._acc
+        size = _RECORD_OVERHEAD + _size_hint(value)
+        if acc.used + (len(q) + 1) * size > acc.buffer_memory and (q or acc.incomplete):
+            self._wait_for_room(size)
+        q.append((topic, value, key, partition, headers, timestamp, on_delivery))
+        if not self._scheduled:
+            with self._qlock:
+                if not self._scheduled:
+                    self._scheduled = True
+                    self._loop.call_soon_threadsafe(self._drain)
+
+    def _wait_for_room(self, size: int) -> None:
+        """Wait until the queued records and ``size`` more fit in ``buffer.memory`` (the
+        queued ones estimated at ``size`` each), or nothing is left to send."""
+        acc, q = self._acc, self._queue
+        deadline = time.monotonic() + self._max_block
+        while acc.used + (len(q) + 1) * size > acc.buffer_memory and (q or acc.incomplete):
+            if self._loop_thread.in_loop() or time.monotonic() >= deadline:
+                # (on the loop thread, waiting would stop what makes room)
+                raise _producer.BufferFull(
+                    f"buffer.memory ({acc.buffer_memory} bytes) is exhausted"
+                    + (f" for {self._max_block:.1f}s (max.block.ms)" if self._max_block else ""))
+            time.sleep(_ROOM_POLL_S)
 
     def _drain(self) -> None:
+        """On the loop thread: move what is queued, or what fits in ``buffer.memory``
+        of it, into the accumulator. What does not fit waits, first in line, until
+        the accumulator releases a batch (or ``_RETRY_S`` at the latest)."""
         with self._qlock:
             self._scheduled = False
         q = self._queue
-        produce = self._async.produce
-        while q:
-            args = q.popleft()
-            try:
-                produce(*args)
-            except _producer.BufferFull:
-                q.appendleft(args)
-                self._loop.call_later(0.005, self._drain)
-                with self._qlock:
-                    self._scheduled = True
-                return
-            except Exception as exc:
-                if args[6] is not None:
-                    args[6](exc, None)
+        if not q:
+            return
+        acc = self._acc
+        k = len(q)
+        if acc.incomplete:
+            # take about what fits, so that a full buffer does not cost a pass over q
+            room = acc.buffer_memory - acc.used
+            first = q[0]
+            k = min(k, max(room, 0) // (_RECORD_OVERHEAD + _size_hint(first[1])
+                                        + _size_hint(first[2])) + 1)
+        popleft = q.popleft
+        records = [popleft() for _ in range(k)]
+        taken = self._async.produce_all(records)
+        if taken < len(records):
+            q.extendleft(reversed(records[taken:]))
+        if q:
+            with self._qlock:
+                self._scheduled = True
+            if self._retry is None:
+                self._retry = self._loop.call_later(_RETRY_S, self._retry_drain)
+
+    def _retry_drain(self) -> None:
+        self._retry = None
+        self._drain()
+
+    def _space_freed(self) -> None:
+        """The accumulator released a batch: records waiting for room go in now."""
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+            self._loop.call_soon(self._drain)
 
     def send_batch(self, topic: str, values: Sequence[V], keys: Sequence[K | None] | None = None,
                    partition: int | None = None,
@@ -163,7 +226,8 @@ class Producer(_SyncClient, Generic[K, V]):
         """Hand every queued ``produce`` to the async producer, then run ``then``."""
         while self._queue or self._scheduled:
             self._drain()
-            await asyncio.sleep(0)
+            # (records the accumulator refused for want of room are offered again later)
+            await asyncio.sleep(_RETRY_S if self._queue else 0)
         await then()
 
     def flush(self, timeout: float | None = None) -> None:

@@ -256,6 +256,8 @@ class RecordAccumulator:
         self.flushing = 0
         self.wakeup: Callable[[], None] = lambda: None
         self._space: asyncio.Event | None = None
+        # called (on the loop) whenever a batch's memory is released
+        self.space_listeners: list[Callable[[], None]] = []
 
     # -- appending -------------------------------------------------------------------
     def has_room(self, size: int) -> bool:
@@ -332,6 +334,43 @@ class RecordAccumulator:
         self.wakeup()
         return out
 
+    def extend(self, topic: str, partition: int, values: list[bytes | None],
+               keys: list[bytes | None] | None, timestamp: int,
+               sizes: list[int]) -> list[tuple[ProducerBatch, int, int]]:
+        """Bulk append that continues the partition's open batch (the sync producer's
+        hand-off): the records that fit go into it, the rest into new batches cut as
+        ``append_many`` cuts them. Returns (batch, first index, count) per batch."""
+        out: list[tuple[ProducerBatch, int, int]] = []
+        queue = self.queues.get((topic, partition))
+        if queue is None:
+            queue = self.queues[(topic, partition)] = deque()
+        n = len(values)
+        taken = 0
+        batch = queue[-1] if queue else None
+        if batch is not None and not batch.closed and not batch.attempts \
+                and batch.headers is None and batch.parts is None:
+            room = self.batch_size - batch.size
+            cum = list(accumulate(sizes))
+            taken = bisect_right(cum, room)
+            if taken:
+                index = len(batch.values)
+                batch.values += values[:taken]
+                if keys is not None:
+                    if batch.keys is None:
+                        batch.keys = [None] * index
+                    batch.keys += keys[:taken]
+                elif batch.keys is not None:
+                    batch.keys += [None] * taken
+                batch.timestamps += [timestamp] * taken
+                batch.size += cum[taken - 1]
+                self.used += cum[taken - 1]
+                out.append((batch, index, taken))
+        if taken < n:
+            ks = keys[taken:] if keys is not None else None
+            out += self.append_many(topic, partition, values[taken:], ks, timestamp,
+                                    sizes[taken:])
+        return out
+
     def queue_size(self, topic: str, partition: int) -> int:
         q = self.queues.get((topic, partition))
         return len(q) if q else 0
@@ -402,6 +441,8 @@ class RecordAccumulator:
             self.used -= batch.size
             if self._space is not None:
                 self._space.set()
+            for listener in self.space_listeners:
+                listener()
 
     def expire(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
         """Queued batches older than ``delivery.timeout.ms``."""

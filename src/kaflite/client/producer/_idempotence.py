@@ -29,6 +29,16 @@ the broker can recognise it as a duplicate. A new batch of such a partition
 waits until none of its batches with the old epoch is in flight; then the
 partition moves to the new epoch, from sequence 0.
 
+A batch can be overtaken: a broker with no state for the producer on a
+partition accepts any sequence (KIP-360, as Kafka's does), so when the first
+of two batches in flight fails (NOT_LEADER_OR_FOLLOWER, say) and the second
+succeeds, the second is in the log first and the first comes back
+OUT_OF_ORDER_SEQUENCE_NUMBER when retried. Sent again under a new epoch it
+would land after the second, acknowledged out of send order. ``overtaken``
+tells the sender so, from the last sequence acknowledged per partition, and the
+batch fails instead, as Java's producer ends up failing it (after retrying it
+until ``delivery.timeout.ms``).
+
 A transactional producer keeps this state too (its id and epoch come from
 the transaction coordinator); the transaction's own states live in
 ``_transactions``.
@@ -62,6 +72,8 @@ class IdempotenceState:
     # partitions with batches in flight when the epoch changed, until those are back
     # (a batch of an older epoch sent later is a retry: ``retrying`` mutes it)
     settling: set[TP] = field(default_factory=set)
+    # (producer id, epoch, last sequence) of the newest batch acknowledged per partition
+    acked: dict[TP, tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def has_producer_id(self) -> bool:
@@ -126,6 +138,30 @@ class IdempotenceState:
         elif not flying:
             self.retrying.discard(tp)
 
+    def acknowledged(self, batch: ProducerBatch) -> None:
+        """``batch`` was written: remember its last sequence (when newer)."""
+        if batch.base_sequence < 0:
+            return
+        tp = (batch.topic, batch.partition)
+        last = (batch.base_sequence + len(batch) - 1) & 0x7FFFFFFF
+        seen = self.acked.get(tp)
+        if seen is None or seen[:2] != (batch.producer_id, batch.producer_epoch) \
+                or _after(last, seen[2]):
+            self.acked[tp] = (batch.producer_id, batch.producer_epoch, last)
+
+    def overtaken(self, batch: ProducerBatch) -> bool:
+        """Was a later batch of this partition, of the same producer id and epoch,
+        acknowledged already? Then ``batch`` can no longer be written in order."""
+        seen = self.acked.get((batch.topic, batch.partition))
+        return batch.base_sequence >= 0 and seen is not None \
+            and seen[:2] == (batch.producer_id, batch.producer_epoch) \
+            and _after(seen[2], batch.base_sequence)
+
     def earlier_failed(self, batch: ProducerBatch) -> bool:
         """Was an earlier batch of this partition already being retried?"""
         return (batch.topic, batch.partition) in self.retrying
+
+
+def _after(a: int, b: int) -> bool:
+    """Is sequence ``a`` at or after ``b`` (sequences wrap at 2**31)?"""
+    return (a - b) & 0x7FFFFFFF < 0x40000000

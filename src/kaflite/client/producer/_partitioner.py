@@ -20,9 +20,45 @@ from collections.abc import Callable
 
 from kaflite.protocol.hashing import murmur2
 
-__all__ = ["Partitioner"]
+__all__ = ["KeyCache", "Partitioner"]
 
 QueueSize = Callable[[str, int], int]
+
+
+class KeyCache:
+    """Keys' partitions under the default partitioner, per topic, for one metadata version.
+
+    murmur2 in Python costs about a microsecond for a short key; applications
+    tend to reuse keys (user ids, device ids), so each topic remembers the
+    partition of up to ``limit`` keys. The cache is valid for one partition
+    count: a metadata change (``version``) empties it, and a full cache is
+    emptied rather than evicted key by key.
+    """
+
+    __slots__ = ("limit", "topics")
+
+    def __init__(self, limit: int = 65_536) -> None:
+        self.limit = limit
+        # topic -> (metadata version, number of partitions, key -> partition)
+        self.topics: dict[str, tuple[int, int, dict[bytes, int]]] = {}
+
+    def table(self, topic: str, version: int, num_partitions: int) -> dict[bytes, int]:
+        """The key -> partition table of ``topic`` valid for this metadata version."""
+        entry = self.topics.get(topic)
+        if entry is None or entry[0] != version or entry[1] != num_partitions:
+            entry = self.topics[topic] = (version, num_partitions, {})
+        return entry[2]
+
+    def partition(self, table: dict[bytes, int], key: bytes, num_partitions: int) -> int:
+        p = table.get(key)
+        if p is None:
+            if len(table) >= self.limit:
+                table.clear()
+            p = table[key] = (murmur2(key) & 0x7FFFFFFF) % num_partitions
+        return p
+
+    def clear(self) -> None:
+        self.topics.clear()
 
 
 class _Sticky:
@@ -42,6 +78,8 @@ class Partitioner:
         self.adaptive = adaptive
         self._sticky: dict[str, _Sticky] = {}
         self._rr = itertools.count()
+        # keyed records are placed by murmur2 alone (so their partitions can be cached)
+        self.hashes_keys = not ignore_keys and kind not in ("random", "round_robin")
 
     def partition(self, topic: str, key: bytes | None, num_partitions: int,
                   available: list[int] | None = None, queue_size: QueueSize | None = None

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import add
 from typing import Generic, cast
-
-from typing_extensions import TypeVar
 
 from kaflite.client._base import BaseClient
 from kaflite.client.pool import DATA
@@ -35,13 +33,24 @@ from kaflite.client.producer._accumulator import (
     RecordMetadata,
     cut_batches,
 )
+from kaflite.client.producer._columns import FastPaths
 from kaflite.client.producer._idempotence import IdempotenceState
-from kaflite.client.producer._partitioner import Partitioner
+from kaflite.client.producer._partitioner import KeyCache, Partitioner
 from kaflite.client.producer._sender import Sender, SenderHooks
 from kaflite.client.producer._transactions import (
     ConsumerGroupMetadata,
     TransactionManager,
-    TxnState,
+)
+from kaflite.client.producer._values import (
+    BatchMetadata,
+    HeadersArg,
+    K,
+    Raw,
+    V,
+    _headers,
+    _Queued,
+    _size_hint,
+    _to_bytes,
 )
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.protocol import errors
@@ -50,85 +59,11 @@ from kaflite.protocol.records import Compression
 
 __all__ = ["BatchMetadata", "Producer", "Raw"]
 
-# What a producer sends without a serializer: bytes, a str (sent UTF-8) or a buffer.
-Raw = bytes | bytearray | memoryview | str | None
-# The types of the keys and values a producer sends: what its serializers take, or Raw.
-K = TypeVar("K", default=Raw)
-V = TypeVar("V", default=Raw)
-
-HeadersArg = Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None
 _CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
            "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
 
 
-class BatchMetadata:
-    """Where the records of one ``send_batch`` call were written, in call order."""
-
-    def __init__(self, topic: str, parts: list[tuple[ProducerBatch, int, int]],
-                 order: list[int] | None = None) -> None:
-        self.topic = topic
-        self._parts = parts
-        self._order = order
-
-    def __len__(self) -> int:
-        return sum(n for _, _, n in self._parts)
-
-    @property
-    def ranges(self) -> list[tuple[int, int, int]]:
-        """(partition, base offset, record count) per batch."""
-        return [(b.partition, b.base_offset + start, n) for b, start, n in self._parts]
-
-    def __getitem__(self, i: int) -> RecordMetadata:
-        if self._order is not None:
-            i = self._order[i]
-        for batch, start, n in self._parts:
-            if i < n:
-                return batch.metadata(start + i)
-            i -= n
-        raise IndexError(i)
-
-    def __iter__(self) -> Iterator[RecordMetadata]:
-        return (self[i] for i in range(len(self)))
-
-
-def _to_bytes(value: object, serializer: Callable[..., object] | None) -> bytes | None:
-    """``value`` as the bytes to send: through the user's serializer if there is one,
-    else as given (bytes, str, a buffer); a value of another type is a ``TypeError``."""
-    if value is None:
-        return None
-    if serializer is not None:
-        out = serializer(value)
-        if out is None or isinstance(out, bytes):
-            return out
-        raise TypeError(f"the serializer returned a {type(out).__name__}, not bytes")
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    raise TypeError(f"cannot send a {type(value).__name__} without a serializer")
-
-
-def _size_hint(value: object) -> int:
-    """The size of a value before it is serialized, when it is one of the raw kinds."""
-    return len(value) if isinstance(value, (bytes, bytearray, memoryview, str)) else 0
-
-
-def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]] | None:
-    if not headers:
-        return None
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    return [(k, v.encode() if isinstance(v, str) else v) for k, v in items]
-
-
-# a record produced before its topic's metadata was known:
-# (value, key, partition, headers, timestamp, on_delivery)
-_Queued = tuple[V, "K | None", "int | None", "HeadersArg", "int | None",
-                "DeliveryCallback | None"]
-
-
-class Producer(BaseClient, Generic[K, V]):
+class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
     """Generic in the types of the keys (``K``) and values (``V``) it sends: those its
     serializers take, ``Raw`` (bytes, str, buffers) without one. Serializers given as
     keyword arguments type the producer (``Producer(c, value_serializer=json_bytes)``);
@@ -174,6 +109,10 @@ class Producer(BaseClient, Generic[K, V]):
         # of its sticky partition and the batch's size when it was opened here.
         self._open: dict[str, tuple[ProducerBatch, int]] = {}
         self._available: dict[str, tuple[int, list[int]]] = {}
+        # The fast path for keyed records: murmur2's answers, per topic.
+        self._keys = KeyCache()
+        # Bytes of the records in _pending: they count against buffer.memory too.
+        self._pending_bytes = 0
 
     async def _on_start(self) -> None:
         self.pool.role_providers.append(self._roles)
@@ -254,6 +193,8 @@ class Producer(BaseClient, Generic[K, V]):
             p = self._partitioner.partition(topic, key, n, avail, self._acc.queue_size)
             self._partitioner.record_appended(topic, size, n, avail, self._acc.queue_size)
             return p
+        if self._partitioner.hashes_keys:
+            return self._keys.partition(self._keys.table(topic, self.metadata.version, n), key, n)
         return self._partitioner.partition(topic, key, n)
 
     def _leaders_available(self, topic: str) -> list[int]:
@@ -285,35 +226,6 @@ class Producer(BaseClient, Generic[K, V]):
             self._open[topic] = (batch, batch.size)   # later unkeyed records go fast
         return batch, index
 
-    def _append_fast(self, topic: str, value: V) -> tuple[ProducerBatch, int] | None:
-        """An unkeyed record into the open batch of the topic's sticky partition.
-
-        The general path (serialize, partition, size, accumulate) costs about a
-        microsecond per record in Python. An unkeyed record without headers or
-        timestamp, whose topic has an open batch (see ``_open``) with room, only
-        needs appending to that batch's columns; the batch is encoded in bulk when
-        the sender drains it. Anything else returns None: take the general path.
-        """
-        opened = self._open.get(topic)
-        if opened is None or not isinstance(value, bytes) or self._value_ser is not None:
-            return None
-        if self._txn is not None and self._txn.state is not TxnState.IN_TRANSACTION:
-            return None  # the general path raises the transaction's error
-        batch = opened[0]
-        size = len(value) + RECORD_OVERHEAD
-        acc = self._acc
-        if batch.closed or batch.size + size > acc.batch_size \
-                or acc.used + size > acc.buffer_memory \
-                or batch.keys is not None or batch.headers is not None:
-            return None  # (a keyed record or one with headers joined the batch since)
-        values = batch.values
-        index = len(values)
-        values.append(value)
-        batch.timestamps.append(time.time_ns() // 1_000_000)
-        batch.size += size
-        acc.used += size
-        return batch, index
-
     def _mark_written(self, topic: str, partition: int) -> None:
         if self._txn is not None:
             self._txn.record_for((topic, partition))
@@ -329,9 +241,10 @@ class Producer(BaseClient, Generic[K, V]):
                    headers: HeadersArg = None, timestamp: int | None = None) -> RecordMetadata:
         """Send one record and wait for its acknowledgement."""
         appended = None
-        if key is None and partition is None and headers is None and timestamp is None \
+        if partition is None and headers is None and timestamp is None \
                 and topic not in self._pending:
-            appended = self._append_fast(topic, value)
+            appended = self._append_fast(topic, value) if key is None \
+                else self._append_keyed(topic, value, key)
         if appended is None:
             if self._txn is not None:
                 self._txn.check_open()
@@ -360,9 +273,10 @@ class Producer(BaseClient, Generic[K, V]):
                 headers: HeadersArg = None, timestamp: int | None = None,
                 on_delivery: DeliveryCallback | None = None) -> None:
         """Queue one record without waiting; ``on_delivery(err, metadata)`` reports it."""
-        if key is None and partition is None and headers is None and timestamp is None \
+        if partition is None and headers is None and timestamp is None \
                 and topic not in self._pending:
-            appended = self._append_fast(topic, value)
+            appended = self._append_fast(topic, value) if key is None \
+                else self._append_keyed(topic, value, key)
             if appended is not None:
                 if on_delivery is not None:
                     batch, index = appended
@@ -372,12 +286,17 @@ class Producer(BaseClient, Generic[K, V]):
                 return
         if self._txn is not None:
             self._txn.check_open()
+        acc = self._acc
+        if acc.used + self._pending_bytes >= acc.buffer_memory \
+                and (acc.incomplete or self._pending):
+            raise BufferFull(f"buffer.memory ({acc.buffer_memory} bytes) is exhausted")
         if topic in self._pending or topic not in self.metadata.topics or not self._started:
+            # Until the topic's metadata comes, its records wait here, and count
+            # against buffer.memory as if they were in a batch already.
+            self._pending_bytes += RECORD_OVERHEAD + _size_hint(value) + _size_hint(key)
             self._queue_for_metadata(topic, (value, key, partition, headers, timestamp,
                                              on_delivery))
             return
-        if self._acc.used >= self._acc.buffer_memory and self._acc.incomplete:
-            raise BufferFull(f"buffer.memory ({self._acc.buffer_memory} bytes) is exhausted")
         batch, index = self._append(topic, value, key, partition, headers, timestamp)
         if on_delivery is not None:
             if batch.callbacks is None:
@@ -403,6 +322,9 @@ class Producer(BaseClient, Generic[K, V]):
             failure = exc
         del self._pending[topic]
         del self._drains[topic]
+        for record in queue:
+            self._pending_bytes -= RECORD_OVERHEAD + _size_hint(record[0]) \
+                + _size_hint(record[1])
         for value, key, partition, headers, timestamp, on_delivery in queue:
             try:
                 if failure is not None:
@@ -514,7 +436,8 @@ class Producer(BaseClient, Generic[K, V]):
 
     def begin_transaction(self) -> None:
         self._transactional().begin_transaction()
-        self._open.clear()  # the fast path may only append to batches of this transaction
+        self._open.clear()  # the fast paths may only append to batches of this transaction
+        self._keys.clear()
 
     async def send_offsets_to_transaction(
             self, offsets: Mapping[tuple[str, int], int],

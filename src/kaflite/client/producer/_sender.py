@@ -22,6 +22,9 @@ Each partition's answer goes through the recovery table:
   to explain it: the producer epoch is bumped, that partition's sequences
   restart from 0 and the batch is re-queued (other partitions settle their
   batches under the old epoch first: see ``_idempotence``);
+* OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that a later one of its partition
+  overtook (acknowledged first): the batch fails, since written now it would
+  follow records sent after it;
 * anything else: the batch fails.
 
 A request that fails on the network (connection lost, request timeout)
@@ -242,6 +245,13 @@ class Sender:
                                          hint.leader_epoch, endpoints)
                 md.request_update(where)
             exc = errors.error_for_code(code, pr.error_message or where)
+            if code == OUT_OF_ORDER and self.idem.enabled and self.idem.overtaken(batch):
+                # a later batch was written first (see _idempotence): sent again, this
+                # one would land after it, so it fails
+                self.emit("producer", f"a batch of {len(batch)} records overtaken on "
+                          f"{batch.topic}-{batch.partition} fails", cause=where)
+                self._fail(batch, exc)
+                continue
             if code == OUT_OF_ORDER and self.idem.enabled:
                 action = Action.BACKOFF if self.idem.earlier_failed(batch) else Action.BUMP_EPOCH
             if action == Action.BUMP_EPOCH and self.txn is not None:
@@ -260,6 +270,7 @@ class Sender:
     # -- outcomes -----------------------------------------------------------------------
     def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self.idem.done(batch, True)
+        self.idem.acknowledged(batch)
         self.acc.release(batch)
         batch.complete(base_offset, log_append_time)
 

@@ -173,6 +173,11 @@ def _encode_records(
                     return b"".join(_values_only_parts(present, lengths))
                 if min(timestamp_deltas) >= 0 and max(timestamp_deltas) < 64:
                     return b"".join(_values_ts_parts(present, lengths, timestamp_deltas))
+    if keys is not None and headers is None and offset_deltas is None \
+            and n <= _OD_WIDTHS[-1][1]:
+        keyed = _keyed_parts(values, keys, timestamp_deltas)
+        if keyed is not None:
+            return b"".join(keyed)
     value_sizes, value_lengths, payloads = _value_columns(values)
 
     # General case: one column per field; a constant field is one repeated piece.
@@ -283,6 +288,67 @@ def _values_ts_parts(values: Sequence[BytesLike], lengths: list[int],
     parts[4::5] = values
     parts[5 * n] = ZERO_VARINT
     return parts
+
+
+def _keyed_parts(values: Sequence[BytesLike | None], keys: Sequence[BytesLike | None],
+                 deltas: Sequence[int] | None) -> list[BytesLike] | None:
+    """Records with a key and a value each (any lengths below ``_HEAD_LIMIT``), no
+    headers, consecutive offsets and timestamp deltas of one varint byte: eight
+    pieces per record, every column made by a C builtin. None: not this shape."""
+    try:
+        vlens = list(map(len, cast("Sequence[BytesLike]", values)))
+        klens = list(map(len, cast("Sequence[BytesLike]", keys)))
+    except TypeError:   # a null key or value
+        return None
+    n = len(values)
+    if max(vlens) >= _HEAD_LIMIT or max(klens) >= _HEAD_LIMIT:
+        return None
+    stamped = deltas is not None
+    if deltas is not None and not (min(deltas) >= 0 and max(deltas) < 64):
+        return None
+    if stamped and len(_OD_ONLY) < n:
+        _OD_ONLY.extend(encode_zigzag(i) for i in range(len(_OD_ONLY), n))
+    size_plus = VARINT_SIZE_PLUS.__getitem__
+    # body = attributes and timestamp delta (2) + offset delta + key + value + headers (1)
+    bodies = list(map(add, map(size_plus, vlens), map(size_plus, klens)))
+    for lo, hi, width in _OD_WIDTHS:
+        if lo >= n:
+            break
+        bodies[lo:hi] = map(add, bodies[lo:hi], repeat(3 + width))
+    if not _HEAD_ZERO:
+        _HEAD_ZERO.extend(ZERO_VARINT + v for v in VARINT)
+    # each record's length, after the previous record's empty header count
+    heads = list(map(_HEAD_ZERO.__getitem__, bodies))
+    heads[0] = heads[0][1:]
+    table = VARINT.__getitem__
+    k = 7 if stamped else 6
+    parts: list[BytesLike] = [b""] * (k * n + 1)
+    parts[0 : k * n : k] = heads
+    if deltas is not None:
+        parts[1::k] = list(map(_ATTR_TS.__getitem__, deltas))
+        parts[2::k] = _OD_ONLY[:n]
+    else:   # attributes, a zero timestamp delta and the offset delta in one piece
+        parts[1::k] = _od_prefixes(n)
+    parts[k - 4::k] = list(map(table, klens))
+    parts[k - 3::k] = cast("Sequence[BytesLike]", keys)
+    parts[k - 2::k] = list(map(table, vlens))
+    parts[k - 1::k] = cast("Sequence[BytesLike]", values)
+    parts[k * n] = ZERO_VARINT
+    return parts
+
+
+def _od_prefixes(n: int) -> list[bytes]:
+    """Attributes 0, timestamp delta 0 and offset delta i, for i < n."""
+    if len(_OD_PREFIX) < n:
+        _OD_PREFIX.extend(b"\x00\x00" + encode_zigzag(i) for i in range(len(_OD_PREFIX), n))
+    return _OD_PREFIX[:n]
+
+
+# _HEAD_ZERO[v] = an empty header count, then the varint of v (for v < TABLE_SIZE).
+_HEAD_ZERO: list[bytes] = []
+_OD_PREFIX: list[bytes] = []
+# _OD_ONLY[i] = the varint of offset delta i (built on first use).
+_OD_ONLY: list[bytes] = []
 
 
 def assemble_batch(

@@ -10,7 +10,11 @@ by one ``struct`` format.
 
 Anything else (headers, a varint width that changes, a record that does not
 match) falls back to ``_decode.decode_columns`` for a stretch of records, after
-which the fast path is tried again. A short probe is made before a full-length
+which the fast path is tried again: batches made of runs (keys ``key-1`` to
+``key-999`` change length twice) go back to the strided runs at once. When the
+fast path fails again right after such a stretch, the records vary throughout,
+and ``_bulk.decode_bulk`` decodes every record left in one vectorised pass
+(where it cannot, the stretches of ``decode_columns`` go on). A short probe is made before a full-length
 attempt, so batches of varied records pay little for the attempt.
 """
 
@@ -22,13 +26,18 @@ from itertools import repeat
 from operator import add
 from typing import Any, cast
 
+from kaflite.protocol.records._bulk import BULK_MIN, decode_bulk
 from kaflite.protocol.records._decode import NO_HEADERS, RecordColumns, decode_columns
 from kaflite.protocol.records.shape import RecordShape
 
 __all__ = ["decode_columns_fast"]
 
 _PROBE = 32  # records checked before a full-length attempt
-_MIN_RUN = 16  # a shorter run sends the next _FALLBACK records to the slow path
+_MIN_RUN = 16  # fewer records left than this: the slow path decodes them
+# A run of at least this many records found is decoded strided, however short (runs
+# of 10 and 90 in keys key-0..key-99); a shorter one sends the next _FALLBACK
+# records to the slow path.
+_SHORT_RUN = 4
 _FALLBACK = 64
 
 
@@ -147,6 +156,8 @@ def decode_columns_fast(
     size = len(buf)
     p = 0
     i = 0
+    fell_back = False   # the last stretch went to decode_columns
+    bulk_refused = False   # (then it would refuse the rest again: not asked twice)
     while i < count:
         left = count - i
         k = 0
@@ -160,7 +171,7 @@ def decode_columns_fast(
             k = template.run_length(buf, p, min(k_max, _PROBE), i)
             if k == min(k_max, _PROBE) and k_max > k:
                 k = template.run_length(buf, p, k_max, i)
-        if k >= _MIN_RUN and template is not None:
+        if k >= _SHORT_RUN and template is not None:
             timestamps, keys, values = template.decode(
                 buf, p, k, base_timestamp, copy, fields)
             out.offsets += range(base_offset + i, base_offset + i + k)
@@ -170,13 +181,25 @@ def decode_columns_fast(
             out.headers += [NO_HEADERS] * k
             p += k * template.size
             i += k
+            fell_back = False
         else:
-            n = min(left, _FALLBACK)
             if lazy_copy and whole is None:
                 whole = cast(memoryview, bytes(buf))
-            cols, p = decode_columns(whole if whole is not None else buf, n, base_offset,
-                                     base_timestamp, None, p)
-            out.extend(cols)
+            src = whole if whole is not None else buf
+            bulk = decode_bulk(src, left, base_offset, base_timestamp, None, p, fields) \
+                if fell_back and not bulk_refused and left >= BULK_MIN else None
+            if bulk is not None:   # every record left, in one vectorised pass
+                cols, p = bulk
+                n = left
+            else:
+                bulk_refused = fell_back and left >= BULK_MIN
+                n = min(left, _FALLBACK)
+                cols, p = decode_columns(src, n, base_offset, base_timestamp, None, p)
+                fell_back = True
+            if not out.offsets:
+                out = cols
+            else:
+                out.extend(cols)
             i += n
     if log_append_time is not None:
         out.timestamps = [log_append_time] * count
