@@ -149,7 +149,7 @@ class ConsumerGroupManager:
                 resp = self._heartbeat(client_id, client_host, req, out)
         except errors.KafkaError as exc:
             fut.set_result(ConsumerGroupHeartbeatResponse(error_code=exc.code,
-                                                          error_message=str(exc) or None))
+                                                          error_message=exc.message))
             return fut
 
         def done(f: asyncio.Future[int]) -> None:

@@ -49,7 +49,7 @@ async def handle_consumer_group_heartbeat(broker: Broker, conn: ServerConnection
     try:
         shard = shard_for(broker, conn, req.group_id)
     except errors.KafkaError as exc:
-        return ConsumerGroupHeartbeatResponse(error_code=exc.code, error_message=str(exc) or None)
+        return ConsumerGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)
     if not shard.config.consumer.protocol_enabled:
         return ConsumerGroupHeartbeatResponse(
             error_code=errors.UnsupportedVersionError.code,
@@ -75,7 +75,7 @@ def describe_consumer_group(shard: CoordinatorShard, group_id: str,
     try:
         group = shard.consumer.consumer_group(group_id)
     except errors.KafkaError as exc:
-        return cgdr.DescribedGroup(error_code=exc.code, error_message=str(exc), group_id=group_id,
+        return cgdr.DescribedGroup(error_code=exc.code, error_message=exc.message, group_id=group_id,
                                    authorized_operations=operations)
     cfg = shard.config.consumer
     assignor = group.preferred_assignor(cfg.assignors[0])
