@@ -38,6 +38,11 @@ ILLEGAL_GENERATION             ``inject_error("Heartbeat"/"OffsetCommit"/"SyncGr
 UNKNOWN_MEMBER_ID              ``forget_member`` or ``inject_error``
 FENCED_INSTANCE_ID             ``inject_error`` on a static member's group API, or a second
                                instance with the same ``group.instance.id``
+STALE_MEMBER_EPOCH             ``bump_group_epoch`` (a KIP-848 group): members move to a new
+                               epoch as if its heartbeat answer was lost; their next commit
+                               with the old epoch is stale
+FENCED_MEMBER_EPOCH            ``fence_member_epoch``: the coordinator's epoch of a member
+                               runs two steps ahead of the member's; or ``inject_error``
 OFFSET_OUT_OF_RANGE            ``delete_records`` (naturally), or ``inject_error("Fetch")``
 TOPIC_AUTHORIZATION_FAILED     ``deny_topic``
 =============================  ==========================================================
@@ -416,6 +421,33 @@ class FaultInjector(RuleBook):
             return False
         return bool(await self._remote(leader, "forget_member",
                                        {"group": group_id, "member": member_id}))
+
+    def _consumer_fault(self, group_id: str, act: str, member_id: str = "") -> int:
+        def run() -> int:
+            _, _, leader = self.coordinator_of(group_id)
+            broker = self.cluster.brokers.get(leader)
+            groups = broker.groups if broker is not None else None
+            if groups is None:
+                raise FaultUnavailable(f"no coordinator for group {group_id}")
+            if act == "bump":
+                return groups.bump_group_epoch(group_id)
+            return int(groups.fence_member_epoch(group_id, member_id))
+
+        result: int = self.cluster._on_loop(run)
+        return result
+
+    def bump_group_epoch(self, group_id: str) -> int:
+        """Bump a consumer group's epoch the way a rebalance does, and move its members to
+        the new epoch on the coordinator only (their answers "lost"): their next OffsetCommit
+        or OffsetFetch with the old epoch gets STALE_MEMBER_EPOCH, and their next heartbeat
+        learns the new one. Returns the number of members moved."""
+        return self._consumer_fault(group_id, "bump")
+
+    def fence_member_epoch(self, group_id: str, member_id: str) -> bool:
+        """Put a consumer-group member's epoch two steps ahead on the coordinator: its next
+        heartbeat gets FENCED_MEMBER_EPOCH, as Kafka answers a member that missed two epochs.
+        False if there is no such member."""
+        return bool(self._consumer_fault(group_id, "fence", member_id))
 
     # -- data -----------------------------------------------------------------------------
     def delete_records(self, topic: str, partition: int, before_offset: int = -1) -> int:

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from typing import TYPE_CHECKING
 
 from kaflite.cluster._sharded import ShardedCoordinator
 from kaflite.cluster.groups._config import GroupConfig
+from kaflite.cluster.groups._consumer import TopicView
+from kaflite.cluster.groups._consumer_group import TopicMeta
 from kaflite.cluster.groups._shard import CoordinatorShard, PartitionWriter
 from kaflite.cluster.groups._timer import LoopTimer
 from kaflite.cluster.internal_topics import OFFSETS_TOPIC
@@ -60,18 +63,45 @@ class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
         writer = PartitionWriter(self.broker, OFFSETS_TOPIC, p.index, p.leader_epoch,
                                  self.config.commit_timeout_ms)
         return CoordinatorShard(p.index, p.leader_epoch, writer, LoopTimer(self._loop),
-                                self.config, self._topic_exists)
+                                self.config, self._topic_exists, self._topic_view)
 
     def _topic_exists(self, name: str) -> bool:
         return name in self.broker.controller.topics
+
+    def _lookup_topic(self, name: str) -> TopicMeta | None:
+        topic = self.broker.controller.topics.get(name)
+        if topic is None or not topic.partitions:
+            return None
+        return TopicMeta(topic.topic_id, name, len(topic.partitions))
+
+    def _topic_names(self) -> list[str]:
+        return [name for name, t in self.broker.controller.topics.items() if not t.internal]
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.broker.controller.topics_by_id.get(topic_id)
+        return None if topic is None else topic.name
+
+    @property
+    def _topic_view(self) -> TopicView:
+        return TopicView(self._lookup_topic, self._topic_names, self._topic_name)
 
     # -- fault injection and tools ---------------------------------------------------------------
     def forget_member(self, group_id: str, member_id: str) -> bool:
         """Drop a member as if its session had expired (the chaos "forget member" action)."""
         shard = self.shard_for(group_id)
+        if group_id in shard.consumer_groups:
+            return shard.consumer.fence(group_id, member_id, "it was forgotten on request")
         group = shard.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
             return False
         shard.classic.remove_member(group, member, f"member {member_id} forgotten on request")
         return True
+
+    def bump_group_epoch(self, group_id: str) -> int:
+        """STALE_MEMBER_EPOCH on demand (see ``ConsumerGroupManager.bump_epoch``)."""
+        return self.shard_for(group_id).consumer.bump_epoch(group_id)
+
+    def fence_member_epoch(self, group_id: str, member_id: str) -> bool:
+        """FENCED_MEMBER_EPOCH on demand (see ``ConsumerGroupManager.fence_epoch``)."""
+        return self.shard_for(group_id).consumer.fence_epoch(group_id, member_id)

@@ -32,6 +32,8 @@ from collections.abc import Callable
 
 from kaflite.cluster.groups._classic import ClassicGroupManager, Record
 from kaflite.cluster.groups._config import GroupConfig
+from kaflite.cluster.groups._consumer import ConsumerGroupManager
+from kaflite.cluster.groups._consumer_group import ConsumerGroup
 from kaflite.cluster.groups._group import ClassicGroup, GroupState
 from kaflite.cluster.groups._records import (
     OffsetAndMetadata,
@@ -77,7 +79,8 @@ class OffsetManager:
     def __init__(self, groups: dict[str, ClassicGroup], offsets: dict[str, GroupOffsets],
                  classic: ClassicGroupManager, timer: Timer, config: GroupConfig,
                  write: Callable[[list[Record]], asyncio.Future[int]],
-                 topic_exists: Callable[[str], bool]) -> None:
+                 topic_exists: Callable[[str], bool],
+                 consumer: ConsumerGroupManager | None = None) -> None:
         self.groups = groups
         self.offsets = offsets
         self.classic = classic
@@ -85,6 +88,11 @@ class OffsetManager:
         self.config = config
         self.write = write
         self.topic_exists = topic_exists
+        self.consumer = consumer
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        return self.consumer.groups if self.consumer is not None else {}
 
     def _simple_group(self, group_id: str) -> ClassicGroup:
         group = self.groups[group_id] = ClassicGroup(group_id)
@@ -99,8 +107,16 @@ class OffsetManager:
         result: dict[TopicPartition, int] = {}
         code = NONE
         group = self.groups.get(req.group_id)
+        modern = self.consumer_groups.get(req.group_id)
         if not req.group_id:
             code = errors.InvalidGroupIdError.code
+        elif modern is not None and self.consumer is not None:
+            try:
+                self.consumer.validate_offset_commit(modern, req.member_id,
+                                                     req.generation_id_or_member_epoch,
+                                                     api_version, False)
+            except errors.KafkaError as exc:
+                code = exc.code
         elif group is None:
             if req.generation_id_or_member_epoch < 0:
                 group = self._simple_group(req.group_id)
@@ -114,7 +130,7 @@ class OffsetManager:
                                        req.generation_id_or_member_epoch)
             except errors.KafkaError as exc:
                 code = exc.code
-        if code != NONE or group is None:
+        if code != NONE or (group is None and modern is None):
             return {(name, p.partition_index): code for name, p in wanted}
         now = self.timer.now_ms()
         expire = now + req.retention_time_ms if req.retention_time_ms != -1 else -1
@@ -133,13 +149,15 @@ class OffsetManager:
                 records.append((encode_offset_key(req.group_id, *tp), encode_offset_value(om)))
                 pending.append((tp, om))
         # In the classic protocol a commit also proves the member is alive.
-        member = group.members.get(req.member_id)
-        if member is not None and group.is_in(S.STABLE, S.PREPARING_REBALANCE):
+        member = group.members.get(req.member_id) if group is not None else None
+        if group is not None and member is not None \
+                and group.is_in(S.STABLE, S.PREPARING_REBALANCE):
             self.classic.reschedule_heartbeat(group, member)
         if records:
             code = await self.write(records)
             if code == NONE:
-                if req.group_id not in self.groups:
+                if req.group_id not in self.groups \
+                        and req.group_id not in self.consumer_groups:
                     self._simple_group(req.group_id)  # deleted while we wrote
                 stored = self.offsets.setdefault(req.group_id, {})
                 for tp, om in pending:
@@ -164,15 +182,20 @@ class OffsetManager:
     async def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]
                              ) -> tuple[int, dict[TopicPartition, int]]:
         group = self.groups.get(group_id)
-        if group is None or group.is_in(S.DEAD):
+        modern = self.consumer_groups.get(group_id)
+        if modern is not None:
+            subscribed_to: Callable[[str], bool] = modern.is_subscribed_to
+        elif group is None or group.is_in(S.DEAD):
             return errors.GroupIdNotFoundError.code, {}
-        if not group.is_in(S.EMPTY) and not group.uses_consumer_protocol():
+        elif not group.is_in(S.EMPTY) and not group.uses_consumer_protocol():
             return errors.NonEmptyGroupError.code, {}
+        else:
+            subscribed_to = group.is_subscribed_to
         stored = self.offsets.get(group_id, {})
         result: dict[TopicPartition, int] = {}
         removed: GroupOffsets = {}
         for name, parts in topics:
-            subscribed = group.is_subscribed_to(name)
+            subscribed = subscribed_to(name)
             for p in parts:
                 tp = (name, p)
                 if subscribed:
@@ -200,10 +223,20 @@ class OffsetManager:
         result: dict[str, int] = {}
         records: list[Record] = []
         removed: list[tuple[ClassicGroup, GroupOffsets]] = []
+        modern_removed: list[tuple[ConsumerGroup, GroupOffsets]] = []
         for gid in group_ids:
             group = self.groups.get(gid)
+            modern = self.consumer_groups.get(gid)
             if not gid:
                 result[gid] = errors.InvalidGroupIdError.code
+            elif modern is not None and self.consumer is not None:
+                if modern.members:
+                    result[gid] = errors.NonEmptyGroupError.code
+                    continue
+                result[gid] = NONE
+                records += [(encode_offset_key(gid, *tp), None) for tp in self.offsets.get(gid, {})]
+                records += self.consumer.delete_records(modern)
+                modern_removed.append((modern, self.offsets.pop(gid, {})))
             elif group is None or group.is_in(S.DEAD):
                 result[gid] = errors.GroupIdNotFoundError.code
             elif not group.is_in(S.EMPTY):
@@ -218,6 +251,13 @@ class OffsetManager:
                 for group, offsets in removed:
                     self._restore_group(group, offsets)
                     result[group.group_id] = code
+                for modern, offsets in modern_removed:
+                    # The tombstones did not make it: the (empty) group comes back as it was.
+                    if modern.group_id not in self.groups:
+                        modern.dead = False
+                        self.consumer_groups.setdefault(modern.group_id, modern)
+                        self._restore_offsets(modern.group_id, offsets)
+                    result[modern.group_id] = code
         return result
 
     def _remove_group(self, group: ClassicGroup) -> list[Record]:
@@ -254,6 +294,28 @@ class OffsetManager:
             base = om.commit_timestamp
         return now - base >= self.config.retention_ms
 
+    def _expire_consumer_groups(self, now: int, removed: dict[str, GroupOffsets]) -> list[Record]:
+        """A consumer group's offsets expire by commit time once it no longer subscribes to
+        their topic (Kafka's ``OffsetExpirationConditionImpl``); an empty group left with
+        no offsets is deleted."""
+        records: list[Record] = []
+        for gid, modern in list(self.consumer_groups.items()):
+            stored = self.offsets.get(gid, {})
+            gone: GroupOffsets = {}
+            for tp, om in list(stored.items()):
+                expired = now >= om.expire_timestamp if om.expire_timestamp >= 0 \
+                    else now - om.commit_timestamp >= self.config.retention_ms
+                if not modern.is_subscribed_to(tp[0]) and expired:
+                    gone[tp] = stored.pop(tp)
+                    records.append((encode_offset_key(gid, *tp), None))
+            if gone:
+                removed[gid] = gone
+            if not stored:
+                self.offsets.pop(gid, None)
+                if not modern.members and self.consumer is not None:
+                    records += self.consumer.delete_records(modern)
+        return records
+
     async def expire(self) -> int:
         """One pass of Kafka's offsets cleanup; returns the number of offsets removed."""
         now = self.timer.now_ms()
@@ -274,6 +336,7 @@ class OffsetManager:
                 if group.is_in(S.EMPTY):
                     records += self._remove_group(group)  # offsets already popped
                     removed_groups.append(group)
+        records += self._expire_consumer_groups(now, removed_offsets)
         if not records:
             return 0
         code = await self.write(records)
@@ -281,7 +344,7 @@ class OffsetManager:
             for group in removed_groups:
                 self._restore_group(group, {})
             for gid, gone in removed_offsets.items():
-                if gid in self.groups:
+                if gid in self.groups or gid in self.consumer_groups:
                     self._restore_offsets(gid, gone)
             return 0
         return sum(len(g) for g in removed_offsets.values())

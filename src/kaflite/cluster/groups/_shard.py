@@ -30,14 +30,23 @@ from kaflite.cluster._internal_log import PartitionWriter, normalize_error, repl
 from kaflite.cluster._sharded import ShardLifecycle, ShardState
 from kaflite.cluster.groups._classic import ClassicGroupManager, Record
 from kaflite.cluster.groups._config import GroupConfig
+from kaflite.cluster.groups._consumer import ConsumerGroupManager, TopicView
+from kaflite.cluster.groups._consumer_group import ConsumerGroup
+from kaflite.cluster.groups._consumer_records import (
+    CONSUMER_RECORD_TYPES,
+    decode_consumer_record,
+    replay_consumer,
+)
 from kaflite.cluster.groups._group import ClassicGroup
 from kaflite.cluster.groups._offsets import GroupOffsets, OffsetManager
 from kaflite.cluster.groups._records import (
     GroupKey,
     OffsetKey,
+    OtherKey,
     decode_group_value,
     decode_key,
     decode_offset_value,
+    split_version,
 )
 from kaflite.cluster.groups._timer import Timer
 from kaflite.cluster.groups._txn_offsets import TxnOffsetManager
@@ -54,16 +63,21 @@ log = logging.getLogger("kaflite.cluster.groups")
 
 class CoordinatorShard(ShardLifecycle):
     def __init__(self, index: int, epoch: int, write: Callable[[list[Record]], asyncio.Future[int]],
-                 timer: Timer, config: GroupConfig, topic_exists: Callable[[str], bool]) -> None:
+                 timer: Timer, config: GroupConfig, topic_exists: Callable[[str], bool],
+                 topics: TopicView | None = None) -> None:
         self.index = index
         self.epoch = epoch
         self.timer = timer
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, GroupOffsets] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.classic = ClassicGroupManager(self.groups, timer, config, write)
+        self.consumer = ConsumerGroupManager(
+            self.consumer_groups, self.groups, timer, config, write,
+            topics or TopicView(lambda name: None, lambda: (), lambda topic_id: None))
         self.offset_manager = OffsetManager(self.groups, self.offsets, self.classic, timer,
-                                            config, write, topic_exists)
+                                            config, write, topic_exists, self.consumer)
         self.txn_offsets = TxnOffsetManager(self.groups, self.offsets, timer,
                                             config.metadata_max_bytes,
                                             write if isinstance(write, PartitionWriter) else None)
@@ -85,7 +99,7 @@ class CoordinatorShard(ShardLifecycle):
                 return
             self.offsets.setdefault(k.group, {})[(k.topic, k.partition)] = \
                 decode_offset_value(value)
-            if k.group not in self.groups:
+            if k.group not in self.groups and k.group not in self.consumer_groups:
                 # Offsets without group metadata: a simple consumer's group.
                 self.groups[k.group] = ClassicGroup(k.group)
         elif isinstance(k, GroupKey):
@@ -93,6 +107,11 @@ class CoordinatorShard(ShardLifecycle):
                 self.groups.pop(k.group, None)
             else:
                 self.groups[k.group] = ClassicGroup.from_record(k.group, decode_group_value(value))
+                self.consumer_groups.pop(k.group, None)
+        elif isinstance(k, OtherKey) and k.version in CONSUMER_RECORD_TYPES:
+            _, reader = split_version(key)
+            rec = decode_consumer_record(k.version, reader, value)
+            replay_consumer(self.consumer_groups, self.groups, rec)
         self.records_loaded += 1
 
     def replay_batch(self, batch: RecordBatch) -> None:
@@ -115,7 +134,8 @@ class CoordinatorShard(ShardLifecycle):
                             self.index, exc)
 
     def summary(self) -> str:
-        return f"{self.records_loaded} records, {len(self.groups)} groups"
+        return (f"{self.records_loaded} records, {len(self.groups)} classic groups, "
+                f"{len(self.consumer_groups)} consumer groups")
 
     def replay_transactional(self, producer_id: int, key: bytes | memoryview | None,
                              value: bytes | memoryview | None) -> None:
@@ -131,6 +151,7 @@ class CoordinatorShard(ShardLifecycle):
     def finish_loading(self) -> None:
         self.state = ShardState.ACTIVE
         self.classic.on_loaded()
+        self.consumer.on_loaded()
 
     def close(self) -> None:
         if self.state is ShardState.CLOSED:

@@ -87,10 +87,15 @@ def _partition(index: int, om: OffsetAndMetadata | None,
 
 
 def _fetch_group(broker: Broker, conn: ServerConnection, group_id: str, wanted: Wanted,
-                 require_stable: bool = False) -> tuple[int, list[ofr.OffsetFetchResponseTopics]]:
+                 require_stable: bool = False, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[int, list[ofr.OffsetFetchResponseTopics]]:
     """One group's offsets, or its coordinator error (with no topics)."""
     try:
         shard = shard_for(broker, conn, group_id)
+        modern = shard.consumer_groups.get(group_id)
+        if modern is not None:
+            # v9+: a consumer group's member fetches with its member id and epoch.
+            shard.consumer.validate_offset_fetch(modern, member_id, member_epoch)
     except errors.KafkaError as exc:
         return exc.code, []
     found = shard.offset_manager.fetch(group_id, wanted)
@@ -108,7 +113,8 @@ async def handle_offset_fetch(broker: Broker, conn: ServerConnection, header: Re
         for g in req.groups:
             wanted: Wanted = None if g.topics is None else \
                 [(t.name, list(t.partition_indexes)) for t in g.topics]
-            code, topics = _fetch_group(broker, conn, g.group_id, wanted, req.require_stable)
+            code, topics = _fetch_group(broker, conn, g.group_id, wanted, req.require_stable,
+                                        g.member_id, g.member_epoch)
             groups.append(ofr.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics,
                                                        error_code=code))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)

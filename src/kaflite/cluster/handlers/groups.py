@@ -90,6 +90,16 @@ async def handle_join_group(broker: Broker, conn: ServerConnection, header: Requ
     except errors.KafkaError as exc:
         return _fix_join(join_error(exc.code, req.member_id), version)
     ctx = RequestContext(header.client_id or "", client_host(conn), version)
+    modern = shard.consumer_groups.get(req.group_id)
+    if modern is not None:
+        if modern.members:
+            # A consumer group with members: classic members are not served in it (yet).
+            return _fix_join(join_error(errors.InconsistentGroupProtocolError.code,
+                                        req.member_id), version)
+        # Kafka's maybeDeleteEmptyConsumerGroup: the empty consumer group gives way.
+        code = await shard.offset_manager.write(shard.consumer.delete_records(modern))
+        if code:
+            return _fix_join(join_error(code, req.member_id), version)
     resp = await shard.classic.join(ctx, req)
     return _fix_join(resp, version)
 
@@ -143,6 +153,7 @@ def _describe(broker: Broker, conn: ServerConnection, group_id: str,
         return out
     group = shard.groups.get(group_id)
     if group is None:
+        # Unknown, or a consumer group: DescribeGroups describes classic groups only.
         out.group_state = str(GroupState.DEAD)
         return out
     out.group_state = str(group.state)
@@ -177,6 +188,14 @@ async def handle_list_groups(broker: Broker, conn: ServerConnection, header: Req
     states = {s.lower() for s in req.states_filter}
     types = {t.lower() for t in req.types_filter}
     listed = []
+    if not types or "consumer" in types:
+        for shard in coordinator.active_shards():
+            for modern in shard.consumer_groups.values():
+                if states and str(modern.state).lower() not in states:
+                    continue
+                listed.append(lsr.ListedGroup(group_id=modern.group_id, protocol_type="consumer",
+                                              group_state=str(modern.state),
+                                              group_type="consumer"))
     if not types or "classic" in types:
         for shard in coordinator.active_shards():
             for group in shard.groups.values():
