@@ -253,29 +253,83 @@ def check_secured_up(tour: Tour, line: str) -> None:
 
 def check_secured_connections(tour: Tour, line: str) -> None:
     out = tour.sh(line).stdout
-    assert "User:alice" in out and "SASL_SSL/SCRAM-SHA-512" in out, out
+    assert "User:alice" in out and "SASL_SSL/SCRAM-S" in out, out   # the column may wrap
     rows = json.loads(tour.sh(line + " --json").stdout)
     mine = [r for r in rows if r["principal"] == "User:alice"]
     assert mine and all(r["sasl_mechanism"] == "SCRAM-SHA-512" for r in mine), rows
+    # the quota that held alice's producer, on the connections it produced on
+    limits = {q["limit"] for r in mine for k, q in r["quotas"].items()
+              if k == "producer_byte_rate"}
+    assert limits == {1048576.0}, mine
+
+
+def check_acls_add(tour: Tour, line: str) -> None:
+    out = tour.sh(line).stdout
+    for op in ("WRITE", "DESCRIBE", "CREATE"):     # what --producer grants
+        assert f"principal=User:alice, host=*, operation={op}, permissionType=ALLOW" in out, out
+
+
+def check_acls_list(tour: Tour, line: str) -> None:
+    out = tour.sh(line).stdout
+    assert "name=secured, patternType=LITERAL" in out and out.count("User:alice") == 3, out
+
+
+def check_quota_alter(tour: Tour, line: str) -> None:
+    assert "Completed updating config for user alice." in tour.sh(line).stdout
+
+
+def check_quota_describe(tour: Tour, line: str) -> None:
+    assert tour.sh(line).stdout.strip() == \
+        "Quota configs for user-principal 'alice' are producer_byte_rate=1048576.0"
 
 
 SECURED: dict[str, Callable[[Tour, str], None]] = {
     "kaflite certs ": check_certs,
     "kaflite up ": check_secured_up,
+    "kaflite acls add ": check_acls_add,
+    "kaflite acls list ": check_acls_list,
+    "kaflite quotas alter ": check_quota_alter,
+    "kaflite quotas describe ": check_quota_describe,
     "kaflite connections": check_secured_connections,
 }
+
+# The README's claim that alice may not read: in a group (no READ on the group) and
+# with partitions assigned (no READ on the topic), the error reaches the application.
+ALICE_READS = """
+from kaflite.client.consumer import TopicPartition
+from kaflite.client.sync import Consumer
+from kaflite.protocol import errors
+conf = {"bootstrap.servers": "127.0.0.1:9192", "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
+        "sasl.password": "alice-secret", "ssl.ca.location": "pki/ca.pem",
+        "auto.offset.reset": "earliest"}
+for group, refused in (("readers", errors.GroupAuthorizationFailedError),
+                       (None, errors.TopicAuthorizationFailedError)):
+    with Consumer({**conf, "group.id": group} if group else conf) as c:
+        if group:
+            c.subscribe(["secured"])
+        else:
+            c.assign([TopicPartition("secured", 0)])
+        try:
+            for _ in range(30):
+                c.poll(1000)
+            raise SystemExit(f"alice was never refused (group {group})")
+        except refused:
+            pass
+"""
 
 
 def test_the_readme_secured_cluster_runs_as_written(tmp_path: Path) -> None:
     tour = Tour.fresh(tmp_path)
     snippets = section_snippets(README.read_text(), "A secured cluster")
-    assert [s.lang for s in snippets] == ["sh", "python", "sh"]
+    assert [s.lang for s in snippets] == ["sh", "sh", "python", "sh"]
     try:
         for snippet in snippets:
             if snippet.lang == "python":
                 assert '"security.protocol": "SASL_SSL"' in snippet.code
                 tour.python(snippet.code)
                 assert records_in("secured", partitions=1) == 1
+                tour.python(ALICE_READS)
                 continue
             for line in snippet.code.splitlines():
                 check = next((f for key, f in SECURED.items() if key in line), None)

@@ -10,9 +10,9 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kaflite.cluster.groups import CoordinatorShard
 from kaflite.protocol.messages import ConsumerGroupHeartbeatRequest
 from kaflite.protocol.messages import consumer_group_heartbeat_request as cghq
-from kaflite.cluster.groups import CoordinatorShard
 from tests.cluster.groups.consumer_helpers import Topics, beat, join, make_consumer_shard, send
 from tests.cluster.groups.test_consumer_heartbeat import reload
 

@@ -123,7 +123,7 @@ async def test_error_codes_as_kafka() -> None:
 @run
 async def test_static_member_leaves_and_comes_back_with_its_partitions() -> None:
     topics = Topics(orders=4)
-    shard, timer, _ = make_consumer_shard(topics)
+    shard, _timer, _ = make_consumer_shard(topics)
     first = await send(shard, join("g", "m1", TOPIC, instance_id="inst"))
     group = shard.consumer_groups["g"]
     epoch = group.group_epoch
