@@ -308,3 +308,32 @@ def test_regex_subscription_is_resolved_by_the_broker(cluster: Cluster,
         assert all(r.subscribed_topic_regex is None for r in sent[1:] if r.member_epoch > 0)
 
     run(main())
+
+
+def test_sync_consumers_share_a_kip848_group(cluster: Cluster) -> None:
+    from kaflite.client import sync
+
+    topic, group = uid("t"), uid("g")
+    cluster.create_topic(topic, partitions=4, replication_factor=3)
+    with sync.Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=1) as p:
+        for i in range(80):
+            p.produce(topic, f"v{i}".encode(), partition=i % 4)
+        p.flush()
+    conf = member_opts(cluster, group, enable_auto_commit=False)
+    with sync.Consumer(**conf) as a, sync.Consumer(**conf) as b:
+        a.subscribe([topic])
+        b.subscribe([topic])
+        got: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while not (len(got) >= 80 and len(a.assignment()) == 2 and len(b.assignment()) == 2):
+            assert time.monotonic() < deadline, (a.assignment(), b.assignment(), len(got))
+            assert not a.assignment() & b.assignment()
+            for c in (a, b):
+                got += [(r.partition, r.offset) for r in c.poll(timeout_ms=50)]
+        assert a.assignment() | b.assignment() == {TopicPartition(topic, p_) for p_ in range(4)}
+        assert len(set(got)) == 80
+        # Commits from the sync façade carry the member epoch too.
+        a.commit()
+        for tp in a.assignment():
+            assert a.committed(tp) == a.position(tp)
+        assert a.group_metadata().generation_id > 0
