@@ -73,6 +73,13 @@ def _acks(value: ConfigValue) -> str | None:
     return None if value in (-1, 0, 1) else "must be one of all, -1, 0, 1"
 
 
+def _group_protocol(value: ConfigValue) -> str | None:
+    # Java parses GroupProtocol case-insensitively ("CONSUMER" or "consumer")
+    if isinstance(value, str) and value.lower() in ("classic", "consumer"):
+        return None
+    return f"must be one of classic, consumer, got {value!r}"
+
+
 def _mechanism(value: ConfigValue) -> str | None:
     if value == "GSSAPI" or value in SASL_MECHANISMS:
         return None
@@ -160,7 +167,8 @@ _p("value.serializer", "callable", None, PRODUCER, nullable=True)
 # -- consumer ----------------------------------------------------------------------
 _p("group.id", "str", None, CONSUMER, ADMIN, nullable=True)
 _p("group.instance.id", "str", None, CONSUMER, nullable=True)
-_p("group.protocol", "str", "classic", CONSUMER, choices=("classic",))
+_p("group.protocol", "str", "classic", CONSUMER, check=_group_protocol)
+_p("group.remote.assignor", "str", None, CONSUMER, nullable=True)
 _p("session.timeout.ms", "int", 45_000, CONSUMER, minimum=1)
 _p("heartbeat.interval.ms", "int", 3_000, CONSUMER, minimum=1)
 _p("max.poll.interval.ms", "int", 300_000, CONSUMER, minimum=1)
@@ -357,7 +365,7 @@ def resolve(role: str, config: Mapping[str, object] | None = None,
     if role == PRODUCER:
         _check_producer(out, explicit=set(given))
     if role == CONSUMER:
-        _check_consumer(out)
+        _check_consumer(out, explicit={ALIASES.get(n, n) for n in given})
     if _int(out, "reconnect.backoff.max.ms") < _int(out, "reconnect.backoff.ms"):
         out["reconnect.backoff.max.ms"] = out["reconnect.backoff.ms"]
     return ClientConfig(role, out)
@@ -404,7 +412,17 @@ def _check_security(out: dict[str, ConfigValue]) -> None:
                 raise ConfigError(name, "is required for sasl.oauthbearer.method oidc")
 
 
-def _check_consumer(out: dict[str, ConfigValue]) -> None:
+def _check_consumer(out: dict[str, ConfigValue], explicit: set[str]) -> None:
+    protocol = out["group.protocol"] = str(out["group.protocol"]).lower()
+    # Java's ConsumerConfig (Kafka 4): each protocol refuses the other one's settings
+    # when they are given explicitly for a group member.
+    unsupported = (("partition.assignment.strategy", "heartbeat.interval.ms",
+                    "session.timeout.ms") if protocol == "consumer"
+                   else ("group.remote.assignor",))
+    given = [n for n in unsupported if n in explicit and out[n] not in (None, "", [])]
+    if given and out["group.id"] is not None:
+        raise ConfigError(given[0], f"{', '.join(given)} cannot be set when group.protocol="
+                          f"{protocol.upper()}")
     strategies = out["partition.assignment.strategy"]
     assert isinstance(strategies, list)
     for s in strategies:

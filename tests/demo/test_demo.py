@@ -113,3 +113,20 @@ def test_demo_without_spark_or_faults(tmp_path: Path) -> None:
     assert s["tour"] == [] and s["spark"]["detail"] == "Spark off (--no-spark)"
     assert s["produced"] > 0 and s["lost"] == 0
     check_story(s, lines, DemoOptions(brokers=3, spark=False, faults=False))
+
+
+@pytest.mark.timeout_demo
+def test_demo_with_kip848_consumers_tours_every_fault(tmp_path: Path) -> None:
+    s, lines = run_demo(tmp_path, "--duration", "20", "--no-spark", "--group-protocol",
+                        "consumer")
+    assert s["_returncode"] == 0 and s["ok"], s["checks"]
+    assert s["produced"] > 0 and s["lost"] == 0
+    assert [t["status"] for t in s["tour"]] == ["done"] * len(s["tour"]) and s["tour"]
+    # The consumers were KIP-848 members: they joined with ConsumerGroupHeartbeat, and the
+    # third one's arrival moved partitions by revocation, not by a JoinGroup round.
+    seen = [line for t in s["tour"] for line in t["observed"]]
+    assert any("joined group demo-group as" in line and "member epoch" in line
+               for line in seen), seen
+    assert any("group.protocol=consumer" in line for line in lines)
+    check_story(s, lines, DemoOptions(brokers=3, spark=False, faults=True,
+                                      group_protocol="consumer"))

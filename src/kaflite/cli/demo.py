@@ -20,6 +20,9 @@ def demo(
     json_out: Annotated[bool, typer.Option(
         "--json", help="print a machine-readable summary on stdout (the story goes to stderr)")
     ] = False,
+    group_protocol: Annotated[str, typer.Option(
+        help="the consumers' group.protocol: classic (JoinGroup/SyncGroup) or consumer "
+             "(KIP-848)")] = "classic",
     log_file: Annotated[Path | None, typer.Option(
         help="where Spark's and Java's logs go (default: <data-dir>/logs/demo.log, or a new "
              "temporary directory)")] = None,
@@ -27,6 +30,9 @@ def demo(
     """Run the main job: a cluster, a producer, a consumer group, Spark, and a tour of faults."""
     from kaflite.demo import DemoOptions, run_demo
 
+    if group_protocol not in ("classic", "consumer"):
+        raise typer.BadParameter("classic or consumer", param_hint="--group-protocol")
+
     raise typer.Exit(run_demo(DemoOptions(
         brokers=brokers, duration=duration, data_dir=data_dir, spark=spark, faults=faults,
-        json_out=json_out, log_file=log_file)))
+        json_out=json_out, log_file=log_file, group_protocol=group_protocol)))

@@ -14,6 +14,11 @@ member look their errors up here instead of each keeping its own list::
     UNKNOWN_MEMBER_ID             rejoin the group (with a fresh member id)
     REBALANCE_IN_PROGRESS         rejoin the group
     FENCED_INSTANCE_ID            fatal: raised to the application
+    STALE_MEMBER_EPOCH            (KIP-848, on OffsetCommit/OffsetFetch) retry once the
+                                  next heartbeat has brought the new member epoch
+    FENCED_MEMBER_EPOCH           (KIP-848) the partitions are lost: rejoin with epoch 0
+                                  (UNKNOWN_MEMBER_ID does the same in a KIP-848 group)
+    UNRELEASED_INSTANCE_ID        (KIP-848) fatal: another member holds the instance id
     OFFSET_OUT_OF_RANGE           apply auto.offset.reset, or raise
     TOPIC_AUTHORIZATION_FAILED    raised to the application (GROUP_, CLUSTER_ and
                                   TRANSACTIONAL_ID_AUTHORIZATION_FAILED too)
@@ -44,6 +49,8 @@ class Action(enum.Enum):
     FATAL = "raise to the application (fatal)"
     RAISE = "raise to the application"
     BUMP_EPOCH = "bump the producer epoch and retry"
+    AWAIT_EPOCH = "retry with the member epoch the next heartbeat brings"
+    FENCED = "lose the partitions and rejoin with member epoch 0"
 
 
 RECOVERY: dict[int, Action] = {
@@ -64,6 +71,9 @@ RECOVERY: dict[int, Action] = {
     E.RebalanceInProgressError.code: Action.REJOIN,
     E.UnknownMemberIdError.code: Action.RESET_MEMBER,
     E.FencedInstanceIdError.code: Action.FATAL,
+    E.StaleMemberEpochError.code: Action.AWAIT_EPOCH,
+    E.FencedMemberEpochError.code: Action.FENCED,
+    E.UnreleasedInstanceIdError.code: Action.FATAL,
     E.OffsetOutOfRangeError.code: Action.RESET_OFFSET,
     E.TopicAuthorizationFailedError.code: Action.RAISE,
     E.GroupAuthorizationFailedError.code: Action.RAISE,

@@ -58,6 +58,7 @@ class DemoOptions:
     json_out: bool = False
     rate: int = 400
     log_file: Path | None = None
+    group_protocol: str = "classic"   # or "consumer" (KIP-848)
 
     @property
     def tour(self) -> bool:
@@ -106,8 +107,9 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: P
     await asyncio.to_thread(cluster.create_topic, EVENTS, 6, min(3, opts.brokers))
     await asyncio.to_thread(cluster.create_topic, RESULTS, 3, min(3, opts.brokers))
     phases.begin(phases.titles[2], f"keyed clickstream events at {opts.rate}/s; consumers "
-                 f"in group {GROUP}")
-    workload = Workload(bootstrap, EVENTS, GROUP, rate=opts.rate)
+                 f"in group {GROUP} (group.protocol={opts.group_protocol})")
+    workload = Workload(bootstrap, EVENTS, GROUP, rate=opts.rate,
+                        group_protocol=opts.group_protocol)
     await workload.start(consumers=2)
     tour = Tour(cluster, workload, EVENTS, GROUP, victim=opts.victim,
                 listener=_tour_listener(phases, say)) if opts.tour else None
@@ -182,7 +184,12 @@ def run_demo(opts: DemoOptions) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="kaflite-demo-")
         data_dir = Path(tmp.name)
     config = {"group.initial.rebalance.delay.ms": 500, "replica.lag.time.max.ms": 5000,
-              "offsets.topic.num.partitions": 10, "min.insync.replicas": 1}
+              "offsets.topic.num.partitions": 10, "min.insync.replicas": 1,
+              # KIP-848 members heartbeat as often as the classic ones below do
+              "group.consumer.heartbeat.interval.ms": 1000,
+              "group.consumer.min.heartbeat.interval.ms": 1000,
+              "group.consumer.session.timeout.ms": 10000,
+              "group.consumer.min.session.timeout.ms": 10000}
     try:
         phases.begin(phases.titles[0])
         with Cluster(brokers=opts.brokers, data_dir=data_dir, config=config) as cluster:

@@ -38,8 +38,10 @@ class ConsumerState:
 
 
 class Workload:
-    def __init__(self, bootstrap: str, topic: str, group: str, rate: int = 500) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, rate: int = 500,
+                 group_protocol: str = "classic") -> None:
         self.bootstrap = bootstrap
+        self.group_protocol = group_protocol
         self.topic = topic
         self.group = group
         self.rate = rate
@@ -101,10 +103,14 @@ class Workload:
     # -- consumers -----------------------------------------------------------------
     async def add_consumer(self) -> ConsumerState:
         name = f"consumer-{len(self.consumers) + 1}"
-        client = Consumer({"bootstrap.servers": self.bootstrap, "client.id": name,
-                           "group.id": self.group, "auto.offset.reset": "earliest",
-                           "enable.auto.commit": True, "auto.commit.interval.ms": 2000,
-                           "heartbeat.interval.ms": 1000, "session.timeout.ms": 10000})
+        config: dict[str, object] = {
+            "bootstrap.servers": self.bootstrap, "client.id": name, "group.id": self.group,
+            "group.protocol": self.group_protocol, "auto.offset.reset": "earliest",
+            "enable.auto.commit": True, "auto.commit.interval.ms": 2000}
+        if self.group_protocol == "classic":
+            # KIP-848 members take both from the coordinator (the cluster's settings)
+            config.update({"heartbeat.interval.ms": 1000, "session.timeout.ms": 10000})
+        client = Consumer(config)
         await client.start()
         client.subscribe([self.topic])
         state = ConsumerState(name, client)

@@ -25,8 +25,10 @@ from typing import Generic, Self
 
 from kaflite.client._aio import wait_event
 from kaflite.client._base import BaseClient
-from kaflite.client.consumer._coordinator import CommitFailedError, GroupMember, MemberHooks
+from kaflite.client.consumer._coordinator import GroupMember
 from kaflite.client.consumer._fetcher import Fetcher
+from kaflite.client.consumer._group_client import CommitFailedError, GroupClient, MemberHooks
+from kaflite.client.consumer._membership import ConsumerMembership
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._subscription import IllegalStateError, SubscriptionState
 from kaflite.client.consumer._types import (
@@ -70,8 +72,13 @@ class Consumer(BaseClient, Generic[K, V]):
         c = self.config
         self._subs = SubscriptionState(c.string("auto.offset.reset"))
         self._fetcher: Fetcher[K, V] = Fetcher(self, self._subs, self._events.emit)
-        hooks = MemberHooks(self._subs, self._events.emit, self._revoke, self._on_assignment)
-        self._group: GroupMember | None = GroupMember(self, hooks) if c["group.id"] else None
+        hooks = MemberHooks(self._subs, self._events.emit, self._revoke, self._on_assignment,
+                            self._lose, self._fetcher.data_ready.set)
+        self._group: GroupClient | None = None
+        if c["group.id"]:
+            # group.protocol=consumer: KIP-848's member; classic: JoinGroup and SyncGroup
+            self._group = (ConsumerMembership(self, hooks) if c["group.protocol"] == "consumer"
+                           else GroupMember(self, hooks))
         self._auto_commit = c.bool("enable.auto.commit") and self._group is not None
         self._auto_commit_interval = c.int("auto.commit.interval.ms") / 1000
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval
@@ -163,6 +170,24 @@ class Consumer(BaseClient, Generic[K, V]):
         self._subs.set_assignment(keep)
         self._fetcher.clear(keep)
         self._events.emit("rebalance", f"revoked [{', '.join(sorted(map(str, tps)))}]", cause=why)
+
+    async def _lose(self, tps: set[TopicPartition], why: str) -> None:
+        # The partitions may be another member's already: nothing is committed for them.
+        for tp in tps:
+            state = self._subs.assignment.get(tp)
+            if state is not None:
+                state.revoking = True
+        keep = set(self._subs.assignment) - tps
+        self._fetcher.clear(keep)
+        self._subs.set_assignment(keep)
+        if tps:
+            listener = self._subs.listener
+            if listener is not None:
+                result = listener.on_partitions_lost(tps)
+                if inspect.isawaitable(result):
+                    await result
+            self._events.emit("rebalance", f"lost [{', '.join(sorted(map(str, tps)))}]",
+                              cause=why)
 
     async def _on_assignment(self, assigned: set[TopicPartition], generation: int,
                              cooperative: bool) -> None:
@@ -287,7 +312,7 @@ class Consumer(BaseClient, Generic[K, V]):
         return {tp: ot.offset for tp, ot in found.items() if ot is not None}
 
     # -- commits -----------------------------------------------------------------------------------
-    def _need_group(self) -> GroupMember:
+    def _need_group(self) -> GroupClient:
         if self._group is None:
             raise IllegalStateError("committing offsets needs group.id")
         return self._group

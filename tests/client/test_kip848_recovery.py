@@ -1,0 +1,286 @@
+"""The recovery table's KIP-848 rows: kaflite's ``group.protocol=consumer`` member
+against faults injected into the kaflite cluster.
+
+* STALE_MEMBER_EPOCH (``bump_group_epoch``: the coordinator moves the member to a
+  new epoch as if the answer carrying it was lost): the commit, and the offset
+  fetch, are retried once the next heartbeat has brought the new epoch;
+* FENCED_MEMBER_EPOCH (``fence_member_epoch``) and UNKNOWN_MEMBER_ID
+  (``forget_member``): the partitions are lost (``on_partitions_lost``, no
+  commit) and the member rejoins with epoch 0 under the same member id;
+* NOT_COORDINATOR on a heartbeat: the coordinator is looked up again, and the
+  member stays in the group at its epoch;
+* GROUP_AUTHORIZATION_FAILED: raised to the application from ``poll``.
+
+Each test checks that the fault hit (the broker's error counts), the
+transition the client took (its events, its listener), and that every record
+was consumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kaflite.client import Consumer, Producer, RebalanceListener, TopicPartition
+from kaflite.client.consumer._membership import ConsumerMembership, MemberState
+from kaflite.cluster import Cluster
+from kaflite.protocol import errors
+from kaflite.protocol.messages import ConsumerGroupHeartbeatRequest
+
+CONFIG = {
+    "replica.lag.time.max.ms": 10000,
+    "offsets.topic.num.partitions": 6,
+    # a slow heartbeat: a fault injected right after one meets the member's commit first
+    "group.consumer.heartbeat.interval.ms": 1000,
+    "group.consumer.min.heartbeat.interval.ms": 100,
+    "group.consumer.session.timeout.ms": 2500,
+    "group.consumer.min.session.timeout.ms": 1000,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster(brokers=3, config=CONFIG) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def clear_faults(cluster: Cluster) -> Iterator[None]:
+    yield
+    cluster.faults.clear()
+
+
+def uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def run(coro: Any, timeout: float = 60) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def api_errors(cluster: Cluster, client_id: str, api: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for conn in cluster.connections(client_id=client_id, include_closed=True):
+        snap = conn.apis.get(api)
+        if snap is not None:
+            for name, n in snap.errors.items():
+                out[name] = out.get(name, 0) + n
+    return out
+
+
+def events(c: Consumer, text: str) -> list[str]:
+    return [str(e) for e in c.events() if text in str(e)]
+
+
+class Listener(RebalanceListener):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, frozenset[TopicPartition]]] = []
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.calls.append(("revoked", frozenset(revoked)))
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.calls.append(("assigned", frozenset(assigned)))
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.calls.append(("lost", frozenset(lost)))
+
+
+class Spy:
+    """Records every ConsumerGroupHeartbeat the member builds."""
+
+    def __init__(self, member: ConsumerMembership, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[ConsumerGroupHeartbeatRequest] = []
+        build = member._build
+
+        def spy(version: int) -> Any:
+            req, fields = build(version)
+            self.sent.append(req)
+            return req, fields
+
+        monkeypatch.setattr(member, "_build", spy)
+
+
+async def until(what: str, check: Callable[[], bool], step: Callable[[], Awaitable[Any]],
+                timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await step()
+
+
+async def produce(cluster: Cluster, topic: str, n: int, partitions: int) -> list[bytes]:
+    values = [f"v{i:04d}".encode() for i in range(n)]
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=1) as p:
+        for i, v in enumerate(values):
+            p.produce(topic, v, partition=i % partitions)
+        await p.flush()
+    return values
+
+
+def opts(cluster: Cluster, group: str, cid: str, **extra: Any) -> dict[str, Any]:
+    o: dict[str, Any] = dict(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
+                             client_id=cid, group_protocol="consumer",
+                             auto_offset_reset="earliest", retry_backoff_ms=50,
+                             max_poll_records=20)
+    o.update(extra)
+    return o
+
+
+def member(c: Consumer) -> ConsumerMembership:
+    assert isinstance(c._group, ConsumerMembership)
+    return c._group
+
+
+async def stable(c: Consumer, got: list[bytes]) -> None:
+    async def step() -> None:
+        got.extend(r.value for r in await c.poll(timeout_ms=50) if r.value is not None)
+    await until("a stable member", lambda: bool(c.assignment()) and
+                member(c).state is MemberState.STABLE, step)
+
+
+async def right_after_a_heartbeat(c: Consumer, spy: Spy) -> None:
+    """Return just after a heartbeat went out: the next one is a whole interval away."""
+    n = len(spy.sent)
+    await until("a heartbeat", lambda: len(spy.sent) > n, lambda: asyncio.sleep(0.005))
+    await asyncio.sleep(0.05)   # its answer is in
+
+
+def test_stale_member_epoch_retries_with_the_next_epoch(cluster: Cluster,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    topic, group, cid = uid("t"), uid("g"), uid("c")
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+
+    async def main() -> None:
+        await produce(cluster, topic, 100, 2)
+        async with Consumer(**opts(cluster, group, cid, enable_auto_commit=False)) as c:
+            spy = Spy(member(c), monkeypatch)
+            c.subscribe([topic])
+            got: list[bytes] = []
+            await stable(c, got)
+            await until("every record", lambda: len(got) >= 100,
+                        lambda: _extend(got, c))
+            epoch = member(c).member_epoch
+            await right_after_a_heartbeat(c, spy)
+            assert await asyncio.to_thread(cluster.faults.bump_group_epoch, group) == 1
+            await c.commit()   # STALE_MEMBER_EPOCH, then again with the new epoch
+            assert member(c).member_epoch > epoch
+            # one request refused (the broker counts its two partitions), one retry
+            assert api_errors(cluster, cid, "OffsetCommit") == {"STALE_MEMBER_EPOCH": 2}
+            assert len(events(c, "retrying with member epoch")) == 1
+            # The heartbeat that brought the epoch was a full one: the coordinator takes
+            # the previous epoch only with the owned partitions.
+            catch_up = [r for r in spy.sent if r.member_epoch == epoch][-1]
+            assert catch_up.topic_partitions and catch_up.subscribed_topic_names == [topic]
+            # The same for an offset fetch.
+            epoch = member(c).member_epoch
+            await right_after_a_heartbeat(c, spy)
+            assert await asyncio.to_thread(cluster.faults.bump_group_epoch, group) == 1
+            assert await c.committed(TopicPartition(topic, 0)) == 50
+            assert member(c).member_epoch > epoch
+            assert api_errors(cluster, cid, "OffsetFetch") == {"STALE_MEMBER_EPOCH": 1}
+            assert c.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+            assert "FENCED_MEMBER_EPOCH" not in api_errors(cluster, cid,
+                                                           "ConsumerGroupHeartbeat")
+
+    run(main())
+
+
+async def _extend(out: list[bytes], c: Consumer) -> None:
+    out.extend(r.value for r in await c.poll(timeout_ms=50) if r.value is not None)
+
+
+@pytest.mark.parametrize("fault", ["fence_member_epoch", "forget_member"])
+def test_fenced_or_unknown_member_loses_its_partitions_and_rejoins(
+        cluster: Cluster, fault: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    topic, group, cid = uid("t"), uid("g"), uid("c")
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+    expected = "FENCED_MEMBER_EPOCH" if fault == "fence_member_epoch" else "UNKNOWN_MEMBER_ID"
+
+    async def main() -> None:
+        values = await produce(cluster, topic, 200, 2)
+        listener = Listener()
+        async with Consumer(**opts(cluster, group, cid, auto_commit_interval_ms=100)) as c:
+            spy = Spy(member(c), monkeypatch)
+            c.subscribe([topic], listener=listener)
+            got: list[bytes] = []
+            await stable(c, got)
+            await until("half the records", lambda: len(got) >= 100, lambda: _extend(got, c))
+            member_id, epoch = member(c).member_id, member(c).member_epoch
+            owned = frozenset(c.assignment())
+            hit = await asyncio.to_thread(getattr(cluster.faults, fault), group, member_id)
+            assert hit
+            await until("the partitions lost", lambda: ("lost", owned) in listener.calls,
+                        lambda: _extend(got, c))
+            lost_at = listener.calls.index(("lost", owned))
+            await until("the rejoin", lambda: member(c).state is MemberState.STABLE
+                        and c.assignment() == owned and listener.calls[-1][0] == "assigned",
+                        lambda: _extend(got, c))
+            await until("every record", lambda: set(got) >= set(values),
+                        lambda: _extend(got, c))
+            # Lost, not revoked: nothing was committed for them after the fault; then
+            # assigned again, after a join with epoch 0 under the same member id.
+            assert ("revoked", owned) not in listener.calls[lost_at:]
+            assert listener.calls[lost_at + 1:][-1] == ("assigned", owned)
+            rejoins = [r for r in spy.sent if r.member_epoch == 0][1:]
+            assert rejoins and all(r.member_id == member_id for r in rejoins)
+            assert rejoins[0].topic_partitions == []
+            assert member(c).member_epoch > epoch
+            assert api_errors(cluster, cid, "ConsumerGroupHeartbeat").get(expected, 0) >= 1
+            assert events(c, f"{expected} on ConsumerGroupHeartbeat")
+            assert set(got) == set(values)
+
+    run(main())
+
+
+def test_not_coordinator_on_heartbeat_finds_it_again_and_stays(cluster: Cluster) -> None:
+    topic, group, cid = uid("t"), uid("g"), uid("c")
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+
+    async def main() -> None:
+        await produce(cluster, topic, 20, 2)
+        listener = Listener()
+        async with Consumer(**opts(cluster, group, cid)) as c:
+            c.subscribe([topic], listener=listener)
+            got: list[bytes] = []
+            await stable(c, got)
+            epoch, calls = member(c).member_epoch, len(listener.calls)
+            rules = [cluster.faults.inject_error("ConsumerGroupHeartbeat", code, 1, group=group,
+                                                 client_id=cid)
+                     for code in ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE")]
+            await until("both faults", lambda: all(r.hits == 1 for r in rules),
+                        lambda: _extend(got, c))
+            await until("a heartbeat after them", lambda: member(c).state is MemberState.STABLE
+                        and len(events(c, "group coordinator for")) >= 3,
+                        lambda: _extend(got, c))
+            assert events(c, "(NOT_COORDINATOR on ConsumerGroupHeartbeat")
+            assert events(c, "(COORDINATOR_NOT_AVAILABLE on ConsumerGroupHeartbeat")
+            # Still the same member at the same epoch, with the same partitions.
+            assert member(c).member_epoch == epoch
+            assert len(listener.calls) == calls and len(c.assignment()) == 2
+
+    run(main())
+
+
+def test_group_authorization_failed_is_raised_from_poll(cluster: Cluster) -> None:
+    topic, group, cid = uid("t"), uid("g"), uid("c")
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+
+    async def main() -> None:
+        rule = cluster.faults.inject_error("ConsumerGroupHeartbeat", "GROUP_AUTHORIZATION_FAILED",
+                                           1, group=group, client_id=cid)
+        async with Consumer(**opts(cluster, group, cid)) as c:
+            c.subscribe([topic])
+            with pytest.raises(errors.GroupAuthorizationFailedError):
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    await c.poll(timeout_ms=100)
+            assert rule.hits == 1
+            assert member(c).state is MemberState.FATAL
+
+    run(main())
