@@ -142,7 +142,10 @@ def test_the_sync_consumer_waits_out_fetch_throttles(cluster: Cluster,
     # after the broker's mute is over: it started waiting later than the broker.)
     monkeypatch.setattr(network, "MUTE_GRACE", 0.0)
     cluster.create_topic("sync-throttle")
-    with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as p:
+    # Batches of one record: with two 1 s windows of 200 kB/s, a batch larger than a
+    # window's worth (200 kB) could never be served, as in Kafka.
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                   "batch.size": 16384}) as p:
         for _ in range(60):
             p.produce("sync-throttle", b"y" * 10_000)
         p.flush()
