@@ -211,7 +211,12 @@ def test_kafkajs_consumer_follows_leader_moves(cluster3: Cluster, tmp_path: Path
         assert cluster3.move_leader(topic, partition) != before
     produce(half)
     records = consumer.result()["records"]
-    assert sorted(int(seq) for *_, seq in records) == list(range(2 * half))   # each once
+    seqs = sorted(int(seq) for *_, seq in records)
+    assert set(seqs) == set(range(2 * half)), "a record was never read"
+    # Each once, unless kafkajs rejoined its group (a session lost under load): then it
+    # reads on from its last commit, and what it had read since comes again.
+    if sum(1 for line in consumer.lines if "joined" in line) == 1:
+        assert seqs == list(range(2 * half))
     assert all(value == f"m-{seq}" for *_, value, seq in records)
     seen = cluster3.connections(client_id="kafkajs-interop", include_closed=True)
     told = sum(c.apis["Fetch"].errors.get("NOT_LEADER_OR_FOLLOWER", 0)

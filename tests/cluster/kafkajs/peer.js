@@ -82,6 +82,7 @@ async function produce () {
 
 async function consume () {
   const records = []
+  const distinct = new Set()   // partition:offset, so that a re-read after a rejoin is not counted twice
   const members = []
   let done
   const finished = new Promise((resolve) => { done = resolve })
@@ -94,8 +95,9 @@ async function consume () {
       eachMessage: async ({ partition, message }) => {
         records.push([m, partition, Number(message.offset), message.key && message.key.toString(),
           message.value.toString(), message.headers.seq ? message.headers.seq.toString() : null])
+        distinct.add(`${partition}:${message.offset}`)
         if (records.length === args.progressAt) await emit({ consumed: records.length })
-        if (records.length >= args.expected) done()
+        if (distinct.size >= args.expected) done()
       },
     })
     members.push(consumer)
