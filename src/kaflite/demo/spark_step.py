@@ -17,6 +17,7 @@ import json
 import shutil
 import tempfile
 import time
+import traceback
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -101,6 +102,16 @@ def quiet_session(app_name: str, log_file: Path, settings: dict[str, str]) -> Sp
     with log_file.open("ab") as log:  # the JVM keeps its own copy of the descriptor
         gateway = launch(conf, popen_kwargs={"stdout": log, "stderr": log})
     context = SparkContext(conf=conf, gateway=gateway)
+    # PySpark's accumulator server (a socketserver thread in this process) prints a
+    # traceback to the terminal when the JVM drops its connection mid-update, a race at
+    # shutdown under load: it goes to the log file too.
+    server = getattr(context, "_accumulatorServer", None)
+    if server is not None:
+        def to_log(request: object, client_address: object) -> None:
+            with log_file.open("a") as out:
+                out.write(f"accumulator server: error on a request from {client_address}\n")
+                traceback.print_exc(file=out)
+        setattr(server, "handle_error", to_log)   # noqa: B010 (an instance's own hook)
     return SparkSession(context)
 
 
