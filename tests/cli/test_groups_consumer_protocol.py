@@ -77,9 +77,12 @@ def test_list_describe_and_reconciling_members(cluster: Cluster) -> None:
         # c1 stops polling: it cannot revoke what the second member should get, so both
         # are reconciling until it polls again.
         c2 = consumer(cluster, group, "two")
-        wait_for(lambda: (c2.poll(0.05), str(getattr(coordinator_group(cluster, group),
-                                                        "state", "")) == "Reconciling")[1],
-                 "the group reconciling", 30)
+        def revoking() -> bool:
+            c2.poll(0.05)
+            g = coordinator_group(cluster, group)
+            return g is not None and str(g.state) == "Reconciling" and any(
+                m.client_id == "one" and m.pending_revocation for m in g.members.values())
+        wait_for(revoking, "the group reconciling, c1 asked to revoke", 30)
         members = members_json(cluster, group)
         assert members["one"]["reconciling"] and members["two"]["reconciling"]
         one, two = members["one"], members["two"]
