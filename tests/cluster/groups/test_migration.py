@@ -3,7 +3,6 @@ a consumer group, downgrade, the policy, and the records loading back."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -134,4 +133,3 @@ async def test_policy_disabled_refuses_the_upgrade() -> None:
     resp = await send(shard, join("g", "c", TOPIC))
     assert resp.error_code == errors.GroupIdNotFoundError.code
     assert "g" in shard.groups and "g" not in shard.consumer_groups
-    await asyncio.sleep(0)
