@@ -8,6 +8,7 @@
     kaflite chaos kill 1 / restart 1 / stop 1
     kaflite chaos move-leader t 0 --to 2
     kaflite chaos move-coordinator my-group
+    kaflite chaos bump-epoch my-group / fence-member my-group MEMBER_ID  (KIP-848)
     kaflite chaos list / clear [ID]
 
 Each command prints one line saying what it did (``rule 3: answer Heartbeat with
@@ -214,6 +215,23 @@ def forget_member(group: str, member_id: str, http: HttpOption = FIND,
     """Make the group's coordinator forget a member (it gets UNKNOWN_MEMBER_ID next)."""
     _show(request(http, "POST", f"/groups/{group}/forget", {"member_id": member_id}), as_json,
           lambda r: f"group {r['group']}: member {r['member_id']} forgotten")
+
+
+@app.command("bump-epoch")
+def bump_epoch(group: str, http: HttpOption = FIND, as_json: JsonOption = False) -> None:
+    """Bump a consumer group's epoch (KIP-848): its members' next commit with the old
+    epoch gets STALE_MEMBER_EPOCH, their next heartbeat learns the new one."""
+    _show(request(http, "POST", f"/groups/{group}/bump-epoch", {}), as_json,
+          lambda r: f"group {r['group']}: epoch bumped, {r['members_moved']} member(s) moved")
+
+
+@app.command("fence-member")
+def fence_member(group: str, member_id: str, http: HttpOption = FIND,
+                 as_json: JsonOption = False) -> None:
+    """Put a consumer-group member's epoch ahead on the coordinator (KIP-848): its next
+    heartbeat gets FENCED_MEMBER_EPOCH and it rejoins with epoch 0."""
+    _show(request(http, "POST", f"/groups/{group}/fence-member", {"member_id": member_id}),
+          as_json, lambda r: f"group {r['group']}: member {r['member_id']} fenced")
 
 
 @app.command("delete-records")

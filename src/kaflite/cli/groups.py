@@ -1,11 +1,14 @@
 """``kaflite groups``: consumer groups, as kafka-consumer-groups.sh shows and resets them.
 
-    kaflite groups list                       GROUP  PROTOCOL-TYPE  STATE
+    kaflite groups list [--type consumer]     GROUP  [TYPE]  PROTOCOL-TYPE  STATE
     kaflite groups describe G                 GROUP TOPIC PARTITION CURRENT-OFFSET
                                               LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
     kaflite groups describe G --members       GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS
     kaflite groups describe G --state         GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY
                                               STATE #MEMBERS
+    ... --members --verbose (consumer groups) + CURRENT-EPOCH CURRENT-ASSIGNMENT
+                                              TARGET-EPOCH TARGET-ASSIGNMENT RECONCILING
+    ... --state --verbose (consumer groups)   + GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH
     kaflite groups reset-offsets G --topic T --to-earliest [--execute]
                                               GROUP TOPIC PARTITION NEW-OFFSET
     kaflite groups delete G
@@ -13,7 +16,8 @@
 ``describe`` follows Kafka's rows: one per assigned partition (members with the most
 partitions first), then the partitions the group committed but nobody is assigned
 (consumer ``-``); ``LAG`` is the log end offset minus the committed offset. An empty
-group says so on stderr, a missing one is an error. ``reset-offsets`` takes Kafka's
+group says so on stderr, a missing one is an error. A consumer (KIP-848) group, which
+DescribeGroups does not describe, is described with ConsumerGroupDescribe. ``reset-offsets`` takes Kafka's
 scopes (``--topic T`` or ``T:0,2``, repeatable; ``--all-topics``: the topics the group
 has offsets for) and specs (``--to-earliest``, ``--to-latest``, ``--to-current``,
 ``--to-offset N``, ``--shift-by N``, ``--to-datetime 2024-01-31T10:00:00.000``); a
@@ -25,11 +29,13 @@ Every command takes ``--json`` and ``-X name=value`` (an admin client property).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kaflite.cli._consumer_groups import consumer_member_rows, describe_consumer_group, list_typed
 from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig
 from kaflite.cli._output import Column, JsonOption, Row, emit, emit_json, table_lines
 from kaflite.cli.topics import with_admin
@@ -38,6 +44,8 @@ if TYPE_CHECKING:
     from kaflite.client import Admin, TopicPartition
     from kaflite.client.admin import GroupDescription
     from kaflite.client.consumer._types import OffsetAndMetadata
+    from kaflite.client.pool import BrokerAddress
+    from kaflite.protocol.messages import consumer_group_describe_response as cgdr
 
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                   help="List, describe, reset and delete consumer groups, as "
@@ -59,6 +67,17 @@ MEMBER_COLUMNS = [Column("group", "GROUP"), Column("consumer_id", "CONSUMER-ID")
 STATE_COLUMNS = [Column("group", "GROUP"), Column("coordinator", "COORDINATOR (ID)"),
                  Column("assignment_strategy", "ASSIGNMENT-STRATEGY"),
                  Column("state", "STATE"), Column("members", "#MEMBERS")]
+TYPED_LIST_COLUMNS = [LIST_COLUMNS[0], Column("type", "TYPE"), *LIST_COLUMNS[1:]]
+# kafka-consumer-groups.sh --describe --members --verbose / --state --verbose, for
+# consumer (KIP-848) groups; RECONCILING is kaflite's: the member is not at its target yet.
+CONSUMER_MEMBER_COLUMNS = [*MEMBER_COLUMNS, Column("current_epoch", "CURRENT-EPOCH"),
+                           Column("current_assignment", "CURRENT-ASSIGNMENT"),
+                           Column("target_epoch", "TARGET-EPOCH"),
+                           Column("target_assignment", "TARGET-ASSIGNMENT"),
+                           Column("reconciling", "RECONCILING")]
+VERBOSE_STATE_COLUMNS = [*STATE_COLUMNS[:4], Column("group_epoch", "GROUP-EPOCH"),
+                         Column("assignment_epoch", "TARGET-ASSIGNMENT-EPOCH"),
+                         STATE_COLUMNS[4]]
 RESET_COLUMNS = [Column("group", "GROUP"), Column("topic", "TOPIC"),
                  Column("partition", "PARTITION"), Column("new_offset", "NEW-OFFSET")]
 
@@ -68,14 +87,20 @@ def list_groups(bootstrap: Bootstrap = FIND,
                 state: Annotated[list[str] | None, typer.Option(
                     "--state", help="only groups in this state (repeatable; Stable, Empty...)")]
                 = None,
+                group_type: Annotated[list[str] | None, typer.Option(
+                    "--type", help="only groups of this type (repeatable: classic, consumer); "
+                                   "shows the TYPE column")] = None,
                 as_json: JsonOption = False, props: ClientProps = None,
                 command_config: CommandConfig = None) -> None:
-    """Every group with its protocol type and state."""
+    """Every group with its protocol type and state (and type, with --type)."""
     wanted = {s.lower() for s in state or []}
-    rows = [{"group": g, "protocol_type": p or None, "state": s}
-            for g, p, s in with_admin(bootstrap, props, lambda a: a.list_groups(), CLIENT_ID)
-            if not wanted or s.lower() in wanted]
-    emit(rows, LIST_COLUMNS, as_json)
+    types = {t.lower() for t in group_type or []}
+    rows = [{"group": g.group, "type": g.type or None, "protocol_type": g.protocol_type or None,
+             "state": g.state}
+            for g in with_admin(bootstrap, props, list_typed, CLIENT_ID)
+            if (not wanted or g.state.lower() in wanted)
+            and (not types or g.type.lower() in types)]
+    emit(rows, TYPED_LIST_COLUMNS if types else LIST_COLUMNS, as_json)
 
 
 def _tp_key(tp: TopicPartition) -> tuple[str, int]:
@@ -126,21 +151,45 @@ def state_row(desc: GroupDescription) -> dict[str, object]:
             "members": len(desc.members)}
 
 
-async def _describe(admin: Admin, group: str, offsets: bool
-                    ) -> tuple[GroupDescription, list[dict[str, object]]]:
+@dataclass
+class Described:
+    desc: GroupDescription
+    offsets: list[dict[str, object]]
+    modern: cgdr.DescribedGroup | None = None   # a consumer (KIP-848) group
+
+
+def _from_modern(modern: cgdr.DescribedGroup, coordinator: BrokerAddress | None
+                 ) -> GroupDescription:
+    from kaflite.client import TopicPartition
+    from kaflite.client.admin import GroupDescription, MemberDescription
+
+    return GroupDescription(
+        modern.group_id, modern.group_state, "consumer", modern.assignor_name,
+        [MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
+                           [TopicPartition(tp.topic_name, p)
+                            for tp in m.assignment.topic_partitions for p in tp.partitions])
+         for m in modern.members], coordinator)
+
+
+async def _describe(admin: Admin, group: str, offsets: bool) -> Described:
     from kaflite.protocol import errors
 
     desc = (await admin.describe_groups([group]))[group]
+    modern = None
     if desc.state == "Dead":
-        raise errors.GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
+        found = await describe_consumer_group(admin, group)
+        if found is None:
+            raise errors.GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
+        modern, node = found
+        desc = _from_modern(modern, admin.pool.brokers.get(node))
     if not offsets:
-        return desc, []
+        return Described(desc, [], modern)
     committed = await admin.list_group_offsets(group)
     tps = set(committed) | {tp for m in desc.members for tp in m.assignment}
     listed = await admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
     ends = {tp: (o.offset if o is not None and o.offset >= 0 else None)
             for tp, o in listed.items()}
-    return desc, offset_rows(desc, committed, ends)
+    return Described(desc, offset_rows(desc, committed, ends), modern)
 
 
 @app.command("describe")
@@ -154,6 +203,9 @@ def describe(groups: Annotated[list[str] | None, typer.Argument(
              state: Annotated[bool, typer.Option(
                  "--state", help="the group's state and coordinator instead of the offsets")]
              = False,
+             verbose: Annotated[bool, typer.Option(
+                 "--verbose", help="with --members or --state: epochs, current and target "
+                                   "assignments of consumer (KIP-848) groups")] = False,
              as_json: JsonOption = False, props: ClientProps = None,
              command_config: CommandConfig = None) -> None:
     """Per partition: committed offset, log end offset, lag and the consumer that owns it."""
@@ -162,7 +214,7 @@ def describe(groups: Annotated[list[str] | None, typer.Argument(
     if not groups and not all_groups:
         raise typer.BadParameter("name a group, or pass --all-groups", param_hint="GROUPS")
 
-    async def go(admin: Admin) -> list[tuple[GroupDescription, list[dict[str, object]]]]:
+    async def go(admin: Admin) -> list[Described]:
         ids = list(groups or [])
         if all_groups:
             ids = [g for g, _, _ in await admin.list_groups()]
@@ -171,14 +223,23 @@ def describe(groups: Annotated[list[str] | None, typer.Argument(
     described = with_admin(bootstrap, props, go, CLIENT_ID)
     rows: list[dict[str, object]] = []
     lines: list[str] = []
-    for desc, offsets in described:
+    for d in described:
+        desc, modern = d.desc, d.modern
         if state:
             group_rows = [state_row(desc)]
             columns = STATE_COLUMNS
+            if modern is not None:
+                group_rows[0].update(group_epoch=modern.group_epoch,
+                                     assignment_epoch=modern.assignment_epoch, type="consumer")
+                columns = VERBOSE_STATE_COLUMNS if verbose else STATE_COLUMNS
         else:
             _warn_state(desc)
-            group_rows = member_rows(desc) if members else offsets
-            columns = MEMBER_COLUMNS if members else OFFSET_COLUMNS
+            if members and modern is not None:
+                group_rows = consumer_member_rows(modern)
+                columns = CONSUMER_MEMBER_COLUMNS if verbose else MEMBER_COLUMNS
+            else:
+                group_rows = member_rows(desc) if members else d.offsets
+                columns = MEMBER_COLUMNS if members else OFFSET_COLUMNS
             if members and not any(r["group_instance_id"] for r in group_rows):
                 columns = [c for c in columns if c.key != "group_instance_id"]
         rows += group_rows

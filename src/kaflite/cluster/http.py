@@ -32,6 +32,8 @@ Faults (POST, JSON body; every rule comes back with its ``id``):
 /leaders/move                       {topic, partition, to}
 /coordinators/move                  {key, to, type="group"|"transaction"}
 /groups/<group>/forget              {member_id}
+/groups/<group>/bump-epoch          a consumer group's epoch (STALE_MEMBER_EPOCH)
+/groups/<group>/fence-member        {member_id}: its epoch ahead (FENCED_MEMBER_EPOCH)
 /records/delete                     {topic, partition, offset=-1}
 ==================================  ================================================
 
@@ -204,6 +206,8 @@ class HttpApi:
             ("leaders", "move"): self._move_leader,
             ("coordinators", "move"): self._move_coordinator,
             ("groups", "forget"): self._forget,
+            ("groups", "bump-epoch"): self._bump_epoch,
+            ("groups", "fence-member"): self._fence_member,
             ("records", "delete"): self._delete_records,
         }
 
@@ -307,6 +311,17 @@ class HttpApi:
             raise HttpError(409, f"the coordinator of {group!r} did not forget "
                                  f"{body['member_id']!r} (no group service or no such member)")
         return {"group": group, "member_id": body["member_id"], "forgotten": True}
+
+    async def _bump_epoch(self, path: list[str], body: Json) -> object:
+        group = path[1]
+        moved = self.cluster.faults.bump_group_epoch(group)
+        return {"group": group, "members_moved": moved}
+
+    async def _fence_member(self, path: list[str], body: Json) -> object:
+        group, member_id = path[1], str(body["member_id"])
+        if not self.cluster.faults.fence_member_epoch(group, member_id):
+            raise HttpError(409, f"consumer group {group!r} has no member {member_id!r}")
+        return {"group": group, "member_id": member_id, "fenced": True}
 
     async def _delete_records(self, path: list[str], body: Json) -> object:
         start = await self.cluster.faults.delete_records_async(

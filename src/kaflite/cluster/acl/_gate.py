@@ -40,8 +40,10 @@ from kaflite.protocol.messages import (
     REGISTRY,
     AlterConfigsResponse,
     AlterUserScramCredentialsResponse,
+    ConsumerGroupDescribeResponse,
     DeleteGroupsResponse,
     DescribeConfigsResponse,
+    DescribeGroupsResponse,
     FindCoordinatorResponse,
     IncrementalAlterConfigsResponse,
     MetadataResponse,
@@ -51,6 +53,7 @@ from kaflite.protocol.messages import (
 )
 from kaflite.protocol.messages import alter_configs_response as acr
 from kaflite.protocol.messages import alter_user_scram_credentials_response as ausr
+from kaflite.protocol.messages import consumer_group_describe_response as cgdr
 from kaflite.protocol.messages import delete_groups_response as dgr
 from kaflite.protocol.messages import incremental_alter_configs_response as iacr
 from kaflite.protocol.messages import write_txn_markers_response as wr
@@ -357,6 +360,61 @@ def delete_groups(ctx: Ctx) -> Gate | None:
     return Gate(after=[rewrite])
 
 
+GROUP_OPS = (Op.READ, Op.DELETE, Op.DESCRIBE)   # what describing a group reports
+
+
+def group_operations(ctx: Ctx, group_id: str) -> int:
+    """The ``authorized_operations`` bit field of a group (Kafka's ``authorizedOperations``)."""
+    bits = 0
+    for op in GROUP_OPS:
+        if ctx.allows(op, RT.GROUP, group_id):
+            bits |= 1 << int(op)
+    return bits
+
+
+def describe_group_rows(ctx: Ctx) -> Gate | None:
+    """DescribeGroups and ConsumerGroupDescribe: DESCRIBE on each group, else
+    GROUP_AUTHORIZATION_FAILED on its row; with ``include_authorized_operations``,
+    what the ACLs allow on it. ConsumerGroupDescribe also wants DESCRIBE on every topic
+    of the members' assignments (else TOPIC_AUTHORIZATION_FAILED), as Kafka 4."""
+    denied = group_rows("groups", RT.GROUP, GROUP_DENIED, Op.DESCRIBE)(ctx)
+    assert denied is not None
+    with_ops = bool(getattr(ctx.request, "include_authorized_operations", False))
+
+    def rewrite(response: Struct) -> None:
+        if isinstance(response, ConsumerGroupDescribeResponse):
+            for i, row in enumerate(response.groups):
+                topics = {tp.topic_name for m in row.members
+                          for a in (m.assignment, m.target_assignment)
+                          for tp in a.topic_partitions}
+                if not row.error_code and \
+                        not all(ctx.allows(Op.DESCRIBE, RT.TOPIC, t) for t in topics):
+                    response.groups[i] = cgdr.DescribedGroup(
+                        group_id=row.group_id, error_code=TOPIC_DENIED,
+                        authorized_operations=row.authorized_operations)
+            rows: list[Any] = list(response.groups)
+        else:
+            assert isinstance(response, DescribeGroupsResponse)
+            rows = list(response.groups)
+        for row in rows:
+            if with_ops and not row.error_code:
+                row.authorized_operations = group_operations(ctx, row.group_id)
+    denied.after.append(rewrite)
+    return denied
+
+
+def consumer_group_heartbeat(ctx: Ctx) -> Gate | None:
+    """Kafka's ``handleConsumerGroupHeartbeat``: READ on the group, then DESCRIBE on every
+    topic subscribed by name (TOPIC_AUTHORIZATION_FAILED otherwise)."""
+    req = ctx.request
+    if not ctx.allows(Op.READ, RT.GROUP, req.group_id):
+        return refuse(ctx, GROUP_DENIED)
+    names = req.subscribed_topic_names or []
+    if not all(ctx.allows(Op.DESCRIBE, RT.TOPIC, t) for t in set(names)):
+        return refuse(ctx, TOPIC_DENIED)
+    return None
+
+
 def create_topics(ctx: Ctx) -> Gate | None:
     if ctx.cluster(Op.CREATE):
         return None
@@ -511,7 +569,7 @@ POLICIES: dict[int, Policy] = {
     10: find_coordinator,
     11: group_op(Op.READ), 12: group_op(Op.READ),             # JoinGroup, Heartbeat
     13: group_op(Op.READ), 14: group_op(Op.READ),             # LeaveGroup, SyncGroup
-    15: group_rows("groups", RT.GROUP, GROUP_DENIED, Op.DESCRIBE),   # DescribeGroups
+    15: describe_group_rows,                                  # DescribeGroups
     16: list_groups,
     19: create_topics,
     20: delete_topics,
@@ -537,6 +595,8 @@ POLICIES: dict[int, Policy] = {
                    key="transactional_id"),                   # DescribeTransactions
     66: group_rows("transaction_states", RT.TRANSACTIONAL_ID, TXN_DENIED, Op.DESCRIBE,
                    key="transactional_id", drop=True),        # ListTransactions
+    68: consumer_group_heartbeat,
+    69: describe_group_rows,                                  # ConsumerGroupDescribe
 }
 # Not here: ApiVersions and SASL (before anyone is known), Fetch (in its handler),
 # DescribeCluster (Kafka checks nothing), the ACL APIs (in their handlers).

@@ -36,6 +36,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from kaflite.cluster.groups._assignors import ASSIGNORS, MemberSpec
 from kaflite.cluster.groups._config import GroupConfig
@@ -63,6 +64,9 @@ from kaflite.cluster.groups._rebalance import NONE, Record, WriteFn
 from kaflite.cluster.groups._reconcile import Owned, next_assignment, owned_from_request
 from kaflite.cluster.groups._records import encode_group_key
 from kaflite.cluster.groups._timer import Timer
+
+if TYPE_CHECKING:
+    from kaflite.cluster.groups._migration import Migration
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from kaflite.protocol.messages import consumer_group_heartbeat_response as cghr
@@ -121,6 +125,7 @@ class ConsumerGroupManager:
         self.cfg = config.consumer
         self.write = write
         self.topics = topics
+        self.migration: Migration | None = None   # set by the shard
 
     # -- records -----------------------------------------------------------------------------
     def apply(self, records: list[ConsumerRecord], out: list[Record]) -> None:
@@ -203,19 +208,22 @@ class ConsumerGroupManager:
             raise errors.GroupIdNotFoundError(f"Consumer group {group_id} not found.")
         return group
 
-    def _group_for_join(self, group_id: str, joining: bool) -> tuple[ConsumerGroup, bool]:
-        """The group (a fresh one, not yet stored, for a new id) and whether an empty
-        classic group of that id must go first."""
+    def _group_for_join(self, group_id: str, joining: bool
+                        ) -> tuple[ConsumerGroup, ClassicGroup | None]:
+        """The group (a fresh one, or a classic group converted, neither stored yet) and
+        the classic group of that id that must go first (empty, or upgraded)."""
         group = self.groups.get(group_id)
         if group is not None:
-            return group, False
+            return group, None
         classic = self.classic_groups.get(group_id)
         if not joining:
             self.consumer_group(group_id)  # raises GROUP_ID_NOT_FOUND
         if classic is None:
-            return ConsumerGroup(group_id), False
+            return ConsumerGroup(group_id), None
         if classic.is_in(GroupState.EMPTY, GroupState.DEAD) and not classic.members:
-            return ConsumerGroup(group_id), True
+            return ConsumerGroup(group_id), classic
+        if self.migration is not None and self.migration.can_upgrade(classic):
+            return self.migration.preview(classic), classic
         raise errors.GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
 
     @staticmethod
@@ -301,7 +309,9 @@ class ConsumerGroupManager:
             subscribed_topic_names=names, subscribed_topic_regex=regex,
             client_id=client_id, client_host=client_host, classic=None)
         # -- every check passed: from here on, records ------------------------------------
-        if drop_classic:
+        if drop_classic is not None and drop_classic.members and self.migration is not None:
+            self.migration.upgrade(drop_classic, out)
+        elif drop_classic is not None:
             self.classic_groups.pop(gid, None)
             out.append((encode_group_key(gid), None))
             log.info("group %s: the empty classic group becomes a consumer group", gid)
@@ -451,8 +461,12 @@ class ConsumerGroupManager:
 
     def fence_records(self, group: ConsumerGroup, member: ConsumerMember,
                       out: list[Record]) -> None:
-        """Kafka's ``consumerGroupFenceMember``: drop the member and bump the group epoch."""
+        """Kafka's ``consumerGroupFenceMember``: drop the member and bump the group epoch
+        (or, the last consumer-protocol member leaving classic ones, downgrade the group)."""
         gid, mid = group.group_id, member.member_id
+        if self.migration is not None and self.migration.should_downgrade(group, member):
+            self.migration.downgrade(group, member, out)
+            return
         self.apply(member_tombstones(gid, mid), out)
         metadata = self.subscription_metadata(group)
         if metadata != group.subscription_metadata:
@@ -531,7 +545,9 @@ class ConsumerGroupManager:
     def on_loaded(self) -> None:
         for gid, group in self.groups.items():
             for mid, member in group.members.items():
-                self.timer.schedule(session_key(gid, mid), self.cfg.session_timeout_ms,
+                session = member.classic.session_timeout_ms if member.classic is not None \
+                    else self.cfg.session_timeout_ms
+                self.timer.schedule(session_key(gid, mid), session,
                                     self._fence_callback(gid, mid))
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     epoch = member.member_epoch

@@ -38,6 +38,7 @@ from kaflite.cluster.groups._consumer_records import (
     replay_consumer,
 )
 from kaflite.cluster.groups._group import ClassicGroup
+from kaflite.cluster.groups._migration import Migration
 from kaflite.cluster.groups._offsets import GroupOffsets, OffsetManager
 from kaflite.cluster.groups._records import (
     GroupKey,
@@ -76,6 +77,8 @@ class CoordinatorShard(ShardLifecycle):
         self.consumer = ConsumerGroupManager(
             self.consumer_groups, self.groups, timer, config, write,
             topics or TopicView(lambda name: None, lambda: (), lambda topic_id: None))
+        self.migration = Migration(self.consumer, self.classic)
+        self.consumer.migration = self.migration
         self.offset_manager = OffsetManager(self.groups, self.offsets, self.classic, timer,
                                             config, write, topic_exists, self.consumer)
         self.txn_offsets = TxnOffsetManager(self.groups, self.offsets, timer,

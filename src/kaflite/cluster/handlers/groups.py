@@ -93,9 +93,8 @@ async def handle_join_group(broker: Broker, conn: ServerConnection, header: Requ
     modern = shard.consumer_groups.get(req.group_id)
     if modern is not None:
         if modern.members:
-            # A consumer group with members: classic members are not served in it (yet).
-            return _fix_join(join_error(errors.InconsistentGroupProtocolError.code,
-                                        req.member_id), version)
+            # A consumer group with members serves classic members too (migration).
+            return _fix_join(await shard.migration.join(ctx, req, modern), version)
         # Kafka's maybeDeleteEmptyConsumerGroup: the empty consumer group gives way.
         code = await shard.offset_manager.write(shard.consumer.delete_records(modern))
         if code:
@@ -110,6 +109,9 @@ async def handle_sync_group(broker: Broker, conn: ServerConnection, header: Requ
         shard = shard_for(broker, conn, req.group_id)
     except errors.KafkaError as exc:
         return SyncGroupResponse(error_code=exc.code)
+    modern = shard.consumer_groups.get(req.group_id)
+    if modern is not None:
+        return shard.migration.sync(req, modern)
     return await shard.classic.sync(req)
 
 
@@ -119,6 +121,10 @@ async def handle_heartbeat(broker: Broker, conn: ServerConnection, header: Reque
         shard = shard_for(broker, conn, req.group_id)
     except errors.KafkaError as exc:
         return HeartbeatResponse(error_code=exc.code)
+    modern = shard.consumer_groups.get(req.group_id)
+    if modern is not None:
+        return HeartbeatResponse(error_code=shard.migration.heartbeat(
+            modern, req.member_id, req.generation_id))
     return HeartbeatResponse(error_code=shard.classic.heartbeat(
         req.group_id, req.member_id, req.group_instance_id, req.generation_id))
 
@@ -131,7 +137,12 @@ async def handle_leave_group(broker: Broker, conn: ServerConnection, header: Req
         shard = shard_for(broker, conn, req.group_id)
     except errors.KafkaError as exc:
         return LeaveGroupResponse(error_code=exc.code)
-    top, results = shard.classic.leave(req.group_id, members)
+    modern = shard.consumer_groups.get(req.group_id)
+    if modern is not None:
+        results, written = shard.migration.leave(modern, members)
+        top = await written
+    else:
+        top, results = shard.classic.leave(req.group_id, members)
     if version < 3:
         # One member, one error: the top-level code is the member's (Kafka's getError).
         return LeaveGroupResponse(

@@ -1,0 +1,135 @@
+"""Online migration on a fake clock: upgrade with members, classic members served inside
+a consumer group, downgrade, the policy, and the records loading back."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kaflite.cluster.groups import CoordinatorShard, GroupConfig
+from kaflite.cluster.groups._config import ConsumerGroupConfig
+from kaflite.cluster.groups._group import GroupState
+from kaflite.cluster.groups._migration import decode_assignment, encode_assignment
+from kaflite.cluster.groups._timer import ManualTimer
+from kaflite.protocol import errors
+from kaflite.protocol.messages import leave_group_request as lgq
+from tests.cluster.groups.consumer_helpers import Topics, beat, join, owned, owners_ok, send
+from tests.cluster.groups.helpers import CTX, TOPIC, FakeLog, join_req, run, settle, sync_req
+
+
+def shard_with(topics: Topics, log: FakeLog | None = None,
+               **consumer: Any) -> tuple[CoordinatorShard, ManualTimer, FakeLog]:
+    timer, log = ManualTimer(), log or FakeLog()
+    config = GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=1000,
+                         consumer=replace(ConsumerGroupConfig(), session_timeout_ms=10_000,
+                                          heartbeat_interval_ms=1000, **consumer))
+    shard = CoordinatorShard(0, 0, log, timer, config, lambda t: t in topics.meta,
+                             topics.view())
+    shard.finish_loading()
+    return shard, timer, log
+
+
+async def classic_group(shard: CoordinatorShard, timer: ManualTimer) -> tuple[str, int]:
+    """One classic member owning all four partitions; (member id, generation)."""
+    first = await shard.classic.join(CTX, join_req("g"))
+    pending = shard.classic.join(CTX, join_req("g", first.member_id))
+    timer.advance(1)
+    await settle()
+    joined = await pending
+    assert joined.error_code == 0, joined
+    mid, gen = joined.member_id, joined.generation_id
+    synced = await shard.classic.sync(sync_req("g", mid, gen, {
+        mid: encode_assignment({TOPIC: [0, 1, 2, 3]})}))
+    assert synced.error_code == 0 and str(shard.groups["g"].state) == "Stable"
+    return mid, gen
+
+
+def reload(topics: Topics, log: FakeLog) -> CoordinatorShard:
+    shard, _, _ = shard_with(topics)
+    shard.state = shard.state.LOADING
+    for key, value in log.records:
+        shard.replay(key, value)
+    shard.finish_loading()
+    return shard
+
+
+@run
+async def test_upgrade_serve_classic_members_and_downgrade() -> None:
+    topics = Topics(orders=4)
+    shard, timer, log = shard_with(topics)
+    mid, gen = await classic_group(shard, timer)
+    # A consumer-protocol member joins: the group is upgraded in place.
+    resp = await send(shard, join("g", "c", TOPIC))
+    assert resp.error_code == 0
+    assert "g" not in shard.groups
+    group = shard.consumer_groups["g"]
+    old = group.members[mid]
+    assert old.classic is not None and old.classic.session_timeout_ms == 10_000
+    assert old.member_epoch == gen and old.subscribed_topic_names == (TOPIC,)
+    assert old.assigned == {topics.id(TOPIC): frozenset(range(4))}
+    assert group.group_epoch == gen + 1 and group.members["c"].assigned == {}
+    owners_ok(group)
+    # The classic member learns of the rebalance from its heartbeat, and rejoins.
+    assert shard.migration.heartbeat(group, mid, gen) == errors.RebalanceInProgressError.code
+    assert shard.migration.heartbeat(group, mid, gen + 5) == errors.IllegalGenerationError.code
+    assert shard.migration.heartbeat(group, "nobody", gen) == errors.UnknownMemberIdError.code
+    rejoined = await shard.migration.join(CTX, join_req("g", mid), group)
+    assert rejoined.error_code == 0 and rejoined.generation_id == gen + 1
+    assert rejoined.protocol_name == "range" and rejoined.leader != mid
+    synced = shard.migration.sync(sync_req("g", mid, gen + 1), group)
+    mine = decode_assignment(synced.assignment)
+    assert synced.error_code == 0 and len(mine) == 2
+    assert shard.migration.heartbeat(group, mid, gen + 1) == 0
+    # The consumer member gets the two it was waiting for.
+    resp = await send(shard, beat("g", "c", gen + 1, owned(topics, {})))
+    theirs = {p for tp in resp.assignment.topic_partitions for p in tp.partitions} \
+        if resp.assignment else set()
+    assert theirs | {p for _, p in mine} == set(range(4)) and len(theirs) == 2
+    owners_ok(group)
+    assert str(group.state) == "Stable"
+    # All of it loads back.
+    loaded = reload(topics, log).consumer_groups["g"]
+    assert loaded.members == group.members and loaded.target == group.target
+    # The last consumer-protocol member leaves: the group is classic again and rebalances.
+    assert (await send(shard, beat("g", "c", -1))).error_code == 0
+    assert "g" not in shard.consumer_groups
+    classic = shard.groups["g"]
+    assert classic.is_in(GroupState.PREPARING_REBALANCE) and list(classic.members) == [mid]
+    assert decode_assignment(classic.members[mid].assignment) == sorted(mine)
+    again = reload(topics, log)
+    assert "g" not in again.consumer_groups and list(again.groups["g"].members) == [mid]
+
+
+@run
+async def test_classic_member_joins_and_leaves_a_consumer_group() -> None:
+    topics = Topics(orders=4)
+    shard, _, _ = shard_with(topics)
+    assert (await send(shard, join("g", "c", TOPIC))).error_code == 0
+    group = shard.consumer_groups["g"]
+    first = await shard.migration.join(CTX, join_req("g"), group)
+    assert first.error_code == errors.MemberIdRequiredError.code
+    joined = await shard.migration.join(CTX, join_req("g", first.member_id), group)
+    assert joined.error_code == 0
+    member = group.members[first.member_id]
+    assert member.classic is not None and member.member_epoch == group.group_epoch
+    bad = await shard.migration.join(CTX, join_req("g", protocols=[("x", b"")],
+                                                   protocol_type="connect"), group)
+    assert bad.error_code == errors.InconsistentGroupProtocolError.code
+    # A consumer-protocol member id cannot be used by a classic request.
+    assert shard.migration.heartbeat(group, "c", 1) == errors.UnknownMemberIdError.code
+    results, written = shard.migration.leave(group, [lgq.MemberIdentity(
+        member_id=first.member_id)])
+    assert await written == 0 and results[0].error_code == 0
+    assert first.member_id not in group.members and "g" in shard.consumer_groups
+    # Only a classic member was there besides "c": no downgrade while "c" stays.
+    assert "g" not in shard.groups
+
+
+@run
+async def test_policy_disabled_refuses_the_upgrade() -> None:
+    topics = Topics(orders=4)
+    shard, timer, _ = shard_with(topics, migration_policy="disabled")
+    await classic_group(shard, timer)
+    resp = await send(shard, join("g", "c", TOPIC))
+    assert resp.error_code == errors.GroupIdNotFoundError.code
+    assert "g" in shard.groups and "g" not in shard.consumer_groups
