@@ -110,6 +110,9 @@ class SharePartitionManager:
             self._timer.close()
         with contextlib.suppress(ValueError):
             self.broker.partition_hooks.remove(self._on_partition)
+        closer = getattr(self.persister, "close", None)
+        if callable(closer):
+            closer()
         self.wake()
 
     # -- leadership -----------------------------------------------------------------------------
