@@ -190,11 +190,12 @@ class ShareStateShard(ShardLifecycle):
     def write(self, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
         """WriteShareGroupState: fenced by the state epoch, then by the leader epoch."""
         old = self.states.get(key)
-        if old is not None:
-            if state.state_epoch < old.state_epoch:
-                return _done(errors.FencedStateEpochError.code)
-            if state.leader_epoch < old.leader_epoch:
-                return _done(errors.FencedLeaderEpochError.code)
+        if old is None:   # deleted (DeleteGroups) since the leader read it: start over
+            return _done(errors.FencedStateEpochError.code)
+        if state.state_epoch < old.state_epoch:
+            return _done(errors.FencedStateEpochError.code)
+        if state.leader_epoch < old.leader_epoch:
+            return _done(errors.FencedLeaderEpochError.code)
         return self._store(key, state)
 
     def initialize(self, key: StateKey, state_epoch: int, start_offset: int) -> asyncio.Future[int]:
