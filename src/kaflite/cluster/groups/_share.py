@@ -263,6 +263,16 @@ class ShareGroupManager:
         return self._write([records.state_partitions(group_id, None, {}).encode(),
                             records.group_epoch(group_id, None).encode()])
 
+    def record_initialized(self, group: ShareGroup) -> asyncio.Future[int]:
+        """Write the group's initialized partitions (after the offset admin APIs)."""
+        names = {t: n for t, n in ((m.topic_id, m.name)
+                                   for m in group.subscription_metadata.values())}
+        for topic_id in group.initialized:
+            if topic_id not in names:
+                names[topic_id] = self.topics.name_of(topic_id) or ""
+        return self._write([records.state_partitions(group.group_id, group.initialized,
+                                                     names).encode()])
+
     def on_loaded(self) -> None:
         """The shard loaded: targets are computed again, member sessions start."""
         for gid, group in self.groups.items():
