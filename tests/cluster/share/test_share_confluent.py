@@ -20,6 +20,7 @@ import pytest
 
 from kaflite.cluster import Cluster
 from kaflite.cluster.groups._share import ShareGroup
+from kaflite.cluster.share import PersistedState
 from kaflite.protocol import KafkaError
 from tests.conftest import wait_for
 
@@ -161,17 +162,18 @@ def test_release_reject_and_the_delivery_count_limit(cluster: Cluster) -> None:
             assert got == list(range(1, LIMIT + 1)), (v, got)   # archived at the limit
         else:
             assert got == [1], (v, got)
-    sp = _share_partition(cluster, group, name, 0)
-    assert sp.start == len(values) and not sp.records   # everything done with
+    state = _persisted(cluster, group)
+    assert state.start_offset == len(values) and not state.batches   # all done with
 
 
-def _share_partition(cluster: Cluster, group: str, topic: str, index: int) -> object:
+def _persisted(cluster: Cluster, group: str) -> PersistedState:
+    """The share-partition's state as the share coordinator keeps it."""
     for broker in cluster.brokers.values():
-        assert broker.share is not None
-        sp = broker.share.partitions.get((group, topic, index))
-        if sp is not None:
-            return sp
-    raise AssertionError(f"no share-partition for {group} {topic}-{index}")
+        assert broker.share_coordinator is not None
+        for key, state in broker.share_coordinator.states().items():
+            if key[0] == group:
+                return state
+    raise AssertionError(f"no share state for {group}")
 
 
 KILLED_CONSUMER = textwrap.dedent("""
