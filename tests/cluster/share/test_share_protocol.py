@@ -31,6 +31,7 @@ from kaflite.protocol.messages import produce_request as pq
 from kaflite.protocol.messages import share_acknowledge_request as saq
 from kaflite.protocol.messages import share_fetch_request as sfq
 from kaflite.protocol.records import encode_batch
+from tests.conftest import wait_for_async
 
 GROUP, TOPIC = "proto", "proto"
 VERSION = [2]    # the version the test speaks (set per parametrized run)
@@ -224,3 +225,43 @@ async def offsets(conn: BrokerConnection, topic_id: uuid.UUID) -> None:
     assert deleted.results[0].error_code == 0
     listed = await conn.request(ListGroupsRequest(types_filter=["share"]))
     assert listed.groups == []
+
+
+def test_share_faults() -> None:
+    """expire_share_locks, bump_share_state_epoch and injected share errors."""
+    VERSION[0] = 2
+
+    async def main() -> None:
+        async with Cluster(brokers=1) as cluster:
+            broker = cluster.broker(0)
+            assert broker.share is not None
+            broker.share.group_configs[GROUP] = {"share.auto.offset.reset": "earliest"}
+            topic_id = cluster.create_topic(TOPIC, 1, 1).topic_id
+            conn = await BrokerConnection("127.0.0.1", broker.port).open()
+            try:
+                resp = await conn.request(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+                    pq.TopicProduceData(TOPIC, [pq.PartitionProduceData(
+                        0, encode_batch([b"v"] * 10))])]))
+                assert resp.responses[0].partition_responses[0].error_code == 0
+                held = await conn.request(fetch(topic_id, "m1", 0))
+                assert acquired(held) == [(0, 9, 1)]
+                assert cluster.faults.expire_share_locks(GROUP, TOPIC, 0, "m1") == 10
+                again = await conn.request(fetch(topic_id, "m2", 0))
+                assert acquired(again) == [(0, 9, 2)]
+                assert cluster.faults.bump_share_state_epoch(GROUP, TOPIC, 0)
+                coordinator = broker.share_coordinator
+                assert coordinator is not None
+                await wait_for_async(lambda: coordinator.states()[(GROUP, topic_id, 0)]
+                                     .state_epoch == 1, "the new state epoch")
+                fenced = await conn.request(ack(topic_id, "m2", 1, [(0, 9, [1])]))
+                assert fenced.responses[0].partitions[0].error_code == \
+                    errors.FencedStateEpochError.code
+                # The leader read the state back: the records are there again.
+                reread = await conn.request(fetch(topic_id, "m2", 2))
+                assert acquired(reread) == [(0, 9, 3)]
+                cluster.faults.inject_error("ShareFetch", "SHARE_SESSION_NOT_FOUND")
+                injected = await conn.request(fetch(topic_id, "m2", 3))
+                assert injected.error_code == errors.ShareSessionNotFoundError.code
+            finally:
+                conn.close()
+    asyncio.run(main())

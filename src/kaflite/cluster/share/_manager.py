@@ -277,13 +277,15 @@ class SharePartitionManager:
     def of_group(self, group_id: str) -> list[SharePartition]:
         return [sp for (g, _, _), sp in sorted(self.partitions.items()) if g == group_id]
 
-    def expire_locks(self, group_id: str, member_id: str | None = None) -> int:
+    def expire_locks(self, group_id: str, topic: str | None = None, partition: int | None = None,
+                     member_id: str | None = None) -> int:
+        """Fault injection: acquisition locks (of one member, on one partition) expire now."""
         n = 0
         for sp in self.of_group(group_id):
-            got = sp.expire_locks(member_id)
-            if got:
-                n += got
-                self.persist_later(sp)
+            if (topic is not None and sp.topic != topic) or \
+                    (partition is not None and sp.partition != partition):
+                continue
+            n += sp.expire_locks(member_id)
         return n
 
 

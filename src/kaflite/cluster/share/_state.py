@@ -215,6 +215,15 @@ class ShareStateShard(ShardLifecycle):
         self._apply(key, True, None)
         return self.write_records([(k, None)])
 
+    def bump_state_epoch(self, key: StateKey) -> asyncio.Future[int] | None:
+        """Fault injection: the state epoch moves on, the state kept (as if re-initialized
+        where it stood): the partition leader's next write gets FENCED_STATE_EPOCH."""
+        old = self.states.get(key)
+        if old is None:
+            return None
+        return self._store(key, PersistedState(old.state_epoch + 1, old.start_offset,
+                                               old.batches, old.leader_epoch))
+
     def _store(self, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
         self._apply(key, True, state)
         return self.write_records([encode_snapshot(key, state, self.snapshot_epochs[key])])
