@@ -90,6 +90,13 @@ def test_four_consumers_share_two_partitions(cluster: Cluster) -> None:
         assert len(members) == 4
         owners = Counter(p for m in members.values() for ps in m.assigned.values() for p in ps)
         assert owners == {0: 2, 1: 2}      # the simple assignor: each partition shared by two
+        # The registry names the share consumers' connections by role.
+        conns = cluster.connections()
+        assert sum(group in c.share_groups for c in conns) == 4     # one coordinator each
+        leaders = {p for c in conns if "share-partition-leader" in c.roles
+                   for p in c.share_partitions}
+        assert leaders == {f"{name}-0", f"{name}-1"}
+        assert all("group-coordinator" not in c.roles for c in conns if c.share_groups)
     finally:
         for c in consumers:
             c.close()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers._util import code_for_exception, leader_hint
+from kaflite.cluster.observe import NOT_LEADER_CODES
 from kaflite.cluster.share._manager import FetchedShare
 from kaflite.cluster.share._partition import AckType, Acquired
 from kaflite.cluster.share._sessions import FINAL_EPOCH, INITIAL_EPOCH
@@ -175,7 +176,6 @@ async def handle_share_fetch(broker: Broker, conn: ServerConnection, header: Req
     settings = mgr.settings(group_id)
     for sp in mgr.release_session(group_id, member_id, released):
         await mgr.persist(sp)
-    conn.info.groups.add(group_id)
     results: dict[tuple[uuid.UUID, int], _Result] = {}
     names: dict[uuid.UUID, str | None] = {}
 
@@ -247,8 +247,10 @@ async def _fetch(broker: Broker, conn: ServerConnection, mgr: SharePartitionMana
                                          record_limit)
             except errors.KafkaError as exc:
                 res.error, res.message, res.touched = code_for_exception(exc), exc.message, True
+                if res.error in NOT_LEADER_CODES:
+                    conn.info.share_partitions.discard((name, tp[1]))
                 continue
-            conn.info.partitions.add((name, tp[1]))
+            conn.info.share_partitions.add((name, tp[1]))
             waiters.append(p)
             if fetched.acquired:
                 res.records += fetched.records
