@@ -179,6 +179,8 @@ class ShareStateShard(ShardLifecycle):
         state = self.states.get(key)
         if state is None:
             return None, None
+        if leader_epoch < 0:     # a tool's look (kaflite groups): nothing is fenced or moved
+            return state, None
         if leader_epoch < state.leader_epoch:
             raise errors.FencedLeaderEpochError(
                 f"Leader epoch {leader_epoch} is older than {state.leader_epoch}.")
