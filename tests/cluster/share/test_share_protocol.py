@@ -265,3 +265,49 @@ def test_share_faults() -> None:
             finally:
                 conn.close()
     asyncio.run(main())
+
+
+def test_read_committed_share_groups_skip_aborted_records() -> None:
+    """share.isolation.level=read_committed: records of aborted transactions and the
+    transaction markers are never delivered; read_uncommitted delivers aborted ones."""
+    ck = pytest.importorskip("confluent_kafka")
+    VERSION[0] = 2
+
+    async def main() -> None:
+        async with Cluster(brokers=1) as cluster:
+            broker = cluster.broker(0)
+            assert broker.share is not None
+            broker.share.group_configs["rc"] = {"share.auto.offset.reset": "earliest",
+                                                "share.isolation.level": "read_committed"}
+            broker.share.group_configs["ru"] = {"share.auto.offset.reset": "earliest"}
+            topic_id = cluster.create_topic(TOPIC, 1, 1).topic_id
+
+            def produce() -> None:
+                p = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                 "transactional.id": "share-txn"})
+                p.init_transactions(30)
+                p.begin_transaction()
+                for i in range(3):
+                    p.produce(TOPIC, f"aborted-{i}".encode(), partition=0)
+                p.flush(30)
+                p.abort_transaction(30)
+                p.begin_transaction()
+                for i in range(2):
+                    p.produce(TOPIC, f"committed-{i}".encode(), partition=0)
+                p.commit_transaction(30)
+
+            await asyncio.get_running_loop().run_in_executor(None, produce)
+            conn = await BrokerConnection("127.0.0.1", broker.port).open()
+            try:
+                def req(group: str) -> ShareFetchRequest:
+                    r = fetch(topic_id, "m", 0)
+                    r.group_id = group
+                    return r
+                committed = await conn.request(req("rc"))
+                # 0-2 aborted, 3 the ABORT marker, 4-5 committed, 6 the COMMIT marker
+                assert acquired(committed) == [(4, 5, 1)]
+                everything = await conn.request(req("ru"))
+                assert acquired(everything) == [(0, 2, 1), (4, 5, 1)]
+            finally:
+                conn.close()
+    asyncio.run(main())

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster.groups._timer import LoopTimer, Timer
 from kaflite.cluster.log._segment import parse_info
+from kaflite.cluster.log._txn_index import AbortedTxn
 from kaflite.cluster.share._config import ShareConfig, ShareGroupSettings
 from kaflite.cluster.share._partition import Acquired, BatchSpan, SharePartition
 from kaflite.cluster.share._persister import MemoryPersister, PersistedState, Persister
@@ -50,7 +51,7 @@ __all__ = ["FetchedShare", "SharePartitionManager", "split_batches"]
 log = logging.getLogger("kaflite.cluster.share")
 
 Key = tuple[str, str, int]   # (group id, topic, partition)
-_CONTROL = 0x20
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
 
 @dataclass(frozen=True)
@@ -59,16 +60,22 @@ class FetchedShare:
     acquired: list[Acquired]
 
 
-def split_batches(data: bytes) -> list[tuple[int, int, BatchSpan]]:
-    """(start, end, span) of every whole v2 batch in ``data``."""
+def split_batches(data: bytes, aborted: list[AbortedTxn] | None = None
+                  ) -> list[tuple[int, int, BatchSpan]]:
+    """(start, end, span) of every whole v2 batch in ``data``. A control batch, and with
+    ``aborted`` (read_committed) a batch of an aborted transaction, is a span never to be
+    delivered (``control``): the share-partition archives it."""
     out = []
     at = 0
     while at + HEADER_SIZE <= len(data):
         info = parse_info(data, at, at)
         if at + info.size > len(data):
             break
-        out.append((at, at + info.size, BatchSpan(info.base_offset, info.last_offset,
-                                                  bool(info.attributes & _CONTROL))))
+        skip = bool(info.attributes & _CONTROL) or (
+            aborted is not None and bool(info.attributes & _TRANSACTIONAL) and any(
+                t.producer_id == info.producer_id and t.first_offset <= info.base_offset
+                <= t.last_offset for t in aborted))
+        out.append((at, at + info.size, BatchSpan(info.base_offset, info.last_offset, skip)))
         at += info.size
     return out
 
@@ -227,12 +234,13 @@ class SharePartitionManager:
         if offset < p.log_start_offset:   # retention removed records still in flight
             sp.skip_to(p.log_start_offset)
             offset = sp.next_fetch_offset()
-        max_offset = p.last_stable_offset if settings.isolation_level == "read_committed" \
-            else p.high_watermark
+        committed = settings.isolation_level == "read_committed"
+        max_offset = p.last_stable_offset if committed else p.high_watermark
         if offset >= max_offset or max_bytes <= 0:
             return FetchedShare(b"", [])
         result = p.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=True)
-        batches = split_batches(result.records)
+        aborted = p.log.collect_aborted_txns(offset, result.next_offset) if committed else None
+        batches = split_batches(result.records, aborted)
         acquired = sp.acquire(member_id, [b for _, _, b in batches], max_records, record_limit)
         if not acquired:
             return FetchedShare(b"", [])
