@@ -76,6 +76,18 @@ def test_four_consumers_share_two_partitions(cluster: Cluster) -> None:
     consumers = [consumer(cluster, group, **{"max.poll.records": "20"}) for _ in range(4)]
     for c in consumers:
         c.subscribe([name])
+
+    def all_joined() -> bool:
+        try:
+            g = _share_group(cluster, group)
+        except AssertionError:
+            return False
+        return len(g.members) == 4 and all(m.member_epoch == g.assignment_epoch
+                                           for m in g.members.values())
+
+    # The four join (their heartbeats run in the background) before any record is polled,
+    # so that the first ones do not take everything before the last ones are assigned.
+    wait_for(all_joined, "four members with their assignments")
     seen: Counter[bytes] = Counter()
     per_consumer: Counter[int] = Counter()
     deadline = time.monotonic() + 45
