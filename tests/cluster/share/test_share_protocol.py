@@ -39,12 +39,12 @@ VERSION = [2]    # the version the test speaks (set per parametrized run)
 
 def fetch(topic_id: uuid.UUID, member: str, epoch: int, acks: list[tuple[int, int, list[int]]]
           | None = None, max_records: int = 100, mode: int = 0, renew: bool = False,
-          partitions: bool = True) -> ShareFetchRequest:
+          partitions: bool = True, batch_size: int = 100) -> ShareFetchRequest:
     parts = [sfq.FetchPartition(partition_index=0, acknowledgement_batches=[
         sfq.AcknowledgementBatch(a, b, t) for a, b, t in acks or []])] if partitions else []
     req = ShareFetchRequest(group_id=GROUP, member_id=member, share_session_epoch=epoch,
                             max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
-                            max_records=max_records, batch_size=max_records,
+                            max_records=max_records, batch_size=batch_size,
                             topics=[sfq.FetchTopic(topic_id, parts)] if parts else [])
     if VERSION[0] >= 2:
         req.share_acquire_mode, req.is_renew_ack = mode, renew
@@ -186,6 +186,7 @@ async def fetching(conn: BrokerConnection, topic_id: uuid.UUID, version: int) ->
     assert acquired(after)[0][2] == 2
 
 
+
 async def offsets(conn: BrokerConnection, topic_id: uuid.UUID) -> None:
     """DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets."""
     def describe() -> DescribeShareGroupOffsetsRequest:
@@ -243,8 +244,9 @@ def test_share_faults() -> None:
                     pq.TopicProduceData(TOPIC, [pq.PartitionProduceData(
                         0, encode_batch([b"v"] * 10))])]))
                 assert resp.responses[0].partition_responses[0].error_code == 0
-                held = await conn.request(fetch(topic_id, "m1", 0))
-                assert acquired(held) == [(0, 9, 1)]
+                held = await conn.request(fetch(topic_id, "m1", 0, batch_size=4))
+                # BatchSize (KIP-1206): AcquiredRecords of at most that many records
+                assert acquired(held) == [(0, 3, 1), (4, 7, 1), (8, 9, 1)]
                 assert cluster.faults.expire_share_locks(GROUP, TOPIC, 0, "m1") == 10
                 again = await conn.request(fetch(topic_id, "m2", 0))
                 assert acquired(again) == [(0, 9, 2)]

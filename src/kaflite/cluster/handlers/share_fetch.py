@@ -226,6 +226,7 @@ async def _fetch(broker: Broker, conn: ServerConnection, mgr: SharePartitionMana
                  name_of: NameOf) -> None:
     max_records = req.max_records if version >= 1 and req.max_records > 0 else DEFAULT_MAX_RECORDS
     record_limit = version >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE
+    batch_size = req.batch_size if version >= 1 else 0
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     while True:
         budget = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
@@ -254,7 +255,7 @@ async def _fetch(broker: Broker, conn: ServerConnection, mgr: SharePartitionMana
             waiters.append(p)
             if fetched.acquired:
                 res.records += fetched.records
-                res.acquired.extend(fetched.acquired)
+                res.acquired.extend(_split(fetched.acquired, batch_size))
                 res.touched = got = True
                 left -= sum(a.last - a.first + 1 for a in fetched.acquired)
                 budget -= len(fetched.records)
@@ -270,6 +271,18 @@ async def _fetch(broker: Broker, conn: ServerConnection, mgr: SharePartitionMana
             mgr.discard_waiter(share_waiter)
             for p, f in zip(waiters, futures, strict=True):
                 p.discard_waiter(f)
+
+
+def _split(acquired: list[Acquired], batch_size: int) -> list[Acquired]:
+    """KIP-1206's BatchSize: AcquiredRecords entries of at most that many records, which the
+    client acknowledges batch by batch."""
+    if batch_size <= 0:
+        return acquired
+    out = []
+    for a in acquired:
+        for first in range(a.first, a.last + 1, batch_size):
+            out.append(Acquired(first, min(first + batch_size - 1, a.last), a.delivery_count))
+    return out
 
 
 async def _acquire(mgr: SharePartitionManager, group_id: str, member_id: str, p: Partition,
