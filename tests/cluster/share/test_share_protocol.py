@@ -35,6 +35,7 @@ from tests.conftest import wait_for_async
 
 GROUP, TOPIC = "proto", "proto"
 VERSION = [2]    # the version the test speaks (set per parametrized run)
+CLUSTER: list[Cluster] = []
 
 
 def fetch(topic_id: uuid.UUID, member: str, epoch: int, acks: list[tuple[int, int, list[int]]]
@@ -75,6 +76,7 @@ def test_share_apis_and_their_errors(version: int) -> None:
 
     async def main() -> None:
         async with Cluster(brokers=1) as cluster:
+            CLUSTER[:] = [cluster]
             broker = cluster.broker(0)
             assert broker.share is not None
             broker.share.group_configs[GROUP] = {"share.auto.offset.reset": "earliest"}
@@ -125,6 +127,10 @@ async def heartbeats(conn: BrokerConnection, topic_id: uuid.UUID) -> None:
     assert described.groups[1].error_code == errors.GroupIdNotFoundError.code
     listed = await conn.request(ListGroupsRequest(types_filter=["share"]))
     assert [(x.group_id, x.group_type) for x in listed.groups] == [(GROUP, "share")]
+    # forget_member (chaos) drops a share member: its next heartbeat is UNKNOWN_MEMBER_ID
+    assert CLUSTER[0].faults.forget_member(GROUP, "m2")
+    assert (await conn.request(hb("m2", 2))).error_code == errors.UnknownMemberIdError.code
+    assert (await conn.request(hb("m2", 0, [TOPIC]))).error_code == 0       # it rejoins
     deleted = await conn.request(DeleteGroupsRequest(groups_names=[GROUP]))
     assert deleted.results[0].error_code == errors.NonEmptyGroupError.code
 
