@@ -1,6 +1,6 @@
 """``kaflite groups`` on share groups (KIP-932): listed with their type, described as
 kafka-share-groups.sh does (start offset, lag; with --verbose the end offset, records
-in flight and delivery counts), members and state, and deleted."""
+in flight and delivery counts), members and state, offsets reset, and deleted."""
 
 from __future__ import annotations
 
@@ -100,6 +100,12 @@ def test_share_group_listed_described_and_deleted(cluster: Cluster) -> None:
         c.commit_sync()
     finally:
         c.close()
+    # Empty now: its start offsets can be reset (AlterShareGroupOffsets).
+    plan = json.loads(cli("groups", "reset-offsets", GROUP, "--topic", TOPIC, "--to-offset",
+                          "4", "--execute", "--json", *bs).output)
+    assert [(r["partition"], r["new_offset"]) for r in plan] == [(0, 4), (1, 4)]
+    rows = json.loads(cli("groups", "describe", GROUP, "--json", *bs).stdout)
+    assert [(r["partition"], r["start_offset"]) for r in rows] == [(0, 4), (1, 4)]
     deleted = cli("groups", "delete", GROUP, *bs)
     assert "deleted" in deleted.output.lower() or deleted.exit_code == 0
     assert json.loads(cli("groups", "list", "--type", "share", "--json", *bs).output) == []

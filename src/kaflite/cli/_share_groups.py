@@ -6,6 +6,7 @@
       --verbose           + MEMBER-EPOCH
     describe G --state    GROUP COORDINATOR (ID) STATE #MEMBERS
       --verbose           + GROUP-EPOCH ASSIGNMENT-EPOCH
+    reset-offsets G ...   the start offsets, with AlterShareGroupOffsets (empty group)
 
 The members come from ShareGroupDescribe, the start offsets (SPSO) and lags from
 DescribeShareGroupOffsets v1, both answered by the group's coordinator. The
@@ -26,19 +27,22 @@ from typing import TYPE_CHECKING
 from kaflite.cli._output import Column
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
+    AlterShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequest,
     ReadShareGroupStateRequest,
     ShareGroupDescribeRequest,
 )
+from kaflite.protocol.messages import alter_share_group_offsets_request as asq
 from kaflite.protocol.messages import describe_share_group_offsets_request as dsq
 from kaflite.protocol.messages import read_share_group_state_request as rsq
 from kaflite.protocol.messages import share_group_describe_response as sgdr
 
 if TYPE_CHECKING:
-    from kaflite.client import Admin
+    from kaflite.client import Admin, TopicPartition
 
 __all__ = ["SHARE_MEMBER_COLUMNS", "SHARE_OFFSET_COLUMNS", "SHARE_STATE_COLUMNS",
-           "ShareDescribed", "describe_share_group", "share_member_rows", "share_state_row"]
+           "ShareDescribed", "alter_share_offsets", "describe_share_group", "share_member_rows",
+           "share_positions", "share_state_row"]
 
 COORDINATOR = "coordinator"
 SHARE_KEY = 2
@@ -139,6 +143,42 @@ async def _state(admin: Admin, group: str, topic_id: uuid.UUID,
             counts[b.delivery_count] += max(n, 0)
     return {"end_offset": end, "in_flight": pending,
             "delivery_counts": " ".join(f"{c}x{n}" for c, n in sorted(counts.items())) or None}
+
+
+async def share_positions(admin: Admin, group: str) -> dict[TopicPartition, int] | None:
+    """A share group's start offsets, for ``reset-offsets`` (None: not a share group);
+    NON_EMPTY_GROUP while it has members, as Kafka refuses it."""
+    from kaflite.client import TopicPartition
+
+    described = await describe_share_group(admin, group, offsets=False, verbose=False)
+    if described is None:
+        return None
+    if described.group.members:
+        raise errors.NonEmptyGroupError(
+            f"Share group '{group}' is not empty: offsets can only be reset when it has "
+            "no members.")
+    rows = await _offset_rows(admin, described.coordinator, group, verbose=False)
+    return {TopicPartition(str(r["topic"]), int(str(r["partition"]))): int(str(r["start_offset"]))
+            for r in rows if r["start_offset"] is not None}
+
+
+async def alter_share_offsets(admin: Admin, group: str, plan: dict[TopicPartition, int]) -> None:
+    """AlterShareGroupOffsets with the planned start offsets."""
+    node = await admin._coordinator(group)
+    topics: dict[str, list[asq.AlterShareGroupOffsetsRequestPartition]] = {}
+    for tp, offset in sorted(plan.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        topics.setdefault(tp.topic, []).append(
+            asq.AlterShareGroupOffsetsRequestPartition(tp.partition, offset))
+    resp = await admin._request(node, AlterShareGroupOffsetsRequest(group_id=group, topics=[
+        asq.AlterShareGroupOffsetsRequestTopic(t, ps) for t, ps in topics.items()]),
+        channel=COORDINATOR)
+    if resp.error_code:
+        raise errors.error_for_code(resp.error_code, resp.error_message or f"reset {group}")
+    for t in resp.responses:
+        for p in t.partitions:
+            if p.error_code:
+                raise errors.error_for_code(p.error_code, f"reset {t.topic_name}-"
+                                            f"{p.partition_index}")
 
 
 def share_member_rows(d: ShareDescribed) -> list[dict[str, object]]:

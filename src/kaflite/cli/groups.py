@@ -39,7 +39,12 @@ import typer
 from kaflite.cli._consumer_groups import consumer_member_rows, describe_consumer_group, list_typed
 from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig
 from kaflite.cli._output import Column, JsonOption, Row, emit, emit_json, table_lines
-from kaflite.cli._share_groups import ShareDescribed, describe_share_group
+from kaflite.cli._share_groups import (
+    ShareDescribed,
+    alter_share_offsets,
+    describe_share_group,
+    share_positions,
+)
 from kaflite.cli.topics import with_admin
 
 if TYPE_CHECKING:
@@ -324,18 +329,25 @@ def _timestamp(text: str) -> int:
 
 
 async def plan_reset(admin: Admin, group: str, topics: list[str], all_topics: bool,
-                     spec: tuple[str, int | None]) -> dict[TopicPartition, int]:
+                     spec: tuple[str, int | None],
+                     share: dict[TopicPartition, int] | None = None) -> dict[TopicPartition, int]:
     """The new offset of every partition in scope; raises NonEmptyGroupError for a
-    group with members, as Kafka refuses it."""
+    group with members, as Kafka refuses it. ``share``: a share group's start offsets,
+    which stand for the committed ones."""
     from kaflite.client import TopicPartition
     from kaflite.protocol import errors
 
-    desc = (await admin.describe_groups([group]))[group]
-    if desc.state not in ("Empty", "Dead"):
-        raise errors.NonEmptyGroupError(
-            f"Assignments can only be reset if the group '{group}' is inactive, but the "
-            f"current state is {desc.state}.")
-    committed = await admin.list_group_offsets(group)
+    if share is None:
+        desc = (await admin.describe_groups([group]))[group]
+        if desc.state not in ("Empty", "Dead"):
+            raise errors.NonEmptyGroupError(
+                f"Assignments can only be reset if the group '{group}' is inactive, but the "
+                f"current state is {desc.state}.")
+        committed = await admin.list_group_offsets(group)
+    else:
+        from kaflite.client.consumer._types import OffsetAndMetadata
+
+        committed = {tp: OffsetAndMetadata(offset) for tp, offset in share.items()}
     if all_topics:
         tps = sorted(committed, key=_tp_key)
     else:
@@ -429,9 +441,13 @@ def reset_offsets(
                    err=True)
 
     async def go(admin: Admin) -> dict[TopicPartition, int]:
-        plan = await plan_reset(admin, group, topic or [], all_topics, specs[0])
+        share = await share_positions(admin, group)    # None: not a share group
+        plan = await plan_reset(admin, group, topic or [], all_topics, specs[0], share)
         if execute and plan:
-            await admin.alter_group_offsets(group, plan)
+            if share is None:
+                await admin.alter_group_offsets(group, plan)
+            else:
+                await alter_share_offsets(admin, group, plan)
         return plan
 
     plan = with_admin(bootstrap, props, go, CLIENT_ID)
