@@ -1,8 +1,10 @@
 """confluent-kafka's ShareConsumer (librdkafka 2.16) against share groups on the cluster.
 
 Four consumers share a 2-partition topic and all get work; released records come
-back, rejected ones and those past the delivery count limit never do; a consumer
-killed while holding records has them redelivered once their locks expire.
+back, rejected ones and those past the delivery count limit never do; a consumer that
+stalls while holding records has them redelivered once their locks expire, and one
+killed while holding records has them redelivered too (its connection's share
+sessions end with it, as in Kafka 4.1).
 """
 
 from __future__ import annotations
@@ -244,3 +246,28 @@ def _drain(c: object, got: dict[str, int]) -> set[str]:
         if m.error() is None:
             got[m.value().decode()] = m.delivery_count()
     return set(got)
+
+
+def test_a_stalled_consumer_s_records_come_back_after_the_lock(cluster: Cluster) -> None:
+    group, name = "share-stalled", "share-stalled"
+    values = topic_with(cluster, name, 1, 10)
+    earliest(cluster, group)
+    stalled = consumer(cluster, group, **{"share.acknowledgement.mode": "explicit"})
+    stalled.subscribe([name])
+    other = consumer(cluster, group)
+    try:
+        held: list[str] = []
+        deadline = time.monotonic() + 30
+        while not held and time.monotonic() < deadline:
+            held = [m.value().decode() for m in stalled.poll(0.5) if m.error() is None]
+        assert held
+        # ``stalled`` keeps its connection and session but neither polls nor acknowledges:
+        # its records come to ``other`` once their locks (3 s) expire, delivered again.
+        other.subscribe([name])
+        got: dict[str, int] = {}
+        wait_for(lambda: _drain(other, got) >= {v.decode() for v in values},
+                 "the stalled consumer's records, after their locks", timeout=30)
+        assert all(got[v] == 2 for v in held), (held, got)
+    finally:
+        other.close()
+        stalled.close()

@@ -120,7 +120,8 @@ def _check_read(broker: Broker, conn: ServerConnection, topic: str) -> None:
 
 
 def _session_step(mgr: SharePartitionManager, group_id: str, member_id: str, epoch: int,
-                  client: str, has_acks: bool, fetch: bool) -> list[tuple[uuid.UUID, int]]:
+                  client: str, has_acks: bool, fetch: bool, connection_id: int = -1
+                  ) -> list[tuple[uuid.UUID, int]]:
     """Check and advance the share session; the partitions a closed session leaves."""
     if epoch == INITIAL_EPOCH:
         if not fetch:
@@ -129,7 +130,7 @@ def _session_step(mgr: SharePartitionManager, group_id: str, member_id: str, epo
         if has_acks:
             raise errors.InvalidRequestError(
                 "Acknowledge data is not allowed in a request opening a share session.")
-        _, old = mgr.sessions.open(group_id, member_id, client)
+        _, old = mgr.sessions.open(group_id, member_id, client, connection_id)
         return [] if old is None else list(old.partitions)
     session = mgr.sessions.check(group_id, member_id, epoch)
     if epoch != FINAL_EPOCH:
@@ -170,7 +171,7 @@ async def handle_share_fetch(broker: Broker, conn: ServerConnection, header: Req
             raise errors.InvalidRequestError("MemberId can't be empty.")
         has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
         released = _session_step(mgr, group_id, member_id, epoch, header.client_id or "",
-                                 has_acks, True)
+                                 has_acks, True, conn.info.connection_id)
     except errors.KafkaError as exc:
         return ShareFetchResponse(error_code=exc.code, error_message=exc.message)
     settings = mgr.settings(group_id)

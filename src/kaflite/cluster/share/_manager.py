@@ -38,7 +38,7 @@ from kaflite.cluster.log._txn_index import AbortedTxn
 from kaflite.cluster.share._config import ShareConfig, ShareGroupSettings
 from kaflite.cluster.share._partition import Acquired, BatchSpan, SharePartition
 from kaflite.cluster.share._persister import MemoryPersister, PersistedState, Persister
-from kaflite.cluster.share._sessions import ShareSessionCache
+from kaflite.cluster.share._sessions import ShareSession, ShareSessionCache
 from kaflite.protocol import errors
 from kaflite.protocol.records import HEADER_SIZE
 
@@ -91,6 +91,7 @@ class SharePartitionManager:
         self._timer = timer
         self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
         self._waiters: set[asyncio.Future[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         # Group-level configs, by group id: where IncrementalAlterConfigs on GROUP
         # resources plugs in (see ShareConfig.for_group).
         self.group_configs: dict[str, Mapping[str, str]] = {}
@@ -110,6 +111,8 @@ class SharePartitionManager:
         return self.config.for_group(configs)
 
     def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
         for sp in self.partitions.values():
             sp.close()
         self.partitions.clear()
@@ -260,11 +263,15 @@ class SharePartitionManager:
                 changed.append(sp)
         return changed
 
-    async def close_session(self, group_id: str, member_id: str) -> None:
-        """A share session closed (epoch -1): the member's records there are released; when
-        it was the group's last session here, the group's share-partitions leave the cache
-        (Kafka's ``onGroupEmpty``), so that state changed meanwhile by the offset admin APIs
-        is read afresh."""
+    async def close_session(self, group_id: str, member_id: str,
+                            only: ShareSession | None = None) -> None:
+        """A share session closed (epoch -1; with ``only``, that session if it is still the
+        member's): the member's records there are released; when it was the group's last
+        session here, the group's share-partitions leave the cache (Kafka's
+        ``onGroupEmpty``), so that state changed meanwhile by the offset admin APIs is read
+        afresh."""
+        if only is not None and self.sessions.get(group_id, member_id) is not only:
+            return
         closed = self.sessions.close(group_id, member_id)
         if closed is not None:
             for sp in self.release_session(group_id, member_id, list(closed.partitions)):
@@ -275,6 +282,15 @@ class SharePartitionManager:
                 if sp.dirty:
                     await self.persist(sp)
                 sp.close()
+
+    def connection_closed(self, connection_id: int) -> None:
+        """A client connection closed: the share sessions opened on it close too, releasing
+        what their members held (in the background: this runs in ``connection_lost``)."""
+        for session in self.sessions.of_connection(connection_id):
+            task = asyncio.get_running_loop().create_task(
+                self.close_session(session.group_id, session.member_id, session))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         """DeleteGroups: the share-partition's durable state goes (a leader still caching it
