@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from kaflite.cluster._inject import mark_error
 from kaflite.cluster._msgscope import (
+    Slot,
     identity_of,
     levels_at,
     splice_partition,
@@ -167,13 +168,17 @@ def mark_topics(ctx: Ctx, op: AclOperation, drop: bool = False) -> Callable[[Str
     def rewrite(response: Struct) -> None:
         version = ctx.version
         slots = list(walk(response, version, ctx.resolve))
+        partitions: dict[int, list[Slot]] = {}   # id(topic slot) -> its partition slots
+        for c in slots:
+            if c.level == "partition" and c.parent is not None:
+                partitions.setdefault(id(c.parent), []).append(c)
         for s in slots:
             if s.level != "topic" or s.topic is None or ctx.allows(op, RT.TOPIC, s.topic):
                 continue
             if drop and s.container is not None:
                 s.container.remove(s.obj)
                 continue
-            children = [c for c in slots if c.parent is s and c.level == "partition"]
+            children = partitions.get(id(s), [])
             for c in children:
                 mark_error(c.obj, TOPIC_DENIED, "partition", version)
             if not children and s.error_at(version):
