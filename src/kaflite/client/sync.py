@@ -33,7 +33,9 @@ from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilt
 from kaflite.client.admin import (
     ConfigEntry,
     ConfigResource,
+    ConsumerGroupDescription,
     GroupDescription,
+    GroupListing,
     NewTopic,
     TransactionDescription,
     TransactionListing,
@@ -402,6 +404,14 @@ class Admin(_SyncClient):
 
     def list_groups(self) -> list[tuple[str, str, str]]:
         return self._run(self._async.list_groups())
+
+    def list_group_listings(self, types: Iterable[str] = (), states: Iterable[str] = ()
+                            ) -> list[GroupListing]:
+        return self._run(self._async.list_group_listings(types, states))
+
+    def describe_consumer_groups(self, groups: Iterable[str]
+                                 ) -> dict[str, ConsumerGroupDescription]:
+        return self._run(self._async.describe_consumer_groups(groups))
 
     def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
                           ) -> list[tuple[str, int, str]]:

@@ -493,7 +493,7 @@ def end_txn(ctx: Ctx) -> Gate | None:
     return None if txn_allowed(ctx, ctx.request.transactional_id) else refuse(ctx, TXN_DENIED)
 
 
-TOPIC_RESOURCE, BROKER_RESOURCES = 2, (4, 8)
+TOPIC_RESOURCE, BROKER_RESOURCES, GROUP_RESOURCE = 2, (4, 8), 32
 
 
 def config_denied(ctx: Ctx, op: AclOperation, resource_type: int, name: str) -> int:
@@ -501,6 +501,8 @@ def config_denied(ctx: Ctx, op: AclOperation, resource_type: int, name: str) -> 
         return 0 if ctx.allows(op, RT.TOPIC, name) else TOPIC_DENIED
     if resource_type in BROKER_RESOURCES:
         return 0 if ctx.cluster(op) else CLUSTER_DENIED
+    if resource_type == GROUP_RESOURCE:
+        return 0 if ctx.allows(op, RT.GROUP, name) else GROUP_DENIED
     return 0
 
 
