@@ -117,7 +117,9 @@ def test_metadata_changes_reach_every_process(served: tuple[Cluster, str]) -> No
         admin.alter_configs({ConfigResource(2, "meta"): {"retention.ms": "123456"}})
         admin.alter_user_scram_credentials([("alice", "SCRAM-SHA-256", "secret", 4096)])
         admin.alter_client_quotas([Alter({"user": "alice"}, {"producer_byte_rate": 2048})])
+        admin.alter_configs({ConfigResource(32, "pg"): {"consumer.session.timeout.ms": "50000"}})
     assert cluster.controller.topics["meta"].configs == {"retention.ms": "123456"}
+    assert cluster.controller.group_configs == {"pg": {"consumer.session.timeout.ms": "50000"}}
 
     def everywhere() -> bool:
         want = [p.to_json() for p in cluster.controller.topics["meta"].partitions]
