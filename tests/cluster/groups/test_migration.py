@@ -133,3 +133,99 @@ async def test_policy_disabled_refuses_the_upgrade() -> None:
     resp = await send(shard, join("g", "c", TOPIC))
     assert resp.error_code == errors.GroupIdNotFoundError.code
     assert "g" in shard.groups and "g" not in shard.consumer_groups
+
+
+@run
+async def test_static_classic_members_in_a_consumer_group() -> None:
+    topics = Topics(orders=4)
+    shard, _, log = shard_with(topics)
+    assert (await send(shard, join("g", "c", TOPIC))).error_code == 0
+    group = shard.consumer_groups["g"]
+    first = await shard.migration.join(CTX, join_req("g", instance_id="box-1"), group)
+    assert first.error_code == 0           # a static member needs no second join
+    mid = first.member_id
+    assert group.static_member("box-1") is not None and group.members[mid].classic is not None
+    synced = shard.migration.sync(sync_req("g", mid, first.generation_id,
+                                           instance_id="box-1"), group)
+    assert synced.error_code == 0
+    # Another member id with that instance id is fenced; an unknown instance id is unknown.
+    assert shard.migration.heartbeat(group, "other", first.generation_id, "box-1") == \
+        errors.FencedInstanceIdError.code
+    assert shard.migration.sync(sync_req("g", "other", first.generation_id, instance_id="box-1"),
+                                group).error_code == errors.FencedInstanceIdError.code
+    known = await shard.migration.join(CTX, join_req("g", "other", instance_id="box-1"), group)
+    assert known.error_code == errors.FencedInstanceIdError.code
+    unknown = await shard.migration.join(CTX, join_req("g", mid, instance_id="box-9"), group)
+    assert unknown.error_code == errors.UnknownMemberIdError.code
+    # A restarted instance (no member id) takes the old member's place and partitions,
+    # with no rebalance.
+    old = group.members[mid]
+    epoch = group.group_epoch
+    again = await shard.migration.join(CTX, join_req("g", instance_id="box-1"), group)
+    assert again.error_code == 0 and again.member_id != mid
+    group = shard.consumer_groups["g"]
+    assert mid not in group.members and group.group_epoch == epoch
+    assert group.members[again.member_id].assigned == old.assigned
+    assert group.static_member("box-1") == group.members[again.member_id]
+    assert shard.migration.heartbeat(group, mid, old.member_epoch, "box-1") == \
+        errors.FencedInstanceIdError.code
+    results, written = shard.migration.leave(group, [lgq.MemberIdentity(
+        member_id=mid, group_instance_id="box-1")])
+    assert await written == 0 and results[0].error_code == errors.FencedInstanceIdError.code
+    loaded = reload(topics, log).consumer_groups["g"]
+    assert loaded.static_member("box-1") == loaded.members[again.member_id]
+
+
+@run
+async def test_classic_members_must_sync_and_rejoin_within_the_rebalance_timeout() -> None:
+    topics = Topics(orders=4)
+    shard, timer, _ = shard_with(topics)
+    assert (await send(shard, join("g", "c", TOPIC))).error_code == 0
+    group = shard.consumer_groups["g"]
+    # Joined, never synced: fenced once its rebalance timeout has passed.
+    lazy = await shard.migration.join(CTX, join_req("g", instance_id="lazy", session_ms=60_000,
+                                                    rebalance_ms=5_000), group)
+    assert lazy.error_code == 0
+    timer.advance(4_999)
+    await settle()
+    assert lazy.member_id in group.members
+    timer.advance(2)
+    await settle()
+    group = shard.consumer_groups["g"]
+    assert lazy.member_id not in group.members
+    # Synced, then told to rejoin (a new member bumps the epoch): it must join again within
+    # its rebalance timeout, though it keeps heartbeating.
+    slow = await shard.migration.join(CTX, join_req("g", instance_id="slow", session_ms=60_000,
+                                                    rebalance_ms=5_000), group)
+    group = shard.consumer_groups["g"]
+    assert shard.migration.sync(sync_req("g", slow.member_id, slow.generation_id,
+                                         instance_id="slow"), group).error_code == 0
+    assert (await send(shard, join("g", "d", TOPIC))).error_code == 0
+    group = shard.consumer_groups["g"]
+    for _ in range(5):
+        assert shard.migration.heartbeat(group, slow.member_id, slow.generation_id, "slow") == \
+            errors.RebalanceInProgressError.code
+        timer.advance(1_100)
+        await settle()
+        group = shard.consumer_groups["g"]
+    assert slow.member_id not in group.members
+    # One that rejoins in time stays.
+    quick = await shard.migration.join(CTX, join_req("g", instance_id="quick", rebalance_ms=5_000),
+                                       group)
+    group = shard.consumer_groups["g"]
+    assert shard.migration.sync(sync_req("g", quick.member_id, quick.generation_id,
+                                         instance_id="quick"), group).error_code == 0
+    assert (await send(shard, join("g", "e", TOPIC))).error_code == 0
+    group = shard.consumer_groups["g"]
+    assert shard.migration.heartbeat(group, quick.member_id, quick.generation_id, "quick") == \
+        errors.RebalanceInProgressError.code
+    timer.advance(3_000)
+    rejoined = await shard.migration.join(CTX, join_req(
+        "g", quick.member_id, instance_id="quick", rebalance_ms=5_000), group)
+    assert rejoined.error_code == 0
+    group = shard.consumer_groups["g"]
+    assert shard.migration.sync(sync_req("g", quick.member_id, rejoined.generation_id,
+                                         instance_id="quick"), group).error_code == 0
+    timer.advance(4_000)
+    await settle()
+    assert quick.member_id in shard.consumer_groups["g"].members

@@ -98,6 +98,11 @@ def rebalance_key(group_id: str, member_id: str) -> str:
     return f"consumer-rebalance-{group_id}-{member_id}"
 
 
+def classic_keys(group_id: str, member_id: str) -> tuple[str, str]:
+    """The join and sync timeouts of a classic member in a consumer group (``_migration``)."""
+    return f"consumer-join-{group_id}-{member_id}", f"consumer-sync-{group_id}-{member_id}"
+
+
 def _norm(a: Assignment) -> dict[uuid.UUID, frozenset[int]]:
     return {t: ps for t, ps in a.items() if ps}
 
@@ -467,8 +472,9 @@ class ConsumerGroupManager:
         self.cancel_timers(gid, mid)
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timer.cancel(session_key(group_id, member_id))
-        self.timer.cancel(rebalance_key(group_id, member_id))
+        for key in (session_key(group_id, member_id), rebalance_key(group_id, member_id),
+                    *classic_keys(group_id, member_id)):
+            self.timer.cancel(key)
 
     def fence(self, group_id: str, member_id: str, reason: str) -> bool:
         """Fence a member (timers, fault injection); False if there is no such member."""
