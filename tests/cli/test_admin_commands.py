@@ -6,7 +6,6 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from typer.testing import CliRunner, Result
 
 from kaflite.cli import app
 from kaflite.cli.configs import parse_add_config
@@ -14,20 +13,13 @@ from kaflite.cli.topics import topic_id_text
 from kaflite.client import sync as ksync
 from kaflite.client.admin import TOPIC, ConfigResource
 from kaflite.cluster import Cluster
-
-runner = CliRunner()
+from tests.cli._cli import cli, runner
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     with Cluster(brokers=3) as c:
         yield c
-
-
-def cli(*args: str) -> Result:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result
 
 
 def test_topics_describe_prints_kafka_topics_layout(cluster: Cluster) -> None:

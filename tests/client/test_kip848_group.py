@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +24,8 @@ from kaflite.client.consumer._membership import ConsumerMembership, MemberState
 from kaflite.cluster import Cluster
 from kaflite.config import ConfigError
 from kaflite.protocol.messages import ConsumerGroupHeartbeatRequest
+from tests.client._kip848 import member_opts, membership, spy_on
+from tests.client._recovery_helpers import run, uid
 
 PARTITIONS = 12
 KIP848_CONFIG = {
@@ -41,40 +42,6 @@ KIP848_CONFIG = {
 def cluster() -> Iterator[Cluster]:
     with Cluster(brokers=3, config=KIP848_CONFIG) as c:
         yield c
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def member_opts(cluster: Cluster, group: str, **extra: Any) -> dict[str, Any]:
-    opts: dict[str, Any] = dict(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
-                                group_protocol="consumer", auto_offset_reset="earliest",
-                                retry_backoff_ms=50)
-    opts.update(extra)
-    return opts
-
-
-def membership(c: Consumer) -> ConsumerMembership:
-    assert isinstance(c._group, ConsumerMembership)
-    return c._group
-
-
-def spy_on(group_member: ConsumerMembership, sent: list[ConsumerGroupHeartbeatRequest],
-           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Record every ConsumerGroupHeartbeat the member builds."""
-    build = group_member._build
-
-    def spy(version: int) -> Any:
-        req, fields = build(version)
-        sent.append(req)
-        return req, fields
-
-    monkeypatch.setattr(group_member, "_build", spy)
 
 
 class Member:

@@ -13,7 +13,15 @@ from kaflite.cluster.groups._migration import decode_assignment, encode_assignme
 from kaflite.cluster.groups._timer import ManualTimer
 from kaflite.protocol import errors
 from kaflite.protocol.messages import leave_group_request as lgq
-from tests.cluster.groups.consumer_helpers import Topics, beat, join, owned, owners_ok, send
+from tests.cluster.groups.consumer_helpers import (
+    Topics,
+    beat,
+    join,
+    owned,
+    owners_ok,
+    reload,
+    send,
+)
 from tests.cluster.groups.helpers import CTX, TOPIC, FakeLog, join_req, run, settle, sync_req
 
 
@@ -42,15 +50,6 @@ async def classic_group(shard: CoordinatorShard, timer: ManualTimer) -> tuple[st
         mid: encode_assignment({TOPIC: [0, 1, 2, 3]})}))
     assert synced.error_code == 0 and str(shard.groups["g"].state) == "Stable"
     return mid, gen
-
-
-def reload(topics: Topics, log: FakeLog) -> CoordinatorShard:
-    shard, _, _ = shard_with(topics)
-    shard.state = shard.state.LOADING
-    for key, value in log.records:
-        shard.replay(key, value)
-    shard.finish_loading()
-    return shard
 
 
 @run

@@ -98,6 +98,19 @@ def rebalance_key(group_id: str, member_id: str) -> str:
     return f"consumer-rebalance-{group_id}-{member_id}"
 
 
+def known_static_member(group: ConsumerGroup, member_id: str, instance_id: str) -> ConsumerMember:
+    """The member holding ``instance_id``, which must be ``member_id`` (Kafka's
+    ``throwIfStaticMemberIsUnknown`` and ``throwIfInstanceIdIsFenced``)."""
+    member = group.static_member(instance_id)
+    if member is None:
+        raise errors.UnknownMemberIdError(f"Instance id {instance_id} is unknown.")
+    if member.member_id != member_id:
+        raise errors.FencedInstanceIdError(
+            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+            f"{member.member_id}.")
+    return member
+
+
 def classic_keys(group_id: str, member_id: str) -> tuple[str, str]:
     """The join and sync timeouts of a classic member in a consumer group (``_migration``)."""
     return f"consumer-join-{group_id}-{member_id}", f"consumer-sync-{group_id}-{member_id}"
@@ -274,12 +287,7 @@ class ConsumerGroupManager:
                     f"group because the instance id is owned by {existing.member_id} member.")
             return replace(existing, member_id=member_id, member_epoch=0,
                            previous_member_epoch=0), existing
-        if existing is None:
-            raise errors.UnknownMemberIdError(f"Instance id {instance_id} is unknown.")
-        if existing.member_id != member_id:
-            raise errors.FencedInstanceIdError(
-                f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                f"{existing.member_id}.")
+        existing = known_static_member(group, member_id, instance_id)
         self.check_epoch(existing, req.member_epoch, owned)
         return existing, None
 

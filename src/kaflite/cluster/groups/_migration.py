@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.groups._consumer import classic_keys
+from kaflite.cluster.groups._consumer import classic_keys, known_static_member
 from kaflite.cluster.groups._consumer_group import (
     Assignment,
     ClassicInfo,
@@ -350,7 +350,7 @@ class Migration:
                     return None, None
                 return replace(existing, member_id=member_id, member_epoch=0,
                                previous_member_epoch=0), existing
-            current: ConsumerMember | None = self._static(group, member_id, instance_id)
+            current: ConsumerMember | None = known_static_member(group, member_id, instance_id)
         else:
             current = group.members.get(member_id)
         if current is not None and current.classic is None:
@@ -358,23 +358,11 @@ class Migration:
                 f"Member {member_id} does not use the classic protocol.")
         return current, None
 
-    @staticmethod
-    def _static(group: ConsumerGroup, member_id: str, instance_id: str) -> ConsumerMember:
-        """Kafka's ``throwIfStaticMemberIsUnknown`` and ``throwIfInstanceIdIsFenced``."""
-        member = group.static_member(instance_id)
-        if member is None:
-            raise errors.UnknownMemberIdError(f"Instance id {instance_id} is unknown.")
-        if member.member_id != member_id:
-            raise errors.FencedInstanceIdError(
-                f"Static member {member_id} with instance id {instance_id} was fenced by "
-                f"member {member.member_id}.")
-        return member
-
     def _classic_member(self, group: ConsumerGroup, member_id: str,
                         instance_id: str | None = None) -> ConsumerMember:
         """Kafka's ``validateConsumerGroupMember`` for a classic request."""
         member = group.members.get(member_id) if instance_id is None \
-            else self._static(group, member_id, instance_id)
+            else known_static_member(group, member_id, instance_id)
         if member is None or member.classic is None:
             raise errors.UnknownMemberIdError(
                 f"Member {member_id} does not use the classic protocol.")
