@@ -8,6 +8,7 @@ from typing import Any
 
 from kaflite.cluster.groups import CoordinatorShard, GroupConfig
 from kaflite.cluster.groups._config import ConsumerGroupConfig
+from kaflite.cluster.groups._consumer_group import ConsumerGroup
 from kaflite.cluster.groups._group import GroupState
 from kaflite.cluster.groups._migration import decode_assignment, encode_assignment
 from kaflite.cluster.groups._timer import ManualTimer
@@ -50,6 +51,14 @@ async def classic_group(shard: CoordinatorShard, timer: ManualTimer) -> tuple[st
         mid: encode_assignment({TOPIC: [0, 1, 2, 3]})}))
     assert synced.error_code == 0 and str(shard.groups["g"].state) == "Stable"
     return mid, gen
+
+
+async def consumer_group(topics: Topics) -> tuple[CoordinatorShard, ManualTimer, FakeLog,
+                                                 ConsumerGroup]:
+    """A consumer group of one consumer-protocol member, "c", subscribed to orders."""
+    shard, timer, log = shard_with(topics)
+    assert (await send(shard, join("g", "c", TOPIC))).error_code == 0
+    return shard, timer, log, shard.consumer_groups["g"]
 
 
 @run
@@ -101,10 +110,7 @@ async def test_upgrade_serve_classic_members_and_downgrade() -> None:
 
 @run
 async def test_classic_member_joins_and_leaves_a_consumer_group() -> None:
-    topics = Topics(orders=4)
-    shard, _, _ = shard_with(topics)
-    assert (await send(shard, join("g", "c", TOPIC))).error_code == 0
-    group = shard.consumer_groups["g"]
+    shard, _, _, group = await consumer_group(Topics(orders=4))
     first = await shard.migration.join(CTX, join_req("g"), group)
     assert first.error_code == errors.MemberIdRequiredError.code
     joined = await shard.migration.join(CTX, join_req("g", first.member_id), group)
@@ -137,9 +143,7 @@ async def test_policy_disabled_refuses_the_upgrade() -> None:
 @run
 async def test_static_classic_members_in_a_consumer_group() -> None:
     topics = Topics(orders=4)
-    shard, _, log = shard_with(topics)
-    assert (await send(shard, join("g", "c", TOPIC))).error_code == 0
-    group = shard.consumer_groups["g"]
+    shard, _, log, group = await consumer_group(topics)
     first = await shard.migration.join(CTX, join_req("g", instance_id="box-1"), group)
     assert first.error_code == 0           # a static member needs no second join
     mid = first.member_id
@@ -177,10 +181,7 @@ async def test_static_classic_members_in_a_consumer_group() -> None:
 
 @run
 async def test_classic_members_must_sync_and_rejoin_within_the_rebalance_timeout() -> None:
-    topics = Topics(orders=4)
-    shard, timer, _ = shard_with(topics)
-    assert (await send(shard, join("g", "c", TOPIC))).error_code == 0
-    group = shard.consumer_groups["g"]
+    shard, timer, _, group = await consumer_group(Topics(orders=4))
     # Joined, never synced: fenced once its rebalance timeout has passed.
     lazy = await shard.migration.join(CTX, join_req("g", instance_id="lazy", session_ms=60_000,
                                                     rebalance_ms=5_000), group)
