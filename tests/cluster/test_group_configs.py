@@ -113,3 +113,11 @@ def test_describe_alter_apply_and_persist(tmp_path: Path) -> None:
     with Cluster(brokers=1, config=CONFIG, data_dir=tmp_path) as cluster:   # a restart
         assert cluster.brokers[0].groups.group_config("g1").consumer_heartbeat_interval_ms \
             == 3000
+
+
+def test_group_settings_are_known_broker_configs() -> None:
+    from kaflite.cluster.configs import BrokerConfig
+
+    props = {"group.consumer.heartbeat.interval.ms": "6000", "group.max.size": "5",
+             "group.share.record.lock.duration.ms": "20000", "no.such.setting": "1"}
+    assert BrokerConfig.from_props(props).unused() == ["no.such.setting"]
