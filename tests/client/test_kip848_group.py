@@ -118,6 +118,13 @@ def test_config_lifts_the_refusal_and_keeps_javas_rules() -> None:
         Consumer({**base, "group.protocol": "consumer", "session.timeout.ms": 10000})
     with pytest.raises(ConfigError, match=r"group\.remote\.assignor cannot be set"):
         Consumer({**base, "group.remote.assignor": "uniform"})
+    # librdkafka (2.16) refuses the three on group.protocol=consumer too.
+    ck = pytest.importorskip("confluent_kafka")
+    for name, value in (("session.timeout.ms", 10000), ("heartbeat.interval.ms", 1000),
+                        ("partition.assignment.strategy", "range")):
+        with pytest.raises(ck.KafkaException, match=f"`{name}` is not supported"):
+            ck.Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g",
+                         "group.protocol": "consumer", name: value})
 
 
 def test_three_members_join_leave_and_crash(cluster: Cluster) -> None:
