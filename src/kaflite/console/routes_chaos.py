@@ -128,8 +128,6 @@ async def _clear_post(c: Cluster, r: Request, body: JsonBody) -> object:
 
 async def _broker(c: Cluster, r: Request, body: JsonBody) -> object:
     node_id, action = _int(r.path_params["broker"]), r.path_params["action"]
-    if node_id not in c.controller.brokers:
-        raise ApiError(404, f"no broker {node_id}")
     if action == "stop":
         await c.faults.stop_broker_async(node_id)
     elif action == "kill":
