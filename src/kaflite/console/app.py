@@ -19,10 +19,12 @@ from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kaflite.console.auth import TokenGuard, new_token
 from kaflite.console.backend import ClientBackend
@@ -113,6 +115,29 @@ async def _failed(request: Request, exc: Exception) -> Response:
     return error_response(exc)
 
 
+class _Errors:
+    """ASGI middleware: a route's exception becomes its JSON error answer (never a
+    traceback on the console's stderr for a 400)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if started or scope["type"] != "http":
+                raise
+            await error_response(exc)(scope, receive, send)
+
+
 def build_app(console: Console) -> Starlette:
     routes: list[Route | Mount] = [
         Route("/", _page, include_in_schema=False),
@@ -120,8 +145,8 @@ def build_app(console: Console) -> Starlette:
         *chaos_routes()]
     if STATIC.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=STATIC), name="static"))
-    app = Starlette(routes=routes, exception_handlers={
-        404: _not_found, 405: _not_allowed, Exception: _failed, ApiError: _failed})
+    app = Starlette(routes=routes, middleware=[Middleware(_Errors)], exception_handlers={
+        404: _not_found, 405: _not_allowed, ApiError: _failed})
     app.state.console = console
     app.state.backend = console.backend
     return app
