@@ -146,6 +146,10 @@ def test_state_changes_need_the_token(served: tuple[Cluster, httpx.Client]) -> N
     assert "unauthorized" not in cluster.controller.topics
     assert cluster.broker_running(1)
     assert c.get("/api/topics").status_code == 200                 # reads need none
+    # a page elsewhere that rebinds its name to 127.0.0.1 cannot read it either
+    rebound = c.get("/api/topics", headers={"Host": "evil.example:9990"})
+    assert rebound.status_code == 421 and "loopback" in rebound.json()["error"]
+    assert c.get("/api/topics", headers={"Host": "localhost:9990"}).status_code == 200
 
 
 @pytest.mark.parametrize(("path", "body", "says"), [

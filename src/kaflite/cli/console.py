@@ -54,7 +54,7 @@ async def _serve(bootstrap: str, host: str, port: int, props: dict[str, str]) ->
         server = await ConsoleServer(backend, host, 0).start()
     try:
         try:
-            cluster_id = (await backend.info())["cluster_id"]
+            cluster_id = (await asyncio.wait_for(backend.info(), 10))["cluster_id"]
             typer.echo(f"kaflite console for {bootstrap} (cluster {cluster_id})")
         except Exception as exc:  # the console still serves, and shows the error
             typer.echo(f"kaflite console for {bootstrap}: the cluster does not answer yet "

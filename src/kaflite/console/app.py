@@ -27,7 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kaflite.console.auth import TokenGuard, new_token
+from kaflite.console.auth import TokenGuard, is_loopback, new_token
 from kaflite.console.backend import ClientBackend
 from kaflite.console.monitor import ClientLog, Monitor
 from kaflite.console.openapi import openapi_routes
@@ -87,8 +87,9 @@ class Console:
 
     async def start(self) -> None:
         if self.cluster_id is None:
-            with contextlib.suppress(Exception):
-                self.cluster_id = str((await self.backend.info())["cluster_id"])
+            with contextlib.suppress(Exception):   # a cluster down now: the page says so
+                info = await asyncio.wait_for(self.backend.info(), 10)
+                self.cluster_id = str(info["cluster_id"])
         self.monitor.start()
 
     async def stop(self) -> None:
@@ -167,7 +168,7 @@ class ConsoleServer:
                  token: str | None = None, sampling: bool = True) -> None:
         self.console = Console(backend, token, sampling)
         self.app = build_app(self.console)
-        self.asgi = TokenGuard(self.app, self.console.token)
+        self.asgi = TokenGuard(self.app, self.console.token, loopback_only=is_loopback(host))
         self.host, self.port = host, port
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
