@@ -120,6 +120,12 @@ def test_produce_trace_and_a_confluent_consumer_reads_it(
     assert any(s["step"] == "metadata" and f"leader of orders-{expected} is broker {leader}"
                in s["detail"] for s in out["steps"])
     assert any(s["step"] == "connection" for s in out["steps"])
+    # the same key again: the same partition, over the connection already open
+    again = c.post("/api/produce", json={**body, "value": "again"}, headers=AUTH).json()
+    assert (again["partition"], again["offset"]) == (expected, out["offset"] + 1)
+    [conn] = [s for s in again["steps"] if s["step"] == "connection"]
+    assert conn["detail"].startswith(f"using the open connection to broker {leader}")
+    assert not [s for s in again["steps"] if s["step"] in ("bootstrap", "connect")]
     consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
                             "group.id": "trace-reader", "enable.auto.commit": False})
     try:

@@ -65,6 +65,8 @@ async def produce_traced(backend: ClientBackend, topic: str, key: bytes | None,
         steps.add("connection", f"using the open connection to broker {leader_before} "
                                 f"({conn_before.local_address} → {conn_before.address}), "
                                 f"{stats.requests} requests so far")
+    open_before = {id(c) for _, channel, c in producer.pool.open_connections()
+                   if channel == DATA}
     started = time.monotonic()
     sent_at = time.time()
     acks = producer.config["acks"]
@@ -76,28 +78,34 @@ async def produce_traced(backend: ClientBackend, topic: str, key: bytes | None,
         steps.add("error", f"{type(exc).__name__}: {exc}")
         raise
     latency_ms = (time.monotonic() - started) * 1000
+    connected_at = [e.timestamp for e in producer.events()[seen:] if e.kind == "connect"]
     _events_since(producer, seen, steps)
-    if expected is None:
+    if expected is None:      # chosen when the record was appended, at the send
         steps.add("partition", f"no key: the sticky partitioner chose partition "
-                               f"{md.partition}")
-        leader_before = _leader_step(producer, topic, md.partition, steps)
+                               f"{md.partition}", at=sent_at)
+        leader_before = _leader_step(producer, topic, md.partition, steps, at=sent_at)
     elif md.partition != expected:
         steps.add("partition", f"the record landed in partition {md.partition}, "
                                f"not {expected}")
     conn = (producer.pool.connection_if_open(leader_before, DATA)
             if leader_before is not None else None)
-    if conn is not None and conn_before is None:
+    if conn is not None and conn_before is None and id(conn) in open_before:
+        steps.add("connection", f"using the open connection to broker {leader_before} "
+                                f"({conn.local_address} → {conn.address})", at=sent_at)
+    elif conn is not None and conn_before is None:
         versions = conn.api_versions
         steps.add("connection", f"opened a connection to broker {leader_before} "
                                 f"({conn.local_address} → {conn.address}); ApiVersions "
                                 f"first: the broker offers {len(versions)} APIs",
-                  at=conn.stats.opened_at if conn.stats.opened_at > 1e9 else None)
+                  at=conn.stats.opened_at)
+    # the request goes once its connection is ready (ApiVersions done: the connect event)
+    produce_at = max([sent_at, *connected_at]) + 1e-6
     if conn is not None:
         steps.add("produce", f"Produce v{conn.version_for(PRODUCE)} to broker "
-                             f"{leader_before}: 1 record, acks={acks}", at=sent_at)
+                             f"{leader_before}: 1 record, acks={acks}", at=produce_at)
     else:
         steps.add("produce", f"Produce to the leader of {topic}-{md.partition}, "
-                             f"acks={acks}", at=sent_at)
+                             f"acks={acks}", at=produce_at)
     steps.add("response", f"offset {md.offset} in {topic}-{md.partition} after "
                           f"{latency_ms:.1f} ms")
     steps.rows.sort(key=lambda r: float(str(r["t_ms"])))
@@ -107,15 +115,16 @@ async def produce_traced(backend: ClientBackend, topic: str, key: bytes | None,
 
 
 def _leader_step(producer: Producer[bytes, bytes | None], topic: str, partition: int,
-                 steps: _Steps) -> int | None:
+                 steps: _Steps, at: float | None = None) -> int | None:
     found = producer.metadata.leader(topic, partition)
     if found is None or found.leader < 0:
-        steps.add("metadata", f"no leader known for {topic}-{partition} yet")
+        steps.add("metadata", f"no leader known for {topic}-{partition} yet", at=at)
         return None
     address = producer.pool.brokers.get(found.leader)
     where = f" at {address.host}:{address.port}" if address is not None else ""
     steps.add("metadata", f"leader of {topic}-{partition} is broker {found.leader}{where} "
-                          f"(leader epoch {found.leader_epoch}), from the producer's metadata")
+                          f"(leader epoch {found.leader_epoch}), from the producer's metadata",
+              at=at)
     return found.leader
 
 
