@@ -7,6 +7,7 @@ import asyncio
 import threading
 
 import httpx
+import pytest
 
 from kaflite.cluster import Cluster
 from kaflite.cluster.http import HttpApi
@@ -87,3 +88,47 @@ def test_the_kafka_backend_streams_leader_changes_from_metadata() -> None:
                 assert f'"previous": {old}' in found
         finally:
             cluster.call(server.stop())
+
+
+def test_lag_history_and_a_consumer_protocol_group() -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    with Cluster(brokers=1, config={"offsets.topic.num.partitions": 1}) as cluster:
+        cluster.create_topic("hist", 2, 1)
+        producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers})
+        for i in range(20):
+            producer.produce("hist", b"%d" % i, partition=i % 2)
+        assert producer.flush(10) == 0
+        api = cluster.call(HttpApi(cluster, lag_interval_s=0.2).start())
+        consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                                "group.id": "modern", "group.protocol": "consumer",
+                                "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            consumer.subscribe(["hist"])
+            got = 0
+            for _ in range(100):
+                msg = consumer.poll(0.1)
+                if msg is not None and msg.error() is None:
+                    got += 1
+                    if got == 5:
+                        consumer.commit(msg, asynchronous=False)
+                        break
+            with httpx.Client(base_url=api.url, timeout=30) as c:
+                listed = {g["group_id"]: g for g in c.get("/api/groups").json()}
+                assert listed["modern"]["type"] == "consumer"
+                group = c.get("/api/groups/modern").json()
+                assert group["type"] == "consumer" and group["group_epoch"] >= 1
+                assert len(group["members"]) == 1
+                points: list[dict[str, float]] = []
+                for _ in range(100):          # the sampler runs every 0.2 s here
+                    points = c.get("/api/groups/modern/lag-history").json()["points"]
+                    if len(points) >= 2:
+                        break
+                    threading.Event().wait(0.1)
+                assert len(points) >= 2
+                committed = [o for o in group["offsets"] if o["committed"] is not None]
+                assert committed and all(o["log_end_offset"] == 10 for o in committed)
+                assert points[-1]["lag"] == group["lag"] == sum(
+                    10 - o["committed"] for o in committed)
+        finally:
+            consumer.close()
+            cluster.call(api.stop())

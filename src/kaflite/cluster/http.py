@@ -25,5 +25,6 @@ class HttpApi(ConsoleServer):
     """The console of a kaflite cluster in this process."""
 
     def __init__(self, cluster: Cluster, host: str = "127.0.0.1", port: int = 0,
-                 token: str | None = None, sampling: bool = True) -> None:
-        super().__init__(EmbeddedBackend(cluster), host, port, token, sampling)
+                 token: str | None = None, sampling: bool = True,
+                 lag_interval_s: float = 5.0) -> None:
+        super().__init__(EmbeddedBackend(cluster), host, port, token, sampling, lag_interval_s)

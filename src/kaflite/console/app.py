@@ -165,8 +165,9 @@ class _Server(uvicorn.Server):
 
 class ConsoleServer:
     def __init__(self, backend: ClientBackend, host: str = "127.0.0.1", port: int = 0,
-                 token: str | None = None, sampling: bool = True) -> None:
-        self.console = Console(backend, token, sampling)
+                 token: str | None = None, sampling: bool = True,
+                 lag_interval_s: float = 5.0) -> None:
+        self.console = Console(backend, token, sampling, lag_interval_s=lag_interval_s)
         self.app = build_app(self.console)
         self.asgi = TokenGuard(self.app, self.console.token, loopback_only=is_loopback(host))
         self.host, self.port = host, port
