@@ -197,6 +197,30 @@ def test_bad_query_is_refused(served: tuple[Cluster, httpx.Client]) -> None:
         assert resp.status_code == 400 and says in resp.json()["error"], resp.text
 
 
+def test_browse_read_committed_hides_aborted_records(
+        served: tuple[Cluster, httpx.Client]) -> None:
+    cluster, c = served
+    made = c.post("/api/topics", json={"name": "txn", "partitions": 1}, headers=AUTH)
+    assert made.status_code == 201, made.text
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                            "transactional.id": "console-txn"})
+    producer.init_transactions(30)
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        producer.produce("txn", b"committed" if commit else b"aborted")
+        assert producer.flush(10) == 0        # in the log before the abort marker
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    def values(isolation: str) -> list[str]:
+        got = c.get("/api/topics/txn/messages", params={"from": "earliest",
+                                                         "isolation": isolation}).json()
+        return [r["value"]["text"] for r in got["records"]]
+    assert values("read_committed") == ["committed", "committed"]
+    assert values("read_uncommitted") == ["committed", "aborted", "committed"]
+
+
 def test_topic_lifecycle(served: tuple[Cluster, httpx.Client]) -> None:
     cluster, c = served
     made = c.post("/api/topics", json={"name": "life", "partitions": 2, "replication_factor": 2,
@@ -288,7 +312,7 @@ def test_reset_refused_on_a_group_with_members(served: tuple[Cluster, httpx.Clie
 
 
 def test_connections_and_the_client_log(served: tuple[Cluster, httpx.Client]) -> None:
-    _, c = served
+    cluster, c = served
     assert c.get("/api/clients/nobody").status_code == 404
     clients = c.get("/api/clients").json()
     assert any(cl["client_id"] == "kaflite-console" for cl in clients)
@@ -299,6 +323,20 @@ def test_connections_and_the_client_log(served: tuple[Cluster, httpx.Client]) ->
                and r["kind"] == "bootstrap" for r in log)
     since = log[-1]["id"]
     assert all(r["id"] > since for r in c.get("/api/events", params={"since": since}).json())
+    # a new client's connections appear in the log as the brokers see them
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                            "client.id": "ck-newcomer"})
+    producer.produce("orders", b"hi", partition=0)
+    assert producer.flush(10) == 0
+    rows: list[dict[str, object]] = []
+    for _ in range(50):           # the registry is compared every 0.5 s
+        rows = c.get("/api/events", params={"client_id": "ck-newcomer",
+                                            "kind": "connect"}).json()
+        if rows:
+            break
+        time.sleep(0.1)
+    assert rows and rows[0]["source"] == "registry" and rows[0]["id"] > since
+    assert {r["broker"] for r in rows} <= {0, 1, 2}
 
 
 def test_the_stream_delivers_a_leader_change(served: tuple[Cluster, httpx.Client]) -> None:
