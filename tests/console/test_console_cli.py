@@ -8,9 +8,12 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from kaflite.client import Admin, Consumer, NewTopic, Producer
 from tests._tansu import tansu_broker
+
+pytestmark = pytest.mark.interop
 
 
 async def _traffic(bootstrap: str) -> None:
