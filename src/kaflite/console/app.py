@@ -199,9 +199,10 @@ class ConsoleServer:
             raise
         sock.setblocking(False)
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.asgi, log_level="warning", lifespan="off",
-                                access_log=False, timeout_graceful_shutdown=2,
-                                ws="none")
+        # log_config=None: uvicorn's loggers go through the application's logging
+        config = uvicorn.Config(self.asgi, log_level="warning", log_config=None,
+                                lifespan="off", access_log=False,
+                                timeout_graceful_shutdown=2, ws="none")
         self._server = _Server(config)
         await self.console.start()
         self._task = asyncio.get_running_loop().create_task(self._server.serve([sock]))
