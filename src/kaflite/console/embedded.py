@@ -121,6 +121,14 @@ class EmbeddedBackend(ClientBackend):
                         "messages": messages, "size_bytes": size if sizes_known else None})
         return out
 
+    async def partitions(self, internal: bool = False) -> list[Json]:
+        out: list[Json] = []
+        for topic in sorted(self.cluster.controller.topics.values(), key=lambda t: t.name):
+            if topic.internal and not internal:
+                continue
+            out += [{"topic": topic.name, **row} for row in await self._partition_rows(topic)]
+        return out
+
     async def topic(self, name: str) -> Json:
         topic = self._topic_state(name)
         rows = await self._partition_rows(topic)

@@ -31,6 +31,13 @@ async def list_topics(request: Request) -> Response:
     return answer(await backend_of(request).topics(internal))
 
 
+async def list_partitions(request: Request) -> Response:
+    """Every partition of every topic (leader, replicas, ISR, offsets, size), for the
+    cluster page (?internal=1 for the internal topics too)."""
+    internal = request.query_params.get("internal", "") in ("1", "true")
+    return answer(await backend_of(request).partitions(internal))
+
+
 async def get_topic(request: Request) -> Response:
     """Partitions (leader, replicas, ISR, offsets, size) and configs of one topic."""
     return answer(await backend_of(request).topic(topic_name(request.path_params["name"])))
@@ -163,7 +170,7 @@ async def produce(request: Request) -> Response:
 
 
 def topic_routes() -> list[Route]:
-    return [Route("/api/topics", list_topics),
+    return [Route("/api/topics", list_topics), Route("/api/partitions", list_partitions),
             Route("/api/topics", create_topic, methods=["POST"]),
             Route("/api/topics/{name}", get_topic),
             Route("/api/topics/{name}", delete_topic, methods=["DELETE"]),

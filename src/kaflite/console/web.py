@@ -51,7 +51,7 @@ class ApiError(Exception):
 
 
 def answer(payload: object, status: int = 200) -> Response:
-    return Response(json.dumps(payload, default=str, indent=1).encode(), status,
+    return Response(json.dumps(payload, default=str, separators=(",", ":")).encode(), status,
                     media_type="application/json")
 
 
