@@ -275,3 +275,16 @@ def test_the_controller_serves_only_its_own_broker_processes(
             assert closed_unanswered(s)
     assert "intruder" not in cluster.controller.topics
     assert sorted(cluster.controller_server.channels) == [0, 1, 2]
+
+
+def test_the_console_reads_offsets_from_broker_processes(served: tuple[Cluster, str]) -> None:
+    cluster, url = served
+    cluster.create_topic("console-pt", 2, 2)
+    p = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(10):
+        p.produce("console-pt", b"x", partition=i % 2)
+    assert p.flush(30) == 0
+    [topic] = [t for t in call(url, "GET", "/api/topics") if t["name"] == "console-pt"]
+    assert topic["messages"] == 10 and topic["size_bytes"] is None   # sizes: in-process only
+    rows = call(url, "GET", "/api/topics/console-pt")["partitions"]
+    assert [(r["log_start_offset"], r["high_watermark"]) for r in rows] == [(0, 5), (0, 5)]
