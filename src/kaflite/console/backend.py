@@ -116,12 +116,12 @@ class ClientBackend:
             "under_replicated": sum(len(p.isr) < len(p.replicas) for p in partitions),
             "offline": sum(p.leader < 0 for p in partitions)}
 
-    async def _described_topics(self, internal: bool) -> dict[str, _Topic]:
+    async def _described_topics(self, internal: bool) -> dict[str, TopicView]:
         admin = await self.admin()
         names = await admin.list_topics(internal=internal)
         described = await admin.describe_topics(names) if names else {}
-        return {n: _Topic(n, str(t.topic_id), t.internal,
-                          [_Part(p.partition, p.leader, p.leader_epoch, list(p.replicas),
+        return {n: TopicView(n, str(t.topic_id), t.internal,
+                          [PartitionView(p.partition, p.leader, p.leader_epoch, list(p.replicas),
                                  list(p.isr)) for p in sorted(t.partitions,
                                                               key=lambda p: p.partition)])
                 for n, t in sorted(described.items())}
@@ -181,7 +181,7 @@ class ClientBackend:
 
     async def topic(self, name: str) -> Json:
         admin = await self.admin()
-        described = await self._describe_one(name)
+        described = await self.describe_one(name)
         tps = [TopicPartition(name, p.partition) for p in described.partitions]
         starts = await self._offsets(tps, "earliest")
         ends = await self._offsets(tps, "latest")
@@ -202,19 +202,19 @@ class ClientBackend:
                     "size_bytes": None} for p in described.partitions],
                 "configs": configs}
 
-    async def _describe_one(self, name: str) -> _Topic:
+    async def describe_one(self, name: str) -> TopicView:
         admin = await self.admin()
         try:
             found = (await admin.describe_topics([name]))[name]
         except errors.UnknownTopicOrPartitionError:
             raise ApiError(404, f"no topic {name!r}") from None
-        return _Topic(name, str(found.topic_id), found.internal,
-                      [_Part(p.partition, p.leader, p.leader_epoch, list(p.replicas),
+        return TopicView(name, str(found.topic_id), found.internal,
+                      [PartitionView(p.partition, p.leader, p.leader_epoch, list(p.replicas),
                              list(p.isr))
                        for p in sorted(found.partitions, key=lambda p: p.partition)])
 
     async def partition_count(self, name: str) -> int:
-        return len((await self._describe_one(name)).partitions)
+        return len((await self.describe_one(name)).partitions)
 
     def check_configs(self, configs: Mapping[str, str | None]) -> None:
         """Check config values kaflite knows before anything is sent (400 on a bad one);
@@ -232,7 +232,7 @@ class ClientBackend:
         await admin.create_topics([topic])
 
     async def delete_topic(self, name: str) -> None:
-        await self._describe_one(name)
+        await self.describe_one(name)
         admin = await self.admin()
         await admin.delete_topics([name])
 
@@ -246,7 +246,7 @@ class ClientBackend:
 
     async def alter_configs(self, name: str, changes: dict[str, str | None]) -> None:
         self.check_configs(changes)
-        await self._describe_one(name)
+        await self.describe_one(name)
         admin = await self.admin()
         await admin.alter_configs({ConfigResource(TOPIC, name): changes})
 
@@ -262,7 +262,7 @@ class ClientBackend:
         raise NotAvailable("the connection registry")
 
 
-class _Part:
+class PartitionView:
     __slots__ = ("isr", "leader", "leader_epoch", "partition", "replicas")
 
     def __init__(self, partition: int, leader: int, leader_epoch: int, replicas: list[int],
@@ -271,10 +271,10 @@ class _Part:
         self.replicas, self.isr = replicas, isr
 
 
-class _Topic:
+class TopicView:
     __slots__ = ("internal", "name", "partitions", "topic_id")
 
-    def __init__(self, name: str, topic_id: str, internal: bool, partitions: list[_Part]
+    def __init__(self, name: str, topic_id: str, internal: bool, partitions: list[PartitionView]
                  ) -> None:
         self.name, self.topic_id, self.internal, self.partitions = (name, topic_id, internal,
                                                                     partitions)

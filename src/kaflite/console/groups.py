@@ -105,7 +105,7 @@ async def reset_group(backend: ClientBackend, group: str, to: str, *,
     """Reset the group's committed offsets (Kafka refuses it unless the group is empty)."""
     admin = await backend.admin()
     if topic is not None:
-        await backend._describe_one(topic)          # 404 for an unknown topic
+        await backend.describe_one(topic)          # 404 for an unknown topic
         scope = [f"{topic}:{','.join(map(str, partitions))}" if partitions else topic]
     else:
         scope = []
