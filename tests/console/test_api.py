@@ -58,11 +58,11 @@ def test_cluster_and_topics(served: tuple[Cluster, httpx.Client]) -> None:
         assert row["high_watermark"] == leader.high_watermark
         assert row["last_stable_offset"] == leader.last_stable_offset
     assert {"retention.ms", "cleanup.policy"} <= {cfg["name"] for cfg in topic["configs"]}
-    every = [p for p in c.get("/api/partitions").json() if p["topic"] == "orders"]
-    assert [{k: v for k, v in p.items() if k != "topic"} for p in every] == \
-        topic["partitions"]
-    assert not [p for p in c.get("/api/partitions").json()
-                if p["topic"] == "__consumer_offsets"]
+    bulk = {t["name"]: t for t in c.get("/api/partitions").json()["topics"]}
+    assert bulk["orders"] == {k: v for k, v in topic.items() if k != "configs"}
+    assert not [t for t in bulk.values() if t["internal"]]
+    assert {t["name"] for t in c.get("/api/partitions", params={"internal": 1})
+            .json()["topics"]} == set(cluster.controller.topics)
     assert c.get("/api/topics/nope").status_code == 404
     # the old routes answer as before
     old = c.get("/cluster").json()

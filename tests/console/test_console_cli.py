@@ -60,8 +60,9 @@ def test_console_serves_tansu_topics_and_groups() -> None:
                 detail = c.get("/api/topics/console-tansu").json()
                 assert sum(p["log_end_offset"] - p["log_start_offset"]
                            for p in detail["partitions"]) == 10
-                rows = [p for p in c.get("/api/partitions").json()
-                        if p["topic"] == "console-tansu"]
+                [bulk] = [t for t in c.get("/api/partitions").json()["topics"]
+                          if t["name"] == "console-tansu"]
+                rows = bulk["partitions"]
                 assert [p["partition"] for p in rows] == [0, 1]
                 assert sum(p["high_watermark"] for p in rows) == 10
                 browsed = c.get("/api/topics/console-tansu/messages",

@@ -163,21 +163,24 @@ class ClientBackend:
         return out
 
     async def partitions(self, internal: bool = False) -> list[Json]:
-        """Every partition of every topic, with its offsets, in one answer."""
+        """Every topic with its partitions and their offsets (``topic()`` without the
+        configs), in one answer."""
         topics = await self._described_topics(internal)
         tps = [TopicPartition(t.name, p.partition) for t in topics.values()
                for p in t.partitions]
         starts = await self._offsets(tps, "earliest")
         ends = await self._offsets(tps, "latest")
         stable = await self._offsets(tps, "latest", READ_COMMITTED)
-        return [{"topic": t.name, "partition": p.partition, "leader": p.leader,
-                 "leader_epoch": p.leader_epoch, "replicas": p.replicas, "isr": p.isr,
-                 "log_start_offset": starts.get(TopicPartition(t.name, p.partition)),
-                 "log_end_offset": ends.get(TopicPartition(t.name, p.partition)),
-                 "high_watermark": ends.get(TopicPartition(t.name, p.partition)),
-                 "last_stable_offset": stable.get(TopicPartition(t.name, p.partition)),
-                 "size_bytes": None}
-                for t in topics.values() for p in t.partitions]
+        return [{"name": t.name, "topic_id": t.topic_id, "internal": t.internal,
+                 "partitions": [{
+                     "partition": p.partition, "leader": p.leader,
+                     "leader_epoch": p.leader_epoch, "replicas": p.replicas, "isr": p.isr,
+                     "log_start_offset": starts.get(TopicPartition(t.name, p.partition)),
+                     "log_end_offset": ends.get(TopicPartition(t.name, p.partition)),
+                     "high_watermark": ends.get(TopicPartition(t.name, p.partition)),
+                     "last_stable_offset": stable.get(TopicPartition(t.name, p.partition)),
+                     "size_bytes": None} for p in t.partitions]}
+                for t in topics.values()]
 
     async def topic(self, name: str) -> Json:
         admin = await self.admin()

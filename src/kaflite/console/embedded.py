@@ -135,7 +135,9 @@ class EmbeddedBackend(ClientBackend):
         for topic in sorted(self.cluster.controller.topics.values(), key=lambda t: t.name):
             if topic.internal and not internal:
                 continue
-            out += [{"topic": topic.name, **row} for row in await self._partition_rows(topic)]
+            out.append({"name": topic.name, "topic_id": str(topic.topic_id),
+                        "internal": topic.internal,
+                        "partitions": await self._partition_rows(topic)})
         return out
 
     async def topic(self, name: str) -> Json:

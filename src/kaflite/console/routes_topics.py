@@ -32,10 +32,10 @@ async def list_topics(request: Request) -> Response:
 
 
 async def list_partitions(request: Request) -> Response:
-    """Every partition of every topic (leader, replicas, ISR, offsets, size), for the
-    cluster page (?internal=1 for the internal topics too)."""
+    """Every topic with its partitions (leader, replicas, ISR, offsets, size), as
+    /api/topics/{name} without the configs, for the cluster page (?internal=1)."""
     internal = request.query_params.get("internal", "") in ("1", "true")
-    return answer(await backend_of(request).partitions(internal))
+    return answer({"topics": await backend_of(request).partitions(internal)})
 
 
 async def get_topic(request: Request) -> Response:
