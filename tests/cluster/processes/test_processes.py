@@ -30,7 +30,7 @@ def served() -> Iterator[tuple[Cluster, str]]:
     with Cluster(brokers=3, processes=True,
                  config={"replica.lag.time.max.ms": 1500, "broker.heartbeat.interval.ms": 250,
                          "broker.session.timeout.ms": 3000}) as cluster:
-        api = cluster.call(HttpApi(cluster).start())
+        api = cluster.call(HttpApi(cluster, token=TOKEN).start())
         try:
             yield cluster, api.url
         finally:
@@ -177,9 +177,13 @@ def test_sigkill_of_a_leader_loses_no_acked_record_and_it_rejoins(
     assert ends[1] == ends[leader] >= 600
 
 
+TOKEN = "test-token"
+
+
 def call(url: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url + path, data=data, method=method)
+    req = urllib.request.Request(url + path, data=data, method=method,
+                                 headers={"X-Kaflite-Token": TOKEN})
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read())
 
