@@ -3,7 +3,7 @@ import { ROUTES, act, api, clear, el, field, fmtTime, formData } from "./core.js
 import { parsePairs } from "./topics.js";
 
 export function mount(root) {
-  const err = el("div.error-text");
+  const err = el("div.error-text#produce-error");
   const out = el("div#produce-result");
   const topics = el("datalist#produce-topics");
   const form = el("form.inline#produce", null,

@@ -44,7 +44,7 @@ export function mount(root, selected) {
   const table = new VTable(TOPIC_COLUMNS, { key: (t) => t.name, name: "topics", height: "30vh",
     onClick: (t) => { location.hash = `#topics/${encodeURIComponent(t.name)}`; } });
   const internal = el("input", { type: "checkbox" });
-  const createErr = el("div.error-text");
+  const createErr = el("div.error-text#create-topic-error");
   const createForm = el("form.inline#create-topic", null,
     field("name", el("input", { name: "name", required: true, placeholder: "orders" })),
     field("partitions", el("input", { name: "partitions", type: "number", value: "3", style: "width:6em" })),
