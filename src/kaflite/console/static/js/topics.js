@@ -126,9 +126,9 @@ async function showTopic(box, name, refreshList) {
   box.append(
     el("section.card", { "data-topic": name }, el("h2", { text: `Topic ${name}` }),
       el("div.muted", { text: `id ${topic.topic_id} · ${topic.partitions.length} partitions` }),
-      el("div.toolbar", null, del), addForm, err,
-      el("h3", { text: "Configs" }), cfgForm, names, cfgBox),
-    browser(name, topic.partitions.map((p) => p.partition)));
+      el("div.toolbar", null, del), addForm, err),
+    browser(name, topic.partitions.map((p) => p.partition)),
+    el("section.card", null, el("h2", { text: "Configs" }), cfgForm, names, cfgBox));
 }
 
 // The message browser: by partition and offset, timestamp, or the latest/earliest records.

@@ -20,7 +20,7 @@ export class VTable {
     const template = columns.map((c) => c.width || "minmax(6em, 1fr)").join(" ");
     this.root = el("div.vtable", { "data-table": name || "" });
     this.root.style.setProperty("--cols", template);
-    this.root.style.height = height;
+    this.root.style.maxHeight = height;
     this.head = el("div.vt-head");
     for (const c of columns) {
       const h = el("div.vt-cell", { "data-col": c.key, title: c.title || c.label, text: c.label });
@@ -72,7 +72,7 @@ export class VTable {
     }
     this.view = view;
     this.count.textContent = view.length === this.rows.length ? `${view.length} rows` : `${view.length} of ${this.rows.length} rows`;
-    this.body.style.height = `${view.length * this.rowHeight}px`;
+    this.body.style.height = `${Math.max(1, view.length) * this.rowHeight}px`;
     this.schedule();
   }
 
@@ -104,6 +104,7 @@ export class VTable {
       const row = this.pool[i];
       if (i >= n) {
         if (row.style.display !== "none") row.style.display = "none";
+        if (row.dataset.key !== undefined) delete row.dataset.key;
         row._row = null;
         continue;
       }
