@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -28,7 +29,8 @@ pytest.importorskip("confluent_kafka")
 
 BROKERS = 12
 TOPIC, GROUP, CLIENT = "seeds-fanout", "seeds-fanout-group", "seeds-fanout-consumer"
-SCRIPT = [sys.executable, "-m", "tests.cluster.observe.consumer_process"]
+SCRIPT = [sys.executable, str(Path(__file__).resolve().parents[2] / "cluster" / "observe"
+                              / "consumer_process.py")]
 
 
 @pytest.fixture(scope="module")

@@ -114,7 +114,7 @@ export function fanout(client, conns, brokers) {
     const list = byBroker.get(id);
     list.forEach((c, j) => {
       const role = mainRole(c.roles);
-      const yy = y + 14 + (j - (list.length - 1) / 2) * 5;
+      const yy = y + 14 + (j - (list.length - 1) / 2) * 7;
       const line = add("line", { x1: cx + 170, y1: cy + 25, x2: bx, y2: yy, class: role, "data-role": role, "data-broker": id });
       const t = document.createElementNS(SVG, "title");
       t.textContent = `connection ${c.connection_id} → broker ${id}: ${c.roles.join(", ") || "no role yet"}${c.partitions.length ? ` (${c.partitions.join(" ")})` : ""}${c.groups.length ? ` groups ${c.groups.join(" ")}` : ""}`;
@@ -132,7 +132,7 @@ export function fanout(client, conns, brokers) {
     ...[["partition-leader", "#2f6fdb"], ["group-coordinator", "#1f8a4c"], ["txn-coordinator", "#b8730a"], ["bootstrap", "#8a96a3"], ["other", "#bbb"]]
       .map(([r, c]) => el("span", null, el("i", { style: `background:${c}` }), `${r} ${counts[r]}`)));
   const summary = el("div#fanout-summary", { text:
-    `${client.client_id ?? "(no client id)"}: ${roleCounts.leader} partition-leader connections, ${roleCounts.coordinator} coordinator connections, ${counts.bootstrap} bootstrap-only; ` +
+    `${client.client_id ?? "(no client id)"}: ${roleCounts.leader} partition-leader connection${roleCounts.leader === 1 ? "" : "s"}, ${roleCounts.coordinator} coordinator connection${roleCounts.coordinator === 1 ? "" : "s"}, ${counts.bootstrap} bootstrap-only; ` +
     `heartbeat ${ms(client.heartbeat_interval_ms) || "–"}, commit ${ms(client.commit_interval_ms) || "–"}, fetch ${client.fetch_rate ? Number(client.fetch_rate).toFixed(1) : "–"}/s; principal ${client.principal}` });
   return el("div", null, summary, legend, svg);
 }

@@ -167,6 +167,7 @@ export function poll(fn, interval) {
     if (stopped) return;
     try {
       await fn();
+      setStatus(`updated ${new Date().toISOString().slice(11, 19)} UTC`);
     } catch (err) {
       setStatus(`offline: ${err.message}`);
     }
