@@ -19,6 +19,7 @@ export class VTable {
     this.frame = 0;
     const template = columns.map((c) => c.width || "minmax(6em, 1fr)").join(" ");
     this.root = el("div.vtable", { "data-table": name || "" });
+    this.root.__vtable = this; // for benchmarks/console_render.py
     this.root.style.setProperty("--cols", template);
     this.root.style.maxHeight = height;
     this.head = el("div.vt-head");
