@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kaflite.client.sync import Producer
@@ -110,33 +112,73 @@ def measure_page(url: str, partitions: int, connections: int, repeat: int) -> di
 
 
 def produce_rate(servers: str, records: int) -> float:
-    topic = create_topic(servers, 6)
-    t0 = time.perf_counter()
-    kaflite_send_batch(servers, topic, b"v" * 100, records)
-    return records / (time.perf_counter() - t0)
+    """Records per second of one kaflite producer (in a thread of its own: Playwright's
+    sync API keeps an event loop running in this one)."""
+    rate: list[float] = []
+
+    def run() -> None:
+        topic = create_topic(servers, 6)
+        t0 = time.perf_counter()
+        kaflite_send_batch(servers, topic, b"v" * 100, records)
+        rate.append(records / (time.perf_counter() - t0))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if not rate:
+        raise RuntimeError("the producer failed")
+    return rate[0]
 
 
-def overhead(records: int, rounds: int) -> tuple[list[float], list[float]]:
-    """Produce rates on a plain cluster and on one serving its console to an open page."""
+MODES = ("no console", "console", "console + page")
+IDLE_S = 5.0
+
+
+def overhead(records: int, rounds: int) -> tuple[dict[str, tuple[list[float], list[float]]],
+                                                 dict[str, list[float]]]:
+    """Produce rates, and the CPU the cluster's loop thread spent per record, on one cluster
+    without its console, serving it, and serving it to a page open on the cluster panel;
+    and that thread's CPU per second of wall time over IDLE_S seconds with no traffic.
+    The console runs on the cluster's own loop, so that thread's CPU counts its work too."""
     from playwright.sync_api import sync_playwright
 
-    plain: list[float] = []
-    served: list[float] = []
+    out: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in MODES}
+    idle: dict[str, list[float]] = {m: [] for m in MODES}
     with Cluster(brokers=3) as cluster, sync_playwright() as pw:
+        cpu = loop_thread_cpu(cluster)
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+
+        def run(mode: str) -> None:
+            t0, before = time.perf_counter(), cpu()
+            time.sleep(IDLE_S)
+            idle[mode].append((cpu() - before) / (time.perf_counter() - t0) * 1e3)
+            before = cpu()
+            out[mode][0].append(produce_rate(cluster.bootstrap_servers, records))
+            out[mode][1].append((cpu() - before) / records * 1e6)
+
         try:
             for _ in range(rounds):
-                plain.append(produce_rate(cluster.bootstrap_servers, records))
+                run("no console")
                 server = cluster.call(_start(cluster))
+                time.sleep(2)              # its samplers have started
+                run("console")
                 page = browser.new_page()
                 page.goto(f"{server.console_url}#cluster")
                 page.wait_for_selector('#panel[data-ready="1"]')
-                served.append(produce_rate(cluster.bootstrap_servers, records))
+                run("console + page")
                 page.close()
                 cluster.call(server.stop())
         finally:
             browser.close()
-    return plain, served
+    return out, idle
+
+
+def loop_thread_cpu(cluster: Cluster) -> Callable[[], float]:
+    """The CPU seconds of the thread running ``cluster``'s event loop (as authorizer.py)."""
+    async def ident() -> int:
+        return threading.get_ident()
+    clock = time.pthread_getcpuclockid(cluster.call(ident()))
+    return lambda: time.clock_gettime(clock)
 
 
 async def _start(cluster: Cluster) -> ConsoleServer:
@@ -174,12 +216,15 @@ def main() -> None:
         print(f"{name:22} {statistics.median(values):10.1f} {min(values):9.1f} "
               f"{max(values):9.1f}")
     if args.produce:
-        plain, served = overhead(args.produce, args.rounds)
-        p, s = statistics.median(plain), statistics.median(served)
-        print(f"produce without console: {p:,.0f} rec/s (rounds {[round(x) for x in plain]})")
-        print(f"produce with console:    {s:,.0f} rec/s (rounds {[round(x) for x in served]})")
-        print(f"with/without: {s / p:.3f}")
-
+        results, idle = overhead(args.produce, args.rounds)
+        base_rate = statistics.median(results["no console"][0])
+        base_cpu = statistics.median(results["no console"][1])
+        print(f"{'produce, 100 B records':22} {'rec/s':>11} {'vs none':>8} "
+              f"{'loop CPU us/rec':>16} {'vs none':>8} {'idle loop CPU ms/s':>19}")
+        for mode, (rates, cpus) in results.items():
+            rate, us = statistics.median(rates), statistics.median(cpus)
+            print(f"{mode:22} {rate:11,.0f} {rate / base_rate:8.3f} {us:16.3f} "
+                  f"{us / base_cpu:8.3f} {statistics.median(idle[mode]):19.1f}")
 
 if __name__ == "__main__":
     main()
