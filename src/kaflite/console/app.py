@@ -16,6 +16,7 @@ import socket
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Self
 
 import uvicorn
 from starlette.applications import Starlette
@@ -184,7 +185,7 @@ class ConsoleServer:
         """The page's address with the token, as printed at start-up."""
         return f"{self.url}/?token={self.token}"
 
-    async def start(self) -> ConsoleServer:
+    async def start(self) -> Self:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
