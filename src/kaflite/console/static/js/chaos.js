@@ -114,7 +114,7 @@ export function mount(root) {
   info().then((i) => {
     if (!alive) return;
     if (i.features && i.features.chaos === false) {
-      clear(root).append(el("section.card", null, el("h2", { text: "Chaos" }),
+      clear(root).append(el("section.card#no-chaos", null, el("h2", { text: "Chaos" }),
         el("div.muted", { text: "Chaos needs a kaflite cluster (kaflite up); this console talks to another Kafka." })));
       root.dataset.ready = "1";
       return;
