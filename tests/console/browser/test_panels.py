@@ -303,6 +303,28 @@ def test_malformed_input_gets_clear_errors(page: Page, env: Env) -> None:
     assert "400" in produce_error.inner_text()
 
 
+def test_partitions_route_is_every_topic_route_in_one(env: Env) -> None:
+    """GET /api/partitions (the page's bulk load) answers what GET /api/topics/{name} does
+    for every topic, without the configs; internal topics only when asked."""
+    import httpx
+
+    with httpx.Client(base_url=env.console.url, timeout=30) as c:
+        bulk = c.get("/api/partitions").json()["topics"]
+        names = [t["name"] for t in c.get("/api/topics").json()]
+        assert [t["name"] for t in bulk] == names and ORDERS in names
+        for topic in bulk:
+            one = c.get(f"/api/topics/{topic['name']}").json()
+            del one["configs"]
+            for p, q in zip(topic["partitions"], one["partitions"], strict=True):
+                # offsets and sizes may grow between the two calls (the reader commits)
+                assert {k: v for k, v in p.items() if k in ("partition", "replicas")} == \
+                    {k: v for k, v in q.items() if k in ("partition", "replicas")}
+            assert topic.keys() == one.keys()
+        with_internal = c.get("/api/partitions", params={"internal": 1}).json()["topics"]
+        assert "__consumer_offsets" in {t["name"] for t in with_internal}
+        assert "__consumer_offsets" not in names
+
+
 def test_kill_a_broker_from_the_page(browser: Browser, page: Page, env: Env) -> None:
     """Last: a broker killed on the chaos page shows as down on an open cluster page, with
     its partitions' new leaders, without a reload; then it is restarted from the page."""

@@ -159,7 +159,8 @@ export function stream(handlers) {
   return () => source.close();
 }
 
-// poll(fn, interval): call fn now and then every interval ms after each call ends.
+// poll(fn, interval): call fn now and then every interval ms after each call ends
+// (interval may be a function, asked each time).
 export function poll(fn, interval) {
   let stopped = false;
   let timer = null;
@@ -171,7 +172,7 @@ export function poll(fn, interval) {
     } catch (err) {
       setStatus(`offline: ${err.message}`);
     }
-    if (!stopped) timer = setTimeout(tick, interval);
+    if (!stopped) timer = setTimeout(tick, typeof interval === "function" ? interval() : interval);
   };
   tick();
   return () => {
