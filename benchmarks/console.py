@@ -1,6 +1,6 @@
 """What the console costs the brokers: produce throughput with and without it.
 
-    python benchmarks/console.py [--records 200000] [--repeat 3]
+    python benchmarks/console.py [--records 1000000] [--repeat 3]
 
 Each round starts a 3-broker ``kaflite up`` in its own process (loopback), once
 with the console off (``--http-port -1``) and once with it on, its background
@@ -8,7 +8,10 @@ work running (cluster watch every 0.5 s, metrics samples every second, group lag
 every 5 s for a group with committed offsets) and, in this process, a browser's
 worth of clients: one polling ``/api/cluster``, ``/api/topics``, the topic,
 ``/api/groups``, ``/api/series`` and ``/api/clients`` every second, and one
-reading the live stream. A confluent-kafka producer (librdkafka) sends
+reading the live stream. First the cluster idles for 10 s: the CPU it uses
+then (as a share of one core) is what the console's background work and its
+polling page cost by themselves, steadier than any throughput figure on a shared
+machine. Then a confluent-kafka producer (librdkafka) sends
 ``--records`` 100-byte records (acks=all, 6 partitions, replication factor 3)
 and we take the wall-clock rate and the cluster process's CPU seconds per MB
 (from /proc). Off and on alternate round by round, so other load falls on both
@@ -39,6 +42,7 @@ from broker import cpu_seconds, free_ports, wait_port
 
 TOPIC = "bench-console"
 VALUE = b"v" * 100
+IDLE_S = 10.0
 PATHS = ("/api/cluster", "/api/topics", f"/api/topics/{TOPIC}", "/api/groups",
          "/api/series", "/api/clients")
 
@@ -132,6 +136,7 @@ def produce(bootstrap: str, records: int) -> float:
 class Round:
     rate: float        # records per second
     cpu_per_mb: float  # cluster CPU seconds per MB of values
+    idle_cpu: float    # cluster CPU seconds per second with no produce load
     api_calls: int
     events: int
 
@@ -147,7 +152,10 @@ def one_round(console: bool, records: int) -> Round:
                        threading.Thread(target=read_stream, args=(cluster.http, stop, counts))]
             for t in threads:
                 t.start()
-            time.sleep(2)      # the samplers and pollers are running before the load starts
+        time.sleep(2)          # the samplers and pollers are running before we measure
+        idle0, t0 = cpu_seconds(cluster.pid), time.perf_counter()
+        time.sleep(IDLE_S)
+        idle = (cpu_seconds(cluster.pid) - idle0) / (time.perf_counter() - t0)
         cpu0 = cpu_seconds(cluster.pid)
         wall = produce(cluster.bootstrap, records)
         cpu = cpu_seconds(cluster.pid) - cpu0
@@ -155,12 +163,12 @@ def one_round(console: bool, records: int) -> Round:
         for t in threads:
             t.join(5)
     mb = records * len(VALUE) / 1e6
-    return Round(records / wall, cpu / mb, counts[0], counts[1])
+    return Round(records / wall, cpu / mb, idle, counts[0], counts[1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     runs: dict[bool, list[Round]] = {False: [], True: []}
@@ -170,12 +178,17 @@ def main() -> None:
             runs[console].append(r)
             print(f"round {i + 1} console {'on ' if console else 'off'}: "
                   f"{r.rate:,.0f} records/s, {r.cpu_per_mb:.3f} CPU s/MB, "
+                  f"idle {r.idle_cpu * 100:.1f}% of a core, "
                   f"{r.api_calls} API calls, {r.events} stream events", flush=True)
     off_rate = statistics.median(r.rate for r in runs[False])
     on_rate = statistics.median(r.rate for r in runs[True])
     off_cpu = statistics.median(r.cpu_per_mb for r in runs[False])
     on_cpu = statistics.median(r.cpu_per_mb for r in runs[True])
+    off_idle = statistics.median(r.idle_cpu for r in runs[False])
+    on_idle = statistics.median(r.idle_cpu for r in runs[True])
     print(json.dumps({"records": args.records, "repeat": args.repeat,
+                      "off_idle_core_pct": round(off_idle * 100, 2),
+                      "on_idle_core_pct": round(on_idle * 100, 2),
                       "off_records_per_s": round(off_rate), "on_records_per_s": round(on_rate),
                       "throughput_cost_pct": round((1 - on_rate / off_rate) * 100, 1),
                       "off_cpu_s_per_mb": round(off_cpu, 3), "on_cpu_s_per_mb": round(on_cpu, 3),

@@ -10,8 +10,9 @@ Kafka allows on an empty group only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
-from kaflite.cli._consumer_groups import list_typed
+from kaflite.cli._consumer_groups import Listed, list_typed
 from kaflite.cli.groups import _describe, plan_reset
 from kaflite.console.backend import ClientBackend
 from kaflite.console.web import ApiError, Json
@@ -28,8 +29,10 @@ def _type(listed_type: str) -> str:
     return listed_type.lower() or "classic"
 
 
-async def group_lag(backend: ClientBackend, group: str) -> tuple[int | None, list[Json]]:
-    """The group's total lag (None when it has no committed offsets) and offset rows."""
+async def _lag_rows(backend: ClientBackend, group: str
+                   ) -> tuple[int | None, int, list[Json]]:
+    """The group's total lag (None without committed offsets), its member count and
+    its offset rows, from one describe."""
     admin = await backend.admin()
     described = await _describe(admin, group, offsets=True)
     rows: list[Json] = [{"topic": r["topic"], "partition": r["partition"],
@@ -37,28 +40,25 @@ async def group_lag(backend: ClientBackend, group: str) -> tuple[int | None, lis
                          "log_end_offset": r["log_end_offset"], "lag": r["lag"],
                          "member_id": r["consumer_id"]} for r in described.offsets]
     lags = [r["lag"] for r in rows if isinstance(r["lag"], int)]
-    return (sum(lags) if lags else None), rows
+    return (sum(lags) if lags else None), len(described.desc.members), rows
 
 
-async def list_groups(backend: ClientBackend, with_lag: bool = True) -> list[Json]:
+async def group_lag(backend: ClientBackend, group: str) -> tuple[int | None, list[Json]]:
+    """The group's total lag (None when it has no committed offsets) and offset rows."""
+    lag, _, rows = await _lag_rows(backend, group)
+    return lag, rows
+
+
+async def list_groups(backend: ClientBackend) -> list[Json]:
     admin = await backend.admin()
     listed = await list_typed(admin)
 
-    async def row(g: object) -> Json:
-        from kaflite.cli._consumer_groups import Listed
-
-        assert isinstance(g, Listed)
+    async def row(g: Listed) -> Json:
         lag: int | None = None
-        if with_lag and g.protocol_type in ("consumer", ""):
-            try:
-                lag, _ = await group_lag(backend, g.group)
-            except errors.KafkaError:
-                lag = None
         members: int | None = None
-        try:
-            members = len((await _describe(admin, g.group, offsets=False)).desc.members)
-        except errors.KafkaError:
-            members = None
+        # a group that went away meanwhile, or a coordinator moving: no figures this time
+        with contextlib.suppress(errors.KafkaError):
+            lag, members, _ = await _lag_rows(backend, g.group)
         return {"group_id": g.group, "type": _type(g.type),
                 "protocol_type": g.protocol_type, "state": g.state, "members": members,
                 "lag": lag}
