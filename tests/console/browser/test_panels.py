@@ -117,6 +117,7 @@ def env() -> Iterator[Env]:
 def page(browser: Browser, env: Env) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
+    page.on("dialog", lambda dialog: dialog.accept())     # "Delete ...?": yes
     page.goto(env.url)
     try:
         yield page
@@ -222,6 +223,89 @@ def test_group_lag_on_the_page_equals_the_log(page: Page, env: Env) -> None:
         "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
     assert {int(r[1]): int(r[4]) for r in rows if r[0] == LAGGED} == expected
     screenshot(page, "groups")
+
+
+def test_reset_and_delete_a_group_from_the_page(page: Page, env: Env) -> None:
+    """After the lag check: the empty group's offsets reset to latest (lag 0), then deleted."""
+    from confluent_kafka.admin import AdminClient
+
+    open_panel(page, env.url, f"groups/{LAG_GROUP}")
+    page.select_option("#reset-offsets select[name=to]", "latest")
+    page.click("#reset-offsets button[type=submit]")
+    page.wait_for_selector(f'section[data-group="{LAG_GROUP}"] .muted[data-lag="0"]')
+    page.click("#delete-group")
+    page.wait_for_function("() => location.hash === '#groups'")
+    admin = AdminClient({"bootstrap.servers": env.cluster.bootstrap_servers})
+    listed = admin.list_consumer_groups().result(10)
+    assert LAG_GROUP not in {g.group_id for g in listed.valid}
+    assert READERS in {g.group_id for g in listed.valid}
+
+
+def test_topic_admin_from_the_page(page: Page, env: Env) -> None:
+    """Create a topic with a config, add partitions, change a config, delete it."""
+    topics = env.cluster.controller.topics
+    open_panel(page, env.url, "topics")
+    page.fill("#create-topic input[name=name]", "page-made")
+    page.fill("#create-topic input[name=partitions]", "2")
+    page.fill("#create-topic input[name=replication_factor]", "3")
+    page.fill("#create-topic textarea[name=configs]", "retention.ms=3600000")
+    page.click("#create-topic button[type=submit]")
+    page.wait_for_selector('section[data-topic="page-made"]')
+    assert len(topics["page-made"].partitions) == 2
+    assert topics["page-made"].configs.get("retention.ms") == "3600000"
+    page.fill("#add-partitions input[name=count]", "4")
+    page.click("#add-partitions button[type=submit]")
+    page.wait_for_function("() => document.querySelectorAll("
+                           "'#browse select[name=partition] option').length === 5")
+    assert len(topics["page-made"].partitions) == 4
+    page.fill("#edit-config input[name=name]", "cleanup.policy")
+    page.fill("#edit-config input[name=value]", "compact")
+    page.click("#edit-config button[type=submit]")
+    page.wait_for_function("""() => {
+        const row = document.querySelector('tr[data-config="cleanup.policy"]');
+        return row && row.cells[1].textContent === "compact";
+    }""")
+    assert topics["page-made"].configs.get("cleanup.policy") == "compact"
+    page.click("#delete-topic")
+    page.wait_for_function("() => location.hash === '#topics'")
+    deadline = time.monotonic() + 10
+    while "page-made" in topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "page-made" not in topics
+
+
+def test_faults_from_the_chaos_page(page: Page, env: Env) -> None:
+    """Inject an error rule, see it listed, remove it; move a leader."""
+    faults = env.cluster.faults
+    open_panel(page, env.url, "chaos")
+    form = page.locator("#inject-error")
+    form.locator("input[name=api]").fill("Produce")
+    form.locator("input[name=error]").fill("NOT_ENOUGH_REPLICAS")
+    form.locator("input[name=count]").fill("2")
+    form.locator("input[name=topic]").fill(ORDERS)
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector("#faults tr[data-rule]")
+    [rule] = faults.rules()
+    assert page.get_attribute("#faults tr[data-rule]", "data-rule") == str(rule.id)
+    page.click(f'#faults tr[data-rule="{rule.id}"] button')
+    page.wait_for_selector("#faults tr[data-rule]", state="detached")
+    assert faults.rules() == []
+    partition = env.cluster.controller.topics[ORDERS].partitions[1]
+    to = next(b for b in partition.isr if b != partition.leader)
+    move = page.locator("#move-leader")
+    move.locator("input[name=topic]").fill(ORDERS)
+    move.locator("input[name=partition]").fill("1")
+    move.locator("input[name=to]").fill(str(to))
+    move.locator("button[type=submit]").click()
+    page.wait_for_selector(f'#recovery li[data-change="leader"]:has-text("{ORDERS}-1")')
+    assert env.cluster.controller.topics[ORDERS].partitions[1].leader == to
+    bad = page.locator("#inject-delay")
+    bad.locator("input[name=api]").fill("Fetch")
+    bad.locator("input[name=ms]").fill("soon")
+    bad.locator("button[type=submit]").click()
+    page.wait_for_function("() => /40[09]/.test(document.querySelector("
+                           "'#chaos-brokers + .error-text').textContent)")
+    assert faults.rules() == []
 
 
 def test_connections_panel(page: Page, env: Env) -> None:
