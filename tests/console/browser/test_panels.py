@@ -344,6 +344,12 @@ def test_charts_panel(page: Page, env: Env) -> None:
     open_panel(page, env.url, "charts")
     page.wait_for_selector(".chart .uplot", state="attached")
     assert page.locator("[data-chart] .uplot").count() == 7
+    # The confluent-kafka reader keeps fetching: consumers' Fetch has a line in the
+    # request-rate chart (followers' apart), every broker one in the per-broker charts.
+    page.wait_for_selector('[data-chart="requests/s by API"] .u-legend '
+                           '.u-label:text-is("FetchConsumer")', timeout=15_000)
+    labels = page.locator('[data-chart="bytes/s out per broker"] .u-legend .u-label')
+    assert labels.all_inner_texts()[1:] == ["0", "1", "2"]     # after the x axis' "Time"
     screenshot(page, "charts")
 
 

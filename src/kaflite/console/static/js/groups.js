@@ -65,7 +65,14 @@ function groupDetail(box, id, ready) {
     el("div.toolbar", null, del), err));
 
   async function refresh() {
-    const g = await api("GET", ROUTES.group(id));
+    let g;
+    try {
+      g = await api("GET", ROUTES.group(id));
+    } catch (e) {
+      err.textContent = `group ${id}: ${e.message}`;
+      throw e;
+    }
+    if (err.textContent.startsWith(`group ${id}:`)) err.textContent = "";
     head.textContent = `${g.type} group · protocol ${g.protocol_type ?? ""} ${g.protocol ?? ""} · state ${g.state} · coordinator ${g.coordinator ?? "?"} · lag ${fmtNum(g.lag)}`;
     head.dataset.lag = String(g.lag);
     clear(members).append(table(["member id", "client id", "host", "instance id", "assignment"], g.members.map((m) => [
