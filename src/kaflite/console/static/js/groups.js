@@ -75,7 +75,7 @@ function groupDetail(box, id, ready) {
     if (err.textContent.startsWith(`group ${id}:`)) err.textContent = "";
     head.textContent = `${g.type} group · protocol ${g.protocol_type ?? ""} ${g.protocol ?? ""} · state ${g.state} · coordinator ${g.coordinator ?? "?"} · lag ${fmtNum(g.lag)}`;
     head.dataset.lag = String(g.lag);
-    clear(members).append(table(["member id", "client id", "host", "instance id", "assignment"], g.members.map((m) => [
+    clear(members).append(g.members.length === 0 ? el("div.muted", { text: "no members" }) : table(["member id", "client id", "host", "instance id", "assignment"], g.members.map((m) => [
       m.member_id, m.client_id, m.host, m.instance_id ?? "",
       m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", ")])));
     clear(offsets).append(table(["topic", "partition", "committed", "log end", "lag", "metadata"], g.offsets.map((o) => [

@@ -25,14 +25,21 @@ export function lineChart(box, title, names, height = 200) {
   make(names);
   return {
     set(data) {
-      plot.setData(data);
+      plot.setData(padded(data));
     },
     setSeries(series, data) {
       if (series.length !== current.length || series.some((s, i) => s !== current[i])) make(series);
-      plot.setData(data);
+      plot.setData(padded(data));
     },
     destroy() {
       if (plot) plot.destroy();
     },
   };
+}
+
+// uPlot stretches a time axis with a single sample over 1,000 days: give it a minute
+// before that sample, with no values.
+function padded(data) {
+  if (data[0].length !== 1) return data;
+  return data.map((col, i) => (i === 0 ? [col[0] - 60, col[0]] : [null, col[0]]));
 }
