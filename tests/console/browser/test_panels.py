@@ -326,6 +326,7 @@ def test_connections_panel(page: Page, env: Env) -> None:
 def test_client_log_panel(page: Page, env: Env) -> None:
     open_panel(page, env.url, "log")
     page.wait_for_selector('.vtable[data-table="log"] .vt-row')
+    screenshot(page, "log")
     kinds = page.locator("#log-kind option").evaluate_all("os => os.map(o => o.value)")
     assert "connect" in kinds, kinds
     total = page.locator('.vtable[data-table="log"] .vt-row').count()
@@ -337,7 +338,13 @@ def test_client_log_panel(page: Page, env: Env) -> None:
     }""")
     shown = page.locator('.vtable[data-table="log"] .vt-row[data-key] [data-col="kind"]')
     assert 0 < shown.count() <= total
-    screenshot(page, "log")
+    page.fill("#log-client", "cf-reader")
+    page.wait_for_function("""() => {
+        const rows = [...document.querySelectorAll('.vtable[data-table="log"] .vt-row[data-key]')];
+        return rows.length > 0 && rows.every(r =>
+            r.querySelector('[data-col="client"]').textContent === "cf-reader" &&
+            r.querySelector('[data-col="kind"]').textContent === "connect");
+    }""")
 
 
 def test_charts_panel(page: Page, env: Env) -> None:

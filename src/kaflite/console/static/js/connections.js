@@ -61,7 +61,10 @@ export function mount(root) {
     el("section.card", null, el("h2", { text: "Connections" }),
       el("div.toolbar", null, filterBox(conns, "filter connections…"), conns.count), conns.root));
 
+  // Every 2 s, or 20 times the last load's duration when longer (1,000s of connections).
+  let loadMs = 0;
   async function refresh() {
+    const t0 = performance.now();
     const [cl, cs, cluster] = await Promise.all([api("GET", ROUTES.clients), api("GET", ROUTES.connections), api("GET", ROUTES.cluster)]);
     brokers = cluster.brokers;
     clients.setRows(cl);
@@ -71,6 +74,7 @@ export function mount(root) {
       const mine = cs.filter((c) => (c.client_id ?? "") === (client.client_id ?? "") && c.peer.startsWith(`${client.host}:`));
       clear(fanBox).append(fanout(client, mine, brokers));
     }
+    loadMs = performance.now() - t0;
     root.dataset.ready = "1";
   }
   let stop = () => {};
@@ -83,7 +87,7 @@ export function mount(root) {
       root.dataset.ready = "1";
       return;
     }
-    stop = poll(refresh, 2000);
+    stop = poll(refresh, () => Math.max(2000, 20 * loadMs));
   });
   return () => {
     alive = false;

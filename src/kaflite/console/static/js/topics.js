@@ -141,7 +141,7 @@ function browser(topic, partitions) {
       ...partitions.map((p) => el("option", { value: String(p), text: String(p) })))),
     field("from", mode),
     field("offset (negative: from the end)", el("input", { name: "offset", size: 8 })),
-    field("timestamp", el("input", { name: "timestamp", type: "datetime-local", step: "1" })),
+    field("timestamp (UTC)", el("input", { name: "timestamp", type: "datetime-local", step: "1" })),
     field("limit", el("input", { name: "limit", type: "number", value: "50", style: "width:5em" })),
     field("isolation", el("select", { name: "isolation" }, el("option", { value: "read_uncommitted", text: "read_uncommitted" }),
       el("option", { value: "read_committed", text: "read_committed" }))),
