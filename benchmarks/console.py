@@ -2,13 +2,13 @@
 
     python benchmarks/console.py [--records 1000000] [--repeat 3]
 
-Each round starts a 3-broker ``kaflite up`` in its own process (loopback), once
-with the console off (``--http-port -1``) and once with it on, its background
-work running (cluster watch every 0.5 s, metrics samples every second, group lag
-every 5 s for a group with committed offsets) and, in this process, a browser's
-worth of clients: one polling ``/api/cluster``, ``/api/topics``, the topic,
-``/api/groups``, ``/api/series`` and ``/api/clients`` every second, and one
-reading the live stream. First the cluster idles for 10 s: the CPU it uses
+Each round starts a 3-broker ``kaflite up`` in its own process (loopback) three
+times: with the console off (``--http-port -1``); "quiet", the console on with
+its background work only (cluster watch every 0.5 s, metrics samples every
+second, group lag every 5 s for a group with committed offsets); and "on", the
+same with a browser's worth of clients in a process of their own: one polling
+``/api/cluster``, ``/api/topics``, the topic, ``/api/groups``, ``/api/series``
+and ``/api/clients`` every second, one reading the live stream. First the cluster idles for 10 s: the CPU it uses
 then (as a share of one core) is what the console's background work and its
 polling page cost by themselves, steadier than any throughput figure on a shared
 machine. Then a confluent-kafka producer (librdkafka) sends
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -34,13 +35,16 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from broker import cpu_seconds, free_ports, wait_port
 
+SharedCounts = Any   # multiprocessing.Array("l", 2): API calls, stream events
 TOPIC = "bench-console"
+MODES = ("off", "quiet", "on")
 VALUE = b"v" * 100
 IDLE_S = 10.0
 PATHS = ("/api/cluster", "/api/topics", f"/api/topics/{TOPIC}", "/api/groups",
@@ -76,26 +80,29 @@ def kaflite_up(console: bool) -> Iterator[Cluster]:
         proc.wait(60)
 
 
-def poll_api(base: str, stop: threading.Event, counts: list[int]) -> None:
+def poll_api(base: str, counts: SharedCounts) -> None:
     """A browser's worth of polling: every route the pages read, once a second."""
-    while not stop.is_set():
+    while True:
         for path in PATHS:
             with contextlib.suppress(OSError), \
                     urllib.request.urlopen(base + path, timeout=30) as resp:
                 resp.read()
                 counts[0] += 1
-        stop.wait(1.0)
+        time.sleep(1.0)
 
 
-def read_stream(base: str, stop: threading.Event, counts: list[int]) -> None:
+def read_stream(base: str, counts: SharedCounts) -> None:
     with contextlib.suppress(OSError), \
             urllib.request.urlopen(base + "/api/stream", timeout=60) as resp:
-        while not stop.is_set():
-            line = resp.readline()
-            if not line:
-                break
+        while line := resp.readline():
             if line.startswith(b"event:"):
                 counts[1] += 1
+
+
+def page(base: str, counts: SharedCounts) -> None:
+    """The browser, in a process of its own (until terminated)."""
+    threading.Thread(target=read_stream, args=(base, counts), daemon=True).start()
+    poll_api(base, counts)
 
 
 def prepare(bootstrap: str) -> None:
@@ -141,17 +148,14 @@ class Round:
     events: int
 
 
-def one_round(console: bool, records: int) -> Round:
-    with kaflite_up(console) as cluster:
+def one_round(mode: str, records: int) -> Round:
+    with kaflite_up(mode != "off") as cluster:
         prepare(cluster.bootstrap)
-        stop = threading.Event()
-        counts = [0, 0]
-        threads = []
-        if cluster.http is not None:
-            threads = [threading.Thread(target=poll_api, args=(cluster.http, stop, counts)),
-                       threading.Thread(target=read_stream, args=(cluster.http, stop, counts))]
-            for t in threads:
-                t.start()
+        counts: SharedCounts = multiprocessing.Array("l", 2)
+        browser = None
+        if cluster.http is not None and mode == "on":
+            browser = multiprocessing.Process(target=page, args=(cluster.http, counts))
+            browser.start()
         time.sleep(2)          # the samplers and pollers are running before we measure
         idle0, t0 = cpu_seconds(cluster.pid), time.perf_counter()
         time.sleep(IDLE_S)
@@ -159,9 +163,9 @@ def one_round(console: bool, records: int) -> Round:
         cpu0 = cpu_seconds(cluster.pid)
         wall = produce(cluster.bootstrap, records)
         cpu = cpu_seconds(cluster.pid) - cpu0
-        stop.set()
-        for t in threads:
-            t.join(5)
+        if browser is not None:
+            browser.terminate()
+            browser.join(10)
     mb = records * len(VALUE) / 1e6
     return Round(records / wall, cpu / mb, idle, counts[0], counts[1])
 
@@ -171,28 +175,30 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    runs: dict[bool, list[Round]] = {False: [], True: []}
+    runs: dict[str, list[Round]] = {m: [] for m in MODES}
     for i in range(args.repeat):
-        for console in (False, True) if i % 2 == 0 else (True, False):
-            r = one_round(console, args.records)
-            runs[console].append(r)
-            print(f"round {i + 1} console {'on ' if console else 'off'}: "
-                  f"{r.rate:,.0f} records/s, {r.cpu_per_mb:.3f} CPU s/MB, "
-                  f"idle {r.idle_cpu * 100:.1f}% of a core, "
+        order = MODES if i % 2 == 0 else MODES[::-1]
+        for mode in order:
+            r = one_round(mode, args.records)
+            runs[mode].append(r)
+            print(f"round {i + 1} console {mode:5}: {r.rate:,.0f} records/s, "
+                  f"{r.cpu_per_mb:.4f} CPU s/MB, idle {r.idle_cpu * 100:.1f}% of a core, "
                   f"{r.api_calls} API calls, {r.events} stream events", flush=True)
-    off_rate = statistics.median(r.rate for r in runs[False])
-    on_rate = statistics.median(r.rate for r in runs[True])
-    off_cpu = statistics.median(r.cpu_per_mb for r in runs[False])
-    on_cpu = statistics.median(r.cpu_per_mb for r in runs[True])
-    off_idle = statistics.median(r.idle_cpu for r in runs[False])
-    on_idle = statistics.median(r.idle_cpu for r in runs[True])
-    print(json.dumps({"records": args.records, "repeat": args.repeat,
-                      "off_idle_core_pct": round(off_idle * 100, 2),
-                      "on_idle_core_pct": round(on_idle * 100, 2),
-                      "off_records_per_s": round(off_rate), "on_records_per_s": round(on_rate),
-                      "throughput_cost_pct": round((1 - on_rate / off_rate) * 100, 1),
-                      "off_cpu_s_per_mb": round(off_cpu, 3), "on_cpu_s_per_mb": round(on_cpu, 3),
-                      "cpu_cost_pct": round((on_cpu / off_cpu - 1) * 100, 1)}, indent=1))
+    out: dict[str, object] = {"records": args.records, "repeat": args.repeat}
+    off = runs["off"]
+    for mode in MODES:
+        rate = statistics.median(r.rate for r in runs[mode])
+        cpu = statistics.median(r.cpu_per_mb for r in runs[mode])
+        idle = statistics.median(r.idle_cpu for r in runs[mode])
+        row: dict[str, float] = {"records_per_s": round(rate), "cpu_s_per_mb": round(cpu, 4),
+                                 "idle_core_pct": round(idle * 100, 2)}
+        if mode != "off":
+            row["throughput_cost_pct"] = round(
+                (1 - rate / statistics.median(r.rate for r in off)) * 100, 1)
+            row["cpu_cost_pct"] = round(
+                (cpu / statistics.median(r.cpu_per_mb for r in off) - 1) * 100, 1)
+        out[mode] = row
+    print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

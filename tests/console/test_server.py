@@ -1,0 +1,60 @@
+"""The console server's life: it runs on the cluster's loop and stops cleanly, live
+streams included; its queues are bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import httpx
+
+from kaflite.cluster import Cluster
+from kaflite.cluster.http import HttpApi
+from kaflite.console.streams import Hub
+
+
+def test_stop_ends_open_streams_and_frees_the_port() -> None:
+    with Cluster(brokers=1) as cluster:
+        api = cluster.call(HttpApi(cluster, sampling=False).start())
+        assert api._task is not None and api._task.get_loop() is cluster._loop
+        lines: list[str] = []
+        opened = threading.Event()
+
+        def read() -> None:
+            with httpx.Client(base_url=api.url, timeout=30) as c, \
+                    c.stream("GET", "/api/stream") as stream:
+                for line in stream.iter_lines():
+                    lines.append(line)
+                    opened.set()
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        assert opened.wait(30)
+        cluster.call(api.stop())
+        reader.join(30)
+        assert not reader.is_alive(), "the stream did not end when the console stopped"
+        assert lines[0] == "event: hello"
+        # the port is free again: a new console can take it
+        again = cluster.call(HttpApi(cluster, port=api.port, sampling=False).start())
+        assert again.port == api.port
+        cluster.call(again.stop())
+
+
+def test_a_slow_subscriber_loses_the_oldest_events_not_memory() -> None:
+    async def run() -> list[bytes]:
+        hub = Hub(maxlen=3)
+        sub = hub.subscribe(["log"])
+        for i in range(10):
+            hub.publish("log", {"n": i})
+        hub.publish("metrics", {"ignored": True})       # not a kind it asked for
+        assert len(sub.queue) == 3
+        frames = hub.sse(sub, {"hello": 1})
+        out = [await anext(frames) for _ in range(4)]
+        hub.close()
+        out += [frame async for frame in frames]
+        return out
+
+    frames = asyncio.run(run())
+    assert frames[0].startswith(b"event: hello")
+    assert [f.split(b"data: ")[1].strip() for f in frames[1:]] == [
+        b'{"n": 7, "dropped": 7}', b'{"n": 8}', b'{"n": 9}']
