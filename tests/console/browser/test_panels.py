@@ -422,6 +422,17 @@ def test_partitions_route_is_every_topic_route_in_one(env: Env) -> None:
         assert "__consumer_offsets" not in names
 
 
+def test_isolate_and_heal_a_broker_from_the_page(page: Page, env: Env) -> None:
+    open_panel(page, env.url, "chaos")
+    row = '#chaos-brokers tr[data-broker="2"]'
+    page.click(f'{row} button[data-action="isolate"]')
+    page.wait_for_selector(f'{row}[data-state="isolated"]')
+    assert env.cluster.controller.brokers[2].fenced_replication
+    page.click(f'{row} button[data-action="isolate"]')     # now labelled "heal"
+    page.wait_for_selector(f'{row}[data-state="up"]')
+    assert not env.cluster.controller.brokers[2].fenced_replication
+
+
 def test_kill_a_broker_from_the_page(browser: Browser, page: Page, env: Env) -> None:
     """Last: a broker killed on the chaos page shows as down on an open cluster page, with
     its partitions' new leaders, without a reload; then it is restarted from the page."""

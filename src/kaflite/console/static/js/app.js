@@ -1,6 +1,6 @@
 // The router: one panel at a time, chosen by the URL's #fragment; a panel is a module
 // whose mount(root) draws it and returns a function that stops its live updates.
-import { clear, setToken, token } from "./core.js";
+import { clear, info, setToken, token } from "./core.js";
 
 const PANELS = {
   cluster: () => import("./cluster.js"),
@@ -45,4 +45,7 @@ function initToken() {
 
 window.addEventListener("hashchange", show);
 initToken();
+info().then((i) => {
+  document.getElementById("backend").textContent = `${i.backend} · ${i.bootstrap ?? ""}`;
+});
 show();
