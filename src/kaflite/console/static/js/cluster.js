@@ -72,7 +72,7 @@ export function mount(root) {
   const table = new VTable(PARTITION_COLUMNS, { key: (p) => `${p.topic}-${p.partition}`, name: "partitions",
     onClick: (p) => showConfigs(p.topic) });
   const showInternal = el("input", { type: "checkbox" });
-  const configsBox = el("div");
+  const configsBox = el("div.muted", { text: "click a partition for its topic's configs" });
   const state = { cluster: null, topics: [], byKey: new Map() };
   showInternal.addEventListener("change", () => renderPartitions());
   root.append(
