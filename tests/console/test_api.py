@@ -243,7 +243,8 @@ def test_group_lag_equals_the_log_and_reset(served: tuple[Cluster, httpx.Client]
 def test_reset_refused_on_a_group_with_members(served: tuple[Cluster, httpx.Client]) -> None:
     cluster, c = served
     consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
-                            "group.id": "busy", "session.timeout.ms": 6000})
+                            "group.id": "busy", "session.timeout.ms": 6000,
+                            "client.id": "ck-busy"})
     try:
         consumer.subscribe(["orders"])
         for _ in range(100):
@@ -256,14 +257,29 @@ def test_reset_refused_on_a_group_with_members(served: tuple[Cluster, httpx.Clie
         assert resp.status_code == 409 and "NON_EMPTY_GROUP" in resp.json()["error"]
         group = c.get("/api/groups/busy").json()
         [member] = group["members"]
-        assert member["client_id"] == "rdkafka" and member["host"]
+        assert member["client_id"] == "ck-busy" and member["host"]
         assert {a["partition"] for a in member["assignment"]} == {0, 1, 2}
+        # its fan-out: one fetch connection per leader broker, one to the coordinator
+        leaders = {p.leader for p in cluster.controller.topics["orders"].partitions}
+        fan: dict[str, object] = {}
+        for _ in range(100):
+            consumer.poll(0.1)
+            fan = c.get("/api/clients/ck-busy").json()
+            conns = fan["connections"]
+            assert isinstance(conns, list)
+            if {x["broker"] for x in conns if "partition-leader" in x["roles"]} == leaders:
+                break
+        conns = fan["connections"]
+        assert isinstance(conns, list)
+        assert {x["broker"] for x in conns if "partition-leader" in x["roles"]} == leaders
+        assert len([x for x in conns if "group-coordinator" in x["roles"]]) == 1
     finally:
         consumer.close()
 
 
 def test_connections_and_the_client_log(served: tuple[Cluster, httpx.Client]) -> None:
     _, c = served
+    assert c.get("/api/clients/nobody").status_code == 404
     clients = c.get("/api/clients").json()
     assert any(cl["client_id"] == "kaflite-console" for cl in clients)
     conns = c.get("/api/connections", params={"client_id": "kaflite-console"}).json()

@@ -10,6 +10,7 @@ import httpx
 
 from kaflite.cluster import Cluster
 from kaflite.cluster.http import HttpApi
+from kaflite.console import ClientBackend, ConsoleServer
 from kaflite.console.streams import Hub
 
 
@@ -58,3 +59,31 @@ def test_a_slow_subscriber_loses_the_oldest_events_not_memory() -> None:
     assert frames[0].startswith(b"event: hello")
     assert [f.split(b"data: ")[1].strip() for f in frames[1:]] == [
         b'{"n": 7, "dropped": 7}', b'{"n": 8}', b'{"n": 9}']
+
+
+def test_the_kafka_backend_streams_leader_changes_from_metadata() -> None:
+    with Cluster(brokers=3) as cluster:
+        cluster.create_topic("moving", 1, 3)
+        server = cluster.call(ConsoleServer(ClientBackend(cluster.bootstrap_servers)).start())
+        try:
+            with httpx.Client(base_url=server.url, timeout=30) as c, \
+                    c.stream("GET", "/api/stream", params={"kinds": "cluster"}) as stream:
+                lines = stream.iter_lines()
+                assert next(lines) == "event: hello"
+                assert c.get("/api/info").json()["backend"] == "kafka"
+                old = cluster.controller.topics["moving"].partitions[0].leader
+                for _ in range(50):       # the first metadata look is the baseline
+                    if server.console.monitor._snapshot is not None:
+                        break
+                    threading.Event().wait(0.1)
+                new = cluster.move_leader("moving", 0)
+                assert new != old
+                found = None
+                for line, _ in zip(lines, range(100), strict=False):
+                    if line.startswith("data: ") and '"change": "leader"' in line:
+                        found = line
+                        break
+                assert found is not None and f'"leader": {new}' in found
+                assert f'"previous": {old}' in found
+        finally:
+            cluster.call(server.stop())

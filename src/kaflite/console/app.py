@@ -81,7 +81,8 @@ class Console:
             if cluster is not None and not cluster.use_processes else None
         self.lag = LagSampler(backend, lag_interval_s) if sampling else None
         self.monitor = Monitor(self.hub, self.client_log, cluster,
-                               self.metrics if sampling else None, self.lag)
+                               self.metrics if sampling else None, self.lag,
+                               backend=backend if sampling else None)
         self.collector = ClusterCollector(cluster) if cluster is not None else None
         self.metrics_registry = registry_of(self.collector) if self.collector else None
 

@@ -241,6 +241,9 @@ class ClientBackend:
     async def clients(self) -> list[Json]:
         raise NotAvailable("the connection registry")
 
+    async def fan_out(self, client_id: str) -> Json:
+        raise NotAvailable("the connection registry")
+
 
 class _Part:
     __slots__ = ("isr", "leader", "leader_epoch", "partition", "replicas")

@@ -152,6 +152,28 @@ class EmbeddedBackend(ClientBackend):
         await registry.refresh()
         return [c.to_dict() for c in registry.clients()]
 
+    async def fan_out(self, client_id: str) -> Json:
+        """One client's connections drawn to their brokers: the seeds' fan-out picture."""
+        registry = self.cluster.registry
+        await registry.refresh()
+        conns = registry.connections(client_id=client_id)
+        if not conns:
+            raise ApiError(404, f"no open connection with client.id {client_id!r}")
+        by_role: dict[str, int] = {}
+        for c in conns:
+            for role in c.roles:
+                by_role[role] = by_role.get(role, 0) + 1
+        return {
+            "client_id": client_id,
+            "summary": [c.to_dict() for c in registry.clients() if c.client_id == client_id],
+            "brokers": [b["id"] for b in brokers_view(self.cluster)],
+            "roles": dict(sorted(by_role.items())),
+            "connections": [{"connection_id": c.connection_id, "broker": c.broker,
+                             "peer": c.peer, "roles": c.roles, "partitions": c.partitions,
+                             "groups": c.groups, "principal": c.principal,
+                             "requests": c.requests,
+                             "last_activity": c.last_activity} for c in conns]}
+
 
 def brokers_view(cluster: Cluster) -> list[Json]:
     return [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,

@@ -1,9 +1,11 @@
 """The console's background work: what changed, said once, to the live streams.
 
-- cluster changes (kaflite backend): the controller's brokers and partitions are
-  compared with the last look every ``cluster_interval_s``; a broker up or down
-  or isolated, a new leader, an ISR change, a topic created or deleted becomes
-  a ``cluster`` event;
+- cluster changes: the brokers and partitions are compared with the last look
+  (the controller's state every ``cluster_interval_s`` on a kaflite cluster in
+  this process; Metadata through the console's admin client every
+  ``metadata_interval_s`` on any other); a broker up or down or isolated, a new
+  leader, an ISR change, a topic created or deleted becomes a ``cluster``
+  event;
 - the client log: connections opened and closed in the registry (compared the
   same way) and every control-plane event of every kaflite client in this
   process (``client.events.observe_all``), kept in a bounded ring;
@@ -29,9 +31,10 @@ from kaflite.console.streams import Hub
 
 if TYPE_CHECKING:
     from kaflite.cluster.cluster import Cluster
+    from kaflite.console.backend import ClientBackend
     from kaflite.console.sampler import LagSampler, MetricsSampler
 
-__all__ = ["ClientLog", "Monitor", "cluster_changes"]
+__all__ = ["ClientLog", "Monitor", "cluster_changes", "metadata_snapshot"]
 
 log = logging.getLogger("kaflite.console")
 
@@ -79,6 +82,19 @@ def _snapshot(cluster: Cluster) -> Snapshot:
     return brokers, parts
 
 
+async def metadata_snapshot(backend: ClientBackend) -> Snapshot:
+    """The same picture as ``_snapshot``, from DescribeCluster and Metadata: a broker
+    is alive while the cluster lists it (isolation and processes are unknown)."""
+    admin = await backend.admin()
+    described = await admin.describe_cluster()
+    brokers = {b.node_id: (True, False, True) for b in described["brokers"]}
+    names = await admin.list_topics(internal=True)
+    topics = await admin.describe_topics(names) if names else {}
+    parts = {(t.name, p.partition): (p.leader, p.leader_epoch, tuple(p.isr))
+             for t in topics.values() for p in t.partitions}
+    return brokers, parts
+
+
 def cluster_changes(before: Snapshot, after: Snapshot) -> list[Row]:
     """The ``cluster`` events between two snapshots."""
     now = round(time.time(), 3)
@@ -87,6 +103,9 @@ def cluster_changes(before: Snapshot, after: Snapshot) -> list[Row]:
         if before[0].get(node) != (alive, isolated, running):
             out.append({"t": now, "change": "broker", "broker": node, "alive": alive,
                         "isolated": isolated, "running": running})
+    for node in sorted(before[0].keys() - after[0].keys()):   # gone from the metadata
+        out.append({"t": now, "change": "broker", "broker": node, "alive": False,
+                    "isolated": None, "running": None})
     old_topics = {t for t, _ in before[1]}
     new_topics = {t for t, _ in after[1]}
     out += [{"t": now, "change": "topic", "topic": t, "created": True}
@@ -109,10 +128,12 @@ def cluster_changes(before: Snapshot, after: Snapshot) -> list[Row]:
 class Monitor:
     def __init__(self, hub: Hub, client_log: ClientLog, cluster: Cluster | None,
                  metrics: MetricsSampler | None, lag: LagSampler | None,
-                 cluster_interval_s: float = 0.5) -> None:
+                 cluster_interval_s: float = 0.5, backend: ClientBackend | None = None,
+                 metadata_interval_s: float = 2.0) -> None:
         self.hub, self.client_log, self.cluster = hub, client_log, cluster
         self.metrics, self.lag = metrics, lag
         self.cluster_interval_s = cluster_interval_s
+        self.backend, self.metadata_interval_s = backend, metadata_interval_s
         self.tasks: list[asyncio.Task[None]] = []
         self._unobserve: Callable[[], None] | None = None
         self._stopping = asyncio.Event()
@@ -125,6 +146,8 @@ class Monitor:
             self._snapshot = _snapshot(self.cluster)
             self._connections = self._open_connections()
             self._every(self.cluster_interval_s, self._cluster_round)
+        elif self.backend is not None:
+            self._every(self.metadata_interval_s, self._metadata_round)
         metrics = self.metrics
         if metrics is not None:
             self._every(metrics.interval_s, self._metrics_round)
@@ -156,6 +179,14 @@ class Monitor:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self.tasks.clear()
+
+    async def _metadata_round(self) -> None:
+        assert self.backend is not None
+        now = await metadata_snapshot(self.backend)
+        if self._snapshot is not None:
+            for change in cluster_changes(self._snapshot, now):
+                self.hub.publish("cluster", change)
+        self._snapshot = now
 
     async def _metrics_round(self) -> None:
         assert self.metrics is not None

@@ -41,6 +41,12 @@ async def clients(request: Request) -> Response:
     return answer(await backend_of(request).clients())
 
 
+async def client_fan_out(request: Request) -> Response:
+    """One client's connections by broker and role (bootstrap, partition-leader,
+    group-coordinator...), for the fan-out picture."""
+    return answer(await backend_of(request).fan_out(request.path_params["client_id"]))
+
+
 async def series(request: Request) -> Response:
     """Per-second rates by topic, broker and API (?since=T, seconds)."""
     console = request.app.state.console
@@ -75,5 +81,6 @@ async def stream(request: Request) -> Response:
 def cluster_routes() -> list[Route]:
     return [Route("/api/info", info), Route("/api/cluster", cluster),
             Route("/api/connections", connections), Route("/api/clients", clients),
+            Route("/api/clients/{client_id}", client_fan_out),
             Route("/api/series", series), Route("/api/events", events),
             Route("/api/stream", stream)]
