@@ -238,8 +238,9 @@ def test_topic_lifecycle(served: tuple[Cluster, httpx.Client]) -> None:
     assert len(cluster.controller.topics["life"].partitions) == 4
     altered = c.post("/api/topics/life/configs", json={"set": {"cleanup.policy": "compact"},
                                                        "delete": ["retention.ms"]},
-                     headers=AUTH).json()
-    configs = {cfg["name"]: cfg for cfg in altered["configs"]}
+                     headers=AUTH)
+    assert altered.status_code == 200, altered.text
+    configs = {cfg["name"]: cfg for cfg in altered.json()["configs"]}
     assert configs["cleanup.policy"]["value"] == "compact"
     assert configs["retention.ms"]["default"] is True
     assert cluster.controller.topics["life"].configs == {"cleanup.policy": "compact"}

@@ -34,7 +34,6 @@ from kaflite.console.openapi import openapi_routes
 from kaflite.console.routes_chaos import chaos_routes
 from kaflite.console.routes_cluster import cluster_routes
 from kaflite.console.routes_groups import group_routes
-from kaflite.console.routes_page import page_routes
 from kaflite.console.routes_topics import topic_routes
 from kaflite.console.sampler import LagSampler, MetricsSampler
 from kaflite.console.streams import Hub
@@ -146,7 +145,7 @@ def build_app(console: Console) -> Starlette:
     routes: list[Route | Mount] = [
         Route("/", _page, include_in_schema=False),
         *openapi_routes(), *cluster_routes(), *topic_routes(), *group_routes(),
-        *chaos_routes(), *page_routes()]
+        *chaos_routes()]
     if STATIC.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=STATIC), name="static"))
     app = Starlette(routes=routes, middleware=[Middleware(_Errors)], exception_handlers={

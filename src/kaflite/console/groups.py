@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from kaflite.cli._consumer_groups import Listed, list_typed
 from kaflite.cli.groups import _describe, plan_reset
+from kaflite.client.admin import GroupListing
 from kaflite.console.backend import ClientBackend
 from kaflite.console.web import ApiError, Json
 from kaflite.protocol import errors
@@ -51,15 +51,15 @@ async def group_lag(backend: ClientBackend, group: str) -> tuple[int | None, lis
 
 async def list_groups(backend: ClientBackend) -> list[Json]:
     admin = await backend.admin()
-    listed = await list_typed(admin)
+    listed = await admin.list_group_listings()
 
-    async def row(g: Listed) -> Json:
+    async def row(g: GroupListing) -> Json:
         lag: int | None = None
         members: int | None = None
         # a group that went away meanwhile, or a coordinator moving: no figures this time
         with contextlib.suppress(errors.KafkaError):
-            lag, members, _ = await _lag_rows(backend, g.group)
-        return {"group_id": g.group, "type": _type(g.type),
+            lag, members, _ = await _lag_rows(backend, g.group_id)
+        return {"group_id": g.group_id, "type": _type(g.type),
                 "protocol_type": g.protocol_type, "state": g.state, "members": members,
                 "lag": lag}
 

@@ -102,19 +102,18 @@ class LagSampler:
         self.history: dict[str, deque[tuple[float, int]]] = {}
 
     async def sample(self) -> None:
-        from kaflite.cli._consumer_groups import list_typed
         from kaflite.console.groups import group_lag
 
         admin = await self.backend.admin()
-        listed = await list_typed(admin)
+        listed = await admin.list_group_listings()
         now = time.time()
         for g in listed[:self.max_groups]:
-            lag, _ = await group_lag(self.backend, g.group)
+            lag, _ = await group_lag(self.backend, g.group_id)
             if lag is None:
                 continue
-            ring = self.history.setdefault(g.group, deque(maxlen=self.keep))
+            ring = self.history.setdefault(g.group_id, deque(maxlen=self.keep))
             ring.append((round(now, 3), lag))
-        for gone in set(self.history) - {g.group for g in listed}:
+        for gone in set(self.history) - {g.group_id for g in listed}:
             del self.history[gone]
 
     def points(self, group: str) -> list[dict[str, float | int]]:
