@@ -371,6 +371,26 @@ class RecordAccumulator:
                                     sizes[taken:])
         return out
 
+    def add_batch(self, topic: str, partition: int, values: list[bytes | None],
+                  keys: list[bytes | None] | None, timestamps: list[int], size: int,
+                  created: float) -> ProducerBatch:
+        """A whole batch built elsewhere (the sync producer's caller-side batches): queued
+        behind the partition's batches as it is, closed, so sendable at once."""
+        queue = self.queues.get((topic, partition))
+        if queue is None:
+            queue = self.queues[(topic, partition)] = deque()
+        if queue:
+            queue[-1].closed = True
+        batch = ProducerBatch(topic, partition, created)
+        batch.values, batch.keys, batch.timestamps = values, keys, timestamps
+        batch.size = size
+        batch.closed = True
+        self.used += size
+        queue.append(batch)
+        self.incomplete.add(batch)
+        self.wakeup()
+        return batch
+
     def queue_size(self, topic: str, partition: int) -> int:
         q = self.queues.get((topic, partition))
         return len(q) if q else 0
@@ -398,7 +418,7 @@ class RecordAccumulator:
                 continue
             waited = now - batch.created
             if len(queue) > 1 or batch.size >= self.batch_size or waited >= self.linger \
-                    or flushing or batch.attempts:
+                    or flushing or batch.attempts or batch.closed:
                 nodes.add(leader)
             else:
                 next_check = min(next_check, self.linger - waited)

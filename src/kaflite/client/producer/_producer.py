@@ -313,6 +313,18 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
             task.add_done_callback(self._waiting.discard)
         queue.append(record)
 
+    def queue_for_metadata(self, topic: str, values: Sequence[bytes | None],
+                           keys: Sequence[bytes | None] | None,
+                           callbacks: Sequence[tuple[int, DeliveryCallback]] | None) -> None:
+        """Records of a batch built elsewhere (the sync producer's) whose topic's metadata
+        is not known (any more): they wait for it behind the topic's other records."""
+        cbs = dict(callbacks or ())
+        for i, v in enumerate(values):
+            k = keys[i] if keys is not None else None
+            self._pending_bytes += RECORD_OVERHEAD + _size_hint(v) + _size_hint(k)
+            self._queue_for_metadata(topic, (cast(V, v), cast("K | None", k), None, None, None,
+                                             cbs.get(i)))
+
     async def _append_queued(self, topic: str, queue: list[_Queued[V, K]]) -> None:
         """Once ``topic``'s metadata is known, append its queued records in send order."""
         failure: BaseException | None = None
