@@ -123,9 +123,12 @@ class CallerBatches(Generic[K, V]):
         st = self._topics.get(topic)
         if st is not None and partition is None and headers is None and timestamp is None \
                 and isinstance(value, bytes):
+            # (acquire/release: half the cost of a with statement)
             if key is None:
                 s = len(value) + RECORD_OVERHEAD
-                with self._lock:
+                lock = self._lock
+                lock.acquire()
+                try:
                     b = st.builders[st.sticky]
                     if b is not None and b.keys is None and b.size + s <= b.cap:
                         values = b.values
@@ -136,11 +139,15 @@ class CallerBatches(Generic[K, V]):
                                 b.callbacks = []
                             b.callbacks.append((len(values) - 1, on_delivery))
                         return
+                finally:
+                    lock.release()
             elif isinstance(key, bytes):
                 p = st.table.get(key)
                 if p is not None:
                     s = len(value) + len(key) + RECORD_OVERHEAD
-                    with self._lock:
+                    lock = self._lock
+                    lock.acquire()
+                    try:
                         b = st.builders[p]
                         if b is not None and b.keys is not None and b.size + s <= b.cap:
                             values = b.values
@@ -152,6 +159,8 @@ class CallerBatches(Generic[K, V]):
                                     b.callbacks = []
                                 b.callbacks.append((len(values) - 1, on_delivery))
                             return
+                    finally:
+                        lock.release()
         self._produce_slow(topic, value, key, partition, headers, timestamp, on_delivery)
 
     def _produce_slow(self, topic: str, value: V, key: K | None, partition: int | None,

@@ -301,20 +301,29 @@ def _keyed_parts(values: Sequence[BytesLike | None], keys: Sequence[BytesLike | 
     except TypeError:   # a null key or value
         return None
     n = len(values)
-    if max(vlens) >= _HEAD_LIMIT or max(klens) >= _HEAD_LIMIT:
-        return None
     stamped = deltas is not None
     if deltas is not None and not (min(deltas) >= 0 and max(deltas) < 64):
         return None
     if stamped and len(_OD_ONLY) < n:
         _OD_ONLY.extend(encode_zigzag(i) for i in range(len(_OD_ONLY), n))
-    size_plus = VARINT_SIZE_PLUS.__getitem__
-    # body = attributes and timestamp delta (2) + offset delta + key + value + headers (1)
-    bodies = list(map(add, map(size_plus, vlens), map(size_plus, klens)))
+    # body = attributes and timestamp delta (2) + offset delta + key + value + headers (1);
+    # a length of _HEAD_LIMIT or more is an IndexError in the bounded table
+    v0 = vlens[0]
+    same = vlens.count(v0) == n   # values of one length (a producer's usual case)
+    try:
+        ksizes = list(map(_SIZE_PLUS_BOUNDED.__getitem__, klens))
+        vconst = _SIZE_PLUS_BOUNDED[v0]
+        vsizes = None if same else list(map(_SIZE_PLUS_BOUNDED.__getitem__, vlens))
+    except IndexError:
+        return None
+    bodies: list[int] = []
     for lo, hi, width in _OD_WIDTHS:
         if lo >= n:
             break
-        bodies[lo:hi] = map(add, bodies[lo:hi], repeat(3 + width))
+        if vsizes is None:
+            bodies += map(add, ksizes[lo:hi], repeat(vconst + 3 + width))
+        else:
+            bodies += map(add, map(add, ksizes[lo:hi], vsizes[lo:hi]), repeat(3 + width))
     if not _HEAD_ZERO:
         _HEAD_ZERO.extend(ZERO_VARINT + v for v in VARINT)
     # each record's length, after the previous record's empty header count
@@ -331,7 +340,7 @@ def _keyed_parts(values: Sequence[BytesLike | None], keys: Sequence[BytesLike | 
         parts[1::k] = _od_prefixes(n)
     parts[k - 4::k] = list(map(table, klens))
     parts[k - 3::k] = cast("Sequence[BytesLike]", keys)
-    parts[k - 2::k] = list(map(table, vlens))
+    parts[k - 2::k] = [VARINT[v0]] * n if same else list(map(table, vlens))
     parts[k - 1::k] = cast("Sequence[BytesLike]", values)
     parts[k * n] = ZERO_VARINT
     return parts
@@ -346,6 +355,7 @@ def _od_prefixes(n: int) -> list[bytes]:
 
 # _HEAD_ZERO[v] = an empty header count, then the varint of v (for v < TABLE_SIZE).
 _HEAD_ZERO: list[bytes] = []
+_SIZE_PLUS_BOUNDED = VARINT_SIZE_PLUS[:_HEAD_LIMIT]
 _OD_PREFIX: list[bytes] = []
 # _OD_ONLY[i] = the varint of offset delta i (built on first use).
 _OD_ONLY: list[bytes] = []
