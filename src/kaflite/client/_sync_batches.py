@@ -227,6 +227,8 @@ class CallerBatches(Generic[K, V]):
         """Count ``appended`` bytes against the sticky partition (KIP-794), and return
         the partition unkeyed records go to now."""
         a = self._target
+        if st.name not in a.metadata.topics:
+            return st.sticky   # (the topic is gone: its state is being dropped)
         avail = a._leaders_available(st.name)
         part = a._partitioner
         if appended:
