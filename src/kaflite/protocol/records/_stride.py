@@ -32,7 +32,8 @@ from kaflite.protocol.records.shape import RecordShape
 
 __all__ = ["decode_columns_fast"]
 
-_PROBE = 32  # records checked before a full-length attempt
+_PROBE = 32  # records checked before a longer attempt
+_WINDOW = 1024  # then this many, before the rest of the batch
 _MIN_RUN = 16  # fewer records left than this: the slow path decodes them
 # A run of at least this many records found is decoded strided, however short (runs
 # of 10 and 90 in keys key-0..key-99); a shorter one sends the next _FALLBACK
@@ -170,9 +171,15 @@ def decode_columns_fast(
         if template is not None and template.size and template.ts_width <= 2 \
                 and left >= _MIN_RUN:
             k_max = min(left, (size - p) // template.size)
-            k = template.run_length(buf, p, min(k_max, _PROBE), i)
-            if k == min(k_max, _PROBE) and k_max > k:
-                k = template.run_length(buf, p, k_max, i)
+            # A short probe, a window of _WINDOW, then the rest, each window checked
+            # alone: a run costs about what its own records do, not a pass over the
+            # rest of the batch (keys key-0..key-999 make runs of 10, 90 and 900).
+            k = 0
+            for want in (min(k_max, _PROBE), min(k_max, _WINDOW), k_max):
+                if want > k:
+                    k += template.run_length(buf, p + k * template.size, want - k, i + k, p)
+                    if k < want:
+                        break
         if k >= _SHORT_RUN and template is not None:
             timestamps, keys, values = template.decode(
                 buf, p, k, base_timestamp, copy, fields)
