@@ -48,6 +48,17 @@ _LOW7 = [b & 0x7F for b in range(256)]
 _SHL7 = [b << 7 for b in range(256)]
 
 
+# (base timestamp, base + delta for the one-byte zigzag deltas 0..127): the last batch's
+_TS_TABLE: tuple[int, list[int]] = (-1, [])
+
+
+def _ts_table(base: int) -> list[int]:
+    global _TS_TABLE
+    table = list(map(add, repeat(base, 128), _UNZIGZAG[:128]))
+    _TS_TABLE = (base, table)
+    return table
+
+
 # (field length, record size, records) -> Struct.unpack_from of such a run
 _UNPACKERS: dict[tuple[int, int, int], Callable[[memoryview, int], tuple[Any, ...]]] = {}
 
@@ -73,9 +84,11 @@ class _Template(RecordShape):
             if ts0 == bytes(len(ts0)):
                 timestamps = [base_timestamp] * k
             else:
-                timestamps = list(
-                    map(add, repeat(base_timestamp, k), map(_UNZIGZAG.__getitem__, ts0))
-                )
+                # one table of the batch's 128 one-byte timestamps, shared by its runs:
+                # a lookup a record, no new int
+                cached = _TS_TABLE   # (read once: another thread may replace it)
+                table = cached[1] if cached[0] == base_timestamp else _ts_table(base_timestamp)
+                timestamps = list(map(table.__getitem__, ts0))
         else:
             ts1 = bytes(buf[p + self.ts_at + 1 : stop : size])
             z = map(add, map(_LOW7.__getitem__, ts0), map(_SHL7.__getitem__, ts1))
