@@ -117,3 +117,13 @@ def test_a_run_ends_at_a_window_start(odd: int) -> None:
     values = [b"v" * (140 if i == odd else 100) for i in range(3000)]
     slow, fast = _both(encode_batch(values, keys=[b"k"] * 3000, base_timestamp=0))
     _same(slow, fast)
+
+
+def test_batches_with_other_base_timestamps() -> None:
+    """One-byte timestamp deltas go through a table of the batch's timestamps, kept
+    for the next run: a batch with another base timestamp must not use it."""
+    for base in (1_700_000_000_000, 1_700_000_000_500, 5):
+        stamps = [base + (i * 7) % 60 for i in range(400)]
+        slow, fast = _both(encode_batch([b"v" * 30] * 400, timestamps=stamps))
+        _same(slow, fast)
+        assert fast.timestamps == stamps
