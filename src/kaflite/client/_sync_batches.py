@@ -251,11 +251,11 @@ class CallerBatches(Generic[K, V]):
                 got = st.table[key] = (murmur2(key) & 0x7FFFFFFF) % st.count
             p = got
         b = st.builders[p]
-        if b is not None and b.values and (
+        while b is not None and b.values and (
                 b.size + s > self._batch_size or time.monotonic() - b.created > self._linger):
             self._seal(b, st)   # full, or too old for the CreateTime it gives
             if key is None:
-                p = st.sticky
+                p = st.sticky   # (which may have moved to another partition's builder)
             b = st.builders[p]
         if b is None:
             need = BATCH_OVERHEAD + s
