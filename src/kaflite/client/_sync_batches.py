@@ -50,6 +50,7 @@ _CHUNK = 16_384        # buffer.memory a builder reserves at a time
 _KEYS = 65_536         # keys remembered per topic (the table is emptied when full)
 _ROOM_POLL_S = 0.001   # how often a blocked produce() looks for room in buffer.memory
 _RETRY_S = 0.005       # how soon records the accumulator refused are offered again
+_STALE_S = 0.01        # the least age at which produce() itself seals a builder
 
 
 class _Builder:
@@ -106,6 +107,9 @@ class CallerBatches(Generic[K, V]):
         self._acc = a._acc
         self._batch_size = self._acc.batch_size
         self._linger = self._acc.linger
+        # a builder this old is sealed rather than appended to (its CreateTime would be
+        # off by more); linger.ms=0 is left to the loop's _tick, which seals at once
+        self._stale = max(self._linger, _STALE_S)
         self._plain = a._txn is None and a._key_ser is None and a._value_ser is None \
             and a._partitioner.hashes_keys
         self._acc.space_listeners.append(self._space_freed)
@@ -252,7 +256,7 @@ class CallerBatches(Generic[K, V]):
             p = got
         b = st.builders[p]
         while b is not None and b.values and (
-                b.size + s > self._batch_size or time.monotonic() - b.created > self._linger):
+                b.size + s > self._batch_size or time.monotonic() - b.created > self._stale):
             self._seal(b, st)   # full, or too old for the CreateTime it gives
             if key is None:
                 p = st.sticky   # (which may have moved to another partition's builder)
