@@ -375,14 +375,21 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         if keys is not None:
             if len(keys) != len(values):
                 raise ValueError("keys and values differ in length")
-            ks = [_to_bytes(k, self._key_ser) for k in keys]
+            if self._key_ser is None and keys and set(map(type, keys)) == {bytes}:
+                ks = list(cast("Sequence[bytes]", keys))   # (no conversion per key)
+            else:
+                ks = [_to_bytes(k, self._key_ser) for k in keys]
         ts = timestamp if timestamp is not None else time.time_ns() // 1_000_000
         try:
             sizes = list(map(add, map(len, cast("Sequence[bytes]", vs)), repeat(RECORD_OVERHEAD)))
         except TypeError:  # None values (tombstones)
             sizes = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in vs]
         if ks is not None:
-            sizes = [s + (len(k) if k is not None else 0) for s, k in zip(sizes, ks, strict=True)]
+            if None in ks:
+                sizes = [s + (len(k) if k is not None else 0)
+                         for s, k in zip(sizes, ks, strict=True)]
+            else:
+                sizes = list(map(add, sizes, map(len, cast("list[bytes]", ks))))
         await self._acc.wait_for_room(min(sum(sizes), self._acc.buffer_memory), self._max_block)
         n = len(self.metadata.topics[topic].partitions)
         parts: list[tuple[ProducerBatch, int, int]] = []
@@ -398,6 +405,9 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
                 p = self._choose(topic, None, None, max(total, limit))
                 self._mark_written(topic, p)
                 parts += self._acc.append_many(topic, p, vs[i:j], None, ts, sizes[i:j])
+        elif ks and None not in ks and (ps := self._key_partitions(
+                topic, cast("list[bytes]", ks), n)) is not None:
+            parts, order = self._append_keyed_columns(topic, ps, vs, ks, ts, sizes)
         else:
             groups: dict[int, list[int]] = {}
             for i, k in enumerate(ks):
