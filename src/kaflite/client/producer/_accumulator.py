@@ -186,13 +186,16 @@ class ProducerBatch:
         key = (producer_id, producer_epoch, base_sequence)
         if self.encoded is None or (self.producer_id, self.producer_epoch,
                                     self.base_sequence) != key:
-            ts = self.timestamps
+            ts: list[int] | None = self.timestamps
+            base = min(ts) if ts else None
+            if ts and ts.count(ts[0]) == len(ts):
+                ts = None   # one CreateTime (a batch handed over whole): no delta column
             self.closed = True
             self.encoded = encode_batch(
                 self.values, keys=self.keys, headers=self.headers, timestamps=ts,
                 compression=compression, producer_id=producer_id,
                 producer_epoch=producer_epoch, base_sequence=base_sequence,
-                transactional=transactional, base_timestamp=min(ts) if ts else None)
+                transactional=transactional, base_timestamp=base)
             self.producer_id, self.producer_epoch, self.base_sequence = key
         return self.encoded
 
