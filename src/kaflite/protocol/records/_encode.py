@@ -310,24 +310,30 @@ def _keyed_parts(values: Sequence[BytesLike | None], keys: Sequence[BytesLike | 
     # a length of _HEAD_LIMIT or more is an IndexError in the bounded table
     v0 = vlens[0]
     same = vlens.count(v0) == n   # values of one length (a producer's usual case)
-    try:
-        ksizes = list(map(_SIZE_PLUS_BOUNDED.__getitem__, klens))
-        vconst = _SIZE_PLUS_BOUNDED[v0]
-        vsizes = None if same else list(map(_SIZE_PLUS_BOUNDED.__getitem__, vlens))
-    except IndexError:
-        return None
-    bodies: list[int] = []
-    for lo, hi, width in _OD_WIDTHS:
-        if lo >= n:
-            break
-        if vsizes is None:
-            bodies += map(add, ksizes[lo:hi], repeat(vconst + 3 + width))
-        else:
-            bodies += map(add, map(add, ksizes[lo:hi], vsizes[lo:hi]), repeat(3 + width))
     if not _HEAD_ZERO:
         _HEAD_ZERO.extend(ZERO_VARINT + v for v in VARINT)
     # each record's length, after the previous record's empty header count
-    heads = list(map(_HEAD_ZERO.__getitem__, bodies))
+    heads: list[bytes] = []
+    try:
+        if same:
+            # the head follows from the key's length alone: one lookup a record in a
+            # table per (value length, offset-delta width), kept for later batches
+            vconst = _SIZE_PLUS_BOUNDED[v0]
+            for lo, hi, width in _OD_WIDTHS:
+                if lo >= n:
+                    break
+                heads += map(_heads_by_key_length(vconst + 3 + width).__getitem__,
+                             klens[lo:hi])
+        else:
+            ksizes = list(map(_SIZE_PLUS_BOUNDED.__getitem__, klens))
+            vsizes = list(map(_SIZE_PLUS_BOUNDED.__getitem__, vlens))
+            for lo, hi, width in _OD_WIDTHS:
+                if lo >= n:
+                    break
+                heads += map(_HEAD_ZERO.__getitem__, map(
+                    add, map(add, ksizes[lo:hi], vsizes[lo:hi]), repeat(3 + width)))
+    except IndexError:
+        return None
     heads[0] = heads[0][1:]
     table = VARINT.__getitem__
     k = 7 if stamped else 6
@@ -356,6 +362,19 @@ def _od_prefixes(n: int) -> list[bytes]:
 # _HEAD_ZERO[v] = an empty header count, then the varint of v (for v < TABLE_SIZE).
 _HEAD_ZERO: list[bytes] = []
 _SIZE_PLUS_BOUNDED = VARINT_SIZE_PLUS[:_HEAD_LIMIT]
+# rest of the body (value, its length, attributes, deltas, header count) -> the heads of
+# records by key length (below _HEAD_LIMIT: a longer key is an IndexError)
+_HEADS_BY_KEY: dict[int, list[bytes]] = {}
+
+
+def _heads_by_key_length(rest: int) -> list[bytes]:
+    table = _HEADS_BY_KEY.get(rest)
+    if table is None:
+        if len(_HEADS_BY_KEY) >= 64:
+            _HEADS_BY_KEY.clear()
+        table = _HEADS_BY_KEY[rest] = list(map(
+            _HEAD_ZERO.__getitem__, map(add, _SIZE_PLUS_BOUNDED, repeat(rest))))
+    return table
 _OD_PREFIX: list[bytes] = []
 # _OD_ONLY[i] = the varint of offset delta i (built on first use).
 _OD_ONLY: list[bytes] = []
