@@ -41,6 +41,7 @@ class FastPaths(Generic[K, V]):
     metadata: Metadata
     _acc: RecordAccumulator
     _keys: KeyCache
+    _keyed_open: dict[str, tuple[int, dict[bytes, int], list[ProducerBatch | None]]]
     _partitioner: Partitioner
     _open: dict[str, tuple[ProducerBatch, int]]
     _pending: dict[str, list[_Queued[V, K]]]
@@ -100,19 +101,18 @@ class FastPaths(Generic[K, V]):
         if self._value_ser is not None or self._key_ser is not None \
                 or not isinstance(key, bytes) or not isinstance(value, bytes):
             return None
-        entry = self._keys.topics.get(topic)
+        entry = self._keyed_open.get(topic)
         if entry is None or entry[0] != self.metadata.version:
             return None
-        p = entry[2].get(key)
+        p = entry[1].get(key)
         if p is None:
+            return None
+        batch = entry[2][p]   # (closed once any batch queues behind it)
+        if batch is None:
             return None
         if self._txn is not None and self._txn.state is not TxnState.IN_TRANSACTION:
             return None
         acc = self._acc
-        queue = acc.queues.get((topic, p))
-        if not queue:
-            return None
-        batch = queue[-1]
         size = len(value) + len(key) + RECORD_OVERHEAD
         keys = batch.keys
         if keys is None or batch.closed or batch.attempts or batch.headers is not None \

@@ -111,6 +111,9 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         self._available: dict[str, tuple[int, list[int]]] = {}
         # The fast path for keyed records: murmur2's answers, per topic.
         self._keys = KeyCache()
+        # ... and, per topic, the batch keyed records last opened or joined in each
+        # partition (with the metadata version and the key table it was placed by)
+        self._keyed_open: dict[str, tuple[int, dict[bytes, int], list[ProducerBatch | None]]] = {}
         # Bytes of the records in _pending: they count against buffer.memory too.
         self._pending_bytes = 0
 
@@ -224,6 +227,15 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         if k is None and partition is None and h is None and timestamp is None \
                 and self._value_ser is None and batch.keys is None and batch.headers is None:
             self._open[topic] = (batch, batch.size)   # later unkeyed records go fast
+        elif k is not None and partition is None and h is None and timestamp is None \
+                and self._partitioner.hashes_keys:
+            version = self.metadata.version   # later records of this key go fast
+            entry = self._keyed_open.get(topic)
+            if entry is None or entry[0] != version or len(entry[2]) <= p:
+                n = len(self.metadata.topics[topic].partitions)
+                entry = self._keyed_open[topic] = (
+                    version, self._keys.table(topic, version, n), [None] * max(n, p + 1))
+            entry[2][p] = batch
         return batch, index
 
     def _mark_written(self, topic: str, partition: int) -> None:
@@ -459,6 +471,7 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
     def begin_transaction(self) -> None:
         self._transactional().begin_transaction()
         self._open.clear()  # the fast paths may only append to batches of this transaction
+        self._keyed_open.clear()
         self._keys.clear()
 
     async def send_offsets_to_transaction(
@@ -499,5 +512,6 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
                 await self.flush(timeout)
             finally:
                 self._open.clear()
+                self._keyed_open.clear()
                 await self._sender.close(timeout)
         await super().close()
