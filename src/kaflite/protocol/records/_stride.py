@@ -173,6 +173,7 @@ def decode_columns_fast(
     p = 0
     i = 0
     fell_back = False   # the last stretch went to decode_columns
+    last_run = 0   # records in the last strided run
     bulk_refused = False   # (then it would refuse the rest again: not asked twice)
     while i < count:
         left = count - i
@@ -187,8 +188,10 @@ def decode_columns_fast(
             # A short probe, a window of _WINDOW, then the rest, each window checked
             # alone: a run costs about what its own records do, not a pass over the
             # rest of the batch (keys key-0..key-999 make runs of 10, 90 and 900).
+            # (after a run of _PROBE or more, runs are long here: no probe)
             k = 0
-            for want in (min(k_max, _PROBE), min(k_max, _WINDOW), k_max):
+            first = _WINDOW if last_run >= _PROBE else _PROBE
+            for want in (min(k_max, first), min(k_max, _WINDOW), k_max):
                 if want > k:
                     k += template.run_length(buf, p + k * template.size, want - k, i + k, p)
                     if k < want:
@@ -203,8 +206,10 @@ def decode_columns_fast(
             out.headers += [NO_HEADERS] * k
             p += k * template.size
             i += k
+            last_run = k
             fell_back = False
         else:
+            last_run = 0
             if lazy_copy and whole is None:
                 whole = cast(memoryview, bytes(buf))
             src = whole if whole is not None else buf
