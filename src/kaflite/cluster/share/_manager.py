@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -92,10 +92,8 @@ class SharePartitionManager:
         self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
         self._waiters: set[asyncio.Future[None]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        # Group-level configs, by group id: where IncrementalAlterConfigs on GROUP
-        # resources plugs in (see ShareConfig.for_group).
+        # Group configs set here directly (tests), over the controller's (see ``settings``).
         self.group_configs: dict[str, Mapping[str, str]] = {}
-        self.group_config_source: Callable[[str], Mapping[str, str]] | None = None
         broker.partition_hooks.append(self._on_partition)
 
     @property
@@ -105,10 +103,11 @@ class SharePartitionManager:
         return self._timer
 
     def settings(self, group_id: str) -> ShareGroupSettings:
-        """The settings a group runs with: the broker's defaults and its group configs."""
-        source = self.group_config_source
-        configs = source(group_id) if source is not None else self.group_configs.get(group_id, {})
-        return self.config.for_group(configs)
+        """The settings a group runs with: the broker's ``group.share.*`` settings under its
+        group configs (IncrementalAlterConfigs on the GROUP resource, kept by the
+        controller), under ``group_configs`` (set directly, as tests do)."""
+        stored = self.broker.controller.group_configs.get(group_id, {})
+        return self.config.for_group({**stored, **self.group_configs.get(group_id, {})})
 
     def close(self) -> None:
         for task in self._tasks:
