@@ -307,7 +307,8 @@ def test_group_configs_set_with_incremental_alter_configs(cluster: Cluster) -> N
         c.subscribe([name])
         got: dict[str, int] = {}
         try:
-            wait_for(lambda c=c, got=got: _drain(c, got) >= values, f"{group}'s records")
+            wait_for(lambda c=c, got=got, values=values: _drain(c, got) >= values,
+                     f"{group}'s records")
             assert not [m for m in c.poll(0.5) if m.error() is None]
         finally:
             c.close()
