@@ -288,21 +288,12 @@ def _split(acquired: list[Acquired], batch_size: int) -> list[Acquired]:
 
 async def _acquire(mgr: SharePartitionManager, group_id: str, member_id: str, p: Partition,
                    max_records: int, budget: int, record_limit: bool) -> FetchedShare:
-    """Acquire on the share-partition and make it durable before handing records out. A
-    write fenced by a newer state epoch (the offsets were altered, or the group deleted)
-    means the cached state is stale: it is dropped, and the acquisition done again on the
-    state read back."""
-    for _ in range(2):
-        sp = await mgr.share_partition(group_id, p)
-        fetched = mgr.acquire(sp, p, member_id, max_records, budget, record_limit)
-        if not fetched.acquired:
-            return fetched
-        code = await mgr.persist(sp)
-        if code == errors.FencedLeaderEpochError.code:
-            raise errors.NotLeaderOrFollowerError(f"{p.topic}-{p.index}: a newer leader")
-        if code != errors.FencedStateEpochError.code:
-            return fetched
-    return FetchedShare(b"", [])
+    """Acquire on the share-partition. As in Kafka, the acquisition is not waited for: its
+    new delivery counts are written in the background (``SharePartitionManager._flush``),
+    and a write fenced by a newer state epoch (the offsets were altered, the group deleted)
+    drops the cached state, which the next request reads back."""
+    sp = await mgr.share_partition(group_id, p)
+    return mgr.acquire(sp, p, member_id, max_records, budget, record_limit)
 
 
 def _fetch_response(broker: Broker, conn: ServerConnection,
