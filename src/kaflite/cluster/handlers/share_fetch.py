@@ -170,6 +170,13 @@ async def handle_share_fetch(broker: Broker, conn: ServerConnection, header: Req
         if not member_id.strip():
             raise errors.InvalidRequestError("MemberId can't be empty.")
         has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
+        renew_only = version >= 2 and req.is_renew_ack
+        if renew_only and (req.max_wait_ms or req.min_bytes or req.max_bytes or
+                           req.max_records):
+            # KIP-1222: a ShareFetch carrying RENEW acknowledgements fetches nothing
+            raise errors.InvalidRequestError(
+                "MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0 when IsRenewAck is "
+                "set.")
         released = _session_step(mgr, group_id, member_id, epoch, header.client_id or "",
                                  has_acks, True, conn.info.connection_id)
     except errors.KafkaError as exc:
@@ -213,7 +220,7 @@ async def handle_share_fetch(broker: Broker, conn: ServerConnection, header: Req
         await mgr.persist(sp)
     if epoch == FINAL_EPOCH:
         await mgr.close_session(group_id, member_id)
-    elif session is not None:
+    elif session is not None and not renew_only:
         await _fetch(broker, conn, mgr, req, version, group_id, member_id,
                      list(session.partitions), results, name_of)
     return _fetch_response(broker, conn, results, name_of,
