@@ -17,6 +17,7 @@ from kaflite.cli import (
     groups,
     pipeline,
     produce,
+    proxy,
     quotas,
     topics,
     transactions,
@@ -36,6 +37,7 @@ app.command("up")(up.up)
 app.command("demo")(demo.demo)
 app.command("connections")(connections.connections)
 app.command("produce")(produce.produce)
+app.command("proxy")(proxy.proxy)
 app.command("consume")(consume.consume)
 app.command("bench")(bench.bench)
 app.command("certs")(certs.certs)
