@@ -25,9 +25,17 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
-from kaflite.protocol.messages import Struct
+from kaflite.protocol.messages import (
+    DescribeClusterResponse,
+    FetchResponse,
+    FindCoordinatorResponse,
+    MetadataResponse,
+    ProduceResponse,
+    Struct,
+)
+from kaflite.protocol.primitives import ZERO_UUID
 
-__all__ = ["BrokerMap", "REWRITTEN_APIS"]
+__all__ = ["REWRITTEN_APIS", "BrokerMap"]
 
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER = 0, 1, 3, 10, 60
 REWRITTEN_APIS = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
@@ -85,27 +93,26 @@ class BrokerMap:
     def rewrite(self, api_key: int, version: int, body: Struct) -> bool:
         """Rewrite every broker address in ``body``; True if anything changed."""
         changed = False
-        if api_key == METADATA:
-            for b in getattr(body, "brokers", []):
+        if isinstance(body, MetadataResponse):
+            for b in body.brokers:
                 self._swap(b.node_id, b)
                 changed = True
-            for t in getattr(body, "topics", []):
-                if t.name and getattr(t, "topic_id", None):
+            for t in body.topics:
+                if t.name and t.topic_id != ZERO_UUID:
                     self.topic_names[t.topic_id] = t.name
-        elif api_key == DESCRIBE_CLUSTER:
-            for b in getattr(body, "brokers", []):
-                self._swap(b.broker_id, b)
+        elif isinstance(body, DescribeClusterResponse):
+            for d in body.brokers:
+                self._swap(d.broker_id, d)
                 changed = True
-        elif api_key == FIND_COORDINATOR:
-            coordinators = getattr(body, "coordinators", [])
-            for c in coordinators:
+        elif isinstance(body, FindCoordinatorResponse):
+            for c in body.coordinators:
                 self._swap(c.node_id, c)
                 changed = True
-            if not coordinators and getattr(body, "host", ""):
-                self._swap(body.node_id, body)  # type: ignore[arg-type]
+            if not body.coordinators and body.host:
+                self._swap(body.node_id, body)
                 changed = True
-        elif api_key in NODE_ENDPOINT_VERSIONS:
-            for e in getattr(body, "node_endpoints", None) or []:
+        elif isinstance(body, ProduceResponse | FetchResponse):
+            for e in body.node_endpoints:
                 self._swap(e.node_id, e)
                 changed = True
         return changed

@@ -52,13 +52,12 @@ from kaflite.cluster.observe import record_request
 from kaflite.protocol import FrameDecoder, ProtocolError, decode_response, encode_response
 from kaflite.protocol._exceptions import KafkaError
 from kaflite.protocol.framing import (
-    DEFAULT_MAX_FRAME_SIZE,
     Frame,
     encode_request,
     peek_request,
     read_request_header,
 )
-from kaflite.protocol.messages import REGISTRY, ApiVersionsResponse, Struct
+from kaflite.protocol.messages import REGISTRY, ApiVersionsResponse, ProduceRequest, Struct
 from kaflite.protocol.primitives import BytesLike, Reader
 from kaflite.proxy.filters.base import Exchange
 from kaflite.proxy.versions import intersect
@@ -240,7 +239,7 @@ class Session:
                     host, port, ssl=self.proxy.upstream_ssl,
                     server_hostname=host if self.proxy.upstream_ssl is not None else None),
                     self.proxy.connect_timeout_s)
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 last = exc
                 continue
             if self.closed:
@@ -335,7 +334,7 @@ class Session:
         expects = True
         if api_key == PRODUCE and known:
             try:
-                expects = (request.acks if request is not None  # type: ignore[attr-defined]
+                expects = (request.acks if isinstance(request, ProduceRequest)
                            else _produce_acks(frame, version, header_end)) != 0
             except ProtocolError:
                 self.fail("a Produce request that does not decode")
@@ -407,7 +406,7 @@ class Session:
             self._record(ex, ex.response)
         if changed and ex.response is not None:
             version = ex.version
-            if ex.api_key == API_VERSIONS and getattr(ex.response, "error_code", 0):
+            if isinstance(ex.response, ApiVersionsResponse) and ex.response.error_code:
                 version = 0
             answer.chunks = encode_response(ex.api_key, version, ex.correlation_id,
                                             ex.response)
