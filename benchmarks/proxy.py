@@ -9,6 +9,8 @@ rounds, directly and through the proxy:
 * throughput: confluent-kafka produces N 1 KB records to a fresh 3-partition
   topic (1 MiB batches, 5 ms linger, acks=all) and reads them back with
   ``assign`` (no group); msg/s, MB/s and the ratio proxy / direct;
+* the proxy process's CPU time per GB moved (as millicores per MB/s, the unit
+  of Kroxylicious's sizing coefficient);
 * latency: one record at a time, produce and wait for its ack (acks=all), M
   times; p50 and p99, and what the proxy adds.
 
@@ -32,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import psutil
 from clients import create_topic, kaflite_broker, tansu, timed
 
 VALUE = b"x" * 1024
@@ -46,7 +49,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def proxy_process(upstream: str, profile: Path | None) -> Iterator[str]:
+def proxy_process(upstream: str, profile: Path | None) -> Iterator[tuple[str, int]]:
     port = free_port()
     cmd = [sys.executable, "-m", "kaflite.cli", "proxy", "--upstream", upstream,
            "--listen", f"127.0.0.1:{port}"]
@@ -61,7 +64,7 @@ def proxy_process(upstream: str, profile: Path | None) -> Iterator[str]:
                 break
             except OSError:
                 time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", proc.pid
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
@@ -115,14 +118,23 @@ def main() -> None:
     n = args.records
     rates: dict[tuple[str, str], list[float]] = {}
     lat: dict[str, list[float]] = {"direct": [], "proxy": []}
-    with broker as upstream, proxy_process(upstream, profile) as proxied:
+    cpu: dict[str, list[float]] = {"produce": [], "consume": []}   # proxy CPU s per GB
+    with broker as upstream, proxy_process(upstream, profile) as (proxied, pid):
+        me = psutil.Process(pid)
+
+        def cpu_s() -> float:
+            t = me.cpu_times()
+            return float(t.user + t.system)
+
         for _ in range(args.repeat):
             for name, servers in (("direct", upstream), ("proxy", proxied)):
                 topic = create_topic(upstream, 3)
-                rates.setdefault((name, "produce"), []).append(
-                    n / timed(lambda s=servers, t=topic: produce(s, t, n)))
-                rates.setdefault((name, "consume"), []).append(
-                    n / timed(lambda s=servers, t=topic: _consume(s, t, n)))
+                for op, fn in (("produce", produce), ("consume", _consume)):
+                    before = cpu_s()
+                    rates.setdefault((name, op), []).append(
+                        n / timed(lambda s=servers, t=topic, f=fn: f(s, t, n)))
+                    if name == "proxy":
+                        cpu[op].append((cpu_s() - before) / (n * len(VALUE) / 1e9))
                 lat[name] += latencies(servers, topic, args.latency_samples)
     print(f"confluent-kafka {confluent_version()}, {n} x 1 KB records, 3 partitions, "
           f"upstream {args.broker}, best of {args.repeat}")
@@ -130,6 +142,10 @@ def main() -> None:
     for op in ("produce", "consume"):
         d, p = max(rates[("direct", op)]), max(rates[("proxy", op)])
         print(f"{op:10} {d:14,.0f} {p:14,.0f} {p / d:7.0%}")
+    for op in ("produce", "consume"):
+        per_gb = statistics.median(cpu[op])
+        # 1 CPU-second per GB is 1 millicore for each MB/s
+        print(f"proxy CPU, {op}: {per_gb:.1f} CPU-s per GB = {per_gb:.1f} millicores per MB/s")
     print(f"\nproduce latency, one record at a time, acks=all ({len(lat['direct'])} samples):")
     print(f"{'':10} {'p50 ms':>9} {'p99 ms':>9}")
     for name in ("direct", "proxy"):

@@ -29,9 +29,11 @@ def _builtin() -> None:
         return
     from kaflite.proxy.filters.audit import AuditFilter
     from kaflite.proxy.filters.chaos import ChaosFilter
+    from kaflite.proxy.filters.prefix import TopicPrefixFilter
 
     register(ChaosFilter.name, ChaosFilter.from_options)
     register(AuditFilter.name, AuditFilter.from_options)
+    register(TopicPrefixFilter.name, TopicPrefixFilter.from_options)
 
 
 def known_filters() -> list[str]:
