@@ -21,11 +21,16 @@ from kaflite.proxy import Proxy, load_filter
 
 
 def test_topic_prefix_makes_two_virtual_clusters(cluster3: Cluster) -> None:
-    from confluent_kafka import Consumer, Producer
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AclBinding, AdminClient, NewTopic
-    from confluent_kafka.admin import AclOperation, AclPermissionType, ResourcePatternType
-    from confluent_kafka.admin import ResourceType
+    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
 
     with Proxy(cluster3.bootstrap_servers, filters=[load_filter("topic-prefix:prefix=a.")]) as a, \
             Proxy(cluster3.bootstrap_servers,
