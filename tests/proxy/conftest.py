@@ -25,6 +25,7 @@ class AddressWatch(Filter):
     def __init__(self) -> None:
         self.ports: set[int] = set()
         self.answers = 0
+        self.endpoint_answers = 0    # Produce/Fetch answers with KIP-951 node endpoints
 
     def wants(self, api_key: int, version: int) -> bool:
         return api_key in ADDRESS_APIS
@@ -34,6 +35,8 @@ class AddressWatch(Filter):
         if body is None or exchange.api_key not in ADDRESS_APIS:
             return
         self.answers += 1
+        if getattr(body, "node_endpoints", None):
+            self.endpoint_answers += 1
         for name in ("brokers", "coordinators", "node_endpoints"):
             for b in getattr(body, name, None) or []:
                 if b.host:

@@ -121,6 +121,8 @@ def test_confluent_kafka(cluster3: Cluster, proxy: Proxy, watch: AddressWatch) -
                             isolation="read_committed")
     assert sorted(got) == sorted(values("keep", 50) + values("keep2", 30))
     assert_no_upstream_address(watch, cluster3, proxy)
+    # librdkafka speaks KIP-951: leader moves came back with node endpoints, rewritten
+    assert watch.endpoint_answers > 0
     # the proxy saw which connection was which
     roles = {r for c in proxy.connections(include_closed=True) for r in c.roles}
     assert {"partition-leader", "group-coordinator", "txn-coordinator"} <= roles
