@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from kaflite.cluster import Cluster
-from kaflite.proxy import Proxy
+from kaflite.proxy import Exchange, Filter, Proxy
 from kaflite.proxy.filters.chaos import ChaosFilter
 from tests.conftest import wait_for
 
@@ -225,3 +225,43 @@ def test_killed_broker_closes_its_connections_and_clients_recover(cluster3: Clus
         assert sorted(got) == sorted(acked)
     finally:
         cluster3.call(cluster3.restart_broker(victim))
+
+
+class _Boom(Filter):
+    """A filter with a bug, for one client only."""
+
+    name = "boom"
+
+    def wants(self, api_key: int, version: int) -> bool:
+        return True
+
+    def on_request(self, exchange: Exchange) -> None:
+        if exchange.client_id == "boom":
+            raise RuntimeError("a bug in a filter")
+
+
+def test_a_failing_filter_closes_only_that_connection(cluster3: Cluster) -> None:
+    from kaflite.protocol import encode_request
+    from kaflite.protocol.messages import MetadataRequest
+
+    cluster3.create_topic("px-boom", 1, 3)
+    with Proxy(cluster3.bootstrap_servers, filters=[_Boom()]) as p:
+        host, port = p.bootstrap_servers.split(":")
+
+        def metadata(client_id: str) -> socket.socket:
+            s = socket.create_connection((host, int(port)))
+            s.sendall(b"".join(bytes(c) for c in encode_request(
+                3, 9, 1, client_id, MetadataRequest(topics=None))))
+            return s
+
+        bad, good = metadata("boom"), metadata("fine")
+        try:
+            assert _closed(bad)
+            good.settimeout(5)
+            size = struct.unpack(">i", good.recv(4, socket.MSG_WAITALL))[0]
+            assert size > 0
+        finally:
+            bad.close()
+            good.close()
+        acked = produce_exact(p.bootstrap_servers, "px-boom", "after-boom", 20)
+        assert len(acked) == 20

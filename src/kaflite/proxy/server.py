@@ -154,7 +154,10 @@ class Proxy:
         if self.naive:
             return self._bound_port
         base = self.brokers.broker_port_base
-        sock = self._bind(base + node_id if base else 0)
+        try:
+            sock = self._bind(base + node_id if base else 0)
+        except OSError:   # base + node id is taken (or out of range): any free port
+            sock = self._bind(0)
         port = int(sock.getsockname()[1])
         self.node_ports[node_id] = port
         self._serve(sock, node_id)

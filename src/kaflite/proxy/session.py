@@ -129,7 +129,13 @@ class _Side(asyncio.BufferedProtocol):
         for frame in frames:
             if self.session.closed:
                 return
-            self.on_frame(frame)
+            try:
+                self.on_frame(frame)
+            except Exception:   # a filter's bug, an answer that does not encode...
+                log.exception("closing connection %s after an error",
+                              self.session.record.connection_id)
+                self.session.close()
+                return
 
     label = "side"
 
