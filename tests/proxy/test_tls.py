@@ -10,6 +10,9 @@ upstream, through the proxy.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -36,7 +39,7 @@ def secured(pki: Pki) -> Iterator[Cluster]:
         yield c
 
 
-def client(proxy: Proxy, pki: Pki, password: str = "alice-secret") -> dict[str, Any]:
+def client(proxy: Any, pki: Pki, password: str = "alice-secret") -> dict[str, Any]:
     return {"bootstrap.servers": proxy.bootstrap_servers, "security.protocol": "SASL_SSL",
             "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": password,
             "ssl.ca.location": str(pki.ca)}
@@ -77,3 +80,32 @@ def test_tls_both_sides_and_sasl_passed_through(secured: Cluster, pki: Pki) -> N
                   if r.apis.get("SaslAuthenticate") and r.apis["SaslAuthenticate"].errors]
         assert any("SASL_AUTHENTICATION_FAILED" in r.apis["SaslAuthenticate"].errors
                    for r in failed)
+
+
+def test_the_command_speaks_tls(secured: Cluster, pki: Pki) -> None:
+    from confluent_kafka import Producer
+
+    secured.create_topic("px-tls-cli", 1, 2)
+    proc = subprocess.Popen([sys.executable, "-m", "kaflite.cli", "proxy", "--upstream",
+                             secured.bootstrap("SASL_SSL"), "--listen", "127.0.0.1:0",
+                             "--tls-cert", str(pki.broker_cert), "--tls-key",
+                             str(pki.broker_key), "--upstream-ca", str(pki.ca)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        bootstrap = ""
+        for _ in range(20):   # the banner's few lines
+            line = proc.stdout.readline()
+            if line.startswith("bootstrap.servers="):
+                bootstrap = line.split("=", 1)[1].strip()
+                break
+        assert bootstrap
+        at = type("At", (), {"bootstrap_servers": bootstrap})()
+        producer = Producer({**client(at, pki), "acks": "all"})
+        for i in range(10):
+            producer.produce("px-tls-cli", f"{i}".encode())
+        assert producer.flush(30) == 0
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
