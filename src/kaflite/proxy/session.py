@@ -263,9 +263,7 @@ class Session:
             for chunks in self.early:
                 upstream.write(chunks)
             self.early.clear()
-            if self.downstream.transport is not None and not self.downstream.closed:
-                self.downstream.transport.resume_reading()
-            self.downstream.resume("connecting")
+            self.downstream.resume("connecting")   # unless paused for another reason too
             return
         self.fail(f"no upstream broker reachable for node {self.node_id}: {last}")
 
