@@ -265,3 +265,32 @@ def test_a_failing_filter_closes_only_that_connection(cluster3: Cluster) -> None
             good.close()
         acked = produce_exact(p.bootstrap_servers, "px-boom", "after-boom", 20)
         assert len(acked) == 20
+
+
+def test_acks_zero_produce_gets_no_answer_and_the_rest_stays_in_order(cluster3: Cluster,
+                                                                      plain: Proxy) -> None:
+    """Produce with acks=0 has no answer: the proxy must not wait for one (an answer
+    matched to the wrong request would close the connection)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    cluster3.create_topic("px-acks0", 1, 3)
+    producer = Producer({"bootstrap.servers": plain.bootstrap_servers, "acks": 0,
+                         "linger.ms": 2})
+    for i in range(300):
+        producer.produce("px-acks0", f"z-{i}".encode(), partition=0)
+        if i % 50 == 0:
+            producer.flush(10)
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": plain.bootstrap_servers, "group.id": "px-z",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition("px-acks0", 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 300 and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    consumer.close()
+    assert got == [f"z-{i}".encode() for i in range(300)]
+    produce = [c for c in plain.connections(include_closed=True) if "Produce" in c.apis]
+    assert produce and all(c.closed_at is None for c in produce)   # none was closed

@@ -357,6 +357,8 @@ class Session:
             self.upstream_wait.append(answer)
             if len(self.pending) >= MAX_PENDING:
                 self.downstream.pause("pending")
+        else:   # acks=0: counted now, there will be no answer
+            self._record(ex, None)
         if self.upstream is not None:
             self.upstream.write(chunks)
         else:   # uvloop reads before connection_made's pause takes effect
