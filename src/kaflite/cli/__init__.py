@@ -18,6 +18,7 @@ from kaflite.cli import (
     groups,
     pipeline,
     produce,
+    proxy,
     quotas,
     topics,
     transactions,
@@ -38,6 +39,7 @@ app.command("demo")(demo.demo)
 app.command("connections")(connections.connections)
 app.command("console")(console.console)
 app.command("produce")(produce.produce)
+app.command("proxy")(proxy.proxy)
 app.command("consume")(consume.consume)
 app.command("bench")(bench.bench)
 app.command("certs")(certs.certs)

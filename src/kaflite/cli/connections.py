@@ -1,5 +1,8 @@
 """``kaflite connections``: every client connection, the broker it goes to and why.
 
+With ``--proxy URL`` it asks a ``kaflite proxy`` instead of a cluster: the same
+rows, seen by the proxy for any upstream (the broker is the upstream node id).
+
 The security column shows the listener's protocol, the SASL mechanism, the
 principal and when the connection last (re-)authenticated (KIP-368). The quota
 column shows each client quota that applies (its limit and the rate the client
@@ -122,9 +125,15 @@ def connections(
     closed: Annotated[bool, typer.Option(
         "--closed", help="also connections the clients have closed")] = False,
     clients: Annotated[bool, typer.Option("--clients", help="also per-client cadences")] = False,
+    proxy: Annotated[str | None, typer.Option(
+        "--proxy", metavar="URL",
+        help="a `kaflite proxy`'s HTTP API: its client connections (broker -1: bootstrap)")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show every client connection: client, broker, role and partitions or groups."""
+    if proxy:
+        http = proxy
     query = []
     if client_id:
         query.append(f"client_id={client_id}")

@@ -26,8 +26,18 @@ def demo(
     log_file: Annotated[Path | None, typer.Option(
         help="where Spark's and Java's logs go (default: <data-dir>/logs/demo.log, or a new "
              "temporary directory)")] = None,
+    proxy: Annotated[bool, typer.Option(
+        "--proxy", help="instead: the same producer through a shared VIP (a naive proxy) "
+                        "and through kaflite proxy, and the NOT_LEADER_OR_FOLLOWER storm "
+                        "on one")] = False,
 ) -> None:
     """Run the main job: a cluster, a producer, a consumer group, Spark, and a tour of faults."""
+    if proxy:
+        from kaflite.demo.proxy_storm import print_storm, run_proxy_storm
+
+        records = 3000
+        print_storm(run_proxy_storm(records, min(duration, 30.0)), records)
+        return
     from kaflite.demo import DemoOptions, run_demo
 
     if group_protocol not in ("classic", "consumer"):

@@ -14,7 +14,8 @@ cluster, for example::
         return {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
                 "config": {"sasl.users": "alice:alice-secret"}}
 
-and ``cluster.bootstrap("SASL_PLAINTEXT")`` is that listener's address. The
+and ``cluster.bootstrap("SASL_PLAINTEXT")`` is that listener's address.
+``kaflite_proxy`` puts a ``kaflite.proxy.Proxy`` in front of that cluster. The
 fixture yields a running ``Cluster`` (in its own background thread);
 ``cluster.bootstrap_servers`` is the address to give any Kafka client (the
 first listener's).
@@ -23,11 +24,14 @@ first listener's).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pytest
 
 from kaflite.cluster.cluster import Cluster
+
+if TYPE_CHECKING:
+    from kaflite.proxy import Proxy
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -62,3 +66,13 @@ def kaflite_cluster(request: pytest.FixtureRequest,
     options.setdefault("brokers", 1)
     with Cluster(**options) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope=_scope)
+def kaflite_proxy(kaflite_cluster: Cluster) -> Iterator[Proxy]:
+    """A ``kaflite.proxy.Proxy`` in front of ``kaflite_cluster``: give clients
+    ``kaflite_proxy.bootstrap_servers`` and every connection goes through it."""
+    from kaflite.proxy import Proxy
+
+    with Proxy(kaflite_cluster.bootstrap_servers) as proxy:
+        yield proxy

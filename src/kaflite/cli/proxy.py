@@ -1,0 +1,100 @@
+"""``kaflite proxy``: a protocol-aware proxy in front of any Kafka-compatible cluster.
+
+    kaflite proxy --upstream kafka-1:9092 --listen 127.0.0.1:19092 --http-port 9991
+    kaflite proxy --upstream ... --listen ... --filter 'chaos:rate=0.1' --filter audit
+    kaflite proxy --upstream ... --listen ... --naive      # the shared VIP, to be shown
+    kaflite proxy --upstream ... --tls-cert proxy.pem --tls-key proxy-key.pem --upstream-ca ca.pem
+
+Clients bootstrap from the ``--listen`` address; each upstream broker gets a
+port of its own (``--listen`` port + 1 + node id when the port is fixed).
+``kaflite connections --proxy http://HOST:HTTP_PORT`` shows which connection is
+which. Ctrl-C stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kaflite._loop import run
+from kaflite.proxy import Proxy, load_filter
+from kaflite.proxy.filters import known_filters
+from kaflite.proxy.filters.base import Filter
+from kaflite.security.tls import client_context, server_context
+
+__all__ = ["proxy"]
+
+
+def proxy(
+    upstream: Annotated[str, typer.Option(
+        "--upstream", metavar="HOST:PORT,...", help="bootstrap.servers of the upstream cluster")],
+    listen: Annotated[str, typer.Option(
+        "--listen", metavar="HOST:PORT", help="the proxy's bootstrap address")
+    ] = "127.0.0.1:19092",
+    naive: Annotated[bool, typer.Option(
+        "--naive", help="a round-robin TCP forwarder that advertises one address for every "
+                        "broker (the shared VIP); to be compared, not used")] = False,
+    filters: Annotated[list[str] | None, typer.Option(
+        "--filter", metavar="NAME[:KEY=VALUE,...]",
+        help="a filter, in chain order (repeatable): chaos, audit, topic-prefix")] = None,
+    http_port: Annotated[int | None, typer.Option(
+        "--http-port", metavar="N", help="serve the JSON API and /metrics on this port")] = None,
+    advertised_host: Annotated[str | None, typer.Option(
+        "--advertised-host", metavar="HOST",
+        help="the host name given to clients (default: the --listen host)")] = None,
+    tls_cert: Annotated[Path | None, typer.Option(
+        "--tls-cert", metavar="FILE", help="serve clients over TLS with this certificate "
+                                          "chain (PEM)")] = None,
+    tls_key: Annotated[Path | None, typer.Option(
+        "--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")] = None,
+    upstream_tls: Annotated[bool, typer.Option(
+        "--upstream-tls", help="speak TLS to the upstream brokers")] = False,
+    upstream_ca: Annotated[Path | None, typer.Option(
+        "--upstream-ca", metavar="FILE",
+        help="the CA the upstream brokers' certificates chain to (implies --upstream-tls; "
+             "default: the system's CAs)")] = None,
+) -> None:
+    """Run a Kafka proxy that maps each upstream broker to a port of its own."""
+    if (tls_cert is None) != (tls_key is None):
+        raise typer.BadParameter("--tls-cert and --tls-key go together", param_hint="--tls-key")
+    server_ssl = server_context(str(tls_cert), str(tls_key)) if tls_cert and tls_key else None
+    upstream_ssl = client_context({"ssl.ca.location": str(upstream_ca)} if upstream_ca else {}) \
+        if upstream_tls or upstream_ca is not None else None
+    try:
+        chain: list[Filter] = [load_filter(spec) for spec in filters or []]
+    except ValueError as exc:
+        raise typer.BadParameter(f"{exc} (known: {', '.join(known_filters())})",
+                                 param_hint="--filter") from exc
+    try:
+        p = Proxy(upstream, listen, naive=naive, filters=chain, http_port=http_port,
+                  advertised_host=advertised_host, ssl_context=server_ssl,
+                  upstream_ssl=upstream_ssl)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    run(_serve(p))
+
+
+async def _serve(p: Proxy) -> None:
+    await p.start()
+    try:
+        mode = "naive (round-robin, one address for every broker)" if p.naive else "aware"
+        typer.echo(f"kaflite proxy ({mode}) for {','.join(f'{h}:{n}' for h, n in p.bootstrap)}")
+        typer.echo(f"bootstrap.servers={p.bootstrap_servers}")
+        if p.http_url is not None:
+            typer.echo(f"HTTP API on {p.http_url} (kaflite connections --proxy {p.http_url})")
+            typer.echo(f"Prometheus metrics on {p.http_url}/metrics")
+        typer.echo("Ctrl-C stops the proxy.")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        typer.echo("stopping...")
+    finally:
+        await p.stop()

@@ -1,0 +1,51 @@
+"""ApiVersions through the proxy: the intersection of what the upstream serves and
+what the proxy's codec decodes, so that the proxy never passes on a version it
+cannot parse.
+
+* An API the codec knows is advertised at ``max(upstream min, codec min)`` to
+  ``min(upstream max, codec max)``, and left out where these do not overlap.
+* An API key the codec does not know is advertised as the upstream gives it:
+  the proxy forwards it as bytes (it reads only the request header's leading api
+  key, version and correlation id, which every header version shares) and never
+  decodes it. A request with a key the upstream did not advertise closes the
+  connection, as a broker does.
+* SaslHandshake starts at v1: after a v0 handshake the SASL tokens travel
+  without a Kafka request header, which a proxy that reads headers cannot
+  follow. Every client that speaks v1 uses it when the broker offers it.
+"""
+
+from __future__ import annotations
+
+from kaflite.protocol.messages import REGISTRY, ApiVersionsResponse
+from kaflite.protocol.messages._generated.api_versions_response import ApiVersion
+
+__all__ = ["PROXY_MIN_VERSIONS", "intersect"]
+
+SASL_HANDSHAKE = 17
+PROXY_MIN_VERSIONS = {SASL_HANDSHAKE: 1}
+
+
+def codec_range(api_key: int) -> tuple[int, int] | None:
+    info = REGISTRY.get(api_key)
+    if info is None:
+        return None
+    return max(info.min_version, PROXY_MIN_VERSIONS.get(api_key, 0)), info.max_version
+
+
+def intersect(response: ApiVersionsResponse) -> dict[int, tuple[int, int]]:
+    """Narrow ``response.api_keys`` in place; return what the upstream advertised."""
+    advertised: dict[int, tuple[int, int]] = {}
+    kept: list[ApiVersion] = []
+    for api in response.api_keys:
+        advertised[api.api_key] = (api.min_version, api.max_version)
+        ours = codec_range(api.api_key)
+        if ours is None:
+            kept.append(api)
+            continue
+        low, high = max(api.min_version, ours[0]), min(api.max_version, ours[1])
+        if low > high:
+            continue
+        api.min_version, api.max_version = low, high
+        kept.append(api)
+    response.api_keys = kept
+    return advertised

@@ -1,0 +1,97 @@
+"""ApiVersions through the proxy, against a fake upstream that advertises more than
+the codec knows: a known API is narrowed to the versions the codec decodes, an
+API key the codec does not know is kept and its requests pass through as bytes,
+SaslHandshake starts at v1, and a key the upstream never advertised closes the
+connection."""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import struct
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from kaflite.protocol import decode_response, encode_request, encode_response
+from kaflite.protocol.messages import REGISTRY, ApiVersionsRequest, ApiVersionsResponse
+from kaflite.protocol.messages._generated.api_versions_response import ApiVersion
+from kaflite.proxy import Proxy
+
+UNKNOWN = 999
+ADVERTISED = [ApiVersion(api_key=3, min_version=0, max_version=99),    # Metadata, beyond us
+              ApiVersion(api_key=17, min_version=0, max_version=1),    # SaslHandshake
+              ApiVersion(api_key=18, min_version=0, max_version=4),    # ApiVersions
+              ApiVersion(api_key=UNKNOWN, min_version=0, max_version=2)]
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed")
+            out += chunk
+        return out
+
+    return exactly(struct.unpack(">i", exactly(4))[0])
+
+
+class FakeBroker(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        try:
+            while True:
+                frame = read_frame(sock)
+                key, version, corr = struct.unpack(">hhi", frame[:8])
+                if key == 18:
+                    body = ApiVersionsResponse(api_keys=list(ADVERTISED))
+                    sock.sendall(b"".join(bytes(c) for c in encode_response(18, version, corr,
+                                                                            body)))
+                elif key == UNKNOWN:
+                    payload = struct.pack(">i", corr) + b"opaque answer"
+                    sock.sendall(struct.pack(">i", len(payload)) + payload)
+        except (ConnectionError, OSError):
+            return
+
+
+@pytest.fixture
+def fake() -> Iterator[str]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), FakeBroker)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_api_versions_intersection_and_unknown_keys(fake: str) -> None:
+    with Proxy(fake) as proxy:
+        host, port = proxy.bootstrap_servers.split(":")
+        sock = socket.create_connection((host, int(port)))
+        sock.settimeout(10)
+        try:
+            sock.sendall(b"".join(bytes(c) for c in encode_request(
+                18, 3, 1, "t", ApiVersionsRequest(client_software_name="t",
+                                                  client_software_version="1"))))
+            _, body = decode_response(read_frame(sock), 18, 3)
+            assert isinstance(body, ApiVersionsResponse)
+            got = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
+            assert got[3] == (0, REGISTRY[3].max_version)      # narrowed to the codec
+            assert got[17] == (1, 1)                            # no v0 SASL handshake
+            assert got[UNKNOWN] == (0, 2)                       # kept, passed as bytes
+            # a request with the unknown key passes through; its answer comes back as is
+            header = struct.pack(">hhih", UNKNOWN, 1, 2, 1) + b"t" + b"payload"
+            sock.sendall(struct.pack(">i", len(header)) + header)
+            assert read_frame(sock) == struct.pack(">i", 2) + b"opaque answer"
+            # a key nobody advertised: the proxy closes the connection
+            other = struct.pack(">hhih", 998, 0, 3, -1)
+            sock.sendall(struct.pack(">i", len(other)) + other)
+            assert sock.recv(1) == b""
+        finally:
+            sock.close()
