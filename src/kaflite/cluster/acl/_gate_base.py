@@ -1,4 +1,4 @@
-"""The request gate's building blocks: the Gate answer, a policy's context, refusals, strips and rewrites."""
+"""The request gate's building blocks: the Gate, a policy's context, refusals, strips, rewrites."""
 
 from __future__ import annotations
 

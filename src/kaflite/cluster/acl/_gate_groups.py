@@ -1,4 +1,4 @@
-"""The request gate's policies for consumer groups: offsets, coordinators, listing, describing, deleting."""
+"""The request gate's policies for consumer groups: offsets, coordinators, listing, describing."""
 
 from __future__ import annotations
 
