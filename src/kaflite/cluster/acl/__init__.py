@@ -4,7 +4,9 @@
 * ``Authorizer`` (``_authorizer``): the decision rules, ``super.users`` and
   ``allow.everyone.if.no.acl.found``, with a cache per decision;
 * ``_context``: the caller of a request (principal, host) and the check helpers;
-* ``_gate``: what every API needs, checked around its handler.
+* ``_gate``: what every API needs, checked around its handler (the table and the
+  topic policies); its building blocks in ``_gate_base``, the group policies in
+  ``_gate_groups``, the transaction/config/SCRAM ones in ``_gate_admin``.
 
 The authorizer is on when the broker config ``authorizer.class.name`` is set
 (any non-empty value turns on this built-in one, as Kafka would load the class it

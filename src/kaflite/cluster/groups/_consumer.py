@@ -40,6 +40,15 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster.groups._assignors import ASSIGNORS, MemberSpec
 from kaflite.cluster.groups._config import GroupConfig
+from kaflite.cluster.groups._consumer_checks import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    find_member,
+    known_static_member,
+    validate_heartbeat,
+    validate_offset_commit,
+    validate_offset_fetch,
+)
 from kaflite.cluster.groups._consumer_group import (
     Assignment,
     ConsumerGroup,
@@ -63,7 +72,7 @@ from kaflite.cluster.groups._group import ClassicGroup, GroupState
 from kaflite.cluster.groups._rebalance import NONE, Record, WriteFn
 from kaflite.cluster.groups._reconcile import Owned, next_assignment, owned_from_request
 from kaflite.cluster.groups._records import encode_group_key
-from kaflite.cluster.groups._regex import RegexResolver, TopicAllowed, compile_regex
+from kaflite.cluster.groups._regex import RegexResolver, TopicAllowed
 from kaflite.cluster.groups._timer import Timer
 
 if TYPE_CHECKING:
@@ -76,9 +85,6 @@ __all__ = ["LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "ConsumerGroupManager", "TopicVi
 
 log = logging.getLogger("kaflite.cluster.groups")
 
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
-GENERATED_MEMBER_ID_VERSION = 1  # KIP-1082: from v1 the client generates its member id
 
 
 @dataclass(frozen=True)
@@ -96,19 +102,6 @@ def session_key(group_id: str, member_id: str) -> str:
 
 def rebalance_key(group_id: str, member_id: str) -> str:
     return f"consumer-rebalance-{group_id}-{member_id}"
-
-
-def known_static_member(group: ConsumerGroup, member_id: str, instance_id: str) -> ConsumerMember:
-    """The member holding ``instance_id``, which must be ``member_id`` (Kafka's
-    ``throwIfStaticMemberIsUnknown`` and ``throwIfInstanceIdIsFenced``)."""
-    member = group.static_member(instance_id)
-    if member is None:
-        raise errors.UnknownMemberIdError(f"Instance id {instance_id} is unknown.")
-    if member.member_id != member_id:
-        raise errors.FencedInstanceIdError(
-            f"Static member {member_id} with instance id {instance_id} was fenced by member "
-            f"{member.member_id}.")
-    return member
 
 
 def classic_keys(group_id: str, member_id: str) -> tuple[str, str]:
@@ -165,7 +158,7 @@ class ConsumerGroupManager:
             asyncio.get_running_loop().create_future()
         out: list[Record] = []
         try:
-            self.validate(req, version)
+            validate_heartbeat(req, version, self.cfg.assignors)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 resp = self._leave(req, out)
             else:
@@ -185,39 +178,6 @@ class ConsumerGroupManager:
 
         self._write(out).add_done_callback(done)
         return fut
-
-    def validate(self, req: ConsumerGroupHeartbeatRequest, version: int) -> None:
-        def invalid(message: str) -> errors.KafkaError:
-            return errors.InvalidRequestError(message)
-
-        if (version >= GENERATED_MEMBER_ID_VERSION or req.member_epoch > 0 \
-                or req.member_epoch == LEAVE_EPOCH) and not req.member_id.strip():
-            raise invalid("MemberId can't be empty.")
-        if not req.group_id.strip():
-            raise invalid("GroupId can't be empty.")
-        if req.instance_id is not None and not req.instance_id.strip():
-            raise invalid("InstanceId can't be empty.")
-        if req.rack_id is not None and not req.rack_id.strip():
-            raise invalid("RackId can't be empty.")
-        if req.member_epoch == 0:
-            if req.rebalance_timeout_ms == -1:
-                raise invalid("RebalanceTimeoutMs must be provided in first request.")
-            if req.topic_partitions is None or req.topic_partitions:
-                raise invalid("TopicPartitions must be empty when (re-)joining.")
-            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be "
-                              "non-null when (re-)joining.")
-        elif req.member_epoch == STATIC_LEAVE_EPOCH:
-            if req.instance_id is None:
-                raise invalid("InstanceId can't be null.")
-        elif req.member_epoch < STATIC_LEAVE_EPOCH:
-            raise invalid("MemberEpoch is invalid.")
-        if req.subscribed_topic_regex:
-            compile_regex(req.subscribed_topic_regex)
-        if req.server_assignor is not None and req.server_assignor not in self.cfg.assignors:
-            raise errors.UnsupportedAssignorError(
-                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
-                f"{', '.join(self.cfg.assignors)}.")
 
     def consumer_group(self, group_id: str) -> ConsumerGroup:
         group = self.groups.get(group_id)
@@ -245,52 +205,6 @@ class ConsumerGroupManager:
             return self.migration.preview(classic), classic
         raise errors.GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
 
-    @staticmethod
-    def check_epoch(member: ConsumerMember, received: int, owned: Owned) -> None:
-        """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``."""
-        if received > member.member_epoch:
-            raise errors.FencedMemberEpochError(
-                f"The consumer group member has a greater member epoch ({received}) than the one "
-                f"known by the group coordinator ({member.member_epoch}). The member must "
-                "abandon all its partitions and rejoin.")
-        if received < member.member_epoch:
-            subset = owned is not None and all(
-                ps <= member.assigned.get(t, frozenset()) for t, ps in owned.items())
-            if received != member.previous_member_epoch or not subset:
-                raise errors.FencedMemberEpochError(
-                    f"The consumer group member has a smaller member epoch ({received}) than the "
-                    f"one known by the group coordinator ({member.member_epoch}). The member "
-                    "must abandon all its partitions and rejoin.")
-
-    def _find_member(self, group: ConsumerGroup, member_id: str,
-                     req: ConsumerGroupHeartbeatRequest, owned: Owned
-                     ) -> tuple[ConsumerMember, ConsumerMember | None]:
-        """The member this heartbeat is from, and the static member it replaces, if any."""
-        joining = req.member_epoch == 0
-        instance_id = req.instance_id
-        if instance_id is None:
-            member = group.members.get(member_id)
-            if member is None:
-                if not joining:
-                    raise errors.UnknownMemberIdError(
-                        f"Member {member_id} is not a member of group {group.group_id}.")
-                return ConsumerMember(member_id), None
-            self.check_epoch(member, req.member_epoch, owned)
-            return member, None
-        existing = group.static_member(instance_id)
-        if joining:
-            if existing is None:
-                return group.members.get(member_id) or ConsumerMember(member_id), None
-            if not existing.uses_classic_protocol and existing.member_epoch != STATIC_LEAVE_EPOCH:
-                raise errors.UnreleasedInstanceIdError(
-                    f"Static member {member_id} with instance id {instance_id} cannot join the "
-                    f"group because the instance id is owned by {existing.member_id} member.")
-            return replace(existing, member_id=member_id, member_epoch=0,
-                           previous_member_epoch=0), existing
-        existing = known_static_member(group, member_id, instance_id)
-        self.check_epoch(existing, req.member_epoch, owned)
-        return existing, None
-
     def _heartbeat(self, client_id: str, client_host: str, req: ConsumerGroupHeartbeatRequest,
                    out: list[Record]) -> ConsumerGroupHeartbeatResponse:
         gid = req.group_id
@@ -303,7 +217,7 @@ class ConsumerGroupManager:
                 "members.")
         member_id = req.member_id or new_member_id()
         owned = owned_from_request(req.topic_partitions)
-        member, replaced = self._find_member(group, member_id, req, owned)
+        member, replaced = find_member(group, member_id, req, owned)
         if member.state is MemberState.UNKNOWN and (owned is None or owned):
             raise errors.FencedMemberEpochError(
                 "The consumer group member is in a unknown state. The member must abandon all "
@@ -448,13 +362,7 @@ class ConsumerGroupManager:
             log.info("group %s: member %s left", group.group_id, member.member_id)
             self.fence_records(group, member, out)
             return resp
-        member = group.static_member(req.instance_id)
-        if member is None:
-            raise errors.UnknownMemberIdError(f"Instance id {req.instance_id} is unknown.")
-        if member.member_id != req.member_id:
-            raise errors.FencedInstanceIdError(
-                f"Static member {req.member_id} with instance id {req.instance_id} was fenced by "
-                f"member {member.member_id}.")
+        member = known_static_member(group, req.member_id, req.instance_id)
         if req.member_epoch == STATIC_LEAVE_EPOCH:
             log.info("group %s: static member %s left for now", group.group_id, req.instance_id)
             self.apply([current_assignment(group.group_id, replace(
@@ -510,42 +418,9 @@ class ConsumerGroupManager:
         self.apply(group_tombstones(group), out)
         return out
 
-    # -- offsets ---------------------------------------------------------------------------------
-    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int,
-                               api_version: int, transactional: bool) -> None:
-        """Kafka's ``ConsumerGroup.validateOffsetCommit``."""
-        if epoch < 0 and not group.members:
-            return
-        member = group.members.get(member_id)
-        if member is None:
-            raise errors.UnknownMemberIdError(
-                f"Member {member_id} is not a member of group {group.group_id}.")
-        if not transactional and member.classic is None and api_version < 9:
-            raise errors.UnsupportedVersionError(
-                "OffsetCommit version 9 or above must be used by members using the modern "
-                "group protocol")
-        self._validate_member_epoch(member, epoch)
-
-    def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None,
-                              epoch: int) -> None:
-        if member_id is None and epoch < 0:
-            return
-        member = group.members.get(member_id or "")
-        if member is None:
-            raise errors.UnknownMemberIdError(
-                f"Member {member_id} is not a member of group {group.group_id}.")
-        self._validate_member_epoch(member, epoch)
-
-    @staticmethod
-    def _validate_member_epoch(member: ConsumerMember, epoch: int) -> None:
-        if epoch != member.member_epoch:
-            if member.classic is not None:
-                raise errors.IllegalGenerationError(
-                    f"The received generation id {epoch} does not match the expected member "
-                    f"epoch {member.member_epoch}.")
-            raise errors.StaleMemberEpochError(
-                f"The received member epoch {epoch} does not match the expected member epoch "
-                f"{member.member_epoch}.")
+    # -- offsets (the checks are in ``_consumer_checks``) --------------------------------------
+    validate_offset_commit = staticmethod(validate_offset_commit)
+    validate_offset_fetch = staticmethod(validate_offset_fetch)
 
     # -- load / unload ------------------------------------------------------------------------
     def on_loaded(self) -> None:

@@ -48,7 +48,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.groups._consumer import classic_keys, known_static_member
+from kaflite.cluster.groups._consumer import classic_keys
+from kaflite.cluster.groups._consumer_checks import known_static_member
 from kaflite.cluster.groups._consumer_group import (
     Assignment,
     ClassicInfo,

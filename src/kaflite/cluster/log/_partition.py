@@ -24,43 +24,35 @@ A leader append (``append_as_leader``) is, in order:
 
 A read is a binary search over segments, one over the offset index, a short
 header walk and one ``os.pread``; the bytes returned are the bytes on disk.
+The parts, their state and the write primitives are in ``_partition_state``.
 Loading at startup is in ``_recovery``; retention and compaction decisions in
 ``_retention``, the rewrite itself in ``_cleaner``.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
-from kaflite.cluster.log._cleaner import NO_HORIZON, CleanerStats, clean_segments
+from kaflite.cluster.log._cleaner import CleanerStats, clean_segments
 from kaflite.cluster.log._config import LogConfig
-from kaflite.cluster.log._epoch import LeaderEpochCache
 from kaflite.cluster.log._files import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
     parse_partition_dir,
     parse_topic_id,
-    read_offset_checkpoint,
     read_partition_metadata,
-    write_offset_checkpoint,
     write_partition_metadata,
 )
 from kaflite.cluster.log._local import LocalLog
-from kaflite.cluster.log._producer_state import ProducerStateManager
+from kaflite.cluster.log._partition_state import PartitionState, wall_clock_ms
 from kaflite.cluster.log._recovery import load_segments
 from kaflite.cluster.log._retention import cleanable_count, retention_breaches
 from kaflite.cluster.log._segment import BatchInfo
-from kaflite.cluster.log._txn_index import AbortedTxn, TransactionIndex
 from kaflite.cluster.log._types import (
     AppendOrigin,
     AppendResult,
-    LogError,
-    ProducerInfo,
     ReadResult,
-    SegmentInfo,
     TimestampOffset,
 )
 from kaflite.cluster.log._validation import parse_replicated, validate_produce
@@ -76,38 +68,8 @@ __all__ = ["PartitionLog"]
 _LOG_APPEND_TIME_BIT = 0x08
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class PartitionLog:
+class PartitionLog(PartitionState):
     """The log of one partition replica; see the module docstring. Open with ``open``."""
-
-    def __init__(
-        self,
-        directory: Path,
-        config: LogConfig,
-        topic: str,
-        partition: int,
-        topic_id: uuid.UUID | None,
-        local: LocalLog,
-    ) -> None:
-        self.directory = directory
-        self.topic = topic
-        self.partition = partition
-        self.topic_id = topic_id
-        self._local = local
-        self._config = config
-        self.epochs = LeaderEpochCache(directory)
-        self.producers = ProducerStateManager(directory)
-        self.txn_index = TransactionIndex(directory)
-        self._log_start_offset = 0
-        self._recovery_point = 0
-        self._unflushed_messages = 0
-        self._closed = False
-        # Compaction bookkeeping: nothing new to clean until one of these changes.
-        self._cleaned_through = -1
-        self._next_horizon_ms = NO_HORIZON
 
     @classmethod
     def open(
@@ -123,7 +85,7 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         config = config or LogConfig()
         topic, partition = parse_partition_dir(directory.name) or (directory.name, 0)
-        now = _now_ms() if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         try:
             known = read_partition_metadata(directory)
         except ValueError:
@@ -159,87 +121,6 @@ class PartitionLog:
         self._rebuild_producer_state()
         return self
 
-    def _read_checkpoint(self, name: str) -> int | None:
-        try:
-            return read_offset_checkpoint(self.directory / name, self.topic, self.partition)
-        except ValueError:
-            return None  # unreadable: fall back to what the segments say
-
-    def _write_checkpoint(self, name: str, offset: int) -> None:
-        write_offset_checkpoint(self.directory / name, self.topic, self.partition, offset)
-
-    def checkpointed_high_watermark(self) -> int:
-        """The high watermark last checkpointed (Kafka's replication-offset-checkpoint),
-        capped by the log end; 0 without one."""
-        hw = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT) or 0
-        return max(0, min(hw, self.log_end_offset))
-
-    def checkpoint_high_watermark(self, hw: int) -> None:
-        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, hw)
-
-    # -- state --------------------------------------------------------------------------------
-    @property
-    def config(self) -> LogConfig:
-        return self._config
-
-    @config.setter
-    def config(self, config: LogConfig) -> None:
-        # AlterConfigs takes effect on the next append, roll or retention pass.
-        self._config = config
-        self._local.config = config
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._local.log_end_offset
-
-    @property
-    def recovery_point(self) -> int:
-        return self._recovery_point
-
-    @property
-    def size_bytes(self) -> int:
-        return self._local.size_bytes
-
-    @property
-    def segments(self) -> list[SegmentInfo]:
-        return self._local.infos()
-
-    @property
-    def latest_epoch(self) -> int:
-        return self.epochs.latest_epoch
-
-    def producer_state(self) -> list[ProducerInfo]:
-        """Every producer the partition knows (for DescribeProducers)."""
-        return self.producers.infos()
-
-    def first_unstable_offset(self) -> int | None:
-        """First offset of the oldest open transaction (the last stable offset bound)."""
-        return self.producers.first_unstable_offset()
-
-    def last_stable_offset(self, high_watermark: int) -> int:
-        """The LSO given the partition's high watermark (read_committed reads stop there)."""
-        return self.producers.last_stable_offset(min(high_watermark, self.log_end_offset))
-
-    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` (Fetch)."""
-        return self.txn_index.collect(fetch_offset, upper_bound_offset)
-
-    # -- leader epochs ----------------------------------------------------------------------------
-    def assign_epoch(self, epoch: int, start_offset: int) -> None:
-        """A new leader epoch starts at ``start_offset`` (a new leader calls this at its LEO)."""
-        self.epochs.assign(epoch, start_offset)
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (largest epoch <= ``epoch``, its end offset), or (-1, -1)."""
-        return self.epochs.end_offset_for(epoch, self.log_end_offset)
-
-    def epoch_for_offset(self, offset: int) -> int:
-        return self.epochs.epoch_for_offset(offset)
-
     # -- appends --------------------------------------------------------------------------------
     def append_as_leader(
         self,
@@ -260,7 +141,7 @@ class PartitionLog:
         """
         self._check_open()
         cfg = self._config
-        now = _now_ms() if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         view = memoryview(records).cast("B")
         if not len(view):
             return AppendResult(-1, -1, -1, self._log_start_offset, False, 0)
@@ -329,7 +210,7 @@ class PartitionLog:
         fetch response cut at its size limit) is left out.
         """
         self._check_open()
-        now = _now_ms() if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         view = memoryview(records).cast("B")
         infos = parse_replicated(view, self.log_end_offset)
         if not infos:
@@ -358,38 +239,6 @@ class PartitionLog:
             infos[0].base_offset, infos[-1].last_offset, -1, self._log_start_offset, False, count
         )
 
-    def _update_producers(
-        self, info: BatchInfo, batch: memoryview | bytes | None, segment_base: int
-    ) -> None:
-        # A marker that closes an aborted transaction adds an aborted-transaction entry.
-        self.txn_index.on_completed(self.producers.update(info, batch), self.producers, segment_base)
-
-    def _write(
-        self, data: bytes | bytearray | memoryview, first_offset: int, last_offset: int,
-        max_timestamp: int, now: int,
-    ) -> None:
-        if self._local.should_roll(len(data), last_offset, max_timestamp, now):
-            self._roll(first_offset, now)
-        self._local.active.append(data, last_offset, max_timestamp)
-
-    def _roll(self, base_offset: int, now: int) -> None:
-        if self._local.roll(max(base_offset, self.log_end_offset), now):
-            # Kafka snapshots producer state at every roll, so recovery replays one segment.
-            self.producers.take_snapshot()
-
-    def roll(self, *, now_ms: int | None = None) -> None:
-        """Start a new active segment at the log end (no-op if the active one is empty)."""
-        self._check_open()
-        self._roll(self.log_end_offset, _now_ms() if now_ms is None else now_ms)
-
-    def _after_append(self, record_count: int) -> None:
-        self._unflushed_messages += record_count
-        if self._unflushed_messages >= self._config.flush_messages:
-            self.flush()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LogError(f"{self.directory}: the log is closed")
 
     # -- reads ------------------------------------------------------------------------------------
     def read(
@@ -468,7 +317,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log, empty, at ``offset``."""
         self._check_open()
-        self._local.reset_at(offset, _now_ms())
+        self._local.reset_at(offset, wall_clock_ms())
         self._log_start_offset = offset
         self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, offset)
         self.epochs.clear()
@@ -508,7 +357,7 @@ class PartitionLog:
             )
         if offset > self._log_start_offset:
             self._set_log_start(offset)
-            self.apply_retention(_now_ms(), -1, -1)
+            self.apply_retention(wall_clock_ms(), -1, -1)
         return self._log_start_offset
 
     def _set_log_start(self, offset: int) -> None:
@@ -557,7 +406,7 @@ class PartitionLog:
     def compact(self, now_ms: int | None = None) -> CleanerStats:
         """Compact the inactive segments (``cleanup.policy=compact``); see ``_cleaner``."""
         self._check_open()
-        now = _now_ms() if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         segments = self._local.segments
         count = cleanable_count(
             segments,
@@ -589,7 +438,7 @@ class PartitionLog:
         expiry of producers idle for ``producer.id.expiration.ms``.
         """
         self._check_open()
-        now = _now_ms() if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         if self._config.delete:
             deleted = self.apply_retention(now, high_watermark=high_watermark)
         else:
@@ -600,16 +449,6 @@ class PartitionLog:
         return deleted
 
     # -- durability -------------------------------------------------------------------------------------
-    def flush(self) -> None:
-        """fsync every segment past the recovery point, then checkpoint the new point."""
-        self._check_open()
-        self._local.flush_from(self._recovery_point)
-        self.txn_index.flush()
-        self._unflushed_messages = 0
-        leo = self.log_end_offset
-        if leo != self._recovery_point:
-            self._recovery_point = leo
-            self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, leo)
 
     def close(self, *, flush: bool = True) -> None:
         """Close the files. ``flush=False`` models a crash: nothing more is written."""
