@@ -58,25 +58,21 @@ class FetchPartition(Struct):
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     partition_index: int = 0
-    partition_max_bytes: int = 0
     acknowledgement_batches: list[AcknowledgementBatch] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> FetchPartition:
         f_partition_index = r.int32()
-        f_partition_max_bytes = 0
         n = r.compact_array_len()
         f_acknowledgement_batches = [AcknowledgementBatch.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_partition_index, f_partition_max_bytes, f_acknowledgement_batches, unknown)
+        return cls(f_partition_index, f_acknowledgement_batches, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.partition_index)
-        if self.partition_max_bytes != 0:
-            raise FieldVersionError(f"FetchPartition.partition_max_bytes is not supported at version {v}")
         w.compact_array_len(len(self.acknowledgement_batches))
         for e_acknowledgement_batches in self.acknowledgement_batches:
             e_acknowledgement_batches.write(w, v)
@@ -211,7 +207,6 @@ AcknowledgementBatch.FIELDS = (
 )
 FetchPartition.FIELDS = (
     FieldSpec('partition_index', 'int32', False, (1, 2), None, None, None, None, False),
-    FieldSpec('partition_max_bytes', 'int32', False, None, None, None, None, None, False),
     FieldSpec('acknowledgement_batches', 'AcknowledgementBatch', True, (1, 2), None, None, None, AcknowledgementBatch, False),
 )
 FetchTopic.FIELDS = (
