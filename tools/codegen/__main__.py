@@ -6,10 +6,6 @@ Reads Kafka's JSON schemas (``../shared/kafka-protocol`` by default) and writes
 ``src/kaflite/protocol/messages/_generated/`` (one module per schema file, and
 an index of APIs) plus ``src/kaflite/protocol/_error_codes.py``. With
 ``--check`` nothing is written; the exit status is 1 if any output would change.
-
-A schema in ``tools/codegen/overlay/messages`` replaces the file of the same
-name among the schemas read: newer versions of an API than the schema set has
-(Kafka 4.2's share-group APIs, whose version 0 was early access only).
 """
 
 from __future__ import annotations
@@ -21,13 +17,12 @@ import sys
 from pathlib import Path
 
 from tools.codegen.emit import emit_module
-from tools.codegen.schema import Message, load_all, parse
+from tools.codegen.schema import Message, load_all
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SCHEMAS = ROOT.parent / "shared" / "kafka-protocol"
 OUT = ROOT / "src" / "kaflite" / "protocol" / "messages" / "_generated"
 ERRORS_OUT = ROOT / "src" / "kaflite" / "protocol" / "_error_codes.py"
-OVERLAY = Path(__file__).resolve().parent / "overlay"
 
 
 def module_name(msg: Message) -> str:
@@ -146,9 +141,7 @@ def render_errors(tsv: Path) -> str:
 
 
 def outputs(schemas: Path) -> dict[Path, str]:
-    newer = {p.name: p for p in (OVERLAY / "messages").glob("*.json")}
-    messages = [parse(newer.get(p.name, p)) for p in sorted((schemas / "messages").glob("*.json"))]
-    messages += load_all(schemas / "records")
+    messages = load_all(schemas / "messages") + load_all(schemas / "records")
     files: dict[Path, str] = {}
     for m in messages:
         files[OUT / f"{module_name(m)}.py"] = emit_module(m)

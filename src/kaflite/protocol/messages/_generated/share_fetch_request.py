@@ -22,8 +22,8 @@ from kaflite.protocol.messages._generated.share_fetch_response import ShareFetch
 
 @dataclass(slots=True)
 class AcknowledgementBatch(Struct):
-    MIN_VERSION: ClassVar[int] = 1
-    MAX_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     first_offset: int = 0
@@ -53,26 +53,29 @@ class AcknowledgementBatch(Struct):
 
 @dataclass(slots=True)
 class FetchPartition(Struct):
-    MIN_VERSION: ClassVar[int] = 1
-    MAX_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     partition_index: int = 0
+    partition_max_bytes: int = 0
     acknowledgement_batches: list[AcknowledgementBatch] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> FetchPartition:
         f_partition_index = r.int32()
+        f_partition_max_bytes = r.int32()
         n = r.compact_array_len()
         f_acknowledgement_batches = [AcknowledgementBatch.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_partition_index, f_acknowledgement_batches, unknown)
+        return cls(f_partition_index, f_partition_max_bytes, f_acknowledgement_batches, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.partition_index)
+        w.int32(self.partition_max_bytes)
         w.compact_array_len(len(self.acknowledgement_batches))
         for e_acknowledgement_batches in self.acknowledgement_batches:
             e_acknowledgement_batches.write(w, v)
@@ -81,8 +84,8 @@ class FetchPartition(Struct):
 
 @dataclass(slots=True)
 class FetchTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 1
-    MAX_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -109,8 +112,8 @@ class FetchTopic(Struct):
 
 @dataclass(slots=True)
 class ForgottenTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 1
-    MAX_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -138,8 +141,8 @@ class ForgottenTopic(Struct):
 class ShareFetchRequest(Request[ShareFetchResponse]):
     API_KEY: ClassVar[int] = 78
     RESPONSE: ClassVar[type[Struct]] = ShareFetchResponse
-    MIN_VERSION: ClassVar[int] = 1
-    MAX_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     group_id: str | None = None
@@ -148,9 +151,6 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
     max_wait_ms: int = 0
     min_bytes: int = 0
     max_bytes: int = 2147483647
-    max_records: int = 0
-    batch_size: int = 0
-    share_acquire_mode: int = 0
     topics: list[FetchTopic] = field(default_factory=list)
     forgotten_topics_data: list[ForgottenTopic] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
@@ -163,12 +163,6 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
         f_max_wait_ms = r.int32()
         f_min_bytes = r.int32()
         f_max_bytes = r.int32()
-        f_max_records = r.int32()
-        f_batch_size = r.int32()
-        if v >= 2:
-            f_share_acquire_mode = r.int8()
-        else:
-            f_share_acquire_mode = 0
         n = r.compact_array_len()
         f_topics = [FetchTopic.read(r, v) for _ in range(n)]
         n = r.compact_array_len()
@@ -176,7 +170,7 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_group_id, f_member_id, f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_max_records, f_batch_size, f_share_acquire_mode, f_topics, f_forgotten_topics_data, unknown)
+        return cls(f_group_id, f_member_id, f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_topics, f_forgotten_topics_data, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_nullable_string(self.group_id)
@@ -185,12 +179,6 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
         w.int32(self.max_wait_ms)
         w.int32(self.min_bytes)
         w.int32(self.max_bytes)
-        w.int32(self.max_records)
-        w.int32(self.batch_size)
-        if v >= 2:
-            w.int8(self.share_acquire_mode)
-        elif self.share_acquire_mode != 0:
-            raise FieldVersionError(f"ShareFetchRequest.share_acquire_mode is not supported at version {v}")
         w.compact_array_len(len(self.topics))
         for e_topics in self.topics:
             e_topics.write(w, v)
@@ -201,32 +189,30 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
 
 
 AcknowledgementBatch.FIELDS = (
-    FieldSpec('first_offset', 'int64', False, (1, 2), None, None, None, None, False),
-    FieldSpec('last_offset', 'int64', False, (1, 2), None, None, None, None, False),
-    FieldSpec('acknowledge_types', 'int8', True, (1, 2), None, None, None, None, False),
+    FieldSpec('first_offset', 'int64', False, (0, 0), None, None, None, None, False),
+    FieldSpec('last_offset', 'int64', False, (0, 0), None, None, None, None, False),
+    FieldSpec('acknowledge_types', 'int8', True, (0, 0), None, None, None, None, False),
 )
 FetchPartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (1, 2), None, None, None, None, False),
-    FieldSpec('acknowledgement_batches', 'AcknowledgementBatch', True, (1, 2), None, None, None, AcknowledgementBatch, False),
+    FieldSpec('partition_index', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('partition_max_bytes', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('acknowledgement_batches', 'AcknowledgementBatch', True, (0, 0), None, None, None, AcknowledgementBatch, False),
 )
 FetchTopic.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (1, 2), None, None, None, None, False),
-    FieldSpec('partitions', 'FetchPartition', True, (1, 2), None, None, None, FetchPartition, False),
+    FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
+    FieldSpec('partitions', 'FetchPartition', True, (0, 0), None, None, None, FetchPartition, False),
 )
 ForgottenTopic.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (1, 2), None, None, None, None, False),
-    FieldSpec('partitions', 'int32', True, (1, 2), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
+    FieldSpec('partitions', 'int32', True, (0, 0), None, None, None, None, False),
 )
 ShareFetchRequest.FIELDS = (
-    FieldSpec('group_id', 'string', False, (1, 2), (0, -1), None, None, None, False),
-    FieldSpec('member_id', 'string', False, (1, 2), (0, -1), None, None, None, False),
-    FieldSpec('share_session_epoch', 'int32', False, (1, 2), None, None, None, None, False),
-    FieldSpec('max_wait_ms', 'int32', False, (1, 2), None, None, None, None, False),
-    FieldSpec('min_bytes', 'int32', False, (1, 2), None, None, None, None, False),
-    FieldSpec('max_bytes', 'int32', False, (1, 2), None, None, None, None, False),
-    FieldSpec('max_records', 'int32', False, (1, 2), None, None, None, None, False),
-    FieldSpec('batch_size', 'int32', False, (1, 2), None, None, None, None, False),
-    FieldSpec('share_acquire_mode', 'int8', False, (2, 2), None, None, None, None, False),
-    FieldSpec('topics', 'FetchTopic', True, (1, 2), None, None, None, FetchTopic, False),
-    FieldSpec('forgotten_topics_data', 'ForgottenTopic', True, (1, 2), None, None, None, ForgottenTopic, False),
+    FieldSpec('group_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
+    FieldSpec('member_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
+    FieldSpec('share_session_epoch', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('max_wait_ms', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('min_bytes', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('max_bytes', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('topics', 'FetchTopic', True, (0, 0), None, None, None, FetchTopic, False),
+    FieldSpec('forgotten_topics_data', 'ForgottenTopic', True, (0, 0), None, None, None, ForgottenTopic, False),
 )
