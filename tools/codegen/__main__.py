@@ -2,7 +2,8 @@
 
     python -m tools.codegen [--schemas DIR] [--check]
 
-Reads Kafka's JSON schemas (``../shared/kafka-protocol`` by default) and writes
+Reads Kafka's JSON schemas (``../shared/kafka-protocol`` by default, with the newer
+schemas of ``tools/codegen/kafka-4.2`` in place of their older files) and writes
 ``src/kaflite/protocol/messages/_generated/`` (one module per schema file, and
 an index of APIs) plus ``src/kaflite/protocol/_error_codes.py``. With
 ``--check`` nothing is written; the exit status is 1 if any output would change.
@@ -21,6 +22,9 @@ from tools.codegen.schema import Message, load_all
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SCHEMAS = ROOT.parent / "shared" / "kafka-protocol"
+# Schemas newer than the shared set (Kafka 4.2's share-group APIs): a file here
+# replaces the shared file of the same name.
+OVERLAY = Path(__file__).resolve().parent / "kafka-4.2"
 OUT = ROOT / "src" / "kaflite" / "protocol" / "messages" / "_generated"
 ERRORS_OUT = ROOT / "src" / "kaflite" / "protocol" / "_error_codes.py"
 
@@ -141,7 +145,11 @@ def render_errors(tsv: Path) -> str:
 
 
 def outputs(schemas: Path) -> dict[Path, str]:
-    messages = load_all(schemas / "messages") + load_all(schemas / "records")
+    newer = {m.source: m for m in load_all(OVERLAY / "messages")}
+    shared = load_all(schemas / "messages") + load_all(schemas / "records")
+    names = {m.source for m in shared}
+    messages = [newer.get(m.source, m) for m in shared] + \
+        [m for src, m in sorted(newer.items()) if src not in names]
     files: dict[Path, str] = {}
     for m in messages:
         files[OUT / f"{module_name(m)}.py"] = emit_module(m)

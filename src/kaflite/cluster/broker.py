@@ -36,6 +36,7 @@ from kaflite.cluster.observe import CLOSED_KEPT, ConnectionRecord
 from kaflite.cluster.partition import Partition
 from kaflite.cluster.quotas import QuotaManager, QuotaWindows
 from kaflite.cluster.request_memory import RequestMemory
+from kaflite.cluster.share import SharePartitionManager
 from kaflite.cluster.txn import TransactionCoordinator
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ApiVersionsResponse
@@ -109,6 +110,8 @@ class Broker:
         # changes before it takes any).
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
+        # Share groups (KIP-932): the share-partitions this broker leads, and share sessions.
+        self.share: SharePartitionManager | None = None
         self.fetch_sessions = FetchSessionCache()      # KIP-227, for this broker's clients
         self.closed_connections: deque[ConnectionRecord] = deque(maxlen=CLOSED_KEPT)
         self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)
@@ -177,6 +180,7 @@ class Broker:
             info.endpoints = self.endpoints
         self.inter_broker_security()   # a bad inter-broker setup fails the start
         self.controller.register_broker(info, self)
+        self.share = SharePartitionManager(self)
         self.groups = GroupCoordinator(self)  # hooks partition changes before taking any
         self.transactions = TransactionCoordinator(self)
         self.controller.broker_started(self.node_id)
@@ -209,6 +213,8 @@ class Broker:
             server.close()
         for conn in list(self.connections.values()):
             conn.abort()
+        if self.share is not None:
+            self.share.close()
         for coordinator in (self.groups, self.transactions):
             if coordinator is not None:
                 coordinator.close()

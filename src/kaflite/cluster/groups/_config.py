@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kaflite.cluster.internal_topics import OFFSETS
+from kaflite.cluster.share._config import ShareConfig
 
 __all__ = ["GROUP_DEFAULTS", "ConsumerGroupConfig", "GroupConfig"]
 
@@ -60,6 +61,7 @@ class GroupConfig:
     max_size: int = 2147483647
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     consumer: ConsumerGroupConfig = field(default_factory=lambda: ConsumerGroupConfig())
+    share: ShareConfig = field(default_factory=lambda: ShareConfig())
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> GroupConfig:
@@ -78,6 +80,7 @@ class GroupConfig:
             max_session_timeout_ms=get("group.max.session.timeout.ms"),
             max_size=get("group.max.size"),
             consumer=ConsumerGroupConfig.from_props(props),
+            share=ShareConfig.from_props(props),
         )
 
 

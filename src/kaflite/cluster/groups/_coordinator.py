@@ -62,8 +62,10 @@ class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
     def _new_shard(self, p: Partition) -> CoordinatorShard:
         writer = PartitionWriter(self.broker, OFFSETS_TOPIC, p.index, p.leader_epoch,
                                  self.config.commit_timeout_ms)
+        share = self.broker.share
         return CoordinatorShard(p.index, p.leader_epoch, writer, LoopTimer(self._loop),
-                                self.config, self._topic_exists, self._topic_view)
+                                self.config, self._topic_exists, self._topic_view,
+                                share.settings if share is not None else None)
 
     def _topic_exists(self, name: str) -> bool:
         return name in self.broker.controller.topics

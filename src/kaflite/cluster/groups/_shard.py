@@ -49,10 +49,12 @@ from kaflite.cluster.groups._records import (
     decode_offset_value,
     split_version,
 )
+from kaflite.cluster.groups._share import ShareGroup, ShareGroupManager
 from kaflite.cluster.groups._timer import Timer
 from kaflite.cluster.groups._txn_offsets import TxnOffsetManager
 from kaflite.cluster.internal_topics import OFFSETS_TOPIC
 from kaflite.cluster.log import PartitionLog
+from kaflite.cluster.share._config import ShareGroupSettings
 from kaflite.protocol.errors import RemoteProtocolError
 from kaflite.protocol.records import RecordBatch, read_end_txn_marker
 
@@ -65,7 +67,8 @@ log = logging.getLogger("kaflite.cluster.groups")
 class CoordinatorShard(ShardLifecycle):
     def __init__(self, index: int, epoch: int, write: Callable[[list[Record]], asyncio.Future[int]],
                  timer: Timer, config: GroupConfig, topic_exists: Callable[[str], bool],
-                 topics: TopicView | None = None) -> None:
+                 topics: TopicView | None = None,
+                 share_settings: Callable[[str], ShareGroupSettings] | None = None) -> None:
         self.index = index
         self.epoch = epoch
         self.timer = timer
@@ -84,6 +87,10 @@ class CoordinatorShard(ShardLifecycle):
         self.txn_offsets = TxnOffsetManager(self.groups, self.offsets, timer,
                                             config.metadata_max_bytes,
                                             write if isinstance(write, PartitionWriter) else None)
+        self.share_groups: dict[str, ShareGroup] = {}
+        self.share = ShareGroupManager(
+            self.share_groups, lambda gid: gid in self.groups or gid in self.consumer_groups,
+            timer, config.share, self.consumer.topics, share_settings)
         self.records_loaded = 0
 
     # -- replay ------------------------------------------------------------------------------
@@ -161,6 +168,7 @@ class CoordinatorShard(ShardLifecycle):
             return
         self.state = ShardState.CLOSED
         self.classic.on_unloaded()
+        self.share.close()
         self.timer.close()
 
 

@@ -23,7 +23,7 @@ from kaflite.protocol.messages._generated.share_acknowledge_response import Shar
 @dataclass(slots=True)
 class AcknowledgementBatch(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     first_offset: int = 0
@@ -54,7 +54,7 @@ class AcknowledgementBatch(Struct):
 @dataclass(slots=True)
 class AcknowledgePartition(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     partition_index: int = 0
@@ -82,7 +82,7 @@ class AcknowledgePartition(Struct):
 @dataclass(slots=True)
 class AcknowledgeTopic(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -112,12 +112,13 @@ class ShareAcknowledgeRequest(Request[ShareAcknowledgeResponse]):
     API_KEY: ClassVar[int] = 79
     RESPONSE: ClassVar[type[Struct]] = ShareAcknowledgeResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     group_id: str | None = None
     member_id: str | None = ''
     share_session_epoch: int = 0
+    is_renew_ack: bool = False
     topics: list[AcknowledgeTopic] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
@@ -126,17 +127,25 @@ class ShareAcknowledgeRequest(Request[ShareAcknowledgeResponse]):
         f_group_id = r.compact_nullable_string()
         f_member_id = r.compact_nullable_string()
         f_share_session_epoch = r.int32()
+        if v >= 2:
+            f_is_renew_ack = r.bool()
+        else:
+            f_is_renew_ack = False
         n = r.compact_array_len()
         f_topics = [AcknowledgeTopic.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_group_id, f_member_id, f_share_session_epoch, f_topics, unknown)
+        return cls(f_group_id, f_member_id, f_share_session_epoch, f_is_renew_ack, f_topics, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_nullable_string(self.group_id)
         w.compact_nullable_string(self.member_id)
         w.int32(self.share_session_epoch)
+        if v >= 2:
+            w.bool(self.is_renew_ack)
+        elif self.is_renew_ack != False:
+            raise FieldVersionError(f"ShareAcknowledgeRequest.is_renew_ack is not supported at version {v}")
         w.compact_array_len(len(self.topics))
         for e_topics in self.topics:
             e_topics.write(w, v)
@@ -144,21 +153,22 @@ class ShareAcknowledgeRequest(Request[ShareAcknowledgeResponse]):
 
 
 AcknowledgementBatch.FIELDS = (
-    FieldSpec('first_offset', 'int64', False, (0, 0), None, None, None, None, False),
-    FieldSpec('last_offset', 'int64', False, (0, 0), None, None, None, None, False),
-    FieldSpec('acknowledge_types', 'int8', True, (0, 0), None, None, None, None, False),
+    FieldSpec('first_offset', 'int64', False, (0, 2), None, None, None, None, False),
+    FieldSpec('last_offset', 'int64', False, (0, 2), None, None, None, None, False),
+    FieldSpec('acknowledge_types', 'int8', True, (0, 2), None, None, None, None, False),
 )
 AcknowledgePartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('acknowledgement_batches', 'AcknowledgementBatch', True, (0, 0), None, None, None, AcknowledgementBatch, False),
+    FieldSpec('partition_index', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('acknowledgement_batches', 'AcknowledgementBatch', True, (0, 2), None, None, None, AcknowledgementBatch, False),
 )
 AcknowledgeTopic.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
-    FieldSpec('partitions', 'AcknowledgePartition', True, (0, 0), None, None, None, AcknowledgePartition, False),
+    FieldSpec('topic_id', 'uuid', False, (0, 2), None, None, None, None, False),
+    FieldSpec('partitions', 'AcknowledgePartition', True, (0, 2), None, None, None, AcknowledgePartition, False),
 )
 ShareAcknowledgeRequest.FIELDS = (
-    FieldSpec('group_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('member_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('share_session_epoch', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('topics', 'AcknowledgeTopic', True, (0, 0), None, None, None, AcknowledgeTopic, False),
+    FieldSpec('group_id', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('member_id', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('share_session_epoch', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('is_renew_ack', 'bool', False, (2, 2), None, None, None, None, False),
+    FieldSpec('topics', 'AcknowledgeTopic', True, (0, 2), None, None, None, AcknowledgeTopic, False),
 )

@@ -22,7 +22,7 @@ __all__ = ['LeaderIdAndEpoch', 'NodeEndpoint', 'PartitionData', 'ShareAcknowledg
 @dataclass(slots=True)
 class LeaderIdAndEpoch(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     leader_id: int = 0
@@ -47,7 +47,7 @@ class LeaderIdAndEpoch(Struct):
 @dataclass(slots=True)
 class PartitionData(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     partition_index: int = 0
@@ -78,7 +78,7 @@ class PartitionData(Struct):
 @dataclass(slots=True)
 class ShareAcknowledgeTopicResponse(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -106,7 +106,7 @@ class ShareAcknowledgeTopicResponse(Struct):
 @dataclass(slots=True)
 class NodeEndpoint(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     node_id: int = 0
@@ -138,12 +138,13 @@ class NodeEndpoint(Struct):
 class ShareAcknowledgeResponse(Struct):
     API_KEY: ClassVar[int] = 79
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None
+    acquisition_lock_timeout_ms: int = 0
     responses: list[ShareAcknowledgeTopicResponse] = field(default_factory=list)
     node_endpoints: list[NodeEndpoint] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
@@ -153,6 +154,10 @@ class ShareAcknowledgeResponse(Struct):
         f_throttle_time_ms = r.int32()
         f_error_code = r.int16()
         f_error_message = r.compact_nullable_string()
+        if v >= 2:
+            f_acquisition_lock_timeout_ms = r.int32()
+        else:
+            f_acquisition_lock_timeout_ms = 0
         n = r.compact_array_len()
         f_responses = [ShareAcknowledgeTopicResponse.read(r, v) for _ in range(n)]
         n = r.compact_array_len()
@@ -160,12 +165,16 @@ class ShareAcknowledgeResponse(Struct):
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints, unknown)
+        return cls(f_throttle_time_ms, f_error_code, f_error_message, f_acquisition_lock_timeout_ms, f_responses, f_node_endpoints, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.throttle_time_ms)
         w.int16(self.error_code)
         w.compact_nullable_string(self.error_message)
+        if v >= 2:
+            w.int32(self.acquisition_lock_timeout_ms)
+        elif self.acquisition_lock_timeout_ms != 0:
+            raise FieldVersionError(f"ShareAcknowledgeResponse.acquisition_lock_timeout_ms is not supported at version {v}")
         w.compact_array_len(len(self.responses))
         for e_responses in self.responses:
             e_responses.write(w, v)
@@ -176,29 +185,30 @@ class ShareAcknowledgeResponse(Struct):
 
 
 LeaderIdAndEpoch.FIELDS = (
-    FieldSpec('leader_id', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('leader_epoch', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('leader_id', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('leader_epoch', 'int32', False, (0, 2), None, None, None, None, False),
 )
 PartitionData.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_message', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('current_leader', 'LeaderIdAndEpoch', False, (0, 0), None, None, None, LeaderIdAndEpoch, False),
+    FieldSpec('partition_index', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('current_leader', 'LeaderIdAndEpoch', False, (0, 2), None, None, None, LeaderIdAndEpoch, False),
 )
 ShareAcknowledgeTopicResponse.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
-    FieldSpec('partitions', 'PartitionData', True, (0, 0), None, None, None, PartitionData, False),
+    FieldSpec('topic_id', 'uuid', False, (0, 2), None, None, None, None, False),
+    FieldSpec('partitions', 'PartitionData', True, (0, 2), None, None, None, PartitionData, False),
 )
 NodeEndpoint.FIELDS = (
-    FieldSpec('node_id', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('host', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('port', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('rack', 'string', False, (0, 0), (0, -1), None, None, None, False),
+    FieldSpec('node_id', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('host', 'string', False, (0, 2), None, None, None, None, False),
+    FieldSpec('port', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('rack', 'string', False, (0, 2), (0, -1), None, None, None, False),
 )
 ShareAcknowledgeResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_message', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('responses', 'ShareAcknowledgeTopicResponse', True, (0, 0), None, None, None, ShareAcknowledgeTopicResponse, False),
-    FieldSpec('node_endpoints', 'NodeEndpoint', True, (0, 0), None, None, None, NodeEndpoint, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('acquisition_lock_timeout_ms', 'int32', False, (2, 2), None, None, None, None, False),
+    FieldSpec('responses', 'ShareAcknowledgeTopicResponse', True, (0, 2), None, None, None, ShareAcknowledgeTopicResponse, False),
+    FieldSpec('node_endpoints', 'NodeEndpoint', True, (0, 2), None, None, None, NodeEndpoint, False),
 )

@@ -23,7 +23,7 @@ from kaflite.protocol.messages._generated.share_fetch_response import ShareFetch
 @dataclass(slots=True)
 class AcknowledgementBatch(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     first_offset: int = 0
@@ -54,7 +54,7 @@ class AcknowledgementBatch(Struct):
 @dataclass(slots=True)
 class FetchPartition(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     partition_index: int = 0
@@ -65,7 +65,10 @@ class FetchPartition(Struct):
     @classmethod
     def read(cls, r: Reader, v: int) -> FetchPartition:
         f_partition_index = r.int32()
-        f_partition_max_bytes = r.int32()
+        if v <= 0:
+            f_partition_max_bytes = r.int32()
+        else:
+            f_partition_max_bytes = 0
         n = r.compact_array_len()
         f_acknowledgement_batches = [AcknowledgementBatch.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
@@ -75,7 +78,10 @@ class FetchPartition(Struct):
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.partition_index)
-        w.int32(self.partition_max_bytes)
+        if v <= 0:
+            w.int32(self.partition_max_bytes)
+        elif self.partition_max_bytes != 0:
+            raise FieldVersionError(f"FetchPartition.partition_max_bytes is not supported at version {v}")
         w.compact_array_len(len(self.acknowledgement_batches))
         for e_acknowledgement_batches in self.acknowledgement_batches:
             e_acknowledgement_batches.write(w, v)
@@ -85,7 +91,7 @@ class FetchPartition(Struct):
 @dataclass(slots=True)
 class FetchTopic(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -113,7 +119,7 @@ class FetchTopic(Struct):
 @dataclass(slots=True)
 class ForgottenTopic(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -142,7 +148,7 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
     API_KEY: ClassVar[int] = 78
     RESPONSE: ClassVar[type[Struct]] = ShareFetchResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     group_id: str | None = None
@@ -151,6 +157,10 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
     max_wait_ms: int = 0
     min_bytes: int = 0
     max_bytes: int = 2147483647
+    max_records: int = 0
+    batch_size: int = 0
+    share_acquire_mode: int = 0
+    is_renew_ack: bool = False
     topics: list[FetchTopic] = field(default_factory=list)
     forgotten_topics_data: list[ForgottenTopic] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
@@ -163,6 +173,22 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
         f_max_wait_ms = r.int32()
         f_min_bytes = r.int32()
         f_max_bytes = r.int32()
+        if v >= 1:
+            f_max_records = r.int32()
+        else:
+            f_max_records = 0
+        if v >= 1:
+            f_batch_size = r.int32()
+        else:
+            f_batch_size = 0
+        if v >= 2:
+            f_share_acquire_mode = r.int8()
+        else:
+            f_share_acquire_mode = 0
+        if v >= 2:
+            f_is_renew_ack = r.bool()
+        else:
+            f_is_renew_ack = False
         n = r.compact_array_len()
         f_topics = [FetchTopic.read(r, v) for _ in range(n)]
         n = r.compact_array_len()
@@ -170,7 +196,7 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_group_id, f_member_id, f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_topics, f_forgotten_topics_data, unknown)
+        return cls(f_group_id, f_member_id, f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_max_records, f_batch_size, f_share_acquire_mode, f_is_renew_ack, f_topics, f_forgotten_topics_data, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_nullable_string(self.group_id)
@@ -179,6 +205,22 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
         w.int32(self.max_wait_ms)
         w.int32(self.min_bytes)
         w.int32(self.max_bytes)
+        if v >= 1:
+            w.int32(self.max_records)
+        elif self.max_records != 0:
+            raise FieldVersionError(f"ShareFetchRequest.max_records is not supported at version {v}")
+        if v >= 1:
+            w.int32(self.batch_size)
+        elif self.batch_size != 0:
+            raise FieldVersionError(f"ShareFetchRequest.batch_size is not supported at version {v}")
+        if v >= 2:
+            w.int8(self.share_acquire_mode)
+        elif self.share_acquire_mode != 0:
+            raise FieldVersionError(f"ShareFetchRequest.share_acquire_mode is not supported at version {v}")
+        if v >= 2:
+            w.bool(self.is_renew_ack)
+        elif self.is_renew_ack != False:
+            raise FieldVersionError(f"ShareFetchRequest.is_renew_ack is not supported at version {v}")
         w.compact_array_len(len(self.topics))
         for e_topics in self.topics:
             e_topics.write(w, v)
@@ -189,30 +231,34 @@ class ShareFetchRequest(Request[ShareFetchResponse]):
 
 
 AcknowledgementBatch.FIELDS = (
-    FieldSpec('first_offset', 'int64', False, (0, 0), None, None, None, None, False),
-    FieldSpec('last_offset', 'int64', False, (0, 0), None, None, None, None, False),
-    FieldSpec('acknowledge_types', 'int8', True, (0, 0), None, None, None, None, False),
+    FieldSpec('first_offset', 'int64', False, (0, 2), None, None, None, None, False),
+    FieldSpec('last_offset', 'int64', False, (0, 2), None, None, None, None, False),
+    FieldSpec('acknowledge_types', 'int8', True, (0, 2), None, None, None, None, False),
 )
 FetchPartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (0, 2), None, None, None, None, False),
     FieldSpec('partition_max_bytes', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('acknowledgement_batches', 'AcknowledgementBatch', True, (0, 0), None, None, None, AcknowledgementBatch, False),
+    FieldSpec('acknowledgement_batches', 'AcknowledgementBatch', True, (0, 2), None, None, None, AcknowledgementBatch, False),
 )
 FetchTopic.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
-    FieldSpec('partitions', 'FetchPartition', True, (0, 0), None, None, None, FetchPartition, False),
+    FieldSpec('topic_id', 'uuid', False, (0, 2), None, None, None, None, False),
+    FieldSpec('partitions', 'FetchPartition', True, (0, 2), None, None, None, FetchPartition, False),
 )
 ForgottenTopic.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
-    FieldSpec('partitions', 'int32', True, (0, 0), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (0, 2), None, None, None, None, False),
+    FieldSpec('partitions', 'int32', True, (0, 2), None, None, None, None, False),
 )
 ShareFetchRequest.FIELDS = (
-    FieldSpec('group_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('member_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('share_session_epoch', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('max_wait_ms', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('min_bytes', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('max_bytes', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('topics', 'FetchTopic', True, (0, 0), None, None, None, FetchTopic, False),
-    FieldSpec('forgotten_topics_data', 'ForgottenTopic', True, (0, 0), None, None, None, ForgottenTopic, False),
+    FieldSpec('group_id', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('member_id', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('share_session_epoch', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('max_wait_ms', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('min_bytes', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('max_bytes', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('max_records', 'int32', False, (1, 2), None, None, None, None, False),
+    FieldSpec('batch_size', 'int32', False, (1, 2), None, None, None, None, False),
+    FieldSpec('share_acquire_mode', 'int8', False, (2, 2), None, None, None, None, False),
+    FieldSpec('is_renew_ack', 'bool', False, (2, 2), None, None, None, None, False),
+    FieldSpec('topics', 'FetchTopic', True, (0, 2), None, None, None, FetchTopic, False),
+    FieldSpec('forgotten_topics_data', 'ForgottenTopic', True, (0, 2), None, None, None, ForgottenTopic, False),
 )

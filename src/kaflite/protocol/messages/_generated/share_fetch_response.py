@@ -22,7 +22,7 @@ __all__ = ['AcquiredRecords', 'LeaderIdAndEpoch', 'NodeEndpoint', 'PartitionData
 @dataclass(slots=True)
 class LeaderIdAndEpoch(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     leader_id: int = 0
@@ -47,7 +47,7 @@ class LeaderIdAndEpoch(Struct):
 @dataclass(slots=True)
 class AcquiredRecords(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     first_offset: int = 0
@@ -75,7 +75,7 @@ class AcquiredRecords(Struct):
 @dataclass(slots=True)
 class PartitionData(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     partition_index: int = 0
@@ -121,7 +121,7 @@ class PartitionData(Struct):
 @dataclass(slots=True)
 class ShareFetchableTopicResponse(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -149,7 +149,7 @@ class ShareFetchableTopicResponse(Struct):
 @dataclass(slots=True)
 class NodeEndpoint(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     node_id: int = 0
@@ -181,12 +181,13 @@ class NodeEndpoint(Struct):
 class ShareFetchResponse(Struct):
     API_KEY: ClassVar[int] = 78
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None
+    acquisition_lock_timeout_ms: int = 0
     responses: list[ShareFetchableTopicResponse] = field(default_factory=list)
     node_endpoints: list[NodeEndpoint] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
@@ -196,6 +197,10 @@ class ShareFetchResponse(Struct):
         f_throttle_time_ms = r.int32()
         f_error_code = r.int16()
         f_error_message = r.compact_nullable_string()
+        if v >= 1:
+            f_acquisition_lock_timeout_ms = r.int32()
+        else:
+            f_acquisition_lock_timeout_ms = 0
         n = r.compact_array_len()
         f_responses = [ShareFetchableTopicResponse.read(r, v) for _ in range(n)]
         n = r.compact_array_len()
@@ -203,12 +208,16 @@ class ShareFetchResponse(Struct):
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints, unknown)
+        return cls(f_throttle_time_ms, f_error_code, f_error_message, f_acquisition_lock_timeout_ms, f_responses, f_node_endpoints, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.throttle_time_ms)
         w.int16(self.error_code)
         w.compact_nullable_string(self.error_message)
+        if v >= 1:
+            w.int32(self.acquisition_lock_timeout_ms)
+        elif self.acquisition_lock_timeout_ms != 0:
+            raise FieldVersionError(f"ShareFetchResponse.acquisition_lock_timeout_ms is not supported at version {v}")
         w.compact_array_len(len(self.responses))
         for e_responses in self.responses:
             e_responses.write(w, v)
@@ -219,38 +228,39 @@ class ShareFetchResponse(Struct):
 
 
 LeaderIdAndEpoch.FIELDS = (
-    FieldSpec('leader_id', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('leader_epoch', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('leader_id', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('leader_epoch', 'int32', False, (0, 2), None, None, None, None, False),
 )
 AcquiredRecords.FIELDS = (
-    FieldSpec('first_offset', 'int64', False, (0, 0), None, None, None, None, False),
-    FieldSpec('last_offset', 'int64', False, (0, 0), None, None, None, None, False),
-    FieldSpec('delivery_count', 'int16', False, (0, 0), None, None, None, None, False),
+    FieldSpec('first_offset', 'int64', False, (0, 2), None, None, None, None, False),
+    FieldSpec('last_offset', 'int64', False, (0, 2), None, None, None, None, False),
+    FieldSpec('delivery_count', 'int16', False, (0, 2), None, None, None, None, False),
 )
 PartitionData.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_message', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('acknowledge_error_code', 'int16', False, (0, 0), None, None, None, None, False),
-    FieldSpec('acknowledge_error_message', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('current_leader', 'LeaderIdAndEpoch', False, (0, 0), None, None, None, LeaderIdAndEpoch, False),
-    FieldSpec('records', 'records', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('acquired_records', 'AcquiredRecords', True, (0, 0), None, None, None, AcquiredRecords, False),
+    FieldSpec('partition_index', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('acknowledge_error_code', 'int16', False, (0, 2), None, None, None, None, False),
+    FieldSpec('acknowledge_error_message', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('current_leader', 'LeaderIdAndEpoch', False, (0, 2), None, None, None, LeaderIdAndEpoch, False),
+    FieldSpec('records', 'records', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('acquired_records', 'AcquiredRecords', True, (0, 2), None, None, None, AcquiredRecords, False),
 )
 ShareFetchableTopicResponse.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
-    FieldSpec('partitions', 'PartitionData', True, (0, 0), None, None, None, PartitionData, False),
+    FieldSpec('topic_id', 'uuid', False, (0, 2), None, None, None, None, False),
+    FieldSpec('partitions', 'PartitionData', True, (0, 2), None, None, None, PartitionData, False),
 )
 NodeEndpoint.FIELDS = (
-    FieldSpec('node_id', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('host', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('port', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('rack', 'string', False, (0, 0), (0, -1), None, None, None, False),
+    FieldSpec('node_id', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('host', 'string', False, (0, 2), None, None, None, None, False),
+    FieldSpec('port', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('rack', 'string', False, (0, 2), (0, -1), None, None, None, False),
 )
 ShareFetchResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_message', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('responses', 'ShareFetchableTopicResponse', True, (0, 0), None, None, None, ShareFetchableTopicResponse, False),
-    FieldSpec('node_endpoints', 'NodeEndpoint', True, (0, 0), None, None, None, NodeEndpoint, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('acquisition_lock_timeout_ms', 'int32', False, (1, 2), None, None, None, None, False),
+    FieldSpec('responses', 'ShareFetchableTopicResponse', True, (0, 2), None, None, None, ShareFetchableTopicResponse, False),
+    FieldSpec('node_endpoints', 'NodeEndpoint', True, (0, 2), None, None, None, NodeEndpoint, False),
 )

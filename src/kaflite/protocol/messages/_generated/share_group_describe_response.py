@@ -22,7 +22,7 @@ __all__ = ['Assignment', 'DescribedGroup', 'Member', 'ShareGroupDescribeResponse
 @dataclass(slots=True)
 class TopicPartitions(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -52,7 +52,7 @@ class TopicPartitions(Struct):
 @dataclass(slots=True)
 class Assignment(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_partitions: list[TopicPartitions] = field(default_factory=list)
@@ -77,7 +77,7 @@ class Assignment(Struct):
 @dataclass(slots=True)
 class Member(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     member_id: str = ''
@@ -120,7 +120,7 @@ class Member(Struct):
 @dataclass(slots=True)
 class DescribedGroup(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     error_code: int = 0
@@ -170,7 +170,7 @@ class DescribedGroup(Struct):
 class ShareGroupDescribeResponse(Struct):
     API_KEY: ClassVar[int] = 77
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     throttle_time_ms: int = 0
@@ -196,34 +196,34 @@ class ShareGroupDescribeResponse(Struct):
 
 
 TopicPartitions.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
-    FieldSpec('topic_name', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('partitions', 'int32', True, (0, 0), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (0, 1), None, None, None, None, False),
+    FieldSpec('topic_name', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('partitions', 'int32', True, (0, 1), None, None, None, None, False),
 )
 Assignment.FIELDS = (
-    FieldSpec('topic_partitions', 'TopicPartitions', True, (0, 0), None, None, None, TopicPartitions, False),
+    FieldSpec('topic_partitions', 'TopicPartitions', True, (0, 1), None, None, None, TopicPartitions, False),
 )
 Member.FIELDS = (
-    FieldSpec('member_id', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('rack_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('member_epoch', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('client_id', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('client_host', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('subscribed_topic_names', 'string', True, (0, 0), None, None, None, None, False),
-    FieldSpec('assignment', 'Assignment', False, (0, 0), None, None, None, Assignment, False),
+    FieldSpec('member_id', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('rack_id', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('member_epoch', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('client_id', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('client_host', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('subscribed_topic_names', 'string', True, (0, 1), None, None, None, None, False),
+    FieldSpec('assignment', 'Assignment', False, (0, 1), None, None, None, Assignment, False),
 )
 DescribedGroup.FIELDS = (
-    FieldSpec('error_code', 'int16', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_message', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('group_id', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('group_state', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('group_epoch', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('assignment_epoch', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('assignor_name', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('members', 'Member', True, (0, 0), None, None, None, Member, False),
-    FieldSpec('authorized_operations', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 1), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('group_id', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('group_state', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('group_epoch', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('assignment_epoch', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('assignor_name', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('members', 'Member', True, (0, 1), None, None, None, Member, False),
+    FieldSpec('authorized_operations', 'int32', False, (0, 1), None, None, None, None, False),
 )
 ShareGroupDescribeResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('groups', 'DescribedGroup', True, (0, 0), None, None, None, DescribedGroup, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('groups', 'DescribedGroup', True, (0, 1), None, None, None, DescribedGroup, False),
 )

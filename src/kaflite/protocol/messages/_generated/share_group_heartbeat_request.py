@@ -25,7 +25,7 @@ class ShareGroupHeartbeatRequest(Request[ShareGroupHeartbeatResponse]):
     API_KEY: ClassVar[int] = 76
     RESPONSE: ClassVar[type[Struct]] = ShareGroupHeartbeatResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     group_id: str = ''
@@ -63,9 +63,9 @@ class ShareGroupHeartbeatRequest(Request[ShareGroupHeartbeatResponse]):
 
 
 ShareGroupHeartbeatRequest.FIELDS = (
-    FieldSpec('group_id', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('member_id', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('member_epoch', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('rack_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('subscribed_topic_names', 'string', True, (0, 0), (0, -1), None, None, None, False),
+    FieldSpec('group_id', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('member_id', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('member_epoch', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('rack_id', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('subscribed_topic_names', 'string', True, (0, 1), (0, -1), None, None, None, False),
 )

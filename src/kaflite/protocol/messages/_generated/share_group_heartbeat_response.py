@@ -22,7 +22,7 @@ __all__ = ['Assignment', 'ShareGroupHeartbeatResponse', 'TopicPartitions']
 @dataclass(slots=True)
 class TopicPartitions(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -49,7 +49,7 @@ class TopicPartitions(Struct):
 @dataclass(slots=True)
 class Assignment(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_partitions: list[TopicPartitions] = field(default_factory=list)
@@ -75,7 +75,7 @@ class Assignment(Struct):
 class ShareGroupHeartbeatResponse(Struct):
     API_KEY: ClassVar[int] = 76
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     throttle_time_ms: int = 0
@@ -117,18 +117,18 @@ class ShareGroupHeartbeatResponse(Struct):
 
 
 TopicPartitions.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
-    FieldSpec('partitions', 'int32', True, (0, 0), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (0, 1), None, None, None, None, False),
+    FieldSpec('partitions', 'int32', True, (0, 1), None, None, None, None, False),
 )
 Assignment.FIELDS = (
-    FieldSpec('topic_partitions', 'TopicPartitions', True, (0, 0), None, None, None, TopicPartitions, False),
+    FieldSpec('topic_partitions', 'TopicPartitions', True, (0, 1), None, None, None, TopicPartitions, False),
 )
 ShareGroupHeartbeatResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_message', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('member_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('member_epoch', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('heartbeat_interval_ms', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('assignment', 'Assignment', False, (0, 0), (0, -1), None, None, Assignment, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 1), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('member_id', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('member_epoch', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('heartbeat_interval_ms', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('assignment', 'Assignment', False, (0, 1), (0, -1), None, None, Assignment, False),
 )

@@ -1,0 +1,275 @@
+"""The broker's share-partition manager (Kafka's ``SharePartitionManager``).
+
+Each broker keeps the share-partitions of the topic partitions it leads, one per
+(share group, partition), created on the first ShareFetch that names them. A
+new share-partition first reads its persisted state (``Persister.read``: the
+share coordinator's ``__share_group_state``); when there is none it starts where
+the group's ``share.auto.offset.reset`` says (``latest``, Kafka's default: the
+high watermark; ``earliest``: the log start) and writes that first state.
+Every change is written back (``Persister.write``); acknowledgements are
+answered once their write is durable.
+
+Acquiring reads the log from the share-partition's ``next_fetch_offset`` up to
+the high watermark (or the last stable offset for ``read_committed``), hands the
+batch offsets to ``SharePartition.acquire``, and returns the whole batches that
+hold an acquired record: the client keeps only the acquired offsets, as Kafka's
+does.
+
+Leadership moving away closes the partition's share-partitions (their locks
+stop; the next leader reads the persisted state, where acquired records are
+available again). A share-partition leader that finds its state epoch fenced
+(FENCED_STATE_EPOCH: the state was reset by AlterShareGroupOffsets or
+DeleteShareGroupOffsets, or a newer leader wrote it) drops its copy and reloads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.groups._timer import LoopTimer, Timer
+from kaflite.cluster.log._segment import parse_info
+from kaflite.cluster.share._config import ShareConfig, ShareGroupSettings
+from kaflite.cluster.share._partition import Acquired, BatchSpan, SharePartition
+from kaflite.cluster.share._persister import MemoryPersister, PersistedState, Persister
+from kaflite.cluster.share._sessions import ShareSessionCache
+from kaflite.protocol import errors
+from kaflite.protocol.records import HEADER_SIZE
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.partition import Partition
+
+__all__ = ["FetchedShare", "SharePartitionManager", "split_batches"]
+
+log = logging.getLogger("kaflite.cluster.share")
+
+Key = tuple[str, str, int]   # (group id, topic, partition)
+_CONTROL = 0x20
+
+
+@dataclass(frozen=True)
+class FetchedShare:
+    records: bytes
+    acquired: list[Acquired]
+
+
+def split_batches(data: bytes) -> list[tuple[int, int, BatchSpan]]:
+    """(start, end, span) of every whole v2 batch in ``data``."""
+    out = []
+    at = 0
+    while at + HEADER_SIZE <= len(data):
+        info = parse_info(data, at, at)
+        if at + info.size > len(data):
+            break
+        out.append((at, at + info.size, BatchSpan(info.base_offset, info.last_offset,
+                                                  bool(info.attributes & _CONTROL))))
+        at += info.size
+    return out
+
+
+class SharePartitionManager:
+    def __init__(self, broker: Broker, persister: Persister | None = None,
+                 timer: Timer | None = None) -> None:
+        self.broker = broker
+        self.config = ShareConfig.from_props(broker.config.props)
+        self.sessions = ShareSessionCache(self.config.max_share_sessions)
+        self.partitions: dict[Key, SharePartition] = {}
+        self.persister: Persister = persister or MemoryPersister()
+        self._timer = timer
+        self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
+        self._waiters: set[asyncio.Future[None]] = set()
+        # Group-level configs, by group id: where IncrementalAlterConfigs on GROUP
+        # resources plugs in (see ShareConfig.for_group).
+        self.group_configs: dict[str, Mapping[str, str]] = {}
+        self.group_config_source: Callable[[str], Mapping[str, str]] | None = None
+        broker.partition_hooks.append(self._on_partition)
+
+    @property
+    def timer(self) -> Timer:
+        if self._timer is None:
+            self._timer = LoopTimer(asyncio.get_running_loop())
+        return self._timer
+
+    def settings(self, group_id: str) -> ShareGroupSettings:
+        """The settings a group runs with: the broker's defaults and its group configs."""
+        source = self.group_config_source
+        configs = source(group_id) if source is not None else self.group_configs.get(group_id, {})
+        return self.config.for_group(configs)
+
+    def close(self) -> None:
+        for sp in self.partitions.values():
+            sp.close()
+        self.partitions.clear()
+        if self._timer is not None:
+            self._timer.close()
+        with contextlib.suppress(ValueError):
+            self.broker.partition_hooks.remove(self._on_partition)
+        self.wake()
+
+    # -- leadership -----------------------------------------------------------------------------
+    def _on_partition(self, p: Partition, was_leader: bool) -> None:
+        if p.is_leader and not was_leader:
+            return
+        for key in [k for k in self.partitions if (k[1], k[2]) == (p.topic, p.index)]:
+            sp = self.partitions[key]
+            if not p.is_leader or sp.leader_epoch != p.leader_epoch:
+                sp.close()
+                del self.partitions[key]
+
+    # -- share-partitions -------------------------------------------------------------------------
+    async def share_partition(self, group_id: str, p: Partition) -> SharePartition:
+        key = (group_id, p.topic, p.index)
+        sp = self.partitions.get(key)
+        if sp is not None and sp.leader_epoch == p.leader_epoch and not sp.closed:
+            return sp
+        loading = self._loading.get(key)
+        if loading is None:
+            loading = asyncio.get_running_loop().create_future()
+            self._loading[key] = loading
+            try:
+                sp = await self._load(group_id, p)
+            except BaseException as exc:
+                loading.set_exception(exc)
+                loading.exception()   # retrieved: every waiter re-raises it
+                raise
+            finally:
+                self._loading.pop(key, None)
+            self.partitions[key] = sp
+            loading.set_result(sp)
+            return sp
+        return await asyncio.shield(loading)
+
+    async def _load(self, group_id: str, p: Partition) -> SharePartition:
+        settings = self.settings(group_id)
+        epoch = p.leader_epoch
+        state = await self.persister.read(group_id, p.topic_id, p.index, epoch)
+        sp = SharePartition(group_id, p.topic, p.index, self.timer,
+                            lock_duration_ms=settings.record_lock_duration_ms,
+                            delivery_count_limit=settings.delivery_count_limit,
+                            max_record_locks=settings.partition_max_record_locks,
+                            on_change=self._changed)
+        sp.leader_epoch = epoch
+        sp.topic_id = p.topic_id
+        if state is None or state.start_offset < 0:
+            start = p.log_start_offset if settings.auto_offset_reset == "earliest" \
+                else p.high_watermark
+            sp.restore(start, [], 0 if state is None else state.state_epoch)
+            code = await self.persister.initialize(group_id, p.topic_id, p.index, sp.state_epoch,
+                                                   start)
+            if code:
+                raise errors.error_for_code(code)
+        else:
+            sp.restore(max(state.start_offset, p.log_start_offset), state.batches,
+                       state.state_epoch)
+        if p.leader_epoch != epoch or not p.is_leader:
+            raise errors.NotLeaderOrFollowerError(f"{p.topic}-{p.index}")
+        log.info("share group %s: %s-%s starts at %s (state epoch %s)", group_id, p.topic,
+                 p.index, sp.start, sp.state_epoch)
+        return sp
+
+    def _changed(self, sp: SharePartition) -> None:
+        """Every change: wake waiting fetches, and write the state soon unless the request
+        that made the change writes it itself (``persist`` clears ``dirty``)."""
+        self.wake()
+        if not sp.dirty:
+            sp.dirty = True
+            asyncio.get_running_loop().call_soon(self._flush, sp)
+
+    def _flush(self, sp: SharePartition) -> None:
+        if sp.dirty and not sp.closed:
+            self.persist_later(sp)
+
+    async def persist(self, sp: SharePartition) -> int:
+        """Write a share-partition's state; the error code (FENCED_STATE_EPOCH drops it)."""
+        sp.dirty = False
+        code = await self.persister.write(sp.group_id, sp.topic_id, sp.partition, sp.state_epoch,
+                                          sp.leader_epoch, PersistedState(
+                                              sp.state_epoch, sp.start, sp.state_batches()))
+        if code == errors.FencedStateEpochError.code:
+            key = (sp.group_id, sp.topic, sp.partition)
+            if self.partitions.get(key) is sp:
+                sp.close()
+                del self.partitions[key]
+        return code
+
+    def persist_later(self, sp: SharePartition) -> None:
+        """Timers (lock expiry) change state outside a request: write it in the background."""
+        task = asyncio.get_running_loop().create_task(self.persist(sp))
+        task.add_done_callback(_log_failure)
+
+    # -- waiting for records ----------------------------------------------------------------------
+    def waiter(self) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.add(fut)
+        return fut
+
+    def discard_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.discard(fut)
+
+    def wake(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    # -- acquiring --------------------------------------------------------------------------------
+    def acquire(self, sp: SharePartition, p: Partition, member_id: str, max_records: int,
+                max_bytes: int, record_limit: bool) -> FetchedShare:
+        settings = self.settings(sp.group_id)
+        offset = sp.next_fetch_offset()
+        if offset < p.log_start_offset:   # retention removed records still in flight
+            sp.skip_to(p.log_start_offset)
+            offset = sp.next_fetch_offset()
+        max_offset = p.last_stable_offset if settings.isolation_level == "read_committed" \
+            else p.high_watermark
+        if offset >= max_offset or max_bytes <= 0:
+            return FetchedShare(b"", [])
+        result = p.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=True)
+        batches = split_batches(result.records)
+        acquired = sp.acquire(member_id, [b for _, _, b in batches], max_records, record_limit)
+        if not acquired:
+            return FetchedShare(b"", [])
+        parts = [result.records[s:e] for s, e, span in batches
+                 if any(a.first <= span.last and span.first <= a.last for a in acquired)]
+        return FetchedShare(b"".join(parts), acquired)
+
+    # -- sessions ending ----------------------------------------------------------------------------
+    def release_session(self, group_id: str, member_id: str,
+                        partitions: list[tuple[uuid.UUID, int]]) -> list[SharePartition]:
+        """A share session closed: the member's records on its partitions are released."""
+        changed = []
+        for topic_id, index in partitions:
+            topic = self.broker.controller.topics_by_id.get(topic_id)
+            sp = None if topic is None else self.partitions.get((group_id, topic.name, index))
+            if sp is not None and sp.release_member(member_id):
+                changed.append(sp)
+        return changed
+
+    # -- tools and fault injection ------------------------------------------------------------------
+    def of_group(self, group_id: str) -> list[SharePartition]:
+        return [sp for (g, _, _), sp in sorted(self.partitions.items()) if g == group_id]
+
+    def expire_locks(self, group_id: str, member_id: str | None = None) -> int:
+        n = 0
+        for sp in self.of_group(group_id):
+            got = sp.expire_locks(member_id)
+            if got:
+                n += got
+                self.persist_later(sp)
+        return n
+
+
+def _log_failure(task: asyncio.Task[int]) -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.warning("writing share-partition state failed: %s", exc)
+    elif task.result():
+        log.warning("writing share-partition state failed with error %s", task.result())
