@@ -3,7 +3,7 @@
     async with ShareConsumer({"bootstrap.servers": s, "group.id": "workers"}) as consumer:
         consumer.subscribe(["jobs"])
         while True:
-            for record in await consumer.poll(1.0):
+            for record in await consumer.poll(1000):
                 handle(record)          # accepted by the next poll (implicit mode)
 
 Many members read the same partitions; the partition leaders hand each record
@@ -248,14 +248,14 @@ class ShareConsumer(BaseClient, Generic[K, V]):
         self._fetcher.acknowledge(chosen)
 
     # -- polling --------------------------------------------------------------------------------
-    async def poll(self, timeout: float = 1.0) -> list[ShareRecord[K, V]]:
-        """The next records (at most ``max.poll.records``), waiting up to ``timeout`` s."""
+    async def poll(self, timeout_ms: int = 1000) -> list[ShareRecord[K, V]]:
+        """The next records (at most ``max.poll.records``), waiting up to ``timeout_ms``."""
         self._check_open()
         if not self._subs.subscribed:
             raise IllegalStateError("the share consumer is not subscribed to any topics")
         await self.start()
         self._collect(all_records=True)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout_ms / 1000
         fetcher = self._fetcher
         member = self._member
         while True:
@@ -282,13 +282,14 @@ class ShareConsumer(BaseClient, Generic[K, V]):
                 return []
 
     # -- committing -----------------------------------------------------------------------------
-    async def commit_sync(self, timeout: float | None = None) -> Results:
+    async def commit_sync(self, timeout_ms: int | None = None) -> Results:
         """Send the acknowledgements so far and wait for the leaders' answers: each
         partition's error, or None."""
         self._check_open()
         await self.start()
         self._collect(all_records=False)
-        return await self._fetcher.flush(self._api_timeout if timeout is None else timeout)
+        return await self._fetcher.flush(self._api_timeout if timeout_ms is None
+                                         else timeout_ms / 1000)
 
     def commit_async(self) -> asyncio.Task[Results]:
         """``commit_sync`` without waiting; the callback reports the outcome."""
