@@ -116,6 +116,7 @@ class ConsumerMembership(GroupClient):
     API_KEY = HEARTBEAT_API
     API_NAME = "ConsumerGroupHeartbeat"
     NEEDS = "group.protocol=consumer needs Kafka 4"
+    JOIN_NOTE = "group.protocol=consumer"
 
     def __init__(self, consumer: BaseClient, hooks: MemberHooks) -> None:
         super().__init__(consumer, hooks)
@@ -188,7 +189,7 @@ class ConsumerMembership(GroupClient):
         return self.state in (S.STABLE, S.ACKNOWLEDGING)
 
     def _join(self, why: str) -> None:
-        self._emit("rebalance", f"joining group {self.group_id} (group.protocol=consumer)",
+        self._emit("rebalance", f"joining group {self.group_id} ({self.JOIN_NOTE})",
                    cause=why)
         self._set_epoch(0)
         self._sent = None

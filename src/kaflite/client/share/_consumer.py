@@ -262,8 +262,8 @@ class ShareConsumer(BaseClient, Generic[K, V]):
             fetcher.raise_errors()
             member.last_poll = time.monotonic()
             await member.ensure_active_group(deadline - time.monotonic())
-            if fetcher.buffer:
-                out = fetcher.drain(self._max_poll_records)
+            out = fetcher.drain(self._max_poll_records) if fetcher.buffer else []
+            if out:
                 for r in out:
                     self._delivered.setdefault(TopicPartition(r.topic, r.partition), {})[
                         r.offset] = None

@@ -90,7 +90,8 @@ class ShareFetcher(Generic[K, V]):
         self.acquire_mode = 0
         self.assignment: set[TopicPartition] = set()
         self.sessions: dict[int, ShareSession] = {}
-        self.buffer: deque[ShareRecord[K, V]] = deque()
+        # records and the monotonic time their acquisition lock ends
+        self.buffer: deque[tuple[float, ShareRecord[K, V]]] = deque()
         self.buffered: dict[TopicPartition, int] = {}
         self.pending: dict[TopicPartition, Acks] = {}
         self.in_flight: dict[int, asyncio.Task[None]] = {}
@@ -99,6 +100,7 @@ class ShareFetcher(Generic[K, V]):
         self.data_ready = asyncio.Event()
         self.lock_timeout_ms = -1     # the last AcquisitionLockTimeoutMs a broker gave
         self._closed = False
+        self._flushing = 0
 
     # -- what goes where ----------------------------------------------------------------------
     def _leader(self, tp: TopicPartition) -> int | None:
@@ -122,7 +124,7 @@ class ShareFetcher(Generic[K, V]):
 
     def send(self) -> None:
         """Start a request to every leader that has something to do and none in flight."""
-        if self._closed:
+        if self._closed or self._flushing:
             return
         now = time.monotonic()
         fetch = self._by_leader(self.assignment)
@@ -151,36 +153,46 @@ class ShareFetcher(Generic[K, V]):
             self.in_flight[node] = asyncio.get_running_loop().create_task(job)
 
     async def flush(self, timeout: float) -> dict[TopicPartition, errors.KafkaError | None]:
-        """Send every pending acknowledgement now (ShareAcknowledge), waiting for any
-        request in flight first; the outcome per partition."""
+        """Send every pending acknowledgement now (ShareAcknowledge) and wait for the
+        answers: the outcome per partition. No new request starts meanwhile, and those
+        in flight are waited for first (a session's epochs are a sequence)."""
         deadline = time.monotonic() + timeout
         results: dict[TopicPartition, errors.KafkaError | None] = {}
-        while self.pending and time.monotonic() < deadline:
-            busy = [t for t in self.in_flight.values() if not t.done()]
-            if busy:
-                await asyncio.wait(busy, timeout=max(deadline - time.monotonic(), 0))
-                continue
-            jobs: list[asyncio.Task[None]] = []
-            for node, tps in self._by_leader(set(self.pending)).items():
-                session = self.sessions.setdefault(node, ShareSession(node))
-                acks = {tp: self.pending.pop(tp) for tp in tps}
-                if not session.open:
-                    for tp, a in acks.items():   # no session to acknowledge in
-                        results[tp] = errors.ShareSessionNotFoundError(
-                            f"no share session with broker {node}")
-                        self.on_result(tp, set(a), results[tp])
+        acks, self.pending = self.pending, {}
+        self._flushing += 1
+        try:
+            while acks and time.monotonic() < deadline:
+                busy = [t for t in self.in_flight.values() if not t.done()]
+                if busy:
+                    await asyncio.wait(busy, timeout=max(deadline - time.monotonic(), 0))
                     continue
-                job = asyncio.get_running_loop().create_task(
-                    self._acknowledge(node, session, acks, results))
-                self.in_flight[node] = job
-                jobs.append(job)
-            if not jobs:
-                if self.pending:
-                    await asyncio.sleep(self.backoff)   # leaders unknown: metadata is coming
-                continue
-            await asyncio.wait(jobs, timeout=max(deadline - time.monotonic(), 0))
-        for tp in self.pending:
-            results.setdefault(tp, errors.RequestTimedOutError("acknowledgement not sent in time"))
+                jobs: list[asyncio.Task[None]] = []
+                for node, tps in self._by_leader(set(acks)).items():
+                    session = self.sessions.setdefault(node, ShareSession(node))
+                    mine = {tp: acks.pop(tp) for tp in tps}
+                    if not session.open:
+                        for tp, a in mine.items():   # no session to acknowledge in
+                            results[tp] = errors.ShareSessionNotFoundError(
+                                f"no share session with broker {node}")
+                            self.on_result(tp, set(a), results[tp])
+                        continue
+                    job = asyncio.get_running_loop().create_task(
+                        self._acknowledge(node, session, mine, results, into=acks))
+                    self.in_flight[node] = job
+                    jobs.append(job)
+                if not jobs:
+                    if acks:
+                        await asyncio.sleep(self.backoff)   # leaders unknown: metadata comes
+                    continue
+                await asyncio.wait(jobs, timeout=max(deadline - time.monotonic(), 0))
+        finally:
+            self._flushing -= 1
+            merge(self.pending, acks)
+        for tp in acks:
+            results.setdefault(tp, errors.RequestTimedOutError("acknowledgement not sent in "
+                                                               "time; it goes with the next "
+                                                               "request"))
+        self.send()
         return results
 
     # -- ShareFetch --------------------------------------------------------------------------------
@@ -220,6 +232,7 @@ class ShareFetcher(Generic[K, V]):
             if version >= 2:
                 req.share_acquire_mode = self.acquire_mode
             timeout = self.consumer.config.int("request.timeout.ms") / 1000 + self.max_wait / 1000
+            sent_at = time.monotonic()   # the locks run from no earlier than this
             resp: ShareFetchResponse = await conn.request(req, version=version, timeout=timeout)
         except NoCommonVersion as exc:
             self.errors.append(errors.UnsupportedVersionError(
@@ -233,7 +246,7 @@ class ShareFetcher(Generic[K, V]):
             merge(self.pending, acks)
             raise
         try:
-            self._handle_fetch(node, session, resp, after, acks)
+            self._handle_fetch(node, session, resp, after, acks, sent_at)
         except Exception as exc:   # a broken answer: raised from poll, never lost
             self.errors.append(exc)
         self._done(node)
@@ -246,36 +259,38 @@ class ShareFetcher(Generic[K, V]):
             self.send()
 
     def _lost(self, node: int, session: ShareSession, acks: dict[TopicPartition, Acks],
-              why: str) -> None:
+              why: str, into: dict[TopicPartition, Acks] | None = None) -> None:
         """The request failed on the wire: a new connection, a new session; the
         acknowledgements go again."""
         self.consumer.pool.close_connection(node, DATA, why)
         session.reset()
-        merge(self.pending, acks)
+        merge(self.pending if into is None else into, acks)
         self.backoff_until[node] = time.monotonic() + self.backoff
         asyncio.get_running_loop().call_later(self.backoff, self.data_ready.set)
         self.consumer.metadata.request_update(f"{why} (broker {node})")
 
     def _top_error(self, node: int, session: ShareSession, code: int, message: str | None,
-                   acks: dict[TopicPartition, Acks], what: str) -> None:
+                   acks: dict[TopicPartition, Acks], what: str,
+                   into: dict[TopicPartition, Acks] | None = None) -> None:
         detail = f"{error_name(code)} on {what} to broker {node}" + (f": {message}" if message
                                                                       else "")
         if code in SESSION_ERRORS:
             self.emit("share", "share session reset", cause=detail)
             session.reset()
-            merge(self.pending, acks)   # sent again in the new session
+            merge(self.pending if into is None else into, acks)   # sent again, new session
             return
         action = action_for(code)
         if action in (Action.RAISE, Action.FATAL):
             self.errors.append(errors.error_for_code(code, detail))
         else:
             self.emit("share", f"{what} failed; retrying", cause=detail)
-            merge(self.pending, acks)
+            merge(self.pending if into is None else into, acks)
             self.backoff_until[node] = time.monotonic() + self.backoff
             asyncio.get_running_loop().call_later(self.backoff, self.data_ready.set)
 
     def _handle_fetch(self, node: int, session: ShareSession, resp: ShareFetchResponse,
-                      keep: set[TopicPartition], acks: dict[TopicPartition, Acks]) -> None:
+                      keep: set[TopicPartition], acks: dict[TopicPartition, Acks],
+                      sent_at: float) -> None:
         if resp.error_code:
             self._top_error(node, session, resp.error_code, resp.error_message, acks,
                             "ShareFetch")
@@ -283,6 +298,8 @@ class ShareFetcher(Generic[K, V]):
         session.answered(keep)
         if resp.acquisition_lock_timeout_ms > 0:
             self.lock_timeout_ms = resp.acquisition_lock_timeout_ms
+        lock_ends = sent_at + self.lock_timeout_ms / 1000 if self.lock_timeout_ms > 0 \
+            else float("inf")
         md = self.consumer.metadata
         endpoints = [(e.node_id, e.host, e.port, e.rack) for e in resp.node_endpoints]
         answered: set[TopicPartition] = set()
@@ -303,7 +320,7 @@ class ShareFetcher(Generic[K, V]):
                                           pd.current_leader.leader_epoch, endpoints)
                     continue
                 if pd.acquired_records and tp in self.assignment:
-                    self._take(tp, pd)
+                    self._take(tp, pd, lock_ends)
                 elif pd.acquired_records:
                     # acquired for a partition no longer assigned: give them back
                     merge(self.pending, {tp: {o: AcknowledgeType.RELEASE
@@ -335,7 +352,7 @@ class ShareFetcher(Generic[K, V]):
             self.emit("share", "ShareFetch partition error; retrying", cause=where)
             md.request_update(where)
 
-    def _take(self, tp: TopicPartition, pd: sfr.PartitionData) -> None:
+    def _take(self, tp: TopicPartition, pd: sfr.PartitionData, lock_ends: float) -> None:
         """Buffer the acquired records of one partition; gaps are acknowledged."""
         ranges = sorted((r.first_offset, r.last_offset, r.delivery_count)
                         for r in pd.acquired_records)
@@ -373,14 +390,15 @@ class ShareFetcher(Generic[K, V]):
         if gaps:
             merge(self.pending, {tp: gaps})
         if out:
-            self.buffer.extend(out)
+            self.buffer.extend((lock_ends, r) for r in out)
             self.buffered[tp] = self.buffered.get(tp, 0) + len(out)
 
     # -- ShareAcknowledge ---------------------------------------------------------------------------
     async def _acknowledge(self, node: int, session: ShareSession,
                            acks: dict[TopicPartition, Acks],
                            results: dict[TopicPartition, errors.KafkaError | None] | None = None,
-                           epoch: int | None = None) -> None:
+                           epoch: int | None = None,
+                           into: dict[TopicPartition, Acks] | None = None) -> None:
         md = self.consumer.metadata
         renew = any(t == AcknowledgeType.RENEW for a in acks.values() for t in a.values())
         by_topic: dict[str, list[saq.AcknowledgePartition]] = {}
@@ -409,11 +427,12 @@ class ShareFetcher(Generic[K, V]):
                 self._result(results, tp, a, exc)
             return self._done(node)
         except (ConnectionClosed, TimeoutError, OSError) as exc:
-            self._lost(node, session, acks, f"ShareAcknowledge failed: {type(exc).__name__}")
+            self._lost(node, session, acks, f"ShareAcknowledge failed: {type(exc).__name__}",
+                       into)
             return self._done(node)
         if resp.error_code:
             self._top_error(node, session, resp.error_code, resp.error_message, acks,
-                            "ShareAcknowledge")
+                            "ShareAcknowledge", into)
             if resp.error_code not in SESSION_ERRORS and results is not None:
                 for tp in acks:
                     results[tp] = errors.error_for_code(resp.error_code, "ShareAcknowledge")
@@ -448,28 +467,40 @@ class ShareFetcher(Generic[K, V]):
 
     # -- handing out --------------------------------------------------------------------------------
     def drain(self, max_records: int) -> list[ShareRecord[K, V]]:
+        """Buffered records, oldest first. One whose acquisition lock has ended while it
+        waited here is no longer the member's (the group may have delivered it to
+        another): it is dropped, not handed out."""
         out: list[ShareRecord[K, V]] = []
+        now = time.monotonic()
+        expired: dict[TopicPartition, int] = {}
         while self.buffer and len(out) < max_records:
-            record = self.buffer.popleft()
+            lock_ends, record = self.buffer.popleft()
             tp = TopicPartition(record.topic, record.partition)
             left = self.buffered[tp] - 1
             if left:
                 self.buffered[tp] = left
             else:
                 del self.buffered[tp]
+            if lock_ends <= now:
+                expired[tp] = expired.get(tp, 0) + 1
+                continue
             out.append(record)
+        for tp, n in expired.items():
+            self.emit("share", f"dropped {n} buffered records of {tp}: their acquisition "
+                      "lock ended before the application polled them", cause=None)
         return out
 
     def drop(self, tps: set[TopicPartition]) -> None:
         """Partitions revoked: their buffered records go back to the group (RELEASE)."""
-        kept: deque[ShareRecord[K, V]] = deque()
+        kept: deque[tuple[float, ShareRecord[K, V]]] = deque()
         released: dict[TopicPartition, Acks] = {}
-        for record in self.buffer:
+        for item in self.buffer:
+            record = item[1]
             tp = TopicPartition(record.topic, record.partition)
             if tp in tps:
                 released.setdefault(tp, {})[record.offset] = AcknowledgeType.RELEASE
             else:
-                kept.append(record)
+                kept.append(item)
         self.buffer = kept
         for tp in tps:
             self.buffered.pop(tp, None)

@@ -35,6 +35,7 @@ class ShareMembership(ConsumerMembership):
     API_KEY = SHARE_GROUP_HEARTBEAT
     API_NAME = "ShareGroupHeartbeat"
     NEEDS = "share groups need Kafka 4.1 or later"
+    JOIN_NOTE = "share group"
 
     def _build(self, version: int) -> tuple[HeartbeatRequest, _Sent]:
         full = self._sent is None or self.state is MemberState.JOINING
