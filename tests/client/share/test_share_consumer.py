@@ -272,3 +272,70 @@ def test_share_consumer_configuration_is_checked() -> None:
     record: ShareRecord[bytes, bytes] = ShareRecord("t", 0, 0, 0, None, b"v")
     with pytest.raises(IllegalStateError, match="explicit"):
         implicit.acknowledge(record)
+
+
+KILLED_MEMBER = """
+import asyncio, json, sys
+from kaflite.client import ShareConsumer
+from tests.client.share.conftest import fetching
+
+async def main(servers, topic, group):
+    c = ShareConsumer({"bootstrap.servers": servers, "group.id": group,
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    while not fetching(c):
+        await c.poll(100)
+    print("ready", flush=True)
+    held = []
+    while not held:
+        held = await c.poll(200)
+    print(json.dumps([[r.partition, r.offset] for r in held]), flush=True)
+    await asyncio.sleep(60)   # holding the locks until killed
+
+asyncio.run(main(*sys.argv[1:4]))
+"""
+
+
+def test_killed_member_records_are_delivered_again_after_the_lock(cluster: Cluster) -> None:
+    asyncio.run(_killed_member(cluster.bootstrap_servers))
+
+
+async def _killed_member(servers: str) -> None:
+    import json
+    import os
+    import signal
+    import sys
+
+    topic, group = names()
+    await create_topic(servers, topic)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", KILLED_MEMBER, servers, topic, group,
+        stdout=asyncio.subprocess.PIPE, cwd=os.getcwd())
+    survivor = consumer(servers, group)
+    try:
+        assert child.stdout is not None
+        async with asyncio.timeout(30):
+            assert (await child.stdout.readline()).strip() == b"ready"
+            values = set(await produce(servers, topic, 20))
+            held = {tuple(x) for x in json.loads(await child.stdout.readline())}
+        assert held
+        child.send_signal(signal.SIGKILL)   # no close: its locks stay until they expire
+        await child.wait()
+        await survivor.start()
+        survivor.subscribe([topic])
+        again: dict[tuple[int, int], int] = {}
+        seen: set[bytes] = set()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (held <= set(again) and seen == values):
+            for r in await survivor.poll(200):
+                again[(r.partition, r.offset)] = r.delivery_count
+                assert r.value is not None
+                seen.add(r.value)
+        assert held <= set(again)
+        assert all(again[k] == 2 for k in held)   # delivered once to the killed member
+        assert seen == values
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+        await survivor.close()
