@@ -339,3 +339,39 @@ async def _killed_member(servers: str) -> None:
             child.kill()
             await child.wait()
         await survivor.close()
+
+
+def leader_of(c: ShareConsumer, topic: str, partition: int) -> int:
+    found = c.metadata.leader(topic, partition)
+    assert found is not None
+    return found.leader
+
+
+def test_members_follow_a_leader_move(cluster: Cluster) -> None:
+    asyncio.run(_leader_move(cluster))
+
+
+async def _leader_move(cluster: Cluster) -> None:
+    servers = cluster.bootstrap_servers
+    topic, group = names()
+    await create_topic(servers, topic)
+    consumers = [consumer(servers, group) for _ in range(2)]
+    seen: list[list[bytes]] = [[] for _ in consumers]
+    try:
+        for c in consumers:
+            await c.start()
+            c.subscribe([topic])
+        await join(consumers)
+        values = set(await produce(servers, topic, RECORDS // 2))
+        await drain(consumers, values, seen)
+        before = {p: leader_of(consumers[0], topic, p) for p in (0, 1)}
+        for p in (0, 1):
+            await asyncio.to_thread(cluster.move_leader, topic, p)
+        values |= set(await produce(servers, topic, RECORDS // 2, start=RECORDS // 2))
+        await drain(consumers, values, seen)
+        assert {v for s in seen for v in s} == values
+        # the members fetched the second half from the new leaders
+        assert all(leader_of(c, topic, p) != before[p] for c in consumers for p in (0, 1))
+    finally:
+        for c in consumers:
+            await c.close()
