@@ -37,6 +37,7 @@ from kaflite.cluster.partition import Partition
 from kaflite.cluster.quotas import QuotaManager, QuotaWindows
 from kaflite.cluster.request_memory import RequestMemory
 from kaflite.cluster.share import SharePartitionManager
+from kaflite.cluster.share._coordinator import CoordinatorPersister, ShareCoordinator
 from kaflite.cluster.txn import TransactionCoordinator
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ApiVersionsResponse
@@ -112,6 +113,7 @@ class Broker:
         self.transactions: TransactionCoordinator | None = None
         # Share groups (KIP-932): the share-partitions this broker leads, and share sessions.
         self.share: SharePartitionManager | None = None
+        self.share_coordinator: ShareCoordinator | None = None     # __share_group_state
         self.fetch_sessions = FetchSessionCache()      # KIP-227, for this broker's clients
         self.closed_connections: deque[ConnectionRecord] = deque(maxlen=CLOSED_KEPT)
         self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)
@@ -180,7 +182,9 @@ class Broker:
             info.endpoints = self.endpoints
         self.inter_broker_security()   # a bad inter-broker setup fails the start
         self.controller.register_broker(info, self)
-        self.share = SharePartitionManager(self)
+        self.share_coordinator = ShareCoordinator(self)
+        self.share = SharePartitionManager(self, CoordinatorPersister(
+            self, self.share_coordinator, self.share_coordinator.config.write_timeout_ms))
         self.groups = GroupCoordinator(self)  # hooks partition changes before taking any
         self.transactions = TransactionCoordinator(self)
         self.controller.broker_started(self.node_id)
@@ -215,6 +219,8 @@ class Broker:
             conn.abort()
         if self.share is not None:
             self.share.close()
+        if self.share_coordinator is not None:
+            self.share_coordinator.close()
         for coordinator in (self.groups, self.transactions):
             if coordinator is not None:
                 coordinator.close()

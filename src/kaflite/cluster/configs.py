@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kaflite.cluster.internal_topics import DEFAULTS as INTERNAL_TOPIC_DEFAULTS
+from kaflite.cluster.share._config import SHARE_DEFAULTS
 from kaflite.config import ConfigError
 
 __all__ = [
@@ -91,6 +92,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "num.partitions": "1",
     "default.replication.factor": "1",
     **INTERNAL_TOPIC_DEFAULTS,          # offsets.topic.*, transaction.state.log.*
+    **SHARE_DEFAULTS,                   # group.share.*, share.coordinator.* (KIP-932)
     "min.insync.replicas": "1",
     "replica.lag.time.max.ms": "30000",
     # a multi-process cluster's broker liveness (KRaft's BrokerHeartbeat)

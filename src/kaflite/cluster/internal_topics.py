@@ -31,6 +31,9 @@ __all__ = [
     "INTERNAL_TOPICS",
     "OFFSETS",
     "OFFSETS_TOPIC",
+    "SHARE_KEY",
+    "SHARE_STATE",
+    "SHARE_STATE_TOPIC",
     "TOPICS",
     "TRANSACTIONS",
     "TRANSACTION_KEY",
@@ -44,7 +47,8 @@ log = logging.getLogger("kaflite.cluster.internal_topics")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_TOPIC = "__transaction_state"
-GROUP_KEY, TRANSACTION_KEY = 0, 1          # FindCoordinator key types
+SHARE_STATE_TOPIC = "__share_group_state"
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2          # FindCoordinator key types
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,18 @@ TRANSACTIONS = InternalTopic(
     {"cleanup.policy": "compact", "unclean.leader.election.enable": "false"},
     has_min_isr=True)
 
-TOPICS: dict[int, InternalTopic] = {t.key_type: t for t in (OFFSETS, TRANSACTIONS)}
+# The share coordinator's topic (KIP-932): share-partition state, keyed by
+# "group:topicId:partition" (Kafka 4.2's share.coordinator.state.topic.* settings).
+SHARE_STATE = InternalTopic(
+    SHARE_STATE_TOPIC, SHARE_KEY, "share.coordinator.state.topic",
+    {"share.coordinator.state.topic.num.partitions": "50",
+     "share.coordinator.state.topic.replication.factor": "3",
+     "share.coordinator.state.topic.min.isr": "2",
+     "share.coordinator.state.topic.segment.bytes": "104857600"},
+    {"cleanup.policy": "compact"},
+    has_min_isr=True)
+
+TOPICS: dict[int, InternalTopic] = {t.key_type: t for t in (OFFSETS, TRANSACTIONS, SHARE_STATE)}
 INTERNAL_TOPICS = frozenset(t.name for t in TOPICS.values())
 DEFAULTS: dict[str, str] = {k: v for t in TOPICS.values() for k, v in t.defaults.items()}
 

@@ -48,6 +48,7 @@ from kaflite.protocol.messages import (
     IncrementalAlterConfigsResponse,
     MetadataResponse,
     OffsetFetchResponse,
+    ShareGroupDescribeResponse,
     Struct,
     WriteTxnMarkersResponse,
 )
@@ -56,6 +57,7 @@ from kaflite.protocol.messages import alter_user_scram_credentials_response as a
 from kaflite.protocol.messages import consumer_group_describe_response as cgdr
 from kaflite.protocol.messages import delete_groups_response as dgr
 from kaflite.protocol.messages import incremental_alter_configs_response as iacr
+from kaflite.protocol.messages import share_group_describe_response as sgdr
 from kaflite.protocol.messages import write_txn_markers_response as wr
 from kaflite.security.acl import AclOperation, ResourceType
 
@@ -382,7 +384,17 @@ def describe_group_rows(ctx: Ctx) -> Gate | None:
     with_ops = bool(getattr(ctx.request, "include_authorized_operations", False))
 
     def rewrite(response: Struct) -> None:
-        if isinstance(response, ConsumerGroupDescribeResponse):
+        if isinstance(response, ShareGroupDescribeResponse):
+            for i, srow in enumerate(response.groups):
+                names = {tp.topic_name for m in srow.members
+                         for tp in m.assignment.topic_partitions}
+                if not srow.error_code and \
+                        not all(ctx.allows(Op.DESCRIBE, RT.TOPIC, t) for t in names):
+                    response.groups[i] = sgdr.DescribedGroup(
+                        group_id=srow.group_id, error_code=TOPIC_DENIED,
+                        authorized_operations=srow.authorized_operations)
+            rows: list[Any] = list(response.groups)
+        elif isinstance(response, ConsumerGroupDescribeResponse):
             for i, row in enumerate(response.groups):
                 topics = {tp.topic_name for m in row.members
                           for a in (m.assignment, m.target_assignment)
@@ -392,7 +404,7 @@ def describe_group_rows(ctx: Ctx) -> Gate | None:
                     response.groups[i] = cgdr.DescribedGroup(
                         group_id=row.group_id, error_code=TOPIC_DENIED,
                         authorized_operations=row.authorized_operations)
-            rows: list[Any] = list(response.groups)
+            rows = list(response.groups)
         else:
             assert isinstance(response, DescribeGroupsResponse)
             rows = list(response.groups)
@@ -597,6 +609,14 @@ POLICIES: dict[int, Policy] = {
                    key="transactional_id", drop=True),        # ListTransactions
     68: consumer_group_heartbeat,
     69: describe_group_rows,                                  # ConsumerGroupDescribe
+    # Share groups (KIP-932), as Kafka's KafkaApis: the heartbeat as ConsumerGroupHeartbeat;
+    # ShareFetch and ShareAcknowledge READ on the group (READ on each topic: in the handler);
+    # the share coordinator's inter-broker APIs CLUSTER_ACTION.
+    76: consumer_group_heartbeat,
+    77: describe_group_rows,                                  # ShareGroupDescribe
+    78: group_op(Op.READ), 79: group_op(Op.READ),             # ShareFetch, ShareAcknowledge
+    83: cluster_op(Op.CLUSTER_ACTION), 84: cluster_op(Op.CLUSTER_ACTION),
+    85: cluster_op(Op.CLUSTER_ACTION), 86: cluster_op(Op.CLUSTER_ACTION),
 }
 # Not here: ApiVersions and SASL (before anyone is known), Fetch (in its handler),
 # DescribeCluster (Kafka checks nothing), the ACL APIs (in their handlers).

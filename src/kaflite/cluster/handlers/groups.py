@@ -215,6 +215,13 @@ async def handle_list_groups(broker: Broker, conn: ServerConnection, header: Req
                 listed.append(lsr.ListedGroup(group_id=group.group_id,
                                               protocol_type=group.protocol_type or "",
                                               group_state=str(group.state), group_type="classic"))
+    if not types or "share" in types:
+        for shard in coordinator.active_shards():
+            for share in shard.share_groups.values():
+                if states and share.state.lower() not in states:
+                    continue
+                listed.append(lsr.ListedGroup(group_id=share.group_id, protocol_type="share",
+                                              group_state=share.state, group_type="share"))
     listed.sort(key=lambda g: g.group_id)
     error = errors.CoordinatorLoadInProgressError.code if coordinator.loading else NONE
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=listed)
@@ -233,6 +240,9 @@ async def handle_delete_groups(broker: Broker, conn: ServerConnection, header: R
         except errors.KafkaError as exc:
             results[gid] = exc.code
             continue
+        if gid in shard.share_groups:
+            results[gid] = await delete_share_group(broker, shard, gid)
+            continue
         by_shard.setdefault(shard.index, (shard, []))[1].append(gid)
     done = await asyncio.gather(*(s.offset_manager.delete_groups(ids)
                                   for s, ids in by_shard.values()))
@@ -241,6 +251,22 @@ async def handle_delete_groups(broker: Broker, conn: ServerConnection, header: R
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         dgr.DeletableGroupResult(group_id=gid, error_code=results[gid])
         for gid in dict.fromkeys(req.groups_names)])
+
+
+async def delete_share_group(broker: Broker, shard: CoordinatorShard, group_id: str) -> int:
+    """DeleteGroups of a share group: it must be empty; its share-partition state in
+    ``__share_group_state`` goes too (DeleteShareGroupState)."""
+    try:
+        group = shard.share.share_group(group_id)
+        topics = list(group.subscription_metadata.values())
+        shard.share.delete(group_id)
+    except errors.KafkaError as exc:
+        return exc.code
+    if broker.share is not None:
+        for t in topics:
+            for index in range(t.partitions):
+                await broker.share.forget(group_id, t.topic_id, index)
+    return NONE
 
 
 HANDLERS = [

@@ -36,11 +36,9 @@ SHARE_DEFAULTS: dict[str, str] = {
     "group.share.min.partition.max.record.locks": "100",
     "group.share.max.partition.max.record.locks": "10000",
     "group.share.max.share.sessions": "2000",
-    # The share coordinator and its topic.
-    "share.coordinator.state.topic.num.partitions": "50",
-    "share.coordinator.state.topic.replication.factor": "3",
-    "share.coordinator.state.topic.min.isr": "2",
+    # The share coordinator (its topic's settings are with the other internal topics').
     "share.coordinator.write.timeout.ms": "5000",
+    "share.coordinator.load.buffer.size": "5242880",
 }
 
 AUTO_OFFSET_RESETS = ("latest", "earliest")
@@ -67,6 +65,7 @@ class ShareConfig:
     assignors: tuple[str, ...] = ("simple",)
     max_share_sessions: int = 2000
     write_timeout_ms: int = 5000
+    load_buffer_size: int = 5242880
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> ShareConfig:
@@ -99,7 +98,8 @@ class ShareConfig:
                 partition_max_record_locks=ranged("partition.max.record.locks")),
             max_size=get("group.share.max.size"), assignors=("simple",),
             max_share_sessions=get("group.share.max.share.sessions"),
-            write_timeout_ms=get("share.coordinator.write.timeout.ms"))
+            write_timeout_ms=get("share.coordinator.write.timeout.ms"),
+            load_buffer_size=get("share.coordinator.load.buffer.size"))
 
     def for_group(self, group_configs: Mapping[str, str]) -> ShareGroupSettings:
         """The settings of a group whose group-level configs are ``group_configs``."""

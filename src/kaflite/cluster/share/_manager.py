@@ -110,6 +110,7 @@ class SharePartitionManager:
             self._timer.close()
         with contextlib.suppress(ValueError):
             self.broker.partition_hooks.remove(self._on_partition)
+        self.persister.close()
         self.wake()
 
     # -- leadership -----------------------------------------------------------------------------
@@ -250,6 +251,11 @@ class SharePartitionManager:
             if sp is not None and sp.release_member(member_id):
                 changed.append(sp)
         return changed
+
+    async def forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        """DeleteGroups: the share-partition's durable state goes (a leader still caching it
+        is fenced on its next write and starts over)."""
+        return await self.persister.delete(group_id, topic_id, partition)
 
     # -- tools and fault injection ------------------------------------------------------------------
     def of_group(self, group_id: str) -> list[SharePartition]:

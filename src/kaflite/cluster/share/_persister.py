@@ -40,6 +40,10 @@ class Persister(Protocol):
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
                     leader_epoch: int, state: PersistedState) -> int: ...
 
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int: ...
+
+    def close(self) -> None: ...
+
 
 class MemoryPersister:
     def __init__(self) -> None:
@@ -58,10 +62,17 @@ class MemoryPersister:
                     leader_epoch: int, state: PersistedState) -> int:
         key = (group_id, topic_id, partition)
         old = self.states.get(key)
-        if old is not None and state_epoch < old.state_epoch:
+        if old is None or state_epoch < old.state_epoch:
             return errors.FencedStateEpochError.code
         if old is not None and leader_epoch < old.leader_epoch:
             return errors.FencedLeaderEpochError.code
         self.states[key] = PersistedState(state_epoch, state.start_offset, list(state.batches),
                                           leader_epoch)
         return 0
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        self.states.pop((group_id, topic_id, partition), None)
+        return 0
+
+    def close(self) -> None:
+        self.states.clear()

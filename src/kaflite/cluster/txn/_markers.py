@@ -19,13 +19,12 @@ retries what failed the way Kafka's completion handler does:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.acl import inter_broker
-from kaflite.net.connection import BrokerConnection, ConnectionClosed
+from kaflite.cluster._peers import PeerConnections
+from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import KafkaError, ProtocolError, errors
 from kaflite.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from kaflite.protocol.messages import write_txn_markers_request as wq
@@ -50,46 +49,11 @@ _STOP = {errors.InvalidProducerEpochError.code, errors.TransactionCoordinatorFen
 TP = tuple[str, int]
 
 
-class MarkerChannel:
+class MarkerChannel(PeerConnections):
     """The coordinator's connections to the brokers, for WriteTxnMarkers."""
 
     def __init__(self, broker: Broker, request_timeout_ms: int = 30_000) -> None:
-        self.broker = broker
-        self.request_timeout_ms = request_timeout_ms
-        self._conns: dict[int, BrokerConnection] = {}
-        self._opening: dict[int, asyncio.Lock] = {}
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
-
-    async def _connection(self, node_id: int) -> BrokerConnection:
-        conn = self._conns.get(node_id)
-        if conn is not None and conn.connected:
-            return conn
-        async with self._opening.setdefault(node_id, asyncio.Lock()):
-            conn = self._conns.get(node_id)
-            if conn is not None and conn.connected:
-                return conn
-            info = self.broker.controller.brokers.get(node_id)
-            if info is None or not info.alive:
-                raise ConnectionClosed(f"broker {node_id} is not alive")
-            address = info.endpoint(self.broker.inter_broker_listener)
-            if address is None:
-                raise ConnectionClosed(f"broker {node_id} has no inter-broker listener")
-            tls, sasl = self.broker.inter_broker_security()
-            conn = inter_broker(await BrokerConnection(
-                *address, client_id=f"txn-coordinator-{self.broker.node_id}",
-                ssl_context=tls, sasl=sasl,
-                node_id=node_id, request_timeout_ms=self.request_timeout_ms).open())
-            if self.closed:
-                conn.close()
-                raise ConnectionClosed("the transaction coordinator is closed")
-            self._conns[node_id] = conn
-            return conn
+        super().__init__(broker, f"txn-coordinator-{broker.node_id}", request_timeout_ms)
 
     def _leader(self, tp: TP) -> int:
         state = self.broker.controller.partition(*tp)
@@ -148,14 +112,11 @@ class MarkerChannel:
                     for t, ids in by_topic.items()],
             coordinator_epoch=coordinator_epoch)])
         try:
-            conn = await self._connection(node)
+            conn = await self.connection(node)
             resp = await conn.request(req)
         except (ConnectionClosed, OSError, TimeoutError, ProtocolError, KafkaError) as exc:
             log.debug("markers to broker %s: %r", node, exc)
-            stale = self._conns.pop(node, None)
-            if stale is not None:
-                with contextlib.suppress(Exception):
-                    stale.close()
+            self.drop(node)
             return None
         assert isinstance(resp, WriteTxnMarkersResponse)
         out: dict[TP, int] = {}

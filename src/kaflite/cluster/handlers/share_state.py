@@ -1,0 +1,149 @@
+"""The share coordinator's inter-broker APIs: InitializeShareGroupState (83),
+ReadShareGroupState (84), WriteShareGroupState (85) and DeleteShareGroupState (86).
+
+Share-partition leaders send them (``share._coordinator.CoordinatorPersister``) to
+the leader of the ``__share_group_state`` partition that owns the key; this
+broker answers from its shard, once what it wrote is replicated. A broker that
+is not the coordinator answers NOT_COORDINATOR, and the sender looks again.
+Reading a share-partition that has no state answers StateEpoch and StartOffset -1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.handlers._base import Handler
+from kaflite.cluster.share._partition import RecordState, StateBatch
+from kaflite.cluster.share._persister import PersistedState
+from kaflite.cluster.share._state import ShareStateShard, StateKey
+from kaflite.protocol import errors
+from kaflite.protocol.headers import RequestHeader
+from kaflite.protocol.messages import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
+from kaflite.protocol.messages import delete_share_group_state_response as dsr
+from kaflite.protocol.messages import initialize_share_group_state_response as isr
+from kaflite.protocol.messages import read_share_group_state_response as rsr
+from kaflite.protocol.messages import write_share_group_state_response as wsr
+
+if TYPE_CHECKING:
+    from kaflite.cluster.broker import Broker
+    from kaflite.cluster.network import ServerConnection
+
+__all__ = ["HANDLERS"]
+
+
+def _shard(broker: Broker, key: StateKey) -> ShareStateShard:
+    if broker.share_coordinator is None:
+        raise errors.NotCoordinatorError("no share coordinator here")
+    return broker.share_coordinator.shard_of(key)
+
+
+async def _code(make: Callable[[], asyncio.Future[int]]) -> int:
+    try:
+        return await make()
+    except errors.KafkaError as exc:
+        return exc.code
+
+
+async def handle_read(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                      req: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            key = (req.group_id, t.topic_id, p.partition)
+            out = rsr.PartitionResult(partition=p.partition, state_epoch=-1, start_offset=-1)
+            try:
+                state, written = _shard(broker, key).read(key, p.leader_epoch)
+                out.error_code = 0 if written is None else await written
+                if state is not None and not out.error_code:
+                    out.state_epoch, out.start_offset = state.state_epoch, state.start_offset
+                    out.state_batches = [rsr.StateBatch(b.first, b.last, int(b.state),
+                                                        b.delivery_count) for b in state.batches]
+            except errors.KafkaError as exc:
+                out.error_code, out.error_message = exc.code, exc.message
+            parts.append(out)
+        results.append(rsr.ReadStateResult(topic_id=t.topic_id, partitions=parts))
+    return ReadShareGroupStateResponse(results=results)
+
+
+async def handle_write(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                       req: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            key = (req.group_id, t.topic_id, p.partition)
+            state = PersistedState(p.state_epoch, p.start_offset, [
+                StateBatch(b.first_offset, b.last_offset, _state(b.delivery_state),
+                           b.delivery_count) for b in p.state_batches], p.leader_epoch)
+            code = await _code(partial(_write, broker, key, state))
+            parts.append(wsr.PartitionResult(partition=p.partition, error_code=code))
+        results.append(wsr.WriteStateResult(topic_id=t.topic_id, partitions=parts))
+    return WriteShareGroupStateResponse(results=results)
+
+
+async def handle_initialize(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                            req: InitializeShareGroupStateRequest
+                            ) -> InitializeShareGroupStateResponse:
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            key = (req.group_id, t.topic_id, p.partition)
+            code = await _code(partial(_initialize, broker, key, p.state_epoch, p.start_offset))
+            parts.append(isr.PartitionResult(partition=p.partition, error_code=code))
+        results.append(isr.InitializeStateResult(topic_id=t.topic_id, partitions=parts))
+    return InitializeShareGroupStateResponse(results=results)
+
+
+async def handle_delete(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                        req: DeleteShareGroupStateRequest) -> DeleteShareGroupStateResponse:
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            key: tuple[str, uuid.UUID, int] = (req.group_id, t.topic_id, p.partition)
+            code = await _code(partial(_delete, broker, key))
+            parts.append(dsr.PartitionResult(partition=p.partition, error_code=code))
+        results.append(dsr.DeleteStateResult(topic_id=t.topic_id, partitions=parts))
+    return DeleteShareGroupStateResponse(results=results)
+
+
+def _write(broker: Broker, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
+    return _shard(broker, key).write(key, state)
+
+
+def _initialize(broker: Broker, key: StateKey, epoch: int, start: int) -> asyncio.Future[int]:
+    return _shard(broker, key).initialize(key, epoch, start)
+
+
+def _delete(broker: Broker, key: StateKey) -> asyncio.Future[int]:
+    return _shard(broker, key).delete(key)
+
+
+def _state(value: int) -> RecordState:
+    try:
+        return RecordState(value)
+    except ValueError:
+        return RecordState.AVAILABLE
+
+
+HANDLERS = [
+    Handler(InitializeShareGroupStateRequest, 0, 0, handle_initialize),
+    Handler(ReadShareGroupStateRequest, 0, 0, handle_read),
+    Handler(WriteShareGroupStateRequest, 0, 0, handle_write),
+    Handler(DeleteShareGroupStateRequest, 0, 0, handle_delete),
+]

@@ -1,0 +1,226 @@
+"""The share coordinator's state: one ``__share_group_state`` partition's worth.
+
+Kafka keeps every share-partition's durable state in ``__share_group_state``,
+keyed by (group id, topic id, partition), in two record types: ShareSnapshot
+(key version 0: the whole state) and ShareUpdate (key version 1: changed
+batches, merged over the last snapshot). Values carry an int16 version (0).
+kaflite writes a ShareSnapshot for every change (the topic is compacted, so
+the latest snapshot of a key is what remains) and replays both types.
+
+The shard fences writers as Kafka's ``ShareCoordinatorShard`` does: a write
+with an older state epoch than the stored one gets FENCED_STATE_EPOCH (the
+state was re-initialized since: AlterShareGroupOffsets,
+DeleteShareGroupOffsets), one with an older leader epoch FENCED_LEADER_EPOCH
+(a newer partition leader took over: its read moved the leader epoch on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import uuid
+from collections.abc import Callable
+
+from kaflite.cluster._sharded import ShardLifecycle, ShardState
+from kaflite.cluster.groups._records import split_version
+from kaflite.cluster.internal_topics import SHARE_STATE_TOPIC
+from kaflite.cluster.log._files import format_topic_id
+from kaflite.cluster.share._partition import RecordState, StateBatch
+from kaflite.cluster.share._persister import PersistedState
+from kaflite.protocol import errors
+from kaflite.protocol.messages import (
+    ShareSnapshotKey,
+    ShareSnapshotValue,
+    ShareUpdateKey,
+    ShareUpdateValue,
+)
+from kaflite.protocol.messages import share_snapshot_value as ssv
+from kaflite.protocol.records import RecordBatch
+
+__all__ = ["SHARE_STATE_TOPIC", "ShareStateShard", "StateKey", "decode_state_record",
+           "encode_snapshot", "state_key"]
+
+log = logging.getLogger("kaflite.cluster.share")
+
+SNAPSHOT_KEY_VERSION, UPDATE_KEY_VERSION = 0, 1
+VALUE_VERSION = 0
+_I16 = struct.Struct(">h")
+
+StateKey = tuple[str, uuid.UUID, int]
+Record = tuple[bytes, bytes | None]
+
+
+def state_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
+    """The FindCoordinator key (KeyType SHARE) of a share-partition: ``group:topicId:partition``."""
+    return f"{group_id}:{format_topic_id(topic_id)}:{partition}"
+
+
+def encode_snapshot(key: StateKey, state: PersistedState, snapshot_epoch: int) -> Record:
+    k = _I16.pack(SNAPSHOT_KEY_VERSION) + ShareSnapshotKey(
+        group_id=key[0], topic_id=key[1], partition=key[2]).encode(0)
+    v = _I16.pack(VALUE_VERSION) + ShareSnapshotValue(
+        snapshot_epoch=snapshot_epoch & 0xFFFF, state_epoch=state.state_epoch,
+        leader_epoch=state.leader_epoch, start_offset=state.start_offset,
+        state_batches=[ssv.StateBatch(b.first, b.last, int(b.state), b.delivery_count)
+                       for b in state.batches]).encode(0)
+    return k, v
+
+
+def _batches(raw: list[ssv.StateBatch]) -> list[StateBatch]:
+    out = []
+    for b in raw:
+        try:
+            state = RecordState(b.delivery_state)
+        except ValueError:
+            state = RecordState.AVAILABLE
+        out.append(StateBatch(b.first_offset, b.last_offset, state, b.delivery_count))
+    return out
+
+
+def decode_state_record(key: bytes | memoryview, value: bytes | memoryview | None
+                        ) -> tuple[StateKey, bool, PersistedState | None]:
+    """(key, is_snapshot, state or None for a tombstone)."""
+    version, r = split_version(key)
+    if version == SNAPSHOT_KEY_VERSION:
+        k = ShareSnapshotKey.read(r, 0)
+        skey = (k.group_id, k.topic_id, k.partition)
+        if value is None:
+            return skey, True, None
+        _, rv = split_version(value)
+        s = ShareSnapshotValue.read(rv, 0)
+        return skey, True, PersistedState(s.state_epoch, s.start_offset,
+                                          _batches(s.state_batches), s.leader_epoch)
+    if version == UPDATE_KEY_VERSION:
+        u = ShareUpdateKey.read(r, 0)
+        skey = (u.group_id, u.topic_id, u.partition)
+        if value is None:
+            return skey, False, None
+        _, rv = split_version(value)
+        uv = ShareUpdateValue.read(rv, 0)
+        return skey, False, PersistedState(-1, uv.start_offset, _batches(
+            [ssv.StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+             for b in uv.state_batches]), uv.leader_epoch)
+    raise ValueError(f"unknown __share_group_state key version {version}")
+
+
+def merge_update(base: PersistedState, update: PersistedState) -> PersistedState:
+    """A ShareUpdate over a state: its batches replace the offsets they cover."""
+    start = update.start_offset if update.start_offset >= 0 else base.start_offset
+    per: dict[int, StateBatch] = {}
+    for b in [*base.batches, *update.batches]:
+        for o in range(max(b.first, start), b.last + 1):
+            per[o] = StateBatch(o, o, b.state, b.delivery_count)
+    merged: list[StateBatch] = []
+    for o in sorted(per):
+        b = per[o]
+        last = merged[-1] if merged else None
+        if last is not None and last.last == o - 1 and last.state is b.state \
+                and last.delivery_count == b.delivery_count:
+            merged[-1] = StateBatch(last.first, o, b.state, b.delivery_count)
+        else:
+            merged.append(b)
+    return PersistedState(base.state_epoch, start, merged,
+                          max(base.leader_epoch, update.leader_epoch))
+
+
+class ShareStateShard(ShardLifecycle):
+    def __init__(self, index: int, epoch: int,
+                 write: Callable[[list[Record]], asyncio.Future[int]]) -> None:
+        self.index = index
+        self.epoch = epoch
+        self.write_records = write
+        self.states: dict[StateKey, PersistedState] = {}
+        self.snapshot_epochs: dict[StateKey, int] = {}
+        self.records_loaded = 0
+
+    # -- loading --------------------------------------------------------------------------------
+    def replay_batch(self, batch: RecordBatch) -> None:
+        if batch.is_control:
+            return
+        cols = batch.columns()
+        for key, value in zip(cols.keys, cols.values, strict=True):
+            if key is None:
+                continue
+            try:
+                skey, snapshot, state = decode_state_record(key, value)
+            except Exception as exc:  # one bad record must not lose the partition
+                log.warning("%s-%s: skipping unreadable record: %s", SHARE_STATE_TOPIC,
+                            self.index, exc)
+                continue
+            self._apply(skey, snapshot, state)
+            self.records_loaded += 1
+
+    def _apply(self, key: StateKey, snapshot: bool, state: PersistedState | None) -> None:
+        if state is None:
+            self.states.pop(key, None)
+            self.snapshot_epochs.pop(key, None)
+        elif snapshot:
+            self.states[key] = state
+            self.snapshot_epochs[key] = self.snapshot_epochs.get(key, -1) + 1
+        else:
+            base = self.states.get(key)
+            if base is not None:
+                self.states[key] = merge_update(base, state)
+
+    def finish_loading(self) -> None:
+        self.state = ShardState.ACTIVE
+
+    def close(self) -> None:
+        self.state = ShardState.CLOSED
+
+    def summary(self) -> str:
+        return f"{self.records_loaded} records, {len(self.states)} share-partitions"
+
+    # -- the Persister operations -------------------------------------------------------------
+    def read(self, key: StateKey, leader_epoch: int) -> tuple[PersistedState | None,
+                                                              asyncio.Future[int] | None]:
+        """ReadShareGroupState: the state, after moving its leader epoch on (written)."""
+        state = self.states.get(key)
+        if state is None:
+            return None, None
+        if leader_epoch < state.leader_epoch:
+            raise errors.FencedLeaderEpochError(
+                f"Leader epoch {leader_epoch} is older than {state.leader_epoch}.")
+        if leader_epoch == state.leader_epoch:
+            return state, None
+        moved = PersistedState(state.state_epoch, state.start_offset, state.batches, leader_epoch)
+        return moved, self._store(key, moved)
+
+    def write(self, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
+        """WriteShareGroupState: fenced by the state epoch, then by the leader epoch."""
+        old = self.states.get(key)
+        if old is None:   # deleted (DeleteGroups) since the leader read it: start over
+            return _done(errors.FencedStateEpochError.code)
+        if state.state_epoch < old.state_epoch:
+            return _done(errors.FencedStateEpochError.code)
+        if state.leader_epoch < old.leader_epoch:
+            return _done(errors.FencedLeaderEpochError.code)
+        return self._store(key, state)
+
+    def initialize(self, key: StateKey, state_epoch: int, start_offset: int) -> asyncio.Future[int]:
+        """InitializeShareGroupState: a new state epoch starting at ``start_offset``."""
+        old = self.states.get(key)
+        if old is not None and state_epoch < old.state_epoch:
+            return _done(errors.FencedStateEpochError.code)
+        leader = -1 if old is None else old.leader_epoch
+        return self._store(key, PersistedState(state_epoch, start_offset, [], leader))
+
+    def delete(self, key: StateKey) -> asyncio.Future[int]:
+        """DeleteShareGroupState: a tombstone."""
+        if key not in self.states:
+            return _done(0)
+        k = _I16.pack(SNAPSHOT_KEY_VERSION) + ShareSnapshotKey(
+            group_id=key[0], topic_id=key[1], partition=key[2]).encode(0)
+        self._apply(key, True, None)
+        return self.write_records([(k, None)])
+
+    def _store(self, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
+        self._apply(key, True, state)
+        return self.write_records([encode_snapshot(key, state, self.snapshot_epochs[key])])
+
+
+def _done(code: int) -> asyncio.Future[int]:
+    fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    fut.set_result(code)
+    return fut

@@ -1,0 +1,178 @@
+"""Share-group APIs spoken directly: Kafka's answers to good and bad requests."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from kaflite.cluster import Cluster
+from kaflite.net.connection import BrokerConnection
+from kaflite.protocol import errors
+from kaflite.protocol.messages import (
+    DeleteGroupsRequest,
+    FindCoordinatorRequest,
+    ListGroupsRequest,
+    ProduceRequest,
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
+from kaflite.protocol.messages import produce_request as pq
+from kaflite.protocol.messages import share_acknowledge_request as saq
+from kaflite.protocol.messages import share_fetch_request as sfq
+from kaflite.protocol.records import encode_batch
+
+GROUP, TOPIC = "proto", "proto"
+VERSION = [2]    # the version the test speaks (set per parametrized run)
+
+
+def fetch(topic_id: uuid.UUID, member: str, epoch: int, acks: list[tuple[int, int, list[int]]]
+          | None = None, max_records: int = 100, mode: int = 0, renew: bool = False,
+          partitions: bool = True) -> ShareFetchRequest:
+    parts = [sfq.FetchPartition(partition_index=0, acknowledgement_batches=[
+        sfq.AcknowledgementBatch(a, b, t) for a, b, t in acks or []])] if partitions else []
+    req = ShareFetchRequest(group_id=GROUP, member_id=member, share_session_epoch=epoch,
+                            max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                            max_records=max_records, batch_size=max_records,
+                            topics=[sfq.FetchTopic(topic_id, parts)] if parts else [])
+    if VERSION[0] >= 2:
+        req.share_acquire_mode, req.is_renew_ack = mode, renew
+    return req
+
+
+def ack(topic_id: uuid.UUID, member: str, epoch: int, acks: list[tuple[int, int, list[int]]],
+        renew: bool = False) -> ShareAcknowledgeRequest:
+    return ShareAcknowledgeRequest(
+        group_id=GROUP, member_id=member, share_session_epoch=epoch,
+        is_renew_ack=renew and VERSION[0] >= 2, topics=[saq.AcknowledgeTopic(topic_id, [saq.AcknowledgePartition(0, [
+            saq.AcknowledgementBatch(a, b, t) for a, b, t in acks])])])
+
+
+def acquired(resp: ShareFetchResponse) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in resp.responses for p in t.partitions for a in p.acquired_records]
+
+
+def part(resp: ShareFetchResponse) -> tuple[int, int]:
+    p = resp.responses[0].partitions[0]
+    return p.error_code, p.acknowledge_error_code
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_share_apis_and_their_errors(version: int) -> None:
+    VERSION[0] = version
+
+    async def main() -> None:
+        async with Cluster(brokers=1) as cluster:
+            broker = cluster.broker(0)
+            assert broker.share is not None
+            broker.share.group_configs[GROUP] = {"share.auto.offset.reset": "earliest"}
+            topic_id = cluster.create_topic(TOPIC, 1, 1).topic_id
+            conn = await BrokerConnection("127.0.0.1", broker.port).open()
+            try:
+                for _ in range(4):
+                    resp = await conn.request(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+                        pq.TopicProduceData(TOPIC, [pq.PartitionProduceData(
+                            0, encode_batch([b"v"] * 5))])]))
+                    assert resp.responses[0].partition_responses[0].error_code == 0
+                await heartbeats(conn, topic_id)
+                await fetching(conn, topic_id, version)
+            finally:
+                conn.close()
+    asyncio.run(main())
+
+
+async def heartbeats(conn: BrokerConnection, topic_id: uuid.UUID) -> None:
+    def hb(member: str, epoch: int, topics: list[str] | None = None) -> ShareGroupHeartbeatRequest:
+        return ShareGroupHeartbeatRequest(group_id=GROUP, member_id=member, member_epoch=epoch,
+                                          subscribed_topic_names=topics)
+
+    for _ in range(100):   # FindCoordinator creates __consumer_offsets; then it loads
+        found = await conn.request(FindCoordinatorRequest(key=GROUP, key_type=0), version=3)
+        probe = await conn.request(hb("m0", 7))
+        if found.error_code == 0 and probe.error_code == errors.GroupIdNotFoundError.code:
+            break
+        await asyncio.sleep(0.05)
+    assert (await conn.request(hb("", 0, [TOPIC]))).error_code == errors.InvalidRequestError.code
+    assert (await conn.request(hb("m1", 0))).error_code == errors.InvalidRequestError.code
+    joined = await conn.request(hb("m1", 0, [TOPIC]))
+    assert joined.error_code == 0 and joined.member_id == "m1" and joined.member_epoch == 1
+    assert joined.assignment is not None
+    assert [(t.topic_id, t.partitions) for t in joined.assignment.topic_partitions] == \
+        [(topic_id, [0])]
+    second = await conn.request(hb("m2", 0, [TOPIC]))
+    assert second.member_epoch == 2
+    again = await conn.request(hb("m1", 1))
+    assert again.error_code == 0 and again.member_epoch == 2 and again.assignment is None
+    assert (await conn.request(hb("m1", 7))).error_code == errors.FencedMemberEpochError.code
+    assert (await conn.request(hb("nobody", 3))).error_code == errors.UnknownMemberIdError.code
+    described = await conn.request(ShareGroupDescribeRequest(group_ids=[GROUP, "none"]))
+    g = described.groups[0]
+    assert g.error_code == 0 and g.assignor_name == "simple" and g.group_epoch == 2
+    assert sorted(m.member_id for m in g.members) == ["m1", "m2"]
+    assert described.groups[1].error_code == errors.GroupIdNotFoundError.code
+    listed = await conn.request(ListGroupsRequest(types_filter=["share"]))
+    assert [(x.group_id, x.group_type) for x in listed.groups] == [(GROUP, "share")]
+    deleted = await conn.request(DeleteGroupsRequest(groups_names=[GROUP]))
+    assert deleted.results[0].error_code == errors.NonEmptyGroupError.code
+
+
+async def fetching(conn: BrokerConnection, topic_id: uuid.UUID, version: int) -> None:
+    # Acknowledgements may not open a session; ShareAcknowledge cannot open one at all.
+    bad = await conn.request(fetch(topic_id, "m1", 0, [(0, 0, [1])]), version=version)
+    assert bad.error_code == errors.InvalidRequestError.code
+    assert (await conn.request(ack(topic_id, "m1", 0, [(0, 0, [1])]), version=version)
+            ).error_code == errors.InvalidShareSessionEpochError.code
+    first = await conn.request(fetch(topic_id, "m1", 0, max_records=7), version=version)
+    assert first.error_code == 0
+    if version >= 1:
+        assert first.acquisition_lock_timeout_ms == 30000
+    assert acquired(first) == [(0, 9, 1)]       # whole batches (5 records each) up to 7
+    assert first.responses[0].partitions[0].records
+    # Another member's session: what m1 holds is not given again.
+    other = await conn.request(fetch(topic_id, "m2", 0, max_records=3, mode=1),
+                               version=version)
+    assert acquired(other) == ([(10, 12, 1)] if version >= 2 else [(10, 14, 1)])
+    # Stale and unknown sessions.
+    stale = await conn.request(fetch(topic_id, "m1", 5), version=version)
+    assert stale.error_code == errors.InvalidShareSessionEpochError.code
+    unknown = await conn.request(fetch(topic_id, "m9", 1), version=version)
+    assert unknown.error_code == errors.ShareSessionNotFoundError.code
+    # Acknowledging what m1 does not hold; overlapping batches; an unknown type.
+    wrong = await conn.request(fetch(topic_id, "m1", 1, [(10, 10, [1])], max_records=1),
+                               version=version)
+    assert part(wrong)[1] == errors.InvalidRecordStateError.code
+    overlap = await conn.request(ack(topic_id, "m1", 2, [(0, 3, [1]), (2, 4, [1])]),
+                                 version=version)
+    assert overlap.responses[0].partitions[0].error_code == errors.InvalidRequestError.code
+    badtype = await conn.request(ack(topic_id, "m1", 3, [(0, 0, [7])]), version=version)
+    assert badtype.responses[0].partitions[0].error_code == errors.InvalidRequestError.code
+    # RENEW needs IsRenewAck (v2); then the record stays acquired.
+    if version >= 2:
+        norenew = await conn.request(ack(topic_id, "m1", 4, [(0, 0, [4])]), version=version)
+        assert norenew.responses[0].partitions[0].error_code == errors.InvalidRequestError.code
+        renewed = await conn.request(ack(topic_id, "m1", 5, [(0, 0, [4])], renew=True),
+                                     version=version)
+        assert renewed.responses[0].partitions[0].error_code == 0
+        assert renewed.acquisition_lock_timeout_ms == 30000
+        epoch = 6
+    else:
+        epoch = 4
+    # Accept 0-4, release 5-9 (piggy-backed on a fetch of nothing new for m1).
+    mixed = await conn.request(ack(topic_id, "m1", epoch, [(0, 4, [1]), (5, 9, [2])]),
+                               version=version)
+    assert mixed.responses[0].partitions[0].error_code == 0
+    # The released records come back, to whoever fetches next, with delivery count 2.
+    redo = await conn.request(fetch(topic_id, "m1", epoch + 1, max_records=5), version=version)
+    assert acquired(redo) == [(5, 9, 2)]
+    # Closing m2's session releases what it holds.
+    closed = await conn.request(fetch(topic_id, "m2", -1, partitions=False), version=version)
+    assert closed.error_code == 0
+    after = await conn.request(fetch(topic_id, "m1", epoch + 2, max_records=100),
+                               version=version)
+    assert acquired(after)[0][:2] == (10, 12) or acquired(after)[0][:2] == (10, 14)
+    assert acquired(after)[0][2] == 2
