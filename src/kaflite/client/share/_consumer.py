@@ -21,7 +21,9 @@ delivered ``group.share.delivery.count.limit`` times is archived.
 ``share.acknowledgement.mode`` is Java's: ``implicit`` (the default) accepts
 everything a poll returned when the next poll or commit runs, and
 ``acknowledge`` is refused; ``explicit`` wants every record of a poll
-acknowledged before the next poll (else ``IllegalStateError``). Acknowledgements
+acknowledged before the next poll (else ``IllegalStateError``). A record
+renewed counts as acknowledged for that rule: the member keeps it, across
+later polls, until it acknowledges it for good (ACCEPT, RELEASE or REJECT). Acknowledgements
 ride on the next ShareFetch to the partition's leader; ``commit_sync`` and
 ``commit_async`` send them at once (ShareAcknowledge) and report each
 partition's outcome, as does the callback of
@@ -114,7 +116,8 @@ class ShareConsumer(BaseClient, Generic[K, V]):
         self._max_poll_records = self.config.int("max.poll.records")
         self._api_timeout = self.config.int("default.api.timeout.ms") / 1000
         # delivered by the last poll(s), not yet acknowledged for good:
-        # partition -> offset -> the type the application chose (None: none yet)
+        # partition -> offset -> the type the application chose (None: none yet;
+        # RENEW: kept, with a renewed lock, for a final acknowledgement later)
         self._delivered: dict[TopicPartition, dict[int, int | None]] = {}
         self._renew: dict[TopicPartition, dict[int, int]] = {}
         self._callback: AcknowledgementCommitCallback | None = None
@@ -196,7 +199,7 @@ class ShareConsumer(BaseClient, Generic[K, V]):
                                     "and committed already")
         if kind is AcknowledgeType.RENEW:
             self._renew.setdefault(tp, {})[record.offset] = int(kind)
-            delivered[record.offset] = None
+            delivered[record.offset] = int(kind)
         else:
             delivered[record.offset] = int(kind)
             self._renew.get(tp, {}).pop(record.offset, None)
@@ -220,6 +223,12 @@ class ShareConsumer(BaseClient, Generic[K, V]):
     def _collect(self, *, all_records: bool) -> None:
         """Move chosen acknowledgements to the fetcher; in implicit mode every delivered
         record is accepted. ``all_records``: a poll (explicit mode wants them all)."""
+        if self._explicit and all_records:
+            missing = sum(1 for d in self._delivered.values() for t in d.values() if t is None)
+            if missing:
+                raise IllegalStateError(f"All records must be acknowledged in explicit "
+                                        f"acknowledgement mode: {missing} records of the "
+                                        "last poll are not")
         renew, self._renew = self._renew, {}
         if renew:
             self._fetcher.acknowledge(renew)
@@ -229,16 +238,10 @@ class ShareConsumer(BaseClient, Generic[K, V]):
             self._delivered = {}
             self._fetcher.acknowledge(accepted)
             return
-        if all_records:
-            missing = sum(1 for d in self._delivered.values() for t in d.values() if t is None)
-            if missing:
-                self._renew = renew   # not taken: nothing moves
-                raise IllegalStateError(f"All records must be acknowledged in explicit "
-                                        f"acknowledgement mode: {missing} records of the "
-                                        "last poll are not")
         chosen: dict[TopicPartition, dict[int, int]] = {}
         for tp, d in list(self._delivered.items()):
-            done = {o: t for o, t in d.items() if t is not None}
+            done = {o: t for o, t in d.items()
+                    if t is not None and t != AcknowledgeType.RENEW}
             if done:
                 chosen[tp] = done
                 for o in done:
