@@ -66,6 +66,17 @@ def persisted(cluster: Cluster, offsets: set[int]) -> bool:
     return False
 
 
+def loaded_group_epoch(cluster: Cluster) -> int:
+    for broker in cluster.brokers.values():
+        if broker.groups is None:
+            continue
+        for shard in broker.groups.active_shards():
+            group = shard.share_groups.get(GROUP)
+            if group is not None:
+                return group.group_epoch
+    return -1
+
+
 def test_state_survives_a_leader_move_and_a_restart(tmp_path: Path) -> None:
     from confluent_kafka import Producer
 
@@ -99,8 +110,12 @@ def test_state_survives_a_leader_move_and_a_restart(tmp_path: Path) -> None:
             v = m.value().decode()
             if v in counts:     # taken again by the second consumer after the move
                 assert counts[v][-1] >= 2, (v, counts[v])
+        epoch = loaded_group_epoch(cluster)
+        assert epoch >= 4     # two members joined and left
     with Cluster(brokers=3, data_dir=tmp_path, config=CONFIG) as cluster:
         earliest(cluster)
+        # The group itself was loaded back from __consumer_offsets.
+        wait_for(lambda: loaded_group_epoch(cluster) == epoch, "the share group to load")
         third = new_consumer(cluster)
         try:
             accept(third, COUNT - len(accepted), accepted, counts)

@@ -11,7 +11,10 @@ from kaflite.cluster import Cluster
 from kaflite.net.connection import BrokerConnection
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
+    AlterShareGroupOffsetsRequest,
     DeleteGroupsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
     FindCoordinatorRequest,
     ListGroupsRequest,
     ProduceRequest,
@@ -21,6 +24,9 @@ from kaflite.protocol.messages import (
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
 )
+from kaflite.protocol.messages import alter_share_group_offsets_request as asq
+from kaflite.protocol.messages import delete_share_group_offsets_request as dlq
+from kaflite.protocol.messages import describe_share_group_offsets_request as dsq
 from kaflite.protocol.messages import produce_request as pq
 from kaflite.protocol.messages import share_acknowledge_request as saq
 from kaflite.protocol.messages import share_fetch_request as sfq
@@ -81,6 +87,7 @@ def test_share_apis_and_their_errors(version: int) -> None:
                     assert resp.responses[0].partition_responses[0].error_code == 0
                 await heartbeats(conn, topic_id)
                 await fetching(conn, topic_id, version)
+                await offsets(conn, topic_id)
             finally:
                 conn.close()
     asyncio.run(main())
@@ -176,3 +183,44 @@ async def fetching(conn: BrokerConnection, topic_id: uuid.UUID, version: int) ->
                                version=version)
     assert acquired(after)[0][:2] == (10, 12) or acquired(after)[0][:2] == (10, 14)
     assert acquired(after)[0][2] == 2
+
+
+async def offsets(conn: BrokerConnection, topic_id: uuid.UUID) -> None:
+    """DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets."""
+    def describe() -> DescribeShareGroupOffsetsRequest:
+        return DescribeShareGroupOffsetsRequest(groups=[
+            dsq.DescribeShareGroupOffsetsRequestGroup(group_id=GROUP, topics=None)])
+
+    busy = await conn.request(AlterShareGroupOffsetsRequest(group_id=GROUP, topics=[
+        asq.AlterShareGroupOffsetsRequestTopic(TOPIC, [
+            asq.AlterShareGroupOffsetsRequestPartition(0, 12)])]))
+    assert busy.error_code == errors.NonEmptyGroupError.code
+    seen = await conn.request(describe(), version=1)
+    p = seen.groups[0].topics[0].partitions[0]
+    assert (seen.groups[0].topics[0].topic_name, p.start_offset, p.lag) == (TOPIC, 5, 15)
+    for member in ("m1", "m2"):
+        left = await conn.request(ShareGroupHeartbeatRequest(
+            group_id=GROUP, member_id=member, member_epoch=-1))
+        assert left.error_code == 0
+    # m1 closes its share session (m2's is closed already): what it held is released
+    last = await conn.request(fetch(topic_id, "m1", -1, partitions=False))
+    assert last.error_code == 0
+    altered = await conn.request(AlterShareGroupOffsetsRequest(group_id=GROUP, topics=[
+        asq.AlterShareGroupOffsetsRequestTopic(TOPIC, [
+            asq.AlterShareGroupOffsetsRequestPartition(0, 12)])]))
+    assert altered.error_code == 0 and altered.responses[0].partitions[0].error_code == 0
+    seen = await conn.request(describe(), version=0)
+    assert seen.groups[0].topics[0].partitions[0].start_offset == 12
+    # The leader's cached state is fenced: a new member starts at 12, first delivery.
+    fresh = await conn.request(fetch(topic_id, "m3", 0, max_records=100))
+    assert acquired(fresh) == [(12, 19, 1)]
+    closed = await conn.request(fetch(topic_id, "m3", -1, partitions=False))
+    assert closed.error_code == 0
+    gone = await conn.request(DeleteShareGroupOffsetsRequest(group_id=GROUP, topics=[
+        dlq.DeleteShareGroupOffsetsRequestTopic(TOPIC)]))
+    assert gone.error_code == 0 and gone.responses[0].error_code == 0
+    assert (await conn.request(describe())).groups[0].topics == []
+    deleted = await conn.request(DeleteGroupsRequest(groups_names=[GROUP]))
+    assert deleted.results[0].error_code == 0
+    listed = await conn.request(ListGroupsRequest(types_filter=["share"]))
+    assert listed.groups == []

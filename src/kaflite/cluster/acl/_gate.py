@@ -617,6 +617,10 @@ POLICIES: dict[int, Policy] = {
     78: group_op(Op.READ), 79: group_op(Op.READ),             # ShareFetch, ShareAcknowledge
     83: cluster_op(Op.CLUSTER_ACTION), 84: cluster_op(Op.CLUSTER_ACTION),
     85: cluster_op(Op.CLUSTER_ACTION), 86: cluster_op(Op.CLUSTER_ACTION),
+    87: cluster_op(Op.CLUSTER_ACTION),
+    90: group_rows("groups", RT.GROUP, GROUP_DENIED, Op.DESCRIBE),   # DescribeShareGroupOffsets
+    91: group_op(Op.READ),                                    # AlterShareGroupOffsets
+    92: group_op(Op.DELETE),                                  # DeleteShareGroupOffsets
 }
 # Not here: ApiVersions and SASL (before anyone is known), Fetch (in its handler),
 # DescribeCluster (Kafka checks nothing), the ACL APIs (in their handlers).

@@ -50,6 +50,11 @@ from kaflite.cluster.groups._records import (
     split_version,
 )
 from kaflite.cluster.groups._share import ShareGroup, ShareGroupManager
+from kaflite.cluster.groups._share_records import (
+    SHARE_RECORD_TYPES,
+    decode_share_record,
+    replay_share,
+)
 from kaflite.cluster.groups._timer import Timer
 from kaflite.cluster.groups._txn_offsets import TxnOffsetManager
 from kaflite.cluster.internal_topics import OFFSETS_TOPIC
@@ -90,7 +95,7 @@ class CoordinatorShard(ShardLifecycle):
         self.share_groups: dict[str, ShareGroup] = {}
         self.share = ShareGroupManager(
             self.share_groups, lambda gid: gid in self.groups or gid in self.consumer_groups,
-            timer, config.share, self.consumer.topics, share_settings)
+            timer, config.share, self.consumer.topics, write, share_settings)
         self.records_loaded = 0
 
     # -- replay ------------------------------------------------------------------------------
@@ -122,6 +127,9 @@ class CoordinatorShard(ShardLifecycle):
             _, reader = split_version(key)
             rec = decode_consumer_record(k.version, reader, value)
             replay_consumer(self.consumer_groups, self.groups, rec)
+        elif isinstance(k, OtherKey) and k.version in SHARE_RECORD_TYPES:
+            _, reader = split_version(key)
+            replay_share(self.share_groups, decode_share_record(k.version, reader, value))
         self.records_loaded += 1
 
     def replay_batch(self, batch: RecordBatch) -> None:
@@ -145,7 +153,8 @@ class CoordinatorShard(ShardLifecycle):
 
     def summary(self) -> str:
         return (f"{self.records_loaded} records, {len(self.groups)} classic groups, "
-                f"{len(self.consumer_groups)} consumer groups")
+                f"{len(self.consumer_groups)} consumer groups, "
+                f"{len(self.share_groups)} share groups")
 
     def replay_transactional(self, producer_id: int, key: bytes | memoryview | None,
                              value: bytes | memoryview | None) -> None:
@@ -162,6 +171,7 @@ class CoordinatorShard(ShardLifecycle):
         self.state = ShardState.ACTIVE
         self.classic.on_loaded()
         self.consumer.on_loaded()
+        self.share.on_loaded()
 
     def close(self) -> None:
         if self.state is ShardState.CLOSED:

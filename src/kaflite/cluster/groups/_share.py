@@ -25,13 +25,17 @@ leaders, or at once when its share sessions close.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 
+from kaflite.cluster.groups import _share_records as records
 from kaflite.cluster.groups._consumer import TopicView, new_member_id
 from kaflite.cluster.groups._consumer_group import Assignment, TopicMeta
+from kaflite.cluster.groups._rebalance import NONE, Record, WriteFn
+from kaflite.cluster.groups._share_group import ShareGroup, ShareMember, simple_assign
 from kaflite.cluster.groups._timer import Timer
 from kaflite.cluster.share._config import ShareConfig, ShareGroupSettings
 from kaflite.protocol import errors
@@ -45,71 +49,16 @@ log = logging.getLogger("kaflite.cluster.groups")
 LEAVE_EPOCH = -1
 
 
-@dataclass(frozen=True)
-class ShareMember:
-    member_id: str
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: tuple[str, ...] = ()
-    assigned: Assignment = field(default_factory=dict)
-
-
-@dataclass(eq=False)
-class ShareGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, ShareMember] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)
-    subscription_metadata: dict[str, TopicMeta] = field(default_factory=dict)
-    # Partitions whose share state exists (Kafka's ShareGroupStatePartitionMetadata).
-    initialized: dict[uuid.UUID, set[int]] = field(default_factory=dict)
-
-    @property
-    def state(self) -> str:
-        if not self.members:
-            return "Empty"
-        if self.group_epoch > self.assignment_epoch:
-            return "Assigning"   # never seen from outside: the target is computed at once
-        if any(m.member_epoch != self.assignment_epoch for m in self.members.values()):
-            return "Reconciling"
-        return "Stable"
-
-
-def simple_assign(members: Mapping[str, frozenset[uuid.UUID]],
-                  partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
-    """Kafka's ``SimpleAssignor``, topic by topic over the members subscribed to it."""
-    out: dict[str, dict[uuid.UUID, frozenset[int]]] = {m: {} for m in members}
-    for topic_id in sorted(partitions, key=str):
-        count = partitions[topic_id]
-        subs = sorted(m for m, topics in members.items() if topic_id in topics)
-        if not subs or count <= 0:
-            continue
-        per: dict[str, set[int]] = {m: set() for m in subs}
-        if len(subs) <= count:
-            for p in range(count):
-                per[subs[p % len(subs)]].add(p)
-        else:
-            for i, m in enumerate(subs):
-                per[m].add(i % count)
-        for m, ps in per.items():
-            if ps:
-                out[m][topic_id] = frozenset(ps)
-    return dict(out)
-
-
 def session_key(group_id: str, member_id: str) -> str:
     return f"share-session-{group_id}-{member_id}"
 
 
 class ShareGroupManager:
     def __init__(self, groups: dict[str, ShareGroup], other_group: Callable[[str], bool],
-                 timer: Timer, config: ShareConfig, topics: TopicView,
+                 timer: Timer, config: ShareConfig, topics: TopicView, write: WriteFn,
                  settings: Callable[[str], ShareGroupSettings] | None = None) -> None:
         self.groups = groups
+        self.write = write
         self.other_group = other_group     # is this id a classic or consumer group?
         self.timer = timer
         self.config = config
@@ -125,15 +74,38 @@ class ShareGroupManager:
         return group
 
     # -- ShareGroupHeartbeat ----------------------------------------------------------------------
-    def heartbeat(self, client_id: str, client_host: str,
-                  req: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
+    def heartbeat(self, client_id: str, client_host: str, req: ShareGroupHeartbeatRequest
+                  ) -> asyncio.Future[ShareGroupHeartbeatResponse]:
+        """The answer, once the records the heartbeat made are in ``__consumer_offsets``."""
+        fut: asyncio.Future[ShareGroupHeartbeatResponse] = \
+            asyncio.get_running_loop().create_future()
+        out: list[Record] = []
         try:
             self.validate(req)
             if req.member_epoch == LEAVE_EPOCH:
-                return self._leave(req.group_id, req.member_id)
-            return self._heartbeat(client_id, client_host, req)
+                resp = self._leave(req.group_id, req.member_id, out)
+            else:
+                resp = self._heartbeat(client_id, client_host, req, out)
         except errors.KafkaError as exc:
-            return ShareGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)
+            fut.set_result(ShareGroupHeartbeatResponse(error_code=exc.code,
+                                                       error_message=exc.message))
+            return fut
+
+        def done(f: asyncio.Future[int]) -> None:
+            if not fut.done():
+                code = f.result()
+                fut.set_result(resp if code == NONE else
+                               ShareGroupHeartbeatResponse(error_code=code))
+
+        self._write(out).add_done_callback(done)
+        return fut
+
+    def _write(self, out: list[Record]) -> asyncio.Future[int]:
+        if not out:
+            fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            fut.set_result(NONE)
+            return fut
+        return self.write(out)
 
     @staticmethod
     def validate(req: ShareGroupHeartbeatRequest) -> None:
@@ -151,8 +123,8 @@ class ShareGroupManager:
         elif req.member_epoch < LEAVE_EPOCH:
             raise errors.InvalidRequestError("MemberEpoch is invalid.")
 
-    def _heartbeat(self, client_id: str, client_host: str,
-                   req: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
+    def _heartbeat(self, client_id: str, client_host: str, req: ShareGroupHeartbeatRequest,
+                   out: list[Record]) -> ShareGroupHeartbeatResponse:
         gid, mid = req.group_id, req.member_id or new_member_id()
         joining = req.member_epoch == 0
         group = self.groups.get(gid)
@@ -184,6 +156,8 @@ class ShareGroupManager:
                           subscribed_topic_names=names)
         bump = mid not in group.members or names != member.subscribed_topic_names
         before = group.members.get(mid)
+        if before != updated:
+            out.append(records.member_metadata(gid, updated).encode())
         group.members[mid] = updated
         metadata = self._subscription_metadata(group)
         if metadata != group.subscription_metadata:
@@ -191,15 +165,17 @@ class ShareGroupManager:
             bump = True
         if bump:
             group.group_epoch += 1
+            out.append(records.group_epoch(gid, group.group_epoch).encode())
             log.info("share group %s: group epoch bumped to %s", gid, group.group_epoch)
         if group.group_epoch > group.assignment_epoch:
-            self._update_target(group)
+            self._update_target(group, out)
         member = group.members[mid]
         if member.member_epoch != group.assignment_epoch:
             member = replace(member, previous_member_epoch=member.member_epoch,
                              member_epoch=group.assignment_epoch,
                              assigned=group.target.get(mid, {}))
             group.members[mid] = member
+            out.append(records.current_assignment(gid, member).encode())
         settings = self.settings(gid)
         self.timer.schedule(session_key(gid, mid), settings.session_timeout_ms,
                             self._session_expiry(gid, mid))
@@ -222,30 +198,46 @@ class ShareGroupManager:
                 out[name] = meta
         return out
 
-    def _update_target(self, group: ShareGroup) -> None:
+    def _update_target(self, group: ShareGroup, out: list[Record] | None) -> None:
+        """A new target assignment; the partitions it names are the group's from now on
+        (ShareGroupStatePartitionMetadata: their share state exists or is about to)."""
         meta = group.subscription_metadata
         subs = {m.member_id: frozenset(meta[n].topic_id for n in m.subscribed_topic_names
                                        if n in meta) for m in group.members.values()}
         group.target = simple_assign(subs, {t.topic_id: t.partitions for t in meta.values()})
         group.assignment_epoch = group.group_epoch
+        grown = False
+        for assignment in group.target.values():
+            for topic_id, ps in assignment.items():
+                have = group.initialized.setdefault(topic_id, set())
+                if not ps <= have:
+                    have |= ps
+                    grown = True
+        if grown and out is not None:
+            names = {t.topic_id: t.name for t in meta.values()}
+            out.append(records.state_partitions(group.group_id, group.initialized,
+                                                names).encode())
 
     # -- leaving and fencing ------------------------------------------------------------------------
-    def _leave(self, group_id: str, member_id: str) -> ShareGroupHeartbeatResponse:
+    def _leave(self, group_id: str, member_id: str,
+               out: list[Record]) -> ShareGroupHeartbeatResponse:
         group = self.share_group(group_id)
         if member_id not in group.members:
             raise errors.UnknownMemberIdError(
                 f"Member {member_id} is not a member of group {group_id}.")
         log.info("share group %s: member %s left", group_id, member_id)
-        self._remove(group, member_id)
+        self._remove(group, member_id, out)
         return ShareGroupHeartbeatResponse(member_id=member_id, member_epoch=LEAVE_EPOCH)
 
-    def _remove(self, group: ShareGroup, member_id: str) -> None:
+    def _remove(self, group: ShareGroup, member_id: str, out: list[Record]) -> None:
         group.members.pop(member_id, None)
         group.target.pop(member_id, None)
         self.timer.cancel(session_key(group.group_id, member_id))
+        out.extend(r.encode() for r in records.member_tombstones(group.group_id, member_id))
         group.subscription_metadata = self._subscription_metadata(group)
         group.group_epoch += 1
-        self._update_target(group)
+        out.append(records.group_epoch(group.group_id, group.group_epoch).encode())
+        self._update_target(group, out)
 
     def _session_expiry(self, group_id: str, member_id: str) -> Callable[[], None]:
         def fire() -> None:
@@ -257,20 +249,50 @@ class ShareGroupManager:
         if group is None or member_id not in group.members:
             return False
         log.info("share group %s: member %s fenced because %s", group_id, member_id, reason)
-        self._remove(group, member_id)
+        out: list[Record] = []
+        self._remove(group, member_id, out)
+        self._write(out).add_done_callback(lambda f: _log_write(f, group_id, reason))
         return True
 
-    def delete(self, group_id: str) -> None:
+    def delete(self, group_id: str) -> asyncio.Future[int]:
         """DeleteGroups: only an empty group goes (NON_EMPTY_GROUP otherwise)."""
         group = self.share_group(group_id)
         if group.members:
             raise errors.NonEmptyGroupError(f"Share group {group_id} is not empty.")
         del self.groups[group_id]
+        return self._write([records.state_partitions(group_id, None, {}).encode(),
+                            records.group_epoch(group_id, None).encode()])
+
+    def record_initialized(self, group: ShareGroup) -> asyncio.Future[int]:
+        """Write the group's initialized partitions (after the offset admin APIs)."""
+        names = {t: n for t, n in ((m.topic_id, m.name)
+                                   for m in group.subscription_metadata.values())}
+        for topic_id in group.initialized:
+            if topic_id not in names:
+                names[topic_id] = self.topics.name_of(topic_id) or ""
+        return self._write([records.state_partitions(group.group_id, group.initialized,
+                                                     names).encode()])
+
+    def on_loaded(self) -> None:
+        """The shard loaded: targets are computed again, member sessions start."""
+        for gid, group in self.groups.items():
+            group.subscription_metadata = self._subscription_metadata(group)
+            self._update_target(group, None)
+            settings = self.settings(gid)
+            for mid in group.members:
+                self.timer.schedule(session_key(gid, mid), settings.session_timeout_ms,
+                                    self._session_expiry(gid, mid))
 
     def close(self) -> None:
         for group in self.groups.values():
             for mid in group.members:
                 self.timer.cancel(session_key(group.group_id, mid))
+
+
+def _log_write(f: asyncio.Future[int], group_id: str, what: str) -> None:
+    if f.result() != NONE:
+        log.warning("share group %s: writing (%s) failed with error %s", group_id, what,
+                    f.result())
 
 
 def _norm(a: Assignment) -> dict[uuid.UUID, frozenset[int]]:

@@ -258,15 +258,15 @@ async def delete_share_group(broker: Broker, shard: CoordinatorShard, group_id: 
     ``__share_group_state`` goes too (DeleteShareGroupState)."""
     try:
         group = shard.share.share_group(group_id)
-        topics = list(group.subscription_metadata.values())
-        shard.share.delete(group_id)
+        initialized = {t: set(ps) for t, ps in group.initialized.items()}
+        code = await shard.share.delete(group_id)
     except errors.KafkaError as exc:
         return exc.code
     if broker.share is not None:
-        for t in topics:
-            for index in range(t.partitions):
-                await broker.share.forget(group_id, t.topic_id, index)
-    return NONE
+        for topic_id, partitions in initialized.items():
+            for index in sorted(partitions):
+                await broker.share.forget(group_id, topic_id, index)
+    return code
 
 
 HANDLERS = [

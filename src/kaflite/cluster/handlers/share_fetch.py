@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers._util import code_for_exception, leader_hint
+from kaflite.cluster.share._manager import FetchedShare
 from kaflite.cluster.share._partition import AckType, Acquired
 from kaflite.cluster.share._sessions import FINAL_EPOCH, INITIAL_EPOCH
 from kaflite.protocol import errors
@@ -40,6 +41,7 @@ from kaflite.protocol.messages import share_fetch_response as sfr
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
     from kaflite.cluster.network import ServerConnection
+    from kaflite.cluster.partition import Partition
     from kaflite.cluster.share import SharePartitionManager
 
 __all__ = ["HANDLERS"]
@@ -209,10 +211,7 @@ async def handle_share_fetch(broker: Broker, conn: ServerConnection, header: Req
     for sp in mgr.release_session(group_id, member_id, forgotten):
         await mgr.persist(sp)
     if epoch == FINAL_EPOCH:
-        closed = mgr.sessions.close(group_id, member_id)
-        if closed is not None:
-            for sp in mgr.release_session(group_id, member_id, list(closed.partitions)):
-                await mgr.persist(sp)
+        await mgr.close_session(group_id, member_id)
     elif session is not None:
         await _fetch(broker, conn, mgr, req, version, group_id, member_id,
                      list(session.partitions), results, name_of)
@@ -244,8 +243,8 @@ async def _fetch(broker: Broker, conn: ServerConnection, mgr: SharePartitionMana
             try:
                 _check_read(broker, conn, name)
                 p = broker.leader_partition(name, tp[1])
-                sp = await mgr.share_partition(group_id, p)
-                fetched = mgr.acquire(sp, p, member_id, left, budget, record_limit)
+                fetched = await _acquire(mgr, group_id, member_id, p, left, budget,
+                                         record_limit)
             except errors.KafkaError as exc:
                 res.error, res.message, res.touched = code_for_exception(exc), exc.message, True
                 continue
@@ -269,6 +268,25 @@ async def _fetch(broker: Broker, conn: ServerConnection, mgr: SharePartitionMana
             mgr.discard_waiter(share_waiter)
             for p, f in zip(waiters, futures, strict=True):
                 p.discard_waiter(f)
+
+
+async def _acquire(mgr: SharePartitionManager, group_id: str, member_id: str, p: Partition,
+                   max_records: int, budget: int, record_limit: bool) -> FetchedShare:
+    """Acquire on the share-partition and make it durable before handing records out. A
+    write fenced by a newer state epoch (the offsets were altered, or the group deleted)
+    means the cached state is stale: it is dropped, and the acquisition done again on the
+    state read back."""
+    for _ in range(2):
+        sp = await mgr.share_partition(group_id, p)
+        fetched = mgr.acquire(sp, p, member_id, max_records, budget, record_limit)
+        if not fetched.acquired:
+            return fetched
+        code = await mgr.persist(sp)
+        if code == errors.FencedLeaderEpochError.code:
+            raise errors.NotLeaderOrFollowerError(f"{p.topic}-{p.index}: a newer leader")
+        if code != errors.FencedStateEpochError.code:
+            return fetched
+    return FetchedShare(b"", [])
 
 
 def _fetch_response(broker: Broker, conn: ServerConnection,
@@ -328,10 +346,7 @@ async def handle_share_acknowledge(broker: Broker, conn: ServerConnection, heade
                 partition_index=ap.partition_index, error_code=code, error_message=message,
                 current_leader=sar.LeaderIdAndEpoch(*leader)))
     if epoch == FINAL_EPOCH:
-        closed = mgr.sessions.close(group_id, member_id)
-        if closed is not None:
-            for sp in mgr.release_session(group_id, member_id, list(closed.partitions)):
-                await mgr.persist(sp)
+        await mgr.close_session(group_id, member_id)
     return ShareAcknowledgeResponse(
         throttle_time_ms=0, error_code=0,
         acquisition_lock_timeout_ms=settings.record_lock_duration_ms if version >= 2 else 0,

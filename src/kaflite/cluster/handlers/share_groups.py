@@ -42,7 +42,7 @@ async def handle_share_group_heartbeat(broker: Broker, conn: ServerConnection,
         shard = shard_for(broker, conn, req.group_id)
     except errors.KafkaError as exc:
         return ShareGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)
-    return shard.share.heartbeat(header.client_id or "", client_host(conn), req)
+    return await shard.share.heartbeat(header.client_id or "", client_host(conn), req)
 
 
 def _assignment(shard: CoordinatorShard, group: ShareGroup,

@@ -1,5 +1,6 @@
 """The share coordinator's inter-broker APIs: InitializeShareGroupState (83),
-ReadShareGroupState (84), WriteShareGroupState (85) and DeleteShareGroupState (86).
+ReadShareGroupState (84), WriteShareGroupState (85), DeleteShareGroupState (86) and
+ReadShareGroupStateSummary (87, what the offset admin APIs read).
 
 Share-partition leaders send them (``share._coordinator.CoordinatorPersister``) to
 the leader of the ``__share_group_state`` partition that owns the key; this
@@ -29,12 +30,15 @@ from kaflite.protocol.messages import (
     InitializeShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
 from kaflite.protocol.messages import delete_share_group_state_response as dsr
 from kaflite.protocol.messages import initialize_share_group_state_response as isr
 from kaflite.protocol.messages import read_share_group_state_response as rsr
+from kaflite.protocol.messages import read_share_group_state_summary_response as rssr
 from kaflite.protocol.messages import write_share_group_state_response as wsr
 
 if TYPE_CHECKING:
@@ -77,6 +81,26 @@ async def handle_read(broker: Broker, conn: ServerConnection, header: RequestHea
             parts.append(out)
         results.append(rsr.ReadStateResult(topic_id=t.topic_id, partitions=parts))
     return ReadShareGroupStateResponse(results=results)
+
+
+async def handle_summary(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                         req: ReadShareGroupStateSummaryRequest
+                         ) -> ReadShareGroupStateSummaryResponse:
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            key = (req.group_id, t.topic_id, p.partition)
+            out = rssr.PartitionResult(partition=p.partition, state_epoch=-1, start_offset=-1)
+            try:
+                state = _shard(broker, key).states.get(key)
+                if state is not None:
+                    out.state_epoch, out.start_offset = state.state_epoch, state.start_offset
+            except errors.KafkaError as exc:
+                out.error_code, out.error_message = exc.code, exc.message
+            parts.append(out)
+        results.append(rssr.ReadStateSummaryResult(topic_id=t.topic_id, partitions=parts))
+    return ReadShareGroupStateSummaryResponse(results=results)
 
 
 async def handle_write(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -146,4 +170,5 @@ HANDLERS = [
     Handler(ReadShareGroupStateRequest, 0, 0, handle_read),
     Handler(WriteShareGroupStateRequest, 0, 0, handle_write),
     Handler(DeleteShareGroupStateRequest, 0, 0, handle_delete),
+    Handler(ReadShareGroupStateSummaryRequest, 0, 0, handle_summary),
 ]

@@ -46,11 +46,13 @@ from kaflite.protocol.messages import (
     DeleteShareGroupStateRequest,
     InitializeShareGroupStateRequest,
     ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
     WriteShareGroupStateRequest,
 )
 from kaflite.protocol.messages import delete_share_group_state_request as dsq
 from kaflite.protocol.messages import initialize_share_group_state_request as isq
 from kaflite.protocol.messages import read_share_group_state_request as rsq
+from kaflite.protocol.messages import read_share_group_state_summary_request as rssq
 from kaflite.protocol.messages import write_share_group_state_request as wsq
 
 if TYPE_CHECKING:
@@ -195,6 +197,28 @@ class CoordinatorPersister:
             return resp.results[0].partitions[0].error_code, None
 
         return (await self._retrying(key, "WriteShareGroupState", attempt))[0]
+
+    async def summary(self, group_id: str, topic_id: uuid.UUID,
+                      partition: int) -> PersistedState | None:
+        """ReadShareGroupStateSummary: the state as it is (the leader epoch is not moved)."""
+        key = (group_id, topic_id, partition)
+
+        async def attempt(node: int) -> tuple[int, PersistedState | None]:
+            if node == self.broker.node_id:
+                return 0, self.coordinator.shard_of(key).states.get(key)
+            req = ReadShareGroupStateSummaryRequest(group_id=group_id, topics=[
+                rssq.ReadStateSummaryData(topic_id=topic_id, partitions=[
+                    rssq.PartitionData(partition, -1)])])
+            resp = await (await self.peers.connection(node)).request(req)
+            r = resp.results[0].partitions[0]
+            if r.error_code or (r.state_epoch < 0 and r.start_offset < 0):
+                return r.error_code, None
+            return 0, PersistedState(r.state_epoch, r.start_offset)
+
+        code, state = await self._retrying(key, "ReadShareGroupStateSummary", attempt)
+        if code:
+            raise errors.error_for_code(code, f"reading the share state of {key}")
+        return state
 
     async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         key = (group_id, topic_id, partition)

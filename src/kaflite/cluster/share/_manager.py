@@ -192,7 +192,7 @@ class SharePartitionManager:
         code = await self.persister.write(sp.group_id, sp.topic_id, sp.partition, sp.state_epoch,
                                           sp.leader_epoch, PersistedState(
                                               sp.state_epoch, sp.start, sp.state_batches()))
-        if code == errors.FencedStateEpochError.code:
+        if code in (errors.FencedStateEpochError.code, errors.FencedLeaderEpochError.code):
             key = (sp.group_id, sp.topic, sp.partition)
             if self.partitions.get(key) is sp:
                 sp.close()
@@ -251,6 +251,22 @@ class SharePartitionManager:
             if sp is not None and sp.release_member(member_id):
                 changed.append(sp)
         return changed
+
+    async def close_session(self, group_id: str, member_id: str) -> None:
+        """A share session closed (epoch -1): the member's records there are released; when
+        it was the group's last session here, the group's share-partitions leave the cache
+        (Kafka's ``onGroupEmpty``), so that state changed meanwhile by the offset admin APIs
+        is read afresh."""
+        closed = self.sessions.close(group_id, member_id)
+        if closed is not None:
+            for sp in self.release_session(group_id, member_id, list(closed.partitions)):
+                await self.persist(sp)
+        if not self.sessions.of_group(group_id):
+            for key in [k for k in self.partitions if k[0] == group_id]:
+                sp = self.partitions.pop(key)
+                if sp.dirty:
+                    await self.persist(sp)
+                sp.close()
 
     async def forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         """DeleteGroups: the share-partition's durable state goes (a leader still caching it

@@ -42,6 +42,9 @@ class Persister(Protocol):
 
     async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int: ...
 
+    async def summary(self, group_id: str, topic_id: uuid.UUID,
+                      partition: int) -> PersistedState | None: ...
+
     def close(self) -> None: ...
 
 
@@ -73,6 +76,10 @@ class MemoryPersister:
     async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         self.states.pop((group_id, topic_id, partition), None)
         return 0
+
+    async def summary(self, group_id: str, topic_id: uuid.UUID,
+                      partition: int) -> PersistedState | None:
+        return self.states.get((group_id, topic_id, partition))
 
     def close(self) -> None:
         self.states.clear()

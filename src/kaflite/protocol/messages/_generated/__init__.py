@@ -43,6 +43,10 @@ if TYPE_CHECKING:
     from .alter_replica_log_dirs_request import AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequest
     from . import alter_replica_log_dirs_response as alter_replica_log_dirs_response
     from .alter_replica_log_dirs_response import AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponse
+    from . import alter_share_group_offsets_request as alter_share_group_offsets_request
+    from .alter_share_group_offsets_request import AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest
+    from . import alter_share_group_offsets_response as alter_share_group_offsets_response
+    from .alter_share_group_offsets_response import AlterShareGroupOffsetsResponse as AlterShareGroupOffsetsResponse
     from . import alter_user_scram_credentials_request as alter_user_scram_credentials_request
     from .alter_user_scram_credentials_request import AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest
     from . import alter_user_scram_credentials_response as alter_user_scram_credentials_response
@@ -141,6 +145,10 @@ if TYPE_CHECKING:
     from .delete_records_request import DeleteRecordsRequest as DeleteRecordsRequest
     from . import delete_records_response as delete_records_response
     from .delete_records_response import DeleteRecordsResponse as DeleteRecordsResponse
+    from . import delete_share_group_offsets_request as delete_share_group_offsets_request
+    from .delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest
+    from . import delete_share_group_offsets_response as delete_share_group_offsets_response
+    from .delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse as DeleteShareGroupOffsetsResponse
     from . import delete_share_group_state_request as delete_share_group_state_request
     from .delete_share_group_state_request import DeleteShareGroupStateRequest as DeleteShareGroupStateRequest
     from . import delete_share_group_state_response as delete_share_group_state_response
@@ -185,6 +193,10 @@ if TYPE_CHECKING:
     from .describe_quorum_request import DescribeQuorumRequest as DescribeQuorumRequest
     from . import describe_quorum_response as describe_quorum_response
     from .describe_quorum_response import DescribeQuorumResponse as DescribeQuorumResponse
+    from . import describe_share_group_offsets_request as describe_share_group_offsets_request
+    from .describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest
+    from . import describe_share_group_offsets_response as describe_share_group_offsets_response
+    from .describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse as DescribeShareGroupOffsetsResponse
     from . import describe_topic_partitions_request as describe_topic_partitions_request
     from .describe_topic_partitions_request import DescribeTopicPartitionsRequest as DescribeTopicPartitionsRequest
     from . import describe_topic_partitions_response as describe_topic_partitions_response
@@ -467,6 +479,10 @@ if TYPE_CHECKING:
     from .alter_replica_log_dirs_response import AlterReplicaLogDirPartitionResult as AlterReplicaLogDirPartitionResult
     from .alter_replica_log_dirs_request import AlterReplicaLogDirTopic as AlterReplicaLogDirTopic
     from .alter_replica_log_dirs_response import AlterReplicaLogDirTopicResult as AlterReplicaLogDirTopicResult
+    from .alter_share_group_offsets_request import AlterShareGroupOffsetsRequestPartition as AlterShareGroupOffsetsRequestPartition
+    from .alter_share_group_offsets_request import AlterShareGroupOffsetsRequestTopic as AlterShareGroupOffsetsRequestTopic
+    from .alter_share_group_offsets_response import AlterShareGroupOffsetsResponsePartition as AlterShareGroupOffsetsResponsePartition
+    from .alter_share_group_offsets_response import AlterShareGroupOffsetsResponseTopic as AlterShareGroupOffsetsResponseTopic
     from .alter_user_scram_credentials_response import AlterUserScramCredentialsResult as AlterUserScramCredentialsResult
     from .api_versions_response import ApiVersion as ApiVersion
     from .produce_response import BatchIndexAndErrorMessage as BatchIndexAndErrorMessage
@@ -496,6 +512,8 @@ if TYPE_CHECKING:
     from .delete_records_response import DeleteRecordsPartitionResult as DeleteRecordsPartitionResult
     from .delete_records_request import DeleteRecordsTopic as DeleteRecordsTopic
     from .delete_records_response import DeleteRecordsTopicResult as DeleteRecordsTopicResult
+    from .delete_share_group_offsets_request import DeleteShareGroupOffsetsRequestTopic as DeleteShareGroupOffsetsRequestTopic
+    from .delete_share_group_offsets_response import DeleteShareGroupOffsetsResponseTopic as DeleteShareGroupOffsetsResponseTopic
     from .delete_share_group_state_request import DeleteStateData as DeleteStateData
     from .delete_share_group_state_response import DeleteStateResult as DeleteStateResult
     from .delete_topics_request import DeleteTopicState as DeleteTopicState
@@ -510,6 +528,11 @@ if TYPE_CHECKING:
     from .describe_log_dirs_response import DescribeLogDirsPartition as DescribeLogDirsPartition
     from .describe_log_dirs_response import DescribeLogDirsResult as DescribeLogDirsResult
     from .describe_log_dirs_response import DescribeLogDirsTopic as DescribeLogDirsTopic
+    from .describe_share_group_offsets_request import DescribeShareGroupOffsetsRequestGroup as DescribeShareGroupOffsetsRequestGroup
+    from .describe_share_group_offsets_request import DescribeShareGroupOffsetsRequestTopic as DescribeShareGroupOffsetsRequestTopic
+    from .describe_share_group_offsets_response import DescribeShareGroupOffsetsResponseGroup as DescribeShareGroupOffsetsResponseGroup
+    from .describe_share_group_offsets_response import DescribeShareGroupOffsetsResponsePartition as DescribeShareGroupOffsetsResponsePartition
+    from .describe_share_group_offsets_response import DescribeShareGroupOffsetsResponseTopic as DescribeShareGroupOffsetsResponseTopic
     from .describe_topic_partitions_response import DescribeTopicPartitionsResponsePartition as DescribeTopicPartitionsResponsePartition
     from .describe_topic_partitions_response import DescribeTopicPartitionsResponseTopic as DescribeTopicPartitionsResponseTopic
     from .describe_user_scram_credentials_response import DescribeUserScramCredentialsResult as DescribeUserScramCredentialsResult
@@ -654,6 +677,10 @@ WHERE: dict[str, str] = {
     'alter_replica_log_dirs_request': 'alter_replica_log_dirs_request',
     'AlterReplicaLogDirsResponse': 'alter_replica_log_dirs_response',
     'alter_replica_log_dirs_response': 'alter_replica_log_dirs_response',
+    'AlterShareGroupOffsetsRequest': 'alter_share_group_offsets_request',
+    'alter_share_group_offsets_request': 'alter_share_group_offsets_request',
+    'AlterShareGroupOffsetsResponse': 'alter_share_group_offsets_response',
+    'alter_share_group_offsets_response': 'alter_share_group_offsets_response',
     'AlterUserScramCredentialsRequest': 'alter_user_scram_credentials_request',
     'alter_user_scram_credentials_request': 'alter_user_scram_credentials_request',
     'AlterUserScramCredentialsResponse': 'alter_user_scram_credentials_response',
@@ -752,6 +779,10 @@ WHERE: dict[str, str] = {
     'delete_records_request': 'delete_records_request',
     'DeleteRecordsResponse': 'delete_records_response',
     'delete_records_response': 'delete_records_response',
+    'DeleteShareGroupOffsetsRequest': 'delete_share_group_offsets_request',
+    'delete_share_group_offsets_request': 'delete_share_group_offsets_request',
+    'DeleteShareGroupOffsetsResponse': 'delete_share_group_offsets_response',
+    'delete_share_group_offsets_response': 'delete_share_group_offsets_response',
     'DeleteShareGroupStateRequest': 'delete_share_group_state_request',
     'delete_share_group_state_request': 'delete_share_group_state_request',
     'DeleteShareGroupStateResponse': 'delete_share_group_state_response',
@@ -796,6 +827,10 @@ WHERE: dict[str, str] = {
     'describe_quorum_request': 'describe_quorum_request',
     'DescribeQuorumResponse': 'describe_quorum_response',
     'describe_quorum_response': 'describe_quorum_response',
+    'DescribeShareGroupOffsetsRequest': 'describe_share_group_offsets_request',
+    'describe_share_group_offsets_request': 'describe_share_group_offsets_request',
+    'DescribeShareGroupOffsetsResponse': 'describe_share_group_offsets_response',
+    'describe_share_group_offsets_response': 'describe_share_group_offsets_response',
     'DescribeTopicPartitionsRequest': 'describe_topic_partitions_request',
     'describe_topic_partitions_request': 'describe_topic_partitions_request',
     'DescribeTopicPartitionsResponse': 'describe_topic_partitions_response',
@@ -1078,6 +1113,10 @@ WHERE: dict[str, str] = {
     'AlterReplicaLogDirPartitionResult': 'alter_replica_log_dirs_response',
     'AlterReplicaLogDirTopic': 'alter_replica_log_dirs_request',
     'AlterReplicaLogDirTopicResult': 'alter_replica_log_dirs_response',
+    'AlterShareGroupOffsetsRequestPartition': 'alter_share_group_offsets_request',
+    'AlterShareGroupOffsetsRequestTopic': 'alter_share_group_offsets_request',
+    'AlterShareGroupOffsetsResponsePartition': 'alter_share_group_offsets_response',
+    'AlterShareGroupOffsetsResponseTopic': 'alter_share_group_offsets_response',
     'AlterUserScramCredentialsResult': 'alter_user_scram_credentials_response',
     'ApiVersion': 'api_versions_response',
     'BatchIndexAndErrorMessage': 'produce_response',
@@ -1107,6 +1146,8 @@ WHERE: dict[str, str] = {
     'DeleteRecordsPartitionResult': 'delete_records_response',
     'DeleteRecordsTopic': 'delete_records_request',
     'DeleteRecordsTopicResult': 'delete_records_response',
+    'DeleteShareGroupOffsetsRequestTopic': 'delete_share_group_offsets_request',
+    'DeleteShareGroupOffsetsResponseTopic': 'delete_share_group_offsets_response',
     'DeleteStateData': 'delete_share_group_state_request',
     'DeleteStateResult': 'delete_share_group_state_response',
     'DeleteTopicState': 'delete_topics_request',
@@ -1121,6 +1162,11 @@ WHERE: dict[str, str] = {
     'DescribeLogDirsPartition': 'describe_log_dirs_response',
     'DescribeLogDirsResult': 'describe_log_dirs_response',
     'DescribeLogDirsTopic': 'describe_log_dirs_response',
+    'DescribeShareGroupOffsetsRequestGroup': 'describe_share_group_offsets_request',
+    'DescribeShareGroupOffsetsRequestTopic': 'describe_share_group_offsets_request',
+    'DescribeShareGroupOffsetsResponseGroup': 'describe_share_group_offsets_response',
+    'DescribeShareGroupOffsetsResponsePartition': 'describe_share_group_offsets_response',
+    'DescribeShareGroupOffsetsResponseTopic': 'describe_share_group_offsets_response',
     'DescribeTopicPartitionsResponsePartition': 'describe_topic_partitions_response',
     'DescribeTopicPartitionsResponseTopic': 'describe_topic_partitions_response',
     'DescribeUserScramCredentialsResult': 'describe_user_scram_credentials_response',
@@ -1318,6 +1364,9 @@ API_TABLE: dict[int, tuple[str, str, str, int, int, bool]] = {
     85: ('WriteShareGroupState', 'WriteShareGroupStateRequest', 'WriteShareGroupStateResponse', 0, 0, True),
     86: ('DeleteShareGroupState', 'DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse', 0, 0, True),
     87: ('ReadShareGroupStateSummary', 'ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse', 0, 0, True),
+    90: ('DescribeShareGroupOffsets', 'DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse', 0, 1, False),
+    91: ('AlterShareGroupOffsets', 'AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse', 0, 0, False),
+    92: ('DeleteShareGroupOffsets', 'DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse', 0, 0, False),
 }
 
 # schemas that are not API messages: headers and data formats
@@ -1355,6 +1404,8 @@ __all__ = [
     'AlterPartitionResponse',
     'AlterReplicaLogDirsRequest',
     'AlterReplicaLogDirsResponse',
+    'AlterShareGroupOffsetsRequest',
+    'AlterShareGroupOffsetsResponse',
     'AlterUserScramCredentialsRequest',
     'AlterUserScramCredentialsResponse',
     'ApiVersionsRequest',
@@ -1404,6 +1455,8 @@ __all__ = [
     'DeleteGroupsResponse',
     'DeleteRecordsRequest',
     'DeleteRecordsResponse',
+    'DeleteShareGroupOffsetsRequest',
+    'DeleteShareGroupOffsetsResponse',
     'DeleteShareGroupStateRequest',
     'DeleteShareGroupStateResponse',
     'DeleteTopicsRequest',
@@ -1426,6 +1479,8 @@ __all__ = [
     'DescribeProducersResponse',
     'DescribeQuorumRequest',
     'DescribeQuorumResponse',
+    'DescribeShareGroupOffsetsRequest',
+    'DescribeShareGroupOffsetsResponse',
     'DescribeTopicPartitionsRequest',
     'DescribeTopicPartitionsResponse',
     'DescribeTransactionsRequest',
@@ -1577,6 +1632,8 @@ __all__ = [
     'alter_partition_response',
     'alter_replica_log_dirs_request',
     'alter_replica_log_dirs_response',
+    'alter_share_group_offsets_request',
+    'alter_share_group_offsets_response',
     'alter_user_scram_credentials_request',
     'alter_user_scram_credentials_response',
     'api_versions_request',
@@ -1626,6 +1683,8 @@ __all__ = [
     'delete_groups_response',
     'delete_records_request',
     'delete_records_response',
+    'delete_share_group_offsets_request',
+    'delete_share_group_offsets_response',
     'delete_share_group_state_request',
     'delete_share_group_state_response',
     'delete_topics_request',
@@ -1648,6 +1707,8 @@ __all__ = [
     'describe_producers_response',
     'describe_quorum_request',
     'describe_quorum_response',
+    'describe_share_group_offsets_request',
+    'describe_share_group_offsets_response',
     'describe_topic_partitions_request',
     'describe_topic_partitions_response',
     'describe_transactions_request',

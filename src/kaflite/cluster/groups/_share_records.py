@@ -1,0 +1,172 @@
+"""Share groups in ``__consumer_offsets``, in Kafka's record formats.
+
+Kafka's coordinator writes a share group as records keyed by type: 9
+ShareGroupPartitionMetadata, 10 ShareGroupMemberMetadata, 11 ShareGroupMetadata
+(the group epoch), 12 and 13 the target assignment, 14
+ShareGroupCurrentMemberAssignment and 15 ShareGroupStatePartitionMetadata (the
+partitions whose share state is initialized). kaflite writes 10, 11, 14 and 15
+(what is needed to load a group back: its epoch, its members with their
+subscriptions and assignments, and its initialized partitions); the target
+assignment is computed again from those when the group is loaded. Every
+record goes through ``replay``, live and when loading alike.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from kaflite.cluster.groups._share_group import ShareGroup, ShareMember
+from kaflite.protocol.messages import (
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    Struct,
+)
+from kaflite.protocol.messages import share_group_current_member_assignment_value as scav
+from kaflite.protocol.messages import share_group_state_partition_metadata_value as sspm
+from kaflite.protocol.primitives import Reader
+
+__all__ = ["SHARE_RECORD_TYPES", "ShareRecord", "decode_share_record", "replay_share"]
+
+MEMBER_METADATA, GROUP_METADATA, CURRENT_ASSIGNMENT, STATE_PARTITIONS = 10, 11, 14, 15
+SHARE_RECORD_TYPES = frozenset({MEMBER_METADATA, GROUP_METADATA, CURRENT_ASSIGNMENT,
+                                STATE_PARTITIONS})
+_I16 = struct.Struct(">h")
+
+_KEYS: dict[int, type[Struct]] = {
+    GROUP_METADATA: ShareGroupMetadataKey, MEMBER_METADATA: ShareGroupMemberMetadataKey,
+    CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentKey,
+    STATE_PARTITIONS: ShareGroupStatePartitionMetadataKey,
+}
+_VALUES: dict[int, type[Struct]] = {
+    GROUP_METADATA: ShareGroupMetadataValue, MEMBER_METADATA: ShareGroupMemberMetadataValue,
+    CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentValue,
+    STATE_PARTITIONS: ShareGroupStatePartitionMetadataValue,
+}
+
+
+@dataclass(frozen=True)
+class ShareRecord:
+    kind: int
+    group_id: str
+    member_id: str | None
+    value: Struct | None
+
+    def encode(self) -> tuple[bytes, bytes | None]:
+        key: Struct
+        mid = self.member_id or ""
+        if self.kind == MEMBER_METADATA:
+            key = ShareGroupMemberMetadataKey(group_id=self.group_id, member_id=mid)
+        elif self.kind == CURRENT_ASSIGNMENT:
+            key = ShareGroupCurrentMemberAssignmentKey(group_id=self.group_id, member_id=mid)
+        elif self.kind == GROUP_METADATA:
+            key = ShareGroupMetadataKey(group_id=self.group_id)
+        else:
+            key = ShareGroupStatePartitionMetadataKey(group_id=self.group_id)
+        key_bytes = _I16.pack(self.kind) + key.encode(self.kind)
+        if self.value is None:
+            return key_bytes, None
+        return key_bytes, _I16.pack(0) + self.value.encode(0)
+
+
+def decode_share_record(kind: int, key: Reader, value: bytes | memoryview | None) -> ShareRecord:
+    k = _KEYS[kind].read(key, kind)
+    group_id = str(getattr(k, "group_id", ""))
+    member = getattr(k, "member_id", None)
+    member_id = None if member is None else str(member)
+    if value is None:
+        return ShareRecord(kind, group_id, member_id, None)
+    view = memoryview(value)
+    (version,) = _I16.unpack_from(view, 0)
+    cls = _VALUES[kind]
+    return ShareRecord(kind, group_id, member_id,
+                       cls.read(Reader(view[2:]), min(max(version, 0), cls.MAX_VERSION)))
+
+
+# -- builders ---------------------------------------------------------------------------------
+def group_epoch(group_id: str, epoch: int | None) -> ShareRecord:
+    return ShareRecord(GROUP_METADATA, group_id, None,
+                       None if epoch is None else ShareGroupMetadataValue(epoch=epoch))
+
+
+def member_metadata(group_id: str, m: ShareMember) -> ShareRecord:
+    return ShareRecord(MEMBER_METADATA, group_id, m.member_id, ShareGroupMemberMetadataValue(
+        rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+        subscribed_topic_names=list(m.subscribed_topic_names)))
+
+
+def current_assignment(group_id: str, m: ShareMember) -> ShareRecord:
+    return ShareRecord(CURRENT_ASSIGNMENT, group_id, m.member_id,
+                       ShareGroupCurrentMemberAssignmentValue(
+                           member_epoch=m.member_epoch,
+                           previous_member_epoch=m.previous_member_epoch, state=0,
+                           assigned_partitions=[scav.TopicPartitions(t, sorted(ps))
+                                                for t, ps in sorted(m.assigned.items()) if ps]))
+
+
+def member_tombstones(group_id: str, member_id: str) -> list[ShareRecord]:
+    return [ShareRecord(CURRENT_ASSIGNMENT, group_id, member_id, None),
+            ShareRecord(MEMBER_METADATA, group_id, member_id, None)]
+
+
+def state_partitions(group_id: str, initialized: Mapping[uuid.UUID, set[int]] | None,
+                     names: Mapping[uuid.UUID, str]) -> ShareRecord:
+    if initialized is None:
+        return ShareRecord(STATE_PARTITIONS, group_id, None, None)
+    return ShareRecord(STATE_PARTITIONS, group_id, None, ShareGroupStatePartitionMetadataValue(
+        initialized_topics=[sspm.TopicPartitionsInfo(t, names.get(t, ""), sorted(ps))
+                            for t, ps in sorted(initialized.items()) if ps],
+        deleting_topics=[]))
+
+
+# -- replay -----------------------------------------------------------------------------------
+def replay_share(groups: dict[str, ShareGroup], rec: ShareRecord) -> None:
+    gid = rec.group_id
+    group = groups.get(gid)
+    if rec.kind == GROUP_METADATA:
+        if rec.value is None:
+            groups.pop(gid, None)
+            return
+        assert isinstance(rec.value, ShareGroupMetadataValue)
+        group = groups.setdefault(gid, ShareGroup(gid))
+        group.group_epoch = rec.value.epoch
+        return
+    if group is None:
+        if rec.value is None:
+            return
+        group = groups[gid] = ShareGroup(gid)
+    mid = rec.member_id or ""
+    if rec.kind == MEMBER_METADATA:
+        if rec.value is None:
+            group.members.pop(mid, None)
+            return
+        v = rec.value
+        assert isinstance(v, ShareGroupMemberMetadataValue)
+        old = group.members.get(mid) or ShareMember(mid)
+        group.members[mid] = replace(old, rack_id=v.rack_id, client_id=v.client_id,
+                                     client_host=v.client_host,
+                                     subscribed_topic_names=tuple(v.subscribed_topic_names))
+    elif rec.kind == CURRENT_ASSIGNMENT:
+        if rec.value is None:
+            return
+        a = rec.value
+        assert isinstance(a, ShareGroupCurrentMemberAssignmentValue)
+        old = group.members.get(mid) or ShareMember(mid)
+        group.members[mid] = replace(
+            old, member_epoch=a.member_epoch, previous_member_epoch=a.previous_member_epoch,
+            assigned={t.topic_id: frozenset(t.partitions) for t in a.assigned_partitions})
+    elif rec.kind == STATE_PARTITIONS:
+        if rec.value is None:
+            group.initialized.clear()
+            return
+        s = rec.value
+        assert isinstance(s, ShareGroupStatePartitionMetadataValue)
+        group.initialized = {t.topic_id: set(t.partitions) for t in s.initialized_topics}
