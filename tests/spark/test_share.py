@@ -15,31 +15,18 @@ pytest.importorskip("pyarrow")
 import asyncio
 from typing import Any
 
-from kaflite.client import ShareConsumer
 from kaflite.cluster import Cluster
 from kaflite.spark.options import KafkaOptionError
 from kaflite.spark.share import parse_share_options
-from tests.client.share.conftest import join
+from tests.client.share.conftest import start_group
 from tests.spark.conftest import produce, source, unique
-
-
-async def _create_share_partitions(servers: str, topic: str, group: str) -> None:
-    """The group starts at the end of the log (share.auto.offset.reset=latest): a
-    member that fetched once makes what is produced afterwards the group's."""
-    c = ShareConsumer({"bootstrap.servers": servers, "group.id": group})
-    try:
-        await c.start()
-        c.subscribe([topic])
-        await join([c])
-    finally:
-        await c.close()
 
 
 def test_share_group_read_gets_everything_once(spark: Any, kafka: Cluster,
                                                servers: str) -> None:
     topic, group = unique("share"), unique("spark-share")
     kafka.create_topic(topic, 2, 1)
-    asyncio.run(_create_share_partitions(servers, topic, group))
+    asyncio.run(start_group(servers, topic, group))
     produce(servers, topic, [{"value": f"v{i}".encode(), "partition": i % 2}
                              for i in range(200)])
 

@@ -66,14 +66,27 @@ def fetching(consumer: ShareConsumer) -> bool:
     return all(any(tp in s.partitions for s in sessions) for tp in fetcher.assignment)
 
 
-async def join(consumers: Sequence[ShareConsumer], partitions: int = 2,
+async def join(consumers: Sequence[ShareConsumer], partitions: int | None = 2,
                timeout: float = 15.0) -> None:
-    """Poll until every consumer fetches and every partition is assigned."""
+    """Poll until every consumer fetches and (unless ``partitions`` is None) the
+    ``partitions`` partitions are all assigned to them."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = await asyncio.gather(*(c.poll(100) for c in consumers))
         assert not any(got), "records before anything was produced"
         covered = {tp.partition for c in consumers for tp in c.assignment()}
-        if all(fetching(c) for c in consumers) and len(covered) == partitions:
+        if all(fetching(c) for c in consumers) and partitions in (None, len(covered)):
             return
     raise AssertionError(f"consumers did not join: {[c.assignment() for c in consumers]}")
+
+
+async def start_group(servers: str, topic: str, group: str, partitions: int = 2) -> None:
+    """Make the group's share-partitions exist (one member fetches every partition
+    once, then leaves): what is produced from now on is the group's."""
+    c = ShareConsumer({"bootstrap.servers": servers, "group.id": group})
+    try:
+        await c.start()
+        c.subscribe([topic])
+        await join([c], partitions)
+    finally:
+        await c.close()

@@ -15,7 +15,14 @@ import pytest
 
 from kaflite.client import ShareConsumer
 from kaflite.cluster import Cluster
-from tests.client.share.conftest import LOCK_MS, create_topic, join, names, produce
+from tests.client.share.conftest import (
+    LOCK_MS,
+    create_topic,
+    join,
+    names,
+    produce,
+    start_group,
+)
 from tests.client.share.test_share_consumer import RECORDS, consumer
 
 pytestmark = pytest.mark.interop
@@ -78,6 +85,7 @@ def test_kaflite_and_librdkafka_share_a_group(cluster: Cluster) -> None:
 async def _mixed(servers: str) -> None:
     topic, group = names()
     await create_topic(servers, topic)
+    await start_group(servers, topic, group)
     ours = [consumer(servers, group) for _ in range(2)]
     theirs = [RdShareMember(servers, group, topic) for _ in range(2)]
     try:
@@ -86,7 +94,7 @@ async def _mixed(servers: str) -> None:
             c.subscribe([topic])
         for m in theirs:
             m.start()
-        await join(ours)
+        await join(ours, partitions=None)   # the librdkafka members may hold a partition
         # the librdkafka members have joined too once each polled a while
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and not all(m.polls > 20 for m in theirs):

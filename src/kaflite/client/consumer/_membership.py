@@ -303,7 +303,13 @@ class ConsumerMembership(GroupClient):
                 self._fail(exc)
             self._sent = None
             return False
-        except (Retry, ConnectionClosed, OSError, TimeoutError):
+        except Retry:
+            self._sent = None
+            return False
+        except (ConnectionClosed, OSError, TimeoutError) as exc:
+            # The coordinator cannot be reached (its broker died or left the metadata):
+            # look it up again, as Java does on a disconnect, rather than wait for it.
+            self.mark_coordinator_unknown(f"{self.API_NAME} failed: {type(exc).__name__}")
             self._sent = None
             return False
         if incarnation != self._incarnation:
