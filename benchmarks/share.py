@@ -119,8 +119,8 @@ async def kaflite_run(servers: str, topic: str, n: int, partitions: int, members
             ready = all(o and all(any(tp in sess.partitions for sess in
                                       c._fetcher.sessions.values() if sess.open) for tp in o)
                         for c, o in zip(clients, owned, strict=True))
-        else:
-            ready = all(o for o in owned[:partitions])
+        else:   # as many members own partitions as can
+            ready = sum(1 for o in owned if o) == min(len(clients), partitions)
         return ready and len(covered) == partitions
 
     async def poll_all() -> None:
@@ -190,7 +190,8 @@ def confluent_run(servers: str, topic: str, n: int, partitions: int, members: in
     # joined and fetched once each has polled for three heartbeat intervals
     while time.monotonic() < deadline and not (
             all(p > 30 for p in polls) if share else
-            len(set().union(*owned)) == partitions and all(owned[:partitions])):
+            len(set().union(*owned)) == partitions and
+            sum(1 for o in owned if o) == min(members, partitions)):
         time.sleep(0.05)
     time.sleep(1)
     producer = produce_in_thread(servers, topic, n, partitions)
@@ -210,6 +211,9 @@ def main() -> None:
     ap.add_argument("--consumers", default="4", help="comma-separated member counts")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--clients", default="kaflite,confluent-kafka")
+    ap.add_argument("--processes", action="store_true",
+                    help="brokers in their own processes (else threads of this one, where "
+                         "kaflite's client shares the interpreter with them)")
     args = ap.parse_args()
     counts = [int(x) for x in args.consumers.split(",")]
     clients = args.clients.split(",")
@@ -218,7 +222,7 @@ def main() -> None:
         "kaflite": lambda *a: asyncio.run(kaflite_run(*a)),
         "confluent-kafka": confluent_run,
     }
-    with Cluster(brokers=3, config=CONFIG) as cluster:
+    with Cluster(brokers=3, config=CONFIG, processes=args.processes) as cluster:
         servers = cluster.bootstrap_servers
         for _ in range(args.repeat):
             for client in clients:
