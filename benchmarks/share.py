@@ -123,24 +123,30 @@ async def kaflite_run(servers: str, topic: str, n: int, partitions: int, members
             ready = sum(1 for o in owned if o) == min(len(clients), partitions)
         return ready and len(covered) == partitions
 
-    async def poll_all() -> None:
-        for records in await asyncio.gather(*(c.poll(100) for c in clients)):
+    stop = asyncio.Event()
+
+    async def member(c: Any) -> None:
+        # each member polls on its own, as separate applications would (a member with
+        # nothing to read must not hold the others back)
+        while not stop.is_set():
+            records = await c.poll(100)
             tally.add([(r.partition, r.offset) for r in records])
 
     deadline = time.monotonic() + TIMEOUT
     producer: threading.Thread | None = None
+    tasks = [asyncio.create_task(member(c)) for c in clients]
     try:
         while not settled() and time.monotonic() < deadline:
-            await poll_all()
-        quiet = time.monotonic() + 1
-        while time.monotonic() < quiet:
-            await poll_all()
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1)
         producer = produce_in_thread(servers, topic, n, partitions)
         while not tally.done and time.monotonic() < deadline:
-            await poll_all()
+            await asyncio.sleep(0.01)
     finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
         if producer is not None:
-            producer.join(timeout=60)
+            await asyncio.to_thread(producer.join, 60)
         for c in clients:
             await c.close()
     return tally.rate()
