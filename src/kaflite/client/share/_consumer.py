@@ -237,6 +237,7 @@ class ShareConsumer(BaseClient, Generic[K, V]):
                         for tp, d in self._delivered.items()}
             self._delivered = {}
             self._fetcher.acknowledge(accepted)
+            self._fetcher.polled(set())
             return
         chosen: dict[TopicPartition, dict[int, int]] = {}
         for tp, d in list(self._delivered.items()):
@@ -249,6 +250,7 @@ class ShareConsumer(BaseClient, Generic[K, V]):
             if not d:
                 del self._delivered[tp]
         self._fetcher.acknowledge(chosen)
+        self._fetcher.polled(set(self._delivered))
 
     # -- polling --------------------------------------------------------------------------------
     async def poll(self, timeout_ms: int = 1000) -> list[ShareRecord[K, V]]:
@@ -270,6 +272,7 @@ class ShareConsumer(BaseClient, Generic[K, V]):
                 for r in out:
                     self._delivered.setdefault(TopicPartition(r.topic, r.partition), {})[
                         r.offset] = None
+                fetcher.polled(set(self._delivered))
                 fetcher.send()   # the acknowledgements of the last poll go now
                 return out
             fetcher.data_ready.clear()

@@ -14,7 +14,13 @@ application (control records, compacted offsets) are acknowledged as gaps.
 Buffered records are handed out by ``drain``. The fetcher does not fetch ahead
 of the application: an acquired record's lock runs from the moment the broker
 answers, so a broker's next ShareFetch goes out only once what it sent has
-been handed out.
+been handed out. While the application still holds records of a broker's
+partitions (delivered, not yet acknowledged), that ShareFetch does not wait
+on the broker (``MaxWaitMs`` 0): a long poll could be parked behind the very
+records the application is about to acknowledge (the in-flight window of a
+share-partition is bounded), and those acknowledgements would wait behind it.
+An empty answer to such a fetch is not repeated until the application polls
+or commits again (``polled``).
 
 Acknowledgements wait in ``pending`` until a request to the partition's
 current leader takes them; their outcome (the partition's acknowledge error,
@@ -101,6 +107,8 @@ class ShareFetcher(Generic[K, V]):
         self.lock_timeout_ms = -1     # the last AcquisitionLockTimeoutMs a broker gave
         self._closed = False
         self._flushing = 0
+        self.held: set[TopicPartition] = set()   # the application's unacknowledged records
+        self.idle: set[int] = set()   # leaders whose no-wait fetch found nothing
 
     # -- what goes where ----------------------------------------------------------------------
     def _leader(self, tp: TopicPartition) -> int | None:
@@ -122,6 +130,11 @@ class ShareFetcher(Generic[K, V]):
     def acknowledge(self, acks: Mapping[TopicPartition, Acks]) -> None:
         merge(self.pending, acks)
 
+    def polled(self, held: set[TopicPartition]) -> None:
+        """The application polled or committed: it now holds records of ``held``."""
+        self.held = held
+        self.idle.clear()
+
     def send(self) -> None:
         """Start a request to every leader that has something to do and none in flight."""
         if self._closed or self._flushing:
@@ -139,14 +152,18 @@ class ShareFetcher(Generic[K, V]):
             # a ShareFetch carries the acknowledgements of the session's partitions
             riding = session.open and not renew and all(
                 tp in wanted or tp in session.partitions for tp in acks)
-            can_fetch = bool(wanted) and not any(tp in self.buffered for tp in wanted)
+            can_fetch = bool(wanted) and not any(tp in self.buffered for tp in wanted) and \
+                not (node in self.idle and not wanted.isdisjoint(self.held))
+            # decided now: the task runs after the caller's next steps (another poll
+            # may already have taken the records back from the application)
+            no_wait = not wanted.isdisjoint(self.held)
             if can_fetch and (riding or not acks):
-                job = self._fetch(node, session, wanted, acks)
+                job = self._fetch(node, session, wanted, acks, no_wait)
             elif acks and session.open:
                 job = self._acknowledge(node, session, acks)
             elif can_fetch:
                 merge(self.pending, acks)   # they wait for the session this opens
-                job = self._fetch(node, session, wanted, {})
+                job = self._fetch(node, session, wanted, {}, no_wait)
             else:
                 merge(self.pending, acks)
                 continue
@@ -208,7 +225,7 @@ class ShareFetcher(Generic[K, V]):
         return [sfq.FetchTopic(topic_id=md.topic_id(t), partitions=ps) for t, ps in by_topic.items()]
 
     async def _fetch(self, node: int, session: ShareSession, wanted: set[TopicPartition],
-                     acks: dict[TopicPartition, Acks]) -> None:
+                     acks: dict[TopicPartition, Acks], no_wait: bool = False) -> None:
         name, forget = session.changes(wanted)
         # acknowledgements for a partition leaving the session go before it leaves
         name |= set(acks)
@@ -223,7 +240,7 @@ class ShareFetcher(Generic[K, V]):
             version = conn.version_for(SHARE_FETCH)
             req = ShareFetchRequest(
                 group_id=self.group_id, member_id=self.member_id(),
-                share_session_epoch=session.epoch, max_wait_ms=self.max_wait,
+                share_session_epoch=session.epoch, max_wait_ms=0 if no_wait else self.max_wait,
                 min_bytes=self.min_bytes, max_bytes=self.max_bytes,
                 max_records=self.max_records, batch_size=self.max_records,
                 topics=self._topics(name, acks),
@@ -246,7 +263,9 @@ class ShareFetcher(Generic[K, V]):
             merge(self.pending, acks)
             raise
         try:
-            self._handle_fetch(node, session, resp, after, acks, sent_at)
+            got = self._handle_fetch(node, session, resp, after, acks, sent_at)
+            if no_wait and not got:
+                self.idle.add(node)   # not again until the application polls
         except Exception as exc:   # a broken answer: raised from poll, never lost
             self.errors.append(exc)
         self._done(node)
@@ -290,12 +309,14 @@ class ShareFetcher(Generic[K, V]):
 
     def _handle_fetch(self, node: int, session: ShareSession, resp: ShareFetchResponse,
                       keep: set[TopicPartition], acks: dict[TopicPartition, Acks],
-                      sent_at: float) -> None:
+                      sent_at: float) -> bool:
+        """Apply the answer; True if it brought records."""
         if resp.error_code:
             self._top_error(node, session, resp.error_code, resp.error_message, acks,
                             "ShareFetch")
-            return
+            return False
         session.answered(keep)
+        got = False
         if resp.acquisition_lock_timeout_ms > 0:
             self.lock_timeout_ms = resp.acquisition_lock_timeout_ms
         lock_ends = sent_at + self.lock_timeout_ms / 1000 if self.lock_timeout_ms > 0 \
@@ -321,6 +342,7 @@ class ShareFetcher(Generic[K, V]):
                     continue
                 if pd.acquired_records and tp in self.assignment:
                     self._take(tp, pd, lock_ends)
+                    got = True
                 elif pd.acquired_records:
                     # acquired for a partition no longer assigned: give them back
                     merge(self.pending, {tp: {o: AcknowledgeType.RELEASE
@@ -329,6 +351,7 @@ class ShareFetcher(Generic[K, V]):
         for tp, a in acks.items():
             if tp not in answered:
                 self._report(tp, a, 0, None)
+        return got
 
     def _report(self, tp: TopicPartition, acks: Acks, code: int, message: str | None) -> None:
         exc = errors.error_for_code(code, f"acknowledging {tp}" + (f": {message}" if message
