@@ -1,4 +1,5 @@
-"""``kaflite groups``: consumer groups, as kafka-consumer-groups.sh shows and resets them.
+"""``kaflite groups``: consumer groups, as kafka-consumer-groups.sh shows and resets them;
+share groups as kafka-share-groups.sh shows them (``_share_groups``).
 
     kaflite groups list [--type consumer]     GROUP  [TYPE]  PROTOCOL-TYPE  STATE
     kaflite groups describe G                 GROUP TOPIC PARTITION CURRENT-OFFSET
@@ -38,6 +39,12 @@ import typer
 from kaflite.cli._consumer_groups import consumer_member_rows, describe_consumer_group, list_typed
 from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig
 from kaflite.cli._output import Column, JsonOption, Row, emit, emit_json, table_lines
+from kaflite.cli._share_groups import (
+    ShareDescribed,
+    alter_share_offsets,
+    describe_share_group,
+    share_positions,
+)
 from kaflite.cli.topics import with_admin
 
 if TYPE_CHECKING:
@@ -88,7 +95,8 @@ def list_groups(bootstrap: Bootstrap = FIND,
                     "--state", help="only groups in this state (repeatable; Stable, Empty...)")]
                 = None,
                 group_type: Annotated[list[str] | None, typer.Option(
-                    "--type", help="only groups of this type (repeatable: classic, consumer); "
+                    "--type", help="only groups of this type (repeatable: classic, consumer, "
+                                   "share); "
                                    "shows the TYPE column")] = None,
                 as_json: JsonOption = False, props: ClientProps = None,
                 command_config: CommandConfig = None) -> None:
@@ -153,9 +161,10 @@ def state_row(desc: GroupDescription) -> dict[str, object]:
 
 @dataclass
 class Described:
-    desc: GroupDescription
+    desc: GroupDescription | None
     offsets: list[dict[str, object]]
     modern: cgdr.DescribedGroup | None = None   # a consumer (KIP-848) group
+    share: ShareDescribed | None = None         # a share group (KIP-932)
 
 
 def _from_modern(modern: cgdr.DescribedGroup, coordinator: BrokerAddress | None
@@ -171,7 +180,7 @@ def _from_modern(modern: cgdr.DescribedGroup, coordinator: BrokerAddress | None
          for m in modern.members], coordinator)
 
 
-async def _describe(admin: Admin, group: str, offsets: bool) -> Described:
+async def _describe(admin: Admin, group: str, offsets: bool, verbose: bool) -> Described:
     from kaflite.protocol import errors
 
     desc = (await admin.describe_groups([group]))[group]
@@ -179,6 +188,9 @@ async def _describe(admin: Admin, group: str, offsets: bool) -> Described:
     if desc.state == "Dead":
         found = await describe_consumer_group(admin, group)
         if found is None:
+            share = await describe_share_group(admin, group, offsets, verbose)
+            if share is not None:
+                return Described(None, share.offsets, share=share)
             raise errors.GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
         modern, node = found
         desc = _from_modern(modern, admin.pool.brokers.get(node))
@@ -205,7 +217,9 @@ def describe(groups: Annotated[list[str] | None, typer.Argument(
              = False,
              verbose: Annotated[bool, typer.Option(
                  "--verbose", help="with --members or --state: epochs, current and target "
-                                   "assignments of consumer (KIP-848) groups")] = False,
+                                   "assignments of consumer (KIP-848) groups; for share "
+                                   "groups also end offset, in-flight records and delivery "
+                                   "counts")] = False,
              as_json: JsonOption = False, props: ClientProps = None,
              command_config: CommandConfig = None) -> None:
     """Per partition: committed offset, log end offset, lag and the consumer that owns it."""
@@ -218,14 +232,16 @@ def describe(groups: Annotated[list[str] | None, typer.Argument(
         ids = list(groups or [])
         if all_groups:
             ids = [g for g, _, _ in await admin.list_groups()]
-        return [await _describe(admin, g, not members and not state) for g in ids]
+        return [await _describe(admin, g, not members and not state, verbose) for g in ids]
 
     described = with_admin(bootstrap, props, go, CLIENT_ID)
     rows: list[dict[str, object]] = []
     lines: list[str] = []
     for d in described:
         desc, modern = d.desc, d.modern
-        if state:
+        if desc is None:
+            group_rows, columns = _share_rows(d, members, state, verbose)
+        elif state:
             group_rows = [state_row(desc)]
             columns = STATE_COLUMNS
             if modern is not None:
@@ -250,6 +266,23 @@ def describe(groups: Annotated[list[str] | None, typer.Argument(
     else:
         for line in lines[1:]:
             typer.echo(line)
+
+
+def _share_rows(d: Described, members: bool, state: bool, verbose: bool
+                ) -> tuple[list[dict[str, object]], list[Column]]:
+    """A share group's rows and columns (see ``_share_groups``)."""
+    from kaflite.cli import _share_groups as sg
+
+    assert d.share is not None
+    if state:
+        return [sg.share_state_row(d.share)], \
+            sg.VERBOSE_SHARE_STATE_COLUMNS if verbose else sg.SHARE_STATE_COLUMNS
+    if not d.share.group.members:
+        typer.echo(f"Share group '{d.share.group.group_id}' has no active members.", err=True)
+    if members:
+        return sg.share_member_rows(d.share), \
+            sg.VERBOSE_SHARE_MEMBER_COLUMNS if verbose else sg.SHARE_MEMBER_COLUMNS
+    return d.offsets, sg.VERBOSE_SHARE_OFFSET_COLUMNS if verbose else sg.SHARE_OFFSET_COLUMNS
 
 
 def _warn_state(desc: GroupDescription) -> None:
@@ -296,18 +329,25 @@ def _timestamp(text: str) -> int:
 
 
 async def plan_reset(admin: Admin, group: str, topics: list[str], all_topics: bool,
-                     spec: tuple[str, int | None]) -> dict[TopicPartition, int]:
+                     spec: tuple[str, int | None],
+                     share: dict[TopicPartition, int] | None = None) -> dict[TopicPartition, int]:
     """The new offset of every partition in scope; raises NonEmptyGroupError for a
-    group with members, as Kafka refuses it."""
+    group with members, as Kafka refuses it. ``share``: a share group's start offsets,
+    which stand for the committed ones."""
     from kaflite.client import TopicPartition
     from kaflite.protocol import errors
 
-    desc = (await admin.describe_groups([group]))[group]
-    if desc.state not in ("Empty", "Dead"):
-        raise errors.NonEmptyGroupError(
-            f"Assignments can only be reset if the group '{group}' is inactive, but the "
-            f"current state is {desc.state}.")
-    committed = await admin.list_group_offsets(group)
+    if share is None:
+        desc = (await admin.describe_groups([group]))[group]
+        if desc.state not in ("Empty", "Dead"):
+            raise errors.NonEmptyGroupError(
+                f"Assignments can only be reset if the group '{group}' is inactive, but the "
+                f"current state is {desc.state}.")
+        committed = await admin.list_group_offsets(group)
+    else:
+        from kaflite.client.consumer._types import OffsetAndMetadata
+
+        committed = {tp: OffsetAndMetadata(offset) for tp, offset in share.items()}
     if all_topics:
         tps = sorted(committed, key=_tp_key)
     else:
@@ -401,9 +441,13 @@ def reset_offsets(
                    err=True)
 
     async def go(admin: Admin) -> dict[TopicPartition, int]:
-        plan = await plan_reset(admin, group, topic or [], all_topics, specs[0])
+        share = await share_positions(admin, group)    # None: not a share group
+        plan = await plan_reset(admin, group, topic or [], all_topics, specs[0], share)
         if execute and plan:
-            await admin.alter_group_offsets(group, plan)
+            if share is None:
+                await admin.alter_group_offsets(group, plan)
+            else:
+                await alter_share_offsets(admin, group, plan)
         return plan
 
     plan = with_admin(bootstrap, props, go, CLIENT_ID)

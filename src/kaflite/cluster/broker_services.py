@@ -3,7 +3,7 @@
 Each service takes the call's JSON arguments and returns a JSON value (or an
 awaitable of one). With them the controller process aggregates the connection
 registry (``connections``) and the Prometheus metrics (``metrics``), forwards fault injection (``set_rules``, ``drop``,
-``forget_member``, ``delete_records``), reads what the broker's metadata replica
+``forget_member``, ``delete_records``, the share-group faults), reads what the broker's metadata replica
 holds (``describe``), and asks for a controlled shutdown (``shutdown``).
 """
 
@@ -92,6 +92,20 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
             raise FaultUnavailable(f"{args['topic']}-{args['partition']} has no leader")
         return delete_records_of(p, int(args["before"]))
 
+    def expire_share_locks(args: Json) -> int:
+        member = args.get("member")
+        return 0 if broker.share is None else broker.share.expire_locks(
+            str(args["group"]), str(args["topic"]), int(args["partition"]),
+            None if member is None else str(member))
+
+    def bump_share_state_epoch(args: Json) -> bool:
+        coordinator = broker.share_coordinator
+        topic = broker.controller.topics.get(str(args["topic"]))
+        if coordinator is None or topic is None:
+            raise FaultUnavailable(f"no share state for {args['topic']}")
+        return coordinator.bump_state_epoch(str(args["group"]), topic.topic_id,
+                                            int(args["partition"]))
+
     def metrics(args: Json) -> str:
         from kaflite.cluster.metrics import broker_text
 
@@ -100,7 +114,8 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
     return {"shutdown": shutdown, "describe": describe, "connections": connections,
             "metrics": metrics, "ping": lambda args: None,
             "set_rules": set_rules, "drop": drop, "forget_member": forget_member,
-            "delete_records": delete_records}
+            "delete_records": delete_records, "expire_share_locks": expire_share_locks,
+            "bump_share_state_epoch": bump_share_state_epoch}
 
 
 def _drops(replica_id: int | None, client_id: str | None, me: int, args: Json) -> bool:

@@ -43,6 +43,14 @@ STALE_MEMBER_EPOCH             ``bump_group_epoch`` (a KIP-848 group): members m
                                with the old epoch is stale
 FENCED_MEMBER_EPOCH            ``fence_member_epoch``: the coordinator's epoch of a member
                                runs two steps ahead of the member's; or ``inject_error``
+FENCED_STATE_EPOCH             ``bump_share_state_epoch``: a share-partition's state epoch
+                               moves on at the share coordinator; the leader's next write
+                               is fenced and it reloads (share groups)
+(a lock expiring)              ``expire_share_locks``: a share group's records on a
+                               partition are released now and delivered again
+INVALID_RECORD_STATE,          ``inject_error("ShareAcknowledge"/"ShareFetch", ...)``; also
+SHARE_SESSION_NOT_FOUND,       naturally (acknowledging what is not held, a stale session
+INVALID_SHARE_SESSION_EPOCH    epoch, a session the broker does not know)
 OFFSET_OUT_OF_RANGE            ``delete_records`` (naturally), or ``inject_error("Fetch")``
 TOPIC_AUTHORIZATION_FAILED     ``deny_topic``
 =============================  ==========================================================
@@ -61,6 +69,7 @@ while no such service is registered it returns False.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -73,7 +82,8 @@ from kaflite.cluster._inject import (
     plan_request,
 )
 from kaflite.cluster._msgscope import TopicResolver
-from kaflite.cluster.internal_topics import OFFSETS, TRANSACTIONS
+from kaflite.cluster.internal_topics import OFFSETS, SHARE_KEY, TRANSACTIONS, find_coordinator
+from kaflite.cluster.share._state import state_key
 from kaflite.protocol import errors
 from kaflite.protocol.messages import REGISTRY, Struct, api_by_name
 
@@ -448,6 +458,54 @@ class FaultInjector(RuleBook):
         heartbeat gets FENCED_MEMBER_EPOCH, as Kafka answers a member that missed two epochs.
         False if there is no such member."""
         return bool(self._consumer_fault(group_id, "fence", member_id))
+
+    # -- share groups (KIP-932) ---------------------------------------------------------------
+    def expire_share_locks(self, group_id: str, topic: str, partition: int,
+                           member_id: str | None = None) -> int:
+        """Every acquisition lock of a share group on a partition (of one member) expires
+        now, on the partition leader: the records are delivered again (or archived, past the
+        delivery count limit). Returns how many records were released."""
+        args: Json = {"group": group_id, "topic": topic, "partition": partition,
+                      "member": member_id}
+        leader = self._leader_of(topic, partition)
+        if self.cluster.use_processes:
+            return int(self._sync_result(self._remote(leader, "expire_share_locks", args)))
+
+        def run() -> int:
+            broker = self.cluster.brokers.get(leader)
+            if broker is None or broker.share is None:
+                raise FaultUnavailable(f"{topic}-{partition} has no leader")
+            return broker.share.expire_locks(group_id, topic, partition, member_id)
+
+        result: int = self.cluster._on_loop(run)
+        return result
+
+    def bump_share_state_epoch(self, group_id: str, topic: str, partition: int) -> bool:
+        """FENCED_STATE_EPOCH as Kafka produces it: the share coordinator moves the state
+        epoch of a share-partition on (its state kept); the partition leader's next write is
+        fenced, and it reads the state again. False if the share-partition has no state."""
+        key = state_key(group_id, self._topic_id(topic), partition)
+        node = find_coordinator(self.cluster.controller, self.cluster.config.props, key,
+                                SHARE_KEY).node_id
+        args: Json = {"group": group_id, "topic": topic, "partition": partition}
+        if self.cluster.use_processes:
+            return bool(self._sync_result(self._remote(node, "bump_share_state_epoch", args)))
+
+        def run() -> bool:
+            broker = self.cluster.brokers.get(node)
+            if broker is None or broker.share_coordinator is None:
+                raise FaultUnavailable(f"no share coordinator for {key}")
+            return broker.share_coordinator.bump_state_epoch(group_id, self._topic_id(topic),
+                                                             partition)
+
+        result: bool = self.cluster._on_loop(run)
+        return result
+
+    def _topic_id(self, topic: str) -> uuid.UUID:
+        state = self.cluster.controller.topics.get(topic)
+        if state is None:
+            raise FaultUnavailable(f"no topic {topic!r}")
+        return state.topic_id
 
     # -- data -----------------------------------------------------------------------------
     def delete_records(self, topic: str, partition: int, before_offset: int = -1) -> int:

@@ -183,6 +183,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         if self.broker.connections.pop(self.info.connection_id, None) is not None:
             self.info.closed_at = time.time()
             self.broker.closed_connections.append(self.info)
+        if self.broker.share is not None and self.broker.running:
+            self.broker.share.connection_closed(self.info.connection_id)
         if self.worker is not None:
             self.worker.cancel()
 

@@ -19,6 +19,10 @@ connection calls ``record_request``, which
   group-coordinator   a group API answered by the group's coordinator (groups listed)
   txn-coordinator     a transactional API answered by the coordinator (ids listed)
   replica-fetcher     a follower broker's Fetch (replica id >= 0)
+  share-coordinator   ShareGroupHeartbeat answered by the share group's coordinator
+                      (share groups listed)
+  share-partition-    ShareFetch or ShareAcknowledge answered for a partition this
+  leader              broker leads (share-partitions listed)
   ==================  =========================================================
 
 A role is dropped as soon as the broker says it is no longer the owner:
@@ -70,7 +74,8 @@ DISCOVERY_APIS = frozenset({API_VERSIONS, METADATA, FIND_COORDINATOR, SASL_HANDS
 PARTITION_LEADER_APIS = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH})
 # Requests a member sends to its group's coordinator (classic, KIP-848, share groups);
 # admin requests (DescribeGroups, OffsetDelete...) do not make a coordinator connection.
-GROUP_COORDINATOR_APIS = frozenset({8, 9, 11, 12, 13, 14, 28, 68, 76})
+GROUP_COORDINATOR_APIS = frozenset({8, 9, 11, 12, 13, 14, 28, 68})
+SHARE_GROUP_HEARTBEAT = 76   # a share consumer's coordinator connection
 # Requests a transactional producer sends to its transaction coordinator.
 TXN_COORDINATOR_APIS = frozenset({22, 24, 25, 26})
 # What a transaction coordinator sends the leaders of a transaction's partitions.
@@ -127,6 +132,9 @@ class ConnectionRecord:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
     transactional_ids: set[str] = field(default_factory=set)
+    # share groups (KIP-932): the groups heartbeating here, the share-partitions fetched here
+    share_groups: set[str] = field(default_factory=set)
+    share_partitions: set[tuple[str, int]] = field(default_factory=set)
     closed_at: float | None = None
     listener: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
@@ -163,6 +171,10 @@ class ConnectionRecord:
             roles.append("group-coordinator")
         if self.transactional_ids:
             roles.append("txn-coordinator")
+        if self.share_groups:
+            roles.append("share-coordinator")
+        if self.share_partitions:
+            roles.append("share-partition-leader")
         if WRITE_TXN_MARKERS in self.apis:
             roles.append("txn-marker-sender")
         if not roles:
@@ -239,6 +251,11 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
                 info.groups.discard(g)
             else:
                 info.groups.add(g)
+    if api_key == SHARE_GROUP_HEARTBEAT and group is not None:
+        if top_error in NOT_COORDINATOR_CODES:
+            info.share_groups.discard(group)
+        elif not top_error:
+            info.share_groups.add(group)
     if api_key in TXN_COORDINATOR_APIS:
         txn = getattr(request, "transactional_id", None) \
             or getattr(request, "v3_and_below_transactional_id", None)  # AddPartitionsToTxn
@@ -290,6 +307,8 @@ class ConnectionSnapshot:
     throttles: int = 0
     throttled_ms_total: int = 0
     requests_while_muted: int = 0
+    share_groups: list[str] = field(default_factory=list)
+    share_partitions: list[str] = field(default_factory=list)
 
     @property
     def host(self) -> str:
@@ -343,6 +362,8 @@ def snapshot(info: ConnectionRecord) -> ConnectionSnapshot:
         roles=info.roles,
         partitions=sorted(f"{t}-{p}" for t, p in info.partitions),
         groups=sorted(info.groups),
+        share_groups=sorted(info.share_groups),
+        share_partitions=sorted(f"{t}-{p}" for t, p in info.share_partitions),
         transactional_ids=sorted(info.transactional_ids),
         replica_id=info.replica_id,
         apis={api_name(k): ApiSnapshot(api_name(k), k, s.count, round(s.mean_ms, 3),

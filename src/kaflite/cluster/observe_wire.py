@@ -35,6 +35,8 @@ def record_to_json(r: ConnectionRecord) -> Json:
         "throttle_time_ms": r.throttle_time_ms, "throttles": r.throttles,
         "throttled_ms_total": r.throttled_ms_total,
         "requests_while_muted": r.requests_while_muted,
+        "share_groups": sorted(r.share_groups),
+        "share_partitions": [[t, p] for t, p in r.share_partitions],
     }
 
 
@@ -60,4 +62,6 @@ def record_from_json(d: Json) -> ConnectionRecord:
         throttle_time_ms=int(d["throttle_time_ms"]), throttles=int(d["throttles"]),
         throttled_ms_total=int(d["throttled_ms_total"]),
         requests_while_muted=int(d["requests_while_muted"]),
+        share_groups=set(d.get("share_groups", [])),
+        share_partitions={(str(t), int(p)) for t, p in d.get("share_partitions", [])},
     )

@@ -1,8 +1,10 @@
 """confluent-kafka's ShareConsumer (librdkafka 2.16) against share groups on the cluster.
 
 Four consumers share a 2-partition topic and all get work; released records come
-back, rejected ones and those past the delivery count limit never do; a consumer
-killed while holding records has them redelivered once their locks expire.
+back, rejected ones and those past the delivery count limit never do; a consumer that
+stalls while holding records has them redelivered once their locks expire, and one
+killed while holding records has them redelivered too (its connection's share
+sessions end with it, as in Kafka 4.1).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 
 from kaflite.cluster import Cluster
 from kaflite.cluster.groups._share import ShareGroup
+from kaflite.cluster.share import PersistedState
 from kaflite.protocol import KafkaError
 from tests.conftest import wait_for
 
@@ -75,6 +78,18 @@ def test_four_consumers_share_two_partitions(cluster: Cluster) -> None:
     consumers = [consumer(cluster, group, **{"max.poll.records": "20"}) for _ in range(4)]
     for c in consumers:
         c.subscribe([name])
+
+    def all_joined() -> bool:
+        try:
+            g = _share_group(cluster, group)
+        except AssertionError:
+            return False
+        return len(g.members) == 4 and all(m.member_epoch == g.assignment_epoch
+                                           for m in g.members.values())
+
+    # The four join (their heartbeats run in the background) before any record is polled,
+    # so that the first ones do not take everything before the last ones are assigned.
+    wait_for(all_joined, "four members with their assignments")
     seen: Counter[bytes] = Counter()
     per_consumer: Counter[int] = Counter()
     deadline = time.monotonic() + 45
@@ -89,6 +104,13 @@ def test_four_consumers_share_two_partitions(cluster: Cluster) -> None:
         assert len(members) == 4
         owners = Counter(p for m in members.values() for ps in m.assigned.values() for p in ps)
         assert owners == {0: 2, 1: 2}      # the simple assignor: each partition shared by two
+        # The registry names the share consumers' connections by role.
+        conns = cluster.connections()
+        assert sum(group in c.share_groups for c in conns) == 4     # one coordinator each
+        leaders = {p for c in conns if "share-partition-leader" in c.roles
+                   for p in c.share_partitions}
+        assert leaders == {f"{name}-0", f"{name}-1"}
+        assert all("group-coordinator" not in c.roles for c in conns if c.share_groups)
     finally:
         for c in consumers:
             c.close()
@@ -161,17 +183,18 @@ def test_release_reject_and_the_delivery_count_limit(cluster: Cluster) -> None:
             assert got == list(range(1, LIMIT + 1)), (v, got)   # archived at the limit
         else:
             assert got == [1], (v, got)
-    sp = _share_partition(cluster, group, name, 0)
-    assert sp.start == len(values) and not sp.records   # everything done with
+    state = _persisted(cluster, group)
+    assert state.start_offset == len(values) and not state.batches   # all done with
 
 
-def _share_partition(cluster: Cluster, group: str, topic: str, index: int) -> object:
+def _persisted(cluster: Cluster, group: str) -> PersistedState:
+    """The share-partition's state as the share coordinator keeps it."""
     for broker in cluster.brokers.values():
-        assert broker.share is not None
-        sp = broker.share.partitions.get((group, topic, index))
-        if sp is not None:
-            return sp
-    raise AssertionError(f"no share-partition for {group} {topic}-{index}")
+        assert broker.share_coordinator is not None
+        for key, state in broker.share_coordinator.states().items():
+            if key[0] == group:
+                return state
+    raise AssertionError(f"no share state for {group}")
 
 
 KILLED_CONSUMER = textwrap.dedent("""
@@ -223,3 +246,28 @@ def _drain(c: object, got: dict[str, int]) -> set[str]:
         if m.error() is None:
             got[m.value().decode()] = m.delivery_count()
     return set(got)
+
+
+def test_a_stalled_consumer_s_records_come_back_after_the_lock(cluster: Cluster) -> None:
+    group, name = "share-stalled", "share-stalled"
+    values = topic_with(cluster, name, 1, 10)
+    earliest(cluster, group)
+    stalled = consumer(cluster, group, **{"share.acknowledgement.mode": "explicit"})
+    stalled.subscribe([name])
+    other = consumer(cluster, group)
+    try:
+        held: list[str] = []
+        deadline = time.monotonic() + 30
+        while not held and time.monotonic() < deadline:
+            held = [m.value().decode() for m in stalled.poll(0.5) if m.error() is None]
+        assert held
+        # ``stalled`` keeps its connection and session but neither polls nor acknowledges:
+        # its records come to ``other`` once their locks (3 s) expire, delivered again.
+        other.subscribe([name])
+        got: dict[str, int] = {}
+        wait_for(lambda: _drain(other, got) >= {v.decode() for v in values},
+                 "the stalled consumer's records, after their locks", timeout=30)
+        assert all(got[v] == 2 for v in held), (held, got)
+    finally:
+        other.close()
+        stalled.close()

@@ -122,6 +122,8 @@ def test_acknowledging_what_is_not_acquired_is_invalid_record_state() -> None:
         sp.acknowledge("a", 0, 4, [1, 1])                 # neither 1 nor 5 types
     with pytest.raises(errors.InvalidRequestError):
         sp.acknowledge("a", 0, 0, [9])
+    with pytest.raises(errors.InvalidRecordStateError):
+        sp.acknowledge("a", 0, 2**62, [1])                # far past what is in flight
 
 
 def test_max_records_and_record_limit_mode() -> None:

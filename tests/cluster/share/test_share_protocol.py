@@ -31,19 +31,21 @@ from kaflite.protocol.messages import produce_request as pq
 from kaflite.protocol.messages import share_acknowledge_request as saq
 from kaflite.protocol.messages import share_fetch_request as sfq
 from kaflite.protocol.records import encode_batch
+from tests.conftest import wait_for_async
 
 GROUP, TOPIC = "proto", "proto"
 VERSION = [2]    # the version the test speaks (set per parametrized run)
+CLUSTER: list[Cluster] = []
 
 
 def fetch(topic_id: uuid.UUID, member: str, epoch: int, acks: list[tuple[int, int, list[int]]]
           | None = None, max_records: int = 100, mode: int = 0, renew: bool = False,
-          partitions: bool = True) -> ShareFetchRequest:
+          partitions: bool = True, batch_size: int = 100) -> ShareFetchRequest:
     parts = [sfq.FetchPartition(partition_index=0, acknowledgement_batches=[
         sfq.AcknowledgementBatch(a, b, t) for a, b, t in acks or []])] if partitions else []
     req = ShareFetchRequest(group_id=GROUP, member_id=member, share_session_epoch=epoch,
                             max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
-                            max_records=max_records, batch_size=max_records,
+                            max_records=max_records, batch_size=batch_size,
                             topics=[sfq.FetchTopic(topic_id, parts)] if parts else [])
     if VERSION[0] >= 2:
         req.share_acquire_mode, req.is_renew_ack = mode, renew
@@ -74,6 +76,7 @@ def test_share_apis_and_their_errors(version: int) -> None:
 
     async def main() -> None:
         async with Cluster(brokers=1) as cluster:
+            CLUSTER[:] = [cluster]
             broker = cluster.broker(0)
             assert broker.share is not None
             broker.share.group_configs[GROUP] = {"share.auto.offset.reset": "earliest"}
@@ -124,6 +127,10 @@ async def heartbeats(conn: BrokerConnection, topic_id: uuid.UUID) -> None:
     assert described.groups[1].error_code == errors.GroupIdNotFoundError.code
     listed = await conn.request(ListGroupsRequest(types_filter=["share"]))
     assert [(x.group_id, x.group_type) for x in listed.groups] == [(GROUP, "share")]
+    # forget_member (chaos) drops a share member: its next heartbeat is UNKNOWN_MEMBER_ID
+    assert CLUSTER[0].faults.forget_member(GROUP, "m2")
+    assert (await conn.request(hb("m2", 2))).error_code == errors.UnknownMemberIdError.code
+    assert (await conn.request(hb("m2", 0, [TOPIC]))).error_code == 0       # it rejoins
     deleted = await conn.request(DeleteGroupsRequest(groups_names=[GROUP]))
     assert deleted.results[0].error_code == errors.NonEmptyGroupError.code
 
@@ -185,6 +192,7 @@ async def fetching(conn: BrokerConnection, topic_id: uuid.UUID, version: int) ->
     assert acquired(after)[0][2] == 2
 
 
+
 async def offsets(conn: BrokerConnection, topic_id: uuid.UUID) -> None:
     """DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets."""
     def describe() -> DescribeShareGroupOffsetsRequest:
@@ -224,3 +232,90 @@ async def offsets(conn: BrokerConnection, topic_id: uuid.UUID) -> None:
     assert deleted.results[0].error_code == 0
     listed = await conn.request(ListGroupsRequest(types_filter=["share"]))
     assert listed.groups == []
+
+
+def test_share_faults() -> None:
+    """expire_share_locks, bump_share_state_epoch and injected share errors."""
+    VERSION[0] = 2
+
+    async def main() -> None:
+        async with Cluster(brokers=1) as cluster:
+            broker = cluster.broker(0)
+            assert broker.share is not None
+            broker.share.group_configs[GROUP] = {"share.auto.offset.reset": "earliest"}
+            topic_id = cluster.create_topic(TOPIC, 1, 1).topic_id
+            conn = await BrokerConnection("127.0.0.1", broker.port).open()
+            try:
+                resp = await conn.request(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+                    pq.TopicProduceData(TOPIC, [pq.PartitionProduceData(
+                        0, encode_batch([b"v"] * 10))])]))
+                assert resp.responses[0].partition_responses[0].error_code == 0
+                held = await conn.request(fetch(topic_id, "m1", 0, batch_size=4))
+                # BatchSize (KIP-1206): AcquiredRecords of at most that many records
+                assert acquired(held) == [(0, 3, 1), (4, 7, 1), (8, 9, 1)]
+                assert cluster.faults.expire_share_locks(GROUP, TOPIC, 0, "m1") == 10
+                again = await conn.request(fetch(topic_id, "m2", 0))
+                assert acquired(again) == [(0, 9, 2)]
+                assert cluster.faults.bump_share_state_epoch(GROUP, TOPIC, 0)
+                coordinator = broker.share_coordinator
+                assert coordinator is not None
+                await wait_for_async(lambda: coordinator.states()[(GROUP, topic_id, 0)]
+                                     .state_epoch == 1, "the new state epoch")
+                fenced = await conn.request(ack(topic_id, "m2", 1, [(0, 9, [1])]))
+                assert fenced.responses[0].partitions[0].error_code == \
+                    errors.FencedStateEpochError.code
+                # The leader read the state back: the records are there again.
+                reread = await conn.request(fetch(topic_id, "m2", 2))
+                assert acquired(reread) == [(0, 9, 3)]
+                cluster.faults.inject_error("ShareFetch", "SHARE_SESSION_NOT_FOUND")
+                injected = await conn.request(fetch(topic_id, "m2", 3))
+                assert injected.error_code == errors.ShareSessionNotFoundError.code
+            finally:
+                conn.close()
+    asyncio.run(main())
+
+
+def test_read_committed_share_groups_skip_aborted_records() -> None:
+    """share.isolation.level=read_committed: records of aborted transactions and the
+    transaction markers are never delivered; read_uncommitted delivers aborted ones."""
+    ck = pytest.importorskip("confluent_kafka")
+    VERSION[0] = 2
+
+    async def main() -> None:
+        async with Cluster(brokers=1) as cluster:
+            broker = cluster.broker(0)
+            assert broker.share is not None
+            broker.share.group_configs["rc"] = {"share.auto.offset.reset": "earliest",
+                                                "share.isolation.level": "read_committed"}
+            broker.share.group_configs["ru"] = {"share.auto.offset.reset": "earliest"}
+            topic_id = cluster.create_topic(TOPIC, 1, 1).topic_id
+
+            def produce() -> None:
+                p = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                 "transactional.id": "share-txn"})
+                p.init_transactions(30)
+                p.begin_transaction()
+                for i in range(3):
+                    p.produce(TOPIC, f"aborted-{i}".encode(), partition=0)
+                p.flush(30)
+                p.abort_transaction(30)
+                p.begin_transaction()
+                for i in range(2):
+                    p.produce(TOPIC, f"committed-{i}".encode(), partition=0)
+                p.commit_transaction(30)
+
+            await asyncio.get_running_loop().run_in_executor(None, produce)
+            conn = await BrokerConnection("127.0.0.1", broker.port).open()
+            try:
+                def req(group: str) -> ShareFetchRequest:
+                    r = fetch(topic_id, "m", 0)
+                    r.group_id = group
+                    return r
+                committed = await conn.request(req("rc"))
+                # 0-2 aborted, 3 the ABORT marker, 4-5 committed, 6 the COMMIT marker
+                assert acquired(committed) == [(4, 5, 1)]
+                everything = await conn.request(req("ru"))
+                assert acquired(everything) == [(0, 2, 1), (4, 5, 1)]
+            finally:
+                conn.close()
+    asyncio.run(main())

@@ -93,6 +93,8 @@ class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
         shard = self.shard_for(group_id)
         if group_id in shard.consumer_groups:
             return shard.consumer.fence(group_id, member_id, "it was forgotten on request")
+        if group_id in shard.share_groups:
+            return shard.share.fence(group_id, member_id, "it was forgotten on request")
         group = shard.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:

@@ -38,13 +38,9 @@ class ShareGroup:
 
     @property
     def state(self) -> str:
-        if not self.members:
-            return "Empty"
-        if self.group_epoch > self.assignment_epoch:
-            return "Assigning"   # never seen from outside: the target is computed at once
-        if any(m.member_epoch != self.assignment_epoch for m in self.members.values()):
-            return "Reconciling"
-        return "Stable"
+        """Kafka's ``ShareGroupState``: Empty or Stable (nothing is ever revoked, so a share
+        group has no assigning or reconciling state; Dead once deleted)."""
+        return "Stable" if self.members else "Empty"
 
 
 def simple_assign(members: Mapping[str, frozenset[uuid.UUID]],

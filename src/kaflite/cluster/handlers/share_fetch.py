@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers._util import code_for_exception, leader_hint
+from kaflite.cluster.observe import NOT_LEADER_CODES
 from kaflite.cluster.share._manager import FetchedShare
 from kaflite.cluster.share._partition import AckType, Acquired
 from kaflite.cluster.share._sessions import FINAL_EPOCH, INITIAL_EPOCH
@@ -119,7 +120,8 @@ def _check_read(broker: Broker, conn: ServerConnection, topic: str) -> None:
 
 
 def _session_step(mgr: SharePartitionManager, group_id: str, member_id: str, epoch: int,
-                  client: str, has_acks: bool, fetch: bool) -> list[tuple[uuid.UUID, int]]:
+                  client: str, has_acks: bool, fetch: bool, connection_id: int = -1
+                  ) -> list[tuple[uuid.UUID, int]]:
     """Check and advance the share session; the partitions a closed session leaves."""
     if epoch == INITIAL_EPOCH:
         if not fetch:
@@ -128,7 +130,7 @@ def _session_step(mgr: SharePartitionManager, group_id: str, member_id: str, epo
         if has_acks:
             raise errors.InvalidRequestError(
                 "Acknowledge data is not allowed in a request opening a share session.")
-        _, old = mgr.sessions.open(group_id, member_id, client)
+        _, old = mgr.sessions.open(group_id, member_id, client, connection_id)
         return [] if old is None else list(old.partitions)
     session = mgr.sessions.check(group_id, member_id, epoch)
     if epoch != FINAL_EPOCH:
@@ -169,13 +171,12 @@ async def handle_share_fetch(broker: Broker, conn: ServerConnection, header: Req
             raise errors.InvalidRequestError("MemberId can't be empty.")
         has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
         released = _session_step(mgr, group_id, member_id, epoch, header.client_id or "",
-                                 has_acks, True)
+                                 has_acks, True, conn.info.connection_id)
     except errors.KafkaError as exc:
         return ShareFetchResponse(error_code=exc.code, error_message=exc.message)
     settings = mgr.settings(group_id)
     for sp in mgr.release_session(group_id, member_id, released):
         await mgr.persist(sp)
-    conn.info.groups.add(group_id)
     results: dict[tuple[uuid.UUID, int], _Result] = {}
     names: dict[uuid.UUID, str | None] = {}
 
@@ -226,6 +227,7 @@ async def _fetch(broker: Broker, conn: ServerConnection, mgr: SharePartitionMana
                  name_of: NameOf) -> None:
     max_records = req.max_records if version >= 1 and req.max_records > 0 else DEFAULT_MAX_RECORDS
     record_limit = version >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE
+    batch_size = req.batch_size if version >= 1 else 0
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     while True:
         budget = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
@@ -247,12 +249,14 @@ async def _fetch(broker: Broker, conn: ServerConnection, mgr: SharePartitionMana
                                          record_limit)
             except errors.KafkaError as exc:
                 res.error, res.message, res.touched = code_for_exception(exc), exc.message, True
+                if res.error in NOT_LEADER_CODES:
+                    conn.info.share_partitions.discard((name, tp[1]))
                 continue
-            conn.info.partitions.add((name, tp[1]))
+            conn.info.share_partitions.add((name, tp[1]))
             waiters.append(p)
             if fetched.acquired:
                 res.records += fetched.records
-                res.acquired.extend(fetched.acquired)
+                res.acquired.extend(_split(fetched.acquired, batch_size))
                 res.touched = got = True
                 left -= sum(a.last - a.first + 1 for a in fetched.acquired)
                 budget -= len(fetched.records)
@@ -268,6 +272,18 @@ async def _fetch(broker: Broker, conn: ServerConnection, mgr: SharePartitionMana
             mgr.discard_waiter(share_waiter)
             for p, f in zip(waiters, futures, strict=True):
                 p.discard_waiter(f)
+
+
+def _split(acquired: list[Acquired], batch_size: int) -> list[Acquired]:
+    """KIP-1206's BatchSize: AcquiredRecords entries of at most that many records, which the
+    client acknowledges batch by batch."""
+    if batch_size <= 0:
+        return acquired
+    out = []
+    for a in acquired:
+        for first in range(a.first, a.last + 1, batch_size):
+            out.append(Acquired(first, min(first + batch_size - 1, a.last), a.delivery_count))
+    return out
 
 
 async def _acquire(mgr: SharePartitionManager, group_id: str, member_id: str, p: Partition,

@@ -39,7 +39,7 @@ async def handle_share_group_heartbeat(broker: Broker, conn: ServerConnection,
                                        header: RequestHeader, req: ShareGroupHeartbeatRequest
                                        ) -> ShareGroupHeartbeatResponse:
     try:
-        shard = shard_for(broker, conn, req.group_id)
+        shard = shard_for(broker, conn, req.group_id, label=False)   # the registry labels it
     except errors.KafkaError as exc:
         return ShareGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)
     return await shard.share.heartbeat(header.client_id or "", client_host(conn), req)

@@ -113,7 +113,10 @@ async def handle_write(broker: Broker, conn: ServerConnection, header: RequestHe
             state = PersistedState(p.state_epoch, p.start_offset, [
                 StateBatch(b.first_offset, b.last_offset, _state(b.delivery_state),
                            b.delivery_count) for b in p.state_batches], p.leader_epoch)
-            code = await _code(partial(_write, broker, key, state))
+            if _sane(state):
+                code = await _code(partial(_write, broker, key, state))
+            else:
+                code = errors.InvalidRequestError.code
             parts.append(wsr.PartitionResult(partition=p.partition, error_code=code))
         results.append(wsr.WriteStateResult(topic_id=t.topic_id, partitions=parts))
     return WriteShareGroupStateResponse(results=results)
@@ -144,6 +147,20 @@ async def handle_delete(broker: Broker, conn: ServerConnection, header: RequestH
             parts.append(dsr.PartitionResult(partition=p.partition, error_code=code))
         results.append(dsr.DeleteStateResult(topic_id=t.topic_id, partitions=parts))
     return DeleteShareGroupStateResponse(results=results)
+
+
+MAX_IN_FLIGHT = 1_000_000   # offsets a state may cover past its start (far above any limit)
+
+
+def _sane(state: PersistedState) -> bool:
+    """A state a share-partition can load: batches in order, within reach of the start."""
+    last = state.start_offset - 1
+    for b in state.batches:
+        if b.first > b.last or b.first <= last or b.first < state.start_offset \
+                or b.last - state.start_offset >= MAX_IN_FLIGHT:
+            return False
+        last = b.last
+    return state.start_offset >= 0
 
 
 def _write(broker: Broker, key: StateKey, state: PersistedState) -> asyncio.Future[int]:

@@ -85,6 +85,14 @@ class ShareCoordinator(ShardedCoordinator[ShareStateShard]):
     def shard_of(self, key: StateKey) -> ShareStateShard:
         return self.shard_for(state_key(*key))
 
+    def bump_state_epoch(self, group_id: str, topic_id: uuid.UUID, partition: int) -> bool:
+        """Fault injection (FENCED_STATE_EPOCH): see ``ShareStateShard.bump_state_epoch``."""
+        key = (group_id, topic_id, partition)
+        written = self.shard_of(key).bump_state_epoch(key)
+        if written is not None:
+            written.add_done_callback(_warn_failed)
+        return written is not None
+
     def states(self) -> dict[StateKey, PersistedState]:
         """Every share-partition state this broker coordinates (tools)."""
         out: dict[StateKey, PersistedState] = {}
@@ -232,6 +240,11 @@ class CoordinatorPersister:
             return resp.results[0].partitions[0].error_code, None
 
         return (await self._retrying(key, "DeleteShareGroupState", attempt))[0]
+
+
+def _warn_failed(f: asyncio.Future[int]) -> None:
+    if f.result():
+        log.warning("bumping a share state epoch failed: error %s", f.result())
 
 
 def _state(value: int) -> RecordState:

@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster.groups._timer import LoopTimer, Timer
 from kaflite.cluster.log._segment import parse_info
+from kaflite.cluster.log._txn_index import AbortedTxn
 from kaflite.cluster.share._config import ShareConfig, ShareGroupSettings
 from kaflite.cluster.share._partition import Acquired, BatchSpan, SharePartition
 from kaflite.cluster.share._persister import MemoryPersister, PersistedState, Persister
-from kaflite.cluster.share._sessions import ShareSessionCache
+from kaflite.cluster.share._sessions import ShareSession, ShareSessionCache
 from kaflite.protocol import errors
 from kaflite.protocol.records import HEADER_SIZE
 
@@ -50,7 +51,7 @@ __all__ = ["FetchedShare", "SharePartitionManager", "split_batches"]
 log = logging.getLogger("kaflite.cluster.share")
 
 Key = tuple[str, str, int]   # (group id, topic, partition)
-_CONTROL = 0x20
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
 
 @dataclass(frozen=True)
@@ -59,16 +60,22 @@ class FetchedShare:
     acquired: list[Acquired]
 
 
-def split_batches(data: bytes) -> list[tuple[int, int, BatchSpan]]:
-    """(start, end, span) of every whole v2 batch in ``data``."""
+def split_batches(data: bytes, aborted: list[AbortedTxn] | None = None
+                  ) -> list[tuple[int, int, BatchSpan]]:
+    """(start, end, span) of every whole v2 batch in ``data``. A control batch, and with
+    ``aborted`` (read_committed) a batch of an aborted transaction, is a span never to be
+    delivered (``control``): the share-partition archives it."""
     out = []
     at = 0
     while at + HEADER_SIZE <= len(data):
         info = parse_info(data, at, at)
         if at + info.size > len(data):
             break
-        out.append((at, at + info.size, BatchSpan(info.base_offset, info.last_offset,
-                                                  bool(info.attributes & _CONTROL))))
+        skip = bool(info.attributes & _CONTROL) or (
+            aborted is not None and bool(info.attributes & _TRANSACTIONAL) and any(
+                t.producer_id == info.producer_id and t.first_offset <= info.base_offset
+                <= t.last_offset for t in aborted))
+        out.append((at, at + info.size, BatchSpan(info.base_offset, info.last_offset, skip)))
         at += info.size
     return out
 
@@ -84,6 +91,7 @@ class SharePartitionManager:
         self._timer = timer
         self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
         self._waiters: set[asyncio.Future[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         # Group-level configs, by group id: where IncrementalAlterConfigs on GROUP
         # resources plugs in (see ShareConfig.for_group).
         self.group_configs: dict[str, Mapping[str, str]] = {}
@@ -103,6 +111,8 @@ class SharePartitionManager:
         return self.config.for_group(configs)
 
     def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
         for sp in self.partitions.values():
             sp.close()
         self.partitions.clear()
@@ -227,12 +237,13 @@ class SharePartitionManager:
         if offset < p.log_start_offset:   # retention removed records still in flight
             sp.skip_to(p.log_start_offset)
             offset = sp.next_fetch_offset()
-        max_offset = p.last_stable_offset if settings.isolation_level == "read_committed" \
-            else p.high_watermark
+        committed = settings.isolation_level == "read_committed"
+        max_offset = p.last_stable_offset if committed else p.high_watermark
         if offset >= max_offset or max_bytes <= 0:
             return FetchedShare(b"", [])
         result = p.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=True)
-        batches = split_batches(result.records)
+        aborted = p.log.collect_aborted_txns(offset, result.next_offset) if committed else None
+        batches = split_batches(result.records, aborted)
         acquired = sp.acquire(member_id, [b for _, _, b in batches], max_records, record_limit)
         if not acquired:
             return FetchedShare(b"", [])
@@ -252,11 +263,15 @@ class SharePartitionManager:
                 changed.append(sp)
         return changed
 
-    async def close_session(self, group_id: str, member_id: str) -> None:
-        """A share session closed (epoch -1): the member's records there are released; when
-        it was the group's last session here, the group's share-partitions leave the cache
-        (Kafka's ``onGroupEmpty``), so that state changed meanwhile by the offset admin APIs
-        is read afresh."""
+    async def close_session(self, group_id: str, member_id: str,
+                            only: ShareSession | None = None) -> None:
+        """A share session closed (epoch -1; with ``only``, that session if it is still the
+        member's): the member's records there are released; when it was the group's last
+        session here, the group's share-partitions leave the cache (Kafka's
+        ``onGroupEmpty``), so that state changed meanwhile by the offset admin APIs is read
+        afresh."""
+        if only is not None and self.sessions.get(group_id, member_id) is not only:
+            return
         closed = self.sessions.close(group_id, member_id)
         if closed is not None:
             for sp in self.release_session(group_id, member_id, list(closed.partitions)):
@@ -268,6 +283,15 @@ class SharePartitionManager:
                     await self.persist(sp)
                 sp.close()
 
+    def connection_closed(self, connection_id: int) -> None:
+        """A client connection closed: the share sessions opened on it close too, releasing
+        what their members held (in the background: this runs in ``connection_lost``)."""
+        for session in self.sessions.of_connection(connection_id):
+            task = asyncio.get_running_loop().create_task(
+                self.close_session(session.group_id, session.member_id, session))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
     async def forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         """DeleteGroups: the share-partition's durable state goes (a leader still caching it
         is fenced on its next write and starts over)."""
@@ -277,13 +301,15 @@ class SharePartitionManager:
     def of_group(self, group_id: str) -> list[SharePartition]:
         return [sp for (g, _, _), sp in sorted(self.partitions.items()) if g == group_id]
 
-    def expire_locks(self, group_id: str, member_id: str | None = None) -> int:
+    def expire_locks(self, group_id: str, topic: str | None = None, partition: int | None = None,
+                     member_id: str | None = None) -> int:
+        """Fault injection: acquisition locks (of one member, on one partition) expire now."""
         n = 0
         for sp in self.of_group(group_id):
-            got = sp.expire_locks(member_id)
-            if got:
-                n += got
-                self.persist_later(sp)
+            if (topic is not None and sp.topic != topic) or \
+                    (partition is not None and sp.partition != partition):
+                continue
+            n += sp.expire_locks(member_id)
         return n
 
 

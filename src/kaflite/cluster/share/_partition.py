@@ -273,6 +273,11 @@ class SharePartition:
         if len(types) not in (1, n):
             raise errors.InvalidRequestError(
                 f"Acknowledgement batch [{first}, {last}] has {len(types)} acknowledge types.")
+        if first < self.start or last >= self.end:
+            raise errors.InvalidRecordStateError(
+                f"The record state is invalid. Offsets [{first}, {last}] of "
+                f"{self.topic}-{self.partition} are not all in flight ([{self.start}, "
+                f"{self.end}): none of them is acquired by member {member_id}.")
         kinds: list[AckType] = []
         for t in types:
             try:
@@ -281,9 +286,8 @@ class SharePartition:
                 raise errors.InvalidRequestError(f"Invalid acknowledge type {t}.") from None
         for i, o in enumerate(range(first, last + 1)):
             kind = kinds[0] if len(kinds) == 1 else kinds[i]
-            rec = self.records.get(o) if o >= self.start else None
-            if kind is AckType.GAP and (o >= self.end or rec is None or
-                                        rec.state is RecordState.ARCHIVED):
+            rec = self.records.get(o)
+            if kind is AckType.GAP and (rec is None or rec.state is RecordState.ARCHIVED):
                 continue
             if rec is None or rec.state is not RecordState.ACQUIRED or rec.member != member_id:
                 raise errors.InvalidRecordStateError(

@@ -43,6 +43,7 @@ class ShareSession:
     epoch: int = 1                     # the epoch the next request must carry
     partitions: dict[TopicPartition, None] = field(default_factory=dict)  # ordered set
     client: str = ""
+    connection_id: int = -1            # the connection it was opened on (see ``of_connection``)
 
 
 class ShareSessionError(errors.KafkaError):
@@ -61,15 +62,15 @@ class ShareSessionCache:
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.get((group_id, member_id))
 
-    def open(self, group_id: str, member_id: str, client: str = "") -> tuple[ShareSession,
-                                                                           ShareSession | None]:
+    def open(self, group_id: str, member_id: str, client: str = "", connection_id: int = -1
+             ) -> tuple[ShareSession, ShareSession | None]:
         """Epoch 0: a new session, replacing this member's old one (returned, to be released)."""
         key = (group_id, member_id)
         old = self.sessions.pop(key, None)
         if old is None and len(self.sessions) >= self.max_sessions:
             raise ShareSessionError(
                 f"The share session cache is full ({self.max_sessions} sessions).")
-        session = ShareSession(group_id, member_id, client=client)
+        session = ShareSession(group_id, member_id, client=client, connection_id=connection_id)
         self.sessions[key] = session
         return session, old
 
@@ -89,6 +90,11 @@ class ShareSessionCache:
 
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)
+
+    def of_connection(self, connection_id: int) -> list[ShareSession]:
+        """The sessions opened on a connection: they end with it (Kafka 4.1 ties a share
+        session to its connection, so a vanished consumer's records come back at once)."""
+        return [s for s in self.sessions.values() if s.connection_id == connection_id]
 
     def of_group(self, group_id: str) -> list[ShareSession]:
         return [s for (g, _), s in self.sessions.items() if g == group_id]

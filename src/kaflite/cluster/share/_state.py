@@ -179,6 +179,8 @@ class ShareStateShard(ShardLifecycle):
         state = self.states.get(key)
         if state is None:
             return None, None
+        if leader_epoch < 0:     # a tool's look (kaflite groups): nothing is fenced or moved
+            return state, None
         if leader_epoch < state.leader_epoch:
             raise errors.FencedLeaderEpochError(
                 f"Leader epoch {leader_epoch} is older than {state.leader_epoch}.")
@@ -214,6 +216,15 @@ class ShareStateShard(ShardLifecycle):
             group_id=key[0], topic_id=key[1], partition=key[2]).encode(0)
         self._apply(key, True, None)
         return self.write_records([(k, None)])
+
+    def bump_state_epoch(self, key: StateKey) -> asyncio.Future[int] | None:
+        """Fault injection: the state epoch moves on, the state kept (as if re-initialized
+        where it stood): the partition leader's next write gets FENCED_STATE_EPOCH."""
+        old = self.states.get(key)
+        if old is None:
+            return None
+        return self._store(key, PersistedState(old.state_epoch + 1, old.start_offset,
+                                               old.batches, old.leader_epoch))
 
     def _store(self, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
         self._apply(key, True, state)
