@@ -121,7 +121,7 @@ async def _mixed(servers: str) -> None:
         while time.monotonic() < until:
             await _poll(ours, ours_seen)
         after = sum(len(s) for s in ours_seen) + sum(len(m.seen()) for m in theirs)
-        assert after == before
+        assert after == before, f"{after - before} records delivered again"
     finally:
         for m in theirs:
             m.stop()
