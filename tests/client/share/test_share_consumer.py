@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -417,3 +418,51 @@ async def _coordinator_lost(cluster: Cluster) -> None:
     finally:
         for c in consumers:
             await c.close(timeout=5)
+
+
+def test_no_long_poll_while_the_application_holds_records(cluster: Cluster) -> None:
+    asyncio.run(_no_long_poll(cluster.bootstrap_servers))
+
+
+async def _no_long_poll(servers: str) -> None:
+    """A ShareFetch sent while the application holds records of that leader does not
+    wait on the broker (it could park behind the records the application is about to
+    acknowledge); once they are acknowledged, fetches wait again."""
+    from kaflite.protocol.messages import ShareFetchRequest
+
+    topic, group = names()
+    await create_topic(servers, topic, partitions=1)
+    c = consumer(servers, group)
+    sent: list[tuple[int, int]] = []   # (MaxWaitMs, acknowledged offsets) of each ShareFetch
+    try:
+        await c.start()
+        c.subscribe([topic])
+        await join([c], partitions=1)
+        leader = c.metadata.leader(topic, 0)
+        assert leader is not None
+        conn = await c.pool.get(leader.leader)
+        request = conn.request
+
+        async def spy(body: Any, **kwargs: Any) -> Any:
+            if isinstance(body, ShareFetchRequest):
+                sent.append((body.max_wait_ms, sum(
+                    b.last_offset - b.first_offset + 1 for t in body.topics
+                    for p in t.partitions for b in p.acknowledgement_batches)))
+            return await request(body, **kwargs)
+
+        setattr(conn, "request", spy)   # noqa: B010 (an instance attribute, on purpose)
+        await produce(servers, topic, 3, partitions=1)
+        got: list[ShareRecord[bytes, bytes]] = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            got = await c.poll(200)
+        assert got
+        mark = len(sent)
+        await asyncio.sleep(0.3)          # the application holds the records meanwhile
+        assert sent[mark:] and all(wait == 0 for wait, _ in sent[mark:]), sent[mark:]
+        mark = len(sent)
+        assert await c.poll(600) == []    # accepts them: the next ShareFetch carries that
+        assert any(acked == len(got) for _, acked in sent[mark:]), sent[mark:]
+        assert any(wait == c.config.int("fetch.max.wait.ms") for wait, _ in sent[mark:])
+    finally:
+        await c.close()
