@@ -28,6 +28,7 @@ lint: $(STAMP)
 test: $(STAMP) check-java lint
 	@tools/ensure_kcat.sh
 	@tools/ensure_kafkajs.sh
+	@tools/ensure_chromium.sh
 	$(PY) -m pytest -n $(PYTEST_JOBS) $(PYTEST_ARGS)
 
 demo: $(STAMP) check-java

@@ -6,7 +6,6 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from typer.testing import CliRunner, Result
 
 from kaflite.cli import app
 from kaflite.cli.configs import parse_add_config
@@ -14,20 +13,13 @@ from kaflite.cli.topics import topic_id_text
 from kaflite.client import sync as ksync
 from kaflite.client.admin import TOPIC, ConfigResource
 from kaflite.cluster import Cluster
-
-runner = CliRunner()
+from tests.cli._cli import cli, runner
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     with Cluster(brokers=3) as c:
         yield c
-
-
-def cli(*args: str) -> Result:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result
 
 
 def test_topics_describe_prints_kafka_topics_layout(cluster: Cluster) -> None:
@@ -130,6 +122,32 @@ def test_configs_describe_brokers_and_option_shapes(cluster: Cluster) -> None:
                 ["--topic", "a", "--broker", "1"], ["--broker", "x"]):
         assert runner.invoke(app, ["configs", "describe", "-b", b, *bad]).exit_code == 2
     assert parse_add_config("a=1, b=[x,y],c=") == {"a": "1", "b": "x,y", "c": ""}
+
+
+def test_configs_of_a_group(cluster: Cluster) -> None:
+    b = cluster.bootstrap_servers
+    assert cli("configs", "describe", "--group", "cg", "-b", b).stdout == \
+        "Dynamic configs for group cg are:\n"    # a group needs not exist to carry configs
+    done = cli("configs", "alter", "--entity-type", "groups", "--entity-name", "cg", "-b", b,
+               "--add-config", "consumer.session.timeout.ms=50000,share.isolation.level="
+               "read_committed")
+    assert done.stdout == "Completed updating config for group cg.\n"
+    lines = cli("configs", "describe", "--group", "cg", "-b", b).stdout.splitlines()
+    assert lines == [
+        "Dynamic configs for group cg are:",
+        "  consumer.session.timeout.ms=50000 sensitive=false synonyms="
+        "{DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000}",
+        "  share.isolation.level=read_committed sensitive=false synonyms="
+        "{DYNAMIC_GROUP_CONFIG:share.isolation.level=read_committed}"]
+    refused = runner.invoke(app, ["configs", "alter", "--group", "cg", "-b", b,
+                                  "--add-config", "consumer.session.timeout.ms=1000"])
+    assert refused.exit_code != 0 and "group.consumer.min.session.timeout.ms" in \
+        str(refused.exception)
+    cli("configs", "alter", "--group", "cg", "-b", b, "--delete-config",
+        "consumer.session.timeout.ms")
+    everything = cli("configs", "describe", "--group", "cg", "--all", "-b", b).stdout
+    assert "  consumer.session.timeout.ms=45000 sensitive=false synonyms={DEFAULT_CONFIG:" \
+        in everything and "share.isolation.level=read_committed" in everything
 
 
 def test_transactions_in_kafka_transactions_columns(cluster: Cluster) -> None:

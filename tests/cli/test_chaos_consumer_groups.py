@@ -10,6 +10,7 @@ consumers at any time.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,10 +42,16 @@ def served() -> Iterator[tuple[Cluster, str]]:
         for i in range(N * 50):
             producer.produce(TOPIC, b"x", partition=i % N)
         assert producer.flush(10) == 0
-        api = cluster.call(HttpApi(cluster).start())
+        api = cluster.call(HttpApi(cluster, sampling=False).start())
+        before = os.environ.get("KAFLITE_TOKEN")
+        os.environ["KAFLITE_TOKEN"] = api.token      # what the CLI sends
         try:
             yield cluster, api.url
         finally:
+            if before is None:
+                os.environ.pop("KAFLITE_TOKEN", None)
+            else:
+                os.environ["KAFLITE_TOKEN"] = before
             cluster.call(api.stop())
 
 

@@ -7,15 +7,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from typer.testing import CliRunner, Result
 
 from kaflite.cli import app
 from kaflite.client import TopicPartition
 from kaflite.client import sync as ksync
 from kaflite.cluster import Cluster
 from kaflite.protocol import errors
+from tests.cli._cli import cli, runner, table
 
-runner = CliRunner()
 OFFSET_HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                  "CONSUMER-ID", "HOST", "CLIENT-ID"]
 
@@ -29,16 +28,6 @@ def cluster() -> Iterator[Cluster]:
                 p.send("lagged", f"v{i}".encode(), partition=i % 3)   # 20 a partition
             p.flush()
         yield c
-
-
-def cli(*args: str) -> Result:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result
-
-
-def table(out: str) -> list[list[str]]:
-    return [line.split() for line in out.splitlines() if line.strip()]
 
 
 def commit(cluster: Cluster, group: str, offsets: dict[int, int]) -> None:

@@ -9,16 +9,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from kaflite.cli import app
 from kaflite.cluster import Cluster
 from kaflite.cluster.groups._consumer_group import ConsumerGroup
 from kaflite.protocol import errors
+from tests.cli._cli import cli, table
 from tests.conftest import wait_for
 
 ck = pytest.importorskip("confluent_kafka")
-runner = CliRunner()
 TOPIC = "cg-topic"
 CONFIG = {"group.consumer.heartbeat.interval.ms": 200,
           "group.consumer.min.heartbeat.interval.ms": 100, "offsets.topic.num.partitions": 1}
@@ -29,16 +27,6 @@ def cluster() -> Iterator[Cluster]:
     with Cluster(brokers=1, config=CONFIG) as c:
         c.create_topic(TOPIC, 4, 1)
         yield c
-
-
-def cli(*args: str) -> Result:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result
-
-
-def table(out: str) -> list[list[str]]:
-    return [line.split() for line in out.splitlines() if line.strip()]
 
 
 def consumer(cluster: Cluster, group: str, name: str) -> Any:

@@ -117,3 +117,24 @@ def test_up_processes_runs_each_broker_in_its_own_process(tmp_path: Path) -> Non
         assert listed.returncode == 0 and "client connections" in listed.stdout
     assert up.proc is not None and up.proc.returncode == 0
     assert not any(_alive(p) for p in pids)
+
+
+def test_the_cli_finds_the_console_token_in_the_state_file(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if k != "KAFLITE_TOKEN"}
+    env["KAFLITE_CLUSTER"] = str(data)
+    with KafliteUp("--brokers", "1", "--base-port", "0", "--http-port", "0",
+                   "--data-dir", str(data), env=env) as up:
+        url, token = up.value("console: ").split("/?token=")
+        state = json.loads((data / STATE_FILE).read_text())
+        assert state["http"] == url and state["token"] == token
+        assert (data / STATE_FILE).stat().st_mode & 0o077 == 0     # its user's only
+        # kaflite chaos changes state: it sends the token it found, unasked
+        moved = kaflite("chaos", "delay", "Fetch", "10", "--json", env=env)
+        assert moved.returncode == 0, moved.stderr
+        assert json.loads(moved.stdout)["delay_ms"] == 10
+        # a wrong token from the environment wins, and is refused
+        refused = kaflite("chaos", "clear", env={**env, "KAFLITE_TOKEN": "wrong"})
+        assert refused.returncode == 1 and "401" in refused.stderr
+        cleared = kaflite("chaos", "clear", "--json", env=env)
+        assert cleared.returncode == 0 and json.loads(cleared.stdout) == {"removed": 1}

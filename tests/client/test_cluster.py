@@ -17,6 +17,7 @@ from kaflite.client.sync import Admin as SyncAdmin
 from kaflite.client.sync import Consumer as SyncConsumer
 from kaflite.client.sync import Producer as SyncProducer
 from kaflite.cluster import Cluster
+from kaflite.protocol.hashing import murmur2_partition
 
 
 def run(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -64,9 +65,12 @@ def test_produce_consume_exact(cluster: Cluster) -> None:
             await p.flush()
             assert delivered == [None] * 500
             # keyed records land where Java's murmur2 puts them
-            from kaflite.protocol.hashing import murmur2_partition
             assert result[5].partition == murmur2_partition(b"k5", 3)
         data = await read_all(cluster.bootstrap_servers, topic, 3, 3501)
+        # send_batch's metadata says where each record went (by its key, in call order)
+        for i, value in enumerate(values):
+            assert result[i].partition == murmur2_partition(keys[i], 3)
+            assert data[result[i].partition][result[i].offset] == value
         allv = [v for vs in data.values() for v in vs]
         assert len(allv) == 3501 and len(set(allv)) == 3501
         # order per key is preserved

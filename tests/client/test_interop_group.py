@@ -14,7 +14,6 @@ writes and reads. Once the group is stable the records are produced, and:
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ import pytest
 
 from kaflite.client import Consumer, Producer, TopicPartition
 from kaflite.cluster import Cluster
+from tests.client._rdkafka_group import RdMember
 
 pytestmark = pytest.mark.interop
 
@@ -39,65 +39,6 @@ def cluster() -> Iterator[Cluster]:
         yield c
 
 
-class LibrdkafkaMember:
-    """A confluent-kafka consumer polled on its own thread (it is not thread-safe)."""
-
-    def __init__(self, servers: str, group: str, topic: str, strategy: str) -> None:
-        self.conf = {"bootstrap.servers": servers, "group.id": group,
-                     "client.id": f"rdkafka-{group}", "auto.offset.reset": "earliest",
-                     "partition.assignment.strategy": strategy,
-                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 200,
-                     "enable.auto.commit": True, "auto.commit.interval.ms": 200}
-        self.topic = topic
-        self.records: list[tuple[int, bytes]] = []
-        self.assignment: set[int] = set()
-        self.positions: dict[int, int] = {}   # partition -> next offset to fetch
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rdkafka-member", daemon=True)
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        from confluent_kafka import Consumer as RdConsumer
-
-        try:
-            consumer = RdConsumer(self.conf)
-            consumer.subscribe([self.topic])
-            try:
-                while not self._stop.is_set():
-                    msg = consumer.poll(0.05)
-                    if msg is not None:
-                        if msg.error():
-                            raise RuntimeError(str(msg.error()))
-                        with self._lock:
-                            self.records.append((msg.partition(), msg.value()))
-                    owned = consumer.assignment()
-                    positions = consumer.position(owned) if owned else []
-                    with self._lock:
-                        self.assignment = {tp.partition for tp in owned}
-                        self.positions = {tp.partition: tp.offset for tp in positions}
-            finally:
-                consumer.close()
-        except BaseException as exc:
-            self.error = exc
-
-    def snapshot(self) -> tuple[set[int], list[tuple[int, bytes]]]:
-        with self._lock:
-            return set(self.assignment), list(self.records)
-
-    def at(self, ends: dict[int, int]) -> bool:
-        """Whether every partition it owns has been read to the offset in ``ends``."""
-        with self._lock:
-            return all(self.positions.get(p) == ends[p] for p in self.assignment)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(20)
-
-
 async def _group_of_three(cluster: Cluster, strategy: str, leader: str) -> None:
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
@@ -106,7 +47,7 @@ async def _group_of_three(cluster: Cluster, strategy: str, leader: str) -> None:
                                 session_timeout_ms=6000, auto_commit_interval_ms=200,
                                 partition_assignment_strategy=strategy)
     ours = [Consumer(**opts, client_id=f"kaflite-{i}") for i in range(2)]
-    theirs = LibrdkafkaMember(cluster.bootstrap_servers, group, topic, strategy)
+    theirs = RdMember(cluster.bootstrap_servers, group, topic, strategy=strategy)
     got: dict[str, list[tuple[int, bytes]]] = {"kaflite-0": [], "kaflite-1": []}
     stop = asyncio.Event()
 

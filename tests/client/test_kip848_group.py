@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +24,8 @@ from kaflite.client.consumer._membership import ConsumerMembership, MemberState
 from kaflite.cluster import Cluster
 from kaflite.config import ConfigError
 from kaflite.protocol.messages import ConsumerGroupHeartbeatRequest
+from tests.client._kip848 import member_opts, membership, spy_on
+from tests.client._recovery_helpers import run, uid
 
 PARTITIONS = 12
 KIP848_CONFIG = {
@@ -41,40 +42,6 @@ KIP848_CONFIG = {
 def cluster() -> Iterator[Cluster]:
     with Cluster(brokers=3, config=KIP848_CONFIG) as c:
         yield c
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def member_opts(cluster: Cluster, group: str, **extra: Any) -> dict[str, Any]:
-    opts: dict[str, Any] = dict(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
-                                group_protocol="consumer", auto_offset_reset="earliest",
-                                retry_backoff_ms=50)
-    opts.update(extra)
-    return opts
-
-
-def membership(c: Consumer) -> ConsumerMembership:
-    assert isinstance(c._group, ConsumerMembership)
-    return c._group
-
-
-def spy_on(group_member: ConsumerMembership, sent: list[ConsumerGroupHeartbeatRequest],
-           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Record every ConsumerGroupHeartbeat the member builds."""
-    build = group_member._build
-
-    def spy(version: int) -> Any:
-        req, fields = build(version)
-        sent.append(req)
-        return req, fields
-
-    monkeypatch.setattr(group_member, "_build", spy)
 
 
 class Member:
@@ -151,6 +118,13 @@ def test_config_lifts_the_refusal_and_keeps_javas_rules() -> None:
         Consumer({**base, "group.protocol": "consumer", "session.timeout.ms": 10000})
     with pytest.raises(ConfigError, match=r"group\.remote\.assignor cannot be set"):
         Consumer({**base, "group.remote.assignor": "uniform"})
+    # librdkafka (2.16) refuses the three on group.protocol=consumer too.
+    ck = pytest.importorskip("confluent_kafka")
+    for name, value in (("session.timeout.ms", 10000), ("heartbeat.interval.ms", 1000),
+                        ("partition.assignment.strategy", "range")):
+        with pytest.raises(ck.KafkaException, match=f"`{name}` is not supported"):
+            ck.Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g",
+                         "group.protocol": "consumer", name: value})
 
 
 def test_three_members_join_leave_and_crash(cluster: Cluster) -> None:
@@ -278,6 +252,41 @@ def test_commits_carry_the_member_epoch_and_survive_a_coordinator_move(cluster: 
             assert not [r for r in records if r.partition == 1]
 
     run(main())
+
+
+def test_commits_survive_a_full_cluster_restart(cluster: Cluster) -> None:
+    topic, group = uid("t"), uid("g")
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+
+    async def produce(values: list[bytes]) -> None:
+        async with Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=1) as p:
+            for i, v in enumerate(values):
+                p.produce(topic, v, partition=i % 2)
+            await p.flush()
+
+    async def read(n: int) -> list[tuple[int, int]]:
+        """What a member of the group reads, until ``n`` records (and then a bit more)."""
+        async with Consumer(**member_opts(cluster, group, enable_auto_commit=False)) as c:
+            c.subscribe([topic])
+            got: list[tuple[int, int]] = []
+            deadline = time.monotonic() + 30
+            while len(got) < n:
+                assert time.monotonic() < deadline, got
+                got += [(r.partition, r.offset) for r in await c.poll(timeout_ms=100)]
+            got += [(r.partition, r.offset) for r in await c.poll(timeout_ms=300)]
+            await c.commit()
+        return got
+
+    run(produce([f"v{i}".encode() for i in range(40)]))
+    assert len(run(read(40))) == 40
+    for node in list(cluster.brokers):
+        cluster.faults.stop_broker(node)
+    for node in list(cluster.brokers):
+        cluster.faults.restart_broker(node)
+    # After the restart the coordinator loads the group's commits back: a new member reads
+    # only what was written since, nothing twice.
+    run(produce([b"new-0", b"new-1"]))
+    assert sorted(run(read(2))) == [(0, 20), (1, 20)]
 
 
 def test_regex_subscription_is_resolved_by_the_broker(cluster: Cluster,

@@ -11,7 +11,6 @@ take its partitions over, reading on from its committed offsets.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import pytest
 
 from kaflite.client import Consumer, Producer
 from kaflite.cluster import Cluster
+from tests.client._rdkafka_group import RdMember
 
 pytestmark = pytest.mark.interop
 
@@ -39,56 +39,6 @@ def cluster() -> Iterator[Cluster]:
         yield c
 
 
-class RdMember:
-    """A confluent-kafka consumer on the new protocol, polled on its own thread."""
-
-    def __init__(self, servers: str, group: str, topic: str) -> None:
-        self.conf = {"bootstrap.servers": servers, "group.id": group,
-                     "group.protocol": "consumer", "client.id": f"rdkafka-{group}",
-                     "auto.offset.reset": "earliest", "enable.auto.commit": True,
-                     "auto.commit.interval.ms": 200}
-        self.topic = topic
-        self.records: list[tuple[int, bytes]] = []
-        self.assignment: set[int] = set()
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="rdkafka-kip848", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        from confluent_kafka import Consumer as RdConsumer
-
-        try:
-            consumer = RdConsumer(self.conf)
-            consumer.subscribe([self.topic])
-            try:
-                while not self._stop.is_set():
-                    msg = consumer.poll(0.05)
-                    if msg is not None:
-                        if msg.error():
-                            raise RuntimeError(str(msg.error()))
-                        with self._lock:
-                            self.records.append((msg.partition(), msg.value()))
-                    owned = {tp.partition for tp in consumer.assignment()}
-                    with self._lock:
-                        self.assignment = owned
-            finally:
-                consumer.close()
-        except BaseException as exc:
-            self.error = exc
-
-    def snapshot(self) -> tuple[set[int], list[tuple[int, bytes]]]:
-        with self._lock:
-            return set(self.assignment), list(self.records)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(20)
-
-
 def test_mixed_group_of_librdkafka_and_kaflite(cluster: Cluster) -> None:
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
@@ -98,7 +48,7 @@ def test_mixed_group_of_librdkafka_and_kaflite(cluster: Cluster) -> None:
                                     group_protocol="consumer", auto_offset_reset="earliest",
                                     auto_commit_interval_ms=200)
         ours = [Consumer(**opts, client_id=f"kaflite-{i}") for i in range(2)]
-        theirs = RdMember(cluster.bootstrap_servers, group, topic)
+        theirs = RdMember(cluster.bootstrap_servers, group, topic, protocol="consumer")
         got: dict[str, list[tuple[int, bytes]]] = {"kaflite-0": [], "kaflite-1": []}
         stops = [asyncio.Event(), asyncio.Event()]
 

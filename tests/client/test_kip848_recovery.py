@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,6 +30,9 @@ from kaflite.client.consumer._membership import ConsumerMembership, MemberState
 from kaflite.cluster import Cluster
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ConsumerGroupHeartbeatRequest
+from tests.client._kip848 import member_opts, spy_on
+from tests.client._kip848 import membership as member
+from tests.client._recovery_helpers import api_errors, clear_faults, events, run, uid, until
 
 CONFIG = {
     "replica.lag.time.max.ms": 10000,
@@ -49,32 +51,7 @@ def cluster() -> Iterator[Cluster]:
         yield c
 
 
-@pytest.fixture(autouse=True)
-def clear_faults(cluster: Cluster) -> Iterator[None]:
-    yield
-    cluster.faults.clear()
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def api_errors(cluster: Cluster, client_id: str, api: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for conn in cluster.connections(client_id=client_id, include_closed=True):
-        snap = conn.apis.get(api)
-        if snap is not None:
-            for name, n in snap.errors.items():
-                out[name] = out.get(name, 0) + n
-    return out
-
-
-def events(c: Consumer, text: str) -> list[str]:
-    return [str(e) for e in c.events() if text in str(e)]
+__all__ = ["clear_faults"]    # the shared fixture, used by every test here
 
 
 class Listener(RebalanceListener):
@@ -91,29 +68,6 @@ class Listener(RebalanceListener):
         self.calls.append(("lost", frozenset(lost)))
 
 
-class Spy:
-    """Records every ConsumerGroupHeartbeat the member builds."""
-
-    def __init__(self, member: ConsumerMembership, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.sent: list[ConsumerGroupHeartbeatRequest] = []
-        build = member._build
-
-        def spy(version: int) -> Any:
-            req, fields = build(version)
-            self.sent.append(req)
-            return req, fields
-
-        monkeypatch.setattr(member, "_build", spy)
-
-
-async def until(what: str, check: Callable[[], bool], step: Callable[[], Awaitable[Any]],
-                timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await step()
-
-
 async def produce(cluster: Cluster, topic: str, n: int, partitions: int) -> list[bytes]:
     values = [f"v{i:04d}".encode() for i in range(n)]
     async with Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=1) as p:
@@ -123,18 +77,16 @@ async def produce(cluster: Cluster, topic: str, n: int, partitions: int) -> list
     return values
 
 
+class Spy:
+    """Records every ConsumerGroupHeartbeat the member builds."""
+
+    def __init__(self, m: ConsumerMembership, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[ConsumerGroupHeartbeatRequest] = []
+        spy_on(m, self.sent, monkeypatch)
+
+
 def opts(cluster: Cluster, group: str, cid: str, **extra: Any) -> dict[str, Any]:
-    o: dict[str, Any] = dict(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
-                             client_id=cid, group_protocol="consumer",
-                             auto_offset_reset="earliest", retry_backoff_ms=50,
-                             max_poll_records=20)
-    o.update(extra)
-    return o
-
-
-def member(c: Consumer) -> ConsumerMembership:
-    assert isinstance(c._group, ConsumerMembership)
-    return c._group
+    return member_opts(cluster, group, client_id=cid, max_poll_records=20, **extra)
 
 
 async def stable(c: Consumer, got: list[bytes]) -> None:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from kaflite.client import Consumer, Producer, RecordMetadata, TopicPartition
 from kaflite.client.producer._accumulator import BATCH_OVERHEAD, cut_batches
+from kaflite.client.producer._values import BatchMetadata
 from kaflite.cluster import Cluster
 from kaflite.protocol.hashing import murmur2_partition
 from kaflite.protocol.records import RecordBatch, encode_batch, encode_records
@@ -89,6 +90,65 @@ def test_fast_and_general_paths_interleaved(cluster: Cluster) -> None:
                 assert md.partition == murmur2_partition(seen[v][2], 3)
         assert sum(1 for _, _, _, h in seen.values() if h) == len(
             [i for i in range(6000) if i % 500 != 7 and i % 300 != 11 and i % 400 == 13])
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_keyed_fast_path_follows_the_newest_batch(cluster: Cluster) -> None:
+    """Keyed records take a fast path into the batch keyed records last went to in
+    their partition. With small batches that fill, drain and are retried behind
+    unkeyed records and ``send_batch`` batches in the same partitions, each record
+    must land in its key's partition, in produce order, at the offset reported."""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=3, replication_factor=1)
+    reports: dict[bytes, RecordMetadata] = {}
+    order: list[bytes] = []
+    batches: list[tuple[bytes, BatchMetadata]] = []
+
+    def on_delivery(value: bytes) -> Any:
+        def report(err: BaseException | None, md: RecordMetadata | None) -> None:
+            assert err is None and md is not None
+            reports[value] = md
+        return report
+
+    async def main() -> None:
+        async with Producer(bootstrap_servers=cluster.bootstrap_servers, batch_size=1500,
+                            linger_ms=1) as p:
+            for i in range(5000):
+                value = f"v{i:05d}".encode()
+                order.append(value)
+                key = b"key-%d" % (i % 11)
+                if i % 97 == 5:
+                    p.produce(topic, value, on_delivery=on_delivery(value))   # unkeyed
+                elif i % 41 == 9:
+                    # (closes the partition's open batch: later keyed records go behind)
+                    batches.append((value, await p.send_batch(topic, [value], keys=[key],
+                                                              wait=False)))
+                else:
+                    p.produce(topic, value, key=key, on_delivery=on_delivery(value))
+                if i % 300 == 0:
+                    await asyncio.sleep(0.002)
+            await p.flush()
+            for value, result in batches:
+                reports[value] = result[0]
+        async with Consumer(bootstrap_servers=cluster.bootstrap_servers,
+                            auto_offset_reset="earliest") as c:
+            c.assign([TopicPartition(topic, q) for q in range(3)])
+            got: dict[int, list[tuple[int, bytes, bytes | None]]] = {0: [], 1: [], 2: []}
+            for _ in range(100):
+                for r in await c.poll(timeout_ms=300):
+                    got[r.partition].append((r.offset, r.value, r.key))
+                if sum(map(len, got.values())) >= len(order):
+                    break
+        seen = {v: (q, off, key) for q, rs in got.items() for off, v, key in rs}
+        assert len(seen) == len(order) == len(reports)
+        rank = {v: i for i, v in enumerate(order)}
+        for q, rs in got.items():
+            assert [rank[v] for _, v, _ in rs] == sorted(rank[v] for _, v, _ in rs), q
+        for v, md in reports.items():
+            assert (md.partition, md.offset) == seen[v][:2], v
+            if seen[v][2] is not None:
+                assert md.partition == murmur2_partition(seen[v][2], 3)
 
     asyncio.run(asyncio.wait_for(main(), 60))
 

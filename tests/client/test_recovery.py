@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ import pytest
 from kaflite.client import CommitFailedError, Consumer, Producer, TopicPartition
 from kaflite.cluster import Cluster
 from kaflite.protocol import errors
+from tests.client._recovery_helpers import api_errors, clear_faults, events, run, uid, until
 
 GROUP_CONFIG = {
     "replica.lag.time.max.ms": 10000,
@@ -40,53 +40,13 @@ def cluster() -> Iterator[Cluster]:
         yield c
 
 
-@pytest.fixture(autouse=True)
-def clear_faults(cluster: Cluster) -> Iterator[None]:
-    yield
-    cluster.faults.clear()
-
-
-def run(coro: Coroutine[Any, Any, Any], timeout: float = 60) -> Any:
-    started = time.monotonic()
-    result = asyncio.run(asyncio.wait_for(coro, timeout))
-    # On Python 3.11 a cancellation swallowed inside the client would let a timed-out
-    # test return normally: a test that ran out of time fails here instead.
-    assert time.monotonic() - started < timeout, "the test ran out of time"
-    return result
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def events(client: Any, text: str) -> list[str]:
-    return [str(e) for e in client.events() if text in str(e)]
-
-
-def api_errors(cluster: Cluster, client_id: str, api: str) -> dict[str, int]:
-    """Error counts for ``api`` over every connection (open or closed) of ``client_id``."""
-    out: dict[str, int] = {}
-    for conn in cluster.connections(client_id=client_id, include_closed=True):
-        snap = conn.apis.get(api)
-        if snap is not None:
-            for name, n in snap.errors.items():
-                out[name] = out.get(name, 0) + n
-    return out
+__all__ = ["clear_faults"]    # the shared fixture, used by every test here
 
 
 def api_count(cluster: Cluster, client_id: str, api: str) -> int:
     return sum(c.apis[api].count for c in cluster.connections(client_id=client_id,
                                                                include_closed=True)
                if api in c.apis)
-
-
-async def until(what: str, check: Callable[[], bool], step: Callable[[], Awaitable[Any]],
-                timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await step()
 
 
 async def write(servers: str, topic: str, values: list[bytes], partitions: int) -> None:

@@ -283,7 +283,7 @@ def test_sync_produce_is_bounded_by_buffer_memory(cluster: Cluster) -> None:
                 p.produce(topic, value)
                 first += 1
         assert first >= 40 and first * 1021 <= 50_000 + 1021   # (within a record)
-        assert p._acc.used + len(p._queue) * 1021 <= 50_000
+        assert p._acc.used + p._held <= 50_000
     # max.block.ms > 0: Java's, produce waits for room and every record goes out
     n = 400
     delivered: list[int] = []
@@ -291,8 +291,59 @@ def test_sync_produce_is_bounded_by_buffer_memory(cluster: Cluster) -> None:
                        max_block_ms=30_000, linger_ms=1, batch_size=16_384) as p:
         for _ in range(n):
             p.produce(topic, value, on_delivery=lambda e, md: delivered.append(1))
-            assert p._acc.used + len(p._queue) * 1021 <= 50_000
+            assert p._acc.used + p._held <= 50_000
         p.flush()
     assert len(delivered) == n
     # (_consume_all checks that exactly this many records are in the topic)
     _consume_all(cluster.bootstrap_servers, topic, 1, 1 + first + n)
+
+
+def test_plain_and_other_records_keep_one_threads_order(cluster: Cluster) -> None:
+    """Plain records are batched in the caller's thread; records with headers, an
+    explicit partition or a timestamp take the loop's path. Interleaved, one
+    thread's records must still land in produce order in every partition, with
+    their headers and timestamps."""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=2, replication_factor=1)
+    n = 600
+    with sync.Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=50) as p:
+        p.send(topic, b"warm-up", partition=1)   # metadata known: plain records batch here
+        for i in range(n):
+            value = b"%05d" % i
+            if i % 5 == 0:
+                p.produce(topic, value, partition=0, headers=[("i", value)])
+            elif i % 7 == 0:
+                p.produce(topic, value, partition=0, timestamp=1_000_000 + i)
+            else:
+                p.produce(topic, value, b"k" if i % 2 else None)
+        p.flush()
+    got = _read_to_end(cluster.bootstrap_servers, topic, 2)
+    assert len(got) == n + 1
+    for part in (0, 1):
+        values = [v for (q, _), v in sorted(got.items()) if q == part and v != b"warm-up"]
+        assert values == sorted(values), f"partition {part} out of produce order"
+    # (the keyed records all went to murmur2's partition of b"k")
+    keyed = {b"%05d" % i for i in range(n) if i % 5 and i % 7 and i % 2}
+    assert {v for (q, _), v in got.items() if v in keyed} == keyed
+    assert all(q == murmur2_partition(b"k", 2) for (q, _), v in got.items() if v in keyed)
+
+
+def test_lingering_batches_go_out_without_flush(cluster: Cluster) -> None:
+    """A batch that never fills is sent once it has waited linger.ms, without a flush."""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    done = threading.Event()
+    reports: list[RecordMetadata] = []
+
+    def report(err: BaseException | None, md: RecordMetadata | None) -> None:
+        assert err is None and md is not None
+        reports.append(md)
+        if len(reports) == 3:
+            done.set()
+
+    with sync.Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=20) as p:
+        p.send(topic, b"first")
+        for key in (None, b"a", None):
+            p.produce(topic, b"v", key, on_delivery=report)
+        assert done.wait(30), "a lingering batch was never sent"
+        assert [md.offset for md in reports] == [1, 2, 3]

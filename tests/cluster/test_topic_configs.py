@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -71,10 +72,15 @@ def read_all(cluster: Cluster, topic: str, timeout: float = 10):  # type: ignore
 
 
 @pytest.fixture
-def cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
     with Cluster(brokers=1, data_dir=tmp_path,
                  config={"log.retention.check.interval.ms": 100}) as c:
-        yield c
+        try:
+            yield c
+        finally:
+            # Drop the admin client while its cluster still runs: kept, it would retry
+            # the stopped cluster's address (and log each refusal) until the session ends.
+            _ADMINS.pop(c.bootstrap_servers, None)
 
 
 def test_describe_reports_set_values_and_defaults(cluster: Cluster) -> None:

@@ -12,6 +12,7 @@ from kaflite.cli import (
     chaos,
     configs,
     connections,
+    console,
     consume,
     demo,
     groups,
@@ -35,6 +36,7 @@ app = typer.Typer(
 app.command("up")(up.up)
 app.command("demo")(demo.demo)
 app.command("connections")(connections.connections)
+app.command("console")(console.console)
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.command("bench")(bench.bench)

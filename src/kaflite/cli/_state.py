@@ -1,7 +1,7 @@
 """One cluster, one address: how the commands find the cluster ``kaflite up`` started.
 
 ``kaflite up`` writes a small JSON state file (its bootstrap servers, HTTP API,
-pid and data directory) in two places: ``kaflite-cluster.json`` in its data
+the console token, pid and data directory; readable by its user only) in two places: ``kaflite-cluster.json`` in its data
 directory, and an entry in the user's state directory (``$KAFLITE_STATE_DIR``,
 else ``$XDG_STATE_HOME/kaflite``, else ``~/.local/state/kaflite``), removed when
 it stops. A command that is not told where the cluster is (``-b``/``--http``,
@@ -23,7 +23,7 @@ from pathlib import Path
 
 __all__ = ["DEFAULT_BOOTSTRAP", "DEFAULT_HTTP", "STATE_FILE", "AmbiguousCluster", "ClusterState",
            "NoClusterThere", "Registration",
-           "find_bootstrap", "find_http", "find_state", "state_dir"]
+           "find_bootstrap", "find_http", "find_state", "find_token", "state_dir"]
 
 STATE_FILE = "kaflite-cluster.json"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -53,6 +53,7 @@ class ClusterState:
     http: str | None
     pid: int
     data_dir: str | None
+    token: str | None = None     # the console token (state-changing HTTP requests)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1) + "\n"
@@ -64,7 +65,8 @@ class ClusterState:
             raw = json.loads(path.read_text())
             state = cls(str(raw["cluster_id"]), str(raw["bootstrap"]),
                         None if raw.get("http") is None else str(raw["http"]),
-                        int(raw["pid"]), raw.get("data_dir"))
+                        int(raw["pid"]), raw.get("data_dir"),
+                        None if raw.get("token") is None else str(raw["token"]))
         except (OSError, ValueError, KeyError, TypeError):
             return None
         return state if _alive(state.pid) else None
@@ -100,6 +102,8 @@ class Registration:
         for path in self.paths:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
+            tmp.touch(mode=0o600)
+            tmp.chmod(0o600)
             tmp.write_text(self.state.to_json())
             tmp.replace(path)
         return self
@@ -145,6 +149,21 @@ def find_bootstrap(given: str | None = None) -> str:
         return given
     state = find_state()
     return state.bootstrap if state is not None else DEFAULT_BOOTSTRAP
+
+
+def find_token(base: str) -> str | None:
+    """The console token for the API at ``base``: ``$KAFLITE_TOKEN``, else the token of
+    the running cluster whose API that is."""
+    if explicit := os.environ.get("KAFLITE_TOKEN"):
+        return explicit
+    try:
+        state = find_state()
+    except (AmbiguousCluster, NoClusterThere):
+        return None
+    if state is not None and state.http is not None and \
+            state.http.rstrip("/") == base.rstrip("/"):
+        return state.token
+    return None
 
 
 def find_http(given: str | None = None) -> str:

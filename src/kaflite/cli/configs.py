@@ -1,7 +1,9 @@
-"""``kaflite configs``: describe and alter topic and broker configs, as kafka-configs.sh.
+"""``kaflite configs``: describe and alter topic, broker and group configs, as kafka-configs.sh.
 
     kaflite configs describe --entity-type topics --entity-name t [--all]
     kaflite configs describe --topic t            (Kafka's shortcut; --broker 0 likewise)
+    kaflite configs alter --entity-type groups --entity-name g \\
+        --add-config consumer.session.timeout.ms=50000   (Kafka 4's group configs; --group g)
     kaflite configs alter --entity-type topics --entity-name t \\
         --add-config retention.ms=60000,cleanup.policy=[compact,delete] --delete-config k
 
@@ -11,7 +13,8 @@
       retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000, ...}
 
 the configs set on the entity itself (``DYNAMIC_TOPIC_CONFIG``, ``DYNAMIC_BROKER_CONFIG``)
-or, with ``--all``, every config; without ``--entity-name`` every topic (or broker).
+or, with ``--all``, every config; without ``--entity-name`` every topic (or broker, or
+listed group). A group carries configs whether or not it exists yet, as in Kafka.
 ``alter`` sets and deletes through IncrementalAlterConfigs, refuses to delete a config
 that is not set (``Invalid config(s): k``), and prints ``Completed updating config for
 topic t.`` Kafka's ``--add-config`` syntax: ``k=v`` pairs split at commas, a value with
@@ -34,39 +37,44 @@ if TYPE_CHECKING:
     from kaflite.client.admin import ConfigEntry
 
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
-                  help="Describe and alter topic and broker configs, as kafka-configs.sh.")
+                  help="Describe and alter topic, broker and group configs, as kafka-configs.sh.")
 
 CLIENT_ID = "kaflite-configs"
-TYPES = {"topics": 2, "brokers": 4}                    # ConfigResource types
-DYNAMIC = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG"}
+TYPES = {"topics": 2, "brokers": 4, "groups": 32}      # ConfigResource types
+DYNAMIC = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG",
+           "groups": "DYNAMIC_GROUP_CONFIG"}
 SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")             # commas outside [...]
 
 EntityType = Annotated[str | None, typer.Option(
-    "--entity-type", help="topics or brokers", show_default=False)]
+    "--entity-type", help="topics, brokers or groups", show_default=False)]
 EntityName = Annotated[str | None, typer.Option(
-    "--entity-name", help="the topic name or broker id (describe without it: all of them)")]
+    "--entity-name", help="the topic name, broker id or group id (describe without it: all "
+                          "of them)")]
 TopicOpt = Annotated[str | None, typer.Option(
     "--topic", help="same as --entity-type topics --entity-name TOPIC")]
 BrokerOpt = Annotated[str | None, typer.Option(
     "--broker", help="same as --entity-type brokers --entity-name BROKER")]
+GroupOpt = Annotated[str | None, typer.Option(
+    "--group", help="same as --entity-type groups --entity-name GROUP")]
 
 
 def entity(entity_type: str | None, entity_name: str | None, topic: str | None,
-           broker: str | None) -> tuple[str, str | None]:
+           broker: str | None, group: str | None = None) -> tuple[str, str | None]:
     """(entity type, name or None for all) from Kafka's options or its shortcuts."""
     given: list[tuple[str, str | None]] = [
-        (t, n) for t, n in (("topics", topic), ("brokers", broker)) if n is not None]
+        (t, n) for t, n in (("topics", topic), ("brokers", broker), ("groups", group))
+        if n is not None]
     if entity_type is not None:
         given.append((entity_type, entity_name))
     elif entity_name is not None:
         raise typer.BadParameter("--entity-name needs --entity-type", param_hint="--entity-type")
     if len(given) != 1:
-        raise typer.BadParameter("give one entity: --entity-type (topics|brokers) with "
-                                 "--entity-name, or --topic, or --broker",
+        raise typer.BadParameter("give one entity: --entity-type (topics|brokers|groups) "
+                                 "with --entity-name, or --topic, --broker or --group",
                                  param_hint="--entity-type")
     kind, name = given[0]
     if kind not in TYPES:
-        raise typer.BadParameter(f"{kind!r}: kaflite describes topics and brokers",
+        raise typer.BadParameter(f"{kind!r}: kaflite describes topics, brokers and groups",
                                  param_hint="--entity-type")
     if kind == "brokers" and name is not None and not name.isdigit():
         raise typer.BadParameter(f"The entity name for brokers must be a valid integer broker "
@@ -126,25 +134,28 @@ def describe_lines(results: list[dict[str, object]], all_configs: bool) -> list[
 async def _names(admin: Admin, kind: str) -> list[str]:
     if kind == "topics":
         return list(await admin.list_topics(internal=True))
+    if kind == "groups":
+        return sorted({g.group_id for g in await admin.list_group_listings()})
     cluster = await admin.describe_cluster()
     return [str(b.node_id) for b in cluster["brokers"]]
 
 
 @app.command("describe")
 def describe(entity_type: EntityType = None, entity_name: EntityName = None,
-             topic: TopicOpt = None, broker: BrokerOpt = None, bootstrap: Bootstrap = FIND,
+             topic: TopicOpt = None, broker: BrokerOpt = None, group: GroupOpt = None,
+             bootstrap: Bootstrap = FIND,
              all_configs: Annotated[bool, typer.Option(
                  "--all", help="every config, not only those set on the entity")] = False,
              as_json: JsonOption = False, props: ClientProps = None,
              command_config: CommandConfig = None) -> None:
-    """The configs set on a topic or broker (with --all: every config), with their
+    """The configs set on a topic, broker or group (with --all: every config), with their
     source and synonyms."""
     from kaflite.client.admin import ConfigResource
 
-    kind, name = entity(entity_type, entity_name, topic, broker)
+    kind, name = entity(entity_type, entity_name, topic, broker, group)
 
     async def go(admin: Admin) -> list[dict[str, object]]:
-        known = await _names(admin, kind)
+        known = await _names(admin, kind) if kind != "groups" or name is None else [name]
         names = [name] if name is not None else sorted(known)
         out: list[dict[str, object]] = []
         for n in names:
@@ -169,18 +180,19 @@ def describe(entity_type: EntityType = None, entity_name: EntityName = None,
 
 @app.command("alter")
 def alter(entity_type: EntityType = None, entity_name: EntityName = None,
-          topic: TopicOpt = None, broker: BrokerOpt = None, bootstrap: Bootstrap = FIND,
+          topic: TopicOpt = None, broker: BrokerOpt = None, group: GroupOpt = None,
+          bootstrap: Bootstrap = FIND,
           add_config: Annotated[str | None, typer.Option(
               "--add-config", help="k=v,k2=[a,b]: configs to set")] = None,
           delete_config: Annotated[str | None, typer.Option(
               "--delete-config", help="k,k2: configs to remove")] = None,
           as_json: JsonOption = False, props: ClientProps = None,
           command_config: CommandConfig = None) -> None:
-    """Set and remove configs of one topic or broker."""
+    """Set and remove configs of one topic, broker or group."""
     from kaflite.client.admin import ConfigResource
     from kaflite.protocol import errors
 
-    kind, name = entity(entity_type, entity_name, topic, broker)
+    kind, name = entity(entity_type, entity_name, topic, broker, group)
     if name is None:
         raise typer.BadParameter("alter needs one entity: --entity-name", param_hint="--entity-name")
     to_set = parse_add_config(add_config)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kaflite.cli._consumer_groups import consumer_member_rows, describe_consumer_group, list_typed
+from kaflite.cli._consumer_groups import consumer_member_rows
 from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig
 from kaflite.cli._output import Column, JsonOption, Row, emit, emit_json, table_lines
 from kaflite.cli._share_groups import (
@@ -49,10 +49,8 @@ from kaflite.cli.topics import with_admin
 
 if TYPE_CHECKING:
     from kaflite.client import Admin, TopicPartition
-    from kaflite.client.admin import GroupDescription
+    from kaflite.client.admin import ConsumerGroupDescription, GroupDescription, GroupListing
     from kaflite.client.consumer._types import OffsetAndMetadata
-    from kaflite.client.pool import BrokerAddress
-    from kaflite.protocol.messages import consumer_group_describe_response as cgdr
 
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                   help="List, describe, reset and delete consumer groups, as "
@@ -103,9 +101,12 @@ def list_groups(bootstrap: Bootstrap = FIND,
     """Every group with its protocol type and state (and type, with --type)."""
     wanted = {s.lower() for s in state or []}
     types = {t.lower() for t in group_type or []}
-    rows = [{"group": g.group, "type": g.type or None, "protocol_type": g.protocol_type or None,
-             "state": g.state}
-            for g in with_admin(bootstrap, props, list_typed, CLIENT_ID)
+    async def listings(admin: Admin) -> list[GroupListing]:
+        return await admin.list_group_listings()
+
+    rows = [{"group": g.group_id, "type": g.type or None,
+             "protocol_type": g.protocol_type or None, "state": g.state}
+            for g in with_admin(bootstrap, props, listings, CLIENT_ID)
             if (not wanted or g.state.lower() in wanted)
             and (not types or g.type.lower() in types)]
     emit(rows, TYPED_LIST_COLUMNS if types else LIST_COLUMNS, as_json)
@@ -163,37 +164,35 @@ def state_row(desc: GroupDescription) -> dict[str, object]:
 class Described:
     desc: GroupDescription | None
     offsets: list[dict[str, object]]
-    modern: cgdr.DescribedGroup | None = None   # a consumer (KIP-848) group
-    share: ShareDescribed | None = None         # a share group (KIP-932)
+    modern: ConsumerGroupDescription | None = None   # a consumer (KIP-848) group
+    share: ShareDescribed | None = None              # a share group (KIP-932)
 
 
-def _from_modern(modern: cgdr.DescribedGroup, coordinator: BrokerAddress | None
-                 ) -> GroupDescription:
-    from kaflite.client import TopicPartition
+def _from_modern(modern: ConsumerGroupDescription) -> GroupDescription:
     from kaflite.client.admin import GroupDescription, MemberDescription
 
     return GroupDescription(
-        modern.group_id, modern.group_state, "consumer", modern.assignor_name,
+        modern.group_id, modern.state, "consumer", modern.assignor,
         [MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
-                           [TopicPartition(tp.topic_name, p)
-                            for tp in m.assignment.topic_partitions for p in tp.partitions])
-         for m in modern.members], coordinator)
+                           list(m.assignment)) for m in modern.members], modern.coordinator)
 
 
-async def _describe(admin: Admin, group: str, offsets: bool, verbose: bool) -> Described:
+async def _describe(admin: Admin, group: str, offsets: bool, verbose: bool = False
+                    ) -> Described:
     from kaflite.protocol import errors
 
     desc = (await admin.describe_groups([group]))[group]
     modern = None
     if desc.state == "Dead":
-        found = await describe_consumer_group(admin, group)
-        if found is None:
+        try:
+            modern = (await admin.describe_consumer_groups([group]))[group]
+        except errors.GroupIdNotFoundError:
             share = await describe_share_group(admin, group, offsets, verbose)
             if share is not None:
                 return Described(None, share.offsets, share=share)
-            raise errors.GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
-        modern, node = found
-        desc = _from_modern(modern, admin.pool.brokers.get(node))
+            raise errors.GroupIdNotFoundError(
+                f"Consumer group '{group}' does not exist.") from None
+        desc = _from_modern(modern)
     if not offsets:
         return Described(desc, [], modern)
     committed = await admin.list_group_offsets(group)
@@ -231,7 +230,7 @@ def describe(groups: Annotated[list[str] | None, typer.Argument(
     async def go(admin: Admin) -> list[Described]:
         ids = list(groups or [])
         if all_groups:
-            ids = [g for g, _, _ in await admin.list_groups()]
+            ids = [g.group_id for g in await admin.list_group_listings()]
         return [await _describe(admin, g, not members and not state, verbose) for g in ids]
 
     described = with_admin(bootstrap, props, go, CLIENT_ID)

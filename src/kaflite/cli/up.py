@@ -67,8 +67,9 @@ def up(
         "--config", "-c", "--override",
         help="a broker setting as name=value (repeatable; wins over the file)")] = None,
     http_port: Annotated[int, typer.Option(
-        "--http-port", help="the HTTP API (connections, faults, /metrics) "
-        "(0: any free port; -1: off)")] = DEFAULT_HTTP_PORT,
+        "--http-port", help="the web console and its HTTP API (connections, faults, "
+        "/metrics) on loopback (0: any free port; -1: off; default: 9990, or any free "
+        "port when 9990 is taken)")] = DEFAULT_HTTP_PORT,
     listener: Annotated[list[str] | None, typer.Option(
         "--listener", "-l", metavar="NAME=PROTOCOL",
         help="a listener, e.g. SASL_SSL=SASL_SSL or EXTERNAL=SASL_PLAINTEXT (repeatable; "
@@ -86,7 +87,7 @@ def up(
         for name, port in ports:
             if port:
                 check_free(f"broker {node}'s{name}", host, port + node)
-    if http_port > 0:
+    if http_port > 0 and http_port != DEFAULT_HTTP_PORT:
         check_free("the HTTP API's", host, http_port)
     run(_serve(brokers, data_dir, host, base_port, props, http_port, processes))
 
@@ -130,10 +131,16 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
         if http_port >= 0:
             from kaflite.cluster.http import HttpApi
 
-            api = await HttpApi(cluster, host, http_port).start()
+            try:
+                api = await HttpApi(cluster, host, http_port).start()
+            except OSError:
+                if http_port != DEFAULT_HTTP_PORT:
+                    raise
+                api = await HttpApi(cluster, host, 0).start()   # 9990 is taken: any port
         state = ClusterState(cluster.cluster_id, cluster.bootstrap_servers,
                              api.url if api else None, os.getpid(),
-                             str(data_dir.resolve()) if data_dir is not None else None)
+                             str(data_dir.resolve()) if data_dir is not None else None,
+                             api.token if api else None)
         registration = Registration(state).write()
         typer.echo(f"kaflite cluster {cluster.cluster_id}: {brokers} broker(s)"
                    + (", one process each (pids "
@@ -148,7 +155,9 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
         if unused:
             typer.echo(f"not used by kaflite (ignored): {', '.join(unused)}")
         if api is not None:
-            typer.echo(f"HTTP API on {api.url} (kaflite connections, kaflite chaos)")
+            typer.echo(f"console: {api.console_url}")
+            typer.echo(f"HTTP API on {api.url} (kaflite connections, kaflite chaos; "
+                       f"{api.url}/docs); console token {api.token} (state changes need it)")
             typer.echo(f"Prometheus metrics on {api.url}/metrics")
         typer.echo("the kaflite commands find this cluster by themselves; from elsewhere: "
                    f"KAFLITE_CLUSTER={registration.paths[-1]}")

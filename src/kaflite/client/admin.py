@@ -5,6 +5,8 @@
         print(await admin.describe_topics(["t"]))
 
 ACLs: ``create_acls``, ``describe_acls`` and ``delete_acls`` (``_acl_admin``).
+Typed group listings and KIP-848 groups: ``list_group_listings`` and
+``describe_consumer_groups`` (``_group_admin``).
 
 Topic changes go to the controller named in Metadata (any broker forwards
 them in KRaft, but the controller answers first-hand); group operations go to
@@ -25,6 +27,12 @@ from kaflite.client import _quotas
 from kaflite.client._acl_admin import AclAdmin
 from kaflite.client._base import BaseClient
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
+from kaflite.client._group_admin import (
+    ConsumerGroupDescription,
+    ConsumerGroupMemberDescription,
+    GroupAdmin,
+    GroupListing,
+)
 from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
 from kaflite.client.consumer._assignors import decode_assignment
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
@@ -59,7 +67,8 @@ from kaflite.protocol.messages import offset_commit_request as ocq
 from kaflite.protocol.messages import offset_fetch_request as ofq
 
 __all__ = ["Admin", "ClientQuotaAlteration", "ClusterDescription", "ConfigEntry", "ConfigResource",
-           "ConfigSynonym", "GroupDescription", "MemberDescription", "NewTopic", "QuotaFilterComponent",
+           "ConfigSynonym", "ConsumerGroupDescription", "ConsumerGroupMemberDescription",
+           "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "QuotaFilterComponent",
            "TransactionDescription", "TransactionListing"]
 
 TOPIC, BROKER = 2, 4
@@ -82,7 +91,7 @@ class NewTopic:
 
 @dataclass(frozen=True)
 class ConfigResource:
-    type: int   # 2 topic, 4 broker
+    type: int   # 2 topic, 4 broker, 32 group
     name: str
 
 
@@ -161,7 +170,7 @@ class ClusterDescription(TypedDict):
     brokers: list[BrokerAddress]
 
 
-class Admin(AclAdmin, BaseClient):
+class Admin(AclAdmin, GroupAdmin, BaseClient):
     ROLE = "admin"
 
     def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Emit", "Event", "EventLog"]
+__all__ = ["Emit", "Event", "EventLog", "observe_all"]
 
 log = logging.getLogger("kaflite.client.events")
 
@@ -40,6 +40,17 @@ class Event:
         millis = int(self.timestamp * 1000) % 1000
         cause = f" ({self.cause})" if self.cause else ""
         return f"{stamp}.{millis:03d} [{self.kind}] {self.message}{cause}"
+
+
+# Process-wide observers of every client's events (the console's client log).
+_OBSERVERS: list[Callable[[str, Event], None]] = []
+
+
+def observe_all(callback: Callable[[str, Event], None]) -> Callable[[], None]:
+    """Call ``callback(client_id, event)`` for every event of every kaflite client in
+    this process; returns a function that stops it."""
+    _OBSERVERS.append(callback)
+    return lambda: _OBSERVERS.remove(callback) if callback in _OBSERVERS else None
 
 
 class Emit(Protocol):
@@ -66,6 +77,11 @@ class EventLog:
                 cb(event)
             except Exception:  # a callback must never break the client
                 log.exception("event callback failed")
+        for observer in list(_OBSERVERS):
+            try:
+                observer(self.client_id, event)
+            except Exception:
+                log.exception("event observer failed")
         return event
 
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:

@@ -10,17 +10,14 @@
 Every sync client runs its async client on one private event loop thread,
 shared by all sync clients of the process. Blocking calls submit a coroutine
 to that loop and wait for it. ``Producer.produce`` does not wait: records are
-queued in a thread-safe deque and handed to the loop in bulk, so producing
-from a plain thread costs about what it costs on the loop.
+batched in the caller's thread and handed to the loop a whole batch at a time
+(``_sync_batches``), so the two threads do not take the GIL from each other
+for every record.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import threading
-import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
@@ -31,10 +28,13 @@ from kaflite.client import producer as _producer
 from kaflite.client import share as _share
 from kaflite.client._base import BaseClient
 from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
+from kaflite.client._sync_batches import CallerBatches
 from kaflite.client.admin import (
     ConfigEntry,
     ConfigResource,
+    ConsumerGroupDescription,
     GroupDescription,
+    GroupListing,
     NewTopic,
     TransactionDescription,
     TransactionListing,
@@ -47,9 +47,7 @@ from kaflite.client.events import Event
 from kaflite.client.metadata import TopicMetadata
 from kaflite.client.pool import ConnectionInfo
 from kaflite.client.producer import ConsumerGroupMetadata
-from kaflite.client.producer._accumulator import RECORD_OVERHEAD as _RECORD_OVERHEAD
-from kaflite.client.producer._accumulator import DeliveryCallback
-from kaflite.client.producer._values import HeadersArg, K, V, _size_hint
+from kaflite.client.producer._values import HeadersArg, K, V
 from kaflite.security.acl import AclBinding, AclBindingFilter
 
 __all__ = ["Admin", "Consumer", "Producer", "ShareConsumer"]
@@ -103,24 +101,18 @@ class _SyncClient:
         return self._run(get())
 
 
-# a record produce() queued for the loop thread: Producer.produce's arguments
-_Produced = tuple[str, V, "K | None", "int | None", HeadersArg, "int | None",
-                  "DeliveryCallback | None"]
-
-
-class Producer(_SyncClient, Generic[K, V]):
+class Producer(_SyncClient, CallerBatches[K, V], Generic[K, V]):
     """Generic in its keys' and values' types as the async ``Producer``.
 
-    ``produce`` runs in the caller's thread and does as little as it can there:
-    it appends the record to a deque (thread-safe without a lock) and, when the
-    deque was idle, schedules one hand-off to the loop thread. That hand-off
-    moves every record queued meanwhile into the accumulator in one go, so the
-    cross-thread wake-up is paid per burst, not per record.
+    ``produce`` (see ``CallerBatches``) builds batches in the caller's thread and
+    hands the loop thread whole batches, one wake-up per batch; records it cannot
+    place there (headers, a partition, a timestamp, serializers, transactions) are
+    queued in order and handed over in bursts.
 
-    ``buffer.memory`` bounds what is queued here too, as Java's ``send`` does:
-    when the accumulator and the deque hold that much, ``produce`` blocks for up
-    to ``max.block.ms`` for room, then raises ``BufferFull`` (a ``BufferError``,
-    as confluent-kafka raises). ``max.block.ms=0`` raises at once.
+    ``buffer.memory`` bounds what is held here too, as Java's ``send`` does:
+    when the accumulator and the caller-side batches hold that much, ``produce``
+    blocks for up to ``max.block.ms`` for room, then raises ``BufferFull`` (a
+    ``BufferError``, as confluent-kafka raises). ``max.block.ms=0`` raises at once.
     """
 
     def __init__(self, config: Mapping[str, object] | None = None, *,
@@ -130,106 +122,27 @@ class Producer(_SyncClient, Generic[K, V]):
         super().__init__()
         self._async: _producer.Producer[K, V] = self._make(lambda: _producer.Producer(
             config, key_serializer=key_serializer, value_serializer=value_serializer, **kwargs))
-        self._queue: collections.deque[_Produced[V, K]] = collections.deque()
-        self._scheduled = False
-        self._qlock = threading.Lock()
-        self._retry: asyncio.TimerHandle | None = None   # one pending retry at most
-        self._acc = self._async._acc
-        self._acc.space_listeners.append(self._space_freed)
+        self._target = self._async
         self._max_block = self._async.config.int("max.block.ms") / 1000
+        self._init_batches()
 
     def send(self, topic: str, value: V, key: K | None = None, partition: int | None = None,
              headers: HeadersArg = None, timestamp: int | None = None,
              timeout: float | None = None) -> _producer.RecordMetadata:
-        return self._run(self._async.send(topic, value, key, partition, headers, timestamp),
-                         timeout)
-
-    def produce(self, topic: str, value: V, key: K | None = None, partition: int | None = None,
-                headers: HeadersArg = None, timestamp: int | None = None,
-                on_delivery: DeliveryCallback | None = None) -> None:
-        """Queue a record; ``on_delivery`` runs on the client's loop thread.
-
-        Blocks while ``buffer.memory`` is exhausted, for at most ``max.block.ms``;
-        then raises ``BufferFull``.
-        """
-        q = self._queue
-        acc = self._acc
-        size = _RECORD_OVERHEAD + _size_hint(value)
-        if acc.used + (len(q) + 1) * size > acc.buffer_memory and (q or acc.incomplete):
-            self._wait_for_room(size)
-        q.append((topic, value, key, partition, headers, timestamp, on_delivery))
-        if not self._scheduled:
-            with self._qlock:
-                if not self._scheduled:
-                    self._scheduled = True
-                    self._loop.call_soon_threadsafe(self._drain)
-
-    def _wait_for_room(self, size: int) -> None:
-        """Wait until the queued records and ``size`` more fit in ``buffer.memory`` (the
-        queued ones estimated at ``size`` each), or nothing is left to send."""
-        acc, q = self._acc, self._queue
-        deadline = time.monotonic() + self._max_block
-        while acc.used + (len(q) + 1) * size > acc.buffer_memory and (q or acc.incomplete):
-            if self._loop_thread.in_loop() or time.monotonic() >= deadline:
-                # (on the loop thread, waiting would stop what makes room)
-                raise _producer.BufferFull(
-                    f"buffer.memory ({acc.buffer_memory} bytes) is exhausted"
-                    + (f" for {self._max_block:.1f}s (max.block.ms)" if self._max_block else ""))
-            time.sleep(_ROOM_POLL_S)
-
-    def _drain(self) -> None:
-        """On the loop thread: move what is queued, or what fits in ``buffer.memory``
-        of it, into the accumulator. What does not fit waits, first in line, until
-        the accumulator releases a batch (or ``_RETRY_S`` at the latest)."""
-        with self._qlock:
-            self._scheduled = False
-        q = self._queue
-        if not q:
-            return
-        acc = self._acc
-        k = len(q)
-        if acc.incomplete:
-            # take about what fits, so that a full buffer does not cost a pass over q
-            room = acc.buffer_memory - acc.used
-            first = q[0]
-            k = min(k, max(room, 0) // (_RECORD_OVERHEAD + _size_hint(first[1])
-                                        + _size_hint(first[2])) + 1)
-        popleft = q.popleft
-        records = [popleft() for _ in range(k)]
-        taken = self._async.produce_all(records)
-        if taken < len(records):
-            q.extendleft(reversed(records[taken:]))
-        if q:
-            with self._qlock:
-                self._scheduled = True
-            if self._retry is None:
-                self._retry = self._loop.call_later(_RETRY_S, self._retry_drain)
-
-    def _retry_drain(self) -> None:
-        self._retry = None
-        self._drain()
-
-    def _space_freed(self) -> None:
-        """The accumulator released a batch: records waiting for room go in now."""
-        if self._retry is not None:
-            self._retry.cancel()
-            self._retry = None
-            self._loop.call_soon(self._drain)
+        async def send() -> _producer.RecordMetadata:
+            await self._queued_then(_nothing)   # records produced before go first
+            return await self._async.send(topic, value, key, partition, headers, timestamp)
+        return self._run(send(), timeout)
 
     def send_batch(self, topic: str, values: Sequence[V], keys: Sequence[K | None] | None = None,
                    partition: int | None = None,
                    timeout: float | None = None) -> _producer.BatchMetadata:
-        return self._run(self._async.send_batch(topic, values, keys, partition), timeout)
+        async def send() -> _producer.BatchMetadata:
+            await self._queued_then(_nothing)
+            return await self._async.send_batch(topic, values, keys, partition)
+        return self._run(send(), timeout)
 
     produce_many = send_batch
-
-    async def _queued_then(self, then: Callable[[], Awaitable[None]]) -> None:
-        """Hand every queued ``produce`` to the async producer, then run ``then``."""
-        while self._queue or self._scheduled:
-            self._drain()
-            # (records the accumulator refused for want of room are offered again later)
-            await asyncio.sleep(_RETRY_S if self._queue else 0)
-        await then()
 
     def flush(self, timeout: float | None = None) -> None:
         async def flush() -> None:
@@ -264,6 +177,10 @@ class Producer(_SyncClient, Generic[K, V]):
     def close(self) -> None:
         self.flush()
         super().close()
+
+
+async def _nothing() -> None:
+    return None
 
 
 class Consumer(_SyncClient, Generic[CK, CV]):
@@ -452,6 +369,14 @@ class Admin(_SyncClient):
 
     def list_groups(self) -> list[tuple[str, str, str]]:
         return self._run(self._async.list_groups())
+
+    def list_group_listings(self, types: Iterable[str] = (), states: Iterable[str] = ()
+                            ) -> list[GroupListing]:
+        return self._run(self._async.list_group_listings(types, states))
+
+    def describe_consumer_groups(self, groups: Iterable[str]
+                                 ) -> dict[str, ConsumerGroupDescription]:
+        return self._run(self._async.describe_consumer_groups(groups))
 
     def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
                           ) -> list[tuple[str, int, str]]:

@@ -119,6 +119,8 @@ class Controller:
         self.client_quotas = QuotaStore()
         # ACL bindings (CreateAcls/DeleteAcls), read by every broker's authorizer
         self.acls = AclStore()
+        # group configs (ConfigResource GROUP, kaflite.cluster.group_configs): group -> configs
+        self.group_configs: dict[str, dict[str, str]] = {}
         # Called after every persisted change: a multi-process cluster sends the
         # change to its broker processes (kaflite.cluster.controller_server).
         self.on_change: Callable[[], None] | None = None
@@ -141,6 +143,7 @@ class Controller:
                                 for mechanism, text in creds.items()}
         self.client_quotas.load_json(data.get("client_quotas", []))
         self.acls.load(data.get("acls", []))
+        self.group_configs = {g: dict(c) for g, c in data.get("group_configs", {}).items()}
         for name, t in data["topics"].items():
             parts = [PartitionState(name, i, **p) for i, p in enumerate(t["partitions"])]
             topic = TopicState(name, uuid.UUID(t["topic_id"]), parts, t.get("configs", {}))
@@ -160,6 +163,7 @@ class Controller:
                       for user, creds in self.scram.items()},
             "client_quotas": self.client_quotas.to_json(),
             "acls": self.acls.to_json(),
+            "group_configs": self.group_configs,
             "topics": {
                 name: {
                     "topic_id": str(t.topic_id),
@@ -344,6 +348,14 @@ class Controller:
         self.save()
         for p in topic.partitions:
             self._notify(topic, p)
+
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        """Replace a group's dynamic configs (already validated); none left removes it."""
+        if configs:
+            self.group_configs[group] = dict(configs)
+        else:
+            self.group_configs.pop(group, None)
+        self.save()
 
     # -- leadership and ISR -------------------------------------------------------
     def _set_leader(self, topic: TopicState, p: PartitionState, leader: int) -> None:

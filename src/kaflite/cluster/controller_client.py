@@ -263,6 +263,9 @@ class RemoteController(Controller):
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self._call("set_topic_configs", {"name": name, "configs": dict(configs)})
 
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        self._call("set_group_configs", {"group": group, "configs": dict(configs)})
+
     def move_leader(self, topic_name: str, partition: int, to: int | None = None) -> int:
         return int(self._call("move_leader", {"topic": topic_name, "partition": partition,
                                               "to": to}))

@@ -9,7 +9,8 @@ sides share:
   types: ``cluster`` (cluster id), ``broker/<id>`` (RegisterBrokerRecord and its
   fencing), ``topic/<name>`` (TopicRecord with its PartitionRecords and
   ConfigRecords), ``scram`` (UserScramCredentialRecords), ``acls``
-  (AccessControlEntryRecords) and ``quotas`` (ClientQuotaRecords). A value is
+  (AccessControlEntryRecords), ``quotas`` (ClientQuotaRecords) and
+  ``group/<id>`` (a group's ConfigRecords). A value is
   plain JSON.
 * ``diff(old, new)``: the records that changed (a removed one maps to None), the
   delta the controller sends after each change.
@@ -94,6 +95,8 @@ def image(controller: Controller) -> dict[str, Json]:
                                 for user, creds in controller.scram.items()}}
     items["acls"] = {"bindings": controller.acls.to_json()}
     items["quotas"] = {"entries": controller.client_quotas.to_json()}
+    for group, configs in controller.group_configs.items():
+        items[f"group/{group}"] = {"configs": dict(configs)}
     return items
 
 
@@ -118,6 +121,11 @@ def apply(replica: Controller, delta: dict[str, Json | None]) -> None:
                 replica.brokers[node] = broker_from_json(value)
         elif kind == "topic":
             _apply_topic(replica, name, value)
+        elif kind == "group":
+            if value is None:
+                replica.group_configs.pop(name, None)
+            else:
+                replica.group_configs[name] = dict(value["configs"])
         elif kind == "scram" and value is not None:
             replica.scram = {user: {m: ScramCredential.from_kafka(m, text)
                                     for m, text in creds.items()}

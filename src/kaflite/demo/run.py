@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.live import Live
@@ -41,6 +42,9 @@ from kaflite.demo.summary import Summary, build_summary, summary_lines
 from kaflite.demo.tour import Step, Tour, tour_steps
 from kaflite.demo.view import render, status_lines, take_snapshot
 from kaflite.demo.workload import Workload
+
+if TYPE_CHECKING:
+    from kaflite.cluster.http import HttpApi
 
 __all__ = ["DemoOptions", "phase_titles", "run_demo"]
 
@@ -163,6 +167,16 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: P
                          str(log_file))
 
 
+async def _start_console(cluster: Cluster) -> HttpApi:
+    """The web console on loopback: port 9990 when free, else any free port."""
+    from kaflite.cluster.http import HttpApi
+
+    try:
+        return await HttpApi(cluster, "127.0.0.1", 9990).start()
+    except OSError:
+        return await HttpApi(cluster, "127.0.0.1", 0).start()
+
+
 def run_demo(opts: DemoOptions) -> int:
     console = Console(stderr=opts.json_out, highlight=False)
     console.width = min(console.width, WIDTH)
@@ -196,7 +210,14 @@ def run_demo(opts: DemoOptions) -> int:
             for line in wrap(f"brokers at {cluster.bootstrap_servers}", indent="    ",
                              subsequent="  "):
                 say(line)
-            summary = run(_main(opts, cluster, console, phases, log_file))
+            api = cluster.call(_start_console(cluster))
+            say(f"    console: {api.console_url}")
+            say("      open it to watch brokers, leaders, the group's lag, the client log and "
+                "each fault live")
+            try:
+                summary = run(_main(opts, cluster, console, phases, log_file))
+            finally:
+                cluster.call(api.stop())
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()

@@ -95,7 +95,10 @@ def _write(transport: asyncio.Transport, chunks: list[BytesLike]) -> None:
     ``write`` by itself, which sends what the socket takes straight from it and
     copies only the rest into the transport's buffer.
     """
-    if len(chunks) == 1 or all(len(c) < _WRITE_ALONE for c in chunks):
+    if len(chunks) == 1 or type(transport).__module__.startswith("uvloop") \
+            or all(len(c) < _WRITE_ALONE for c in chunks):
+        # (uvloop's writelines is one writev of the chunks as they are: no copy, and
+        # one system call, which uvloop makes holding the GIL)
         transport.writelines(chunks)
         return
     small: list[BytesLike] = []

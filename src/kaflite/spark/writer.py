@@ -149,7 +149,14 @@ class _Delivery:
 
 
 def _text(v: Any) -> Any:
-    return v.encode() if isinstance(v, str) else v
+    """A column's value as the producer takes it: strings UTF-8 encoded, Spark's
+    binary values (``bytearray``) as ``bytes``, which the sync producer batches in
+    this thread (other types go through the loop thread one by one)."""
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, bytearray | memoryview):
+        return bytes(v)
+    return v
 
 
 class _KafkaWrite:

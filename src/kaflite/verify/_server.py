@@ -29,7 +29,8 @@ async def serve(args: argparse.Namespace) -> None:
     cluster = Cluster(brokers=args.brokers, data_dir=Path(args.data_dir), host="127.0.0.1",
                       base_port=args.base_port, config=props, processes=args.processes)
     await cluster.start()
-    api = await HttpApi(cluster, "127.0.0.1", args.http_port).start()
+    api = await HttpApi(cluster, "127.0.0.1", args.http_port, token=args.token,
+                        sampling=False).start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base-port", type=int, required=True)
     parser.add_argument("--http-port", type=int, required=True)
     parser.add_argument("--config", action="append", default=[])
+    parser.add_argument("--token", help="the console token state changes need "
+                        "(default: a random one)")
     parser.add_argument("--processes", action="store_true",
                         help="each broker in its own OS process")
     run(serve(parser.parse_args(argv)))

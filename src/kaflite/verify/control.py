@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -93,6 +94,7 @@ class ClusterProcess:
         self.start_timeout = start_timeout
         self.base_port = free_ports(brokers + 1)
         self.http_port = self.base_port + brokers
+        self.token = secrets.token_urlsafe(24)   # the console token, the same across restarts
         self.proc: subprocess.Popen[str] | None = None
         self.crashes = 0
         self._log: IO[str] | None = None
@@ -113,7 +115,8 @@ class ClusterProcess:
             self._log = open(self.data_dir / "cluster.log", "a", encoding="utf-8")  # noqa: SIM115
         args = [sys.executable, "-m", "kaflite.verify._server", "--data-dir",
                 str(self.data_dir), "--brokers", str(self.brokers), "--base-port",
-                str(self.base_port), "--http-port", str(self.http_port)]
+                str(self.base_port), "--http-port", str(self.http_port),
+                "--token", self.token]
         for name, value in self.config.items():
             args += ["--config", f"{name}={value}"]
         if self.processes:
@@ -216,7 +219,8 @@ class ClusterProcess:
         if body is not None:
             data = json.dumps({k: v for k, v in body.items() if v is not None}).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json",
+                                              "X-Kaflite-Token": self.token})
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return json.loads(resp.read() or b"null")

@@ -1,7 +1,9 @@
 """KIP-848 consumer groups under ACLs, with confluent-kafka (``group.protocol=consumer``).
 
 ConsumerGroupHeartbeat needs READ on the group and DESCRIBE on every topic subscribed
-by name; ConsumerGroupDescribe needs DESCRIBE on the group (and on the topics of its
+by name; a regular expression stands only for the topics the member may DESCRIBE;
+DescribeConfigs and IncrementalAlterConfigs of a GROUP resource need DESCRIBE_CONFIGS
+and ALTER_CONFIGS on the group; ConsumerGroupDescribe needs DESCRIBE on the group (and on the topics of its
 assignments), and reports the operations the ACLs allow on it when asked to.
 """
 
@@ -73,6 +75,51 @@ def test_heartbeat_needs_read_on_the_group_and_describe_on_its_topics(cluster: C
             hidden.close()
     finally:
         ok.close()
+
+
+def test_a_regex_gets_only_the_topics_the_member_may_describe(cluster: Cluster) -> None:
+    c = member(cluster, "bob", "shared", ["^(open|hidden)$"])
+    try:
+        assert first_error(c) is None
+        assert {tp.topic for tp in c.assignment()} == {"open"}     # not "hidden"
+        described = admin_call(cluster, "describe_consumer_groups", ["shared"])["shared"]
+        [m] = described.members
+        assert "^(open|hidden)$" in (m.subscribed_topic_regex or "")   # librdkafka wraps it
+        assert {tp.topic for tp in m.target_assignment} == {"open"}
+    finally:
+        c.close()
+
+
+def test_group_configs_need_the_groups_config_acls(cluster: Cluster) -> None:
+    from kaflite.client import Admin
+    from kaflite.client.admin import ConfigResource
+    from kaflite.protocol import errors
+    from tests.cluster.acl.test_enforced import run
+
+    res = ConfigResource(32, "cfg-group")
+
+    async def as_alice() -> None:
+        async with Admin(props(cluster, "alice")) as admin:
+            with pytest.raises(errors.GroupAuthorizationFailedError):
+                await admin.describe_config_entries([res])
+            with pytest.raises(errors.GroupAuthorizationFailedError):
+                await admin.alter_configs({res: {"consumer.session.timeout.ms": "50000"}})
+    run(as_alice())
+    admin_call(cluster, "create_acls", [allow("User:alice", Op.DESCRIBE_CONFIGS, "cfg-group",
+                                              RT.GROUP)])
+
+    async def described() -> int:
+        async with Admin(props(cluster, "alice")) as admin:
+            return len((await admin.describe_config_entries([res]))[res])
+    wait_for(lambda: _succeeds(lambda: run(described())), "alice may describe", 20)
+
+
+def _succeeds(fn: Any) -> bool:
+    try:
+        fn()
+    except Exception:
+        return False
+    return True
 
 
 def test_describe_needs_describe_and_reports_the_allowed_operations(cluster: Cluster) -> None:

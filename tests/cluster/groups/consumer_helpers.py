@@ -51,6 +51,16 @@ def make_consumer_shard(topics: Topics, log: FakeLog | None = None,
     return shard, timer, log
 
 
+def reload(topics: Topics, log: FakeLog) -> CoordinatorShard:
+    """A new shard that loads what ``log`` holds, as a coordinator move or restart does."""
+    shard, _, _ = make_consumer_shard(topics)
+    shard.state = shard.state.LOADING
+    for key, value in log.records:
+        shard.replay(key, value)
+    shard.finish_loading()
+    return shard
+
+
 def owned(topics: Topics, assignment: dict[str, list[int]]) -> list[cghq.TopicPartitions]:
     return [cghq.TopicPartitions(topic_id=topics.id(t), partitions=ps)
             for t, ps in assignment.items()]

@@ -13,8 +13,14 @@ from hypothesis import strategies as st
 from kaflite.cluster.groups import CoordinatorShard
 from kaflite.protocol.messages import ConsumerGroupHeartbeatRequest
 from kaflite.protocol.messages import consumer_group_heartbeat_request as cghq
-from tests.cluster.groups.consumer_helpers import Topics, beat, join, make_consumer_shard, send
-from tests.cluster.groups.test_consumer_heartbeat import reload
+from tests.cluster.groups.consumer_helpers import (
+    Topics,
+    beat,
+    join,
+    make_consumer_shard,
+    reload,
+    send,
+)
 
 MEMBERS = ["a", "b", "c", ""]
 TOPIC_NAMES = ["orders", "payments", "missing"]

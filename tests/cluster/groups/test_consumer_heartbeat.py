@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-from kaflite.cluster.groups import CoordinatorShard
 from kaflite.cluster.groups._consumer_group import MemberState
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ConsumerGroupHeartbeatRequest, OffsetFetchRequest
@@ -18,9 +17,10 @@ from tests.cluster.groups.consumer_helpers import (
     make_consumer_shard,
     owned,
     owners_ok,
+    reload,
     send,
 )
-from tests.cluster.groups.helpers import CTX, FakeLog, commit_req, join_req, run
+from tests.cluster.groups.helpers import CTX, commit_req, join_req, run
 
 TOPIC = "orders"
 
@@ -254,15 +254,6 @@ async def test_records_load_back_the_same_group() -> None:
         await send(shard, beat("g", m, -1, instance_id=member.instance_id))
     assert (await shard.offset_manager.delete_groups(["g"]))["g"] == 0
     assert "g" not in reload(topics, log).consumer_groups
-
-
-def reload(topics: Topics, log: FakeLog) -> CoordinatorShard:
-    shard, _, _ = make_consumer_shard(topics)
-    shard.state = shard.state.LOADING
-    for key, value in log.records:
-        shard.replay(key, value)
-    shard.finish_loading()
-    return shard
 
 
 @run

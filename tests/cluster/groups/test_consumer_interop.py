@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -117,9 +117,26 @@ class Members:
         self.consumers.pop(name).close()
 
 
-def test_join_leave_crash_move_and_restart(cluster: Cluster) -> None:
+@pytest.fixture
+def members(cluster: Cluster) -> Iterator[Callable[[str], Members]]:
+    """Members of a group, whose consumers are closed at the end of the test even when it
+    fails (left open, they would retry the stopped cluster until the interpreter exits)."""
+    made: list[Members] = []
+
+    def make(group: str) -> Members:
+        made.append(Members(cluster, group))
+        return made[-1]
+
+    yield make
+    for m in made:
+        for name in list(m.consumers):
+            m.close(name)
+
+
+def test_join_leave_crash_move_and_restart(cluster: Cluster,
+                                           members: Callable[[str], Members]) -> None:
     group = "kip848-main"
-    m = Members(cluster, group)
+    m = members(group)
     for name in ("c1", "c2", "c3"):
         m.add(name)
     wait_for(lambda: m.one_owner_each(3), "three members sharing 12 partitions", 30)
@@ -161,7 +178,7 @@ def test_join_leave_crash_move_and_restart(cluster: Cluster) -> None:
     wait_for(lambda: coordinator_group(cluster, group) is not None, "the group reloaded", 60)
     reloaded = coordinator_group(cluster, group)
     assert str(reloaded.state) == "Empty" and reloaded.group_epoch > epoch
-    after = Members(cluster, group)
+    after = members(group)
     after.add("c4")
     wait_for(lambda: after.one_owner_each(1), "a new member after the restart", 60)
     # One new record per partition: the member reads exactly those, so it started from

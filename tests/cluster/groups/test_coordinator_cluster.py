@@ -24,6 +24,7 @@ from kaflite.cluster.handlers.groups import handle_heartbeat
 from kaflite.protocol import decode_response, encode_request, errors
 from kaflite.protocol.hashing import coordinator_partition
 from kaflite.protocol.messages import (
+    ApiVersionsRequest,
     FindCoordinatorRequest,
     HeartbeatRequest,
     OffsetCommitRequest,
@@ -76,6 +77,13 @@ def commit(port: int, group: str, offsets: dict[int, int], version: int = 8,
         group_id=group, generation_id_or_member_epoch=-1, member_id="",
         retention_time_ms=retention_ms,
         topics=[ocq.OffsetCommitRequestTopic(name="t", partitions=parts)]))
+
+
+def test_api_versions_list_the_kip848_apis(cluster: Cluster) -> None:
+    resp = call(cluster.brokers[0].port, 18, 3, ApiVersionsRequest("raw", "1"))
+    versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert versions[68] == (0, 1)       # ConsumerGroupHeartbeat, as Kafka 4.0
+    assert versions[69] == (0, 0)       # ConsumerGroupDescribe
 
 
 def test_find_coordinator_creates_the_internal_topics(cluster: Cluster) -> None:

@@ -8,12 +8,21 @@ from typing import Any
 
 from kaflite.cluster.groups import CoordinatorShard, GroupConfig
 from kaflite.cluster.groups._config import ConsumerGroupConfig
+from kaflite.cluster.groups._consumer_group import ConsumerGroup
 from kaflite.cluster.groups._group import GroupState
 from kaflite.cluster.groups._migration import decode_assignment, encode_assignment
 from kaflite.cluster.groups._timer import ManualTimer
 from kaflite.protocol import errors
 from kaflite.protocol.messages import leave_group_request as lgq
-from tests.cluster.groups.consumer_helpers import Topics, beat, join, owned, owners_ok, send
+from tests.cluster.groups.consumer_helpers import (
+    Topics,
+    beat,
+    join,
+    owned,
+    owners_ok,
+    reload,
+    send,
+)
 from tests.cluster.groups.helpers import CTX, TOPIC, FakeLog, join_req, run, settle, sync_req
 
 
@@ -44,13 +53,12 @@ async def classic_group(shard: CoordinatorShard, timer: ManualTimer) -> tuple[st
     return mid, gen
 
 
-def reload(topics: Topics, log: FakeLog) -> CoordinatorShard:
-    shard, _, _ = shard_with(topics)
-    shard.state = shard.state.LOADING
-    for key, value in log.records:
-        shard.replay(key, value)
-    shard.finish_loading()
-    return shard
+async def consumer_group(topics: Topics) -> tuple[CoordinatorShard, ManualTimer, FakeLog,
+                                                 ConsumerGroup]:
+    """A consumer group of one consumer-protocol member, "c", subscribed to orders."""
+    shard, timer, log = shard_with(topics)
+    assert (await send(shard, join("g", "c", TOPIC))).error_code == 0
+    return shard, timer, log, shard.consumer_groups["g"]
 
 
 @run
@@ -102,10 +110,7 @@ async def test_upgrade_serve_classic_members_and_downgrade() -> None:
 
 @run
 async def test_classic_member_joins_and_leaves_a_consumer_group() -> None:
-    topics = Topics(orders=4)
-    shard, _, _ = shard_with(topics)
-    assert (await send(shard, join("g", "c", TOPIC))).error_code == 0
-    group = shard.consumer_groups["g"]
+    shard, _, _, group = await consumer_group(Topics(orders=4))
     first = await shard.migration.join(CTX, join_req("g"), group)
     assert first.error_code == errors.MemberIdRequiredError.code
     joined = await shard.migration.join(CTX, join_req("g", first.member_id), group)
@@ -133,3 +138,94 @@ async def test_policy_disabled_refuses_the_upgrade() -> None:
     resp = await send(shard, join("g", "c", TOPIC))
     assert resp.error_code == errors.GroupIdNotFoundError.code
     assert "g" in shard.groups and "g" not in shard.consumer_groups
+
+
+@run
+async def test_static_classic_members_in_a_consumer_group() -> None:
+    topics = Topics(orders=4)
+    shard, _, log, group = await consumer_group(topics)
+    first = await shard.migration.join(CTX, join_req("g", instance_id="box-1"), group)
+    assert first.error_code == 0           # a static member needs no second join
+    mid = first.member_id
+    assert group.static_member("box-1") is not None and group.members[mid].classic is not None
+    synced = shard.migration.sync(sync_req("g", mid, first.generation_id,
+                                           instance_id="box-1"), group)
+    assert synced.error_code == 0
+    # Another member id with that instance id is fenced; an unknown instance id is unknown.
+    assert shard.migration.heartbeat(group, "other", first.generation_id, "box-1") == \
+        errors.FencedInstanceIdError.code
+    assert shard.migration.sync(sync_req("g", "other", first.generation_id, instance_id="box-1"),
+                                group).error_code == errors.FencedInstanceIdError.code
+    known = await shard.migration.join(CTX, join_req("g", "other", instance_id="box-1"), group)
+    assert known.error_code == errors.FencedInstanceIdError.code
+    unknown = await shard.migration.join(CTX, join_req("g", mid, instance_id="box-9"), group)
+    assert unknown.error_code == errors.UnknownMemberIdError.code
+    # A restarted instance (no member id) takes the old member's place and partitions,
+    # with no rebalance.
+    old = group.members[mid]
+    epoch = group.group_epoch
+    again = await shard.migration.join(CTX, join_req("g", instance_id="box-1"), group)
+    assert again.error_code == 0 and again.member_id != mid
+    group = shard.consumer_groups["g"]
+    assert mid not in group.members and group.group_epoch == epoch
+    assert group.members[again.member_id].assigned == old.assigned
+    assert group.static_member("box-1") == group.members[again.member_id]
+    assert shard.migration.heartbeat(group, mid, old.member_epoch, "box-1") == \
+        errors.FencedInstanceIdError.code
+    results, written = shard.migration.leave(group, [lgq.MemberIdentity(
+        member_id=mid, group_instance_id="box-1")])
+    assert await written == 0 and results[0].error_code == errors.FencedInstanceIdError.code
+    loaded = reload(topics, log).consumer_groups["g"]
+    assert loaded.static_member("box-1") == loaded.members[again.member_id]
+
+
+@run
+async def test_classic_members_must_sync_and_rejoin_within_the_rebalance_timeout() -> None:
+    shard, timer, _, group = await consumer_group(Topics(orders=4))
+    # Joined, never synced: fenced once its rebalance timeout has passed.
+    lazy = await shard.migration.join(CTX, join_req("g", instance_id="lazy", session_ms=60_000,
+                                                    rebalance_ms=5_000), group)
+    assert lazy.error_code == 0
+    timer.advance(4_999)
+    await settle()
+    assert lazy.member_id in group.members
+    timer.advance(2)
+    await settle()
+    group = shard.consumer_groups["g"]
+    assert lazy.member_id not in group.members
+    # Synced, then told to rejoin (a new member bumps the epoch): it must join again within
+    # its rebalance timeout, though it keeps heartbeating.
+    slow = await shard.migration.join(CTX, join_req("g", instance_id="slow", session_ms=60_000,
+                                                    rebalance_ms=5_000), group)
+    group = shard.consumer_groups["g"]
+    assert shard.migration.sync(sync_req("g", slow.member_id, slow.generation_id,
+                                         instance_id="slow"), group).error_code == 0
+    assert (await send(shard, join("g", "d", TOPIC))).error_code == 0
+    group = shard.consumer_groups["g"]
+    for _ in range(5):
+        assert shard.migration.heartbeat(group, slow.member_id, slow.generation_id, "slow") == \
+            errors.RebalanceInProgressError.code
+        timer.advance(1_100)
+        await settle()
+        group = shard.consumer_groups["g"]
+    assert slow.member_id not in group.members
+    # One that rejoins in time stays.
+    quick = await shard.migration.join(CTX, join_req("g", instance_id="quick", rebalance_ms=5_000),
+                                       group)
+    group = shard.consumer_groups["g"]
+    assert shard.migration.sync(sync_req("g", quick.member_id, quick.generation_id,
+                                         instance_id="quick"), group).error_code == 0
+    assert (await send(shard, join("g", "e", TOPIC))).error_code == 0
+    group = shard.consumer_groups["g"]
+    assert shard.migration.heartbeat(group, quick.member_id, quick.generation_id, "quick") == \
+        errors.RebalanceInProgressError.code
+    timer.advance(3_000)
+    rejoined = await shard.migration.join(CTX, join_req(
+        "g", quick.member_id, instance_id="quick", rebalance_ms=5_000), group)
+    assert rejoined.error_code == 0
+    group = shard.consumer_groups["g"]
+    assert shard.migration.sync(sync_req("g", quick.member_id, rejoined.generation_id,
+                                         instance_id="quick"), group).error_code == 0
+    timer.advance(4_000)
+    await settle()
+    assert quick.member_id in shard.consumer_groups["g"].members

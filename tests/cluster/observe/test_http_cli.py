@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -23,21 +24,31 @@ from kaflite.protocol.messages import MetadataRequest
 runner = CliRunner()
 
 
+TOKEN = "test-token"
+
+
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[Cluster, str]]:
     with Cluster(brokers=3) as cluster:
         cluster.create_topic("web", 2, 3)
-        api = cluster.call(HttpApi(cluster).start())
+        api = cluster.call(HttpApi(cluster, token=TOKEN).start())
+        before = os.environ.get("KAFLITE_TOKEN")
+        os.environ["KAFLITE_TOKEN"] = TOKEN      # what the CLI sends
         try:
             yield cluster, api.url
         finally:
+            if before is None:
+                os.environ.pop("KAFLITE_TOKEN", None)
+            else:
+                os.environ["KAFLITE_TOKEN"] = before
             cluster.call(api.stop())
 
 
-def call(url: str, method: str, path: str, body: dict[str, Any] | None = None
-         ) -> tuple[int, Any]:
+def call(url: str, method: str, path: str, body: dict[str, Any] | None = None,
+         token: str | None = TOKEN) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url + path, data=data, method=method)
+    req = urllib.request.Request(url + path, data=data, method=method,
+                                 headers={"X-Kaflite-Token": token} if token else {})
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, json.loads(resp.read())
@@ -180,16 +191,25 @@ def test_kaflite_up_serves_the_http_api() -> None:
     try:
         assert proc.stdout is not None
         url = None
+        console = None
         for _ in range(10):
             line = proc.stdout.readline()
+            if line.startswith("console: "):
+                console = line.split()[1]
             if line.startswith("HTTP API on "):
                 url = line.split()[3]
                 break
         assert url is not None, "kaflite up did not print its HTTP address"
+        assert console is not None and console.startswith(url + "/?token=")
+        token = console.split("=", 1)[1]
         status, view = call(url, "GET", "/cluster")
         assert status == 200 and [b["id"] for b in view["brokers"]] == [0]
         result = runner.invoke(app, ["connections", "--http", url])
         assert result.exit_code == 0, result.output
+        # state changes need the printed token, and nothing else does
+        assert call(url, "POST", "/faults/clear", {}, token=None)[0] == 401
+        assert call(url, "POST", "/faults/clear", {}, token="wrong")[0] == 401
+        assert call(url, "POST", "/faults/clear", {}, token=token) == (200, {"removed": 0})
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)

@@ -30,7 +30,7 @@ def served() -> Iterator[tuple[Cluster, str]]:
     with Cluster(brokers=3, processes=True,
                  config={"replica.lag.time.max.ms": 1500, "broker.heartbeat.interval.ms": 250,
                          "broker.session.timeout.ms": 3000}) as cluster:
-        api = cluster.call(HttpApi(cluster).start())
+        api = cluster.call(HttpApi(cluster, token=TOKEN).start())
         try:
             yield cluster, api.url
         finally:
@@ -117,7 +117,9 @@ def test_metadata_changes_reach_every_process(served: tuple[Cluster, str]) -> No
         admin.alter_configs({ConfigResource(2, "meta"): {"retention.ms": "123456"}})
         admin.alter_user_scram_credentials([("alice", "SCRAM-SHA-256", "secret", 4096)])
         admin.alter_client_quotas([Alter({"user": "alice"}, {"producer_byte_rate": 2048})])
+        admin.alter_configs({ConfigResource(32, "pg"): {"consumer.session.timeout.ms": "50000"}})
     assert cluster.controller.topics["meta"].configs == {"retention.ms": "123456"}
+    assert cluster.controller.group_configs == {"pg": {"consumer.session.timeout.ms": "50000"}}
 
     def everywhere() -> bool:
         want = [p.to_json() for p in cluster.controller.topics["meta"].partitions]
@@ -177,9 +179,13 @@ def test_sigkill_of_a_leader_loses_no_acked_record_and_it_rejoins(
     assert ends[1] == ends[leader] >= 600
 
 
+TOKEN = "test-token"
+
+
 def call(url: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url + path, data=data, method=method)
+    req = urllib.request.Request(url + path, data=data, method=method,
+                                 headers={"X-Kaflite-Token": TOKEN})
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read())
 
@@ -271,3 +277,16 @@ def test_the_controller_serves_only_its_own_broker_processes(
             assert closed_unanswered(s)
     assert "intruder" not in cluster.controller.topics
     assert sorted(cluster.controller_server.channels) == [0, 1, 2]
+
+
+def test_the_console_reads_offsets_from_broker_processes(served: tuple[Cluster, str]) -> None:
+    cluster, url = served
+    cluster.create_topic("console-pt", 2, 2)
+    p = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(10):
+        p.produce("console-pt", b"x", partition=i % 2)
+    assert p.flush(30) == 0
+    [topic] = [t for t in call(url, "GET", "/api/topics") if t["name"] == "console-pt"]
+    assert topic["messages"] == 10 and topic["size_bytes"] is None   # sizes: in-process only
+    rows = call(url, "GET", "/api/topics/console-pt")["partitions"]
+    assert [(r["log_start_offset"], r["high_watermark"]) for r in rows] == [(0, 5), (0, 5)]

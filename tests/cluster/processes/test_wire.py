@@ -31,6 +31,7 @@ def test_a_replica_fed_the_image_and_then_deltas_equals_the_controller() -> None
         c.register_broker(BrokerInfo(n, "127.0.0.1", 9092 + n, endpoints={
             "PLAINTEXT": ("127.0.0.1", 9092 + n)}), _Quiet())
     c.create_topic("gone", [[0]])
+    c.set_group_configs("g/old", {"consumer.session.timeout.ms": "50000"})
     replica = Controller(None)
     metadata_image.apply(replica, through_json(metadata_image.image(c)))
     last = metadata_image.image(c)
@@ -42,11 +43,14 @@ def test_a_replica_fed_the_image_and_then_deltas_equals_the_controller() -> None
                                           "READ", "ALLOW"])])
     c.alter_client_quotas([(entity_from_pairs([("user", "alice")]),
                             {"producer_byte_rate": 1024.0}, set())])
+    c.set_group_configs("g/new", {"share.isolation.level": "read_committed"})
+    c.set_group_configs("g/old", {})     # its last config deleted: the record goes
     c.broker_stopped(1)           # leaders move, ISRs shrink, broker 1 fenced
     c.delete_topic("gone")
     new = metadata_image.image(c)
     delta = metadata_image.diff(last, new)
     assert delta["topic/gone"] is None and delta["broker/1"] is not None
+    assert delta["group/g/old"] is None
     assert "cluster" not in delta          # unchanged records are not sent
     metadata_image.apply(replica, through_json(delta))
     assert metadata_image.image(replica) == new
@@ -55,6 +59,7 @@ def test_a_replica_fed_the_image_and_then_deltas_equals_the_controller() -> None
     assert replica.client_quotas.get(entity_from_pairs([("user", "alice")]),
                                      "producer_byte_rate") == 1024.0
     assert len(replica.acls) == 1 and "alice" in replica.scram
+    assert replica.group_configs == {"g/new": {"share.isolation.level": "read_committed"}}
 
 
 def test_every_field_of_a_registry_row_crosses_the_wire() -> None:

@@ -271,3 +271,45 @@ def test_a_stalled_consumer_s_records_come_back_after_the_lock(cluster: Cluster)
     finally:
         other.close()
         stalled.close()
+
+
+def test_group_configs_set_with_incremental_alter_configs(cluster: Cluster) -> None:
+    """share.auto.offset.reset as a group config (ConfigResource GROUP): earliest, and
+    by_duration (KIP-1106) starting at the first record at most that long ago."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+        ResourceType,
+    )
+
+    name = "share-configs"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(name, 1, 3)])[name].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    now = int(time.time() * 1000)
+    for i in range(10):    # five records two hours old, then five new ones
+        producer.produce(name, f"r{i}".encode(), partition=0,
+                         timestamp=now - 7_200_000 if i < 5 else now)
+    assert producer.flush(30) == 0
+    for group, reset in (("cfg-earliest", "earliest"), ("cfg-duration", "by_duration:PT1H")):
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", reset,
+                        incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(30)
+    wanted = {"cfg-earliest": {f"r{i}" for i in range(10)},
+              "cfg-duration": {f"r{i}" for i in range(5, 10)}}
+    for group, values in wanted.items():
+        c = consumer(cluster, group)
+        c.subscribe([name])
+        got: dict[str, int] = {}
+        try:
+            wait_for(lambda c=c, got=got, values=values: _drain(c, got) >= values,
+                     f"{group}'s records")
+            assert not [m for m in c.poll(0.5) if m.error() is None]
+        finally:
+            c.close()
+        assert set(got) == values

@@ -173,7 +173,16 @@ async def fetching(conn: BrokerConnection, topic_id: uuid.UUID, version: int) ->
                                      version=version)
         assert renewed.responses[0].partitions[0].error_code == 0
         assert renewed.acquisition_lock_timeout_ms == 30000
-        epoch = 6
+        # A renewing ShareFetch fetches nothing, and must say so (limits all 0).
+        eager = await conn.request(fetch(topic_id, "m1", 6, [(1, 1, [4])], renew=True),
+                                   version=version)
+        assert eager.error_code == errors.InvalidRequestError.code
+        quiet = fetch(topic_id, "m1", 6, [(1, 1, [4])], renew=True)
+        quiet.max_wait_ms = quiet.min_bytes = quiet.max_bytes = quiet.max_records = 0
+        renew_fetch = await conn.request(quiet, version=version)
+        assert renew_fetch.error_code == 0 and part(renew_fetch) == (0, 0)
+        assert acquired(renew_fetch) == []
+        epoch = 7
     else:
         epoch = 4
     # Accept 0-4, release 5-9 (piggy-backed on a fetch of nothing new for m1).

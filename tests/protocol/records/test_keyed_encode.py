@@ -54,3 +54,19 @@ def test_offset_delta_widths() -> None:
     values = [b"v" * (i % 150) for i in range(n)]
     _check(keys, values, None)
     _check(keys, values, [i % 64 for i in range(n)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(lengths, min_size=1, max_size=80), lengths, st.booleans())
+def test_keyed_values_of_one_length(key_lens: list[int], value_len: int, stamped: bool
+                                    ) -> None:
+    """Values all of one length take their own branch (one size, one varint piece)."""
+    keys = [bytes([i % 251]) * k for i, k in enumerate(key_lens)]
+    values = [bytes([(i * 7) % 253]) * value_len for i in range(len(key_lens))]
+    _check(keys, values, [i % 64 for i in range(len(keys))] if stamped else None)
+
+
+def test_offset_delta_widths_one_value_length() -> None:
+    n = 9000
+    keys = [b"key-%d" % (i % 997) for i in range(n)]
+    _check(keys, [b"v" * 100] * n, None)

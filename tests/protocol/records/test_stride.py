@@ -86,3 +86,44 @@ def test_fast_path_rejects_a_bad_record_like_the_generic_path() -> None:
     data[pos] = 0x7E
     with pytest.raises(RemoteProtocolError):
         RecordBatch.from_buffer(data).columns()
+
+
+@pytest.mark.parametrize("copy", [False, True])
+@pytest.mark.parametrize("shift", [0, 437, 990])
+def test_runs_of_keys_that_change_length(copy: bool, shift: int) -> None:
+    """Keys key-0..key-999 make runs of 10, 90 and 900 records, wherever the batch
+    starts in the cycle; a changed value right after the probe and after the first
+    window must end a run there. Copies are cut by struct formats kept across
+    runs and batches, which must fit every run's position."""
+    n = 5000
+    keys = [b"key-%d" % ((i + shift) % 1000) for i in range(n)]
+    values = [b"v" * (101 if i in (1032, 1056 + 1024, 4000) else 100) for i in range(n)]
+    for _ in range(2):   # (the second time with the formats of the first kept)
+        batch = RecordBatch.from_buffer(encode_batch(values, keys=keys, base_timestamp=3))
+        buf = batch.records_buffer()
+        args = (buf, batch.record_count, batch.base_offset, batch.base_timestamp)
+        slow, _ = decode_columns(*args)
+        fast, end = decode_columns_fast(*args, copy=copy)
+        assert end == len(buf)
+        _same(slow, fast)
+        if copy:
+            assert all(type(v) is bytes for v in fast.values)
+
+
+@pytest.mark.parametrize("odd", [32, 1024])
+def test_a_run_ends_at_a_window_start(odd: int) -> None:
+    """The record that starts a window (after the probe, after the first window) is
+    compared with the run's first record, not taken as the pattern itself."""
+    values = [b"v" * (140 if i == odd else 100) for i in range(3000)]
+    slow, fast = _both(encode_batch(values, keys=[b"k"] * 3000, base_timestamp=0))
+    _same(slow, fast)
+
+
+def test_batches_with_other_base_timestamps() -> None:
+    """One-byte timestamp deltas go through a table of the batch's timestamps, kept
+    for the next run: a batch with another base timestamp must not use it."""
+    for base in (1_700_000_000_000, 1_700_000_000_500, 5):
+        stamps = [base + (i * 7) % 60 for i in range(400)]
+        slow, fast = _both(encode_batch([b"v" * 30] * 400, timestamps=stamps))
+        _same(slow, fast)
+        assert fast.timestamps == stamps

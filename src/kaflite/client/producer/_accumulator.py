@@ -186,13 +186,16 @@ class ProducerBatch:
         key = (producer_id, producer_epoch, base_sequence)
         if self.encoded is None or (self.producer_id, self.producer_epoch,
                                     self.base_sequence) != key:
-            ts = self.timestamps
+            ts: list[int] | None = self.timestamps
+            base = min(ts) if ts else None
+            if ts and ts.count(ts[0]) == len(ts):
+                ts = None   # one CreateTime (a batch handed over whole): no delta column
             self.closed = True
             self.encoded = encode_batch(
                 self.values, keys=self.keys, headers=self.headers, timestamps=ts,
                 compression=compression, producer_id=producer_id,
                 producer_epoch=producer_epoch, base_sequence=base_sequence,
-                transactional=transactional, base_timestamp=min(ts) if ts else None)
+                transactional=transactional, base_timestamp=base)
             self.producer_id, self.producer_epoch, self.base_sequence = key
         return self.encoded
 
@@ -371,6 +374,26 @@ class RecordAccumulator:
                                     sizes[taken:])
         return out
 
+    def add_batch(self, topic: str, partition: int, values: list[bytes | None],
+                  keys: list[bytes | None] | None, timestamps: list[int], size: int,
+                  created: float) -> ProducerBatch:
+        """A whole batch built elsewhere (the sync producer's caller-side batches): queued
+        behind the partition's batches as it is, closed, so sendable at once."""
+        queue = self.queues.get((topic, partition))
+        if queue is None:
+            queue = self.queues[(topic, partition)] = deque()
+        if queue:
+            queue[-1].closed = True
+        batch = ProducerBatch(topic, partition, created)
+        batch.values, batch.keys, batch.timestamps = values, keys, timestamps
+        batch.size = size
+        batch.closed = True
+        self.used += size
+        queue.append(batch)
+        self.incomplete.add(batch)
+        self.wakeup()
+        return batch
+
     def queue_size(self, topic: str, partition: int) -> int:
         q = self.queues.get((topic, partition))
         return len(q) if q else 0
@@ -398,7 +421,7 @@ class RecordAccumulator:
                 continue
             waited = now - batch.created
             if len(queue) > 1 or batch.size >= self.batch_size or waited >= self.linger \
-                    or flushing or batch.attempts:
+                    or flushing or batch.attempts or batch.closed:
                 nodes.add(leader)
             else:
                 next_check = min(next_check, self.linger - waited)

@@ -41,6 +41,7 @@ class FastPaths(Generic[K, V]):
     metadata: Metadata
     _acc: RecordAccumulator
     _keys: KeyCache
+    _keyed_open: dict[str, tuple[int, dict[bytes, int], list[ProducerBatch | None]]]
     _partitioner: Partitioner
     _open: dict[str, tuple[ProducerBatch, int]]
     _pending: dict[str, list[_Queued[V, K]]]
@@ -100,19 +101,18 @@ class FastPaths(Generic[K, V]):
         if self._value_ser is not None or self._key_ser is not None \
                 or not isinstance(key, bytes) or not isinstance(value, bytes):
             return None
-        entry = self._keys.topics.get(topic)
+        entry = self._keyed_open.get(topic)
         if entry is None or entry[0] != self.metadata.version:
             return None
-        p = entry[2].get(key)
+        p = entry[1].get(key)
         if p is None:
+            return None
+        batch = entry[2][p]   # (closed once any batch queues behind it)
+        if batch is None:
             return None
         if self._txn is not None and self._txn.state is not TxnState.IN_TRANSACTION:
             return None
         acc = self._acc
-        queue = acc.queues.get((topic, p))
-        if not queue:
-            return None
-        batch = queue[-1]
         size = len(value) + len(key) + RECORD_OVERHEAD
         keys = batch.keys
         if keys is None or batch.closed or batch.attempts or batch.headers is not None \
@@ -184,17 +184,9 @@ class FastPaths(Generic[K, V]):
         if keyed:
             ks = cast("list[bytes]", list(keys))
             num = len(self.metadata.topics[topic].partitions)
-            if self._partitioner.hashes_keys:
-                table = self._keys.table(topic, self.metadata.version, num)
-                cached = list(map(table.get, ks))
-                if None in cached:
-                    hashed = self._keys.partition
-                    ps = [hashed(table, k, num) if p is None else p
-                          for p, k in zip(cached, ks, strict=True)]
-                else:
-                    ps = cast("list[int]", cached)
-            else:
-                ps = [self._choose(topic, k, None, 0) for k in ks]
+            hashed_ps = self._key_partitions(topic, ks, num)
+            ps = hashed_ps if hashed_ps is not None \
+                else [self._choose(topic, k, None, 0) for k in ks]
             if ps.count(ps[0]) == n:
                 self._mark_written(topic, ps[0])
                 placed.append((None, acc.extend(topic, ps[0], vs, list(ks), ts, sizes)))
@@ -219,6 +211,41 @@ class FastPaths(Generic[K, V]):
         if cbs.count(None) != n:
             self._add_callbacks(cbs, placed)
         return n
+
+    def _key_partitions(self, topic: str, keys: Sequence[bytes], num: int) -> list[int] | None:
+        """Each key's partition (murmur2, as Java places it) from the key cache, in
+        C-level passes; murmur2 runs in Python only for keys not seen yet. None: the
+        partitioner does not place keys by their hash."""
+        if not self._partitioner.hashes_keys:
+            return None
+        table = self._keys.table(topic, self.metadata.version, num)
+        cached = list(map(table.get, keys))
+        if None not in cached:
+            return cast("list[int]", cached)
+        hashed = self._keys.partition
+        return [hashed(table, k, num) if p is None else p
+                for p, k in zip(cached, keys, strict=True)]
+
+    def _append_keyed_columns(self, topic: str, ps: list[int], vs: Sequence[bytes | None],
+                              ks: list[bytes | None], timestamp: int, sizes: list[int]
+                              ) -> tuple[list[tuple[ProducerBatch, int, int]], list[int] | None]:
+        """``send_batch``'s keyed records into their partitions' batches, grouped by one
+        stable sort; returns the batches and, for ``BatchMetadata``, each record's place
+        among them (None: in order)."""
+        acc = self._acc
+        if ps.count(ps[0]) == len(ps):
+            self._mark_written(topic, ps[0])
+            return acc.append_many(topic, ps[0], vs, ks, timestamp, sizes), None
+        flat = sorted(range(len(ps)), key=ps.__getitem__)
+        parts: list[tuple[ProducerBatch, int, int]] = []
+        for p, group in groupby(flat, ps.__getitem__):
+            idx = list(group)
+            self._mark_written(topic, p)
+            parts += acc.append_many(topic, p, list(map(vs.__getitem__, idx)),
+                                     list(map(ks.__getitem__, idx)), timestamp,
+                                     list(map(sizes.__getitem__, idx)))
+        # (the inverse permutation of flat: record i is the rank[i]-th among the batches)
+        return parts, sorted(range(len(flat)), key=flat.__getitem__)
 
     @staticmethod
     def _add_callbacks(cbs: Sequence[DeliveryCallback | None], placed: _Placed) -> None:

@@ -111,6 +111,9 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         self._available: dict[str, tuple[int, list[int]]] = {}
         # The fast path for keyed records: murmur2's answers, per topic.
         self._keys = KeyCache()
+        # ... and, per topic, the batch keyed records last opened or joined in each
+        # partition (with the metadata version and the key table it was placed by)
+        self._keyed_open: dict[str, tuple[int, dict[bytes, int], list[ProducerBatch | None]]] = {}
         # Bytes of the records in _pending: they count against buffer.memory too.
         self._pending_bytes = 0
 
@@ -224,6 +227,15 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         if k is None and partition is None and h is None and timestamp is None \
                 and self._value_ser is None and batch.keys is None and batch.headers is None:
             self._open[topic] = (batch, batch.size)   # later unkeyed records go fast
+        elif k is not None and partition is None and h is None and timestamp is None \
+                and self._partitioner.hashes_keys:
+            version = self.metadata.version   # later records of this key go fast
+            entry = self._keyed_open.get(topic)
+            if entry is None or entry[0] != version or len(entry[2]) <= p:
+                n = len(self.metadata.topics[topic].partitions)
+                entry = self._keyed_open[topic] = (
+                    version, self._keys.table(topic, version, n), [None] * max(n, p + 1))
+            entry[2][p] = batch
         return batch, index
 
     def _mark_written(self, topic: str, partition: int) -> None:
@@ -313,6 +325,18 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
             task.add_done_callback(self._waiting.discard)
         queue.append(record)
 
+    def queue_for_metadata(self, topic: str, values: Sequence[bytes | None],
+                           keys: Sequence[bytes | None] | None,
+                           callbacks: Sequence[tuple[int, DeliveryCallback]] | None) -> None:
+        """Records of a batch built elsewhere (the sync producer's) whose topic's metadata
+        is not known (any more): they wait for it behind the topic's other records."""
+        cbs = dict(callbacks or ())
+        for i, v in enumerate(values):
+            k = keys[i] if keys is not None else None
+            self._pending_bytes += RECORD_OVERHEAD + _size_hint(v) + _size_hint(k)
+            self._queue_for_metadata(topic, (cast(V, v), cast("K | None", k), None, None, None,
+                                             cbs.get(i)))
+
     async def _append_queued(self, topic: str, queue: list[_Queued[V, K]]) -> None:
         """Once ``topic``'s metadata is known, append its queued records in send order."""
         failure: BaseException | None = None
@@ -363,14 +387,21 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         if keys is not None:
             if len(keys) != len(values):
                 raise ValueError("keys and values differ in length")
-            ks = [_to_bytes(k, self._key_ser) for k in keys]
+            if self._key_ser is None and keys and set(map(type, keys)) == {bytes}:
+                ks = list(cast("Sequence[bytes]", keys))   # (no conversion per key)
+            else:
+                ks = [_to_bytes(k, self._key_ser) for k in keys]
         ts = timestamp if timestamp is not None else time.time_ns() // 1_000_000
         try:
             sizes = list(map(add, map(len, cast("Sequence[bytes]", vs)), repeat(RECORD_OVERHEAD)))
         except TypeError:  # None values (tombstones)
             sizes = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in vs]
         if ks is not None:
-            sizes = [s + (len(k) if k is not None else 0) for s, k in zip(sizes, ks, strict=True)]
+            if None in ks:
+                sizes = [s + (len(k) if k is not None else 0)
+                         for s, k in zip(sizes, ks, strict=True)]
+            else:
+                sizes = list(map(add, sizes, map(len, cast("list[bytes]", ks))))
         await self._acc.wait_for_room(min(sum(sizes), self._acc.buffer_memory), self._max_block)
         n = len(self.metadata.topics[topic].partitions)
         parts: list[tuple[ProducerBatch, int, int]] = []
@@ -386,6 +417,9 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
                 p = self._choose(topic, None, None, max(total, limit))
                 self._mark_written(topic, p)
                 parts += self._acc.append_many(topic, p, vs[i:j], None, ts, sizes[i:j])
+        elif ks and None not in ks and (ps := self._key_partitions(
+                topic, cast("list[bytes]", ks), n)) is not None:
+            parts, order = self._append_keyed_columns(topic, ps, vs, ks, ts, sizes)
         else:
             groups: dict[int, list[int]] = {}
             for i, k in enumerate(ks):
@@ -437,6 +471,7 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
     def begin_transaction(self) -> None:
         self._transactional().begin_transaction()
         self._open.clear()  # the fast paths may only append to batches of this transaction
+        self._keyed_open.clear()
         self._keys.clear()
 
     async def send_offsets_to_transaction(
@@ -477,5 +512,6 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
                 await self.flush(timeout)
             finally:
                 self._open.clear()
+                self._keyed_open.clear()
                 await self._sender.close(timeout)
         await super().close()

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from kaflite.cluster._inject import mark_error
 from kaflite.cluster._msgscope import (
+    Slot,
     identity_of,
     levels_at,
     splice_partition,
@@ -169,13 +170,17 @@ def mark_topics(ctx: Ctx, op: AclOperation, drop: bool = False) -> Callable[[Str
     def rewrite(response: Struct) -> None:
         version = ctx.version
         slots = list(walk(response, version, ctx.resolve))
+        partitions: dict[int, list[Slot]] = {}   # id(topic slot) -> its partition slots
+        for c in slots:
+            if c.level == "partition" and c.parent is not None:
+                partitions.setdefault(id(c.parent), []).append(c)
         for s in slots:
             if s.level != "topic" or s.topic is None or ctx.allows(op, RT.TOPIC, s.topic):
                 continue
             if drop and s.container is not None:
                 s.container.remove(s.obj)
                 continue
-            children = [c for c in slots if c.parent is s and c.level == "partition"]
+            children = partitions.get(id(s), [])
             for c in children:
                 mark_error(c.obj, TOPIC_DENIED, "partition", version)
             if not children and s.error_at(version):
@@ -500,7 +505,7 @@ def end_txn(ctx: Ctx) -> Gate | None:
     return None if txn_allowed(ctx, ctx.request.transactional_id) else refuse(ctx, TXN_DENIED)
 
 
-TOPIC_RESOURCE, BROKER_RESOURCES = 2, (4, 8)
+TOPIC_RESOURCE, BROKER_RESOURCES, GROUP_RESOURCE = 2, (4, 8), 32
 
 
 def config_denied(ctx: Ctx, op: AclOperation, resource_type: int, name: str) -> int:
@@ -508,6 +513,8 @@ def config_denied(ctx: Ctx, op: AclOperation, resource_type: int, name: str) -> 
         return 0 if ctx.allows(op, RT.TOPIC, name) else TOPIC_DENIED
     if resource_type in BROKER_RESOURCES:
         return 0 if ctx.cluster(op) else CLUSTER_DENIED
+    if resource_type == GROUP_RESOURCE:
+        return 0 if ctx.allows(op, RT.GROUP, name) else GROUP_DENIED
     return 0
 
 

@@ -12,8 +12,9 @@ written to ``__consumer_offsets`` before the member is answered):
    every check has passed.
 2. Update the member (MemberMetadata). If its subscription changed, or the
    subscribed topics did (one was created, deleted or grew; regular
-   expressions are resolved again on every heartbeat, so topics created
-   later join), the group epoch is bumped (PartitionMetadata, GroupMetadata).
+   expressions are resolved again by the next heartbeat after the topics
+   changed, to the topics its principal may describe, ``_regex``; so topics
+   created later join), the group epoch is bumped (PartitionMetadata, GroupMetadata).
 3. If the group epoch is ahead of the assignment epoch, the assignor computes
    a new target assignment (TargetAssignmentMember for each member whose
    target changed, TargetAssignmentMetadata).
@@ -32,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -63,6 +63,7 @@ from kaflite.cluster.groups._group import ClassicGroup, GroupState
 from kaflite.cluster.groups._rebalance import NONE, Record, WriteFn
 from kaflite.cluster.groups._reconcile import Owned, next_assignment, owned_from_request
 from kaflite.cluster.groups._records import encode_group_key
+from kaflite.cluster.groups._regex import RegexResolver, TopicAllowed, compile_regex
 from kaflite.cluster.groups._timer import Timer
 
 if TYPE_CHECKING:
@@ -97,17 +98,26 @@ def rebalance_key(group_id: str, member_id: str) -> str:
     return f"consumer-rebalance-{group_id}-{member_id}"
 
 
+def known_static_member(group: ConsumerGroup, member_id: str, instance_id: str) -> ConsumerMember:
+    """The member holding ``instance_id``, which must be ``member_id`` (Kafka's
+    ``throwIfStaticMemberIsUnknown`` and ``throwIfInstanceIdIsFenced``)."""
+    member = group.static_member(instance_id)
+    if member is None:
+        raise errors.UnknownMemberIdError(f"Instance id {instance_id} is unknown.")
+    if member.member_id != member_id:
+        raise errors.FencedInstanceIdError(
+            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+            f"{member.member_id}.")
+    return member
+
+
+def classic_keys(group_id: str, member_id: str) -> tuple[str, str]:
+    """The join and sync timeouts of a classic member in a consumer group (``_migration``)."""
+    return f"consumer-join-{group_id}-{member_id}", f"consumer-sync-{group_id}-{member_id}"
+
+
 def _norm(a: Assignment) -> dict[uuid.UUID, frozenset[int]]:
     return {t: ps for t, ps in a.items() if ps}
-
-
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """Kafka uses RE2/J; Python's ``re`` agrees on the common syntax (see docs/groups.md)."""
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise errors.InvalidRegularExpressionError(
-            f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {exc}.") from exc
 
 
 def new_member_id() -> str:
@@ -125,7 +135,12 @@ class ConsumerGroupManager:
         self.cfg = config.consumer
         self.write = write
         self.topics = topics
+        self.regexes = RegexResolver(topics.names, timer.now_ms)
         self.migration: Migration | None = None   # set by the shard
+        # group -> (session timeout, heartbeat interval): its group configs over the
+        # broker's settings (the coordinator sets this; read on every heartbeat)
+        self.timeouts: Callable[[str], tuple[int, int]] = \
+            lambda gid: (self.cfg.session_timeout_ms, self.cfg.heartbeat_interval_ms)
 
     # -- records -----------------------------------------------------------------------------
     def apply(self, records: list[ConsumerRecord], out: list[Record]) -> None:
@@ -142,7 +157,10 @@ class ConsumerGroupManager:
 
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------------
     def heartbeat(self, client_id: str, client_host: str, req: ConsumerGroupHeartbeatRequest,
-                  version: int) -> asyncio.Future[ConsumerGroupHeartbeatResponse]:
+                  version: int, topic_allowed: TopicAllowed = lambda topic: True
+                  ) -> asyncio.Future[ConsumerGroupHeartbeatResponse]:
+        """``topic_allowed``: whether the caller may DESCRIBE a topic (regular
+        expressions are resolved to those topics only, see ``_regex``)."""
         fut: asyncio.Future[ConsumerGroupHeartbeatResponse] = \
             asyncio.get_running_loop().create_future()
         out: list[Record] = []
@@ -151,7 +169,8 @@ class ConsumerGroupManager:
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 resp = self._leave(req, out)
             else:
-                resp = self._heartbeat(client_id, client_host, req, out)
+                with self.regexes.asking(topic_allowed):
+                    resp = self._heartbeat(client_id, client_host, req, out)
         except errors.KafkaError as exc:
             fut.set_result(ConsumerGroupHeartbeatResponse(error_code=exc.code,
                                                           error_message=exc.message))
@@ -268,12 +287,7 @@ class ConsumerGroupManager:
                     f"group because the instance id is owned by {existing.member_id} member.")
             return replace(existing, member_id=member_id, member_epoch=0,
                            previous_member_epoch=0), existing
-        if existing is None:
-            raise errors.UnknownMemberIdError(f"Instance id {instance_id} is unknown.")
-        if existing.member_id != member_id:
-            raise errors.FencedInstanceIdError(
-                f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                f"{existing.member_id}.")
+        existing = known_static_member(group, member_id, instance_id)
         self.check_epoch(existing, req.member_epoch, owned)
         return existing, None
 
@@ -340,11 +354,12 @@ class ConsumerGroupManager:
         if not member.is_reconciled_to(group.assignment_epoch):
             self._reconcile(group, member, target, owned, out)
         member = group.members[member_id]
-        self.timer.schedule(session_key(gid, member_id), self.cfg.session_timeout_ms,
+        session_ms, interval_ms = self.timeouts(gid)
+        self.timer.schedule(session_key(gid, member_id), session_ms,
                             self._fence_callback(gid, member_id))
         resp = ConsumerGroupHeartbeatResponse(
             member_id=member_id, member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.cfg.heartbeat_interval_ms)
+            heartbeat_interval_ms=interval_ms)
         full = joining or (req.rebalance_timeout_ms != -1 and req.topic_partitions is not None
                            and (req.subscribed_topic_names is not None
                                 or req.subscribed_topic_regex is not None))
@@ -373,27 +388,18 @@ class ConsumerGroupManager:
             self.timer.cancel(rebalance_key(gid, mid))
 
     # -- subscriptions and the target assignment ---------------------------------------------
-    def resolve(self, regex: str) -> set[str]:
-        try:
-            pattern = compile_regex(regex)
-        except errors.KafkaError:
-            return set()
-        return {name for name in self.topics.names() if pattern.fullmatch(name)}
-
-    def member_topics(self, member: ConsumerMember, resolved: dict[str, set[str]]) -> set[str]:
+    def member_topics(self, group: ConsumerGroup, member: ConsumerMember) -> set[str]:
         topics = set(member.subscribed_topic_names)
         regex = member.subscribed_topic_regex
         if regex:
-            if regex not in resolved:
-                resolved[regex] = self.resolve(regex)
-            topics |= resolved[regex]
+            topics |= self.regexes.resolve(group.group_id, regex, group.subscription_metadata)
         return topics
 
     def subscription_metadata(self, group: ConsumerGroup) -> dict[str, TopicMeta]:
-        resolved: dict[str, set[str]] = {}
         names: set[str] = set()
         for m in group.members.values():
-            names |= self.member_topics(m, resolved)
+            names |= self.member_topics(group, m)
+        self.regexes.forget(group.group_id, group.regexes())
         out = {}
         for name in sorted(names):
             meta = self.topics.lookup(name)
@@ -414,10 +420,9 @@ class ConsumerGroupManager:
         assignor = group.preferred_assignor(self.cfg.assignors[0])
         if assignor not in self.cfg.assignors:
             assignor = self.cfg.assignors[0]
-        resolved: dict[str, set[str]] = {}
         meta = group.subscription_metadata
         specs = [MemberSpec(m.member_id, m.instance_id, frozenset(
-            meta[n].topic_id for n in self.member_topics(m, resolved) if n in meta))
+            meta[n].topic_id for n in self.member_topics(group, m) if n in meta))
             for m in group.members.values()]
         partitions = {t.topic_id: t.partitions for t in meta.values()}
         new = ASSIGNORS[assignor](specs, partitions, group.target)
@@ -475,8 +480,9 @@ class ConsumerGroupManager:
         self.cancel_timers(gid, mid)
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timer.cancel(session_key(group_id, member_id))
-        self.timer.cancel(rebalance_key(group_id, member_id))
+        for key in (session_key(group_id, member_id), rebalance_key(group_id, member_id),
+                    *classic_keys(group_id, member_id)):
+            self.timer.cancel(key)
 
     def fence(self, group_id: str, member_id: str, reason: str) -> bool:
         """Fence a member (timers, fault injection); False if there is no such member."""
@@ -546,7 +552,7 @@ class ConsumerGroupManager:
         for gid, group in self.groups.items():
             for mid, member in group.members.items():
                 session = member.classic.session_timeout_ms if member.classic is not None \
-                    else self.cfg.session_timeout_ms
+                    else self.timeouts(gid)[0]
                 self.timer.schedule(session_key(gid, mid), session,
                                     self._fence_callback(gid, mid))
                 if member.state is MemberState.UNREVOKED_PARTITIONS:

@@ -19,6 +19,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from kaflite.cluster._sharded import ShardedCoordinator
+from kaflite.cluster.group_configs import GroupSettings, group_settings
 from kaflite.cluster.groups._config import GroupConfig
 from kaflite.cluster.groups._consumer import TopicView
 from kaflite.cluster.groups._consumer_group import TopicMeta
@@ -63,9 +64,21 @@ class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
         writer = PartitionWriter(self.broker, OFFSETS_TOPIC, p.index, p.leader_epoch,
                                  self.config.commit_timeout_ms)
         share = self.broker.share
-        return CoordinatorShard(p.index, p.leader_epoch, writer, LoopTimer(self._loop),
-                                self.config, self._topic_exists, self._topic_view,
-                                share.settings if share is not None else None)
+        shard = CoordinatorShard(p.index, p.leader_epoch, writer, LoopTimer(self._loop),
+                                 self.config, self._topic_exists, self._topic_view,
+                                 share.settings if share is not None else None)
+        shard.consumer.timeouts = self._consumer_timeouts
+        return shard
+
+    def group_config(self, group_id: str) -> GroupSettings:
+        """A group's settings: its dynamic group configs (ConfigResource GROUP) over the
+        broker's ``group.consumer.*`` and ``group.share.*`` settings, as they are now."""
+        return group_settings(self.broker.controller.group_configs.get(group_id, {}),
+                              self.broker.config.props)
+
+    def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:
+        s = self.group_config(group_id)
+        return s.consumer_session_timeout_ms, s.consumer_heartbeat_interval_ms
 
     def _topic_exists(self, name: str) -> bool:
         return name in self.broker.controller.topics

@@ -23,15 +23,19 @@ Theory of operation
   the client rejoins: an eager client has revoked everything by then, which is
   what lets the others take its partitions. No partition is given away before
   its owner has released it, as for consumer-protocol members. LeaveGroup and
-  session expiry remove the member.
+  session expiry remove the member, and so do Kafka's two timeouts for classic
+  members: a member told to rejoin (REBALANCE_IN_PROGRESS) must join again within
+  its rebalance timeout, and one that joined must sync within it.
+  Static members (``group.instance.id``) as Kafka: a JoinGroup without a member
+  id takes the place of the member holding the instance id (it keeps its
+  partitions, no rebalance); a request naming another member id than the
+  instance id's holder gets FENCED_INSTANCE_ID, an unknown instance id
+  UNKNOWN_MEMBER_ID (Kafka's ``getOrMaybeSubscribeStaticConsumerGroupMember``
+  and ``validateConsumerGroupMember``).
 * **Downgrade.** When the last consumer-protocol member leaves (or is fenced) and
   classic members remain, the group becomes a classic group again
   (``convertToClassicGroup``): the consumer group's tombstones, a GroupMetadata
   record with the members' current assignments, and a rebalance, so they rejoin.
-
-Limits: static membership of classic members in a consumer group is not
-served (their instance id is kept, not enforced), nor Kafka's join and sync
-timeouts for them (their session timeout applies).
 """
 
 from __future__ import annotations
@@ -40,9 +44,11 @@ import asyncio
 import base64
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from kaflite.cluster.groups._consumer import classic_keys, known_static_member
 from kaflite.cluster.groups._consumer_group import (
     Assignment,
     ClassicInfo,
@@ -56,6 +62,7 @@ from kaflite.cluster.groups._consumer_records import (
     group_epoch,
     group_tombstones,
     member_metadata,
+    member_tombstones,
     partition_metadata,
     replay,
     target_epoch,
@@ -277,9 +284,10 @@ class Migration:
                                                  generation_id=-1, protocol_name=None,
                                                  member_id=member_id))
                 return fut
-        current = group.members.get(member_id)
-        if current is not None and current.classic is None:
-            fut.set_result(join_error(errors.UnknownMemberIdError.code, member_id))
+        try:
+            current, replaced = self._joining_member(group, req, member_id)
+        except errors.KafkaError as exc:
+            fut.set_result(join_error(exc.code, member_id))
             return fut
         if current is None and len(group.members) >= self.cfg.max_size:
             fut.set_result(join_error(errors.GroupMaxSizeReachedError.code, member_id))
@@ -293,6 +301,16 @@ class Migration:
                           rebalance_timeout_ms=rebalance,
                           classic=ClassicInfo(req.session_timeout_ms, protocols))
         out: list[Record] = []
+        if replaced is not None:
+            # the new instance takes the old one's place: its partitions, its target
+            self.consumer.cancel_timers(gid, replaced.member_id)
+            self.consumer.apply([
+                *member_tombstones(gid, replaced.member_id), member_metadata(gid, updated),
+                target_member(gid, member_id, group.target.get(replaced.member_id, {})),
+                current_assignment(gid, updated)], out)
+            group = self.consumer.groups[gid]
+            log.info("group %s: static member %s rejoins as %s (classic protocol)", gid,
+                     updated.instance_id, member_id)
         if current is None or not current.same_metadata(updated):
             self.consumer.apply([member_metadata(gid, updated)], out)
         bump = current is None or current.subscribed_topic_names != updated.subscribed_topic_names
@@ -305,6 +323,10 @@ class Migration:
                                  self._ids(owned), out)
         member = group.members[member_id]
         self.touch(gid, member_id, req.session_timeout_ms)
+        join_key, sync_key = classic_keys(gid, member_id)
+        self.consumer.timer.cancel(join_key)
+        self.consumer.timer.schedule(sync_key, rebalance, self._fence_later(
+            gid, member_id, "the member failed to sync within timeout"))
         protocol = protocols[0][0]
         resp = JoinGroupResponse(error_code=NONE, generation_id=member.member_epoch,
                                  protocol_type=PROTOCOL_TYPE, protocol_name=protocol,
@@ -316,12 +338,50 @@ class Migration:
         self._write(out).add_done_callback(done)
         return fut
 
-    def _classic_member(self, group: ConsumerGroup, member_id: str) -> ConsumerMember:
-        member = group.members.get(member_id)
+    def _joining_member(self, group: ConsumerGroup, req: JoinGroupRequest, member_id: str
+                        ) -> tuple[ConsumerMember | None, ConsumerMember | None]:
+        """The member a JoinGroup is from (None: a new one), and the static member it
+        replaces, if any (Kafka's ``getOrMaybeSubscribeStaticConsumerGroupMember``)."""
+        instance_id = req.group_instance_id
+        if instance_id is not None:
+            existing = group.static_member(instance_id)
+            if not req.member_id:
+                if existing is None:
+                    return None, None
+                return replace(existing, member_id=member_id, member_epoch=0,
+                               previous_member_epoch=0), existing
+            current: ConsumerMember | None = known_static_member(group, member_id, instance_id)
+        else:
+            current = group.members.get(member_id)
+        if current is not None and current.classic is None:
+            raise errors.UnknownMemberIdError(
+                f"Member {member_id} does not use the classic protocol.")
+        return current, None
+
+    def _classic_member(self, group: ConsumerGroup, member_id: str,
+                        instance_id: str | None = None) -> ConsumerMember:
+        """Kafka's ``validateConsumerGroupMember`` for a classic request."""
+        member = group.members.get(member_id) if instance_id is None \
+            else known_static_member(group, member_id, instance_id)
         if member is None or member.classic is None:
             raise errors.UnknownMemberIdError(
                 f"Member {member_id} does not use the classic protocol.")
         return member
+
+    def _fence_later(self, gid: str, mid: str, reason: str) -> Callable[[], None]:
+        def fire() -> None:
+            self.consumer.fence(gid, mid, reason)
+        return fire
+
+    def _rebalance_in_progress(self, group: ConsumerGroup, member: ConsumerMember) -> int:
+        """REBALANCE_IN_PROGRESS, and the member must join again within its rebalance
+        timeout (Kafka's ``scheduleConsumerGroupJoinTimeoutIfAbsent``)."""
+        join_key, _ = classic_keys(group.group_id, member.member_id)
+        if not self.consumer.timer.is_scheduled(join_key):
+            self.consumer.timer.schedule(join_key, member.rebalance_timeout_ms, self._fence_later(
+                group.group_id, member.member_id,
+                "the classic member failed to join within the rebalance timeout"))
+        return errors.RebalanceInProgressError.code
 
     def _rejoin_needed(self, group: ConsumerGroup, member: ConsumerMember) -> bool:
         """Kafka's ``throwIfRebalanceInProgress``, and partitions it waits for now free."""
@@ -337,7 +397,7 @@ class Migration:
 
     def sync(self, req: SyncGroupRequest, group: ConsumerGroup) -> SyncGroupResponse:
         try:
-            member = self._classic_member(group, req.member_id)
+            member = self._classic_member(group, req.member_id, req.group_instance_id)
         except errors.KafkaError as exc:
             return SyncGroupResponse(error_code=exc.code)
         if req.generation_id != member.member_epoch:
@@ -348,16 +408,18 @@ class Migration:
                 (req.protocol_name is not None and req.protocol_name not in names):
             return SyncGroupResponse(error_code=errors.InconsistentGroupProtocolError.code)
         if self._rejoin_needed(group, member):
-            return SyncGroupResponse(error_code=errors.RebalanceInProgressError.code)
+            return SyncGroupResponse(error_code=self._rebalance_in_progress(group, member))
+        self.consumer.timer.cancel(classic_keys(group.group_id, member.member_id)[1])
         self.touch(group.group_id, member.member_id, member.classic.session_timeout_ms)
         return SyncGroupResponse(
             error_code=NONE, protocol_type=PROTOCOL_TYPE,
             protocol_name=req.protocol_name or member.classic.protocols[0][0],
             assignment=encode_assignment(self._names(group, member.assigned)))
 
-    def heartbeat(self, group: ConsumerGroup, member_id: str, generation_id: int) -> int:
+    def heartbeat(self, group: ConsumerGroup, member_id: str, generation_id: int,
+                  instance_id: str | None = None) -> int:
         try:
-            member = self._classic_member(group, member_id)
+            member = self._classic_member(group, member_id, instance_id)
         except errors.KafkaError as exc:
             return exc.code
         if generation_id != member.member_epoch:
@@ -365,7 +427,7 @@ class Migration:
         assert member.classic is not None
         self.touch(group.group_id, member_id, member.classic.session_timeout_ms)
         if self._rejoin_needed(group, member):
-            return errors.RebalanceInProgressError.code
+            return self._rebalance_in_progress(group, member)
         return NONE
 
     def leave(self, group: ConsumerGroup, members: list[lgq.MemberIdentity]
@@ -375,10 +437,12 @@ class Migration:
         for ident in members:
             res = lgr.MemberResponse(member_id=ident.member_id,
                                      group_instance_id=ident.group_instance_id, error_code=NONE)
-            member = group.members.get(ident.member_id) if ident.member_id else \
-                group.static_member(ident.group_instance_id)
+            member = group.members.get(ident.member_id) if ident.group_instance_id is None \
+                else group.static_member(ident.group_instance_id)
             if member is None:
                 res.error_code = errors.UnknownMemberIdError.code
+            elif ident.member_id and member.member_id != ident.member_id:
+                res.error_code = errors.FencedInstanceIdError.code
             else:
                 log.info("group %s: classic member %s left", group.group_id, member.member_id)
                 self.consumer.fence_records(group, member, out)

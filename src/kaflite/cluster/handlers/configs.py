@@ -3,7 +3,9 @@
 Topic configs are stored on the controller and take effect on every replica at
 once (the controller pushes the topic's new state to its brokers). Broker
 configs are described as they were given at start; altering them dynamically
-is refused with INVALID_REQUEST, except with validate_only.
+is refused with INVALID_REQUEST, except with validate_only. Group configs
+(resource type GROUP, ``kaflite.cluster.group_configs``) are stored on the
+controller too; the group coordinator reads them on every heartbeat.
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ from kaflite.cluster.configs import (
     TOPIC_CONFIGS,
     effective_topic_configs,
     validate_topic_configs,
+)
+from kaflite.cluster.group_configs import (
+    GROUP_CONFIG_TYPES,
+    GROUP_RESOURCE,
+    effective_group_configs,
+    validate_group_configs,
 )
 from kaflite.cluster.handlers._base import Handler
 from kaflite.config import ConfigError
@@ -38,9 +46,9 @@ if TYPE_CHECKING:
 
 __all__ = ["HANDLERS"]
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, GROUP_RESOURCE
 SOURCE = {"DYNAMIC_TOPIC_CONFIG": 1, "DYNAMIC_BROKER_CONFIG": 2, "STATIC_BROKER_CONFIG": 4,
-          "DEFAULT_CONFIG": 5}
+          "DEFAULT_CONFIG": 5, "DYNAMIC_GROUP_CONFIG": 8}
 TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7,
          "CLASS": 8, "PASSWORD": 9}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -75,6 +83,22 @@ def _describe_topic(broker: Broker, name: str, keys: list[str] | None,
     return out
 
 
+def _describe_group(broker: Broker, name: str, keys: list[str] | None,
+                    synonyms: bool) -> list[dcr.DescribeConfigsResourceResult]:
+    if not name:
+        raise errors.InvalidRequestError("Group name must not be empty")
+    stored = broker.controller.group_configs.get(name, {})
+    out = []
+    for key, (value, source) in effective_group_configs(stored, broker.config.props).items():
+        if keys is not None and key not in keys:
+            continue
+        syn = [dcr.DescribeConfigsSynonym(key, value, SOURCE[source])] if synonyms else []
+        out.append(dcr.DescribeConfigsResourceResult(
+            name=key, value=value, read_only=False, config_source=SOURCE[source],
+            is_sensitive=False, synonyms=syn, config_type=TYPES[GROUP_CONFIG_TYPES[key]]))
+    return out
+
+
 def _describe_broker(broker: Broker, name: str,
                      keys: list[str] | None) -> list[dcr.DescribeConfigsResourceResult]:
     if name and name != str(broker.node_id):
@@ -102,6 +126,9 @@ async def handle_describe(broker: Broker, conn: ServerConnection, header: Reques
             if res.resource_type == TOPIC:
                 result.configs = _describe_topic(broker, res.resource_name,
                                                  res.configuration_keys, req.include_synonyms)
+            elif res.resource_type == GROUP:
+                result.configs = _describe_group(broker, res.resource_name,
+                                                 res.configuration_keys, req.include_synonyms)
             elif res.resource_type == BROKER:
                 result.configs = _describe_broker(broker, res.resource_name,
                                                   res.configuration_keys)
@@ -119,6 +146,9 @@ def _apply(broker: Broker, resource_type: int, name: str, new: dict[str, str],
         if validate_only:
             return
         raise errors.InvalidRequestError("dynamic broker configs are not supported")
+    if resource_type == GROUP:
+        _apply_group(broker, name, new, validate_only)
+        return
     if resource_type != TOPIC:
         raise errors.InvalidRequestError(f"unsupported resource type {resource_type}")
     if name not in broker.controller.topics:
@@ -129,6 +159,32 @@ def _apply(broker: Broker, resource_type: int, name: str, new: dict[str, str],
         raise errors.InvalidConfigError(exc.message) from None
     if not validate_only:
         broker.controller.set_topic_configs(name, valid)
+
+
+def _apply_group(broker: Broker, name: str, new: dict[str, str], validate_only: bool) -> None:
+    if not name:
+        raise errors.InvalidRequestError("Group name must not be empty")
+    try:
+        valid = validate_group_configs(new, broker.config.props)
+    except ConfigError as exc:
+        raise errors.InvalidConfigError(exc.message) from None
+    if not validate_only:
+        broker.controller.set_group_configs(name, valid)
+
+
+def _current(broker: Broker, resource_type: int, name: str) -> dict[str, str]:
+    """The dynamic configs a resource has now (what IncrementalAlterConfigs starts from)."""
+    if resource_type == GROUP:
+        return dict(broker.controller.group_configs.get(name, {}))
+    topic = broker.controller.topics.get(name)
+    return dict(topic.configs) if topic is not None else {}
+
+
+def _config_type(resource_type: int, name: str) -> str | None:
+    if resource_type == GROUP:
+        return GROUP_CONFIG_TYPES.get(name)
+    definition = TOPIC_CONFIGS.get(name)
+    return None if definition is None else definition.type
 
 
 async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -154,11 +210,12 @@ async def handle_incremental(broker: Broker, conn: ServerConnection, header: Req
         out = iacr.AlterConfigsResourceResponse(error_code=0, resource_type=res.resource_type,
                                                 resource_name=res.resource_name)
         try:
-            topic = broker.controller.topics.get(res.resource_name)
-            current = dict(topic.configs) if topic is not None else {}
+            current = _current(broker, res.resource_type, res.resource_name)
             for c in res.configs:
                 if c.name not in TOPIC_CONFIGS and res.resource_type == TOPIC:
                     raise errors.InvalidConfigError(f"Unknown topic config name: {c.name}")
+                if c.name not in GROUP_CONFIG_TYPES and res.resource_type == GROUP:
+                    raise errors.InvalidConfigError(f"Unknown group config name: {c.name}")
                 if c.config_operation == SET:
                     if c.value is None:
                         raise errors.InvalidRequestError(f"null value for {c.name}")
@@ -166,7 +223,7 @@ async def handle_incremental(broker: Broker, conn: ServerConnection, header: Req
                 elif c.config_operation == DELETE:
                     current.pop(c.name, None)
                 elif c.config_operation in (APPEND, SUBTRACT):
-                    if TOPIC_CONFIGS[c.name].type != "LIST":
+                    if _config_type(res.resource_type, c.name) != "LIST":
                         raise errors.InvalidConfigError(f"{c.name} is not a list config")
                     items = [x for x in current.get(c.name, TOPIC_CONFIGS[c.name].default or "")
                              .split(",") if x]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from kaflite.cluster.acl import allows
 from kaflite.cluster.groups._consumer_group import Assignment, ConsumerGroup
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers.groups import GROUP_OPERATIONS, client_host, shard_for
@@ -30,6 +31,7 @@ from kaflite.protocol.messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from kaflite.protocol.messages import consumer_group_describe_response as cgdr
+from kaflite.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
@@ -54,7 +56,11 @@ async def handle_consumer_group_heartbeat(broker: Broker, conn: ServerConnection
         return ConsumerGroupHeartbeatResponse(
             error_code=errors.UnsupportedVersionError.code,
             error_message="The new consumer group protocol is not enabled.")
-    return await shard.consumer.heartbeat(header.client_id or "", client_host(conn), req, version)
+    def may_describe(topic: str) -> bool:
+        return allows(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+
+    return await shard.consumer.heartbeat(header.client_id or "", client_host(conn), req, version,
+                                          may_describe)
 
 
 def _assignment(shard: CoordinatorShard, group: ConsumerGroup,

@@ -124,7 +124,7 @@ async def handle_heartbeat(broker: Broker, conn: ServerConnection, header: Reque
     modern = shard.consumer_groups.get(req.group_id)
     if modern is not None:
         return HeartbeatResponse(error_code=shard.migration.heartbeat(
-            modern, req.member_id, req.generation_id))
+            modern, req.member_id, req.generation_id, req.group_instance_id))
     return HeartbeatResponse(error_code=shard.classic.heartbeat(
         req.group_id, req.member_id, req.group_instance_id, req.generation_id))
 

@@ -170,6 +170,13 @@ async def handle_share_fetch(broker: Broker, conn: ServerConnection, header: Req
         if not member_id.strip():
             raise errors.InvalidRequestError("MemberId can't be empty.")
         has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
+        renew_only = version >= 2 and req.is_renew_ack
+        if renew_only and (req.max_wait_ms or req.min_bytes or req.max_bytes or
+                           req.max_records):
+            # KIP-1222: a ShareFetch carrying RENEW acknowledgements fetches nothing
+            raise errors.InvalidRequestError(
+                "MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0 when IsRenewAck is "
+                "set.")
         released = _session_step(mgr, group_id, member_id, epoch, header.client_id or "",
                                  has_acks, True, conn.info.connection_id)
     except errors.KafkaError as exc:
@@ -213,7 +220,7 @@ async def handle_share_fetch(broker: Broker, conn: ServerConnection, header: Req
         await mgr.persist(sp)
     if epoch == FINAL_EPOCH:
         await mgr.close_session(group_id, member_id)
-    elif session is not None:
+    elif session is not None and not renew_only:
         await _fetch(broker, conn, mgr, req, version, group_id, member_id,
                      list(session.partitions), results, name_of)
     return _fetch_response(broker, conn, results, name_of,
@@ -288,21 +295,12 @@ def _split(acquired: list[Acquired], batch_size: int) -> list[Acquired]:
 
 async def _acquire(mgr: SharePartitionManager, group_id: str, member_id: str, p: Partition,
                    max_records: int, budget: int, record_limit: bool) -> FetchedShare:
-    """Acquire on the share-partition and make it durable before handing records out. A
-    write fenced by a newer state epoch (the offsets were altered, or the group deleted)
-    means the cached state is stale: it is dropped, and the acquisition done again on the
-    state read back."""
-    for _ in range(2):
-        sp = await mgr.share_partition(group_id, p)
-        fetched = mgr.acquire(sp, p, member_id, max_records, budget, record_limit)
-        if not fetched.acquired:
-            return fetched
-        code = await mgr.persist(sp)
-        if code == errors.FencedLeaderEpochError.code:
-            raise errors.NotLeaderOrFollowerError(f"{p.topic}-{p.index}: a newer leader")
-        if code != errors.FencedStateEpochError.code:
-            return fetched
-    return FetchedShare(b"", [])
+    """Acquire on the share-partition. As in Kafka, the acquisition is not waited for: its
+    new delivery counts are written in the background (``SharePartitionManager._flush``),
+    and a write fenced by a newer state epoch (the offsets were altered, the group deleted)
+    drops the cached state, which the next request reads back."""
+    sp = await mgr.share_partition(group_id, p)
+    return mgr.acquire(sp, p, member_id, max_records, budget, record_limit)
 
 
 def _fetch_response(broker: Broker, conn: ServerConnection,

@@ -12,10 +12,11 @@ stores group configs) and returns the settings that group runs with.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-__all__ = ["SHARE_DEFAULTS", "ShareConfig", "ShareGroupSettings"]
+__all__ = ["SHARE_DEFAULTS", "ShareConfig", "ShareGroupSettings", "duration_ms"]
 
 SHARE_DEFAULTS: dict[str, str] = {
     "group.share.session.timeout.ms": "45000",
@@ -42,6 +43,20 @@ SHARE_DEFAULTS: dict[str, str] = {
 }
 
 AUTO_OFFSET_RESETS = ("latest", "earliest")
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?",
+                       re.IGNORECASE)
+
+
+def duration_ms(reset: str) -> int | None:
+    """``by_duration:<ISO-8601 duration>`` (KIP-1106) in milliseconds; None for another
+    reset policy or a malformed duration."""
+    kind, _, text = reset.partition(":")
+    match = _DURATION.fullmatch(text) if kind == "by_duration" else None
+    if match is None or not any(match.groups()):
+        return None
+    days, hours, minutes, seconds = match.groups()
+    return int(((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000
+               + float(seconds or 0) * 1000)
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
@@ -111,7 +126,9 @@ class ShareConfig:
             value = group_configs.get(name)
             return current if value is None else int(value)
 
-        reset = group_configs.get("share.auto.offset.reset", s.auto_offset_reset).lower()
+        reset = group_configs.get("share.auto.offset.reset", s.auto_offset_reset).strip()
+        if duration_ms(reset) is None:
+            reset = reset.lower()
         isolation = group_configs.get("share.isolation.level", s.isolation_level).lower()
         return replace(
             s,
@@ -122,5 +139,6 @@ class ShareConfig:
             delivery_count_limit=num("share.delivery.count.limit", s.delivery_count_limit),
             partition_max_record_locks=num("share.partition.max.record.locks",
                                            s.partition_max_record_locks),
-            auto_offset_reset=reset if reset in AUTO_OFFSET_RESETS else s.auto_offset_reset,
+            auto_offset_reset=reset if reset in AUTO_OFFSET_RESETS or duration_ms(reset)
+            is not None else s.auto_offset_reset,
             isolation_level=isolation if isolation in ISOLATION_LEVELS else s.isolation_level)

@@ -28,14 +28,14 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.groups._timer import LoopTimer, Timer
 from kaflite.cluster.log._segment import parse_info
 from kaflite.cluster.log._txn_index import AbortedTxn
-from kaflite.cluster.share._config import ShareConfig, ShareGroupSettings
+from kaflite.cluster.share._config import ShareConfig, ShareGroupSettings, duration_ms
 from kaflite.cluster.share._partition import Acquired, BatchSpan, SharePartition
 from kaflite.cluster.share._persister import MemoryPersister, PersistedState, Persister
 from kaflite.cluster.share._sessions import ShareSession, ShareSessionCache
@@ -92,10 +92,8 @@ class SharePartitionManager:
         self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
         self._waiters: set[asyncio.Future[None]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        # Group-level configs, by group id: where IncrementalAlterConfigs on GROUP
-        # resources plugs in (see ShareConfig.for_group).
+        # Group configs set here directly (tests), over the controller's (see ``settings``).
         self.group_configs: dict[str, Mapping[str, str]] = {}
-        self.group_config_source: Callable[[str], Mapping[str, str]] | None = None
         broker.partition_hooks.append(self._on_partition)
 
     @property
@@ -105,10 +103,11 @@ class SharePartitionManager:
         return self._timer
 
     def settings(self, group_id: str) -> ShareGroupSettings:
-        """The settings a group runs with: the broker's defaults and its group configs."""
-        source = self.group_config_source
-        configs = source(group_id) if source is not None else self.group_configs.get(group_id, {})
-        return self.config.for_group(configs)
+        """The settings a group runs with: the broker's ``group.share.*`` settings under its
+        group configs (IncrementalAlterConfigs on the GROUP resource, kept by the
+        controller), under ``group_configs`` (set directly, as tests do)."""
+        stored = self.broker.controller.group_configs.get(group_id, {})
+        return self.config.for_group({**stored, **self.group_configs.get(group_id, {})})
 
     def close(self) -> None:
         for task in self._tasks:
@@ -168,8 +167,7 @@ class SharePartitionManager:
         sp.leader_epoch = epoch
         sp.topic_id = p.topic_id
         if state is None or state.start_offset < 0:
-            start = p.log_start_offset if settings.auto_offset_reset == "earliest" \
-                else p.high_watermark
+            start = self._reset_offset(p, settings.auto_offset_reset)
             sp.restore(start, [], 0 if state is None else state.state_epoch)
             code = await self.persister.initialize(group_id, p.topic_id, p.index, sp.state_epoch,
                                                    start)
@@ -183,6 +181,19 @@ class SharePartitionManager:
         log.info("share group %s: %s-%s starts at %s (state epoch %s)", group_id, p.topic,
                  p.index, sp.start, sp.state_epoch)
         return sp
+
+    def _reset_offset(self, p: Partition, reset: str) -> int:
+        """Where a new share-partition starts (``share.auto.offset.reset``): the log start
+        (earliest), the high watermark (latest), or the first record at most that long ago
+        (``by_duration:<ISO-8601>``, KIP-1106; the high watermark when there is none)."""
+        if reset == "earliest":
+            return p.log_start_offset
+        ago = duration_ms(reset)
+        if ago is not None:
+            found = p.log.offset_for_timestamp(self.timer.now_ms() - ago)
+            if found is not None:
+                return min(max(found.offset, p.log_start_offset), p.high_watermark)
+        return p.high_watermark
 
     def _changed(self, sp: SharePartition) -> None:
         """Every change: wake waiting fetches, and write the state soon unless the request

@@ -301,24 +301,39 @@ def _keyed_parts(values: Sequence[BytesLike | None], keys: Sequence[BytesLike | 
     except TypeError:   # a null key or value
         return None
     n = len(values)
-    if max(vlens) >= _HEAD_LIMIT or max(klens) >= _HEAD_LIMIT:
-        return None
     stamped = deltas is not None
     if deltas is not None and not (min(deltas) >= 0 and max(deltas) < 64):
         return None
     if stamped and len(_OD_ONLY) < n:
         _OD_ONLY.extend(encode_zigzag(i) for i in range(len(_OD_ONLY), n))
-    size_plus = VARINT_SIZE_PLUS.__getitem__
-    # body = attributes and timestamp delta (2) + offset delta + key + value + headers (1)
-    bodies = list(map(add, map(size_plus, vlens), map(size_plus, klens)))
-    for lo, hi, width in _OD_WIDTHS:
-        if lo >= n:
-            break
-        bodies[lo:hi] = map(add, bodies[lo:hi], repeat(3 + width))
+    # body = attributes and timestamp delta (2) + offset delta + key + value + headers (1);
+    # a length of _HEAD_LIMIT or more is an IndexError in the bounded table
+    v0 = vlens[0]
+    same = vlens.count(v0) == n   # values of one length (a producer's usual case)
     if not _HEAD_ZERO:
         _HEAD_ZERO.extend(ZERO_VARINT + v for v in VARINT)
     # each record's length, after the previous record's empty header count
-    heads = list(map(_HEAD_ZERO.__getitem__, bodies))
+    heads: list[bytes] = []
+    try:
+        if same:
+            # the head follows from the key's length alone: one lookup a record in a
+            # table per (value length, offset-delta width), kept for later batches
+            vconst = _SIZE_PLUS_BOUNDED[v0]
+            for lo, hi, width in _OD_WIDTHS:
+                if lo >= n:
+                    break
+                heads += map(_heads_by_key_length(vconst + 3 + width).__getitem__,
+                             klens[lo:hi])
+        else:
+            ksizes = list(map(_SIZE_PLUS_BOUNDED.__getitem__, klens))
+            vsizes = list(map(_SIZE_PLUS_BOUNDED.__getitem__, vlens))
+            for lo, hi, width in _OD_WIDTHS:
+                if lo >= n:
+                    break
+                heads += map(_HEAD_ZERO.__getitem__, map(
+                    add, map(add, ksizes[lo:hi], vsizes[lo:hi]), repeat(3 + width)))
+    except IndexError:
+        return None
     heads[0] = heads[0][1:]
     table = VARINT.__getitem__
     k = 7 if stamped else 6
@@ -331,7 +346,7 @@ def _keyed_parts(values: Sequence[BytesLike | None], keys: Sequence[BytesLike | 
         parts[1::k] = _od_prefixes(n)
     parts[k - 4::k] = list(map(table, klens))
     parts[k - 3::k] = cast("Sequence[BytesLike]", keys)
-    parts[k - 2::k] = list(map(table, vlens))
+    parts[k - 2::k] = [VARINT[v0]] * n if same else list(map(table, vlens))
     parts[k - 1::k] = cast("Sequence[BytesLike]", values)
     parts[k * n] = ZERO_VARINT
     return parts
@@ -346,6 +361,20 @@ def _od_prefixes(n: int) -> list[bytes]:
 
 # _HEAD_ZERO[v] = an empty header count, then the varint of v (for v < TABLE_SIZE).
 _HEAD_ZERO: list[bytes] = []
+_SIZE_PLUS_BOUNDED = VARINT_SIZE_PLUS[:_HEAD_LIMIT]
+# rest of the body (value, its length, attributes, deltas, header count) -> the heads of
+# records by key length (below _HEAD_LIMIT: a longer key is an IndexError)
+_HEADS_BY_KEY: dict[int, list[bytes]] = {}
+
+
+def _heads_by_key_length(rest: int) -> list[bytes]:
+    table = _HEADS_BY_KEY.get(rest)
+    if table is None:
+        if len(_HEADS_BY_KEY) >= 64:
+            _HEADS_BY_KEY.clear()
+        table = _HEADS_BY_KEY[rest] = list(map(
+            _HEAD_ZERO.__getitem__, map(add, _SIZE_PLUS_BOUNDED, repeat(rest))))
+    return table
 _OD_PREFIX: list[bytes] = []
 # _OD_ONLY[i] = the varint of offset delta i (built on first use).
 _OD_ONLY: list[bytes] = []

@@ -32,7 +32,8 @@ from kaflite.protocol.records.shape import RecordShape
 
 __all__ = ["decode_columns_fast"]
 
-_PROBE = 32  # records checked before a full-length attempt
+_PROBE = 32  # records checked before a longer attempt
+_WINDOW = 1024  # then this many, before the rest of the batch
 _MIN_RUN = 16  # fewer records left than this: the slow path decodes them
 # A run of at least this many records found is decoded strided, however short (runs
 # of 10 and 90 in keys key-0..key-99); a shorter one sends the next _FALLBACK
@@ -47,8 +48,19 @@ _LOW7 = [b & 0x7F for b in range(256)]
 _SHL7 = [b << 7 for b in range(256)]
 
 
-# (first byte, field length, record size, records) -> Struct.unpack_from of that run
-_UNPACKERS: dict[tuple[int, int, int, int], Callable[[memoryview], tuple[Any, ...]]] = {}
+# (base timestamp, base + delta for the one-byte zigzag deltas 0..127): the last batch's
+_TS_TABLE: tuple[int, list[int]] = (-1, [])
+
+
+def _ts_table(base: int) -> list[int]:
+    global _TS_TABLE
+    table = list(map(add, repeat(base, 128), _UNZIGZAG[:128]))
+    _TS_TABLE = (base, table)
+    return table
+
+
+# (field length, record size, records) -> Struct.unpack_from of such a run
+_UNPACKERS: dict[tuple[int, int, int], Callable[[memoryview, int], tuple[Any, ...]]] = {}
 
 
 class _Template(RecordShape):
@@ -72,9 +84,11 @@ class _Template(RecordShape):
             if ts0 == bytes(len(ts0)):
                 timestamps = [base_timestamp] * k
             else:
-                timestamps = list(
-                    map(add, repeat(base_timestamp, k), map(_UNZIGZAG.__getitem__, ts0))
-                )
+                # one table of the batch's 128 one-byte timestamps, shared by its runs:
+                # a lookup a record, no new int
+                cached = _TS_TABLE   # (read once: another thread may replace it)
+                table = cached[1] if cached[0] == base_timestamp else _ts_table(base_timestamp)
+                timestamps = list(map(table.__getitem__, ts0))
         else:
             ts1 = bytes(buf[p + self.ts_at + 1 : stop : size])
             z = map(add, map(_LOW7.__getitem__, ts0), map(_SHL7.__getitem__, ts1))
@@ -95,15 +109,17 @@ class _Template(RecordShape):
             # Copies wanted (``RecordBatch.columns(copy=True)``): one struct format
             # "skip, take ``length``" repeated ``k`` times cuts every field out in C,
             # about 4x faster than slicing in a loop. Runs of one shape repeat from
-            # batch to batch, so the compiled formats are kept.
-            shape = (first, length, size, k)
+            # batch to batch (and within one: keys key-0..key-999 make runs of 10, 90
+            # and 900 records), so the compiled formats are kept, whatever the run's
+            # position: compiling one costs about 30 ns a record.
+            shape = (length, size, k)
             unpack = _UNPACKERS.get(shape)
             if unpack is None:
-                if len(_UNPACKERS) >= 64:
+                if len(_UNPACKERS) >= 256:
                     _UNPACKERS.clear()
-                fmt = f"{first}x" + f"{length}s{size - length}x" * (k - 1) + f"{length}s"
+                fmt = f"{length}s{size - length}x" * (k - 1) + f"{length}s"
                 unpack = _UNPACKERS[shape] = struct.Struct(fmt).unpack_from
-            return list(unpack(buf))
+            return list(unpack(buf, first))
         # A comprehension beats map(slice, ...): BUILD_SLICE is cheaper than
         # calling the slice type, and the view is created by BINARY_SUBSCR.
         return [buf[a : a + length] for a in range(first, stop, size)]
@@ -157,6 +173,7 @@ def decode_columns_fast(
     p = 0
     i = 0
     fell_back = False   # the last stretch went to decode_columns
+    last_run = 0   # records in the last strided run
     bulk_refused = False   # (then it would refuse the rest again: not asked twice)
     while i < count:
         left = count - i
@@ -168,9 +185,17 @@ def decode_columns_fast(
         if template is not None and template.size and template.ts_width <= 2 \
                 and left >= _MIN_RUN:
             k_max = min(left, (size - p) // template.size)
-            k = template.run_length(buf, p, min(k_max, _PROBE), i)
-            if k == min(k_max, _PROBE) and k_max > k:
-                k = template.run_length(buf, p, k_max, i)
+            # A short probe, a window of _WINDOW, then the rest, each window checked
+            # alone: a run costs about what its own records do, not a pass over the
+            # rest of the batch (keys key-0..key-999 make runs of 10, 90 and 900).
+            # (after a run of _PROBE or more, runs are long here: no probe)
+            k = 0
+            first = _WINDOW if last_run >= _PROBE else _PROBE
+            for want in (min(k_max, first), min(k_max, _WINDOW), k_max):
+                if want > k:
+                    k += template.run_length(buf, p + k * template.size, want - k, i + k, p)
+                    if k < want:
+                        break
         if k >= _SHORT_RUN and template is not None:
             timestamps, keys, values = template.decode(
                 buf, p, k, base_timestamp, copy, fields)
@@ -181,8 +206,10 @@ def decode_columns_fast(
             out.headers += [NO_HEADERS] * k
             p += k * template.size
             i += k
+            last_run = k
             fell_back = False
         else:
+            last_run = 0
             if lazy_copy and whole is None:
                 whole = cast(memoryview, bytes(buf))
             src = whole if whole is not None else buf

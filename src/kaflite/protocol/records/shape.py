@@ -139,9 +139,12 @@ class RecordShape:
         if buf[p + q] != 0 or q + 1 != self.size or self.od_width > 3 or self.ts_width > 3:
             self.size = 0  # not a candidate for a run
 
-    def run_length(self, buf: Buffer, p: int, k: int, first_delta: int) -> int:
+    def run_length(self, buf: Buffer, p: int, k: int, first_delta: int,
+                   ref: int | None = None) -> int:
         """How many of the ``k`` records from ``p`` match this shape, the first with
-        offset delta ``first_delta`` (deltas of one varint width only)."""
+        offset delta ``first_delta`` (deltas of one varint width only). ``ref``: where
+        the record this shape was read from starts, when not at ``p`` (a run checked
+        window by window)."""
         size = self.size
         lo, od_cols = _od_columns(self.od_width)
         start = first_delta - lo
@@ -151,7 +154,8 @@ class RecordShape:
         if k < 1:
             return 0
         stop = p + k * size
-        record0 = bytes(buf[p : p + size])
+        at = p if ref is None else ref
+        record0 = bytes(buf[at : at + size])
         for f in self.constant:
             column = bytes(buf[p + f : stop : size])
             k = min(k, common_prefix(column, record0[f : f + 1] * len(column)))

@@ -1,0 +1,157 @@
+"""Consumer groups for the console: classic and consumer (KIP-848) groups, their
+members, committed offsets and lag, offset resets and deletion.
+
+It reuses what ``kaflite groups`` does (``cli/groups.py``): the same describe
+(DescribeGroups, then ConsumerGroupDescribe for a consumer group), the same offset
+rows (lag = log end offset - committed offset) and the same reset plan, which
+Kafka allows on an empty group only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from kaflite.cli.groups import Described, _describe, plan_reset
+from kaflite.client.admin import GroupListing
+from kaflite.console.backend import ClientBackend
+from kaflite.console.web import ApiError, Json
+from kaflite.protocol import errors
+
+__all__ = ["RESET_KINDS", "delete_group", "describe_group", "group_lag", "list_groups",
+           "reset_group"]
+
+RESET_KINDS = ("earliest", "latest", "timestamp", "offset")
+
+
+def _type(listed_type: str) -> str:
+    """ListGroups v5's group type; an older broker's groups are all classic."""
+    return listed_type.lower() or "classic"
+
+
+async def _lag_rows(backend: ClientBackend, group: str
+                   ) -> tuple[int | None, int, list[Json]]:
+    """The group's total lag (None without committed offsets), its member count and
+    its offset rows, from one describe."""
+    admin = await backend.admin()
+    described = await _describe(admin, group, offsets=True)
+    if described.desc is None:       # a share group: start offsets (SPSO) and their lags
+        assert described.share is not None
+        rows: list[Json] = [{"topic": r["topic"], "partition": r["partition"],
+                             "committed": r["start_offset"], "log_end_offset": None,
+                             "lag": r["lag"], "member_id": None} for r in described.offsets]
+        members = len(described.share.group.members)
+    else:
+        rows = [{"topic": r["topic"], "partition": r["partition"],
+                 "committed": r["current_offset"], "log_end_offset": r["log_end_offset"],
+                 "lag": r["lag"], "member_id": r["consumer_id"]} for r in described.offsets]
+        members = len(described.desc.members)
+    lags = [r["lag"] for r in rows if isinstance(r["lag"], int)]
+    return (sum(lags) if lags else None), members, rows
+
+
+async def group_lag(backend: ClientBackend, group: str) -> tuple[int | None, list[Json]]:
+    """The group's total lag (None when it has no committed offsets) and offset rows."""
+    lag, _, rows = await _lag_rows(backend, group)
+    return lag, rows
+
+
+async def list_groups(backend: ClientBackend) -> list[Json]:
+    admin = await backend.admin()
+    listed = await admin.list_group_listings()
+
+    async def row(g: GroupListing) -> Json:
+        lag: int | None = None
+        members: int | None = None
+        # a group that went away meanwhile, or a coordinator moving: no figures this time
+        with contextlib.suppress(errors.KafkaError):
+            lag, members, _ = await _lag_rows(backend, g.group_id)
+        return {"group_id": g.group_id, "type": _type(g.type),
+                "protocol_type": g.protocol_type, "state": g.state, "members": members,
+                "lag": lag}
+
+    return list(await asyncio.gather(*(row(g) for g in listed)))
+
+
+async def describe_group(backend: ClientBackend, group: str) -> Json:
+    admin = await backend.admin()
+    try:
+        described = await _describe(admin, group, offsets=True)
+    except errors.GroupIdNotFoundError:
+        raise ApiError(404, f"no group {group!r}") from None
+    desc = described.desc
+    if desc is None:
+        return _share_group(described)
+    if desc.state == "Dead" and not desc.members and not described.offsets:
+        raise ApiError(404, f"no group {group!r}")
+    offsets: list[Json] = [{"topic": r["topic"], "partition": r["partition"],
+                            "committed": r["current_offset"],
+                            "log_end_offset": r["log_end_offset"], "lag": r["lag"],
+                            "member_id": r["consumer_id"]} for r in described.offsets]
+    lags = [r["lag"] for r in offsets if isinstance(r["lag"], int)]
+    coordinator = desc.coordinator.node_id if desc.coordinator is not None else None
+    out: Json = {
+        "group_id": group,
+        "type": "consumer" if described.modern is not None else "classic",
+        "protocol_type": desc.protocol_type, "protocol": desc.protocol, "state": desc.state,
+        "coordinator": coordinator,
+        "members": [{"member_id": m.member_id, "client_id": m.client_id,
+                     "host": m.client_host, "instance_id": m.group_instance_id,
+                     "assignment": [{"topic": tp.topic, "partition": tp.partition}
+                                    for tp in sorted(m.assignment)]}
+                    for m in desc.members],
+        "offsets": offsets, "lag": sum(lags)}
+    if described.modern is not None:
+        out["group_epoch"] = described.modern.group_epoch
+        out["assignment_epoch"] = described.modern.assignment_epoch
+    return out
+
+
+def _share_group(described: Described) -> Json:
+    """A share group (KIP-932): members and their partitions; per partition the start
+    offset (SPSO) and the lag, as ``kaflite groups describe`` shows them."""
+    share = described.share
+    assert share is not None
+    g = share.group
+    offsets: list[Json] = [{"topic": r["topic"], "partition": r["partition"],
+                            "start_offset": r["start_offset"], "lag": r["lag"]}
+                           for r in described.offsets]
+    lags = [r["lag"] for r in offsets if isinstance(r["lag"], int)]
+    return {
+        "group_id": g.group_id, "type": "share", "protocol_type": "share", "protocol": None,
+        "state": g.group_state, "coordinator": share.coordinator,
+        "members": [{"member_id": m.member_id, "client_id": m.client_id,
+                     "host": m.client_host, "instance_id": None,
+                     "assignment": [{"topic": tp.topic_name, "partition": p}
+                                    for tp in m.assignment.topic_partitions
+                                    for p in sorted(tp.partitions)]}
+                    for m in g.members],
+        "offsets": offsets, "lag": sum(lags), "group_epoch": g.group_epoch,
+        "assignment_epoch": g.assignment_epoch}
+
+
+async def reset_group(backend: ClientBackend, group: str, to: str, *,
+                      timestamp: int | None = None, offset: int | None = None,
+                      topic: str | None = None, partitions: list[int] | None = None
+                      ) -> list[Json]:
+    """Reset the group's committed offsets (Kafka refuses it unless the group is empty)."""
+    admin = await backend.admin()
+    if topic is not None:
+        await backend.describe_one(topic)          # 404 for an unknown topic
+        scope = [f"{topic}:{','.join(map(str, partitions))}" if partitions else topic]
+    else:
+        scope = []
+    spec: tuple[str, int | None] = (
+        ("datetime", timestamp) if to == "timestamp" else (to, offset))
+    plan = await plan_reset(admin, group, scope, topic is None, spec)
+    if not plan:
+        raise ApiError(400, f"group {group!r} has no committed offsets to reset; "
+                            "name a topic")
+    await admin.alter_group_offsets(group, plan)
+    return [{"topic": tp.topic, "partition": tp.partition, "offset": off}
+            for tp, off in sorted(plan.items())]
+
+
+async def delete_group(backend: ClientBackend, group: str) -> None:
+    admin = await backend.admin()
+    await admin.delete_groups([group])

@@ -1,0 +1,238 @@
+"""The console's background work: what changed, said once, to the live streams.
+
+- cluster changes: the brokers and partitions are compared with the last look
+  (the controller's state every ``cluster_interval_s`` on a kaflite cluster in
+  this process; Metadata through the console's admin client every
+  ``metadata_interval_s`` on any other); a broker up or down or isolated, a new
+  leader, an ISR change, a topic created or deleted becomes a ``cluster``
+  event;
+- the client log: connections opened and closed in the registry (compared the
+  same way) and every control-plane event of every kaflite client in this
+  process (``client.events.observe_all``), kept in a bounded ring;
+- metrics samples and group lag (``sampler.py``).
+
+Every loop sleeps between rounds and stops when the console stops; a failed
+round is logged and the next one tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeAlias
+
+from kaflite.client.events import Event, observe_all
+from kaflite.console.streams import Hub
+
+if TYPE_CHECKING:
+    from kaflite.cluster.cluster import Cluster
+    from kaflite.console.backend import ClientBackend
+    from kaflite.console.sampler import LagSampler, MetricsSampler
+
+__all__ = ["ClientLog", "Monitor", "cluster_changes", "metadata_snapshot"]
+
+log = logging.getLogger("kaflite.console")
+
+Row: TypeAlias = dict[str, object]
+Snapshot: TypeAlias = tuple[dict[int, tuple[bool, bool, bool]],
+                      dict[tuple[str, int], tuple[int, int, tuple[int, ...]]]]
+
+
+class ClientLog:
+    """The last ``keep`` client-log rows, each with an increasing id."""
+
+    def __init__(self, hub: Hub, keep: int = 2000) -> None:
+        self.hub = hub
+        self.rows: deque[Row] = deque(maxlen=keep)
+        self._ids = itertools.count(1)
+
+    def add(self, source: str, kind: str, message: str, *, client_id: str | None = None,
+            broker: int | None = None, cause: str | None = None, t: float | None = None
+            ) -> Row:
+        row: Row = {"id": next(self._ids), "t": round(t if t is not None else time.time(), 3),
+                    "source": source, "client_id": client_id, "broker": broker, "kind": kind,
+                    "message": message, "cause": cause}
+        self.rows.append(row)
+        self.hub.publish("log", row)
+        return row
+
+    def client_event(self, client_id: str, event: Event) -> None:
+        self.add("client", event.kind, event.message, client_id=client_id, cause=event.cause,
+                 t=event.timestamp)
+
+    def since(self, after: int | None, client_id: str | None = None,
+              kind: str | None = None) -> list[Row]:
+        return [r for r in self.rows
+                if (after is None or int(str(r["id"])) > after)
+                and (client_id is None or r["client_id"] == client_id)
+                and (kind is None or r["kind"] == kind)]
+
+
+def _snapshot(cluster: Cluster) -> Snapshot:
+    controller = cluster.controller
+    brokers = {b.node_id: (b.alive, b.fenced_replication, cluster.broker_running(b.node_id))
+               for b in list(controller.brokers.values())}
+    parts = {(t.name, p.partition): (p.leader, p.leader_epoch, tuple(p.isr))
+             for t in list(controller.topics.values()) for p in t.partitions}
+    return brokers, parts
+
+
+async def metadata_snapshot(backend: ClientBackend) -> Snapshot:
+    """The same picture as ``_snapshot``, from DescribeCluster and Metadata: a broker
+    is alive while the cluster lists it (isolation and processes are unknown)."""
+    admin = await backend.admin()
+    described = await admin.describe_cluster()
+    brokers = {b.node_id: (True, False, True) for b in described["brokers"]}
+    names = await admin.list_topics(internal=True)
+    topics = await admin.describe_topics(names) if names else {}
+    parts = {(t.name, p.partition): (p.leader, p.leader_epoch, tuple(p.isr))
+             for t in topics.values() for p in t.partitions}
+    return brokers, parts
+
+
+def cluster_changes(before: Snapshot, after: Snapshot) -> list[Row]:
+    """The ``cluster`` events between two snapshots."""
+    now = round(time.time(), 3)
+    out: list[Row] = []
+    for node, (alive, isolated, running) in sorted(after[0].items()):
+        if before[0].get(node) != (alive, isolated, running):
+            out.append({"t": now, "change": "broker", "broker": node, "alive": alive,
+                        "isolated": isolated, "running": running})
+    for node in sorted(before[0].keys() - after[0].keys()):   # gone from the metadata
+        out.append({"t": now, "change": "broker", "broker": node, "alive": False,
+                    "isolated": None, "running": None})
+    old_topics = {t for t, _ in before[1]}
+    new_topics = {t for t, _ in after[1]}
+    out += [{"t": now, "change": "topic", "topic": t, "created": True}
+            for t in sorted(new_topics - old_topics)]
+    out += [{"t": now, "change": "topic", "topic": t, "deleted": True}
+            for t in sorted(old_topics - new_topics)]
+    for key, (leader, epoch, isr) in sorted(after[1].items()):
+        prev = before[1].get(key)
+        if prev is None:
+            continue
+        if prev[0] != leader or prev[1] != epoch:
+            out.append({"t": now, "change": "leader", "topic": key[0], "partition": key[1],
+                        "leader": leader, "previous": prev[0], "leader_epoch": epoch})
+        if prev[2] != isr:
+            out.append({"t": now, "change": "isr", "topic": key[0], "partition": key[1],
+                        "isr": list(isr)})
+    return out
+
+
+class Monitor:
+    def __init__(self, hub: Hub, client_log: ClientLog, cluster: Cluster | None,
+                 metrics: MetricsSampler | None, lag: LagSampler | None,
+                 cluster_interval_s: float = 0.5, backend: ClientBackend | None = None,
+                 metadata_interval_s: float = 2.0) -> None:
+        self.hub, self.client_log, self.cluster = hub, client_log, cluster
+        self.metrics, self.lag = metrics, lag
+        self.cluster_interval_s = cluster_interval_s
+        self.backend, self.metadata_interval_s = backend, metadata_interval_s
+        self.tasks: list[asyncio.Task[None]] = []
+        self._unobserve: Callable[[], None] | None = None
+        self._stopping = asyncio.Event()
+        self._snapshot: Snapshot | None = None
+        self._connections: dict[tuple[int, int], Row] = {}
+        self._rounds = 0
+
+    def start(self) -> None:
+        self._unobserve = observe_all(self.client_log.client_event)
+        if self.cluster is not None:
+            self._snapshot = _snapshot(self.cluster)
+            self._connections = self._open_connections()
+            self._every(self.cluster_interval_s, self._cluster_round)
+        elif self.backend is not None:
+            self._every(self.metadata_interval_s, self._metadata_round)
+        metrics = self.metrics
+        if metrics is not None:
+            self._every(metrics.interval_s, self._metrics_round)
+        lag = self.lag
+        if lag is not None:
+            self._every(lag.interval_s, lag.sample)
+
+    def _every(self, interval: float, work: Callable[[], Awaitable[None]]) -> None:
+        async def loop() -> None:
+            while not self._stopping.is_set():
+                try:
+                    await work()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.debug("console background round failed", exc_info=True)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), interval)
+
+        self.tasks.append(asyncio.get_running_loop().create_task(loop()))
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._unobserve is not None:
+            self._unobserve()
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.tasks.clear()
+
+    async def _metadata_round(self) -> None:
+        assert self.backend is not None
+        now = await metadata_snapshot(self.backend)
+        if self._snapshot is not None:
+            for change in cluster_changes(self._snapshot, now):
+                self.hub.publish("cluster", change)
+        self._snapshot = now
+
+    async def _metrics_round(self) -> None:
+        assert self.metrics is not None
+        sample = self.metrics.sample()
+        if sample is not None:
+            self.hub.publish("metrics", sample)
+
+    def _open_connections(self) -> dict[tuple[int, int], Row]:
+        assert self.cluster is not None
+        return {(i.broker_id, i.connection_id): {"client_id": i.client_id,
+                                                 "broker": i.broker_id, "peer": i.peer,
+                                                 "replica": i.replica_id is not None}
+                for i in self.cluster.registry.infos(include_replicas=True)}
+
+    async def _cluster_round(self) -> None:
+        cluster = self.cluster
+        assert cluster is not None and self._snapshot is not None
+        now = _snapshot(cluster)
+        for change in cluster_changes(self._snapshot, now):
+            self.hub.publish("cluster", change)
+        self._snapshot = now
+        if cluster.use_processes:
+            # broker processes send their registry rows over the controller
+            # connection: every 4th round (2 s), not every 0.5 s
+            self._rounds += 1
+            if self._rounds % 4:
+                return
+            await cluster.registry.refresh()
+        conns = self._open_connections()
+        for key in conns.keys() - self._connections.keys():
+            c = conns[key]
+            if not c["replica"]:
+                self.client_log.add("registry", "connect",
+                                    f"{c['client_id']} connected to broker {key[0]} "
+                                    f"from {c['peer']}", client_id=_str(c["client_id"]),
+                                    broker=key[0])
+        for key in self._connections.keys() - conns.keys():
+            c = self._connections[key]
+            if not c["replica"]:
+                self.client_log.add("registry", "disconnect",
+                                    f"{c['client_id']}'s connection to broker {key[0]} "
+                                    f"from {c['peer']} closed", client_id=_str(c["client_id"]),
+                                    broker=key[0])
+        self._connections = conns
+
+
+def _str(value: object) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,51 @@
+// The router: one panel at a time, chosen by the URL's #fragment; a panel is a module
+// whose mount(root) draws it and returns a function that stops its live updates.
+import { clear, info, setToken, token } from "./core.js";
+
+const PANELS = {
+  cluster: () => import("./cluster.js"),
+  topics: () => import("./topics.js"),
+  produce: () => import("./produce.js"),
+  groups: () => import("./groups.js"),
+  connections: () => import("./connections.js"),
+  log: () => import("./log.js"),
+  chaos: () => import("./chaos.js"),
+  charts: () => import("./charts.js"),
+};
+
+let stop = null;
+let generation = 0;
+
+async function show() {
+  const [name, arg] = (location.hash.slice(1) || "cluster").split("/", 2);
+  const panel = PANELS[name] ? name : "cluster";
+  const mine = ++generation;
+  if (stop) stop();
+  stop = null;
+  const root = clear(document.getElementById("panel"));
+  root.dataset.panel = panel;
+  root.dataset.ready = "";
+  for (const a of document.querySelectorAll("#tabs a")) {
+    a.classList.toggle("active", a.dataset.panel === panel);
+  }
+  const mod = await PANELS[panel]();
+  if (mine !== generation) return;
+  stop = mod.mount(root, arg ? decodeURIComponent(arg) : undefined);
+}
+
+function initToken() {
+  const input = document.getElementById("token");
+  input.value = token();
+  input.addEventListener("change", () => setToken(input.value.trim()));
+  // Keep the token out of the address bar once it is stored.
+  if (new URLSearchParams(location.search).has("token")) {
+    history.replaceState(null, "", location.pathname + location.hash);
+  }
+}
+
+window.addEventListener("hashchange", show);
+initToken();
+info().then((i) => {
+  document.getElementById("backend").textContent = `${i.backend} · ${i.bootstrap ?? ""}`;
+});
+show();
