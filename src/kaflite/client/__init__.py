@@ -18,10 +18,12 @@ from kaflite.client.consumer import (
 from kaflite.client.events import Event
 from kaflite.client.pool import ConnectionInfo
 from kaflite.client.producer import BatchMetadata, BufferFull, Producer, RecordMetadata
+from kaflite.client.share import AcknowledgeType, ShareConsumer, ShareRecord
 from kaflite.config import ConfigError
 from kaflite.protocol.connection import AuthenticationError
 
-__all__ = ["Admin", "AuthenticationError", "BaseClient", "BatchMetadata", "BufferFull", "CommitFailedError", "ConfigError",
+__all__ = ["AcknowledgeType", "Admin", "AuthenticationError", "BaseClient", "BatchMetadata", "BufferFull", "CommitFailedError", "ConfigError",
            "ConfigResource", "ConnectionInfo", "Consumer", "ConsumerRecord", "Event",
            "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "Producer",
-           "RebalanceListener", "RecordList", "RecordMetadata", "TopicPartition"]
+           "RebalanceListener", "RecordList", "RecordMetadata", "ShareConsumer", "ShareRecord",
+           "TopicPartition"]

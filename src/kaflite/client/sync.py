@@ -25,6 +25,7 @@ from kaflite._loop import SharedLoop
 from kaflite.client import admin as _admin
 from kaflite.client import consumer as _consumer
 from kaflite.client import producer as _producer
+from kaflite.client import share as _share
 from kaflite.client._base import BaseClient
 from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
 from kaflite.client._sync_batches import CallerBatches
@@ -49,7 +50,7 @@ from kaflite.client.producer import ConsumerGroupMetadata
 from kaflite.client.producer._values import HeadersArg, K, V
 from kaflite.security.acl import AclBinding, AclBindingFilter
 
-__all__ = ["Admin", "Consumer", "Producer"]
+__all__ = ["Admin", "Consumer", "Producer", "ShareConsumer"]
 
 T = TypeVar("T")
 C = TypeVar("C", bound=BaseClient)
@@ -270,6 +271,55 @@ class Consumer(_SyncClient, Generic[CK, CV]):
 
     def lag(self, tp: TopicPartition) -> int | None:
         return self._async.lag(tp)
+
+
+class ShareConsumer(_SyncClient, Generic[CK, CV]):
+    """The blocking ``kaflite.client.share.ShareConsumer``."""
+
+    def __init__(self, config: Mapping[str, object] | None = None, *,
+                 key_deserializer: Callable[[bytes], CK] | None = None,
+                 value_deserializer: Callable[[bytes], CV] | None = None,
+                 **kwargs: object) -> None:
+        super().__init__()
+        self._async: _share.ShareConsumer[CK, CV] = self._make(lambda: _share.ShareConsumer(
+            config, key_deserializer=key_deserializer, value_deserializer=value_deserializer,
+            **kwargs))
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        async def sub() -> None:
+            self._async.subscribe(topics)
+        self._run(sub())
+
+    def unsubscribe(self) -> None:
+        async def unsub() -> None:
+            self._async.unsubscribe()
+        self._run(unsub())
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._async.assignment()
+
+    def poll(self, timeout_ms: int = 1000) -> list[_share.ShareRecord[CK, CV]]:
+        return self._run(self._async.poll(timeout_ms))
+
+    def acknowledge(self, record: _share.ShareRecord[CK, CV],
+                    type: _share.AcknowledgeType = _share.AcknowledgeType.ACCEPT) -> None:
+        async def ack() -> None:
+            self._async.acknowledge(record, type)
+        self._run(ack())
+
+    def commit_sync(self, timeout_ms: int | None = None
+                    ) -> dict[TopicPartition, BaseException | None]:
+        return dict(self._run(self._async.commit_sync(timeout_ms)))
+
+    def commit_async(self) -> None:
+        async def commit() -> None:
+            self._async.commit_async()
+        self._run(commit())
+
+    def set_acknowledgement_commit_callback(
+            self, callback: _share.AcknowledgementCommitCallback | None) -> None:
+        """The callback runs on the client's event loop thread."""
+        self._async.set_acknowledgement_commit_callback(callback)
 
 
 class Admin(_SyncClient):

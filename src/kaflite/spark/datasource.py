@@ -12,7 +12,8 @@ Spark keeps the name ``kafka`` for its own (JVM) connector, so this one is
 ``kaflite``; the options, defaults and schema are those of Spark's ``kafka``
 format (see ``options.py``). It needs no connector jar: the driver plans offset
 ranges and the executors' Python workers read them straight from the
-partition leaders with the kaflite client.
+partition leaders with the kaflite client. With ``shareGroup`` the topics are
+read as a share group's queue instead (``share.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pyspark.sql.types import (
 from kaflite.spark._env import use_driver_python
 from kaflite.spark.options import KafkaOptionError, parse_sink_options, parse_source_options
 from kaflite.spark.reader import KafkaBatchReader
+from kaflite.spark.share import ShareBatchReader, parse_share_options
 from kaflite.spark.stream import HAS_ADMISSION_CONTROL, KafkaStreamReader
 from kaflite.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_save_mode
 
@@ -82,12 +84,18 @@ class KafliteDataSource(DataSource):
     def schema(self) -> StructType:
         return spark_schema(_include_headers(self.options))
 
-    def reader(self, schema: StructType) -> KafkaBatchReader:
+    def reader(self, schema: StructType) -> KafkaBatchReader | ShareBatchReader:
         _check_schema(self.options, schema)
+        share = parse_share_options(self.options)
+        if share is not None:
+            return ShareBatchReader(share)   # the topics as a share group's queue
         return KafkaBatchReader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         _check_schema(self.options, schema)
+        if parse_share_options(self.options) is not None:
+            raise KafkaOptionError("Option 'shareGroup' is for batch reads (spark.read); a "
+                                   "streaming query reads offset ranges")
         return KafkaStreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:

@@ -37,6 +37,10 @@ acknowledges with the owned partitions. A fence meanwhile discards the step.
 OffsetCommit and OffsetFetch (v9+) name the member and its epoch. A
 STALE_MEMBER_EPOCH answer sends a full heartbeat at once and retries with the
 epoch it brings (if the partitions are still owned).
+
+A share-group member (``kaflite.client.share``) is the same machine with
+ShareGroupHeartbeat: it overrides what a heartbeat carries (``_build``,
+``_leave_request``) and the API it is sent as (``API_KEY``, ``API_NAME``).
 """
 
 from __future__ import annotations
@@ -57,7 +61,12 @@ from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.net.connection import ConnectionClosed, NoCommonVersion
 from kaflite.protocol import errors
-from kaflite.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from kaflite.protocol.messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 from kaflite.protocol.messages import consumer_group_heartbeat_request as cghq
 
 if TYPE_CHECKING:
@@ -69,6 +78,8 @@ HEARTBEAT_API = 68
 REGEX_VERSION = 1              # SubscribedTopicRegex from ConsumerGroupHeartbeat v1
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 OwnedIds = frozenset[tuple[uuid.UUID, int]]
+HeartbeatRequest = ConsumerGroupHeartbeatRequest | ShareGroupHeartbeatRequest
+HeartbeatResponse = ConsumerGroupHeartbeatResponse | ShareGroupHeartbeatResponse
 
 
 class MemberState(enum.Enum):
@@ -102,6 +113,11 @@ class _Sent:
 
 
 class ConsumerMembership(GroupClient):
+    API_KEY = HEARTBEAT_API
+    API_NAME = "ConsumerGroupHeartbeat"
+    NEEDS = "group.protocol=consumer needs Kafka 4"
+    JOIN_NOTE = "group.protocol=consumer"
+
     def __init__(self, consumer: BaseClient, hooks: MemberHooks) -> None:
         super().__init__(consumer, hooks)
         c = consumer.config
@@ -173,7 +189,7 @@ class ConsumerMembership(GroupClient):
         return self.state in (S.STABLE, S.ACKNOWLEDGING)
 
     def _join(self, why: str) -> None:
-        self._emit("rebalance", f"joining group {self.group_id} (group.protocol=consumer)",
+        self._emit("rebalance", f"joining group {self.group_id} ({self.JOIN_NOTE})",
                    cause=why)
         self._set_epoch(0)
         self._sent = None
@@ -222,7 +238,7 @@ class ConsumerMembership(GroupClient):
                 self._now.clear()
                 await asyncio.sleep(max(next_at - time.monotonic(), 0))
 
-    def _build(self, version: int) -> tuple[ConsumerGroupHeartbeatRequest, _Sent]:
+    def _build(self, version: int) -> tuple[HeartbeatRequest, _Sent]:
         subs = self.hooks.subscriptions
         full = self._sent is None or self.state is S.JOINING
         sent = _Sent() if full else self._sent
@@ -275,21 +291,25 @@ class ConsumerMembership(GroupClient):
         try:
             node = await self.ensure_coordinator(deadline)
             conn = await self.consumer.pool.get(node, COORDINATOR)
-            version = conn.version_for(HEARTBEAT_API)
+            version = conn.version_for(self.API_KEY)
             req, sent = self._build(version)
-            resp: ConsumerGroupHeartbeatResponse = await self._coord_request(req, deadline,
-                                                                             version)
+            resp: HeartbeatResponse = await self._coord_request(req, deadline, version)
         except NoCommonVersion as exc:
             self._fail(errors.UnsupportedVersionError(
-                f"the coordinator does not serve ConsumerGroupHeartbeat (group.protocol="
-                f"consumer needs Kafka 4): {exc}"))
+                f"the coordinator does not serve {self.API_NAME} ({self.NEEDS}): {exc}"))
             return False
         except errors.KafkaError as exc:
             if action_for(exc.code) in (Action.RAISE, Action.FATAL):
                 self._fail(exc)
             self._sent = None
             return False
-        except (Retry, ConnectionClosed, OSError, TimeoutError):
+        except Retry:
+            self._sent = None
+            return False
+        except (ConnectionClosed, OSError, TimeoutError) as exc:
+            # The coordinator cannot be reached (its broker died or left the metadata):
+            # look it up again, as Java does on a disconnect, rather than wait for it.
+            self.mark_coordinator_unknown(f"{self.API_NAME} failed: {type(exc).__name__}")
             self._sent = None
             return False
         if incarnation != self._incarnation:
@@ -316,10 +336,10 @@ class ConsumerMembership(GroupClient):
             self.state = S.STABLE
         return True
 
-    async def _heartbeat_error(self, resp: ConsumerGroupHeartbeatResponse) -> None:
+    async def _heartbeat_error(self, resp: HeartbeatResponse) -> None:
         code, name = resp.error_code, error_name(resp.error_code)
         action = action_for(code)
-        detail = f"{name} on ConsumerGroupHeartbeat" + (
+        detail = f"{name} on {self.API_NAME}" + (
             f": {resp.error_message}" if resp.error_message else "")
         if action == Action.REDISCOVER_COORDINATOR:
             self.mark_coordinator_unknown(detail)
@@ -431,12 +451,11 @@ class ConsumerMembership(GroupClient):
         for a while on the coordinator)."""
         epoch = STATIC_LEAVE_EPOCH if self.instance_id is not None else LEAVE_EPOCH
         if self.coordinator is not None and self.generation > 0:
-            req = ConsumerGroupHeartbeatRequest(group_id=self.group_id, member_id=self.member_id,
-                                                member_epoch=epoch, instance_id=self.instance_id)
+            req = self._leave_request(epoch)
             failed: str | None = None
             try:
                 conn = await self.consumer.pool.get(self.coordinator, COORDINATOR)
-                resp = await conn.request(req, timeout=5)
+                resp: HeartbeatResponse = await conn.request(req, timeout=5)
                 if resp.error_code:
                     failed = error_name(resp.error_code)
             except Exception as exc:
@@ -452,6 +471,10 @@ class ConsumerMembership(GroupClient):
         self._sent = None
         self._set_epoch(epoch)
         self._owned = (self._owned[0] + 1, frozenset())
+
+    def _leave_request(self, epoch: int) -> HeartbeatRequest:
+        return ConsumerGroupHeartbeatRequest(group_id=self.group_id, member_id=self.member_id,
+                                             member_epoch=epoch, instance_id=self.instance_id)
 
     async def close(self) -> None:
         self._closing = True
