@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING
 from kaflite.cluster.acl import allows
 from kaflite.cluster.groups._consumer_group import Assignment, ConsumerGroup
 from kaflite.cluster.handlers._base import Handler
-from kaflite.cluster.handlers.groups import GROUP_OPERATIONS, client_host, shard_for
+from kaflite.cluster.handlers.groups import (
+    NO_OPERATIONS,
+    client_host,
+    describe_each,
+    shard_for,
+)
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
@@ -40,7 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = ["HANDLERS", "describe_consumer_group"]
 
-NO_OPERATIONS = -(1 << 31)
 
 
 async def handle_consumer_group_heartbeat(broker: Broker, conn: ServerConnection,
@@ -104,21 +108,12 @@ async def handle_consumer_group_describe(broker: Broker, conn: ServerConnection,
                                          header: RequestHeader,
                                          req: ConsumerGroupDescribeRequest
                                          ) -> ConsumerGroupDescribeResponse:
-    ops = GROUP_OPERATIONS if req.include_authorized_operations else NO_OPERATIONS
-    out = []
-    for gid in req.group_ids:
-        if not gid:
-            out.append(cgdr.DescribedGroup(error_code=errors.InvalidGroupIdError.code,
-                                           group_id=gid, authorized_operations=ops))
-            continue
-        try:
-            shard = shard_for(broker, conn, gid, label=False)
-        except errors.KafkaError as exc:
-            out.append(cgdr.DescribedGroup(error_code=exc.code, group_id=gid,
-                                           authorized_operations=ops))
-            continue
-        out.append(describe_consumer_group(shard, gid, ops))
-    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out)
+    groups = describe_each(
+        broker, conn, req.group_ids, req.include_authorized_operations,
+        lambda code, gid, ops: cgdr.DescribedGroup(error_code=code, group_id=gid,
+                                                  authorized_operations=ops),
+        describe_consumer_group)
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)
 
 
 HANDLERS = [

@@ -13,7 +13,8 @@ Versions follow Kafka 4.0 (KIP-896 removed JoinGroup v0-v1).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 from kaflite.cluster.groups import CoordinatorShard, GroupCoordinator, GroupState, RequestContext
 from kaflite.cluster.groups._classic import join_error
@@ -51,6 +52,7 @@ NONE = 0
 # Without ACLs every operation on a group is allowed: READ, DELETE, DESCRIBE.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NO_OPERATIONS = -(1 << 31)
+D = TypeVar("D")
 
 
 def coordinator_of(broker: Broker) -> GroupCoordinator:
@@ -68,6 +70,26 @@ def shard_for(broker: Broker, conn: ServerConnection, group_id: str,
     if label:
         conn.info.groups.add(group_id)
     return shard
+
+
+def describe_each(broker: Broker, conn: ServerConnection, group_ids: Iterable[str],
+                  include_operations: bool, failed: Callable[[int, str, int], D],
+                  describe: Callable[[CoordinatorShard, str, int], D]) -> list[D]:
+    """ConsumerGroupDescribe's and ShareGroupDescribe's loop: each group described by its
+    shard, or ``failed(code, group_id, operations)`` (an empty id, or not the coordinator)."""
+    ops = GROUP_OPERATIONS if include_operations else NO_OPERATIONS
+    out = []
+    for gid in group_ids:
+        if not gid:
+            out.append(failed(errors.InvalidGroupIdError.code, gid, ops))
+            continue
+        try:
+            shard = shard_for(broker, conn, gid, label=False)
+        except errors.KafkaError as exc:
+            out.append(failed(exc.code, gid, ops))
+            continue
+        out.append(describe(shard, gid, ops))
+    return out
 
 
 def client_host(conn: ServerConnection) -> str:

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING
 
 from kaflite.cluster.groups._share import ShareGroup
 from kaflite.cluster.handlers._base import Handler
-from kaflite.cluster.handlers.groups import GROUP_OPERATIONS, client_host, shard_for
+from kaflite.cluster.handlers.groups import (
+    NO_OPERATIONS,
+    client_host,
+    describe_each,
+    shard_for,
+)
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
@@ -32,7 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["HANDLERS", "describe_share_group"]
 
-NO_OPERATIONS = -(1 << 31)
 
 
 async def handle_share_group_heartbeat(broker: Broker, conn: ServerConnection,
@@ -80,21 +84,12 @@ def describe_share_group(shard: CoordinatorShard, group_id: str,
 async def handle_share_group_describe(broker: Broker, conn: ServerConnection,
                                       header: RequestHeader, req: ShareGroupDescribeRequest
                                       ) -> ShareGroupDescribeResponse:
-    ops = GROUP_OPERATIONS if req.include_authorized_operations else NO_OPERATIONS
-    out = []
-    for gid in req.group_ids:
-        if not gid:
-            out.append(sgdr.DescribedGroup(error_code=errors.InvalidGroupIdError.code,
-                                           group_id=gid, authorized_operations=ops))
-            continue
-        try:
-            shard = shard_for(broker, conn, gid, label=False)
-        except errors.KafkaError as exc:
-            out.append(sgdr.DescribedGroup(error_code=exc.code, group_id=gid,
-                                           authorized_operations=ops))
-            continue
-        out.append(describe_share_group(shard, gid, ops))
-    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=out)
+    groups = describe_each(
+        broker, conn, req.group_ids, req.include_authorized_operations,
+        lambda code, gid, ops: sgdr.DescribedGroup(error_code=code, group_id=gid,
+                                                  authorized_operations=ops),
+        describe_share_group)
+    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=groups)
 
 
 HANDLERS = [
