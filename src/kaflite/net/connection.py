@@ -407,9 +407,12 @@ class BrokerConnection:
             # producer's batches then reached the broker out of sequence). The lock is
             # FIFO and held only until the request is written.
             async with self._in_order:
+                # A timer may fire early by as long as the loop's current iteration has
+                # run (uvloop's clock is read once per iteration): sleep until it is over.
                 wait = self.state.throttle_remaining()
-                if wait > 0:
+                while wait > 0:
                     await asyncio.sleep(wait)
+                    wait = self.state.throttle_remaining()
                 if self._closed is None and self.state.reauth_due():
                     await self._reauthenticate()
                 if self._closed is not None:
