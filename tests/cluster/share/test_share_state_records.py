@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
+from kaflite.client import AcknowledgeType, Producer, ShareConsumer
+from kaflite.cluster import Cluster
 from kaflite.cluster.groups._timer import ManualTimer
 from kaflite.cluster.share import AckType, BatchSpan, SharePartition
 from kaflite.cluster.share._config import ShareConfig
@@ -22,6 +26,7 @@ from kaflite.cluster.share._state import (
     merge_update,
 )
 from kaflite.protocol.records import encode_batch, iter_batches
+from tests.conftest import wait_for
 
 KEY: StateKey = ("g", uuid.UUID(int=7), 0)
 Record = tuple[bytes, bytes | None]
@@ -164,3 +169,94 @@ def test_the_records_per_snapshot_setting_is_checked() -> None:
         {"share.coordinator.snapshot.update.records.per.snapshot": "0"}).updates_per_snapshot == 0
     with pytest.raises(ValueError, match=r"between \[0, 500\]"):
         ShareConfig.from_props({"share.coordinator.snapshot.update.records.per.snapshot": "501"})
+
+
+def _states(cluster: Cluster, group: str) -> dict[StateKey, dict[int, tuple[int, int]]]:
+    out: dict[StateKey, dict[int, tuple[int, int]]] = {}
+    for broker in cluster.brokers.values():
+        if broker.share_coordinator is not None:
+            for key, state in broker.share_coordinator.states().items():
+                if key[0] == group:
+                    out[key] = {-1: (state.start_offset, state.state_epoch),
+                                **per_offset(state)}
+    return out
+
+
+def _shards(cluster: Cluster, group: str) -> list[tuple[ShareStateShard, StateKey]]:
+    assert all(b.share_coordinator is not None for b in cluster.brokers.values())
+    return [(shard, key) for b in cluster.brokers.values() if b.share_coordinator is not None
+            for shard in b.share_coordinator.active_shards() for key in shard.states
+            if key[0] == group]
+
+
+async def _accept_one_at_a_time(servers: str, topic: str, group: str,
+                                count: int) -> set[bytes]:
+    async with ShareConsumer({"bootstrap.servers": servers, "group.id": group,
+                              "share.acknowledgement.mode": "explicit",
+                              "max.poll.records": 3}) as consumer:
+        consumer.subscribe([topic])
+        done: set[bytes] = set()
+        deadline = time.monotonic() + 30
+        while len(done) < count and time.monotonic() < deadline:
+            for record in await consumer.poll(200):
+                if len(done) == count:    # the rest of this poll is released at close
+                    break
+                assert record.value not in done          # an accepted record never comes back
+                # every third is released (delivered again), the others accepted
+                again = record.delivery_count == 1 and int(record.value or b"0") % 3 == 0
+                consumer.acknowledge(record, AcknowledgeType.RELEASE if again
+                                     else AcknowledgeType.ACCEPT)
+                if not again:
+                    done.add(record.value or b"")
+                results = await consumer.commit_sync()   # one state write per record
+                assert all(e is None for e in results.values()), results
+        assert len(done) == count
+        return done
+
+
+def test_a_restart_loads_the_state_written_as_updates_and_snapshots(tmp_path: Path) -> None:
+    config = {"share.coordinator.snapshot.update.records.per.snapshot": 4}
+    topic = group = "updates"
+    with Cluster(brokers=1, data_dir=tmp_path, config=config) as cluster:
+        cluster.create_topic(topic, 1, 1)
+        share = cluster.brokers[0].share
+        assert share is not None
+        share.group_configs[group] = {"share.auto.offset.reset": "earliest"}
+        asyncio.run(_produce(cluster.bootstrap_servers, topic, 30))
+        done = asyncio.run(_accept_one_at_a_time(cluster.bootstrap_servers, topic, group, 24))
+        before = _states(cluster, group)
+        [(shard, key)] = _shards(cluster, group)
+        snapshots = shard.snapshot_epochs[key] + 1
+        assert snapshots >= 5                 # many writes: a snapshot after every 4 updates
+        assert shard.update_counts[key] <= 4
+    with Cluster(brokers=1, data_dir=tmp_path, config=config) as cluster:
+        wait_for(lambda: _states(cluster, group) == before, "the share state to load")
+        [(shard, key)] = _shards(cluster, group)
+        # the log holds the snapshots with 4 updates before each (but the first)
+        updates = shard.records_loaded - snapshots
+        assert 4 * (snapshots - 1) <= updates <= 4 * snapshots
+        share = cluster.brokers[0].share
+        assert share is not None
+        share.group_configs[group] = {"share.auto.offset.reset": "earliest"}
+        # the records not yet accepted, and nothing else, are delivered after the restart
+        rest = {str(i).encode() for i in range(30)} - done
+        asyncio.run(_accept_rest(cluster.bootstrap_servers, topic, group, rest))
+
+
+async def _produce(servers: str, topic: str, count: int) -> None:
+    async with Producer({"bootstrap.servers": servers, "linger.ms": 0}) as producer:
+        for i in range(count):
+            producer.produce(topic, str(i).encode(), partition=0)
+        await producer.flush()
+
+
+async def _accept_rest(servers: str, topic: str, group: str, rest: set[bytes]) -> None:
+    async with ShareConsumer({"bootstrap.servers": servers, "group.id": group}) as consumer:
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(got) < len(rest) and time.monotonic() < deadline:
+            got.extend(r.value or b"" for r in await consumer.poll(200))
+        got.extend(r.value or b"" for r in await consumer.poll(500))
+        await consumer.commit_sync()
+    assert sorted(got) == sorted(rest)
