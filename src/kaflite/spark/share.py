@@ -23,8 +23,10 @@ taken every row of it, it accepts all it holds (ShareAcknowledge) and leaves
 the group. A task that fails or is stopped before that acknowledges nothing:
 its records are released when its consumer closes, or come back when their
 locks expire if the executor died, and another task reads them again. That is
-at-least-once delivery, acknowledged at the task's commit; a sink that must
-not see a record twice has to be idempotent.
+at-least-once delivery for failures of the reading task, acknowledged at the
+task's end (not at the sink's or Spark's commit, which a reading task cannot
+wait for: docs/share-groups.md says why, and why streaming reads are refused);
+a sink that must not see a record twice has to be idempotent.
 
 Where a share group starts reading a partition it has never read is the
 group's ``share.auto.offset.reset`` (``latest`` unless configured), not
