@@ -9,7 +9,10 @@ against faults injected into the kaflite cluster.
   commit) and the member rejoins with epoch 0 under the same member id;
 * NOT_COORDINATOR on a heartbeat: the coordinator is looked up again, and the
   member stays in the group at its epoch;
-* GROUP_AUTHORIZATION_FAILED: raised to the application from ``poll``.
+* GROUP_AUTHORIZATION_FAILED: raised to the application from ``poll``;
+* the coordinator's broker dies: the members stop heartbeating it, look the
+  coordinator up again, and the group goes on (commits, new records) with the
+  new one (the shared membership kept heartbeating a dead coordinator once).
 
 Each test checks that the fault hit (the broker's error counts), the
 transition the client took (its events, its listener), and that every record
@@ -236,3 +239,64 @@ def test_group_authorization_failed_is_raised_from_poll(cluster: Cluster) -> Non
             assert member(c).state is MemberState.FATAL
 
     run(main())
+
+
+def test_losing_the_coordinator_s_broker_the_group_goes_on() -> None:
+    """Two members; the group coordinator's broker is killed. Both find the new
+    coordinator, the group stays whole, the records produced after the kill are all
+    read, and the committed offsets (on the new coordinator) cover everything."""
+    with Cluster(brokers=3, config=CONFIG) as own:
+        run(_coordinator_lost(own), timeout=90)
+
+
+async def _coordinator_lost(cluster: Cluster) -> None:
+    topic, group = uid("t"), uid("g")
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+    first = await produce(cluster, topic, 20, 2)
+    consumers = [Consumer(**opts(cluster, group, uid("c"), enable_auto_commit=False))
+                 for _ in range(2)]
+    got: list[bytes] = []
+
+    async def step() -> None:
+        for c in consumers:
+            got.extend(r.value for r in await c.poll(timeout_ms=50) if r.value is not None)
+
+    try:
+        for c in consumers:
+            await c.start()
+            c.subscribe([topic])
+        await until("two members sharing the partitions", lambda: all(
+            len(c.assignment()) == 1 and member(c).state is MemberState.STABLE
+            for c in consumers) and set(first) <= set(got), step)
+        for c in consumers:
+            await c.commit()
+        victim = member(consumers[0]).coordinator
+        assert victim is not None and member(consumers[1]).coordinator == victim
+        await asyncio.to_thread(cluster.call, cluster.kill_broker(victim))
+        # the heartbeats fail on the dead broker; the coordinator is looked up again
+        await until("the new coordinator", lambda: all(
+            member(c).coordinator not in (None, victim) for c in consumers), step,
+            timeout=40)
+        later = [v + b"-later" for v in await produce(cluster, topic, 20, 2)]
+        got.clear()
+
+        async def read_on() -> None:
+            for c in consumers:
+                got.extend(r.value + b"-later" for r in await c.poll(timeout_ms=50)
+                           if r.value is not None)
+
+        await until("the records produced after the kill", lambda: set(later) <= set(got),
+                    read_on, timeout=40)
+        # the group is whole: each member kept (or got back) one partition
+        await until("a stable group", lambda: all(
+            len(c.assignment()) == 1 and member(c).state is MemberState.STABLE
+            for c in consumers), read_on)
+        for c in consumers:
+            assert events(c, "coordinator moved")
+            await c.commit()                         # to the new coordinator
+        committed = {tp.partition: await consumers[0].committed(tp)
+                     for tp in (TopicPartition(topic, 0), TopicPartition(topic, 1))}
+        assert committed == {0: 20, 1: 20}
+    finally:
+        for c in consumers:
+            await c.close()

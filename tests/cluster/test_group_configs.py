@@ -38,6 +38,14 @@ CONFIG = {"offsets.topic.num.partitions": 1, "group.consumer.min.heartbeat.inter
     ({"share.auto.offset.reset": "newest"}, "share.auto.offset.reset"),
     ({"share.isolation.level": "none"}, "share.isolation.level"),
     ({"consumer.session.timeout.ms": "abc"}, "Not a number of type INT"),
+    ({"share.delivery.count.limit": "1"}, "Value must be at least 2"),
+    ({"share.delivery.count.limit": "11"},
+     "share.delivery.count.limit must be less than or equal to "
+     "group.share.max.delivery.count.limit"),
+    ({"share.partition.max.record.locks": "99"}, "Value must be at least 100"),
+    ({"share.partition.max.record.locks": "10001"},
+     "share.partition.max.record.locks must be less than or equal to "
+     "group.share.max.partition.max.record.locks"),
 ])
 def test_kafkas_checks(configs: dict[str, str | None], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -92,8 +100,12 @@ def test_describe_alter_apply_and_persist(tmp_path: Path) -> None:
                 await admin.alter_configs({res: {"consumer.heartbeat.interval.ms": "999"}})
             with pytest.raises(errors.InvalidConfigError, match="Unknown group config"):
                 await admin.alter_configs({res: {"consumer.nope": "1"}})
+            assert entries["share.delivery.count.limit"].value == "5"
+            assert entries["share.partition.max.record.locks"].value == "2000"
             await admin.alter_configs({res: {"consumer.heartbeat.interval.ms": "3000",
-                                             "share.record.lock.duration.ms": "20000"}})
+                                             "share.record.lock.duration.ms": "20000",
+                                             "share.delivery.count.limit": "3",
+                                             "share.partition.max.record.locks": "150"}})
             entries = {e.name: e for e in (await admin.describe_config_entries([res]))[res]}
             assert (entries["consumer.heartbeat.interval.ms"].value,
                     entries["consumer.heartbeat.interval.ms"].source) == \
@@ -105,8 +117,13 @@ def test_describe_alter_apply_and_persist(tmp_path: Path) -> None:
         cluster.create_topic("t", 2, 1)
         asyncio.run(alter_and_describe(cluster))
         settings = cluster.brokers[0].groups.group_config("g1")
-        assert (settings.consumer_heartbeat_interval_ms,
-                settings.share_record_lock_duration_ms) == (3000, 20000)
+        assert (settings.consumer_heartbeat_interval_ms, settings.share_record_lock_duration_ms,
+                settings.share_delivery_count_limit,
+                settings.share_partition_max_record_locks) == (3000, 20000, 3, 150)
+        share = cluster.brokers[0].share
+        assert share is not None    # what the share-partitions of the group run with
+        assert (share.settings("g1").delivery_count_limit,
+                share.settings("g1").partition_max_record_locks) == (3, 150)
         assert cluster.brokers[0].groups.group_config("other").consumer_heartbeat_interval_ms \
             == 2000
 

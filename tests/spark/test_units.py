@@ -465,3 +465,14 @@ def test_runs_of_many_small_batches_with_offset_gaps(monkeypatch: pytest.MonkeyP
     assert got is not None and want is not None and got.equals(want)
     assert got.column("offset").to_pylist() == expected[10:]
     assert got.column("value").to_pylist()[:2] == [b"%099d" % 10, b"%099d" % 11]
+
+
+def test_streaming_reads_refuse_share_groups() -> None:
+    """A share-group task accepts at its end, before a micro-batch commits: refused."""
+    from kaflite.spark.datasource import KafliteDataSource
+
+    source = KafliteDataSource({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+                                "shareGroup": "g"})
+    with pytest.raises(KafkaOptionError, match="no offsets to replay"):
+        source.streamReader(source.schema())
+    assert source.reader(source.schema()) is not None     # a batch read is fine

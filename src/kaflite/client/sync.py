@@ -316,6 +316,9 @@ class ShareConsumer(_SyncClient, Generic[CK, CV]):
             self._async.commit_async()
         self._run(commit())
 
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        return self._async.acquisition_lock_timeout_ms()
+
     def set_acknowledgement_commit_callback(
             self, callback: _share.AcknowledgementCommitCallback | None) -> None:
         """The callback runs on the client's event loop thread."""

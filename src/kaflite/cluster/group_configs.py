@@ -47,8 +47,12 @@ _RANGED: dict[str, str] = {
     "share.session.timeout.ms": "group.share.{}session.timeout.ms",
     "share.heartbeat.interval.ms": "group.share.{}heartbeat.interval.ms",
     "share.record.lock.duration.ms": "group.share.{}record.lock.duration.ms",
+    "share.delivery.count.limit": "group.share.{}delivery.count.limit",
+    "share.partition.max.record.locks": "group.share.{}partition.max.record.locks",
 }
-_AT_LEAST = {"share.record.lock.duration.ms": 1000}   # Kafka's ConfigDef lower bounds
+# Kafka's ConfigDef lower bounds (GroupConfig); 1 for the others
+_AT_LEAST = {"share.record.lock.duration.ms": 1000, "share.delivery.count.limit": 2,
+             "share.partition.max.record.locks": 100}
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?",
                        re.IGNORECASE)
@@ -69,6 +73,8 @@ class GroupSettings:
     share_session_timeout_ms: int
     share_heartbeat_interval_ms: int
     share_record_lock_duration_ms: int
+    share_delivery_count_limit: int
+    share_partition_max_record_locks: int
     share_auto_offset_reset: str        # latest, earliest or by_duration:<ISO-8601 duration>
     share_isolation_level: str          # read_committed or read_uncommitted
 
@@ -149,5 +155,6 @@ def group_settings(configs: Mapping[str, str], props: Mapping[str, str]) -> Grou
     return GroupSettings(
         int(v["consumer.session.timeout.ms"]), int(v["consumer.heartbeat.interval.ms"]),
         int(v["share.session.timeout.ms"]), int(v["share.heartbeat.interval.ms"]),
-        int(v["share.record.lock.duration.ms"]), v["share.auto.offset.reset"],
+        int(v["share.record.lock.duration.ms"]), int(v["share.delivery.count.limit"]),
+        int(v["share.partition.max.record.locks"]), v["share.auto.offset.reset"],
         v["share.isolation.level"])

@@ -94,8 +94,11 @@ class KafliteDataSource(DataSource):
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         _check_schema(self.options, schema)
         if parse_share_options(self.options) is not None:
-            raise KafkaOptionError("Option 'shareGroup' is for batch reads (spark.read); a "
-                                   "streaming query reads offset ranges")
+            raise KafkaOptionError(
+                "Option 'shareGroup' is for batch reads (spark.read): a share-group task "
+                "accepts its records when it ends, before a micro-batch is committed, and "
+                "a failed micro-batch could not read them again (a share group has no "
+                "offsets to replay); a streaming query reads offset ranges")
         return KafkaStreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:

@@ -14,15 +14,19 @@ partitions), and each task runs a ``ShareConsumer`` of the group in explicit
 acknowledgement mode. Many tasks may read the same partitions; the partition
 leaders hand each record to one of them. A task polls until nothing arrived
 for ``shareIdleTimeoutMs`` (default 2000) or it holds
-``maxRecordsPerPartition`` records, yielding each poll's records as they come
-and renewing their acquisition locks (RENEW, KIP-1222) so that it keeps them
-while it reads on. When the task has read to its end, which is when Spark has
+``maxRecordsPerPartition`` records, yielding each poll's records as they come.
+It keeps what it read by renewing the acquisition locks itself (RENEW,
+KIP-1222): every record when it arrives, and all it holds again whenever half
+the lock duration (``acquisition_lock_timeout_ms``) has passed since the last
+renewal, as a Java application must (no consumer renews locks by itself). When the task has read to its end, which is when Spark has
 taken every row of it, it accepts all it holds (ShareAcknowledge) and leaves
 the group. A task that fails or is stopped before that acknowledges nothing:
 its records are released when its consumer closes, or come back when their
 locks expire if the executor died, and another task reads them again. That is
-at-least-once delivery, acknowledged at the task's commit; a sink that must
-not see a record twice has to be idempotent.
+at-least-once delivery for failures of the reading task, acknowledged at the
+task's end (not at the sink's or Spark's commit, which a reading task cannot
+wait for: docs/share-groups.md says why, and why streaming reads are refused);
+a sink that must not see a record twice has to be idempotent.
 
 Where a share group starts reading a partition it has never read is the
 group's ``share.auto.offset.reset`` (``latest`` unless configured), not
@@ -35,6 +39,7 @@ carries per record).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -182,14 +187,23 @@ def read_share(opts: ShareOptions, task: int) -> Iterator[pa.RecordBatch]:
     try:
         consumer.subscribe(opts.topics)
         idle = 0
+        renewed = time.monotonic()
         while idle < opts.idle_ms and len(held) < opts.max_records:
             records = consumer.poll(POLL_MS)
+            lock_ms = consumer.acquisition_lock_timeout_ms()
+            if held and lock_ms is not None and \
+                    time.monotonic() - renewed >= lock_ms / 2000:
+                for r in held:     # their locks start again (sent with the next poll)
+                    consumer.acknowledge(r, AcknowledgeType.RENEW)
+                renewed = time.monotonic()
             if not records:
                 idle += POLL_MS
                 continue
             idle = 0
             for r in records:
                 consumer.acknowledge(r, AcknowledgeType.RENEW)   # kept until the end
+            if not held:
+                renewed = time.monotonic()
             held.extend(records)
             yield to_arrow(records, opts.include_headers)
         for r in held:

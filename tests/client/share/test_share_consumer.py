@@ -237,6 +237,9 @@ async def _renewed_lock_outlasts_the_lock_duration(servers: str) -> None:
         while not held and time.monotonic() < deadline:
             held = await holder.poll(100)
         record = held[0]
+        # the lock the broker gave; nothing renews it but the application's RENEW (Java)
+        assert holder.acquisition_lock_timeout_ms() == LOCK_MS
+        assert other.acquisition_lock_timeout_ms() is None        # nothing fetched yet
         await other.start()       # a second member of the partition, polling all along
         other.subscribe([topic])
         # three half-lock waits: past the lock duration, renewed every time

@@ -253,7 +253,16 @@ class GroupClient(abc.ABC):
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         while True:
             node = await self.ensure_coordinator(deadline)
-            conn = await self.consumer.pool.get(node, COORDINATOR)
+            try:
+                conn = await self.consumer.pool.get(node, COORDINATOR)
+            except (ConnectionClosed, TimeoutError, OSError) as exc:
+                # its broker is gone: look the coordinator up again (as a failed request)
+                self.mark_coordinator_unknown(f"OffsetFetch failed: {type(exc).__name__}")
+                if time.monotonic() > deadline:
+                    raise errors.CoordinatorNotAvailableError(
+                        f"OffsetFetch: no coordinator for group {self.group_id}") from exc
+                await asyncio.sleep(self.backoff)
+                continue
             version = conn.version_for(9)
             member_id, epoch = self._fetch_identity()
             if version >= 8:

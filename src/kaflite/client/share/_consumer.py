@@ -204,6 +204,15 @@ class ShareConsumer(BaseClient, Generic[K, V]):
             delivered[record.offset] = int(kind)
             self._renew.get(tp, {}).pop(record.offset, None)
 
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """The acquisition lock duration the brokers last gave (``AcquisitionLockTimeoutMs``
+        of ShareFetch and ShareAcknowledge), None before any: Java's
+        ``KafkaShareConsumer.acquisitionLockTimeoutMs()``. An application that holds
+        records longer renews them with ``acknowledge(record, RENEW)``; nothing renews
+        them by itself."""
+        timeout = self._fetcher.lock_timeout_ms
+        return timeout if timeout > 0 else None
+
     def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None
                                             ) -> None:
         """``callback({partition: offsets}, error)`` once a leader answered each

@@ -40,6 +40,7 @@ SHARE_DEFAULTS: dict[str, str] = {
     # The share coordinator (its topic's settings are with the other internal topics').
     "share.coordinator.write.timeout.ms": "5000",
     "share.coordinator.load.buffer.size": "5242880",
+    "share.coordinator.snapshot.update.records.per.snapshot": "500",
 }
 
 AUTO_OFFSET_RESETS = ("latest", "earliest")
@@ -81,6 +82,7 @@ class ShareConfig:
     max_share_sessions: int = 2000
     write_timeout_ms: int = 5000
     load_buffer_size: int = 5242880
+    updates_per_snapshot: int = 500
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> ShareConfig:
@@ -105,6 +107,10 @@ class ShareConfig:
         if any(n not in ("simple", "org.apache.kafka.coordinator.group.assignor.SimpleAssignor")
                for n in names):
             raise ValueError("group.share.assignors: kaflite has the simple assignor only")
+        per_snapshot = get("share.coordinator.snapshot.update.records.per.snapshot")
+        if not 0 <= per_snapshot <= 500:
+            raise ValueError("share.coordinator.snapshot.update.records.per.snapshot must be "
+                             f"between [0, 500], not {per_snapshot}")
         return cls(
             defaults=ShareGroupSettings(
                 session_timeout_ms=session, heartbeat_interval_ms=heartbeat,
@@ -114,7 +120,8 @@ class ShareConfig:
             max_size=get("group.share.max.size"), assignors=("simple",),
             max_share_sessions=get("group.share.max.share.sessions"),
             write_timeout_ms=get("share.coordinator.write.timeout.ms"),
-            load_buffer_size=get("share.coordinator.load.buffer.size"))
+            load_buffer_size=get("share.coordinator.load.buffer.size"),
+            updates_per_snapshot=per_snapshot)
 
     def for_group(self, group_configs: Mapping[str, str]) -> ShareGroupSettings:
         """The settings of a group whose group-level configs are ``group_configs``."""

@@ -80,7 +80,7 @@ class ShareCoordinator(ShardedCoordinator[ShareStateShard]):
     def _new_shard(self, p: Partition) -> ShareStateShard:
         writer = PartitionWriter(self.broker, SHARE_STATE_TOPIC, p.index, p.leader_epoch,
                                  self.config.write_timeout_ms)
-        return ShareStateShard(p.index, p.leader_epoch, writer)
+        return ShareStateShard(p.index, p.leader_epoch, writer, self.config.updates_per_snapshot)
 
     def shard_of(self, key: StateKey) -> ShareStateShard:
         return self.shard_for(state_key(*key))

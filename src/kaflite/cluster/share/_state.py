@@ -4,8 +4,23 @@ Kafka keeps every share-partition's durable state in ``__share_group_state``,
 keyed by (group id, topic id, partition), in two record types: ShareSnapshot
 (key version 0: the whole state) and ShareUpdate (key version 1: changed
 batches, merged over the last snapshot). Values carry an int16 version (0).
-kaflite writes a ShareSnapshot for every change (the topic is compacted, so
-the latest snapshot of a key is what remains) and replays both types.
+
+A write is a ShareUpdate, as Kafka's ``ShareCoordinatorShard.generateShareStateRecord``
+makes it, until ``share.coordinator.snapshot.update.records.per.snapshot`` (500,
+0-500) updates followed the last snapshot: then the whole state goes out as a
+ShareSnapshot (with the next snapshot epoch), and so does the first write of a key,
+an initialization (a new state epoch) and a write no update can express (offsets the
+state had that the new one lacks). Updates carry the snapshot epoch they follow.
+Loading replays both, counting the updates since each key's last snapshot, so the
+cadence goes on across coordinator moves.
+
+One difference from Kafka, for compaction: kaflite's ``__share_group_state`` is
+compacted (Kafka's is ``cleanup.policy=delete`` and its coordinator prunes the log
+before the oldest snapshot it still needs). Compaction keeps the last record of each
+key, and a ShareUpdate's key (version 1) is not its snapshot's (version 0), so an
+update holds every offset changed since the last snapshot (not only since the
+previous update): the last update alone over the last snapshot is the state, and a
+replay of every update, in order, gives the same.
 
 The shard fences writers as Kafka's ``ShareCoordinatorShard`` does: a write
 with an older state epoch than the stored one gets FENCED_STATE_EPOCH (the
@@ -36,10 +51,11 @@ from kaflite.protocol.messages import (
     ShareUpdateValue,
 )
 from kaflite.protocol.messages import share_snapshot_value as ssv
+from kaflite.protocol.messages import share_update_value as suv
 from kaflite.protocol.records import RecordBatch
 
 __all__ = ["SHARE_STATE_TOPIC", "ShareStateShard", "StateKey", "decode_state_record",
-           "encode_snapshot", "state_key"]
+           "delta", "encode_snapshot", "encode_update", "state_key"]
 
 log = logging.getLogger("kaflite.cluster.share")
 
@@ -67,6 +83,50 @@ def encode_snapshot(key: StateKey, state: PersistedState, snapshot_epoch: int) -
     return k, v
 
 
+def encode_update(key: StateKey, update: PersistedState, snapshot_epoch: int) -> Record:
+    """A ShareUpdate: the changed batches, the start offset and the leader epoch."""
+    k = _I16.pack(UPDATE_KEY_VERSION) + ShareUpdateKey(
+        group_id=key[0], topic_id=key[1], partition=key[2]).encode(UPDATE_KEY_VERSION)
+    v = _I16.pack(VALUE_VERSION) + ShareUpdateValue(
+        snapshot_epoch=snapshot_epoch & 0xFFFF, leader_epoch=update.leader_epoch,
+        start_offset=update.start_offset,
+        state_batches=[suv.StateBatch(b.first, b.last, int(b.state), b.delivery_count)
+                       for b in update.batches]).encode(0)
+    return k, v
+
+
+def _per_offset(state: PersistedState) -> dict[int, tuple[RecordState, int]]:
+    return {o: (b.state, b.delivery_count) for b in state.batches
+            for o in range(max(b.first, state.start_offset), b.last + 1)}
+
+
+def delta(snapshot: PersistedState, current: PersistedState,
+          new: PersistedState) -> PersistedState | None:
+    """The ShareUpdate that takes both the last ``snapshot`` and the ``current`` state
+    (the snapshot with the updates since) to ``new`` under ``merge_update``: every
+    offset whose state or count differs from either, as runs. None when no update can
+    say it (the state epoch moved, or ``new`` lacks offsets the others have at or past
+    its start)."""
+    if new.state_epoch != current.state_epoch or new.state_epoch != snapshot.state_epoch:
+        return None
+    after = _per_offset(new)
+    bases = (_per_offset(snapshot), _per_offset(current))
+    if any(o >= new.start_offset and o not in after for base in bases for o in base):
+        return None
+    out: list[StateBatch] = []
+    for o in sorted(after):
+        state, count = after[o]
+        if all(base.get(o) == (state, count) for base in bases):
+            continue
+        last = out[-1] if out else None
+        if last is not None and last.last == o - 1 and last.state is state \
+                and last.delivery_count == count:
+            out[-1] = StateBatch(last.first, o, state, count)
+        else:
+            out.append(StateBatch(o, o, state, count))
+    return PersistedState(-1, new.start_offset, out, new.leader_epoch)
+
+
 def _batches(raw: list[ssv.StateBatch]) -> list[StateBatch]:
     out = []
     for b in raw:
@@ -92,7 +152,7 @@ def decode_state_record(key: bytes | memoryview, value: bytes | memoryview | Non
         return skey, True, PersistedState(s.state_epoch, s.start_offset,
                                           _batches(s.state_batches), s.leader_epoch)
     if version == UPDATE_KEY_VERSION:
-        u = ShareUpdateKey.read(r, 0)
+        u = ShareUpdateKey.read(r, UPDATE_KEY_VERSION)
         skey = (u.group_id, u.topic_id, u.partition)
         if value is None:
             return skey, False, None
@@ -126,12 +186,16 @@ def merge_update(base: PersistedState, update: PersistedState) -> PersistedState
 
 class ShareStateShard(ShardLifecycle):
     def __init__(self, index: int, epoch: int,
-                 write: Callable[[list[Record]], asyncio.Future[int]]) -> None:
+                 write: Callable[[list[Record]], asyncio.Future[int]],
+                 updates_per_snapshot: int = 500) -> None:
         self.index = index
         self.epoch = epoch
         self.write_records = write
+        self.updates_per_snapshot = updates_per_snapshot
         self.states: dict[StateKey, PersistedState] = {}
         self.snapshot_epochs: dict[StateKey, int] = {}
+        self.snapshots: dict[StateKey, PersistedState] = {}    # each key's last snapshot
+        self.update_counts: dict[StateKey, int] = {}    # ShareUpdates since the last snapshot
         self.records_loaded = 0
 
     # -- loading --------------------------------------------------------------------------------
@@ -155,13 +219,17 @@ class ShareStateShard(ShardLifecycle):
         if state is None:
             self.states.pop(key, None)
             self.snapshot_epochs.pop(key, None)
+            self.snapshots.pop(key, None)
+            self.update_counts.pop(key, None)
         elif snapshot:
-            self.states[key] = state
+            self.states[key] = self.snapshots[key] = state
             self.snapshot_epochs[key] = self.snapshot_epochs.get(key, -1) + 1
+            self.update_counts[key] = 0
         else:
             base = self.states.get(key)
             if base is not None:
                 self.states[key] = merge_update(base, state)
+                self.update_counts[key] = self.update_counts.get(key, 0) + 1
 
     def finish_loading(self) -> None:
         self.state = ShardState.ACTIVE
@@ -187,7 +255,7 @@ class ShareStateShard(ShardLifecycle):
         if leader_epoch == state.leader_epoch:
             return state, None
         moved = PersistedState(state.state_epoch, state.start_offset, state.batches, leader_epoch)
-        return moved, self._store(key, moved)
+        return moved, self._change(key, moved)
 
     def write(self, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
         """WriteShareGroupState: fenced by the state epoch, then by the leader epoch."""
@@ -198,7 +266,7 @@ class ShareStateShard(ShardLifecycle):
             return _done(errors.FencedStateEpochError.code)
         if state.leader_epoch < old.leader_epoch:
             return _done(errors.FencedLeaderEpochError.code)
-        return self._store(key, state)
+        return self._change(key, state)
 
     def initialize(self, key: StateKey, state_epoch: int, start_offset: int) -> asyncio.Future[int]:
         """InitializeShareGroupState: a new state epoch starting at ``start_offset``."""
@@ -227,8 +295,23 @@ class ShareStateShard(ShardLifecycle):
                                                old.batches, old.leader_epoch))
 
     def _store(self, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
+        """A ShareSnapshot of the whole state."""
         self._apply(key, True, state)
         return self.write_records([encode_snapshot(key, state, self.snapshot_epochs[key])])
+
+    def _change(self, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
+        """A write: a ShareUpdate with what changed since the last snapshot, or a
+        ShareSnapshot every ``updates_per_snapshot`` updates (or when no update can
+        express it)."""
+        old, last = self.states.get(key), self.snapshots.get(key)
+        if old is None or last is None \
+                or self.update_counts.get(key, 0) >= self.updates_per_snapshot:
+            return self._store(key, state)
+        update = delta(last, old, state)
+        if update is None:
+            return self._store(key, state)
+        self._apply(key, False, update)
+        return self.write_records([encode_update(key, update, self.snapshot_epochs[key])])
 
 
 def _done(code: int) -> asyncio.Future[int]:
