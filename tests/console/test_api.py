@@ -263,6 +263,9 @@ def test_group_lag_equals_the_log_and_reset(served: tuple[Cluster, httpx.Client]
     assert listed["lagging"]["type"] == "classic"
     group = c.get("/api/groups/lagging").json()
     assert group["state"] == "Empty"
+    # the coordinator, in the list as in the detail, is the cluster's own for that group
+    _, _, coordinator = cluster.faults.coordinator_of("lagging")
+    assert listed["lagging"]["coordinator"] == group["coordinator"] == coordinator
     by_part = {o["partition"]: o for o in group["offsets"]}
     total = 0
     for p in range(3):
