@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from kaflite.client import TopicPartition
-from kaflite.console.backend import ClientBackend
+from kaflite.console.backend import ClientBackend, is_console
 from kaflite.console.web import ApiError, Json
 
 if TYPE_CHECKING:
@@ -162,14 +162,16 @@ class EmbeddedBackend(ClientBackend):
                           broker: int | None, include_closed: bool) -> list[Json]:
         registry = self.cluster.registry
         await registry.refresh()
-        return [c.to_dict() for c in registry.connections(
-            include_replicas=include_replicas, client_id=client_id, broker=broker,
-            include_closed=include_closed)]
+        return [{**c.to_dict(), "console": is_console(c.client_id)}
+                for c in registry.connections(
+                    include_replicas=include_replicas, client_id=client_id, broker=broker,
+                    include_closed=include_closed)]
 
     async def clients(self) -> list[Json]:
         registry = self.cluster.registry
         await registry.refresh()
-        return [c.to_dict() for c in registry.clients()]
+        return [{**c.to_dict(), "console": is_console(c.client_id)}
+                for c in registry.clients()]
 
     async def fan_out(self, client_id: str) -> Json:
         """One client's connections drawn to their brokers: the seeds' fan-out picture."""
@@ -183,7 +185,7 @@ class EmbeddedBackend(ClientBackend):
             for role in c.roles:
                 by_role[role] = by_role.get(role, 0) + 1
         return {
-            "client_id": client_id,
+            "client_id": client_id, "console": is_console(client_id),
             "summary": [c.to_dict() for c in registry.clients() if c.client_id == client_id],
             "brokers": [b["id"] for b in brokers_view(self.cluster)],
             "roles": dict(sorted(by_role.items())),
