@@ -41,7 +41,7 @@ async def _lag_rows(backend: ClientBackend, group: str
                              "committed": r["start_offset"], "log_end_offset": None,
                              "lag": r["lag"], "member_id": None} for r in described.offsets]
         members = len(described.share.group.members)
-        coordinator = described.share.coordinator
+        coordinator: int | None = described.share.coordinator
     else:
         rows = [{"topic": r["topic"], "partition": r["partition"],
                  "committed": r["current_offset"], "log_end_offset": r["log_end_offset"],
