@@ -27,8 +27,15 @@ __all__ = ["EmbeddedBackend", "cluster_view"]
 class EmbeddedBackend(ClientBackend):
     kind = "kaflite"
 
-    def __init__(self, cluster: Cluster) -> None:
-        super().__init__(cluster.bootstrap_servers)
+    def __init__(self, cluster: Cluster,
+                 client_config: Mapping[str, object] | None = None) -> None:
+        """``client_config``: the console's own clients' properties; by default, when the
+        first listener needs SASL, the user the cluster's configuration names for it
+        (``console/credentials.py``)."""
+        from kaflite.console.credentials import client_security
+
+        super().__init__(cluster.bootstrap_servers,
+                         client_security(cluster) if client_config is None else client_config)
         self.cluster = cluster
 
     @property
