@@ -387,6 +387,16 @@ def test_connections_panel(page: Page, env: Env) -> None:
     assert shown == len(registry) > 0
     assert page.locator("#fanout svg line").count() == shown
     screenshot(page, "connections")
+    # the console's own clients show only when asked for
+    page.fill("section:has(.vtable[data-table=clients]) input.filter", "kaflite-console")
+    mine = page.locator('.vtable[data-table="clients"] .vt-row', has_text="kaflite-console")
+    assert mine.count() == 0
+    page.check("#show-console")
+    mine.first.wait_for()
+    page.uncheck("#show-console")
+    page.wait_for_function(     # pooled rows are hidden, not removed
+        "() => ![...document.querySelectorAll('.vtable[data-table=clients] .vt-row')]"
+        ".some(r => r.offsetParent && r.textContent.includes('kaflite-console'))")
 
 
 def test_client_log_panel(page: Page, env: Env) -> None:
