@@ -78,7 +78,7 @@ class Console:
         cluster = backend.cluster_object
         self.cluster_id = cluster.cluster_id if cluster is not None else None
         self.metrics = MetricsSampler(cluster, sample_interval_s) \
-            if cluster is not None and not cluster.use_processes else None
+            if cluster is not None else None
         self.lag = LagSampler(backend, lag_interval_s) if sampling else None
         self.monitor = Monitor(self.hub, self.client_log, cluster,
                                self.metrics if sampling else None, self.lag,
