@@ -73,5 +73,5 @@ def test_series_integrate_to_what_was_produced(served: tuple[Cluster, httpx.Clie
         if total >= RECORDS - 0.5:
             break
         time.sleep(0.2)
-    assert abs(total - RECORDS) < 0.5
-    assert produces >= 2 and brokers == {"0", "1"}
+    assert abs(total - RECORDS) < 0.5, (total, samples)
+    assert round(produces) >= 2 and brokers == {"0", "1"}    # rates x intervals: rounded

@@ -101,7 +101,11 @@ class MetricsSampler:
         ``sample()`` (nothing to do with brokers in this process)."""
         server = self.cluster.controller_server
         if self.cluster.use_processes and server is not None:
-            self._remote = {n: str(t) for n, t in (await server.call_all("metrics")).items()}
+            fresh = {n: str(t) for n, t in (await server.call_all("metrics")).items()}
+            # a broker that did not answer this time keeps its last counters (else its
+            # rates would read 0 now and everything since its start at the next answer)
+            self._remote = {n: fresh.get(n, self._remote.get(n, ""))
+                            for n in set(fresh) | (set(self._remote) & set(server.channels))}
 
     def counters(self) -> Counters:
         if self.cluster.use_processes:
