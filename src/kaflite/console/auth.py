@@ -85,9 +85,8 @@ class TokenGuard:
             basic = await self._basic_ok(request)
             given = token_of(request)
             if basic is False:
-                message = ("wrong user or password (HTTP Basic: a SASL user of the cluster"
-                           + (", a super user with an authorizer)" if getattr(
-                               self.credentials, "super_users", None) is not None else ")"))
+                message = ("wrong user or password (HTTP Basic: a SASL user of the "
+                           "cluster; with an authorizer, one of its super.users)")
             elif basic is None and (given is None or not hmac.compare_digest(
                     given.encode(), self.token.encode())):
                 message = ("this request changes state and needs the console token "
