@@ -263,6 +263,9 @@ def test_group_lag_equals_the_log_and_reset(served: tuple[Cluster, httpx.Client]
     assert listed["lagging"]["type"] == "classic"
     group = c.get("/api/groups/lagging").json()
     assert group["state"] == "Empty"
+    # the coordinator, in the list as in the detail, is the cluster's own for that group
+    _, _, coordinator = cluster.faults.coordinator_of("lagging")
+    assert listed["lagging"]["coordinator"] == group["coordinator"] == coordinator
     by_part = {o["partition"]: o for o in group["offsets"]}
     total = 0
     for p in range(3):
@@ -320,10 +323,28 @@ def test_reset_refused_on_a_group_with_members(served: tuple[Cluster, httpx.Clie
 def test_connections_and_the_client_log(served: tuple[Cluster, httpx.Client]) -> None:
     cluster, c = served
     assert c.get("/api/clients/nobody").status_code == 404
-    clients = c.get("/api/clients").json()
-    assert any(cl["client_id"] == "kaflite-console" for cl in clients)
+    # the console's own clients are marked, and left out unless asked for
+    clients = c.get("/api/clients", params={"console": 1}).json()
+    assert [cl["console"] for cl in clients if cl["client_id"] == "kaflite-console"] == [True]
+    assert all(cl["console"] == (cl["client_id"] or "").startswith("kaflite-console")
+               for cl in clients)
+    assert any(not cl["console"] for cl in clients)
+    assert not any(cl["console"] for cl in c.get("/api/clients").json())
+    assert not any(row["console"] for row in c.get("/api/connections").json())
     conns = c.get("/api/connections", params={"client_id": "kaflite-console"}).json()
-    assert conns and all(row["client_id"] == "kaflite-console" for row in conns)
+    assert conns and all(row["client_id"] == "kaflite-console" and row["console"]
+                         for row in conns)
+    # it reads a group's offsets (its lag) but is no member: no coordinator role for it
+    committer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                             "group.id": "read-only", "client.id": "ck-read-only"})
+    try:
+        committer.commit(offsets=[ck.TopicPartition("orders", 0, 1)], asynchronous=False)
+    finally:
+        committer.close()
+    assert c.get("/api/groups/read-only").json()["offsets"][0]["committed"] == 1
+    assert "read-only" in {g["group_id"] for g in c.get("/api/groups").json()}
+    assert not any("read-only" in row["groups"] for row in c.get(
+        "/api/connections", params={"client_id": "kaflite-console"}).json())
     log = c.get("/api/events").json()
     assert any(r["source"] == "client" and r["client_id"] == "kaflite-console"
                and r["kind"] == "bootstrap" for r in log)

@@ -16,7 +16,9 @@ connection calls ``record_request``, which
                       DescribeCluster and SASL, which are discovery too)
   partition-leader    Produce, Fetch, ListOffsets or OffsetForLeaderEpoch answered
                       for a partition this broker leads (the partitions are listed)
-  group-coordinator   a group API answered by the group's coordinator (groups listed)
+  group-coordinator   a member's group API (join, sync, heartbeat, commit, leave)
+                      answered by the group's coordinator (groups listed); reads
+                      (OffsetFetch, DescribeGroups) are an admin's and add no role
   txn-coordinator     a transactional API answered by the coordinator (ids listed)
   replica-fetcher     a follower broker's Fetch (replica id >= 0)
   share-coordinator   ShareGroupHeartbeat answered by the share group's coordinator
@@ -74,7 +76,11 @@ DISCOVERY_APIS = frozenset({API_VERSIONS, METADATA, FIND_COORDINATOR, SASL_HANDS
 PARTITION_LEADER_APIS = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH})
 # Requests a member sends to its group's coordinator (classic, KIP-848, share groups);
 # admin requests (DescribeGroups, OffsetDelete...) do not make a coordinator connection.
-GROUP_COORDINATOR_APIS = frozenset({8, 9, 11, 12, 13, 14, 28, 68})
+# OffsetFetch is a read that admin tools send too (kafka-consumer-groups --describe, a
+# console's lag): it drops a group the broker no longer coordinates but never adds one. A
+# member's connection gets the role from its join, heartbeats and commits.
+GROUP_COORDINATOR_APIS = frozenset({8, 11, 12, 13, 14, 28, 68})
+OFFSET_FETCH = 9
 SHARE_GROUP_HEARTBEAT = 76   # a share consumer's coordinator connection
 # Requests a transactional producer sends to its transaction coordinator.
 TXN_COORDINATOR_APIS = frozenset({22, 24, 25, 26})
@@ -251,6 +257,8 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
                 info.groups.discard(g)
             else:
                 info.groups.add(g)
+    elif api_key == OFFSET_FETCH:
+        info.groups.difference_update(failed_groups)
     if api_key == SHARE_GROUP_HEARTBEAT and group is not None:
         if top_error in NOT_COORDINATOR_CODES:
             info.share_groups.discard(group)

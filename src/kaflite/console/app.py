@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kaflite.console.auth import TokenGuard, is_loopback, new_token
 from kaflite.console.backend import ClientBackend
+from kaflite.console.credentials import ClusterCredentials
 from kaflite.console.monitor import ClientLog, Monitor
 from kaflite.console.openapi import openapi_routes
 from kaflite.console.routes_chaos import chaos_routes
@@ -77,7 +78,7 @@ class Console:
         cluster = backend.cluster_object
         self.cluster_id = cluster.cluster_id if cluster is not None else None
         self.metrics = MetricsSampler(cluster, sample_interval_s) \
-            if cluster is not None and not cluster.use_processes else None
+            if cluster is not None else None
         self.lag = LagSampler(backend, lag_interval_s) if sampling else None
         self.monitor = Monitor(self.hub, self.client_log, cluster,
                                self.metrics if sampling else None, self.lag,
@@ -169,7 +170,10 @@ class ConsoleServer:
                  lag_interval_s: float = 5.0) -> None:
         self.console = Console(backend, token, sampling, lag_interval_s=lag_interval_s)
         self.app = build_app(self.console)
-        self.asgi = TokenGuard(self.app, self.console.token, loopback_only=is_loopback(host))
+        cluster = backend.cluster_object
+        credentials = ClusterCredentials.of(cluster) if cluster is not None else None
+        self.asgi = TokenGuard(self.app, self.console.token, loopback_only=is_loopback(host),
+                               credentials=credentials)
         self.host, self.port = host, port
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None

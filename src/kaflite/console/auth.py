@@ -3,7 +3,8 @@
 The token is random per start (``secrets.token_urlsafe``), printed at start-up
 and written to the state file for the CLI. A request carries it as
 ``Authorization: Bearer TOKEN`` or ``X-Kaflite-Token: TOKEN``; it is compared in
-constant time.
+constant time. On a kaflite cluster with SASL users the cluster's credentials do too,
+as ``Authorization: Basic`` (``console/credentials.py`` checks them).
 
 A console bound to loopback also refuses (421) a request whose ``Host`` is not a
 loopback name, so that a web page elsewhere cannot read it through DNS rebinding.
@@ -13,12 +14,14 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from collections.abc import Awaitable, Callable
+from typing import TypeAlias
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["SAFE_METHODS", "TokenGuard", "host_name", "is_loopback", "new_token", "token_of"]
+__all__ = ["SAFE_METHODS", "CredentialCheck", "TokenGuard", "host_name", "is_loopback", "new_token", "token_of"]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -48,11 +51,27 @@ def token_of(request: Request) -> str | None:
     return request.headers.get("x-kaflite-token") or None
 
 
-class TokenGuard:
-    """ASGI middleware: refuse (401) an unsafe method without the right token."""
+CredentialCheck: TypeAlias = Callable[[str, str], Awaitable[bool]]
 
-    def __init__(self, app: ASGIApp, token: str, loopback_only: bool = True) -> None:
+
+class TokenGuard:
+    """ASGI middleware: refuse (401) an unsafe method without the right token, or (with
+    ``credentials``, a cluster with SASL users) the cluster's credentials as HTTP Basic."""
+
+    def __init__(self, app: ASGIApp, token: str, loopback_only: bool = True,
+                 credentials: CredentialCheck | None = None) -> None:
         self.app, self.token, self.loopback_only = app, token, loopback_only
+        self.credentials = credentials
+
+    async def _basic_ok(self, request: Request) -> bool | None:
+        """True/False for HTTP Basic credentials checked against the cluster; None when
+        the request carries none (or the cluster has no SASL users)."""
+        from kaflite.console.credentials import basic_credentials
+
+        if self.credentials is None:
+            return None
+        given = basic_credentials(request.headers.get("authorization", ""))
+        return None if given is None else await self.credentials(*given)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.loopback_only:
@@ -62,12 +81,23 @@ class TokenGuard:
                                              f"for Host {host!r}"}, 421)(scope, receive, send)
                 return
         if scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
-            given = token_of(Request(scope))
-            if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
+            request = Request(scope)
+            basic = await self._basic_ok(request)
+            given = token_of(request)
+            if basic is False:
+                message = ("wrong user or password (HTTP Basic: a SASL user of the "
+                           "cluster; with an authorizer, one of its super.users)")
+            elif basic is None and (given is None or not hmac.compare_digest(
+                    given.encode(), self.token.encode())):
                 message = ("this request changes state and needs the console token "
                            "(Authorization: Bearer TOKEN or X-Kaflite-Token: TOKEN; "
-                           "kaflite up prints it)" if given is None
-                           else "wrong console token")
+                           "kaflite up prints it)"
+                           + (" or the cluster's credentials (HTTP Basic)"
+                              if self.credentials is not None else "")
+                           if given is None else "wrong console token")
+            else:
+                message = ""
+            if message:
                 await JSONResponse({"error": message}, 401)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

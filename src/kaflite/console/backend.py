@@ -24,9 +24,16 @@ from kaflite.protocol import errors
 if TYPE_CHECKING:
     from kaflite.cluster.cluster import Cluster
 
-__all__ = ["CONSOLE_CLIENT_ID", "Backend", "ClientBackend", "NotAvailable"]
+__all__ = ["CONSOLE_CLIENT_ID", "Backend", "ClientBackend", "NotAvailable", "is_console"]
 
 CONSOLE_CLIENT_ID = "kaflite-console"
+
+
+def is_console(client_id: object) -> bool:
+    """Whether a connection is one of the console's own clients (its admin, its producer,
+    its browsing consumers: client.id ``kaflite-console`` or ``kaflite-console-*``)."""
+    return isinstance(client_id, str) and (
+        client_id == CONSOLE_CLIENT_ID or client_id.startswith(CONSOLE_CLIENT_ID + "-"))
 TOPIC = 2
 READ_COMMITTED = 1
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from kaflite.client import TopicPartition
-from kaflite.console.backend import ClientBackend
+from kaflite.console.backend import ClientBackend, is_console
 from kaflite.console.web import ApiError, Json
 
 if TYPE_CHECKING:
@@ -27,8 +27,15 @@ __all__ = ["EmbeddedBackend", "cluster_view"]
 class EmbeddedBackend(ClientBackend):
     kind = "kaflite"
 
-    def __init__(self, cluster: Cluster) -> None:
-        super().__init__(cluster.bootstrap_servers)
+    def __init__(self, cluster: Cluster,
+                 client_config: Mapping[str, object] | None = None) -> None:
+        """``client_config``: the console's own clients' properties; by default, when the
+        first listener needs SASL, the user the cluster's configuration names for it
+        (``console/credentials.py``)."""
+        from kaflite.console.credentials import client_security
+
+        super().__init__(cluster.bootstrap_servers,
+                         client_security(cluster) if client_config is None else client_config)
         self.cluster = cluster
 
     @property
@@ -162,14 +169,16 @@ class EmbeddedBackend(ClientBackend):
                           broker: int | None, include_closed: bool) -> list[Json]:
         registry = self.cluster.registry
         await registry.refresh()
-        return [c.to_dict() for c in registry.connections(
-            include_replicas=include_replicas, client_id=client_id, broker=broker,
-            include_closed=include_closed)]
+        return [{**c.to_dict(), "console": is_console(c.client_id)}
+                for c in registry.connections(
+                    include_replicas=include_replicas, client_id=client_id, broker=broker,
+                    include_closed=include_closed)]
 
     async def clients(self) -> list[Json]:
         registry = self.cluster.registry
         await registry.refresh()
-        return [c.to_dict() for c in registry.clients()]
+        return [{**c.to_dict(), "console": is_console(c.client_id)}
+                for c in registry.clients()]
 
     async def fan_out(self, client_id: str) -> Json:
         """One client's connections drawn to their brokers: the seeds' fan-out picture."""
@@ -183,7 +192,7 @@ class EmbeddedBackend(ClientBackend):
             for role in c.roles:
                 by_role[role] = by_role.get(role, 0) + 1
         return {
-            "client_id": client_id,
+            "client_id": client_id, "console": is_console(client_id),
             "summary": [c.to_dict() for c in registry.clients() if c.client_id == client_id],
             "brokers": [b["id"] for b in brokers_view(self.cluster)],
             "roles": dict(sorted(by_role.items())),

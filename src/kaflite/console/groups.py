@@ -30,9 +30,9 @@ def _type(listed_type: str) -> str:
 
 
 async def _lag_rows(backend: ClientBackend, group: str
-                   ) -> tuple[int | None, int, list[Json]]:
-    """The group's total lag (None without committed offsets), its member count and
-    its offset rows, from one describe."""
+                   ) -> tuple[int | None, int, list[Json], int | None]:
+    """The group's total lag (None without committed offsets), its member count, its
+    offset rows and its coordinator's node id (None when unknown), from one describe."""
     admin = await backend.admin()
     described = await _describe(admin, group, offsets=True)
     if described.desc is None:       # a share group: start offsets (SPSO) and their lags
@@ -41,18 +41,21 @@ async def _lag_rows(backend: ClientBackend, group: str
                              "committed": r["start_offset"], "log_end_offset": None,
                              "lag": r["lag"], "member_id": None} for r in described.offsets]
         members = len(described.share.group.members)
+        coordinator: int | None = described.share.coordinator
     else:
         rows = [{"topic": r["topic"], "partition": r["partition"],
                  "committed": r["current_offset"], "log_end_offset": r["log_end_offset"],
                  "lag": r["lag"], "member_id": r["consumer_id"]} for r in described.offsets]
         members = len(described.desc.members)
+        c = described.desc.coordinator
+        coordinator = c.node_id if c is not None else None
     lags = [r["lag"] for r in rows if isinstance(r["lag"], int)]
-    return (sum(lags) if lags else None), members, rows
+    return (sum(lags) if lags else None), members, rows, coordinator
 
 
 async def group_lag(backend: ClientBackend, group: str) -> tuple[int | None, list[Json]]:
     """The group's total lag (None when it has no committed offsets) and offset rows."""
-    lag, _, rows = await _lag_rows(backend, group)
+    lag, _, rows, _ = await _lag_rows(backend, group)
     return lag, rows
 
 
@@ -63,12 +66,13 @@ async def list_groups(backend: ClientBackend) -> list[Json]:
     async def row(g: GroupListing) -> Json:
         lag: int | None = None
         members: int | None = None
+        coordinator: int | None = None
         # a group that went away meanwhile, or a coordinator moving: no figures this time
         with contextlib.suppress(errors.KafkaError):
-            lag, members, _ = await _lag_rows(backend, g.group_id)
+            lag, members, _, coordinator = await _lag_rows(backend, g.group_id)
         return {"group_id": g.group_id, "type": _type(g.type),
                 "protocol_type": g.protocol_type, "state": g.state, "members": members,
-                "lag": lag}
+                "lag": lag, "coordinator": coordinator}
 
     return list(await asyncio.gather(*(row(g) for g in listed)))
 

@@ -191,6 +191,7 @@ class Monitor:
 
     async def _metrics_round(self) -> None:
         assert self.metrics is not None
+        await self.metrics.refresh()
         sample = self.metrics.sample()
         if sample is not None:
             self.hub.publish("metrics", sample)

@@ -8,7 +8,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from kaflite.console.backend import NotAvailable
-from kaflite.console.web import ApiError, answer, backend_of, int_query
+from kaflite.console.web import ApiError, Json, answer, backend_of, int_query
 
 __all__ = ["cluster_routes"]
 
@@ -27,18 +27,32 @@ async def cluster(request: Request) -> Response:
     return answer(await backend_of(request).cluster_info())
 
 
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "") in ("1", "true")
+
+
+def _mine_hidden(request: Request, rows: list[Json]) -> list[Json]:
+    """Without ``?console=1`` (or a ``client_id`` filter), the console's own clients'
+    rows (``"console": true``) are left out: they only read, for the page itself."""
+    if _flag(request, "console") or request.query_params.get("client_id"):
+        return rows
+    return [r for r in rows if not r.get("console")]
+
+
 async def connections(request: Request) -> Response:
-    """Client connections from the registry (?client_id=&broker=&replicas=1&closed=1)."""
+    """Client connections from the registry
+    (?client_id=&broker=&replicas=1&closed=1&console=1)."""
     q = request.query_params
-    return answer(await backend_of(request).connections(
-        include_replicas=q.get("replicas", "") in ("1", "true"),
+    return answer(_mine_hidden(request, await backend_of(request).connections(
+        include_replicas=_flag(request, "replicas"),
         client_id=q.get("client_id"), broker=int_query(request, "broker", 0),
-        include_closed=q.get("closed", "") in ("1", "true")))
+        include_closed=_flag(request, "closed"))))
 
 
 async def clients(request: Request) -> Response:
-    """Per-client fan-out, roles, cadences and principals."""
-    return answer(await backend_of(request).clients())
+    """Per-client fan-out, roles, cadences and principals (?console=1: with the
+    console's own clients)."""
+    return answer(_mine_hidden(request, await backend_of(request).clients()))
 
 
 async def client_fan_out(request: Request) -> Response:

@@ -219,3 +219,31 @@ def test_live_cadences_of_a_group_consumer(cluster: Cluster) -> None:
     finally:
         consumer.close()
         producer.flush(5)
+
+
+def test_offset_fetch_is_a_read_not_a_coordinator_role() -> None:
+    """An admin reading a group's offsets (a console's lag, kafka-consumer-groups
+    --describe) is not a member's coordinator connection; a member's commit is, and a
+    NOT_COORDINATOR answer to either read drops the group."""
+    from kaflite.cluster.observe import record_request
+    from kaflite.protocol import errors
+    from kaflite.protocol.messages import (
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+    )
+    from kaflite.protocol.messages import offset_fetch_request as ofq
+    from kaflite.protocol.messages import offset_fetch_response as ofr
+
+    def fetch(code: int) -> tuple[OffsetFetchRequest, OffsetFetchResponse]:
+        return (OffsetFetchRequest(groups=[ofq.OffsetFetchRequestGroup(group_id="g")]),
+                OffsetFetchResponse(groups=[ofr.OffsetFetchResponseGroup("g", error_code=code)]))
+
+    info = ConnectionRecord(1, 0, "10.0.0.1:1", client_id="admin")
+    record_request(info, 9, 8, *fetch(0), 1.0)
+    assert info.groups == set() and "group-coordinator" not in info.roles
+    record_request(info, 8, 8, OffsetCommitRequest(group_id="g"), OffsetCommitResponse(), 1.0)
+    assert info.groups == {"g"} and "group-coordinator" in info.roles
+    record_request(info, 9, 8, *fetch(errors.NotCoordinatorError.code), 1.0)
+    assert info.groups == set() and "group-coordinator" not in info.roles

@@ -308,6 +308,72 @@ def test_faults_from_the_chaos_page(page: Page, env: Env) -> None:
     assert faults.rules() == []
 
 
+def _coordinator_shown(page: Page, group: str, broker: int) -> None:
+    cell = (f'.vtable[data-table="groups"] .vt-row[data-key="{group}"] '
+            '[data-col="coordinator"]')
+    page.wait_for_function(
+        "([sel, want]) => document.querySelector(sel)?.textContent.trim() === want",
+        arg=[cell, str(broker)], timeout=20_000)
+
+
+def test_move_a_coordinator_from_the_chaos_page(page: Page, env: Env) -> None:
+    """The groups panel shows a group's coordinator; moved from the chaos page, the group's
+    row shows the new one (the cluster's own lookup) without a reload."""
+    faults = env.cluster.faults
+    topic, index, before = faults.coordinator_of(READERS)
+    open_panel(page, env.url, "groups")
+    _coordinator_shown(page, READERS, before)
+    isr = env.cluster.controller.topics[topic].partitions[index].isr
+    to = next(b for b in isr if b != before)
+    open_panel(page, env.url, "chaos")
+    move = page.locator("#move-coordinator")
+    move.locator("input[name=key]").fill(READERS)
+    move.locator("input[name=to]").fill(str(to))
+    move.locator("button[type=submit]").click()
+    page.wait_for_selector(f'#recovery li[data-change="leader"]:has-text("{topic}-{index}")')
+    assert faults.coordinator_of(READERS)[2] == to
+    page.goto(f"{env.url}#groups")
+    _coordinator_shown(page, READERS, to)
+
+
+def test_read_committed_hides_an_aborted_transaction(page: Page, env: Env) -> None:
+    """The message browser's isolation: an aborted transaction's records show with
+    read_uncommitted and not with read_committed; committed ones show with both."""
+    from confluent_kafka import Producer
+
+    topic = "txn-browse"
+    env.cluster.create_topic(topic, 1, 3)
+    producer = Producer({"bootstrap.servers": env.cluster.bootstrap_servers,
+                         "transactional.id": "console-browse-txn"})
+    producer.init_transactions(20)
+    for outcome in ("commit", "abort", "commit"):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, f"{outcome}-{i}".encode(), partition=0)
+        producer.flush(20)
+        if outcome == "commit":
+            producer.commit_transaction(20)
+        else:
+            producer.abort_transaction(20)
+    open_panel(page, env.url, f"topics/{topic}")
+    page.wait_for_selector(f'section[data-topic="{topic}"]')
+    form = page.locator("#browse")
+    form.locator("select[name=from]").select_option("earliest")
+
+    def browse(isolation: str) -> list[str]:
+        form.locator("select[name=isolation]").select_option(isolation)
+        form.locator("button[type=submit]").click()
+        page.wait_for_selector(f'#messages .muted:has-text("({isolation};")')
+        return page.locator("#messages table.records tbody tr td:nth-child(5)"
+                            ).all_inner_texts()
+
+    committed = ["commit-0", "commit-1", "commit-2"]
+    aborted = ["abort-0", "abort-1", "abort-2"]
+    assert browse("read_uncommitted") == [*committed, *aborted, *committed]
+    assert browse("read_committed") == [*committed, *committed]
+    assert browse("read_uncommitted")[3:6] == aborted
+
+
 def test_connections_panel(page: Page, env: Env) -> None:
     open_panel(page, env.url, "connections")
     page.fill("section:has(.vtable[data-table=clients]) input.filter", "cf-reader")
@@ -321,6 +387,16 @@ def test_connections_panel(page: Page, env: Env) -> None:
     assert shown == len(registry) > 0
     assert page.locator("#fanout svg line").count() == shown
     screenshot(page, "connections")
+    # the console's own clients show only when asked for
+    page.fill("section:has(.vtable[data-table=clients]) input.filter", "kaflite-console")
+    mine = page.locator('.vtable[data-table="clients"] .vt-row', has_text="kaflite-console")
+    assert mine.count() == 0
+    page.check("#show-console")
+    mine.first.wait_for()
+    page.uncheck("#show-console")
+    page.wait_for_function(     # pooled rows are hidden, not removed
+        "() => ![...document.querySelectorAll('.vtable[data-table=clients] .vt-row')]"
+        ".some(r => r.offsetParent && r.textContent.includes('kaflite-console'))")
 
 
 def test_client_log_panel(page: Page, env: Env) -> None:

@@ -89,9 +89,10 @@ def _partition(index: int, om: OffsetAndMetadata | None,
 def _fetch_group(broker: Broker, conn: ServerConnection, group_id: str, wanted: Wanted,
                  require_stable: bool = False, member_id: str | None = None,
                  member_epoch: int = -1) -> tuple[int, list[ofr.OffsetFetchResponseTopics]]:
-    """One group's offsets, or its coordinator error (with no topics)."""
+    """One group's offsets, or its coordinator error (with no topics). A read, as an
+    admin's: it does not make the connection the group's coordinator connection."""
     try:
-        shard = shard_for(broker, conn, group_id)
+        shard = shard_for(broker, conn, group_id, label=False)
         modern = shard.consumer_groups.get(group_id)
         if modern is not None:
             # v9+: a consumer group's member fetches with its member id and epoch.
@@ -139,7 +140,7 @@ async def handle_offset_delete(broker: Broker, conn: ServerConnection, header: R
     if not req.group_id:
         return OffsetDeleteResponse(error_code=errors.InvalidGroupIdError.code)
     try:
-        shard = shard_for(broker, conn, req.group_id)
+        shard = shard_for(broker, conn, req.group_id, label=False)     # an admin request
     except errors.KafkaError as exc:
         return OffsetDeleteResponse(error_code=exc.code)
     wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]

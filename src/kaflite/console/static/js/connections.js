@@ -54,9 +54,13 @@ export function mount(root) {
     onClick: (c) => { selected = clientKey(c); clients.rowClass = (x) => (clientKey(x) === selected ? "selected" : ""); clients.schedule(); refresh(); } });
   const conns = new VTable(CONN_COLUMNS, { key: (c) => c.connection_id, name: "connections", height: "40vh" });
   const fanBox = el("div#fanout", null, el("div.muted", { text: "click a client for its fan-out" }));
+  // The console's own clients (kaflite-console*) only read for this page: hidden unless asked.
+  const showMine = el("input#show-console", { type: "checkbox" });
+  showMine.addEventListener("change", () => refresh());
   root.append(
     el("section.card", null, el("h2", { text: "Clients" }),
-      el("div.toolbar", null, filterBox(clients, "filter clients…"), clients.count), clients.root),
+      el("div.toolbar", null, filterBox(clients, "filter clients…"), clients.count,
+        el("label", null, showMine, " the console's own")), clients.root),
     el("section.card", null, el("h2", { text: "Fan-out" }), fanBox),
     el("section.card", null, el("h2", { text: "Connections" }),
       el("div.toolbar", null, filterBox(conns, "filter connections…"), conns.count), conns.root));
@@ -65,7 +69,8 @@ export function mount(root) {
   let loadMs = 0;
   async function refresh() {
     const t0 = performance.now();
-    const [cl, cs, cluster] = await Promise.all([api("GET", ROUTES.clients), api("GET", ROUTES.connections), api("GET", ROUTES.cluster)]);
+    const mine = showMine.checked ? "?console=1" : "";
+    const [cl, cs, cluster] = await Promise.all([api("GET", ROUTES.clients + mine), api("GET", ROUTES.connections + mine), api("GET", ROUTES.cluster)]);
     brokers = cluster.brokers;
     clients.setRows(cl);
     conns.setRows(cs);

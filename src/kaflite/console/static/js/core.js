@@ -77,6 +77,15 @@ export function setToken(value) {
   else sessionStorage.removeItem(TOKEN_KEY);
 }
 
+// The token box takes the console token, or a user of the cluster as user:password (a
+// cluster with SASL users: sent as HTTP Basic and checked against its credential store).
+// A console token never holds a colon.
+function authorization(t) {
+  if (!t.includes(":")) return `Bearer ${t}`;
+  const bytes = new TextEncoder().encode(t);
+  return `Basic ${btoa(String.fromCharCode(...bytes))}`;
+}
+
 export class ApiError extends Error {
   constructor(status, message) {
     super(message);
@@ -96,7 +105,7 @@ export async function api(method, path, body, query) {
   }
   const headers = { Accept: "application/json" };
   const t = token();
-  if (t && method !== "GET") headers.Authorization = `Bearer ${t}`;
+  if (t && method !== "GET") headers.Authorization = authorization(t);
   const init = { method, headers };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
