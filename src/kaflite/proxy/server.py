@@ -39,6 +39,7 @@ from kaflite.proxy.filters.base import Filter, FilterChain
 from kaflite.proxy.mapping import BrokerMap
 from kaflite.proxy.metrics import ProxyMetrics
 from kaflite.proxy.registry import ProxyRegistry
+from kaflite.proxy.sasl import ProxySasl, UpstreamSasl
 from kaflite.proxy.session import Session
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class Proxy:
                  broker_port_base: int = 0, http_port: int | None = None,
                  ssl_context: ssl.SSLContext | None = None,
                  upstream_ssl: ssl.SSLContext | None = None,
+                 sasl: ProxySasl | None = None, upstream_sasl: UpstreamSasl | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  connect_timeout_s: float = 10.0) -> None:
         self.bootstrap = [parse_address(a) for a in upstream.split(",") if a.strip()]
@@ -74,7 +76,10 @@ class Proxy:
         self.filters = FilterChain(filters)
         self.ssl_context = ssl_context
         self.upstream_ssl = upstream_ssl
-        self.security_name = "SSL" if ssl_context is not None else "PLAINTEXT"
+        self.sasl = sasl                    # ends the clients' SASL here
+        self.upstream_sasl = upstream_sasl  # the proxy's own login upstream
+        self.security_name = ("SASL_" if sasl is not None else "") + (
+            "SSL" if ssl_context is not None else "PLAINTEXT")
         self.max_frame_size = max_frame_size
         # A fetch response may be larger than any request a client sends.
         self.max_upstream_frame = max(max_frame_size, DEFAULT_MAX_FRAME_SIZE)
