@@ -12,8 +12,12 @@ closes; the proxy's registry names alice, the upstream's names the proxy.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -53,7 +57,7 @@ def sasl_proxy(cluster: Cluster, password: str = "svc-secret") -> Proxy:
                  upstream_sasl=UpstreamSasl("SCRAM-SHA-256", "proxy-svc", password))
 
 
-def client(proxy: Proxy, mechanism: str, password: str = "alice-secret") -> dict[str, Any]:
+def client(proxy: Any, mechanism: str, password: str = "alice-secret") -> dict[str, Any]:
     return {"bootstrap.servers": proxy.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": password}
 
@@ -199,3 +203,34 @@ def test_a_wrong_upstream_password_closes_the_client(upstream: Cluster) -> None:
                 pass
         finally:
             wire.close()
+
+
+def test_the_command_ends_sasl(upstream: Cluster) -> None:
+    from confluent_kafka import Producer as RdProducer
+
+    upstream.create_topic("px-sasl-cli", 1, 2)
+    env = {**os.environ, "KAFLITE_PROXY_UPSTREAM_PASSWORD": "svc-secret"}
+    proc = subprocess.Popen([sys.executable, "-m", "kaflite.cli", "proxy", "--upstream",
+                             upstream.bootstrap("SASL_PLAINTEXT"), "--listen", "127.0.0.1:0",
+                             "--sasl-users", "alice:alice-secret",
+                             "--upstream-sasl-mechanism", "SCRAM-SHA-512",
+                             "--upstream-sasl-username", "proxy-svc"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        bootstrap = ""
+        for _ in range(20):   # the banner's few lines
+            line = proc.stdout.readline()
+            if line.startswith("bootstrap.servers="):
+                bootstrap = line.split("=", 1)[1].strip()
+                break
+        assert bootstrap
+        at = type("At", (), {"bootstrap_servers": bootstrap})()
+        producer = RdProducer({**client(at, "SCRAM-SHA-256"), "acks": "all"})
+        for i in range(10):
+            producer.produce("px-sasl-cli", f"{i}".encode())
+        assert producer.flush(30) == 0
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err

@@ -124,6 +124,11 @@ class UpstreamSasl:
     username: str
     password: str
 
+    def __post_init__(self) -> None:
+        if self.mechanism not in PROXY_SASL_MECHANISMS:
+            raise ValueError(f"the proxy logs in upstream with "
+                             f"{', '.join(PROXY_SASL_MECHANISMS)}, not {self.mechanism}")
+
     def client(self) -> SaslClient:
         """A mechanism for one exchange (SCRAM nonces never repeat)."""
         return client_mechanism(self.mechanism, {"sasl.username": self.username,
