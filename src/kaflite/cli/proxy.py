@@ -7,6 +7,8 @@
     kaflite proxy --upstream ... --sasl-users alice:secret \
         --upstream-sasl-mechanism SCRAM-SHA-512 --upstream-sasl-username proxy-svc
         (the password from KAFLITE_PROXY_UPSTREAM_PASSWORD, or --upstream-sasl-password)
+    kaflite proxy --upstream ... --listen 0.0.0.0:9092 --tls-cert ... --tls-key ... \
+        --sni-suffix kafka.example.com        # broker-<id>.kafka.example.com:9092, by SNI
 
 Clients bootstrap from the ``--listen`` address; each upstream broker gets a
 port of its own (``--listen`` port + 1 + node id when the port is fixed).
@@ -62,6 +64,10 @@ def proxy(
         "--upstream-ca", metavar="FILE",
         help="the CA the upstream brokers' certificates chain to (implies --upstream-tls; "
              "default: the system's CAs)")] = None,
+    sni_suffix: Annotated[str | None, typer.Option(
+        "--sni-suffix", metavar="DOMAIN",
+        help="route by TLS SNI on the one --listen port: broker n is advertised as "
+             "broker-<n>.DOMAIN (needs --tls-cert covering *.DOMAIN)")] = None,
     sasl_users: Annotated[str | None, typer.Option(
         "--sasl-users", metavar="USER:PASSWORD,...", envvar="KAFLITE_PROXY_SASL_USERS",
         help="end SASL at the proxy: authenticate clients against these users")] = None,
@@ -108,7 +114,8 @@ def proxy(
     try:
         p = Proxy(upstream, listen, naive=naive, filters=chain, http_port=http_port,
                   advertised_host=advertised_host, ssl_context=server_ssl,
-                  upstream_ssl=upstream_ssl, sasl=sasl, upstream_sasl=upstream_sasl)
+                  upstream_ssl=upstream_ssl, sasl=sasl, upstream_sasl=upstream_sasl,
+                  sni_suffix=sni_suffix)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     run(_serve(p))

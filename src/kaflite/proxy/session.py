@@ -69,6 +69,7 @@ from kaflite.protocol.messages import (
 )
 from kaflite.protocol.primitives import BytesLike, Reader
 from kaflite.proxy.filters.base import Exchange
+from kaflite.proxy.registry import BOOTSTRAP_NODE
 from kaflite.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, answer_sasl
 from kaflite.proxy.versions import advertise_sasl, intersect
 from kaflite.security.errors import SaslError
@@ -255,6 +256,10 @@ class Session:
         peer = downstream.transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.record.peer = f"{peer[0]}:{peer[1]}"
+        if self.proxy.sni_suffix is not None:   # the ClientHello named the broker
+            node = self.proxy.sni_node(downstream.transport.get_extra_info("ssl_object"))
+            self.node_id = self.upstream_node = node
+            self.record.broker_id = BOOTSTRAP_NODE if node is None else node
         self.proxy.sessions.add(self)
         task = asyncio.get_running_loop().create_task(self._connect())
         self.proxy.tasks.add(task)
