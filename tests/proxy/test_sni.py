@@ -2,19 +2,26 @@
 
 The proxy advertises broker n as ``broker-<n>.px.localhost`` at its single port
 and sends each TLS connection to the broker its ClientHello names. Those names
-do not resolve on this machine (glibc here has no nss-myhostname, and
-/etc/hosts is not ours to edit), so librdkafka cannot be pointed at them; the
-tests use Python's ssl with ``server_hostname=`` and kaflite's client on
-asyncio's own loop with ``socket.getaddrinfo`` answering 127.0.0.1 for
-``*.px.localhost``.
+do not resolve through the system here (no nss-myhostname, and /etc/hosts is
+not ours to edit), so each client gets a resolver trick: Python's ssl is given
+``server_hostname=``; kaflite's client runs on asyncio's own loop with
+``socket.getaddrinfo`` answering 127.0.0.1 for ``*.px.localhost``; and
+confluent-kafka runs in a child process in a private mount namespace
+(``unshare -m``) where a hosts file of the test's own is bind-mounted over
+/etc/hosts (skipped where ``unshare`` is not permitted).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shutil
 import socket
 import ssl
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -133,4 +140,65 @@ def test_kaflite_client_through_sni(cluster3: Cluster, sni_proxy: Proxy, pki: Pk
     assert_no_upstream_address(sni_watch, cluster3, sni_proxy)
     leaders = {r.broker for r in sni_proxy.connections(include_closed=True)
                if "partition-leader" in r.roles}
+    assert leaders == set(cluster3.brokers)
+
+
+RDKAFKA_CHILD = """
+import json, sys, time
+from confluent_kafka import Consumer, Producer
+bootstrap, ca, topic, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+config = {"bootstrap.servers": bootstrap, "security.protocol": "SSL", "ssl.ca.location": ca}
+producer = Producer({**config, "acks": "all"})
+for i in range(n):
+    producer.produce(topic, f"r{i}".encode(), partition=i % 3)
+left = producer.flush(30)
+consumer = Consumer({**config, "group.id": topic + "-g", "auto.offset.reset": "earliest"})
+consumer.subscribe([topic])
+got = []
+deadline = time.monotonic() + 30
+while len(got) < n and time.monotonic() < deadline:
+    msg = consumer.poll(0.2)
+    if msg is not None and not msg.error():
+        got.append(msg.value().decode())
+consumer.close()
+print(json.dumps({"unflushed": left, "got": sorted(got)}))
+"""
+
+
+def private_hosts_prefix() -> list[str] | None:
+    """``unshare`` arguments for a private mount namespace, if this machine allows one."""
+    if shutil.which("unshare") is None:
+        return None
+    for args in (["unshare", "-m"], ["unshare", "-rm"]):
+        probe = subprocess.run([*args, "true"], capture_output=True, timeout=30)
+        if probe.returncode == 0:
+            return args
+    return None
+
+
+def test_confluent_kafka_through_sni(cluster3: Cluster, sni_proxy: Proxy, pki: Pki,
+                                     sni_watch: AddressWatch, tmp_path: Path) -> None:
+    prefix = private_hosts_prefix()
+    if prefix is None:
+        pytest.skip("unshare cannot make a private mount namespace here")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n" + "".join(
+        f"127.0.0.1 broker-{n}.{SUFFIX}\n" for n in cluster3.brokers))
+    child = tmp_path / "child.py"
+    child.write_text(RDKAFKA_CHILD)
+    cluster3.create_topic("px-sni-rd", 3, 2)
+    before = {r.connection_id for r in sni_proxy.connections(include_closed=True)}
+    script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+    out = subprocess.run([*prefix, "sh", "-c", script, str(hosts), sys.executable,
+                          str(child), sni_proxy.bootstrap_servers, str(pki.ca), "px-sni-rd",
+                          "40"], capture_output=True, text=True, timeout=120,
+                         env=os.environ.copy())
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["unflushed"] == 0
+    assert result["got"] == sorted(f"r{i}" for i in range(40))
+    assert_no_upstream_address(sni_watch, cluster3, sni_proxy)
+    rows = [r for r in sni_proxy.connections(include_closed=True)
+            if r.connection_id not in before]
+    leaders = {r.broker for r in rows if "partition-leader" in r.roles}
     assert leaders == set(cluster3.brokers)
