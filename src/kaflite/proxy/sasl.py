@@ -20,7 +20,7 @@ an upstream identity is not done.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kaflite.cluster.auth import SaslSession
@@ -35,13 +35,14 @@ from kaflite.protocol.messages import (
 from kaflite.security.errors import (
     IllegalSaslState,
     SaslAuthenticationFailed,
+    SaslError,
     UnsupportedSaslMechanism,
 )
 from kaflite.security.sasl import SaslClient, client_mechanism
 from kaflite.security.scram import StaticCredentialStore
 
 __all__ = ["PROXY_SASL_MECHANISMS", "SASL_AUTHENTICATE", "SASL_HANDSHAKE", "ProxySasl",
-           "UpstreamSasl", "answer_sasl", "parse_users"]
+           "UpstreamSasl", "answer_sasl", "login", "parse_users"]
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 PROXY_SASL_MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -136,3 +137,24 @@ class UpstreamSasl:
 
     def __repr__(self) -> str:   # never a password in a log line
         return f"UpstreamSasl({self.mechanism}, {self.username})"
+
+
+async def login(creds: UpstreamSasl,
+                call: Callable[[int, Struct], Awaitable[Struct]]) -> None:
+    """The proxy's SASL exchange on one upstream connection: ``call(api_key, request)``
+    sends a v1 request and returns its decoded answer. Raises ``SaslError``."""
+    client = creds.client()
+    shake = await call(SASL_HANDSHAKE, SaslHandshakeRequest(mechanism=client.mechanism))
+    assert isinstance(shake, SaslHandshakeResponse)
+    if shake.error_code:
+        raise SaslError(f"the upstream refused {client.mechanism} "
+                        f"(error {shake.error_code}; it offers {shake.mechanisms})")
+    token: bytes | None = client.start()
+    while token is not None:
+        reply = await call(SASL_AUTHENTICATE, SaslAuthenticateRequest(auth_bytes=token))
+        assert isinstance(reply, SaslAuthenticateResponse)
+        if reply.error_code:
+            raise SaslError(reply.error_message or f"error {reply.error_code}")
+        token = client.respond(bytes(reply.auth_bytes))
+    if not client.complete:
+        raise SaslError("the upstream's SASL exchange did not complete")

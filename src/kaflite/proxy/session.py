@@ -61,16 +61,12 @@ from kaflite.protocol.messages import (
     REGISTRY,
     ApiVersionsResponse,
     ProduceRequest,
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
     Struct,
 )
 from kaflite.protocol.primitives import BytesLike, Reader
 from kaflite.proxy.filters.base import Exchange
 from kaflite.proxy.registry import BOOTSTRAP_NODE
-from kaflite.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, answer_sasl
+from kaflite.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, answer_sasl, login
 from kaflite.proxy.versions import advertise_sasl, intersect
 from kaflite.security.errors import SaslError
 
@@ -312,34 +308,18 @@ class Session:
         """Authenticate this upstream connection with the proxy's own credentials."""
         creds = self.proxy.upstream_sasl
         assert creds is not None
-        client = creds.client()
         corr = 0
 
-        async def call(request: Struct) -> Struct:
+        async def call(api_key: int, request: Struct) -> Struct:
             nonlocal corr
             corr += 1
-            api_key = SASL_HANDSHAKE if isinstance(request, SaslHandshakeRequest) \
-                else SASL_AUTHENTICATE
             waiter: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
             upstream.login_reply = waiter
             upstream.write(encode_request(api_key, 1, corr, "kaflite-proxy", request))
             frame = await asyncio.wait_for(waiter, self.proxy.connect_timeout_s)
             return decode_response(frame, api_key, 1)[1]
 
-        shake = await call(SaslHandshakeRequest(mechanism=client.mechanism))
-        assert isinstance(shake, SaslHandshakeResponse)
-        if shake.error_code:
-            raise SaslError(f"the upstream refused {client.mechanism} "
-                                f"(error {shake.error_code}; it offers {shake.mechanisms})")
-        token: bytes | None = client.start()
-        while token is not None:
-            reply = await call(SaslAuthenticateRequest(auth_bytes=token))
-            assert isinstance(reply, SaslAuthenticateResponse)
-            if reply.error_code:
-                raise SaslError(reply.error_message or f"error {reply.error_code}")
-            token = client.respond(bytes(reply.auth_bytes))
-        if not client.complete:
-            raise SaslError("the upstream's SASL exchange did not complete")
+        await login(creds, call)
 
     def fail(self, why: str) -> None:
         if not self.closed:
