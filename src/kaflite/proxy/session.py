@@ -382,7 +382,8 @@ class Session:
                 self.fail(f"a request that does not decode: {exc}")
                 return
         self.record.client_id = client_id
-        if self.sasl is not None and (why := self.sasl.refuse(api_key, str(api_key))):
+        if self.sasl is not None and (why := self.sasl.refuse(
+                api_key, info.name if info is not None else f"API key {api_key}")):
             self.fail(why)
             return
         ex = Exchange(self.record.connection_id, self.record.peer, self.node_id, api_key,
