@@ -202,3 +202,11 @@ def test_confluent_kafka_through_sni(cluster3: Cluster, sni_proxy: Proxy, pki: P
             if r.connection_id not in before]
     leaders = {r.broker for r in rows if "partition-leader" in r.roles}
     assert leaders == set(cluster3.brokers)
+
+
+def test_the_command_wants_tls_for_sni() -> None:
+    out = subprocess.run([sys.executable, "-m", "kaflite.cli", "proxy", "--upstream",
+                          "127.0.0.1:1", "--listen", "127.0.0.1:0", "--sni-suffix", SUFFIX],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "SNI routing needs TLS" in out.stderr
