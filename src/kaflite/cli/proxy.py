@@ -4,6 +4,11 @@
     kaflite proxy --upstream ... --listen ... --filter 'chaos:rate=0.1' --filter audit
     kaflite proxy --upstream ... --listen ... --naive      # the shared VIP, to be shown
     kaflite proxy --upstream ... --tls-cert proxy.pem --tls-key proxy-key.pem --upstream-ca ca.pem
+    kaflite proxy --upstream ... --sasl-users alice:secret \
+        --upstream-sasl-mechanism SCRAM-SHA-512 --upstream-sasl-username proxy-svc
+        (the password from KAFLITE_PROXY_UPSTREAM_PASSWORD, or --upstream-sasl-password)
+    kaflite proxy --upstream ... --listen 0.0.0.0:9092 --tls-cert ... --tls-key ... \
+        --sni-suffix kafka.example.com        # broker-<id>.kafka.example.com:9092, by SNI
 
 Clients bootstrap from the ``--listen`` address; each upstream broker gets a
 port of its own (``--listen`` port + 1 + node id when the port is fixed).
@@ -22,9 +27,10 @@ from typing import Annotated
 import typer
 
 from kaflite._loop import run
-from kaflite.proxy import Proxy, load_filter
+from kaflite.proxy import Proxy, ProxySasl, UpstreamSasl, load_filter
 from kaflite.proxy.filters import known_filters
 from kaflite.proxy.filters.base import Filter
+from kaflite.proxy.sasl import parse_users
 from kaflite.security.tls import client_context, server_context
 
 __all__ = ["proxy"]
@@ -58,6 +64,26 @@ def proxy(
         "--upstream-ca", metavar="FILE",
         help="the CA the upstream brokers' certificates chain to (implies --upstream-tls; "
              "default: the system's CAs)")] = None,
+    sni_suffix: Annotated[str | None, typer.Option(
+        "--sni-suffix", metavar="DOMAIN",
+        help="route by TLS SNI on the one --listen port: broker n is advertised as "
+             "broker-<n>.DOMAIN (needs --tls-cert covering *.DOMAIN)")] = None,
+    sasl_users: Annotated[str | None, typer.Option(
+        "--sasl-users", metavar="USER:PASSWORD,...", envvar="KAFLITE_PROXY_SASL_USERS",
+        help="end SASL at the proxy: authenticate clients against these users")] = None,
+    sasl_mechanisms: Annotated[str, typer.Option(
+        "--sasl-mechanisms", metavar="MECH,...",
+        help="the mechanisms offered to clients with --sasl-users")
+    ] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    upstream_sasl_mechanism: Annotated[str | None, typer.Option(
+        "--upstream-sasl-mechanism", metavar="MECH",
+        help="log in to the upstream with SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+    ] = None,
+    upstream_sasl_username: Annotated[str | None, typer.Option(
+        "--upstream-sasl-username", metavar="USER")] = None,
+    upstream_sasl_password: Annotated[str | None, typer.Option(
+        "--upstream-sasl-password", metavar="PASSWORD",
+        envvar="KAFLITE_PROXY_UPSTREAM_PASSWORD")] = None,
 ) -> None:
     """Run a Kafka proxy that maps each upstream broker to a port of its own."""
     if (tls_cert is None) != (tls_key is None):
@@ -71,9 +97,25 @@ def proxy(
         raise typer.BadParameter(f"{exc} (known: {', '.join(known_filters())})",
                                  param_hint="--filter") from exc
     try:
+        sasl = ProxySasl(parse_users(sasl_users), sasl_mechanisms.split(",")) \
+            if sasl_users else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--sasl-users") from exc
+    upstream_sasl = None
+    if upstream_sasl_mechanism is not None:
+        if upstream_sasl_username is None or upstream_sasl_password is None:
+            raise typer.BadParameter("--upstream-sasl-mechanism needs a username and password",
+                                     param_hint="--upstream-sasl-username")
+        try:
+            upstream_sasl = UpstreamSasl(upstream_sasl_mechanism.upper(),
+                                         upstream_sasl_username, upstream_sasl_password)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--upstream-sasl-mechanism") from exc
+    try:
         p = Proxy(upstream, listen, naive=naive, filters=chain, http_port=http_port,
                   advertised_host=advertised_host, ssl_context=server_ssl,
-                  upstream_ssl=upstream_ssl)
+                  upstream_ssl=upstream_ssl, sasl=sasl, upstream_sasl=upstream_sasl,
+                  sni_suffix=sni_suffix)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     run(_serve(p))

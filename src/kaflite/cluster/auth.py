@@ -62,7 +62,7 @@ from kaflite.security.sasl import (
     client_mechanism,
     server_mechanism,
 )
-from kaflite.security.scram import HASHES, ScramCredential, scram_credential
+from kaflite.security.scram import HASHES, CredentialStore, ScramCredential, scram_credential
 from kaflite.security.tls import server_context
 
 if TYPE_CHECKING:
@@ -241,20 +241,20 @@ def inter_broker_security(props: Mapping[str, str], spec: ListenerSpec
 
 # -- one connection's session ------------------------------------------------------
 class SaslSession:
-    """The SASL state of one connection of a SASL listener.
+    """The SASL state of one connection of a SASL listener (a broker's, with
+    ``BrokerCredentials``, or the proxy's, with the users it was given).
 
     ``refuse(api_key)`` says why a request may not be served now (None: it may):
     before authentication only ApiVersions, SaslHandshake and SaslAuthenticate
     are; after the session expired (KIP-368) only a re-authentication is.
     """
 
-    def __init__(self, controller: Controller, props: Mapping[str, str],
-                 listener: ListenerSpec) -> None:
+    def __init__(self, store: CredentialStore, props: Mapping[str, str], listener: str) -> None:
         self.props = props
-        self.listener = listener.name
-        self.enabled = enabled_mechanisms(props, listener.name)
-        self.store = BrokerCredentials(controller, props, listener.name)
-        reauth = listener_config(props, listener.name, "connections.max.reauth.ms")
+        self.listener = listener
+        self.enabled = enabled_mechanisms(props, listener)
+        self.store = store
+        reauth = listener_config(props, listener, "connections.max.reauth.ms")
         self.max_reauth_ms = int(reauth) if reauth else 0
         self.server: SaslServer | None = None      # the exchange under way
         self.mechanism: str | None = None          # of the current session

@@ -50,7 +50,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
 from kaflite.cluster.acl import check as acl_check
-from kaflite.cluster.auth import SaslSession
+from kaflite.cluster.auth import BrokerCredentials, SaslSession
 from kaflite.cluster.observe import ApiStats, ConnectionRecord, record_request
 from kaflite.cluster.quotas.enforce import after_request
 from kaflite.protocol import (
@@ -127,7 +127,9 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.closed = False
         self.idle_ms = broker.config.int("connections.max.idle.ms")
         self.queued_bytes = 0   # of the complete frames not yet handled
-        self.sasl = (SaslSession(broker.controller, broker.config.props, self.listener)
+        self.sasl = (SaslSession(BrokerCredentials(broker.controller, broker.config.props,
+                                                   self.listener.name),
+                                 broker.config.props, self.listener.name)
                      if self.listener.sasl else None)
         # set by a handler whose response must be the last (a failed authentication)
         self.close_after_response = False

@@ -15,6 +15,10 @@ Ports are stable: with a fixed ``broker_port_base`` node ``n`` listens on
 ``base + n`` (Kroxylicious's port-per-broker scheme); with base 0 each node gets
 a free port the first time it is seen and keeps it for the proxy's life.
 
+With SNI routing (``host_for``) every broker is advertised at the proxy's one
+port under a host name of its own (``broker-<id>.<suffix>``), and the TLS
+ClientHello's server name says which broker a connection is for.
+
 Only node ids of 0 or more are rewritten: an error answer's ``-1`` node (no
 coordinator) keeps its empty host.
 """
@@ -52,8 +56,10 @@ class BrokerMap:
     """Upstream node id <-> upstream address <-> local port."""
 
     def __init__(self, advertised_host: str, open_listener: Callable[[int], int],
-                 broker_port_base: int = 0) -> None:
+                 broker_port_base: int = 0,
+                 host_for: Callable[[int], str] | None = None) -> None:
         self.advertised_host = advertised_host
+        self.host_for = host_for            # SNI routing: node id -> its host name
         self._open = open_listener          # node id -> bound local port
         self.broker_port_base = broker_port_base
         self.upstream: dict[int, tuple[str, int]] = {}   # node id -> upstream address
@@ -80,7 +86,7 @@ class BrokerMap:
         if node_id < 0 or not endpoint.host:
             return
         self.upstream[node_id] = (endpoint.host, endpoint.port)
-        endpoint.host = self.advertised_host
+        endpoint.host = self.advertised_host if self.host_for is None else self.host_for(node_id)
         endpoint.port = self.port_for(node_id)
 
     def needs_decode(self, api_key: int, version: int) -> bool:

@@ -20,14 +20,22 @@ balancer), and each connection goes to the next upstream broker in turn. A
 client then sends a partition's Produce or Fetch to whichever broker its
 connection happens to reach, and gets NOT_LEADER_OR_FOLLOWER from the others.
 It exists to be shown, beside the real thing.
+
+``sni_suffix="px.example.com"`` (with TLS) routes by SNI on the one port: broker
+n is advertised as ``broker-<n>.px.example.com`` at the bootstrap port, and a
+connection goes to the broker its TLS ClientHello names (``SSLContext``'s
+``sni_callback``; any other name, or none, is a bootstrap connection). The
+certificate must cover ``*.px.example.com``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import socket
 import ssl
+import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
@@ -39,6 +47,7 @@ from kaflite.proxy.filters.base import Filter, FilterChain
 from kaflite.proxy.mapping import BrokerMap
 from kaflite.proxy.metrics import ProxyMetrics
 from kaflite.proxy.registry import ProxyRegistry
+from kaflite.proxy.sasl import ProxySasl, UpstreamSasl
 from kaflite.proxy.session import Session
 
 if TYPE_CHECKING:
@@ -64,6 +73,8 @@ class Proxy:
                  broker_port_base: int = 0, http_port: int | None = None,
                  ssl_context: ssl.SSLContext | None = None,
                  upstream_ssl: ssl.SSLContext | None = None,
+                 sasl: ProxySasl | None = None, upstream_sasl: UpstreamSasl | None = None,
+                 sni_suffix: str | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  connect_timeout_s: float = 10.0) -> None:
         self.bootstrap = [parse_address(a) for a in upstream.split(",") if a.strip()]
@@ -74,7 +85,18 @@ class Proxy:
         self.filters = FilterChain(filters)
         self.ssl_context = ssl_context
         self.upstream_ssl = upstream_ssl
-        self.security_name = "SSL" if ssl_context is not None else "PLAINTEXT"
+        self.sni_suffix = sni_suffix.strip(".").lower() if sni_suffix else None
+        self._sni_names: weakref.WeakKeyDictionary[ssl.SSLObject | ssl.SSLSocket, str] = \
+            weakref.WeakKeyDictionary()
+        if self.sni_suffix is not None:
+            if ssl_context is None or naive:
+                raise ValueError("SNI routing needs TLS to the clients, and no --naive")
+            self._sni_host = re.compile(r"broker-(\d+)\." + re.escape(self.sni_suffix))
+            ssl_context.sni_callback = self._on_sni
+        self.sasl = sasl                    # ends the clients' SASL here
+        self.upstream_sasl = upstream_sasl  # the proxy's own login upstream
+        self.security_name = ("SASL_" if sasl is not None else "") + (
+            "SSL" if ssl_context is not None else "PLAINTEXT")
         self.max_frame_size = max_frame_size
         # A fetch response may be larger than any request a client sends.
         self.max_upstream_frame = max(max_frame_size, DEFAULT_MAX_FRAME_SIZE)
@@ -83,7 +105,8 @@ class Proxy:
         self.registry = ProxyRegistry()
         self.metrics = ProxyMetrics(self.registry)
         self.brokers = BrokerMap(advertised_host or self.listen_host, self._open_listener,
-                                 broker_port_base)
+                                 broker_port_base,
+                                 None if self.sni_suffix is None else self.sni_host)
         self.advertised: dict[int, tuple[int, int]] = {}   # upstream's ApiVersions
         self.sessions: set[Session] = set()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -107,6 +130,22 @@ class Proxy:
     @property
     def http_url(self) -> str | None:
         return None if self.http is None else self.http.url
+
+    # -- SNI routing ----------------------------------------------------------------------
+    def sni_host(self, node_id: int) -> str:
+        return f"broker-{node_id}.{self.sni_suffix}"
+
+    def _on_sni(self, obj: ssl.SSLObject | ssl.SSLSocket, name: str | None,
+                ctx: ssl.SSLContext) -> None:
+        if name:
+            self._sni_names[obj] = name
+
+    def sni_node(self, obj: object) -> int | None:
+        """The broker a TLS connection's server name asks for (None: bootstrap)."""
+        if not isinstance(obj, ssl.SSLObject | ssl.SSLSocket):
+            return None
+        found = self._sni_host.fullmatch(self._sni_names.pop(obj, "").lower())
+        return int(found.group(1)) if found else None
 
     def targets_for(self, node_id: int | None) -> list[tuple[str, int, int | None]]:
         """Where a session for ``node_id`` connects upstream (first that answers)."""
@@ -151,7 +190,7 @@ class Proxy:
 
     def _open_listener(self, node_id: int) -> int:
         """Bind node ``node_id``'s port now (its answer must name it); serve it soon."""
-        if self.naive:
+        if self.naive or self.sni_suffix is not None:   # one port for every broker
             return self._bound_port
         base = self.brokers.broker_port_base
         try:
@@ -168,7 +207,8 @@ class Proxy:
         self._loop = asyncio.get_running_loop()
         sock = self._bind(self.listen_port)
         self._bound_port = int(sock.getsockname()[1])
-        if self.brokers.broker_port_base == 0 and self.listen_port and not self.naive:
+        if self.brokers.broker_port_base == 0 and self.listen_port and not self.naive \
+                and self.sni_suffix is None:
             self.brokers.broker_port_base = self.listen_port + 1
         server = await self._loop.create_server(lambda: Session(self, None).downstream,
                                                 sock=sock, ssl=self.ssl_context)

@@ -57,12 +57,21 @@ from kaflite.protocol.framing import (
     peek_request,
     read_request_header,
 )
-from kaflite.protocol.messages import REGISTRY, ApiVersionsResponse, ProduceRequest, Struct
+from kaflite.protocol.messages import (
+    REGISTRY,
+    ApiVersionsResponse,
+    ProduceRequest,
+    Struct,
+)
 from kaflite.protocol.primitives import BytesLike, Reader
 from kaflite.proxy.filters.base import Exchange
-from kaflite.proxy.versions import intersect
+from kaflite.proxy.registry import BOOTSTRAP_NODE
+from kaflite.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, answer_sasl, login
+from kaflite.proxy.versions import advertise_sasl, intersect
+from kaflite.security.errors import SaslError
 
 if TYPE_CHECKING:
+    from kaflite.cluster.auth import SaslSession
     from kaflite.cluster.observe import ConnectionRecord
     from kaflite.proxy.server import Proxy
 
@@ -195,8 +204,23 @@ class Downstream(_Side):
 class Upstream(_Side):
     label = "upstream"
 
+    def __init__(self, session: Session, max_frame_size: int) -> None:
+        super().__init__(session, max_frame_size)
+        self.login_reply: asyncio.Future[bytes] | None = None   # the proxy's own SASL login
+
     def on_frame(self, frame: Frame) -> None:
+        waiter = self.login_reply
+        if waiter is not None:
+            self.login_reply = None
+            if not waiter.done():
+                waiter.set_result(bytes(frame))
+            return
         self.session.on_response(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.login_reply is not None and not self.login_reply.done():
+            self.login_reply.set_exception(ConnectionError("the upstream closed the connection"))
+        super().connection_lost(exc)
 
     def pause_writing(self) -> None:
         self.session.downstream.pause("upstream-writes")
@@ -220,6 +244,7 @@ class Session:
         self.upstream_node: int | None = node_id
         self._upstream_paused: set[str] = set()
         self.early: list[list[BytesLike]] = []   # requests that came before the upstream
+        self.sasl: SaslSession | None = proxy.sasl.session() if proxy.sasl else None
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self, downstream: Downstream) -> None:
@@ -227,6 +252,10 @@ class Session:
         peer = downstream.transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.record.peer = f"{peer[0]}:{peer[1]}"
+        if self.proxy.sni_suffix is not None:   # the ClientHello named the broker
+            node = self.proxy.sni_node(downstream.transport.get_extra_info("ssl_object"))
+            self.node_id = self.upstream_node = node
+            self.record.broker_id = BOOTSTRAP_NODE if node is None else node
         self.proxy.sessions.add(self)
         task = asyncio.get_running_loop().create_task(self._connect())
         self.proxy.tasks.add(task)
@@ -248,6 +277,14 @@ class Session:
             except (TimeoutError, OSError) as exc:
                 last = exc
                 continue
+            if self.proxy.upstream_sasl is not None and not self.closed:
+                try:
+                    await self._login(upstream)
+                except (TimeoutError, ConnectionError, ProtocolError, KafkaError,
+                        SaslError) as exc:
+                    upstream.close()
+                    self.fail(f"the proxy's SASL login to {host}:{port} failed: {exc}")
+                    return
             if self.closed:
                 upstream.close()
                 return
@@ -266,6 +303,23 @@ class Session:
             self.downstream.resume("connecting")   # unless paused for another reason too
             return
         self.fail(f"no upstream broker reachable for node {self.node_id}: {last}")
+
+    async def _login(self, upstream: Upstream) -> None:
+        """Authenticate this upstream connection with the proxy's own credentials."""
+        creds = self.proxy.upstream_sasl
+        assert creds is not None
+        corr = 0
+
+        async def call(api_key: int, request: Struct) -> Struct:
+            nonlocal corr
+            corr += 1
+            waiter: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+            upstream.login_reply = waiter
+            upstream.write(encode_request(api_key, 1, corr, "kaflite-proxy", request))
+            frame = await asyncio.wait_for(waiter, self.proxy.connect_timeout_s)
+            return decode_response(frame, api_key, 1)[1]
+
+        await login(creds, call)
 
     def fail(self, why: str) -> None:
         if not self.closed:
@@ -328,9 +382,16 @@ class Session:
                 self.fail(f"a request that does not decode: {exc}")
                 return
         self.record.client_id = client_id
+        if self.sasl is not None and (why := self.sasl.refuse(
+                api_key, info.name if info is not None else f"API key {api_key}")):
+            self.fail(why)
+            return
         ex = Exchange(self.record.connection_id, self.record.peer, self.node_id, api_key,
                       version, corr, client_id, request, resolve=proxy.brokers.resolve_topic)
-        if decode and proxy.filters:
+        if self.sasl is not None and api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) \
+                and request is not None:
+            self._sasl_answer(ex, request)
+        elif decode and proxy.filters:
             proxy.filters.on_request(ex)
             if ex.close:
                 self.fail("closed by a filter")
@@ -365,6 +426,25 @@ class Session:
             self.early.append(chunks)
             if self.downstream.transport is not None:
                 self.downstream.transport.pause_reading()
+
+    def _sasl_answer(self, ex: Exchange, request: Struct) -> None:
+        """SASL ends here: the proxy's own answer, the principal into the registry."""
+        assert self.sasl is not None
+        before = self.sasl.authentications
+        response, close = answer_sasl(self.sasl, ex.api_key, ex.version, request)
+        ex.answer(response)
+        ex.close = close
+        if close:
+            log.info("connection %s (%s): SASL refused: %s", self.record.connection_id,
+                     self.record.peer, getattr(response, "error_message", None) or "")
+        if self.sasl.authentications > before:
+            record = self.record
+            if record.authenticated_at is not None:
+                record.reauthentications += 1
+            record.principal = self.sasl.principal or record.principal
+            record.sasl_mechanism = self.sasl.mechanism
+            record.authenticated_at = time.time()
+            record.session_expires_at = self.sasl.expires_at
 
     def _answer_locally(self, answer: _Answer) -> None:
         ex = answer.exchange
@@ -403,6 +483,8 @@ class Session:
             ex.response = body
             if isinstance(body, ApiVersionsResponse):
                 proxy.advertised.update(intersect(body))
+                if proxy.sasl is not None:
+                    advertise_sasl(body)
                 changed = True
             if proxy.brokers.needs_decode(ex.api_key, ex.version):
                 changed = proxy.brokers.rewrite(ex.api_key, ex.version, body) or changed

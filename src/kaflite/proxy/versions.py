@@ -19,9 +19,9 @@ from __future__ import annotations
 from kaflite.protocol.messages import REGISTRY, ApiVersionsResponse
 from kaflite.protocol.messages._generated.api_versions_response import ApiVersion
 
-__all__ = ["PROXY_MIN_VERSIONS", "intersect"]
+__all__ = ["PROXY_MIN_VERSIONS", "advertise_sasl", "intersect"]
 
-SASL_HANDSHAKE = 17
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 PROXY_MIN_VERSIONS = {SASL_HANDSHAKE: 1}
 
 
@@ -49,3 +49,13 @@ def intersect(response: ApiVersionsResponse) -> dict[int, tuple[int, int]]:
         kept.append(api)
     response.api_keys = kept
     return advertised
+
+
+def advertise_sasl(response: ApiVersionsResponse) -> None:
+    """Ending SASL at the proxy: SaslHandshake and SaslAuthenticate are the proxy's
+    own, offered at the versions it answers whatever the upstream says of them."""
+    own = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
+    response.api_keys = [a for a in response.api_keys if a.api_key not in own]
+    for key, (low, high) in own.items():
+        response.api_keys.append(ApiVersion(api_key=key, min_version=low, max_version=high))
+    response.api_keys.sort(key=lambda a: a.api_key)

@@ -14,6 +14,13 @@ the spirit of Kroxylicious's and Conduktor Gateway's virtual clusters.
   IncrementalAlterConfigs.
 * Responses: the prefix is taken off again; a topic without it (another
   tenant's, or an internal one) is left out of a Metadata answer for all topics.
+* Group ids and transactional ids are prefixed the same way, so that tenants
+  with the same group name have two groups upstream: FindCoordinator keys (both
+  forms), the classic group APIs, OffsetCommit and OffsetFetch (both forms),
+  DescribeGroups, DeleteGroups, OffsetDelete, InitProducerId, Produce's
+  transactional id, AddPartitionsToTxn (both forms), AddOffsetsToTxn, EndTxn
+  and TxnOffsetCommit; answers carry them back without the prefix, and a
+  ListGroups answer shows only the tenant's groups.
 * Topic ids need no mapping: they are unique in the cluster, and a client only
   learns those of its own topics.
 * Every other API that can name a topic (ACLs, DescribeProducers, share groups,
@@ -25,6 +32,8 @@ the spirit of Kroxylicious's and Conduktor Gateway's virtual clusters.
 
 from __future__ import annotations
 
+from dataclasses import fields, is_dataclass
+
 from kaflite.cluster._inject import mark_error
 from kaflite.cluster._msgscope import set_field, walk
 from kaflite.protocol import errors
@@ -32,6 +41,7 @@ from kaflite.protocol.messages import (
     REGISTRY,
     ApiVersionsResponse,
     DeleteTopicsRequest,
+    ListGroupsResponse,
     Struct,
 )
 from kaflite.proxy.filters.base import Exchange, Filter
@@ -45,6 +55,13 @@ TOPIC_RESOURCE = 2
 TOPIC_APIS = frozenset({0, 1, 2, 3, 8, 9, 19, 20, 21, 23, 24, 28, 37, 47}) | CONFIG_APIS
 NO_TOPIC_APIS = frozenset({10, 11, 12, 13, 14, 15, 16, 17, 18, 22, 25, 26, 36, 42, 60})
 SUPPORTED_APIS = TOPIC_APIS | NO_TOPIC_APIS
+LIST_GROUPS, FIND_COORDINATOR = 16, 10
+# APIs whose requests or responses carry group or transactional ids, and where.
+ID_APIS = frozenset({0, 8, 9, 10, 11, 12, 13, 14, 15, 16, 22, 24, 25, 26, 28, 42, 47})
+ID_FIELDS = frozenset({"group_id", "transactional_id", "v3_and_below_transactional_id"})
+ID_FIELDS_BY_API = {FIND_COORDINATOR: frozenset({"key", "coordinator_keys"}),
+                    15: frozenset({"groups"}),          # DescribeGroups request: names
+                    42: frozenset({"groups_names"})}    # DeleteGroups request
 INVALID_REQUEST = errors.InvalidRequestError.code
 
 
@@ -96,6 +113,36 @@ class TopicPrefixFilter(Filter):
                     changed = True
         return changed
 
+    def _ids(self, msg: Struct, api_key: int, outward: bool) -> bool:
+        """Prefix (``outward``) or strip every group and transactional id in ``msg``."""
+        names = ID_FIELDS | ID_FIELDS_BY_API.get(api_key, frozenset())
+        changed = False
+        if isinstance(msg, ListGroupsResponse) and not outward:
+            kept = [g for g in msg.groups if g.group_id.startswith(self.prefix)]
+            changed = len(kept) != len(msg.groups)
+            msg.groups = kept
+        stack = [msg]
+        while stack:
+            obj = stack.pop()
+            if not is_dataclass(obj):
+                continue
+            for f in fields(obj):
+                value = getattr(obj, f.name)
+                if isinstance(value, Struct):
+                    stack.append(value)
+                elif isinstance(value, list) and value:
+                    if isinstance(value[0], Struct):
+                        stack.extend(value)
+                    elif f.name in names and isinstance(value[0], str):
+                        setattr(obj, f.name, [self._map(v, outward) for v in value])
+                        changed = True
+                elif f.name in names and isinstance(value, str) and value:
+                    mapped = self._map(value, outward)
+                    if mapped != value:
+                        setattr(obj, f.name, mapped)
+                        changed = True
+        return changed
+
     def _map(self, name: str, outward: bool) -> str:
         if outward:
             return self.prefix + name
@@ -117,6 +164,8 @@ class TopicPrefixFilter(Filter):
             return
         if ex.api_key in TOPIC_APIS and self._rename(ex.request, ex.version, ex.api_key, True):
             ex.request_changed = True
+        if ex.api_key in ID_APIS and self._ids(ex.request, ex.api_key, True):
+            ex.request_changed = True
 
     def on_response(self, exchange: Exchange) -> None:
         ex = exchange
@@ -128,4 +177,6 @@ class TopicPrefixFilter(Filter):
             ex.response_changed = True
             return
         if ex.api_key in TOPIC_APIS and self._rename(ex.response, ex.version, ex.api_key, False):
+            ex.response_changed = True
+        if ex.api_key in ID_APIS and self._ids(ex.response, ex.api_key, False):
             ex.response_changed = True
