@@ -10,8 +10,6 @@ available"; ``kaflite up`` serves the whole console for its own cluster.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 from typing import Annotated
 
 import typer
@@ -19,6 +17,7 @@ import typer
 from kaflite._loop import run
 from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig, client_props
 from kaflite.cli._ports import check_free
+from kaflite.cli._serve import serve_until_interrupted
 
 __all__ = ["DEFAULT_CONSOLE_PORT", "console"]
 
@@ -62,12 +61,6 @@ async def _serve(bootstrap: str, host: str, port: int, props: dict[str, str]) ->
         typer.echo(f"console: {server.console_url}")
         typer.echo(f"API: {server.url}/docs; console token {server.token} "
                    "(state changes need it)")
-        typer.echo("Ctrl-C stops the console.")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await serve_until_interrupted("the console")
     finally:
         await server.stop()

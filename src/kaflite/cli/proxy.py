@@ -18,15 +18,13 @@ which. Ctrl-C stops it.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kaflite._loop import run
+from kaflite.cli._serve import serve_until_interrupted
 from kaflite.proxy import Proxy, ProxySasl, UpstreamSasl, load_filter
 from kaflite.proxy.filters import known_filters
 from kaflite.proxy.filters.base import Filter
@@ -130,13 +128,7 @@ async def _serve(p: Proxy) -> None:
         if p.http_url is not None:
             typer.echo(f"HTTP API on {p.http_url} (kaflite connections --proxy {p.http_url})")
             typer.echo(f"Prometheus metrics on {p.http_url}/metrics")
-        typer.echo("Ctrl-C stops the proxy.")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await serve_until_interrupted("the proxy")
         typer.echo("stopping...")
     finally:
         await p.stop()

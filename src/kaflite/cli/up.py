@@ -10,10 +10,7 @@ commands find it, and a port another process holds is an error naming it.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +18,7 @@ import typer
 
 from kaflite._loop import run
 from kaflite.cli._ports import check_free
+from kaflite.cli._serve import serve_until_interrupted
 from kaflite.cli._state import DEFAULT_HTTP_PORT, ClusterState, Registration
 from kaflite.cluster import Cluster
 from kaflite.cluster.listeners import (
@@ -161,13 +159,7 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
             typer.echo(f"Prometheus metrics on {api.url}/metrics")
         typer.echo("the kaflite commands find this cluster by themselves; from elsewhere: "
                    f"KAFLITE_CLUSTER={registration.paths[-1]}")
-        typer.echo("Ctrl-C stops the cluster gracefully.")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await serve_until_interrupted("the cluster gracefully")
         typer.echo("stopping...")
     finally:
         if registration is not None:
