@@ -158,6 +158,14 @@ def _endpoints(broker: Broker, conn: ServerConnection, leaders: set[int]) -> lis
     return out
 
 
+def _require_ids(group_id: str, member_id: str) -> None:
+    """ShareFetch and ShareAcknowledge name their group and member (Kafka's messages)."""
+    if not group_id.strip():
+        raise errors.InvalidRequestError("GroupId can't be empty.")
+    if not member_id.strip():
+        raise errors.InvalidRequestError("MemberId can't be empty.")
+
+
 async def handle_share_fetch(broker: Broker, conn: ServerConnection, header: RequestHeader,
                              req: ShareFetchRequest) -> ShareFetchResponse:
     version = header.request_api_version
@@ -165,10 +173,7 @@ async def handle_share_fetch(broker: Broker, conn: ServerConnection, header: Req
     epoch = req.share_session_epoch
     try:
         mgr = _manager(broker)
-        if not group_id.strip():
-            raise errors.InvalidRequestError("GroupId can't be empty.")
-        if not member_id.strip():
-            raise errors.InvalidRequestError("MemberId can't be empty.")
+        _require_ids(group_id, member_id)
         has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
         renew_only = version >= 2 and req.is_renew_ack
         if renew_only and (req.max_wait_ms or req.min_bytes or req.max_bytes or
@@ -333,10 +338,7 @@ async def handle_share_acknowledge(broker: Broker, conn: ServerConnection, heade
     epoch = req.share_session_epoch
     try:
         mgr = _manager(broker)
-        if not group_id.strip():
-            raise errors.InvalidRequestError("GroupId can't be empty.")
-        if not member_id.strip():
-            raise errors.InvalidRequestError("MemberId can't be empty.")
+        _require_ids(group_id, member_id)
         _session_step(mgr, group_id, member_id, epoch, header.client_id or "", True, False)
     except errors.KafkaError as exc:
         return ShareAcknowledgeResponse(error_code=exc.code, error_message=exc.message)
