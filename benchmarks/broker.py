@@ -227,7 +227,10 @@ def consume_worker(bootstrap: str, topic: str, partitions: list[int],
     start = time.perf_counter()
     deadline = time.monotonic() + 300
     while remaining and time.monotonic() < deadline:
-        for m in consumer.consume(10_000, 1.0):
+        # consume() waits for all 10,000 or the timeout: a long timeout would add
+        # itself to the wall time once per short batch at the tail (a whole second
+        # per consumer, twice for one whose partitions end at different times).
+        for m in consumer.consume(10_000, 0.05):
             if m.error() is None:
                 got += 1
                 nbytes += len(m.value())
