@@ -215,9 +215,13 @@ def consume_worker(bootstrap: str, topic: str, partitions: list[int],
     """Read the given partitions from the start to their high watermarks."""
     from confluent_kafka import Consumer, TopicPartition
 
+    # fetch.queue.backoff.ms: librdkafka (2.4+) stops fetching for that long (1 s by
+    # default) once its queue holds queued.max.messages.kbytes (64 MiB); responses of
+    # 10 MiB a partition (kaflite's, as Kafka's) fill it at once, and the pause was
+    # most of kaflite's consume time. Both brokers are read with the same setting.
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                          "enable.auto.commit": False, "fetch.max.bytes": 52428800,
-                         "max.partition.fetch.bytes": 10485760})
+                         "max.partition.fetch.bytes": 10485760, "fetch.queue.backoff.ms": 10})
     ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 30)[1]
             for p in partitions}
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
