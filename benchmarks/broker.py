@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 PARTITIONS = 6
+DATA_ROOT: str | None = None   # where kaflite's logs go (None: the system's temp dir)
 PIDS: dict[str, int] = {}   # bootstrap -> broker process, for its CPU time
 REPLICATION: dict[str, int] = {}   # bootstrap -> the topics' replication factor
 # librdkafka threads live in the parent (the admin client): fork is not safe after them.
@@ -84,12 +85,12 @@ def free_ports(n: int) -> int:
 
 @contextlib.contextmanager
 def kaflite_broker(rev: str | None = None, brokers: int = 1,
-                   processes: bool = False) -> Iterator[str]:
+                   processes: bool = False, root: str | None = None) -> Iterator[str]:
     """A one-broker kaflite in its own process: this checkout's, or ``rev``'s source
     (``git archive`` of its ``src/`` put first on PYTHONPATH), to compare a change
     with the code before it in one run."""
     port = free_ports(brokers)
-    data = tempfile.mkdtemp(prefix="kaflite-bench-")
+    data = tempfile.mkdtemp(prefix="kaflite-bench-", dir=root or DATA_ROOT)
     env = dict(os.environ)
     if rev is not None:
         src = Path(data) / "src-at-rev"
@@ -214,9 +215,13 @@ def consume_worker(bootstrap: str, topic: str, partitions: list[int],
     """Read the given partitions from the start to their high watermarks."""
     from confluent_kafka import Consumer, TopicPartition
 
+    # fetch.queue.backoff.ms: librdkafka (2.4+) stops fetching for that long (1 s by
+    # default) once its queue holds queued.max.messages.kbytes (64 MiB); responses of
+    # 10 MiB a partition (kaflite's, as Kafka's) fill it at once, and the pause was
+    # most of kaflite's consume time. Both brokers are read with the same setting.
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                          "enable.auto.commit": False, "fetch.max.bytes": 52428800,
-                         "max.partition.fetch.bytes": 10485760})
+                         "max.partition.fetch.bytes": 10485760, "fetch.queue.backoff.ms": 10})
     ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 30)[1]
             for p in partitions}
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
@@ -226,7 +231,10 @@ def consume_worker(bootstrap: str, topic: str, partitions: list[int],
     start = time.perf_counter()
     deadline = time.monotonic() + 300
     while remaining and time.monotonic() < deadline:
-        for m in consumer.consume(10_000, 1.0):
+        # consume() waits for all 10,000 or the timeout: a long timeout would add
+        # itself to the wall time once per short batch at the tail (a whole second
+        # per consumer, twice for one whose partitions end at different times).
+        for m in consumer.consume(10_000, 0.05):
             if m.error() is None:
                 got += 1
                 nbytes += len(m.value())
@@ -297,17 +305,29 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="REV",
                     help="also run kaflite as of git revision REV (e.g. HEAD~1), as "
                          "'kaflite@REV', to measure a change against the code before it")
+    ap.add_argument("--data-root", metavar="DIR",
+                    help="where kaflite's logs are written (default: the temp dir); "
+                         "/dev/shm puts them in memory, like Tansu's memory:// storage")
+    ap.add_argument("--shm-too", action="store_true",
+                    help="with --cluster: also the --processes cluster with its logs in "
+                         "/dev/shm (memory), as 'kaflite-procs-shm'")
+    ap.add_argument("--only", action="append", metavar="NAME",
+                    help="run only these brokers (kaflite, kaflite-procs, tansu); repeatable")
     args = ap.parse_args()
+    global DATA_ROOT
+    DATA_ROOT = args.data_root
     runs: dict[tuple[str, str], list[Result]] = {}
     with contextlib.ExitStack() as stack:
-        if args.cluster:
-            brokers = [("kaflite", stack.enter_context(kaflite_broker(brokers=3))),
-                       ("kaflite-procs", stack.enter_context(
-                           kaflite_broker(brokers=3, processes=True))),
-                       ("tansu", stack.enter_context(tansu_broker()))]
-        else:
-            brokers = [("kaflite", stack.enter_context(kaflite_broker())),
-                       ("tansu", stack.enter_context(tansu_broker()))]
+        starts: list[tuple[str, Any]] = [
+            ("kaflite", functools.partial(kaflite_broker, brokers=3)),
+            ("kaflite-procs", functools.partial(kaflite_broker, brokers=3, processes=True)),
+        ] if args.cluster else [("kaflite", kaflite_broker)]
+        if args.cluster and args.shm_too:
+            starts.append(("kaflite-procs-shm", functools.partial(
+                kaflite_broker, brokers=3, processes=True, root="/dev/shm")))
+        starts.append(("tansu", tansu_broker))
+        brokers = [(name, stack.enter_context(start())) for name, start in starts
+                   if not args.only or name in args.only]
         if args.baseline:
             brokers.append((f"kaflite@{args.baseline}",
                             stack.enter_context(kaflite_broker(args.baseline))))
@@ -337,9 +357,10 @@ def main() -> int:
               f"{max(r.consume_mb_s for r in rs):.1f} ({med(r.consume_mb_s for r in rs):.1f}) | "
               f"{min(r.produce_cpu_s for r in rs):.2f} ({med(r.produce_cpu_s for r in rs):.2f}) |")
     peers = ["tansu"] + ([f"kaflite@{args.baseline}"] if args.baseline else [])
-    mine = ["kaflite", "kaflite-procs"] if args.cluster else ["kaflite"]
+    mine = ["kaflite", "kaflite-procs", "kaflite-procs-shm"] if args.cluster else ["kaflite"]
     for me, peer, acks in ((me, peer, acks) for me in mine for peer in peers
-                           for acks in acks_list):
+                           for acks in acks_list
+                           if (me, acks) in runs and (peer, acks) in runs):
         if acks == acks_list[0]:
             print(f"\nratios {me} / {peer}, best (median); p99 and broker CPU as {peer}'s "
                   f"/ {me}'s, so higher is better for {me}:")

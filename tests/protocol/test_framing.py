@@ -18,7 +18,7 @@ from kaflite.protocol import (
     request_header_version,
     response_header_version,
 )
-from kaflite.protocol.framing import EAGER_MAX, SPARE_MAX
+from kaflite.protocol.framing import EAGER_MAX, SPARE_MAX, SPARES
 from kaflite.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -147,7 +147,7 @@ def test_frame_decoder_reuses_large_buffers_only_once_they_are_free() -> None:
     assert bytes(held) == b"\x01" * 10
     assert bytes(second) == b"\x02" * 600_000
     assert bytes(third) == b"\x03" * 500_000
-    ids = {buffer_id(second), buffer_id(third)}  # the two kept as spares
+    ids.add(buffer_id(third))  # all three kept as spares (SPARES of them at most)
     del second, third, held
     # Nothing refers to them now: the next frame that fits fills one of them again.
     fourth = decoder.feed(_big_frame(4, 400_000))[0]
@@ -156,6 +156,20 @@ def test_frame_decoder_reuses_large_buffers_only_once_they_are_free() -> None:
     # A frame larger than every free spare gets a buffer of its own.
     fifth = decoder.feed(_big_frame(5, 900_000))[0]
     assert bytes(fifth) == b"\x05" * 900_000 and bytes(fourth) == b"\x04" * 400_000
+
+
+def test_frame_decoder_keeps_at_most_spares_buffers() -> None:
+    """Frames held at once (a broker's queued Produce requests) each get a buffer;
+    only the last ``SPARES`` are kept for reuse, and a free one is filled again."""
+    decoder = FrameDecoder()
+    frames = [decoder.feed(_big_frame(i, 400_000 + i))[0] for i in range(SPARES + 2)]
+    ids = [id(f.obj) if isinstance(f, memoryview) else id(f) for f in frames]
+    assert len(set(ids)) == SPARES + 2          # all in use: none shared
+    assert all(bytes(f) == bytes([i]) * (400_000 + i) for i, f in enumerate(frames))
+    kept = set(ids[-SPARES:])
+    del frames
+    again = [decoder.feed(_big_frame(9, 300_000))[0] for _ in range(SPARES)]
+    assert {id(f.obj) for f in again if isinstance(f, memoryview)} == kept
 
 
 def test_frame_decoder_refuses_oversized_and_negative_sizes() -> None:

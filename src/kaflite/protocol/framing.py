@@ -29,9 +29,11 @@ across its connections (``queued.max.request.bytes``), and ``close`` lets go
 of every buffer at once.
 
 ``bytearray(n)`` zero-fills its memory, which costs as much as a quarter of
-receiving the frame. So the decoder keeps the last two large buffers (of up
-to ``SPARE_MAX`` bytes; two, so that a reader that asks for the next frame
-before it decodes this one still finds one free) and fills one again for the
+receiving the frame. So the decoder keeps the last ``SPARES`` large buffers (of up
+to ``SPARE_MAX`` bytes; four, so that a reader that asks for the next frame
+before it decodes this one still finds one free, and a broker that holds a few
+pipelined Produce requests while the first waits for its acks=all replicas
+does too) and fills one again for the
 next large frame, but only once nothing refers to it any more: every view of
 a frame (memoryview slices, record batches, Arrow buffers made from them)
 holds a reference to the ``bytearray``, so its reference count says whether
@@ -72,6 +74,7 @@ _SIZE = struct.Struct(">i")
 _RECV_SIZE = 256 * 1024
 SPARE_MAX = 16 * 1024 * 1024
 EAGER_MAX = 1024 * 1024
+SPARES = 4
 _SPARE_STEP = 64 * 1024
 Frame = bytes | bytearray | memoryview
 _BIG_FRAME = 64 * 1024
@@ -176,7 +179,7 @@ class FrameDecoder:
         # An eighth more, so that the next frames of about this size fit in it too.
         spare = bytearray(min(-(-(size + size // 8) // _SPARE_STEP) * _SPARE_STEP, SPARE_MAX))
         spares.append(spare)
-        if len(spares) > 2:
+        if len(spares) > SPARES:
             del spares[0]
         return memoryview(spare)[:size]
 

@@ -153,23 +153,39 @@ class RecordShape:
         k = min(k, len(od_cols[0]) - start)
         if k < 1:
             return 0
-        stop = p + k * size
         at = p if ref is None else ref
-        record0 = bytes(buf[at : at + size])
+        if not isinstance(buf, bytes | bytearray):
+            # A strided slice of a view is copied element by element, of ``bytes`` or
+            # ``bytearray`` in C: the stretch checked is copied once.
+            origin = min(p, at)
+            buf = bytes(buf[origin : p + k * size])
+            p -= origin
+            at -= origin
+        k = min(k, (len(buf) - p) // size)   # every column then has k bytes
+        stop = p + k * size
+        # Each column is first compared whole (one memcmp): only a column that
+        # differs pays for ``common_prefix``. Per call, the Python work per column
+        # is what a short run costs (runs of 10 and 90 in keys key-0..key-999).
         for f in self.constant:
-            column = bytes(buf[p + f : stop : size])
-            k = min(k, common_prefix(column, record0[f : f + 1] * len(column)))
-            if k < 1:
-                return 0
-            stop = p + k * size
+            column = buf[p + f : stop : size]
+            expected = buf[at + f : at + f + 1] * k
+            if column != expected:
+                k = common_prefix(column, expected)
+                if k < 1:
+                    return 0
+                stop = p + k * size
+        od_at = p + self.od_at
         for j in range(self.od_width):
-            column = bytes(buf[p + self.od_at + j : stop : size])
-            k = min(k, common_prefix(column, od_cols[j][start : start + len(column)]))
-            stop = p + k * size
+            column = buf[od_at + j : stop : size]
+            expected = od_cols[j][start : start + k]
+            if column != expected:
+                k = common_prefix(column, expected)
+                stop = p + k * size
+        ts_at = p + self.ts_at
+        last = self.ts_width - 1
         for j in range(self.ts_width):
-            column = bytes(buf[p + self.ts_at + j : stop : size])
-            pattern = FINAL if j == self.ts_width - 1 else CONTINUED
-            match = pattern.match(column)
-            k = min(k, match.end() if match else 0)
-            stop = p + k * size
+            match = (FINAL if j == last else CONTINUED).match(buf[ts_at + j : stop : size])
+            if match is None or match.end() < k:
+                k = match.end() if match else 0
+                stop = p + k * size
         return k
