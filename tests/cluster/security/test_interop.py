@@ -60,10 +60,17 @@ PRE_AUTH = {"ApiVersions", "SaslHandshake", "SaslAuthenticate"}
 
 def assert_registry(cluster: Cluster, client_id: str, mechanism: str,
                     principal: str = "User:alice") -> None:
-    rows = cluster.connections(client_id=client_id, include_closed=True)
     # A client may drop a connection before it has authenticated (librdkafka does, now
     # and then, with a spare connection to a broker): such a row is closed and made no
-    # request past the handshake. Every other row is the user's.
+    # request past the handshake. Every other row is the user's. The client has exited
+    # by now, but the broker may not have read the close of such a connection yet.
+    def snapshot() -> list[ConnectionSnapshot]:
+        return cluster.connections(client_id=client_id, include_closed=True)
+
+    wait_for(lambda: all(r.closed_at is not None for r in snapshot()
+                         if r.sasl_mechanism is None),
+             f"{client_id}'s unauthenticated connections to close", state=snapshot)
+    rows = snapshot()
     done = [r for r in rows if r.sasl_mechanism is not None]
     for r in rows:
         if r.sasl_mechanism is None:
