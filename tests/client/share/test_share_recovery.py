@@ -4,7 +4,9 @@ coordinator's broker (reconnection, coordinator lookup, rejoin)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 from kaflite.client import ShareConsumer
 from kaflite.cluster import Cluster
@@ -22,17 +24,28 @@ def test_members_follow_a_leader_move(cluster: Cluster) -> None:
     asyncio.run(_leader_move(cluster))
 
 
-async def _leader_move(cluster: Cluster) -> None:
+@contextlib.asynccontextmanager
+async def members(cluster: Cluster) -> AsyncIterator[tuple[str, list[ShareConsumer]]]:
+    """Two share consumers joined to a new group on a new 2-partition topic."""
     servers = cluster.bootstrap_servers
     topic, group = names()
     await create_topic(servers, topic)
     consumers = [consumer(servers, group) for _ in range(2)]
-    seen: list[list[bytes]] = [[] for _ in consumers]
     try:
         for c in consumers:
             await c.start()
             c.subscribe([topic])
         await join(consumers)
+        yield topic, consumers
+    finally:
+        for c in consumers:
+            await c.close(timeout=5)
+
+
+async def _leader_move(cluster: Cluster) -> None:
+    servers = cluster.bootstrap_servers
+    async with members(cluster) as (topic, consumers):
+        seen: list[list[bytes]] = [[] for _ in consumers]
         values = set(await produce(servers, topic, RECORDS // 2))
         await drain(consumers, values, seen)
         before = {p: leader_of(consumers[0], topic, p) for p in (0, 1)}
@@ -43,9 +56,6 @@ async def _leader_move(cluster: Cluster) -> None:
         assert {v for s in seen for v in s} == values
         # the members fetched the second half from the new leaders
         assert all(leader_of(c, topic, p) != before[p] for c in consumers for p in (0, 1))
-    finally:
-        for c in consumers:
-            await c.close()
 
 
 def test_members_survive_losing_their_coordinator() -> None:
@@ -57,15 +67,8 @@ def test_members_survive_losing_their_coordinator() -> None:
 
 async def _coordinator_lost(cluster: Cluster) -> None:
     servers = cluster.bootstrap_servers
-    topic, group = names()
-    await create_topic(servers, topic)
-    consumers = [consumer(servers, group) for _ in range(2)]
-    seen: list[list[bytes]] = [[] for _ in consumers]
-    try:
-        for c in consumers:
-            await c.start()
-            c.subscribe([topic])
-        await join(consumers)
+    async with members(cluster) as (topic, consumers):
+        seen: list[list[bytes]] = [[] for _ in consumers]
         values = set(await produce(servers, topic, RECORDS // 4))
         await drain(consumers, values, seen)
         victim = consumers[0]._member.coordinator
@@ -82,6 +85,3 @@ async def _coordinator_lost(cluster: Cluster) -> None:
         for c in consumers:
             assert c._member.coordinator not in (None, victim)
             assert any("coordinator moved" in e.message for e in c.events("coordinator"))
-    finally:
-        for c in consumers:
-            await c.close(timeout=5)

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
-from functools import partial
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.share._partition import RecordState, StateBatch
@@ -35,10 +34,15 @@ from kaflite.protocol.messages import (
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
+from kaflite.protocol.messages import delete_share_group_state_request as dsq
 from kaflite.protocol.messages import delete_share_group_state_response as dsr
+from kaflite.protocol.messages import initialize_share_group_state_request as isq
 from kaflite.protocol.messages import initialize_share_group_state_response as isr
+from kaflite.protocol.messages import read_share_group_state_request as rsq
 from kaflite.protocol.messages import read_share_group_state_response as rsr
+from kaflite.protocol.messages import read_share_group_state_summary_request as rssq
 from kaflite.protocol.messages import read_share_group_state_summary_response as rssr
+from kaflite.protocol.messages import write_share_group_state_request as wsq
 from kaflite.protocol.messages import write_share_group_state_response as wsr
 
 if TYPE_CHECKING:
@@ -61,92 +65,105 @@ async def _code(make: Callable[[], asyncio.Future[int]]) -> int:
         return exc.code
 
 
+class _Partition(Protocol):
+    partition: int
+
+
+P = TypeVar("P", bound=_Partition)
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+class _Topic(Protocol[P]):
+    topic_id: uuid.UUID
+    partitions: list[P]
+
+
+async def _each(group_id: str, topics: Sequence[_Topic[P]],
+                one: Callable[[StateKey, P], Awaitable[R]],
+                topic: Callable[[uuid.UUID, list[R]], T]) -> list[T]:
+    """Answer every (topic, partition) of a request in order, one key at a time."""
+    return [topic(t.topic_id, [await one((group_id, t.topic_id, p.partition), p)
+                               for p in t.partitions]) for t in topics]
+
+
 async def handle_read(broker: Broker, conn: ServerConnection, header: RequestHeader,
                       req: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            key = (req.group_id, t.topic_id, p.partition)
-            out = rsr.PartitionResult(partition=p.partition, state_epoch=-1, start_offset=-1)
-            try:
-                state, written = _shard(broker, key).read(key, p.leader_epoch)
-                out.error_code = 0 if written is None else await written
-                if state is not None and not out.error_code:
-                    out.state_epoch, out.start_offset = state.state_epoch, state.start_offset
-                    out.state_batches = [rsr.StateBatch(b.first, b.last, int(b.state),
-                                                        b.delivery_count) for b in state.batches]
-            except errors.KafkaError as exc:
-                out.error_code, out.error_message = exc.code, exc.message
-            parts.append(out)
-        results.append(rsr.ReadStateResult(topic_id=t.topic_id, partitions=parts))
-    return ReadShareGroupStateResponse(results=results)
+    async def one(key: StateKey, p: rsq.PartitionData) -> rsr.PartitionResult:
+        out = rsr.PartitionResult(partition=p.partition, state_epoch=-1, start_offset=-1)
+        try:
+            state, written = _shard(broker, key).read(key, p.leader_epoch)
+            out.error_code = 0 if written is None else await written
+            if state is not None and not out.error_code:
+                out.state_epoch, out.start_offset = state.state_epoch, state.start_offset
+                out.state_batches = [rsr.StateBatch(b.first, b.last, int(b.state),
+                                                    b.delivery_count) for b in state.batches]
+        except errors.KafkaError as exc:
+            out.error_code, out.error_message = exc.code, exc.message
+        return out
+
+    return ReadShareGroupStateResponse(results=await _each(
+        req.group_id, req.topics, one,
+        lambda tid, parts: rsr.ReadStateResult(topic_id=tid, partitions=parts)))
 
 
 async def handle_summary(broker: Broker, conn: ServerConnection, header: RequestHeader,
                          req: ReadShareGroupStateSummaryRequest
                          ) -> ReadShareGroupStateSummaryResponse:
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            key = (req.group_id, t.topic_id, p.partition)
-            out = rssr.PartitionResult(partition=p.partition, state_epoch=-1, start_offset=-1)
-            try:
-                state = _shard(broker, key).states.get(key)
-                if state is not None:
-                    out.state_epoch, out.start_offset = state.state_epoch, state.start_offset
-            except errors.KafkaError as exc:
-                out.error_code, out.error_message = exc.code, exc.message
-            parts.append(out)
-        results.append(rssr.ReadStateSummaryResult(topic_id=t.topic_id, partitions=parts))
-    return ReadShareGroupStateSummaryResponse(results=results)
+    async def one(key: StateKey, p: rssq.PartitionData) -> rssr.PartitionResult:
+        out = rssr.PartitionResult(partition=p.partition, state_epoch=-1, start_offset=-1)
+        try:
+            state = _shard(broker, key).states.get(key)
+            if state is not None:
+                out.state_epoch, out.start_offset = state.state_epoch, state.start_offset
+        except errors.KafkaError as exc:
+            out.error_code, out.error_message = exc.code, exc.message
+        return out
+
+    return ReadShareGroupStateSummaryResponse(results=await _each(
+        req.group_id, req.topics, one,
+        lambda tid, parts: rssr.ReadStateSummaryResult(topic_id=tid, partitions=parts)))
 
 
 async def handle_write(broker: Broker, conn: ServerConnection, header: RequestHeader,
                        req: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            key = (req.group_id, t.topic_id, p.partition)
-            state = PersistedState(p.state_epoch, p.start_offset, [
-                StateBatch(b.first_offset, b.last_offset, _state(b.delivery_state),
-                           b.delivery_count) for b in p.state_batches], p.leader_epoch)
-            if _sane(state):
-                code = await _code(partial(_write, broker, key, state))
-            else:
-                code = errors.InvalidRequestError.code
-            parts.append(wsr.PartitionResult(partition=p.partition, error_code=code))
-        results.append(wsr.WriteStateResult(topic_id=t.topic_id, partitions=parts))
-    return WriteShareGroupStateResponse(results=results)
+    async def one(key: StateKey, p: wsq.PartitionData) -> wsr.PartitionResult:
+        state = PersistedState(p.state_epoch, p.start_offset, [
+            StateBatch(b.first_offset, b.last_offset, _state(b.delivery_state),
+                       b.delivery_count) for b in p.state_batches], p.leader_epoch)
+        if _sane(state):
+            code = await _code(lambda: _shard(broker, key).write(key, state))
+        else:
+            code = errors.InvalidRequestError.code
+        return wsr.PartitionResult(partition=p.partition, error_code=code)
+
+    return WriteShareGroupStateResponse(results=await _each(
+        req.group_id, req.topics, one,
+        lambda tid, parts: wsr.WriteStateResult(topic_id=tid, partitions=parts)))
 
 
 async def handle_initialize(broker: Broker, conn: ServerConnection, header: RequestHeader,
                             req: InitializeShareGroupStateRequest
                             ) -> InitializeShareGroupStateResponse:
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            key = (req.group_id, t.topic_id, p.partition)
-            code = await _code(partial(_initialize, broker, key, p.state_epoch, p.start_offset))
-            parts.append(isr.PartitionResult(partition=p.partition, error_code=code))
-        results.append(isr.InitializeStateResult(topic_id=t.topic_id, partitions=parts))
-    return InitializeShareGroupStateResponse(results=results)
+    async def one(key: StateKey, p: isq.PartitionData) -> isr.PartitionResult:
+        code = await _code(lambda: _shard(broker, key).initialize(key, p.state_epoch,
+                                                                  p.start_offset))
+        return isr.PartitionResult(partition=p.partition, error_code=code)
+
+    return InitializeShareGroupStateResponse(results=await _each(
+        req.group_id, req.topics, one,
+        lambda tid, parts: isr.InitializeStateResult(topic_id=tid, partitions=parts)))
 
 
 async def handle_delete(broker: Broker, conn: ServerConnection, header: RequestHeader,
                         req: DeleteShareGroupStateRequest) -> DeleteShareGroupStateResponse:
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            key: tuple[str, uuid.UUID, int] = (req.group_id, t.topic_id, p.partition)
-            code = await _code(partial(_delete, broker, key))
-            parts.append(dsr.PartitionResult(partition=p.partition, error_code=code))
-        results.append(dsr.DeleteStateResult(topic_id=t.topic_id, partitions=parts))
-    return DeleteShareGroupStateResponse(results=results)
+    async def one(key: StateKey, p: dsq.PartitionData) -> dsr.PartitionResult:
+        code = await _code(lambda: _shard(broker, key).delete(key))
+        return dsr.PartitionResult(partition=p.partition, error_code=code)
+
+    return DeleteShareGroupStateResponse(results=await _each(
+        req.group_id, req.topics, one,
+        lambda tid, parts: dsr.DeleteStateResult(topic_id=tid, partitions=parts)))
 
 
 MAX_IN_FLIGHT = 1_000_000   # offsets a state may cover past its start (far above any limit)
@@ -161,18 +178,6 @@ def _sane(state: PersistedState) -> bool:
             return False
         last = b.last
     return state.start_offset >= 0
-
-
-def _write(broker: Broker, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
-    return _shard(broker, key).write(key, state)
-
-
-def _initialize(broker: Broker, key: StateKey, epoch: int, start: int) -> asyncio.Future[int]:
-    return _shard(broker, key).initialize(key, epoch, start)
-
-
-def _delete(broker: Broker, key: StateKey) -> asyncio.Future[int]:
-    return _shard(broker, key).delete(key)
 
 
 def _state(value: int) -> RecordState:
