@@ -71,6 +71,15 @@ def _share_group(broker: Broker, conn: ServerConnection, group_id: str
     return shard, shard.share.share_group(group_id), broker.share
 
 
+def _empty_share_group(broker: Broker, conn: ServerConnection, group_id: str
+                       ) -> tuple[CoordinatorShard, ShareGroup, SharePartitionManager]:
+    """A share group whose offsets may change: Kafka refuses while it has members."""
+    found = _share_group(broker, conn, group_id)
+    if found[1].members:
+        raise errors.NonEmptyGroupError(f"Share group {group_id} is not empty.")
+    return found
+
+
 async def handle_describe(broker: Broker, conn: ServerConnection, header: RequestHeader,
                           req: DescribeShareGroupOffsetsRequest
                           ) -> DescribeShareGroupOffsetsResponse:
@@ -122,9 +131,7 @@ async def handle_describe(broker: Broker, conn: ServerConnection, header: Reques
 async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHeader,
                        req: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
     try:
-        shard, group, mgr = _share_group(broker, conn, req.group_id)
-        if group.members:
-            raise errors.NonEmptyGroupError(f"Share group {req.group_id} is not empty.")
+        shard, group, mgr = _empty_share_group(broker, conn, req.group_id)
     except errors.KafkaError as exc:
         return AlterShareGroupOffsetsResponse(error_code=exc.code, error_message=exc.message)
     responses = []
@@ -164,9 +171,7 @@ async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHe
 async def handle_delete(broker: Broker, conn: ServerConnection, header: RequestHeader,
                         req: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
     try:
-        shard, group, mgr = _share_group(broker, conn, req.group_id)
-        if group.members:
-            raise errors.NonEmptyGroupError(f"Share group {req.group_id} is not empty.")
+        shard, group, mgr = _empty_share_group(broker, conn, req.group_id)
     except errors.KafkaError as exc:
         return DeleteShareGroupOffsetsResponse(error_code=exc.code, error_message=exc.message)
     responses = []
