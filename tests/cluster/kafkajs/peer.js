@@ -87,7 +87,8 @@ async function consume () {
   let done
   const finished = new Promise((resolve) => { done = resolve })
   for (let m = 0; m < (args.members || 1); m++) {
-    const consumer = kafka.consumer({ groupId: args.groupId, sessionTimeout: 10000, heartbeatInterval: 500 })
+    const consumer = kafka.consumer({ groupId: args.groupId, sessionTimeout: args.sessionTimeout || 10000,
+      heartbeatInterval: 500, rebalanceTimeout: args.rebalanceTimeout || 60000 })
     await consumer.connect()
     await consumer.subscribe({ topic: args.topic, fromBeginning: true })
     consumer.on(consumer.events.GROUP_JOIN, (e) => emit({ joined: m, assignment: e.payload.memberAssignment }))
