@@ -2,7 +2,8 @@
 
 Through the proxy, confluent-kafka (assigned), kaflite's client, kafka-python,
 aiokafka, kcat and kafkajs (in consumer groups) produce and read back an exact
-count; kaflite's client, kafka-python and kcat run a transaction. The registry
+count; confluent-kafka, kaflite's client, kafka-python and kcat run a
+transaction. The registry
 names the roles (inferred from the traffic alone: nothing of Tansu's own
 bookkeeping is used), and no answer a client got named Tansu's port. What Tansu
 0.6 does not support (InitProducerId below v3, so aiokafka's and kafkajs's
@@ -86,6 +87,33 @@ def test_confluent_kafka_through_the_proxy(tansu: str, tansu_proxy: Proxy,
         consumer.close()
     assert sorted(got) == sorted(acked)
     assert "partition-leader" in roles
+    # a transaction: librdkafka's InitProducerId (v3+) is one Tansu answers
+    txn_topic = f"px-tx-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(txn_topic, 1, 1)])[txn_topic].result(30)
+    tp = Producer({"bootstrap.servers": tansu_proxy.bootstrap_servers, "client.id": "px-tansu-ct",
+                   "transactional.id": f"px-ctid-{uuid.uuid4().hex[:6]}"})
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    for i in range(5):
+        tp.produce(txn_topic, f"t-{i}".encode())
+    tp.commit_transaction(30)
+    reader = Consumer({"bootstrap.servers": tansu_proxy.bootstrap_servers,
+                       "group.id": f"px-r-{uuid.uuid4().hex[:6]}",
+                       "isolation.level": "read_committed", "enable.auto.commit": False})
+    reader.assign([TopicPartition(txn_topic, 0, 0)])
+    read: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(read) < 5 and time.monotonic() < deadline:
+            msg = reader.poll(0.2)
+            if msg is not None and not msg.error():
+                read.append(msg.value())
+    finally:
+        reader.close()
+    assert read == [f"t-{i}".encode() for i in range(5)]
+    roles = {r for c in tansu_proxy.connections(client_id="px-tansu-ct", include_closed=True)
+             for r in c.roles}
+    assert "txn-coordinator" in roles
     check_addresses(watch, tansu, tansu_proxy)
 
 
