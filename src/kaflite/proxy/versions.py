@@ -15,9 +15,9 @@ cannot parse.
 * The answer is written as Kafka writes it: a tagged field that holds its
   default value (FinalizedFeaturesEpoch -1, an empty feature list,
   ZkMigrationReady false) is left out. Some brokers send them anyway (Tansu 0.6
-  sends all four), and clients whose tag skipping is off by one byte
-  (librdkafka before 2.1.1, as bundled in kcat 1.7.1) cannot read past an
-  eight-byte FinalizedFeaturesEpoch.
+  sends all four), and a client whose tag skipping is off by one byte
+  (librdkafka 2.0.2, as bundled in kcat 1.7.1) cannot read past an eight-byte
+  FinalizedFeaturesEpoch.
 """
 
 from __future__ import annotations
