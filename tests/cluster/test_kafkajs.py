@@ -43,7 +43,8 @@ class Peer:
         self.log = log
         with open(log, "w") as err:
             self.proc = subprocess.Popen([NODE, str(PEER_DIR / "peer.js"), json.dumps(spec)],
-                                         stdout=subprocess.PIPE, stderr=err, text=True)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=err, text=True)
         self.lines: list[dict[str, Any]] = []
 
     def wait_for(self, done: Callable[[list[dict[str, Any]]], bool], timeout: float,
@@ -65,6 +66,12 @@ class Peer:
             self.proc.communicate()
             raise AssertionError(f"kafkajs: timed out waiting for {what}; saw {self.lines}\n"
                                  f"{self.log.read_text()[-3000:]}")
+
+    def go_on(self) -> None:
+        """Let an action that waits for a line on stdin (txnmoves) take its next step."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
 
     def result(self, timeout: float = 90) -> dict[str, Any]:
         """The action's result; fails with kafkajs's own error and log if it had none."""

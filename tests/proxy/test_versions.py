@@ -2,7 +2,8 @@
 the codec knows: a known API is narrowed to the versions the codec decodes, an
 API key the codec does not know is kept and its requests pass through as bytes,
 SaslHandshake starts at v1, and a key the upstream never advertised closes the
-connection."""
+connection. The proxy's answer leaves out the tagged fields that hold their
+defaults (as Kafka writes it), which the fake sends as Tansu 0.6 does."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ ADVERTISED = [ApiVersion(api_key=3, min_version=0, max_version=99),    # Metadat
               ApiVersion(api_key=17, min_version=0, max_version=1),    # SaslHandshake
               ApiVersion(api_key=18, min_version=0, max_version=4),    # ApiVersions
               ApiVersion(api_key=UNKNOWN, min_version=0, max_version=2)]
+# Tansu 0.6 sends every ApiVersions v3 tag, defaults included: SupportedFeatures [],
+# FinalizedFeaturesEpoch -1, FinalizedFeatures [], ZkMigrationReady false; 9 is unknown
+DEFAULT_TAGS = ((0, b"\x01"), (1, b"\xff" * 8), (2, b"\x01"), (3, b"\x00"))
+UNKNOWN_TAG = (9, b"kept")
 
 
 def read_frame(sock: socket.socket) -> bytes:
@@ -47,7 +52,8 @@ class FakeBroker(socketserver.BaseRequestHandler):
                 frame = read_frame(sock)
                 key, version, corr = struct.unpack(">hhi", frame[:8])
                 if key == 18:
-                    body = ApiVersionsResponse(api_keys=list(ADVERTISED))
+                    body = ApiVersionsResponse(api_keys=list(ADVERTISED),
+                                               unknown_tagged_fields=(*DEFAULT_TAGS, UNKNOWN_TAG))
                     sock.sendall(b"".join(bytes(c) for c in encode_response(18, version, corr,
                                                                             body)))
                 elif key == UNKNOWN:
@@ -95,3 +101,26 @@ def test_api_versions_intersection_and_unknown_keys(fake: str) -> None:
             assert sock.recv(1) == b""
         finally:
             sock.close()
+
+
+def api_versions(address: str) -> tuple[ApiVersionsResponse, bytes]:
+    host, port = address.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"".join(bytes(c) for c in encode_request(
+            18, 3, 1, "t", ApiVersionsRequest(client_software_name="t",
+                                              client_software_version="1"))))
+        frame = read_frame(sock)
+    _, body = decode_response(frame, 18, 3)
+    assert isinstance(body, ApiVersionsResponse)
+    return body, frame
+
+
+def test_api_versions_answer_leaves_out_default_tags(fake: str) -> None:
+    direct, direct_frame = api_versions(fake)
+    assert direct.unknown_tagged_fields == (*DEFAULT_TAGS, UNKNOWN_TAG)
+    assert b"\xff" * 8 in direct_frame
+    with Proxy(fake) as proxy:
+        body, frame = api_versions(proxy.bootstrap_servers)
+    assert body.unknown_tagged_fields == (UNKNOWN_TAG,)
+    assert body.finalized_features_epoch == -1 and not body.zk_migration_ready
+    assert b"\xff" * 8 not in frame            # no eight-byte FinalizedFeaturesEpoch

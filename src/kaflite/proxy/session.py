@@ -67,7 +67,7 @@ from kaflite.protocol.primitives import BytesLike, Reader
 from kaflite.proxy.filters.base import Exchange
 from kaflite.proxy.registry import BOOTSTRAP_NODE
 from kaflite.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, answer_sasl, login
-from kaflite.proxy.versions import advertise_sasl, intersect
+from kaflite.proxy.versions import advertise_sasl, intersect, omit_default_tags
 from kaflite.security.errors import SaslError
 
 if TYPE_CHECKING:
@@ -483,6 +483,7 @@ class Session:
             ex.response = body
             if isinstance(body, ApiVersionsResponse):
                 proxy.advertised.update(intersect(body))
+                omit_default_tags(body)
                 if proxy.sasl is not None:
                     advertise_sasl(body)
                 changed = True

@@ -12,6 +12,12 @@ cannot parse.
 * SaslHandshake starts at v1: after a v0 handshake the SASL tokens travel
   without a Kafka request header, which a proxy that reads headers cannot
   follow. Every client that speaks v1 uses it when the broker offers it.
+* The answer is written as Kafka writes it: a tagged field that holds its
+  default value (FinalizedFeaturesEpoch -1, an empty feature list,
+  ZkMigrationReady false) is left out. Some brokers send them anyway (Tansu 0.6
+  sends all four), and a client whose tag skipping is off by one byte
+  (librdkafka 2.0.2, as bundled in kcat 1.7.1) cannot read past an eight-byte
+  FinalizedFeaturesEpoch.
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ from __future__ import annotations
 from kaflite.protocol.messages import REGISTRY, ApiVersionsResponse
 from kaflite.protocol.messages._generated.api_versions_response import ApiVersion
 
-__all__ = ["PROXY_MIN_VERSIONS", "advertise_sasl", "intersect"]
+__all__ = ["PROXY_MIN_VERSIONS", "advertise_sasl", "intersect", "omit_default_tags"]
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 PROXY_MIN_VERSIONS = {SASL_HANDSHAKE: 1}
+# ApiVersionsResponse's own tagged fields (v3+): SupportedFeatures,
+# FinalizedFeaturesEpoch, FinalizedFeatures, ZkMigrationReady
+_KNOWN_TAGS = frozenset({0, 1, 2, 3})
 
 
 def codec_range(api_key: int) -> tuple[int, int] | None:
@@ -59,3 +68,15 @@ def advertise_sasl(response: ApiVersionsResponse) -> None:
     for key, (low, high) in own.items():
         response.api_keys.append(ApiVersion(api_key=key, min_version=low, max_version=high))
     response.api_keys.sort(key=lambda a: a.api_key)
+
+
+def omit_default_tags(response: ApiVersionsResponse) -> None:
+    """Leave out the known tagged fields that hold their defaults.
+
+    The codec keeps a known tagged field that came with its default value among
+    the unknown ones, so that a decoded answer re-encodes to the same bytes; the
+    proxy's answer drops those (their absence means the same value), and keeps
+    the tags it does not know.
+    """
+    response.unknown_tagged_fields = tuple(
+        (tag, data) for tag, data in response.unknown_tagged_fields if tag not in _KNOWN_TAGS)

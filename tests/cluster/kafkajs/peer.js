@@ -87,7 +87,8 @@ async function consume () {
   let done
   const finished = new Promise((resolve) => { done = resolve })
   for (let m = 0; m < (args.members || 1); m++) {
-    const consumer = kafka.consumer({ groupId: args.groupId, sessionTimeout: 10000, heartbeatInterval: 500 })
+    const consumer = kafka.consumer({ groupId: args.groupId, sessionTimeout: args.sessionTimeout || 10000,
+      heartbeatInterval: 500, rebalanceTimeout: args.rebalanceTimeout || 60000 })
     await consumer.connect()
     await consumer.subscribe({ topic: args.topic, fromBeginning: true })
     consumer.on(consumer.events.GROUP_JOIN, (e) => emit({ joined: m, assignment: e.payload.memberAssignment }))
@@ -141,7 +142,48 @@ async function txn () {
   await emit({ result: { values } })
 }
 
-const actions = { admin, produce, consume, txn }
+// Transactions with pauses: after each step it prints {"step": name} and waits for a
+// line on stdin, so that the test can move coordinators and leaders in the middle of
+// a transaction. One transaction committed in two halves, one aborted after its records
+// reached the log, then a read_committed consumer reads the topic back.
+async function txnmoves () {
+  const lines = require('readline').createInterface({ input: process.stdin })[Symbol.asyncIterator]()
+  const step = async (name) => { await emit({ step: name }); await lines.next() }
+  const batch = (prefix, from, n) => Array.from({ length: n },
+    (_, i) => ({ value: `${prefix}-${from + i}`, partition: (from + i) % args.partitions }))
+  const producer = kafka.producer({ transactionalId: args.transactionalId, idempotent: true,
+    maxInFlightRequests: 1 })
+  await producer.connect()
+  const half = args.count / 2
+  const committed = await producer.transaction()
+  await committed.send({ topic: args.topic, acks: -1, messages: batch('keep', 0, half) })
+  await step('half')
+  await committed.send({ topic: args.topic, acks: -1, messages: batch('keep', half, half) })
+  await committed.commit()
+  const aborted = await producer.transaction()
+  await aborted.send({ topic: args.topic, acks: -1, messages: batch('drop', 0, args.aborted) })
+  await step('aborting')
+  await aborted.abort()
+  await producer.disconnect()
+  const consumer = kafka.consumer({ groupId: args.groupId })   // read_committed by default
+  await consumer.connect()
+  await consumer.subscribe({ topic: args.topic, fromBeginning: true })
+  const values = []
+  let done
+  const finished = new Promise((resolve) => { done = resolve })
+  await consumer.run({
+    eachMessage: async ({ message }) => {
+      values.push(message.value.toString())
+      if (values.length >= args.count) done()
+    },
+  })
+  await finished
+  await new Promise((resolve) => setTimeout(resolve, 500))   // anything beyond comes now
+  await consumer.disconnect()
+  await emit({ result: { values } })
+}
+
+const actions = { admin, produce, consume, txn, txnmoves }
 actions[args.action]().then(() => process.exit(0), (err) => {
   emit({ error: `${err.name}: ${err.message}`, type: err.type || null }).then(() => process.exit(1))
 })
