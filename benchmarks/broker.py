@@ -304,7 +304,9 @@ def main() -> int:
     ap.add_argument("--acks", choices=("1", "all", "both"), default="both")
     ap.add_argument("--baseline", metavar="REV",
                     help="also run kaflite as of git revision REV (e.g. HEAD~1), as "
-                         "'kaflite@REV', to measure a change against the code before it")
+                         "'kaflite@REV' (with --cluster: its --processes cluster, as "
+                         "'kaflite-procs@REV'), to measure a change against the code "
+                         "before it")
     ap.add_argument("--data-root", metavar="DIR",
                     help="where kaflite's logs are written (default: the temp dir); "
                          "/dev/shm puts them in memory, like Tansu's memory:// storage")
@@ -328,9 +330,12 @@ def main() -> int:
         starts.append(("tansu", tansu_broker))
         brokers = [(name, stack.enter_context(start())) for name, start in starts
                    if not args.only or name in args.only]
+        base = None
         if args.baseline:
-            brokers.append((f"kaflite@{args.baseline}",
-                            stack.enter_context(kaflite_broker(args.baseline))))
+            base = f"kaflite-procs@{args.baseline}" if args.cluster else f"kaflite@{args.baseline}"
+            brokers.append((base, stack.enter_context(
+                kaflite_broker(args.baseline, brokers=3, processes=True) if args.cluster
+                else kaflite_broker(args.baseline))))
         acks_list = ("1", "all") if args.acks == "both" else (args.acks,)
         for i in range(args.repeat):
             for acks in acks_list:
@@ -356,7 +361,7 @@ def main() -> int:
               f"{min(r.p99_ms for r in rs):.0f} ({med(r.p99_ms for r in rs):.0f}) | "
               f"{max(r.consume_mb_s for r in rs):.1f} ({med(r.consume_mb_s for r in rs):.1f}) | "
               f"{min(r.produce_cpu_s for r in rs):.2f} ({med(r.produce_cpu_s for r in rs):.2f}) |")
-    peers = ["tansu"] + ([f"kaflite@{args.baseline}"] if args.baseline else [])
+    peers = ["tansu"] + ([base] if base else [])
     mine = ["kaflite", "kaflite-procs", "kaflite-procs-shm"] if args.cluster else ["kaflite"]
     for me, peer, acks in ((me, peer, acks) for me in mine for peer in peers
                            for acks in acks_list
