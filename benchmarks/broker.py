@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PARTITIONS = 6
+PARTITIONS = 6   # the benchmark topic's (--partitions)
 DATA_ROOT: str | None = None   # where kaflite's logs go (None: the system's temp dir)
 PIDS: dict[str, int] = {}   # bootstrap -> broker process, for its CPU time
 REPLICATION: dict[str, int] = {}   # bootstrap -> the topics' replication factor
@@ -295,6 +295,8 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=200)
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--partitions", type=int, default=PARTITIONS,
+                    help="the benchmark topic's partitions")
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds; each round runs every broker and acks setting once, "
                          "alternating brokers, so that other load falls on both alike")
@@ -316,8 +318,9 @@ def main() -> int:
     ap.add_argument("--only", action="append", metavar="NAME",
                     help="run only these brokers (kaflite, kaflite-procs, tansu); repeatable")
     args = ap.parse_args()
-    global DATA_ROOT
+    global DATA_ROOT, PARTITIONS
     DATA_ROOT = args.data_root
+    PARTITIONS = args.partitions
     runs: dict[tuple[str, str], list[Result]] = {}
     with contextlib.ExitStack() as stack:
         starts: list[tuple[str, Any]] = [
