@@ -295,7 +295,7 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=200)
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--record-size", type=int, default=1024)
-    ap.add_argument("--partitions", type=int, default=PARTITIONS,
+    ap.add_argument("--partitions", type=int, default=6,
                     help="the benchmark topic's partitions")
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds; each round runs every broker and acks setting once, "
