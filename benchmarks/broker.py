@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PARTITIONS = 6
+PARTITIONS = 6   # the benchmark topic's (--partitions)
 DATA_ROOT: str | None = None   # where kaflite's logs go (None: the system's temp dir)
 PIDS: dict[str, int] = {}   # bootstrap -> broker process, for its CPU time
 REPLICATION: dict[str, int] = {}   # bootstrap -> the topics' replication factor
@@ -295,6 +295,8 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=200)
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--partitions", type=int, default=6,
+                    help="the benchmark topic's partitions")
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds; each round runs every broker and acks setting once, "
                          "alternating brokers, so that other load falls on both alike")
@@ -304,7 +306,9 @@ def main() -> int:
     ap.add_argument("--acks", choices=("1", "all", "both"), default="both")
     ap.add_argument("--baseline", metavar="REV",
                     help="also run kaflite as of git revision REV (e.g. HEAD~1), as "
-                         "'kaflite@REV', to measure a change against the code before it")
+                         "'kaflite@REV' (with --cluster: its --processes cluster, as "
+                         "'kaflite-procs@REV'), to measure a change against the code "
+                         "before it")
     ap.add_argument("--data-root", metavar="DIR",
                     help="where kaflite's logs are written (default: the temp dir); "
                          "/dev/shm puts them in memory, like Tansu's memory:// storage")
@@ -314,8 +318,9 @@ def main() -> int:
     ap.add_argument("--only", action="append", metavar="NAME",
                     help="run only these brokers (kaflite, kaflite-procs, tansu); repeatable")
     args = ap.parse_args()
-    global DATA_ROOT
+    global DATA_ROOT, PARTITIONS
     DATA_ROOT = args.data_root
+    PARTITIONS = args.partitions
     runs: dict[tuple[str, str], list[Result]] = {}
     with contextlib.ExitStack() as stack:
         starts: list[tuple[str, Any]] = [
@@ -328,9 +333,12 @@ def main() -> int:
         starts.append(("tansu", tansu_broker))
         brokers = [(name, stack.enter_context(start())) for name, start in starts
                    if not args.only or name in args.only]
+        base = None
         if args.baseline:
-            brokers.append((f"kaflite@{args.baseline}",
-                            stack.enter_context(kaflite_broker(args.baseline))))
+            base = f"kaflite-procs@{args.baseline}" if args.cluster else f"kaflite@{args.baseline}"
+            brokers.append((base, stack.enter_context(
+                kaflite_broker(args.baseline, brokers=3, processes=True) if args.cluster
+                else kaflite_broker(args.baseline))))
         acks_list = ("1", "all") if args.acks == "both" else (args.acks,)
         for i in range(args.repeat):
             for acks in acks_list:
@@ -356,7 +364,7 @@ def main() -> int:
               f"{min(r.p99_ms for r in rs):.0f} ({med(r.p99_ms for r in rs):.0f}) | "
               f"{max(r.consume_mb_s for r in rs):.1f} ({med(r.consume_mb_s for r in rs):.1f}) | "
               f"{min(r.produce_cpu_s for r in rs):.2f} ({med(r.produce_cpu_s for r in rs):.2f}) |")
-    peers = ["tansu"] + ([f"kaflite@{args.baseline}"] if args.baseline else [])
+    peers = ["tansu"] + ([base] if base else [])
     mine = ["kaflite", "kaflite-procs", "kaflite-procs-shm"] if args.cluster else ["kaflite"]
     for me, peer, acks in ((me, peer, acks) for me in mine for peer in peers
                            for acks in acks_list

@@ -28,6 +28,7 @@ from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, T
 from kaflite.cluster.fetch_session import FetchSessionCache
 from kaflite.cluster.groups import GroupCoordinator
 from kaflite.cluster.handlers import all_handlers
+from kaflite.cluster.hw_checkpoint import HighWatermarkCheckpoint
 from kaflite.cluster.listeners import ListenerSpec, inter_broker_listener
 from kaflite.cluster.log import LogConfig, LogManager
 from kaflite.cluster.metrics import BrokerMetrics
@@ -92,6 +93,9 @@ class Broker:
         self.request_memory = RequestMemory(config.int("queued.max.request.bytes"))
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.logs: LogManager | None = None
+        # replication-offset-checkpoint, written off the event loop (kaflite.cluster.hw_checkpoint)
+        self.hw_checkpoint = HighWatermarkCheckpoint(
+            data_dir, thread_name=f"kaflite-hw-checkpoint-{node_id}")
         self.servers: dict[str, asyncio.Server] = {}
         self.running = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -157,6 +161,7 @@ class Broker:
         self.logs = LogManager(self.data_dir, node_id=self.node_id,
                                cluster_id=self.controller.cluster_id)
         self.logs.load_all()
+        self.hw_checkpoint.load(self.logs)
         loop = asyncio.get_running_loop()
         try:
             for spec in self.listeners:
@@ -197,7 +202,7 @@ class Broker:
         if not self.running:
             return
         self.controller.broker_stopped(self.node_id)
-        self.checkpoint_high_watermarks()
+        await self._checkpoint_high_watermarks_logged()
         await self._shutdown()
         if self.logs is not None:
             self.logs.close()
@@ -242,6 +247,9 @@ class Broker:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
         self.servers.clear()
+        # A write in flight ends (a crash in a broker process leaves the old
+        # file or the new one, never a torn one: the file is replaced atomically).
+        await self.hw_checkpoint.close()
 
     def inter_broker_security(self) -> tuple[ssl.SSLContext | None, SaslFactory | None]:
         """How this broker connects to the others (``inter.broker.listener.name``)."""
@@ -282,7 +290,8 @@ class Broker:
             p = Partition(self.node_id, topic.name, state.partition, topic.topic_id, plog)
             # As Kafka: a restarted replica starts from its checkpointed high watermark,
             # not 0, so that ListOffsets and Fetch do not go back while it relearns it.
-            p.high_watermark = p.checkpointed_hw = plog.checkpointed_high_watermark()
+            p.high_watermark = p.checkpointed_hw = self.hw_checkpoint.initial(
+                key, plog.log_end_offset)
             self.partitions[key] = p
         else:
             p.log.config = self.topic_log_config(topic)
@@ -312,6 +321,7 @@ class Broker:
         self.partitions.pop(p.tp, None)
         if delete and self.logs is not None:
             self.logs.delete_partition(p.topic, p.index)
+            self.hw_checkpoint.forget(p.tp)
 
     def _follow(self, p: Partition, leader: int) -> None:
         from kaflite.cluster.replication import ReplicaFetcher
@@ -393,23 +403,41 @@ class Broker:
         p.partition_epoch = state.partition_epoch
         p.maybe_advance_hw()
 
-    def checkpoint_high_watermarks(self) -> None:
-        """Write each partition's high watermark that moved since its last checkpoint."""
-        for p in list(self.partitions.values()):
-            if p.high_watermark != p.checkpointed_hw:
-                try:
-                    p.log.checkpoint_high_watermark(p.high_watermark)
-                except OSError:
-                    log.exception("cannot checkpoint the high watermark of %s-%s",
-                                  p.topic, p.index)
-                    continue
-                p.checkpointed_hw = p.high_watermark
+    async def checkpoint_high_watermarks(self) -> bool:
+        """Write every hosted partition's high watermark to the data directory's
+        replication-offset-checkpoint, in the checkpoint's worker thread (the
+        snapshot is taken here, on the loop). False if nothing changed since the
+        last write; OSError if the write failed."""
+        taken: list[tuple[Partition, int]] = []
+
+        def snapshot() -> dict[tuple[str, int], int]:
+            taken.clear()
+            logs = self.logs
+            entries = {} if logs is None else {
+                tp: hw for tp, hw in self.hw_checkpoint.unhosted.items()
+                if logs.get(*tp) is not None}
+            for tp, p in self.partitions.items():
+                entries[tp] = p.high_watermark
+                taken.append((p, p.high_watermark))
+            return entries
+
+        if await self.hw_checkpoint.write(snapshot) is None:
+            return False
+        for p, hw in taken:
+            p.checkpointed_hw = hw
+        return True
+
+    async def _checkpoint_high_watermarks_logged(self) -> None:
+        try:
+            await self.checkpoint_high_watermarks()
+        except OSError:
+            log.exception("broker %s: cannot checkpoint the high watermarks", self.node_id)
 
     async def _checkpoint_high_watermarks(self) -> None:
         interval = self.config.int("replica.high.watermark.checkpoint.interval.ms") / 1000
         while self.running:
             await asyncio.sleep(interval)
-            self.checkpoint_high_watermarks()
+            await self._checkpoint_high_watermarks_logged()
 
     async def _retention(self) -> None:
         interval = self.config.int("log.retention.check.interval.ms") / 1000

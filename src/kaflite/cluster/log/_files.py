@@ -10,9 +10,14 @@ A partition directory ``<topic>-<partition>`` holds, as in Kafka:
 
 Kafka keeps ``log-start-offset-checkpoint``, ``recovery-point-offset-checkpoint``
 and ``replication-offset-checkpoint`` (the high watermark) once per data
-directory, for all partitions. kaflite writes files with the same
-names and the same format (``0``, a count, ``topic partition offset`` lines) but
-one per partition directory, so that a ``PartitionLog`` opens on its own.
+directory, for all partitions: ``0``, a count, then ``topic partition offset``
+lines. kaflite writes the high watermarks that way (one file in the data
+directory, ``write_offset_checkpoints``, by the broker: ``kaflite.cluster.hw_checkpoint``).
+The log start and the recovery point, which change with the log itself, stay in
+files of the same name and format but one per partition directory, so that a
+``PartitionLog`` opens on its own. Older data directories also hold a
+per-partition ``replication-offset-checkpoint``; it is read when the data
+directory's file has no line for that partition.
 
 Checkpoints are replaced atomically (write a ``.tmp``, fsync, rename, fsync the
 directory), as Kafka's ``CheckpointFile`` does: a crash leaves the old or the new
@@ -26,6 +31,7 @@ import base64
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = [
@@ -37,17 +43,20 @@ __all__ = [
     "TIMEINDEX_SUFFIX",
     "atomic_write",
     "base_offset_of",
+    "format_offset_checkpoints",
     "format_topic_id",
     "parse_partition_dir",
     "parse_topic_id",
     "read_epoch_checkpoint",
     "read_meta_properties",
     "read_offset_checkpoint",
+    "read_offset_checkpoints",
     "read_partition_metadata",
     "segment_path",
     "write_epoch_checkpoint",
     "write_meta_properties",
     "write_offset_checkpoint",
+    "write_offset_checkpoints",
     "write_partition_metadata",
 ]
 
@@ -134,6 +143,8 @@ def _checkpoint_body(path: Path) -> list[str] | None:
     lines = _read_lines(path)
     if lines is None:
         return None
+    if not lines:
+        return []   # Kafka's CheckpointFile reads an empty file as no entries
     if len(lines) < 2 or lines[0].strip() != "0":
         raise ValueError(f"{path}: not a version 0 checkpoint file")
     try:
@@ -185,6 +196,39 @@ def write_offset_checkpoint(
     path: Path, topic: str, partition: int, offset: int, *, sync: bool = True
 ) -> None:
     atomic_write(path, f"0\n1\n{topic} {partition} {offset}\n", sync=sync)
+
+
+def read_offset_checkpoints(path: Path) -> dict[tuple[str, int], int] | None:
+    """Every ``topic partition offset`` line of a data directory's checkpoint file
+    (Kafka's ``OffsetCheckpointFile``); None if there is no file, ValueError if it
+    is not one."""
+    body = _checkpoint_body(path)
+    if body is None:
+        return None
+    entries: dict[tuple[str, int], int] = {}
+    for line in body:
+        parts = line.split()
+        if len(parts) != 3:
+            raise ValueError(f"{path}: malformed line {line!r}")
+        try:
+            entries[(parts[0], int(parts[1]))] = int(parts[2])
+        except ValueError:
+            raise ValueError(f"{path}: malformed line {line!r}") from None
+    return entries
+
+
+def format_offset_checkpoints(entries: Mapping[tuple[str, int], int]) -> str:
+    """``0``, the count, then ``topic partition offset`` lines (sorted)."""
+    lines = ["0", str(len(entries)),
+             *(f"{topic} {partition} {offset}"
+               for (topic, partition), offset in sorted(entries.items()))]
+    return "\n".join(lines) + "\n"
+
+
+def write_offset_checkpoints(path: Path, entries: Mapping[tuple[str, int], int]) -> None:
+    """Replace a data directory's checkpoint file atomically (tmp, fsync, rename,
+    fsync of the directory): a crash leaves the old file or the new one."""
+    atomic_write(path, format_offset_checkpoints(entries))
 
 
 # -- partition.metadata ------------------------------------------------------------------

@@ -69,14 +69,16 @@ class PartitionState:
     def _write_checkpoint(self, name: str, offset: int) -> None:
         write_offset_checkpoint(self.directory / name, self.topic, self.partition, offset)
 
-    def checkpointed_high_watermark(self) -> int:
-        """The high watermark last checkpointed (Kafka's replication-offset-checkpoint),
-        capped by the log end; 0 without one."""
-        hw = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT) or 0
-        return max(0, min(hw, self.log_end_offset))
+    def legacy_high_watermark(self) -> int | None:
+        """The high watermark in this directory's own ``replication-offset-checkpoint``,
+        which kaflite wrote before it kept one file per data directory (None without
+        one). The broker reads it when the data directory's file has no line for
+        this partition, and removes it once its value is in that file."""
+        return self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
 
-    def checkpoint_high_watermark(self, hw: int) -> None:
-        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, hw)
+    @property
+    def legacy_high_watermark_path(self) -> Path:
+        return self.directory / REPLICATION_OFFSET_CHECKPOINT
 
     # -- state --------------------------------------------------------------------------------
     @property
