@@ -49,7 +49,13 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kaflite.client.share import AcknowledgeType, ShareRecord
 from kaflite.client.share._consumer import UNSUPPORTED
-from kaflite.spark.options import KafkaOptionError, _kafka_params, _lower, client_config
+from kaflite.spark.options import (
+    KafkaOptionError,
+    _bool,
+    _kafka_params,
+    _lower,
+    client_config,
+)
 from kaflite.spark.schema import HEADERS_TYPE, TIMESTAMP, arrow_schema
 
 __all__ = ["ShareBatchReader", "ShareInputPartition", "ShareOptions", "parse_share_options",
@@ -71,6 +77,12 @@ class ShareOptions:
     idle_ms: int = DEFAULT_IDLE_MS
     max_records: int = DEFAULT_MAX_RECORDS
     include_headers: bool = False
+    # streaming reads (share_stream.py): the executors' Fetch, and the micro-batches
+    executor_config: tuple[tuple[str, object], ...] = ()
+    max_per_trigger: int | None = None
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    poll_timeout_ms: int = 120_000
 
 
 def _positive(params: Mapping[str, str], key: str, name: str) -> int | None:
@@ -98,7 +110,9 @@ def parse_share_options(options: Mapping[str, object]) -> ShareOptions | None:
     for key, name in (("assign", "assign"), ("subscribepattern", "subscribePattern"),
                       ("endingoffsets", "endingOffsets"), ("startingoffsets", "startingOffsets"),
                       ("endingtimestamp", "endingTimestamp"),
-                      ("startingtimestamp", "startingTimestamp")):
+                      ("startingtimestamp", "startingTimestamp"),
+                      ("minoffsetspertrigger", "minOffsetsPerTrigger"),
+                      ("maxtriggerdelay", "maxTriggerDelay")):
         if key in params:
             raise KafkaOptionError(f"Option '{name}' does not apply to a share-group read "
                                    "(shareGroup): a share group reads its topics as a queue")
@@ -113,12 +127,19 @@ def parse_share_options(options: Mapping[str, object]) -> ShareOptions | None:
     config = client_config(kafka, "consumer", f"spark-share-{group}",
                            **{"group.id": group, "share.acknowledgement.mode": "explicit"})
     max_records = _positive(params, "maxrecordsperpartition", "maxRecordsPerPartition")
+    executor = client_config(kafka, "consumer", f"spark-share-{group}-executor")
     return ShareOptions(
         group=group, topics=topics, config=tuple(sorted(config.items())),
         consumers=_positive(params, "shareconsumers", "shareConsumers"),
         idle_ms=_positive(params, "shareidletimeoutms", "shareIdleTimeoutMs") or DEFAULT_IDLE_MS,
         max_records=max_records or DEFAULT_MAX_RECORDS,
-        include_headers=params.get("includeheaders", "false").strip().lower() == "true")
+        include_headers=_bool(params, "includeheaders", "includeHeaders", False),
+        executor_config=tuple(sorted(executor.items())),
+        max_per_trigger=_positive(params, "maxoffsetspertrigger", "maxOffsetsPerTrigger"),
+        min_partitions=_positive(params, "minpartitions", "minPartitions"),
+        fail_on_data_loss=_bool(params, "failondataloss", "failOnDataLoss", True),
+        poll_timeout_ms=_positive(params, "kafkaconsumer.polltimeoutms",
+                                  "kafkaConsumer.pollTimeoutMs") or 120_000)
 
 
 class ShareInputPartition(InputPartition):
