@@ -24,14 +24,17 @@ the group. A task that fails or is stopped before that acknowledges nothing:
 its records are released when its consumer closes, or come back when their
 locks expire if the executor died, and another task reads them again. That is
 at-least-once delivery for failures of the reading task, acknowledged at the
-task's end (not at the sink's or Spark's commit, which a reading task cannot
-wait for: docs/share-groups.md says why, and why streaming reads are refused);
-a sink that must not see a record twice has to be idempotent.
+task's end (not at the sink's commit, which a reading task of a batch job cannot
+wait for: docs/share-groups.md says why); a sink that must not see a record
+twice has to be idempotent. Streaming reads (``spark.readStream``) accept at
+Spark's commit instead: the driver is the group's member there
+(``share_stream.py``).
 
 Where a share group starts reading a partition it has never read is the
 group's ``share.auto.offset.reset`` (``latest`` unless configured), not
-``startingOffsets``; ``endingOffsets``, ``assign`` and ``subscribePattern``
-do not apply to a queue and are refused. The rows have Spark's Kafka schema;
+``startingOffsets``; ``endingOffsets``, ``assign``, ``subscribePattern``,
+``minOffsetsPerTrigger`` and ``maxTriggerDelay`` do not apply to a queue and
+are refused. The rows have Spark's Kafka schema;
 ``timestampType`` is 0 (the broker does not say which timestamp a share fetch
 carries per record).
 """

@@ -95,7 +95,8 @@ RENEW_CHECK_S = 0.25         # how often the renewal thread looks at the clock
 DEFAULT_LOCK_MS = 30_000     # group.share.record.lock.duration.ms, until a broker says
 STOP_TIMEOUT_S = 10.0
 
-# Spark's offset log entry of a share-group micro-batch
+# Spark's offset-log entry of a share-group micro-batch: {"shareGroup": str, "batch": int,
+# "ranges": {topic: {partition: [[from, until], ...]}}} (PySpark's methods take a dict)
 ShareOffset = dict[str, object]
 Records = list[ShareRecord[bytes, bytes]]
 
@@ -137,10 +138,11 @@ def offset_ranges(offset: Mapping[str, object]) -> list[OffsetRange]:
     batch_of(offset)
     ranges = offset["ranges"]
     out: list[OffsetRange] = []
-    if isinstance(ranges, Mapping):
-        for topic, parts in sorted(ranges.items()):
-            for p, runs in sorted(parts.items(), key=lambda kv: int(kv[0])):
-                out += [OffsetRange(topic, int(p), int(a), int(b)) for a, b in runs]
+    if not isinstance(ranges, Mapping):
+        raise ValueError(f"malformed share-group offsets: {offset!r}")
+    for topic, parts in sorted(ranges.items()):
+        for p, runs in sorted(parts.items(), key=lambda kv: int(kv[0])):
+            out += [OffsetRange(topic, int(p), int(a), int(b)) for a, b in runs]
     return out
 
 
