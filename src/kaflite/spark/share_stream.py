@@ -47,7 +47,10 @@ are held (and renewed) for the next batch.
 
 Failures. ``stop()`` closes the consumer: the brokers release what it holds,
 and the group delivers it again (to this query when it restarts, or to any
-member). A driver that dies keeps its records until their locks expire. A
+member). PySpark ends the source's process with SIGTERM when a query stops or
+fails, without calling ``stop()``, so the reader calls it from a SIGTERM
+handler (set from the process's main thread, where PySpark runs it). A driver
+killed harder keeps its records until their locks expire. A
 query restarted with a batch uncommitted runs that batch again from the offset
 log, reading the same ranges: those records are seen twice (once replayed, once
 redelivered), which at-least-once allows; none is lost unless the log lost it
@@ -65,9 +68,12 @@ supported as such (a queue has no end): Spark runs it as one batch.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -99,6 +105,7 @@ STOP_TIMEOUT_S = 10.0
 # "ranges": {topic: {partition: [[from, until], ...]}}} (PySpark's methods take a dict)
 ShareOffset = dict[str, object]
 Records = list[ShareRecord[bytes, bytes]]
+SigHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
 def delivered_runs(offsets: Iterable[int]) -> list[tuple[int, int]]:
@@ -172,13 +179,14 @@ class ShareStreamReader(DataSourceStreamReader):
             include_headers=opts.include_headers, fail_on_data_loss=opts.fail_on_data_loss,
             poll_timeout_ms=opts.poll_timeout_ms, isolation_level=0)
         self._consumer: SyncShareConsumer[bytes, bytes] | None = None
-        self._lock = threading.Lock()        # the consumer is used by one thread at a time
+        self._lock = threading.RLock()       # the consumer is used by one thread at a time
         self._stopping = threading.Event()
         self._renewer: threading.Thread | None = None
         self._held: dict[int, Records] = {}  # batch -> its records, acquired, not accepted
         self._spare: Records = []            # acquired past a batch's limit: the next one's
         self._batch = 0                      # the newest batch answered or seen
         self._planned: ShareOffset | None = None   # the newest end partitions() planned
+        self._sigterm: tuple[SigHandler, SigHandler] | None = None   # (ours, the one before)
 
     # Spark pickles the reader for the executors: they get a fresh one (no consumer).
     def __reduce__(self) -> tuple[type[ShareStreamReader], tuple[ShareOptions]]:
@@ -196,7 +204,28 @@ class ShareStreamReader(DataSourceStreamReader):
             self._renewer = threading.Thread(target=self._renew_loop, daemon=True,
                                              name=f"kaflite-share-renew-{self.opts.group}")
             self._renewer.start()
+            self._on_sigterm_stop()
         return self._consumer
+
+    def _on_sigterm_stop(self) -> None:
+        """Stop (release the records) when the process is terminated: Spark ends the
+        source's Python process with SIGTERM when the query stops, without calling
+        ``stop()``. Only the main thread may set a handler; elsewhere the records come
+        back when their locks expire."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_term(signum: int, frame: FrameType | None) -> None:
+            self.stop()
+            if callable(previous):
+                previous(signum, frame)
+            elif previous != signal.SIG_IGN:   # then die of it, as without this handler
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, on_term)
+        self._sigterm = (on_term, previous)
 
     # -- positions ---------------------------------------------------------------------------
     def initialOffset(self) -> ShareOffset:
@@ -345,6 +374,10 @@ class ShareStreamReader(DataSourceStreamReader):
     def stop(self) -> None:
         """Close the consumer: the brokers release every record it still holds."""
         self._stopping.set()
+        if self._sigterm is not None and threading.current_thread() is threading.main_thread():
+            (ours, previous), self._sigterm = self._sigterm, None
+            if signal.getsignal(signal.SIGTERM) is ours:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
         if self._renewer is not None and self._renewer is not threading.current_thread():
             self._renewer.join(STOP_TIMEOUT_S)
         with self._lock:
