@@ -39,14 +39,14 @@ from tests.conftest import wait_for
 from tests.spark.conftest import produce, source, unique
 
 
-def share_group(kafka: Cluster, lock_ms: int) -> str:
+def share_group(kafka: Cluster, lock_ms: int, **configs: str) -> str:
     """A fresh group reading from the start of the log, with short locks and heartbeats."""
     group = unique("spark-share")
     for broker in kafka.brokers.values():
         assert broker.share is not None
         broker.share.group_configs[group] = {
             "share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(lock_ms),
-            "share.heartbeat.interval.ms": "300"}
+            "share.heartbeat.interval.ms": "300", **configs}
     return group
 
 
@@ -125,6 +125,44 @@ def test_driver_holds_a_batch_until_the_next_and_renews_its_locks(
             got += c.poll(200)
     assert sorted(r.offset for r in got) == list(range(10, 30))
     assert all(r.delivery_count == 2 for r in got if r.offset < 20)   # batch 2: released
+
+
+def test_executors_read_what_the_share_fetch_delivered(kafka: Cluster, servers: str) -> None:
+    """read_committed group: the aborted transaction's records and the markers are never
+    delivered, so they are in no run, and the executors' Fetch does not return them."""
+    topic = unique("share-stream")
+    group = share_group(kafka, 5000, **{"share.isolation.level": "read_committed"})
+    kafka.create_topic(topic, 1, 1)
+    with ksync.Producer({"bootstrap.servers": servers, "transactional.id": topic}) as p:
+        p.init_transactions()
+        for n, commit in enumerate((True, False, True)):   # offsets 0-4 (+5), 6-10 (+11),
+            p.begin_transaction()                          # 12-16 (+17)
+            for i in range(5):
+                p.send(topic, f"t{n}-{i}".encode(), partition=0)
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+    opts = parse_share_options({"kafka.bootstrap.servers": servers, "subscribe": topic,
+                                "shareGroup": group})
+    assert opts is not None
+    reader = ShareStreamReader(opts)
+    start = reader.initialOffset()
+    offsets: list[int] = []
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(values) < 10 and time.monotonic() < deadline:
+            end = reader.latestOffset(start)
+            offsets += [o for r in offset_ranges(end) for o in range(r.from_offset,
+                                                                      r.until_offset)]
+            values += [v for p in reader.partitions(start, end) for b in reader.read(p)
+                       for v in b.column("value").to_pylist()]
+            start = end
+    finally:
+        reader.stop()
+    assert sorted(offsets) == [*range(0, 5), *range(12, 17)]
+    assert sorted(values) == sorted(f"t{n}-{i}".encode() for n in (0, 2) for i in range(5))
 
 
 def test_stream_accepts_each_batch_when_it_is_committed(
