@@ -46,8 +46,16 @@ def share_group(kafka: Cluster, lock_ms: int, **configs: str) -> str:
         assert broker.share is not None
         broker.share.group_configs[group] = {
             "share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(lock_ms),
-            "share.heartbeat.interval.ms": "300", **configs}
+            "share.heartbeat.interval.ms": "300", "share.session.timeout.ms": "3000", **configs}
     return group
+
+
+def members(servers: str, group: str) -> int:
+    async def describe() -> int:
+        async with Admin({"bootstrap.servers": servers}) as admin:
+            found = await describe_share_group(admin, group, offsets=False, verbose=False)
+        return 0 if found is None else len(found.group.members)
+    return asyncio.run(describe())
 
 
 def start_offsets(servers: str, group: str) -> dict[int, int]:
@@ -184,10 +192,13 @@ def test_stream_accepts_each_batch_when_it_is_committed(
         with lock:
             rows.extend(got)
 
-    df = source(spark, servers, stream=True, subscribe=topic, shareGroup=group,
-                maxOffsetsPerTrigger="20")
-    q = (df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck"))
-         .trigger(processingTime="200 milliseconds").start())
+    def start(trigger: dict[str, Any]) -> Any:
+        df = source(spark, servers, stream=True, subscribe=topic, shareGroup=group,
+                    maxOffsetsPerTrigger="20")
+        return (df.writeStream.foreachBatch(sink)
+                .option("checkpointLocation", str(tmp_path / "ck")).trigger(**trigger).start())
+
+    q = start({"processingTime": "200 milliseconds"})
     try:
         wait_for(lambda: len(rows) >= 60, what="60 records", timeout=120)
         # the last batch is accepted by the trigger after it
@@ -201,6 +212,21 @@ def test_stream_accepts_each_batch_when_it_is_committed(
     for batch_id, first, spso in held:
         for p, offset in first.items():
             assert spso.get(p, 0) <= offset, f"batch {batch_id} accepted before its commit"
+
+    # Trigger.AvailableNow: batches until a trigger finds nothing; that one accepts the last.
+    # (The stopped query's member left, or its session expired: the new one gets both
+    # partitions.)
+    wait_for(lambda: members(servers, group) == 0, what="the stopped query's member gone")
+    produce(servers, topic, [{"value": f"v{i}".encode(), "partition": i % 2}
+                             for i in range(60, 90)])
+    q = start({"availableNow": True})
+    try:
+        assert q.awaitTermination(120), "the AvailableNow query did not finish"
+    finally:
+        q.stop()
+    assert q.exception() is None
+    assert sorted(r[3] for r in rows) == sorted(f"v{i}" for i in range(90))
+    assert start_offsets(servers, group) == {0: 45, 1: 45}
 
 
 def test_failed_batch_is_read_again_after_restart(

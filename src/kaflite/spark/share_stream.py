@@ -20,7 +20,8 @@ mode, made at the first ``latestOffset``. Per micro-batch:
    its commit log entry was written. Then it acquires records (polls of
    ``ACQUIRE_POLL_MS`` until one brings nothing, ``maxOffsetsPerTrigger``
    records are held, or ``ACQUIRE_MAX_MS`` have passed), renews them, and
-   keeps them. Its answer, which Spark writes to the offset log, is the batch
+   keeps them (the first call waits for the member's assignment, up to
+   ``JOIN_TIMEOUT_MS``). Its answer, which Spark writes to the offset log, is the batch
    number and the offset ranges of the records it holds:
    ``{"shareGroup": G, "batch": 7, "ranges": {"jobs": {"0": [[120, 180]]}}}``
    (``[from, until)`` runs of consecutive offsets). Only offsets the share
@@ -61,8 +62,12 @@ the executors); acquisition goes through one member; a batch holds at most
 ``group.share.partition.max.record.locks`` records of a partition (2000 by
 default); and the member must poll (a ``latestOffset``) at least every
 ``max.poll.interval.ms`` (``kafka.max.poll.interval.ms``, 5 minutes), else it
-leaves the group and its records go back. Trigger.AvailableNow is not
-supported as such (a queue has no end): Spark runs it as one batch.
+leaves the group and its records go back. Trigger.AvailableNow runs batches
+until a trigger acquires nothing for ``AVAILABLE_NOW_IDLE_MS`` (a queue has no
+end offsets to fix at the start; a topic fed faster than it is read keeps the
+run going); that last trigger accepts the last batch. Trigger.Once runs one
+batch and stops before any later trigger could accept it: its records go back
+to the group and are delivered again.
 """
 
 from __future__ import annotations
@@ -85,7 +90,12 @@ from kaflite.protocol import errors
 from kaflite.spark._fetch import ExecutorParams, read_range
 from kaflite.spark.offsets import OffsetRange, plan_ranges
 from kaflite.spark.share import ShareOptions
-from kaflite.spark.stream import ReadAllAvailable, ReadLimit, ReadMaxRows
+from kaflite.spark.stream import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 if TYPE_CHECKING:
     from kaflite.client.sync import ShareConsumer as SyncShareConsumer
@@ -97,6 +107,8 @@ log = logging.getLogger("kaflite.spark")
 
 ACQUIRE_POLL_MS = 200        # one poll of latestOffset; an empty one ends the acquiring
 ACQUIRE_MAX_MS = 1000        # latestOffset acquires for at most this long
+JOIN_TIMEOUT_MS = 30_000     # the first latestOffset waits this long for an assignment
+AVAILABLE_NOW_IDLE_MS = 2000   # Trigger.AvailableNow: a poll this long and empty ends it
 RENEW_CHECK_S = 0.25         # how often the renewal thread looks at the clock
 DEFAULT_LOCK_MS = 30_000     # group.share.record.lock.duration.ms, until a broker says
 STOP_TIMEOUT_S = 10.0
@@ -171,7 +183,7 @@ def _read(partition: ShareRangesPartition) -> Iterator[pa.RecordBatch]:
         yield from read_range(r, partition.params)
 
 
-class ShareStreamReader(DataSourceStreamReader):
+class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: ShareOptions) -> None:
         self.opts = opts
         self.params = ExecutorParams(
@@ -186,6 +198,8 @@ class ShareStreamReader(DataSourceStreamReader):
         self._spare: Records = []            # acquired past a batch's limit: the next one's
         self._batch = 0                      # the newest batch answered or seen
         self._planned: ShareOffset | None = None   # the newest end partitions() planned
+        self._joined = False                 # the first acquisition is over
+        self._available_now = False
         self._sigterm: tuple[SigHandler, SigHandler] | None = None   # (ours, the one before)
 
     # Spark pickles the reader for the executors: they get a fresh one (no consumer).
@@ -217,6 +231,8 @@ class ShareStreamReader(DataSourceStreamReader):
         previous = signal.getsignal(signal.SIGTERM)
 
         def on_term(signum: int, frame: FrameType | None) -> None:
+            if self._stopping.is_set():
+                return     # stopping already (this handler, or stop()): let it finish
             self.stop()
             if callable(previous):
                 previous(signum, frame)
@@ -235,6 +251,12 @@ class ShareStreamReader(DataSourceStreamReader):
         if self.opts.max_per_trigger is not None:
             return ReadMaxRows(self.opts.max_per_trigger)
         return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: batches until a trigger acquires nothing in
+        ``AVAILABLE_NOW_IDLE_MS`` (longer than a ShareFetch waits on the broker). A queue
+        has no end offsets to fix; that last, empty trigger accepts the last batch."""
+        self._available_now = True
 
     def latestOffset(self, start: ShareOffset | None = None,
                      limit: ReadLimit | None = None) -> ShareOffset:
@@ -265,16 +287,27 @@ class ShareStreamReader(DataSourceStreamReader):
         consumer = self._client()
         limit = cap if cap is not None else 2**62
         out, self._spare = self._spare[:limit], self._spare[limit:]
-        deadline = time.monotonic() + ACQUIRE_MAX_MS / 1000
-        while len(out) < limit and time.monotonic() < deadline:
-            got = consumer.poll(ACQUIRE_POLL_MS)
+        now = time.monotonic()
+        deadline = now + ACQUIRE_MAX_MS / 1000
+        # the first acquisition waits for the member to join (no records before that)
+        joining = now + JOIN_TIMEOUT_MS / 1000 if not self._joined else now
+        idle_ms = AVAILABLE_NOW_IDLE_MS if self._available_now else ACQUIRE_POLL_MS
+        while len(out) < limit:
+            got = consumer.poll(ACQUIRE_POLL_MS if out else idle_ms)
             if not got:
-                break
+                if consumer.assignment() or time.monotonic() >= joining:
+                    break   # the group's partitions have nothing more for now
+                continue
             # kept (and every record of a poll acknowledged, as explicit mode wants)
             self._ack(got, AcknowledgeType.RENEW)
+            # the payload is the executors' to read: keep where the records are
+            got = [r._replace(key=None, value=None, headers=()) for r in got]
             room = limit - len(out)
             out += got[:room]
             self._spare += got[room:]
+            if time.monotonic() >= deadline:
+                break
+        self._joined = True
         return out
 
     def _ack(self, records: Iterable[ShareRecord[bytes, bytes]], kind: AcknowledgeType) -> int:
@@ -374,15 +407,20 @@ class ShareStreamReader(DataSourceStreamReader):
     def stop(self) -> None:
         """Close the consumer: the brokers release every record it still holds."""
         self._stopping.set()
-        if self._sigterm is not None and threading.current_thread() is threading.main_thread():
-            (ours, previous), self._sigterm = self._sigterm, None
-            if signal.getsignal(signal.SIGTERM) is ours:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
         if self._renewer is not None and self._renewer is not threading.current_thread():
             self._renewer.join(STOP_TIMEOUT_S)
         with self._lock:
             consumer, self._consumer = self._consumer, None
             self._held.clear()
             self._spare.clear()
-        if consumer is not None:
-            consumer.close()
+        try:
+            if consumer is not None:
+                consumer.close()
+        finally:
+            # (restored only now: Spark may send SIGTERM again while this closes)
+            if self._sigterm is not None and \
+                    threading.current_thread() is threading.main_thread():
+                (ours, previous), self._sigterm = self._sigterm, None
+                if signal.getsignal(signal.SIGTERM) is ours:
+                    signal.signal(signal.SIGTERM,
+                                  signal.SIG_DFL if previous is None else previous)

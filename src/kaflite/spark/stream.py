@@ -117,7 +117,7 @@ from kaflite.spark.options import SourceOptions
 from kaflite.spark.reader import KafkaInputPartition, executor_params, input_partitions
 
 __all__ = ["HAS_ADMISSION_CONTROL", "KafkaStreamReader", "ReadAllAvailable", "ReadLimit",
-           "ReadMaxRows", "ReadMinRows"]
+           "ReadMaxRows", "ReadMinRows", "SupportsTriggerAvailableNow"]
 
 log = logging.getLogger("kaflite.spark")
 
