@@ -50,8 +50,11 @@ Failures. ``stop()`` closes the consumer: the brokers release what it holds,
 and the group delivers it again (to this query when it restarts, or to any
 member). PySpark ends the source's process with SIGTERM when a query stops or
 fails, without calling ``stop()``, so the reader calls it from a SIGTERM
-handler (set from the process's main thread, where PySpark runs it). A driver
-killed harder keeps its records until their locks expire. A
+handler (set from the process's main thread, where PySpark runs it). A process
+that dies before the close is done keeps its records until their locks expire,
+and its member stays in the group until ``share.session.timeout.ms`` (45 s):
+until then a restarted query's member shares the partitions with it (the
+``simple`` assignor gives each member some) and reads only its part. A
 query restarted with a batch uncommitted runs that batch again from the offset
 log, reading the same ranges: those records are seen twice (once replayed, once
 redelivered), which at-least-once allows; none is lost unless the log lost it
