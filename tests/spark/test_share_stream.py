@@ -107,10 +107,7 @@ def test_driver_holds_a_batch_until_the_next_and_renews_its_locks(
     reader = ShareStreamReader(opts)
     start = reader.initialOffset()
     try:
-        end = start
-        deadline = time.monotonic() + 30
-        while end == start and time.monotonic() < deadline:    # joining takes a few polls
-            end = reader.latestOffset(start, ReadMaxRows(10))
+        end = first_batch(reader, 10)
         assert end["batch"] == 1 and end["ranges"] == {topic: {"0": [[0, 10]]}}
         rows = [v for p in reader.partitions(start, end) for b in reader.read(p)
                 for v in b.column("value").to_pylist()]
@@ -133,6 +130,45 @@ def test_driver_holds_a_batch_until_the_next_and_renews_its_locks(
             got += c.poll(200)
     assert sorted(r.offset for r in got) == list(range(10, 30))
     assert all(r.delivery_count == 2 for r in got if r.offset < 20)   # batch 2: released
+
+
+def first_batch(reader: ShareStreamReader, limit: int) -> dict[str, Any]:
+    start = reader.initialOffset()
+    end = start
+    deadline = time.monotonic() + 30
+    while end == start and time.monotonic() < deadline:    # joining takes a few polls
+        end = reader.latestOffset(start, ReadMaxRows(limit))
+    return end
+
+
+def test_a_batch_whose_locks_were_lost_is_delivered_again(
+        kafka: Cluster, servers: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The locks of a running batch expire: its records come again in the next batch.
+    Either the batch's acceptance fails (INVALID_RECORD_STATE, logged) and the next one
+    has them delivered again, or the consumer had acquired them again before the
+    acceptance (its next fetch): then they are accepted and the next batch has the copies,
+    whose acceptance fails. Both ways: logged, read twice, nothing lost."""
+    topic, group = unique("share-stream"), share_group(kafka, 30_000)
+    kafka.create_topic(topic, 1, 1)
+    produce(servers, topic, [{"value": f"v{i}".encode()} for i in range(10)])
+    opts = parse_share_options({"kafka.bootstrap.servers": servers, "subscribe": topic,
+                                "shareGroup": group})
+    assert opts is not None
+    reader = ShareStreamReader(opts)
+    try:
+        end = first_batch(reader, 10)
+        assert end["ranges"] == {topic: {"0": [[0, 10]]}}
+        assert kafka.faults.expire_share_locks(group, topic, 0) == 10   # while it "runs"
+        with caplog.at_level(logging.WARNING, logger="kaflite.spark"):
+            again = reader.latestOffset(end, ReadMaxRows(10))
+            if again == end:     # the records come back in the next polls
+                again = reader.latestOffset(end, ReadMaxRows(10))
+            assert again["batch"] == 2 and again["ranges"] == {topic: {"0": [[0, 10]]}}
+            reader.latestOffset(again, ReadMaxRows(10))     # batch 2 committed
+        assert "INVALID_RECORD_STATE" in caplog.text
+        wait_for(lambda: start_offsets(servers, group) == {0: 10}, what="all accepted")
+    finally:
+        reader.stop()
 
 
 def test_executors_read_what_the_share_fetch_delivered(kafka: Cluster, servers: str) -> None:
