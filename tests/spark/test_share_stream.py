@@ -211,7 +211,7 @@ def test_executors_read_what_the_share_fetch_delivered(kafka: Cluster, servers: 
 
 def test_stream_accepts_each_batch_when_it_is_committed(
         spark: Any, kafka: Cluster, servers: str, tmp_path: Any) -> None:
-    topic, group = unique("share-stream"), share_group(kafka, 6000)
+    topic, group = unique("share-stream"), share_group(kafka, 15_000)
     kafka.create_topic(topic, 2, 1)
     produce(servers, topic, [{"value": f"v{i}".encode(), "partition": i % 2}
                              for i in range(60)])
