@@ -467,12 +467,17 @@ def test_runs_of_many_small_batches_with_offset_gaps(monkeypatch: pytest.MonkeyP
     assert got.column("value").to_pylist()[:2] == [b"%099d" % 10, b"%099d" % 11]
 
 
-def test_streaming_reads_refuse_share_groups() -> None:
-    """A share-group task accepts at its end, before a micro-batch commits: refused."""
+def test_streaming_reads_of_share_groups_get_the_share_stream_reader() -> None:
+    """shareGroup: a batch read's tasks are the members; a streaming read's driver is."""
     from kaflite.spark.datasource import KafliteDataSource
+    from kaflite.spark.share import ShareBatchReader
+    from kaflite.spark.share_stream import ShareStreamReader
 
     source = KafliteDataSource({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
                                 "shareGroup": "g"})
-    with pytest.raises(KafkaOptionError, match="no offsets to replay"):
+    assert isinstance(source.streamReader(source.schema()), ShareStreamReader)
+    assert isinstance(source.reader(source.schema()), ShareBatchReader)
+    source = KafliteDataSource({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+                                "shareGroup": "g", "minOffsetsPerTrigger": "5"})
+    with pytest.raises(KafkaOptionError, match="minOffsetsPerTrigger"):
         source.streamReader(source.schema())
-    assert source.reader(source.schema()) is not None     # a batch read is fine

@@ -13,7 +13,8 @@ Spark keeps the name ``kafka`` for its own (JVM) connector, so this one is
 format (see ``options.py``). It needs no connector jar: the driver plans offset
 ranges and the executors' Python workers read them straight from the
 partition leaders with the kaflite client. With ``shareGroup`` the topics are
-read as a share group's queue instead (``share.py``).
+read as a share group's queue instead (``share.py`` for batch reads,
+``share_stream.py`` for streaming ones).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from kaflite.spark._env import use_driver_python
 from kaflite.spark.options import KafkaOptionError, parse_sink_options, parse_source_options
 from kaflite.spark.reader import KafkaBatchReader
 from kaflite.spark.share import ShareBatchReader, parse_share_options
+from kaflite.spark.share_stream import ShareStreamReader
 from kaflite.spark.stream import HAS_ADMISSION_CONTROL, KafkaStreamReader
 from kaflite.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_save_mode
 
@@ -91,14 +93,11 @@ class KafliteDataSource(DataSource):
             return ShareBatchReader(share)   # the topics as a share group's queue
         return KafkaBatchReader(parse_source_options(self.options, streaming=False))
 
-    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+    def streamReader(self, schema: StructType) -> KafkaStreamReader | ShareStreamReader:
         _check_schema(self.options, schema)
-        if parse_share_options(self.options) is not None:
-            raise KafkaOptionError(
-                "Option 'shareGroup' is for batch reads (spark.read): a share-group task "
-                "accepts its records when it ends, before a micro-batch is committed, and "
-                "a failed micro-batch could not read them again (a share group has no "
-                "offsets to replay); a streaming query reads offset ranges")
+        share = parse_share_options(self.options)
+        if share is not None:
+            return ShareStreamReader(share)   # the driver is the group's member
         return KafkaStreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:

@@ -24,14 +24,17 @@ the group. A task that fails or is stopped before that acknowledges nothing:
 its records are released when its consumer closes, or come back when their
 locks expire if the executor died, and another task reads them again. That is
 at-least-once delivery for failures of the reading task, acknowledged at the
-task's end (not at the sink's or Spark's commit, which a reading task cannot
-wait for: docs/share-groups.md says why, and why streaming reads are refused);
-a sink that must not see a record twice has to be idempotent.
+task's end (not at the sink's commit, which a reading task of a batch job cannot
+wait for: docs/share-groups.md says why); a sink that must not see a record
+twice has to be idempotent. Streaming reads (``spark.readStream``) accept at
+Spark's commit instead: the driver is the group's member there
+(``share_stream.py``).
 
 Where a share group starts reading a partition it has never read is the
 group's ``share.auto.offset.reset`` (``latest`` unless configured), not
-``startingOffsets``; ``endingOffsets``, ``assign`` and ``subscribePattern``
-do not apply to a queue and are refused. The rows have Spark's Kafka schema;
+``startingOffsets``; ``endingOffsets``, ``assign``, ``subscribePattern``,
+``minOffsetsPerTrigger`` and ``maxTriggerDelay`` do not apply to a queue and
+are refused. The rows have Spark's Kafka schema;
 ``timestampType`` is 0 (the broker does not say which timestamp a share fetch
 carries per record).
 """
@@ -49,7 +52,13 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kaflite.client.share import AcknowledgeType, ShareRecord
 from kaflite.client.share._consumer import UNSUPPORTED
-from kaflite.spark.options import KafkaOptionError, _kafka_params, _lower, client_config
+from kaflite.spark.options import (
+    KafkaOptionError,
+    _bool,
+    _kafka_params,
+    _lower,
+    client_config,
+)
 from kaflite.spark.schema import HEADERS_TYPE, TIMESTAMP, arrow_schema
 
 __all__ = ["ShareBatchReader", "ShareInputPartition", "ShareOptions", "parse_share_options",
@@ -71,6 +80,12 @@ class ShareOptions:
     idle_ms: int = DEFAULT_IDLE_MS
     max_records: int = DEFAULT_MAX_RECORDS
     include_headers: bool = False
+    # streaming reads (share_stream.py): the executors' Fetch, and the micro-batches
+    executor_config: tuple[tuple[str, object], ...] = ()
+    max_per_trigger: int | None = None
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    poll_timeout_ms: int = 120_000
 
 
 def _positive(params: Mapping[str, str], key: str, name: str) -> int | None:
@@ -98,7 +113,9 @@ def parse_share_options(options: Mapping[str, object]) -> ShareOptions | None:
     for key, name in (("assign", "assign"), ("subscribepattern", "subscribePattern"),
                       ("endingoffsets", "endingOffsets"), ("startingoffsets", "startingOffsets"),
                       ("endingtimestamp", "endingTimestamp"),
-                      ("startingtimestamp", "startingTimestamp")):
+                      ("startingtimestamp", "startingTimestamp"),
+                      ("minoffsetspertrigger", "minOffsetsPerTrigger"),
+                      ("maxtriggerdelay", "maxTriggerDelay")):
         if key in params:
             raise KafkaOptionError(f"Option '{name}' does not apply to a share-group read "
                                    "(shareGroup): a share group reads its topics as a queue")
@@ -113,12 +130,19 @@ def parse_share_options(options: Mapping[str, object]) -> ShareOptions | None:
     config = client_config(kafka, "consumer", f"spark-share-{group}",
                            **{"group.id": group, "share.acknowledgement.mode": "explicit"})
     max_records = _positive(params, "maxrecordsperpartition", "maxRecordsPerPartition")
+    executor = client_config(kafka, "consumer", f"spark-share-{group}-executor")
     return ShareOptions(
         group=group, topics=topics, config=tuple(sorted(config.items())),
         consumers=_positive(params, "shareconsumers", "shareConsumers"),
         idle_ms=_positive(params, "shareidletimeoutms", "shareIdleTimeoutMs") or DEFAULT_IDLE_MS,
         max_records=max_records or DEFAULT_MAX_RECORDS,
-        include_headers=params.get("includeheaders", "false").strip().lower() == "true")
+        include_headers=_bool(params, "includeheaders", "includeHeaders", False),
+        executor_config=tuple(sorted(executor.items())),
+        max_per_trigger=_positive(params, "maxoffsetspertrigger", "maxOffsetsPerTrigger"),
+        min_partitions=_positive(params, "minpartitions", "minPartitions"),
+        fail_on_data_loss=_bool(params, "failondataloss", "failOnDataLoss", True),
+        poll_timeout_ms=_positive(params, "kafkaconsumer.polltimeoutms",
+                                  "kafkaConsumer.pollTimeoutMs") or 120_000)
 
 
 class ShareInputPartition(InputPartition):

@@ -116,7 +116,8 @@ from kaflite.spark.offsets import (
 from kaflite.spark.options import SourceOptions
 from kaflite.spark.reader import KafkaInputPartition, executor_params, input_partitions
 
-__all__ = ["HAS_ADMISSION_CONTROL", "KafkaStreamReader"]
+__all__ = ["HAS_ADMISSION_CONTROL", "KafkaStreamReader", "ReadAllAvailable", "ReadLimit",
+           "ReadMaxRows", "ReadMinRows", "SupportsTriggerAvailableNow"]
 
 log = logging.getLogger("kaflite.spark")
 
