@@ -72,7 +72,7 @@ def check_story(s: dict, lines: list[str], opts: DemoOptions) -> str:  # type: i
 def test_demo_with_spark_loses_nothing_tours_every_fault_and_checks_spark(
         tmp_path: Path) -> None:
     s, lines = run_demo(tmp_path, "--duration", "60")
-    assert s["_returncode"] == 0, (s["checks"], s["spark"])
+    assert s["_returncode"] == 0, (s["checks"], s["failed_sends"], s["spark"])
     spark = s["spark"]
     assert spark["ok"] and spark["windows"] >= 10, spark
     assert spark["results"] >= spark["windows"] and not spark["missing"] and not spark["wrong"]
@@ -109,7 +109,7 @@ def test_demo_with_spark_loses_nothing_tours_every_fault_and_checks_spark(
 @pytest.mark.timeout_demo
 def test_demo_without_spark_or_faults(tmp_path: Path) -> None:
     s, lines = run_demo(tmp_path, "--duration", "15", "--no-spark", "--no-faults")
-    assert s["_returncode"] == 0 and s["ok"], s["checks"]
+    assert s["_returncode"] == 0 and s["ok"], (s["checks"], s["failed_sends"])
     assert s["tour"] == [] and s["spark"]["detail"] == "Spark off (--no-spark)"
     assert s["produced"] > 0 and s["lost"] == 0
     check_story(s, lines, DemoOptions(brokers=3, spark=False, faults=False))
@@ -119,7 +119,7 @@ def test_demo_without_spark_or_faults(tmp_path: Path) -> None:
 def test_demo_with_kip848_consumers_tours_every_fault(tmp_path: Path) -> None:
     s, lines = run_demo(tmp_path, "--duration", "20", "--no-spark", "--group-protocol",
                         "consumer")
-    assert s["_returncode"] == 0 and s["ok"], s["checks"]
+    assert s["_returncode"] == 0 and s["ok"], (s["checks"], s["failed_sends"])
     assert s["produced"] > 0 and s["lost"] == 0
     assert [t["status"] for t in s["tour"]] == ["done"] * len(s["tour"]) and s["tour"]
     # The consumers were KIP-848 members: they joined with ConsumerGroupHeartbeat, and the
