@@ -203,6 +203,9 @@ class ProducerBatch:
     def complete(self, base_offset: int, log_append_time: int) -> None:
         self.base_offset = base_offset
         self.log_append_time = log_append_time
+        # (the encoded records are not needed any more: whoever still holds the batch,
+        # a flush waiting for it, say, should not keep them from being reused)
+        self.encoded = None
         if self.done is not None and not self.done.done():
             self.done.set_result(None)
         if self.callbacks:
@@ -213,6 +216,7 @@ class ProducerBatch:
 
     def fail(self, error: BaseException) -> None:
         self.error = error
+        self.encoded = None
         if self.done is not None and not self.done.done():
             self.done.set_exception(error)
             self.done.exception()  # the caller may never look
