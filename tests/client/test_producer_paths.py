@@ -16,11 +16,12 @@ import asyncio
 import uuid
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kaflite.client import Consumer, Producer, RecordMetadata, TopicPartition
-from kaflite.client.producer._accumulator import BATCH_OVERHEAD, cut_batches
+from kaflite.client.producer._accumulator import BATCH_OVERHEAD, ProducerBatch, cut_batches
 from kaflite.client.producer._values import BatchMetadata
 from kaflite.cluster import Cluster
 from kaflite.protocol.hashing import murmur2_partition
@@ -183,3 +184,24 @@ def test_cut_batches_matches_filling_one_by_one(sizes: list[int], batch_size: in
             i += 1
         expected.append((start, i, total))
     assert cut_batches(sizes, batch_size) == expected
+
+
+@pytest.mark.parametrize("finish", ["complete", "fail"])
+def test_a_finished_batch_lets_go_of_its_encoded_records(finish: str) -> None:
+    """Whoever still holds a finished batch (a flush waiting for all of them) must not
+    keep its encoded copy alive: the next batches reuse that memory."""
+    batch = ProducerBatch("t", 0, 0.0)
+    batch.values, batch.timestamps = [b"a" * 1024, b"b" * 1024], [5, 5]
+    data = batch.encode(0, 7, 0, 0)
+    assert RecordBatch.from_buffer(data).crc_ok()
+    assert batch.encoded is data
+    reports: list[tuple[BaseException | None, RecordMetadata | None]] = []
+    batch.callbacks = [(1, lambda err, md: reports.append((err, md)))]
+    if finish == "complete":
+        batch.complete(40, -1)
+        assert reports == [(None, RecordMetadata("t", 0, 41, 5))]
+    else:
+        batch.fail(RuntimeError("gone"))
+        assert isinstance(reports[0][0], RuntimeError)
+    assert batch.encoded is None
+    assert len(batch) == 2

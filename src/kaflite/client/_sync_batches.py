@@ -14,9 +14,11 @@ gets whole batches: a builder is sealed when the next record would not fit in
 and the records that are not plain share one queue, which the loop drains in
 order, so one thread's records keep their order in every partition.
 
-``buffer.memory``: a builder reserves room in chunks (``_CHUNK``) rather than
-per record, so the per-record check is one comparison with its ``cap``; what is
-reserved, plus the records queued for the loop, is ``_held``, and
+``buffer.memory``: a builder reserves room in chunks rather than per record
+(``_CHUNK`` first, then as much again as it holds, up to ``batch.size``: a
+builder that fills fast comes back for room a few times a batch, and what is
+reserved but unused stays below what the builder holds), so the per-record
+check is one comparison with its ``cap``; what is reserved, plus the records queued for the loop, is ``_held``, and
 ``acc.used + _held`` never exceeds ``buffer.memory`` (except for one record into
 an empty producer). Without room, ``produce`` seals every builder (so that they
 are sent) and waits up to ``max.block.ms``, then raises ``BufferFull``.
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CallerBatches"]
 
-_CHUNK = 16_384        # buffer.memory a builder reserves at a time
+_CHUNK = 16_384        # buffer.memory a builder reserves first
 _KEYS = 65_536         # keys remembered per topic (the table is emptied when full)
 _ROOM_POLL_S = 0.001   # how often a blocked produce() looks for room in buffer.memory
 _RETRY_S = 0.005       # how soon records the accumulator refused are offered again
@@ -278,7 +280,8 @@ class CallerBatches(Generic[K, V]):
             room = self._room()
             if need > room:
                 return False
-            more = max(need, min(_CHUNK, room))
+            # (as much again as it holds: a builder that fills fast comes back less often)
+            more = max(need, min(b.reserved, self._batch_size - b.reserved, room))
             self._held += more
             b.reserved += more
             b.cap = min(b.reserved, self._batch_size)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate
 
 from kaflite.client._aio import wait_event
-from kaflite.protocol.records import encode_batch
+from kaflite.protocol.records import encode_batch_buffer
 
 __all__ = ["BufferFull", "DeliveryCallback", "ProducerBatch", "RecordAccumulator",
            "RecordMetadata"]
@@ -92,7 +92,7 @@ class ProducerBatch:
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1
-        self.encoded: bytes | None = None
+        self.encoded: bytearray | None = None   # (the one copy of its records: see encode)
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
@@ -182,7 +182,7 @@ class ProducerBatch:
         return RecordMetadata(self.topic, self.partition, offset, ts)
 
     def encode(self, compression: int, producer_id: int, producer_epoch: int,
-               base_sequence: int, transactional: bool = False) -> bytes:
+               base_sequence: int, transactional: bool = False) -> bytearray:
         key = (producer_id, producer_epoch, base_sequence)
         if self.encoded is None or (self.producer_id, self.producer_epoch,
                                     self.base_sequence) != key:
@@ -191,7 +191,8 @@ class ProducerBatch:
             if ts and ts.count(ts[0]) == len(ts):
                 ts = None   # one CreateTime (a batch handed over whole): no delta column
             self.closed = True
-            self.encoded = encode_batch(
+            # (one buffer, each value copied into it once; it goes to the socket as it is)
+            self.encoded = encode_batch_buffer(
                 self.values, keys=self.keys, headers=self.headers, timestamps=ts,
                 compression=compression, producer_id=producer_id,
                 producer_epoch=producer_epoch, base_sequence=base_sequence,
@@ -202,6 +203,9 @@ class ProducerBatch:
     def complete(self, base_offset: int, log_append_time: int) -> None:
         self.base_offset = base_offset
         self.log_append_time = log_append_time
+        # (the encoded records are not needed any more: whoever still holds the batch,
+        # a flush waiting for it, say, should not keep them from being reused)
+        self.encoded = None
         if self.done is not None and not self.done.done():
             self.done.set_result(None)
         if self.callbacks:
@@ -212,6 +216,7 @@ class ProducerBatch:
 
     def fail(self, error: BaseException) -> None:
         self.error = error
+        self.encoded = None
         if self.done is not None and not self.done.done():
             self.done.set_exception(error)
             self.done.exception()  # the caller may never look

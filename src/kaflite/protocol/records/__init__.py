@@ -48,7 +48,12 @@ from kaflite.protocol.records._control import (
     read_end_txn_marker,
 )
 from kaflite.protocol.records._decode import Header, Headers, Record, RecordColumns
-from kaflite.protocol.records._encode import assemble_batch, encode_batch, encode_records
+from kaflite.protocol.records._encode import (
+    assemble_batch,
+    encode_batch,
+    encode_batch_buffer,
+    encode_records,
+)
 from kaflite.protocol.records._legacy import (
     LegacyMessage,
     encode_message_set,
@@ -92,6 +97,7 @@ __all__ = [
     "compress",
     "decompress",
     "encode_batch",
+    "encode_batch_buffer",
     "encode_end_txn_marker",
     "encode_end_txn_marker_batch",
     "encode_message_set",

@@ -42,6 +42,7 @@ from kaflite.protocol.records._wire import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_BIT,
+    CRC_OFFSET,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -58,7 +59,8 @@ from kaflite.protocol.records._wire import (
     varints,
 )
 
-__all__ = ["HeaderInput", "assemble_batch", "encode_batch", "encode_records"]
+__all__ = ["HeaderInput", "assemble_batch", "encode_batch", "encode_batch_buffer",
+           "encode_records", "record_pieces"]
 
 BytesLike = bytes | bytearray | memoryview
 HeaderInput = Sequence[tuple[str | bytes, BytesLike | None]]
@@ -136,23 +138,36 @@ def encode_records(
     offset_deltas: Sequence[int] | None = None,
 ) -> bytes:
     """The uncompressed records section for the given columns."""
-    try:
-        return _encode_records(values, keys, headers, timestamp_deltas, offset_deltas)
-    except (TypeError, AttributeError) as exc:
-        # e.g. a str where bytes belong: join() and len() find it column-wise.
-        raise LocalProtocolError(f"record field of the wrong type: {exc}") from None
+    return encode_join(record_pieces(values, keys, headers, timestamp_deltas, offset_deltas))
 
 
-def _encode_records(
+def record_pieces(
     values: Sequence[BytesLike | None],
     keys: Sequence[BytesLike | None] | None = None,
     headers: Sequence[HeaderInput | None] | None = None,
     timestamp_deltas: Sequence[int] | None = None,
     offset_deltas: Sequence[int] | None = None,
-) -> bytes:
+) -> list[BytesLike]:
+    """The records section as the pieces whose concatenation it is (the values among
+    them as they were given: nothing is copied yet). ``join`` finds a piece of the
+    wrong type (a ``TypeError``)."""
+    try:
+        return _record_pieces(values, keys, headers, timestamp_deltas, offset_deltas)
+    except (TypeError, AttributeError) as exc:
+        # e.g. a str where bytes belong: len() finds it column-wise.
+        raise LocalProtocolError(f"record field of the wrong type: {exc}") from None
+
+
+def _record_pieces(
+    values: Sequence[BytesLike | None],
+    keys: Sequence[BytesLike | None] | None = None,
+    headers: Sequence[HeaderInput | None] | None = None,
+    timestamp_deltas: Sequence[int] | None = None,
+    offset_deltas: Sequence[int] | None = None,
+) -> list[BytesLike]:
     n = len(values)
     if not n:
-        return b""
+        return []
     for name, column in (
         ("keys", keys),
         ("headers", headers),
@@ -170,14 +185,14 @@ def _encode_records(
         else:
             if max(lengths) < _HEAD_LIMIT and n <= _OD_WIDTHS[-1][1]:
                 if timestamp_deltas is None:
-                    return b"".join(_values_only_parts(present, lengths))
+                    return _values_only_parts(present, lengths)
                 if min(timestamp_deltas) >= 0 and max(timestamp_deltas) < 64:
-                    return b"".join(_values_ts_parts(present, lengths, timestamp_deltas))
+                    return _values_ts_parts(present, lengths, timestamp_deltas)
     if keys is not None and headers is None and offset_deltas is None \
             and n <= _OD_WIDTHS[-1][1]:
         keyed = _keyed_parts(values, keys, timestamp_deltas)
         if keyed is not None:
-            return b"".join(keyed)
+            return keyed
     value_sizes, value_lengths, payloads = _value_columns(values)
 
     # General case: one column per field; a constant field is one repeated piece.
@@ -213,7 +228,7 @@ def _encode_records(
     parts[4::7] = value_lengths
     parts[5::7] = payloads
     parts[6::7] = hp
-    return b"".join(parts)
+    return parts
 
 
 # Values-only records (null key, no headers, timestamp delta 0, consecutive
@@ -443,6 +458,79 @@ def encode_batch(
     record gets ``base_timestamp`` (default -1, NO_TIMESTAMP: the protocol
     layer has no clock; producers pass the time in).
     """
+    n, section, fields = _batch_parts(values, keys, headers, timestamps, compression,
+                                      transactional, base_timestamp, control, log_append_time)
+    records = section[0] if len(section) == 1 else encode_join(section)
+    return assemble_batch(records, count=n, last_offset_delta=max(n - 1, 0),
+                          base_offset=base_offset, base_timestamp=fields[0],
+                          max_timestamp=fields[1], attributes=fields[2],
+                          producer_id=producer_id, producer_epoch=producer_epoch,
+                          base_sequence=base_sequence,
+                          partition_leader_epoch=partition_leader_epoch)
+
+
+def encode_batch_buffer(
+    values: Sequence[BytesLike | None],
+    keys: Sequence[BytesLike | None] | None = None,
+    headers: Sequence[HeaderInput | None] | None = None,
+    timestamps: Sequence[int] | None = None,
+    compression: int = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    base_timestamp: int | None = None,
+) -> bytearray:
+    """``encode_batch`` (base offset 0) in one new buffer, each payload byte copied once.
+
+    ``encode_batch`` joins the records into a section and then the header and
+    the section into the batch: two copies of every value, and two fresh
+    buffers of the batch's size. Here the header's room leads the one ``join``,
+    and the header and its CRC are packed into the buffer afterwards. (What a
+    producer sends; the buffer is not to be changed once handed over.)
+    """
+    n, section, fields = _batch_parts(values, keys, headers, timestamps, compression,
+                                      transactional, base_timestamp, False, False)
+    section.insert(0, _HEADER_ROOM)
+    try:
+        buf = bytearray().join(section)
+    except TypeError as exc:
+        raise LocalProtocolError(f"record field of the wrong type: {exc}") from None
+    try:
+        HEADER.pack_into(buf, 0, 0, len(buf) - LOG_OVERHEAD, -1, 2, 0, fields[2],
+                         max(n - 1, 0), fields[0], fields[1], producer_id, producer_epoch,
+                         base_sequence, n)
+    except struct.error as exc:
+        raise LocalProtocolError(f"record batch header field out of range: {exc}") from None
+    with memoryview(buf) as view:
+        _CRC.pack_into(buf, CRC_OFFSET, crc32c.crc32c(view[ATTRIBUTES_OFFSET:]))
+    return buf
+
+
+_HEADER_ROOM = bytes(HEADER_SIZE)
+_CRC = struct.Struct(">I")
+
+
+def encode_join(pieces: list[BytesLike]) -> bytes:
+    try:
+        return b"".join(pieces)
+    except TypeError as exc:
+        raise LocalProtocolError(f"record field of the wrong type: {exc}") from None
+
+
+def _batch_parts(
+    values: Sequence[BytesLike | None],
+    keys: Sequence[BytesLike | None] | None,
+    headers: Sequence[HeaderInput | None] | None,
+    timestamps: Sequence[int] | None,
+    compression: int,
+    transactional: bool,
+    base_timestamp: int | None,
+    control: bool,
+    log_append_time: bool,
+) -> tuple[int, list[BytesLike], tuple[int, int, int]]:
+    """(record count, the records section's pieces (compressed: one), (base timestamp,
+    max timestamp, attributes)) of a batch."""
     n = len(values)
     if timestamps is None:
         base_ts = NO_TIMESTAMP if base_timestamp is None else base_timestamp
@@ -461,9 +549,9 @@ def encode_batch(
             deltas = None
     if not 0 <= compression <= 4:
         raise LocalProtocolError(f"unknown compression codec {compression}")
-    section = encode_records(values, keys, headers, deltas)
+    section = record_pieces(values, keys, headers, deltas)
     if compression:
-        section = compress(compression, section)
+        section = [compress(compression, encode_join(section))]
     attributes = compression & COMPRESSION_MASK
     if transactional:
         attributes |= TRANSACTIONAL_BIT
@@ -471,16 +559,4 @@ def encode_batch(
         attributes |= CONTROL_BIT
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_BIT
-    return assemble_batch(
-        section,
-        count=n,
-        last_offset_delta=max(n - 1, 0),
-        base_offset=base_offset,
-        base_timestamp=base_ts,
-        max_timestamp=max_ts,
-        attributes=attributes,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        partition_leader_epoch=partition_leader_epoch,
-    )
+    return n, section, (base_ts, max_ts, attributes)
