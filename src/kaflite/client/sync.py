@@ -55,8 +55,6 @@ __all__ = ["Admin", "Consumer", "Producer", "ShareConsumer"]
 T = TypeVar("T")
 C = TypeVar("C", bound=BaseClient)
 _LOOP = SharedLoop("kaflite-client")   # every sync client of the process runs on it
-_ROOM_POLL_S = 0.001   # how often a blocked produce() looks for room in buffer.memory
-_RETRY_S = 0.005       # how soon records the accumulator refused are offered again
 
 
 class _SyncClient:
