@@ -115,10 +115,10 @@ def kaflite_produce(servers: str, topic: str, value: bytes, n: int, keys: Keys,
     from kaflite.client import Producer
 
     async def main() -> None:
+        # n produce() calls, then flush, as the other cells (no blocking send() first)
         async with Producer(bootstrap_servers=servers, **_tuned(tuned)) as p:
-            await p.send(topic, value)
             produce = p.produce
-            for i in range(1, n):
+            for i in range(n):
                 k = keys[i] if keys is not None else None
                 try:
                     produce(topic, value, k)
