@@ -17,8 +17,9 @@ import subprocess
 import threading
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -29,15 +30,28 @@ from kaflite.protocol.hashing import murmur2_partition
 
 PEER_DIR = Path(__file__).parent / "kafkajs"
 NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(
+needs_kafkajs = pytest.mark.skipif(
     NODE is None or not (PEER_DIR / "node_modules" / "kafkajs").is_dir(),
     reason="kafkajs is not installed (tools/ensure_kafkajs.sh needs node and npm)")
+pytestmark = needs_kafkajs
+
+
+class Bootstrap(Protocol):
+    """Where a peer bootstraps: a cluster, a proxy, or ``At`` for a bare address."""
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class At:
+    bootstrap_servers: str
 
 
 class Peer:
     """One kafkajs process running one action; its log goes to a file, not a pipe that fills."""
 
-    def __init__(self, cluster: Cluster, action: str, log: Path, **args: Any) -> None:
+    def __init__(self, cluster: Bootstrap, action: str, log: Path, **args: Any) -> None:
         assert NODE is not None
         spec = {"brokers": cluster.bootstrap_servers, "action": action, **args}
         self.log = log

@@ -15,13 +15,13 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kaflite.cluster import Cluster
 from kaflite.proxy import Proxy
 from kaflite.proxy.filters.chaos import ChaosFilter
+from tests.cluster.test_kafkajs import At, Peer, needs_kafkajs
 
 COUNT = 400
 
@@ -127,22 +127,14 @@ def test_kcat(cluster3: Cluster, chaotic: Proxy) -> None:
     assert got == expected("kc")
 
 
-PEER_DIR = Path(__file__).parent.parent / "cluster" / "kafkajs"
-NODE = shutil.which("node")
-
-
-@pytest.mark.skipif(NODE is None or not (PEER_DIR / "node_modules" / "kafkajs").is_dir(),
-                    reason="kafkajs is not installed (tools/ensure_kafkajs.sh)")
+@needs_kafkajs
 def test_kafkajs(cluster3: Cluster, chaotic: Proxy, tmp_path: Path) -> None:
-    from tests.cluster.test_kafkajs import Peer
-    from tests.proxy.test_clients import _At
-
     topic = "chaos-kjs"
     # one partition: kafkajs retries a whole send when one partition of it failed,
     # and its idempotent producer then writes the partitions that had succeeded again
     # (with new sequence numbers), directly against a broker too
     cluster3.create_topic(topic, 1, 3)
-    at: Any = _At(chaotic.bootstrap_servers)
+    at = At(chaotic.bootstrap_servers)
     acks = Peer(at, "produce", tmp_path / "p.log", topic=topic, count=COUNT, batch=50,
                 compression="none", idempotent=True, prefix="kj").result()["acks"]
     assert all(code == 0 for *_, code in acks)

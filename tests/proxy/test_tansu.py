@@ -21,12 +21,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kaflite.proxy import Proxy
 from tests._tansu import tansu_broker
+from tests.cluster.test_kafkajs import At, Peer, needs_kafkajs
 from tests.proxy.conftest import AddressWatch
 
 pytestmark = pytest.mark.interop
@@ -311,26 +311,12 @@ def test_kcat_through_the_proxy(tansu: str, tansu_proxy: Proxy, watch: AddressWa
     check_addresses(watch, tansu, tansu_proxy)
 
 
-PEER_DIR = Path(__file__).parent.parent / "cluster" / "kafkajs"
-NODE = shutil.which("node")
-
-
-class _At:
-    """What the kafkajs peer needs of a cluster: where to bootstrap."""
-
-    def __init__(self, bootstrap_servers: str) -> None:
-        self.bootstrap_servers = bootstrap_servers
-
-
-@pytest.mark.skipif(NODE is None or not (PEER_DIR / "node_modules" / "kafkajs").is_dir(),
-                    reason="kafkajs is not installed (tools/ensure_kafkajs.sh)")
+@needs_kafkajs
 def test_kafkajs_through_the_proxy(tansu: str, tansu_proxy: Proxy, watch: AddressWatch,
                                    tmp_path: Path) -> None:
-    from tests.cluster.test_kafkajs import Peer
-
     bootstrap = tansu_proxy.bootstrap_servers
     topic, group = new_topic(bootstrap), f"px-kjg-{uuid.uuid4().hex[:6]}"
-    at: Any = _At(bootstrap)
+    at = At(bootstrap)
     consumer = Peer(at, "consume", tmp_path / "consume.log", topic=topic, groupId=group,
                     expected=N, sessionTimeout=6000, rebalanceTimeout=8000, timeoutMs=90_000)
     consumer.wait_for(lambda lines: any("joined" in line for line in lines), 60, "a join")

@@ -20,12 +20,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kaflite.cluster import Cluster
 from kaflite.proxy import Proxy
+from tests.cluster.test_kafkajs import At, Peer, needs_kafkajs
 from tests.proxy.conftest import AddressWatch, assert_no_upstream_address
 
 PARTITIONS = 3
@@ -239,25 +239,11 @@ def test_kcat(cluster3: Cluster, proxy: Proxy, watch: AddressWatch) -> None:
     assert_no_upstream_address(watch, cluster3, proxy)
 
 
-PEER_DIR = Path(__file__).parent.parent / "cluster" / "kafkajs"
-NODE = shutil.which("node")
-
-
-class _At:
-    """What the kafkajs peer needs of a cluster: where to bootstrap."""
-
-    def __init__(self, bootstrap_servers: str) -> None:
-        self.bootstrap_servers = bootstrap_servers
-
-
-@pytest.mark.skipif(NODE is None or not (PEER_DIR / "node_modules" / "kafkajs").is_dir(),
-                    reason="kafkajs is not installed (tools/ensure_kafkajs.sh)")
+@needs_kafkajs
 def test_kafkajs(cluster3: Cluster, proxy: Proxy, watch: AddressWatch, tmp_path: Path) -> None:
-    from tests.cluster.test_kafkajs import Peer
-
     topic, tid = "pxt-kafkajs", "pxt-kafkajs-tid"
     cluster3.create_topic(topic, PARTITIONS, 3)
-    at: Any = _At(proxy.bootstrap_servers)
+    at = At(proxy.bootstrap_servers)
     peer = Peer(at, "txnmoves", tmp_path / "txn.log", topic=topic, transactionalId=tid,
                 groupId="pxt-kafkajs-reader", partitions=PARTITIONS, count=COUNT,
                 aborted=ABORTED, timeoutMs=90_000)
