@@ -92,9 +92,9 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
             raise FaultUnavailable(f"{args['topic']}-{args['partition']} has no leader")
         return delete_records_of(p, int(args["before"]))
 
-    def expire_share_locks(args: Json) -> int:
+    async def expire_share_locks(args: Json) -> int:
         member = args.get("member")
-        return 0 if broker.share is None else broker.share.expire_locks(
+        return 0 if broker.share is None else await broker.share.expire_locks_written(
             str(args["group"]), str(args["topic"]), int(args["partition"]),
             None if member is None else str(member))
 

@@ -471,14 +471,14 @@ class FaultInjector(RuleBook):
         if self.cluster.use_processes:
             return int(self._sync_result(self._remote(leader, "expire_share_locks", args)))
 
-        def run() -> int:
-            broker = self.cluster.brokers.get(leader)
-            if broker is None or broker.share is None:
-                raise FaultUnavailable(f"{topic}-{partition} has no leader")
-            return broker.share.expire_locks(group_id, topic, partition, member_id)
-
-        result: int = self.cluster._on_loop(run)
-        return result
+        broker = self.cluster.brokers.get(leader)
+        manager = None if broker is None else broker.share
+        if manager is None:
+            raise FaultUnavailable(f"{topic}-{partition} has no leader")
+        if not self.cluster.can_block():   # on the loop: the write follows in the background
+            return manager.expire_locks(group_id, topic, partition, member_id)[0]
+        return self.cluster.call(manager.expire_locks_written(group_id, topic, partition,
+                                                              member_id))
 
     def bump_share_state_epoch(self, group_id: str, topic: str, partition: int) -> bool:
         """FENCED_STATE_EPOCH as Kafka produces it: the share coordinator moves the state

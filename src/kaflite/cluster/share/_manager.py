@@ -313,14 +313,30 @@ class SharePartitionManager:
         return [sp for (g, _, _), sp in sorted(self.partitions.items()) if g == group_id]
 
     def expire_locks(self, group_id: str, topic: str | None = None, partition: int | None = None,
-                     member_id: str | None = None) -> int:
-        """Fault injection: acquisition locks (of one member, on one partition) expire now."""
-        n = 0
+                     member_id: str | None = None) -> tuple[int, list[SharePartition]]:
+        """Fault injection: acquisition locks (of one member, on one partition) expire now.
+        Returns how many records were released, and the share-partitions whose state
+        changed (their write follows in the background)."""
+        n, touched = 0, []
         for sp in self.of_group(group_id):
             if (topic is not None and sp.topic != topic) or \
                     (partition is not None and sp.partition != partition):
                 continue
-            n += sp.expire_locks(member_id)
+            released = sp.expire_locks(member_id)
+            if released:
+                n += released
+                touched.append(sp)
+        return n, touched
+
+    async def expire_locks_written(self, group_id: str, topic: str | None = None,
+                                   partition: int | None = None,
+                                   member_id: str | None = None) -> int:
+        """``expire_locks``, returning once the new state is written: a fault injected next
+        (a fenced state epoch) then meets it written, as it would a lock timer's write done
+        long before."""
+        n, touched = self.expire_locks(group_id, topic, partition, member_id)
+        for sp in touched:
+            await self.persist(sp)
         return n
 
 
