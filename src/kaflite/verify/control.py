@@ -126,9 +126,14 @@ class ClusterProcess:
         self.proc = proc
         line = self._ready_line(proc)
         if not line.startswith("{"):
+            code = proc.poll()
             self.stop()
-            raise RuntimeError(f"the cluster process did not start: {line!r} "
-                               f"(see {self.data_dir / 'cluster.log'})")
+            why = (f"no ready line in {self.start_timeout:g} s" if code is None
+                   else f"it exited with {code}")
+            log = self.data_dir / "cluster.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+            raise RuntimeError(f"the cluster process did not start ({why}): {line!r}; "
+                               f"the end of {log}:\n{tail}")
         return self
 
     def _ready_line(self, proc: subprocess.Popen[str]) -> str:
