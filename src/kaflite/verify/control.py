@@ -116,7 +116,7 @@ class ClusterProcess:
         args = [sys.executable, "-m", "kaflite.verify._server", "--data-dir",
                 str(self.data_dir), "--brokers", str(self.brokers), "--base-port",
                 str(self.base_port), "--http-port", str(self.http_port),
-                "--token", self.token]
+                f"--token={self.token}"]   # one argument: a token may begin with "-"
         for name, value in self.config.items():
             args += ["--config", f"{name}={value}"]
         if self.processes:
