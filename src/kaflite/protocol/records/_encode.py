@@ -395,6 +395,10 @@ _OD_PREFIX: list[bytes] = []
 _OD_ONLY: list[bytes] = []
 
 
+_HEADER_ROOM = bytes(HEADER_SIZE)   # where encode_batch_buffer packs the header
+_CRC = struct.Struct(">I")
+
+
 def assemble_batch(
     records: BytesLike,
     *,
@@ -410,29 +414,27 @@ def assemble_batch(
     partition_leader_epoch: int = -1,
 ) -> bytes:
     """Prefix an encoded (possibly compressed) records section with its header."""
+    header = bytearray(HEADER_SIZE)
+    _pack_header(header, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(records),
+                 partition_leader_epoch, attributes, last_offset_delta, base_timestamp,
+                 max_timestamp, producer_id, producer_epoch, base_sequence, count)
+    crc = crc32c.crc32c(records, crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    _CRC.pack_into(header, CRC_OFFSET, crc)
+    return b"".join((header, records))
+
+
+def _pack_header(buf: bytearray, base_offset: int, length: int, partition_leader_epoch: int,
+                 attributes: int, last_offset_delta: int, base_timestamp: int,
+                 max_timestamp: int, producer_id: int, producer_epoch: int,
+                 base_sequence: int, count: int) -> None:
+    """A batch header (magic 2, CRC 0 until the caller computes it) into ``buf``'s first
+    ``HEADER_SIZE`` bytes."""
     try:
-        header = bytearray(
-            HEADER.pack(
-                base_offset,
-                HEADER_SIZE - LOG_OVERHEAD + len(records),
-                partition_leader_epoch,
-                2,
-                0,
-                attributes,
-                last_offset_delta,
-                base_timestamp,
-                max_timestamp,
-                producer_id,
-                producer_epoch,
-                base_sequence,
-                count,
-            )
-        )
+        HEADER.pack_into(buf, 0, base_offset, length, partition_leader_epoch, 2, 0, attributes,
+                         last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                         producer_epoch, base_sequence, count)
     except struct.error as exc:
         raise LocalProtocolError(f"record batch header field out of range: {exc}") from None
-    crc = crc32c.crc32c(records, crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
-    header[17:21] = crc.to_bytes(4, "big")
-    return b"".join((header, records))
 
 
 def encode_batch(
@@ -496,19 +498,11 @@ def encode_batch_buffer(
         buf = bytearray().join(section)
     except TypeError as exc:
         raise LocalProtocolError(f"record field of the wrong type: {exc}") from None
-    try:
-        HEADER.pack_into(buf, 0, 0, len(buf) - LOG_OVERHEAD, -1, 2, 0, fields[2],
-                         max(n - 1, 0), fields[0], fields[1], producer_id, producer_epoch,
-                         base_sequence, n)
-    except struct.error as exc:
-        raise LocalProtocolError(f"record batch header field out of range: {exc}") from None
+    _pack_header(buf, 0, len(buf) - LOG_OVERHEAD, -1, fields[2], max(n - 1, 0), fields[0],
+                 fields[1], producer_id, producer_epoch, base_sequence, n)
     with memoryview(buf) as view:
         _CRC.pack_into(buf, CRC_OFFSET, crc32c.crc32c(view[ATTRIBUTES_OFFSET:]))
     return buf
-
-
-_HEADER_ROOM = bytes(HEADER_SIZE)
-_CRC = struct.Struct(">I")
 
 
 def encode_join(pieces: list[BytesLike]) -> bytes:
