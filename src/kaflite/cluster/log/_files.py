@@ -195,7 +195,7 @@ def read_offset_checkpoint(path: Path, topic: str, partition: int) -> int | None
 def write_offset_checkpoint(
     path: Path, topic: str, partition: int, offset: int, *, sync: bool = True
 ) -> None:
-    atomic_write(path, f"0\n1\n{topic} {partition} {offset}\n", sync=sync)
+    atomic_write(path, format_offset_checkpoints({(topic, partition): offset}), sync=sync)
 
 
 def read_offset_checkpoints(path: Path) -> dict[tuple[str, int], int] | None:
