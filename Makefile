@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml hatch_build.py src/kaflite/protocol/records/_walk.c src
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kaflite needs Python 3.11 or later")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,spark]'
+	$(PY) -m pip install --quiet -e '.[test,spark,jit]'
 	@touch $(STAMP)
 
 # PySpark needs a Java 17+ runtime on PATH or in JAVA_HOME.

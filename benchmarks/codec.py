@@ -16,6 +16,10 @@ import), and kafka-python's ``kafka.record``. Each number is the best of
 several repeats, in records per second; the ratio column is kaflite's speed
 divided by the peer's.
 
+kaflite is measured twice: with numba's compiled loops for varied records
+(``kaflite[jit]``, waited for before timing) and without them ("no numba": the
+pure-Python paths).
+
 Usage: python benchmarks/codec.py [--repeat N]
 """
 
@@ -122,9 +126,16 @@ def peer_cases(module: Any, kind: str, codec: int, repeat: int) -> dict[str, flo
 
 def run_one(impl: str, repeat: int) -> dict[str, float]:
     results: dict[str, float] = {}
+    if impl.startswith("kaflite"):
+        from kaflite.protocol.records import _jit
+
+        if impl == "kaflite-py":
+            _jit.set_enabled(False)
+        elif _jit.wait_ready(120) is None:
+            raise RuntimeError("numba's loops did not load: pip install kaflite[jit]")
     for kind in ("uniform", "varied"):
         for cname, codec in CODECS.items():
-            if impl == "kaflite":
+            if impl.startswith("kaflite"):
                 cases = kaflite_cases(kind, codec, repeat)
             elif impl.startswith("aiokafka"):
                 import aiokafka.record.default_records as mod
@@ -165,6 +176,7 @@ def main() -> None:
         return
     impls = {
         "kaflite": run_one("kaflite", args.repeat),
+        "kaflite-py": run_one("kaflite-py", args.repeat),
         "aiokafka-c": run_one("aiokafka-c", args.repeat),
         "aiokafka-py": in_subprocess(
             "aiokafka-py", max(2, args.repeat // 3), {"AIOKAFKA_NO_EXTENSIONS": "1"}
@@ -177,15 +189,16 @@ def main() -> None:
     header = f"{'workload':<16}{'operation':<26}{'kaflite':>12}{'aiokafka C':>12}{'aiokafka py':>12}{'kafka-py':>12}{'vs C':>8}{'vs py':>8}{'vs kp':>8}"
     print(header)
     print("-" * len(header))
-    for key, rate in impls["kaflite"].items():
+    for key in impls["kaflite"]:
         kind, cname, op = key.split("|")
         peer_op = "encode" if op.startswith("encode") else "decode"
         peer_key = f"{kind}|{cname}|{peer_op}"
         c, py, kp = (impls[i][peer_key] for i in ("aiokafka-c", "aiokafka-py", "kafka-python"))
-        print(
-            f"{kind + '/' + cname:<16}{op:<26}{rate:>12,.0f}{c:>12,.0f}{py:>12,.0f}{kp:>12,.0f}"
-            f"{rate / c:>7.2f}x{rate / py:>7.1f}x{rate / kp:>7.1f}x"
-        )
+        for label, rate in ((op, impls["kaflite"][key]), ("  (no numba)", impls["kaflite-py"][key])):
+            print(
+                f"{kind + '/' + cname:<16}{label:<26}{rate:>12,.0f}{c:>12,.0f}{py:>12,.0f}"
+                f"{kp:>12,.0f}{rate / c:>7.2f}x{rate / py:>7.1f}x{rate / kp:>7.1f}x"
+            )
 
 
 if __name__ == "__main__":

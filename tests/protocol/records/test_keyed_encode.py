@@ -1,4 +1,5 @@
-"""Keyed records of varied lengths take the column encoder (``_keyed_parts``).
+"""Keyed records of varied lengths take the column encoder (``_keyed_parts``), or
+numba's loop (``_jit``) where it is installed: every test runs on both paths.
 
 Its output must be byte for byte what the general encoder writes for the same
 records (forced here by passing an all-empty headers column), and decode back
@@ -10,10 +11,13 @@ timestamp deltas (the one-byte fast case and beyond).
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kaflite.protocol.records import RecordBatch, encode_batch, encode_records
+
+pytestmark = pytest.mark.usefixtures("codec_path")
 
 BASE_TS = 1_700_000_000_000
 

@@ -29,15 +29,20 @@ costs about a microsecond a record in Python. This decoder splits the work:
    ``bytes``), cut by one list comprehension each. Records with headers are
    decoded one by one with ``decode_columns`` and put in their places.
 
+Where numba is installed (``kaflite[jit]``), steps 1-3 are one compiled loop
+instead (``_jit.py``), with the same checks; step 4 is the same.
+
 numpy is imported on first use, so that importing kaflite does not pay for it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from kaflite.protocol._exceptions import RemoteProtocolError
+from kaflite.protocol.records import _jit as jit
 from kaflite.protocol.records._decode import NO_HEADERS, Headers, RecordColumns, decode_columns
+from kaflite.protocol.records._jit import kernels, locate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,30 +118,40 @@ def _shifted(base: int, deltas: Ints) -> list[int] | None:
     return out
 
 
-def decode_bulk(
-    buf: memoryview,
-    count: int,
-    base_offset: int,
-    base_timestamp: int,
-    log_append_time: int | None = None,
-    start: int = 0,
-    fields: bool = True,
-) -> tuple[RecordColumns, int] | None:
-    """``decode_columns``'s answer for ``count`` records from ``buf[start:]``, or None
-    when this path cannot give it (then ``decode_columns`` must, or raise).
+class _Located(NamedTuple):
+    """Where each record's fields are, and its deltas (one array entry a record)."""
 
-    Keys and values are slices of ``buf``: views of a ``memoryview``, ``bytes`` of
-    ``bytes`` (passed, as ``_stride`` does, under the ``memoryview`` type). ``fields=False`` leaves them out as ``_stride`` does (an empty
-    placeholder, or None where the record has none).
-    """
+    starts: Ints
+    ends: Ints
+    ts: Ints            # timestamp deltas
+    offs: Ints          # offset deltas
+    klen: Ints
+    key_from: Ints
+    key_to: Ints
+    vlen: Ints
+    value_from: Ints
+    value_to: Ints
+    plain: NDArray[np.bool_]   # no headers
+
+
+def _locate(buf: memoryview, count: int, start: int) -> _Located | None:
+    """Steps 1-3 in numpy (or numba's loop, ``_jit``, where it is installed)."""
     import numpy as np
 
+    k = kernels()
+    if k is not None:
+        t = locate(k, buf, count, start)
+        if t is None:
+            return None
+        key_from, value_from = t[jit.KEY_FROM], t[jit.VALUE_FROM]
+        klen, vlen = t[jit.KEY_LEN], t[jit.VALUE_LEN]
+        return _Located(t[jit.START], t[jit.END], t[jit.TS_DELTA], t[jit.OFFSET_DELTA],
+                        klen, key_from, key_from + np.maximum(klen, 0), vlen, value_from,
+                        value_from + np.maximum(vlen, 0), t[jit.HEADERS] == 0)
     size = len(buf)
     try:
         chained = _chain(buf, count, start)
     except IndexError:
-        return None
-    if not count:
         return None
     a: Bytes = np.frombuffer(buf, np.uint8)
     ends: Ints = np.array(chained, np.int64)
@@ -179,35 +194,63 @@ def decode_bulk(
     plain = a[value_to] == 0           # no headers: the record ends after the count
     if ((value_to + 1 != ends) & plain).any():
         return None
-    with_headers = None if plain.all() else np.flatnonzero(~plain)
+    return _Located(starts, ends, ts[0], offs[0], klen[0], key_from, key_to, vlen[0],
+                    value_from, value_to, plain)
+
+
+def decode_bulk(
+    buf: memoryview,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None = None,
+    start: int = 0,
+    fields: bool = True,
+) -> tuple[RecordColumns, int] | None:
+    """``decode_columns``'s answer for ``count`` records from ``buf[start:]``, or None
+    when this path cannot give it (then ``decode_columns`` must, or raise).
+
+    Keys and values are slices of ``buf``: views of a ``memoryview``, ``bytes`` of
+    ``bytes`` (passed, as ``_stride`` does, under the ``memoryview`` type).
+    ``fields=False`` leaves them out as ``_stride`` does (an empty placeholder, or
+    None where the record has none).
+    """
+    import numpy as np
+
+    if not count:
+        return None
+    at = _locate(buf, count, start)
+    if at is None:
+        return None
+    with_headers = None if at.plain.all() else np.flatnonzero(~at.plain)
     offsets: list[int] | range
-    if offs[0][0] == 0 and (np.diff(offs[0]) == 1).all():
+    if at.offs[0] == 0 and (np.diff(at.offs) == 1).all():
         offsets = range(base_offset, base_offset + count)
     else:
-        shifted = _shifted(base_offset, offs[0])
+        shifted = _shifted(base_offset, at.offs)
         if shifted is None:
             return None
         offsets = shifted
     timestamps: list[int]
     if log_append_time is not None:
         timestamps = [log_append_time] * count
-    elif not ts[0].any():
+    elif not at.ts.any():
         timestamps = [base_timestamp] * count
     else:
-        shifted = _shifted(base_timestamp, ts[0])
+        shifted = _shifted(base_timestamp, at.ts)
         if shifted is None:
             return None
         timestamps = shifted
-    keys = _fields(buf, key_from, key_to, klen[0], fields)
-    values = _fields(buf, value_from, value_to, vlen[0], fields)
+    keys = _fields(buf, at.key_from, at.key_to, at.klen, fields)
+    values = _fields(buf, at.value_from, at.value_to, at.vlen, fields)
     headers: list[Headers] = [NO_HEADERS] * count
     offset_list = list(offsets)
     if with_headers is not None:
         for i in with_headers.tolist():
-            at, end = int(starts[i]), int(ends[i])
+            first, end = int(at.starts[i]), int(at.ends[i])
             try:
                 one, stop = decode_columns(buf, 1, base_offset, base_timestamp, log_append_time,
-                                           at)
+                                           first)
             except RemoteProtocolError:
                 return None   # (decode_columns raises it again for the caller)
             if stop != end:
@@ -217,7 +260,7 @@ def decode_bulk(
             keys[i] = one.keys[0] if fields else _placeholder(one.keys[0])
             values[i] = one.values[0] if fields else _placeholder(one.values[0])
             headers[i] = one.headers[0]
-    return RecordColumns(offset_list, timestamps, keys, values, headers), int(ends[-1])
+    return RecordColumns(offset_list, timestamps, keys, values, headers), int(at.ends[-1])
 
 
 def _placeholder(field: memoryview | None) -> memoryview | None:

@@ -38,6 +38,7 @@ import crc32c
 
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.records._compression import Compression, compress
+from kaflite.protocol.records._jit import encode_keyed, kernels
 from kaflite.protocol.records._wire import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -237,6 +238,8 @@ def _record_pieces(
 # empty header count followed by this record's length varint, so a record
 # is four pieces: head, prefix (attributes..null key), value length, value.
 _HEAD_LIMIT = 4096
+# Fewer keyed records than this are cheaper in Python than in numba's loop (_jit).
+_JIT_MIN = 32
 _HEADS: dict[int, list[bytes]] = {}
 # offset delta ranges with a varint width of 1, 2 and 3 bytes
 _OD_WIDTHS = ((0, 64, 1), (64, 8192, 2), (8192, 1 << 20, 3))
@@ -325,6 +328,12 @@ def _keyed_parts(values: Sequence[BytesLike | None], keys: Sequence[BytesLike | 
     # a length of _HEAD_LIMIT or more is an IndexError in the bounded table
     v0 = vlens[0]
     same = vlens.count(v0) == n   # values of one length (a producer's usual case)
+    if not same and n >= _JIT_MIN:
+        # values of many lengths: numba's loop where it is installed (_jit); one length
+        # is faster here (a table lookup a record, each value copied once)
+        jit = kernels()
+        if jit is not None:
+            return encode_keyed(jit, values, keys, deltas)
     if not _HEAD_ZERO:
         _HEAD_ZERO.extend(ZERO_VARINT + v for v in VARINT)
     # each record's length, after the previous record's empty header count
