@@ -333,7 +333,8 @@ def _keyed_parts(values: Sequence[BytesLike | None], keys: Sequence[BytesLike | 
         # is faster here (a table lookup a record, each value copied once)
         jit = kernels()
         if jit is not None:
-            return encode_keyed(jit, values, keys, deltas)
+            return encode_keyed(jit, cast("Sequence[BytesLike]", values),
+                                cast("Sequence[BytesLike]", keys), vlens, klens, deltas)
     if not _HEAD_ZERO:
         _HEAD_ZERO.extend(ZERO_VARINT + v for v in VARINT)
     # each record's length, after the previous record's empty header count

@@ -150,26 +150,22 @@ def locate(k: Kernels, buf: BytesLike, count: int, start: int) -> NDArray[np.int
     return out
 
 
-def encode_keyed(k: Kernels, values: Sequence[BytesLike | None],
-                 keys: Sequence[BytesLike | None],
-                 deltas: Sequence[int] | None) -> list[BytesLike] | None:
-    """The records section of records with a key and a value each (no nulls), no
-    headers and consecutive offsets, as one piece; None when not that shape."""
+def encode_keyed(k: Kernels, values: Sequence[BytesLike], keys: Sequence[BytesLike],
+                 vlens: list[int], klens: list[int],
+                 deltas: Sequence[int] | None) -> list[BytesLike]:
+    """The records section of records with a key and a value each (their lengths
+    ``klens`` and ``vlens``), no headers and consecutive offsets, as one piece."""
     from array import array
 
     import numpy as np
 
-    try:
-        klen = np.frombuffer(array("q", map(len, keys)), np.int64)   # type: ignore[arg-type]
-        vlen = np.frombuffer(array("q", map(len, values)), np.int64)  # type: ignore[arg-type]
-        kb = np.frombuffer(b"".join(keys), np.uint8)                  # type: ignore[arg-type]
-        vb = np.frombuffer(b"".join(values), np.uint8)                # type: ignore[arg-type]
-    except TypeError:     # a null key or value, or not bytes-like
-        return None
+    kb = np.frombuffer(b"".join(keys), np.uint8)
+    vb = np.frombuffer(b"".join(values), np.uint8)
     ts = np.frombuffer(array("q", deltas), np.int64) if deltas is not None \
         else np.empty(0, np.int64)
     # a record is at most: 5 bytes of length, the attributes, 10 + 3 + 3 + 3 of
     # varints, its key, its value and the header count
-    out = np.empty(len(kb) + len(vb) + 32 * len(klen), np.uint8)
-    end = k.build(out, 0, kb, klen, vb, vlen, ts)
+    out = np.empty(len(kb) + len(vb) + 32 * len(klens), np.uint8)
+    end = k.build(out, 0, kb, np.frombuffer(array("q", klens), np.int64), vb,
+                  np.frombuffer(array("q", vlens), np.int64), ts)
     return [out[:end].data]

@@ -26,11 +26,12 @@ from kaflite.protocol.records._jit import (
 __all__ = ["build", "walk"]
 
 _jit = numba.njit(cache=True, nogil=True, boundscheck=False)
+_inline = numba.njit(cache=True, nogil=True, boundscheck=False, inline="always")
 
 _MAX_SHIFT = 56   # nine bytes: every varint accepted fits 63 bits
 
 
-@_jit
+@_inline
 def _read(a: Any, p: int, limit: int) -> tuple[int, int]:
     """The zigzag varint at ``a[p]`` and the position after it; position BAD when it
     runs past ``limit`` or is longer than nine bytes."""
