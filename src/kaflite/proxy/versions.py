@@ -29,9 +29,8 @@ __all__ = ["PROXY_MIN_VERSIONS", "advertise_sasl", "intersect", "omit_default_ta
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 PROXY_MIN_VERSIONS = {SASL_HANDSHAKE: 1}
-# ApiVersionsResponse's own tagged fields (v3+): SupportedFeatures,
-# FinalizedFeaturesEpoch, FinalizedFeatures, ZkMigrationReady
-_KNOWN_TAGS = frozenset({0, 1, 2, 3})
+# ApiVersionsResponse's own tagged fields (v3+), as its schema names them
+_KNOWN_TAGS = frozenset(f.tag for f in ApiVersionsResponse.FIELDS if f.tag is not None)
 
 
 def codec_range(api_key: int) -> tuple[int, int] | None:
