@@ -182,14 +182,9 @@ def write_epoch_checkpoint(directory: Path, entries: list[tuple[int, int]]) -> N
 
 
 def read_offset_checkpoint(path: Path, topic: str, partition: int) -> int | None:
-    body = _checkpoint_body(path)
-    if body is None:
-        return None
-    for line in body:
-        parts = line.rsplit(" ", 2)
-        if len(parts) == 3 and parts[0] == topic and parts[1] == str(partition):
-            return int(parts[2])
-    return None
+    """One partition's offset in a checkpoint file (None without the file or the
+    line); ValueError if the file is not one, as ``read_offset_checkpoints``."""
+    return (read_offset_checkpoints(path) or {}).get((topic, partition))
 
 
 def write_offset_checkpoint(
