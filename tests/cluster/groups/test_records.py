@@ -6,7 +6,9 @@ import struct
 from pathlib import Path
 
 from kaflite.cluster.groups import CoordinatorShard, GroupConfig, GroupState
+from kaflite.cluster.groups._consumer_records import ConsumerRecord
 from kaflite.cluster.groups._records import (
+    CoordinatorRecord,
     GroupKey,
     OffsetAndMetadata,
     OffsetKey,
@@ -18,8 +20,10 @@ from kaflite.cluster.groups._records import (
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
+    split_version,
 )
 from kaflite.cluster.groups._shard import load_shard
+from kaflite.cluster.groups._share_records import ShareRecord
 from kaflite.cluster.groups._timer import ManualTimer
 from kaflite.cluster.log import AppendOrigin, LogConfig, PartitionLog
 from kaflite.protocol.messages import GroupMetadataValue
@@ -59,6 +63,26 @@ def test_group_metadata_key_bytes_and_other_record_types() -> None:
     assert decode_key(v0) == OffsetKey("g", "t", 1)
     # KIP-848 records (type 3+) are recognised and skipped by a classic coordinator.
     assert decode_key(struct.pack(">h", 3) + s16("g")) == OtherKey(3)
+
+
+def test_consumer_and_share_group_record_bytes() -> None:
+    """Types 3-8 and 10/11/14/15: key = type, group id (and member id for a member's
+    type); value = version 0 and the struct. Each decodes back to the same record."""
+    cases: list[tuple[type[CoordinatorRecord], set[int]]] = [
+        (ConsumerRecord, {5, 7, 8}), (ShareRecord, {10, 14})]
+    for cls, member_types in cases:
+        assert set(cls.KEYS) == set(cls.VALUES)
+        for kind, value_cls in cls.VALUES.items():
+            member = "m" if kind in member_types else None
+            rec = cls(kind, "g", member, value_cls())
+            key, value = rec.encode()
+            assert key == struct.pack(">h", kind) + s16("g") + (s16("m") if member else b"")
+            assert value == struct.pack(">h", 0) + value_cls().encode(0)
+            back = cls.decode(*split_version(key), value)
+            assert type(back) is cls and back == rec
+            tombstone = cls(kind, "g", member, None)
+            assert tombstone.encode() == (key, None)
+            assert cls.decode(*split_version(key), None) == tombstone
 
 
 def test_newer_value_versions_still_load() -> None:

@@ -24,10 +24,9 @@ same records from the log. So a restart rebuilds exactly the served state.
 
 from __future__ import annotations
 
-import struct
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kaflite.cluster.groups._consumer_group import (
     Assignment,
@@ -38,6 +37,7 @@ from kaflite.cluster.groups._consumer_group import (
     TopicMeta,
 )
 from kaflite.cluster.groups._group import ClassicGroup
+from kaflite.cluster.groups._records import CoordinatorRecord
 from kaflite.protocol.messages import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -51,13 +51,11 @@ from kaflite.protocol.messages import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
-    Struct,
 )
 from kaflite.protocol.messages import consumer_group_current_member_assignment_value as cmav
 from kaflite.protocol.messages import consumer_group_member_metadata_value as mmv
 from kaflite.protocol.messages import consumer_group_partition_metadata_value as pmv
 from kaflite.protocol.messages import consumer_group_target_assignment_member_value as tamv
-from kaflite.protocol.primitives import Reader
 
 __all__ = [
     "CONSUMER_RECORD_TYPES",
@@ -78,68 +76,29 @@ GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
 CONSUMER_RECORD_TYPES = frozenset(range(3, 9))
 
-_KEYS: dict[int, type[Struct]] = {
-    GROUP_METADATA: ConsumerGroupMetadataKey,
-    PARTITION_METADATA: ConsumerGroupPartitionMetadataKey,
-    MEMBER_METADATA: ConsumerGroupMemberMetadataKey,
-    TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataKey,
-    TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberKey,
-    CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentKey,
-}
-_VALUES: dict[int, type[Struct]] = {
-    GROUP_METADATA: ConsumerGroupMetadataValue,
-    PARTITION_METADATA: ConsumerGroupPartitionMetadataValue,
-    MEMBER_METADATA: ConsumerGroupMemberMetadataValue,
-    TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataValue,
-    TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberValue,
-    CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentValue,
-}
-_I16 = struct.Struct(">h")
+
+class ConsumerRecord(CoordinatorRecord):
+    """A KIP-848 consumer-group record (types 3 to 8)."""
+
+    KEYS = {
+        GROUP_METADATA: ConsumerGroupMetadataKey,
+        PARTITION_METADATA: ConsumerGroupPartitionMetadataKey,
+        MEMBER_METADATA: ConsumerGroupMemberMetadataKey,
+        TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataKey,
+        TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberKey,
+        CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentKey,
+    }
+    VALUES = {
+        GROUP_METADATA: ConsumerGroupMetadataValue,
+        PARTITION_METADATA: ConsumerGroupPartitionMetadataValue,
+        MEMBER_METADATA: ConsumerGroupMemberMetadataValue,
+        TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataValue,
+        TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberValue,
+        CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentValue,
+    }
 
 
-@dataclass(frozen=True)
-class ConsumerRecord:
-    kind: int
-    group_id: str
-    member_id: str | None
-    value: Struct | None
-
-    def encode(self) -> tuple[bytes, bytes | None]:
-        key = _key(self.kind, self.group_id, self.member_id or "")
-        key_bytes = _I16.pack(self.kind) + key.encode(self.kind)
-        if self.value is None:
-            return key_bytes, None
-        return key_bytes, _I16.pack(0) + self.value.encode(0)
-
-
-def _key(kind: int, group_id: str, member_id: str) -> Struct:
-    if kind == GROUP_METADATA:
-        return ConsumerGroupMetadataKey(group_id=group_id)
-    if kind == PARTITION_METADATA:
-        return ConsumerGroupPartitionMetadataKey(group_id=group_id)
-    if kind == TARGET_METADATA:
-        return ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id)
-    if kind == MEMBER_METADATA:
-        return ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id)
-    if kind == TARGET_MEMBER:
-        return ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id)
-    return ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id)
-
-
-def decode_consumer_record(kind: int, key: Reader, value: bytes | memoryview | None
-                           ) -> ConsumerRecord:
-    """A record of type ``kind`` whose key (after the version) is in ``key``."""
-    k = _KEYS[kind].read(key, kind)
-    group_id = str(getattr(k, "group_id", ""))
-    member = getattr(k, "member_id", None)
-    member_id = None if member is None else str(member)
-    if value is None:
-        return ConsumerRecord(kind, group_id, member_id, None)
-    view = memoryview(value)
-    (version,) = _I16.unpack_from(view, 0)
-    cls = _VALUES[kind]
-    return ConsumerRecord(kind, group_id, member_id,
-                          cls.read(Reader(view[2:]), min(max(version, 0), cls.MAX_VERSION)))
+decode_consumer_record = ConsumerRecord.decode
 
 
 # -- record builders ----------------------------------------------------------------------------

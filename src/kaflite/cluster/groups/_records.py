@@ -10,7 +10,8 @@ doubles as the record type:
   v2-v4 ``retention_time_ms``), the only version with ``expireTimestamp``.
 * 2: ``GroupMetadataKey`` (group); value ``GroupMetadataValue`` v3.
 * 3 and up: KIP-848 consumer-group and share-group records, which a classic
-  coordinator skips.
+  coordinator skips. Their common form is ``CoordinatorRecord``: a key of the
+  group id (and for some types a member id), and a value written at version 0.
 
 A null value is a tombstone: the offset or the group is gone, and compaction
 eventually drops the key too.
@@ -23,9 +24,11 @@ log written by a newer coordinator still loads.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar, Self
 
-from kaflite.protocol.messages import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
+from kaflite.protocol.messages import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, Struct
 from kaflite.protocol.messages import OffsetCommitValue as _OffsetCommitValue
 from kaflite.protocol.primitives import Reader
 
@@ -33,6 +36,7 @@ __all__ = [
     "GROUP_METADATA_KEY_VERSION",
     "GROUP_METADATA_VALUE_VERSION",
     "OFFSET_COMMIT_KEY_VERSION",
+    "CoordinatorRecord",
     "GroupKey",
     "OffsetAndMetadata",
     "OffsetKey",
@@ -73,6 +77,49 @@ class OtherKey:
     """A record type a classic coordinator does not handle (KIP-848, share groups)."""
 
     version: int
+
+
+@dataclass(frozen=True)
+class CoordinatorRecord:
+    """A record of type 3 and up: ``kind`` (the key's version), the ids its key holds, and
+    its value (``None``: a tombstone). A subclass names its types' key and value classes;
+    a key class has ``group_id``, and ``member_id`` too where the type is a member's."""
+
+    KEYS: ClassVar[Mapping[int, type[Struct]]] = {}
+    VALUES: ClassVar[Mapping[int, type[Struct]]] = {}
+
+    kind: int
+    group_id: str
+    member_id: str | None
+    value: Struct | None
+
+    def encode(self) -> tuple[bytes, bytes | None]:
+        """The key and value bytes, each after its int16 version (the value's is 0)."""
+        key_cls = self.KEYS[self.kind]
+        make: Callable[..., Struct] = key_cls
+        if any(f.name == "member_id" for f in key_cls.FIELDS):
+            key = make(group_id=self.group_id, member_id=self.member_id or "")
+        else:
+            key = make(group_id=self.group_id)
+        key_bytes = _versioned(self.kind, key.encode(self.kind))
+        if self.value is None:
+            return key_bytes, None
+        return key_bytes, _versioned(0, self.value.encode(0))
+
+    @classmethod
+    def decode(cls, kind: int, key: Reader, value: bytes | memoryview | None) -> Self:
+        """A record of type ``kind`` whose key (after the version) is in ``key``."""
+        k = cls.KEYS[kind].read(key, kind)
+        group_id = str(getattr(k, "group_id", ""))
+        member = getattr(k, "member_id", None)
+        member_id = None if member is None else str(member)
+        if value is None:
+            return cls(kind, group_id, member_id, None)
+        view = memoryview(value)
+        (version,) = _I16.unpack_from(view, 0)
+        value_cls = cls.VALUES[kind]
+        return cls(kind, group_id, member_id,
+                   value_cls.read(Reader(view[2:]), min(max(version, 0), value_cls.MAX_VERSION)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,11 @@ record goes through ``replay``, live and when loading alike.
 
 from __future__ import annotations
 
-import struct
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from kaflite.cluster.groups._records import CoordinatorRecord
 from kaflite.cluster.groups._share_group import ShareGroup, ShareMember
 from kaflite.protocol.messages import (
     ShareGroupCurrentMemberAssignmentKey,
@@ -28,67 +28,33 @@ from kaflite.protocol.messages import (
     ShareGroupMetadataValue,
     ShareGroupStatePartitionMetadataKey,
     ShareGroupStatePartitionMetadataValue,
-    Struct,
 )
 from kaflite.protocol.messages import share_group_current_member_assignment_value as scav
 from kaflite.protocol.messages import share_group_state_partition_metadata_value as sspm
-from kaflite.protocol.primitives import Reader
 
 __all__ = ["SHARE_RECORD_TYPES", "ShareRecord", "decode_share_record", "replay_share"]
 
 MEMBER_METADATA, GROUP_METADATA, CURRENT_ASSIGNMENT, STATE_PARTITIONS = 10, 11, 14, 15
 SHARE_RECORD_TYPES = frozenset({MEMBER_METADATA, GROUP_METADATA, CURRENT_ASSIGNMENT,
                                 STATE_PARTITIONS})
-_I16 = struct.Struct(">h")
-
-_KEYS: dict[int, type[Struct]] = {
-    GROUP_METADATA: ShareGroupMetadataKey, MEMBER_METADATA: ShareGroupMemberMetadataKey,
-    CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentKey,
-    STATE_PARTITIONS: ShareGroupStatePartitionMetadataKey,
-}
-_VALUES: dict[int, type[Struct]] = {
-    GROUP_METADATA: ShareGroupMetadataValue, MEMBER_METADATA: ShareGroupMemberMetadataValue,
-    CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentValue,
-    STATE_PARTITIONS: ShareGroupStatePartitionMetadataValue,
-}
 
 
-@dataclass(frozen=True)
-class ShareRecord:
-    kind: int
-    group_id: str
-    member_id: str | None
-    value: Struct | None
+class ShareRecord(CoordinatorRecord):
+    """A share-group record (types 10, 11, 14 and 15)."""
 
-    def encode(self) -> tuple[bytes, bytes | None]:
-        key: Struct
-        mid = self.member_id or ""
-        if self.kind == MEMBER_METADATA:
-            key = ShareGroupMemberMetadataKey(group_id=self.group_id, member_id=mid)
-        elif self.kind == CURRENT_ASSIGNMENT:
-            key = ShareGroupCurrentMemberAssignmentKey(group_id=self.group_id, member_id=mid)
-        elif self.kind == GROUP_METADATA:
-            key = ShareGroupMetadataKey(group_id=self.group_id)
-        else:
-            key = ShareGroupStatePartitionMetadataKey(group_id=self.group_id)
-        key_bytes = _I16.pack(self.kind) + key.encode(self.kind)
-        if self.value is None:
-            return key_bytes, None
-        return key_bytes, _I16.pack(0) + self.value.encode(0)
+    KEYS = {
+        GROUP_METADATA: ShareGroupMetadataKey, MEMBER_METADATA: ShareGroupMemberMetadataKey,
+        CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentKey,
+        STATE_PARTITIONS: ShareGroupStatePartitionMetadataKey,
+    }
+    VALUES = {
+        GROUP_METADATA: ShareGroupMetadataValue, MEMBER_METADATA: ShareGroupMemberMetadataValue,
+        CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentValue,
+        STATE_PARTITIONS: ShareGroupStatePartitionMetadataValue,
+    }
 
 
-def decode_share_record(kind: int, key: Reader, value: bytes | memoryview | None) -> ShareRecord:
-    k = _KEYS[kind].read(key, kind)
-    group_id = str(getattr(k, "group_id", ""))
-    member = getattr(k, "member_id", None)
-    member_id = None if member is None else str(member)
-    if value is None:
-        return ShareRecord(kind, group_id, member_id, None)
-    view = memoryview(value)
-    (version,) = _I16.unpack_from(view, 0)
-    cls = _VALUES[kind]
-    return ShareRecord(kind, group_id, member_id,
-                       cls.read(Reader(view[2:]), min(max(version, 0), cls.MAX_VERSION)))
+decode_share_record = ShareRecord.decode
 
 
 # -- builders ---------------------------------------------------------------------------------
