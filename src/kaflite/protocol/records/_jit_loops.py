@@ -10,6 +10,7 @@ from typing import Any
 
 import numba
 
+from kaflite.protocol.primitives import size_of_varint
 from kaflite.protocol.records._jit import (
     BAD,
     END,
@@ -107,14 +108,8 @@ def _put(out: Any, p: int, v: int) -> int:
     return p + 1
 
 
-@_jit
-def _size(v: int) -> int:
-    z = (v << 1) ^ (v >> 63)
-    n = 1
-    while z >= 0x80:
-        z >>= 7
-        n += 1
-    return n
+# the codec's own function, compiled
+_size = _jit(size_of_varint)
 
 
 @_jit
