@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -72,6 +73,24 @@ def coordinator_group(cluster: Cluster, group: str) -> Any:
     return None
 
 
+def commit(c: Any, msg: Any) -> None:
+    """A synchronous commit, sent again while it is answered STALE_MEMBER_EPOCH: a commit
+    made as a rebalance bumps the member's epoch meets it (Kafka checks the epoch as
+    kaflite does), librdkafka hands it to the application, and the Java client's
+    commitSync retries it once the heartbeat has brought the new epoch."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    for _ in range(100):            # up to about 2 s
+        try:
+            c.commit(message=msg, asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH:
+                raise
+        time.sleep(0.02)            # (librdkafka's own thread heartbeats meanwhile)
+    raise AssertionError("the commit stayed STALE_MEMBER_EPOCH for 2 s")
+
+
 class Members:
     """Consumers polled from the test thread; records what each one read."""
 
@@ -90,7 +109,7 @@ class Members:
             msg = c.poll(0.02)
             if msg is not None and msg.error() is None:
                 self.read.append((msg.partition(), msg.offset()))
-                c.commit(message=msg, asynchronous=False)
+                commit(c, msg)
 
     def assignments(self) -> dict[str, set[int]]:
         return {n: {tp.partition for tp in c.assignment()} for n, c in self.consumers.items()}
