@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, NamedTuple
 from kaflite.protocol._exceptions import RemoteProtocolError
 from kaflite.protocol.records import _jit as jit
 from kaflite.protocol.records._decode import NO_HEADERS, Headers, RecordColumns, decode_columns
-from kaflite.protocol.records._jit import kernels, locate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -138,9 +137,9 @@ def _locate(buf: memoryview, count: int, start: int) -> _Located | None:
     """Steps 1-3 in numpy (or numba's loop, ``_jit``, where it is installed)."""
     import numpy as np
 
-    k = kernels()
+    k = jit.kernels()
     if k is not None:
-        t = locate(k, buf, count, start)
+        t = jit.locate(k, buf, count, start)
         if t is None:
             return None
         key_from, value_from = t[jit.KEY_FROM], t[jit.VALUE_FROM]

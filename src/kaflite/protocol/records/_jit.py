@@ -163,8 +163,9 @@ def encode_keyed(k: Kernels, values: Sequence[BytesLike], keys: Sequence[BytesLi
     vb = np.frombuffer(b"".join(values), np.uint8)
     ts = np.frombuffer(array("q", deltas), np.int64) if deltas is not None \
         else np.empty(0, np.int64)
-    # a record is at most: 5 bytes of length, the attributes, 10 + 3 + 3 + 3 of
-    # varints, its key, its value and the header count
+    # a record is its key, its value and at most 30 bytes more: its length (5), the
+    # attributes (1), the timestamp delta (10), the offset delta (3: fewer than 2**20
+    # records), the key and value lengths (5 each) and the header count (1)
     out = np.empty(len(kb) + len(vb) + 32 * len(klens), np.uint8)
     end = k.build(out, 0, kb, np.frombuffer(array("q", klens), np.int64), vb,
                   np.frombuffer(array("q", vlens), np.int64), ts)
