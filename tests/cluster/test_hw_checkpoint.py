@@ -15,6 +15,7 @@ import asyncio
 import os
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,16 @@ class BlockedFsync:
         self.real(fd)
 
 
+def _held_checkpoint(cluster: Cluster, blocked: BlockedFsync) -> Future[bool]:
+    """Broker 0's checkpoint started on the cluster's loop, once it waits in its fsync."""
+    loop = cluster._loop
+    assert loop is not None
+    pending = asyncio.run_coroutine_threadsafe(
+        cluster.broker(0).checkpoint_high_watermarks(), loop)
+    assert blocked.entered.wait(30), "the checkpoint never reached its fsync"
+    return pending
+
+
 @pytest.fixture
 def blocked_fsync(monkeypatch: pytest.MonkeyPatch) -> Iterator[BlockedFsync]:
     blocker = BlockedFsync(os.fsync)
@@ -162,11 +173,7 @@ def test_the_loop_serves_while_the_checkpoint_fsync_waits(
     with Cluster(brokers=1, data_dir=tmp_path, config=LONG) as cluster:
         cluster.create_topic("busy", partitions=1)
         _produce(cluster.bootstrap_servers, "busy", 3)
-        loop = cluster._loop
-        assert loop is not None
-        pending = asyncio.run_coroutine_threadsafe(
-            cluster.broker(0).checkpoint_high_watermarks(), loop)
-        assert blocked_fsync.entered.wait(30), "the checkpoint never reached its fsync"
+        pending = _held_checkpoint(cluster, blocked_fsync)
         # The fsync is held in the worker thread: Produce round trips still complete.
         _produce(cluster.bootstrap_servers, "busy", 5)
         assert not pending.done()
@@ -186,11 +193,7 @@ def test_a_topic_deleted_during_a_write_is_dropped_and_stays_deleted(
         cluster.create_topic("kept", partitions=1)
         _produce(cluster.bootstrap_servers, "gone", 5)
         _produce(cluster.bootstrap_servers, "kept", 2)
-        loop = cluster._loop
-        assert loop is not None
-        pending = asyncio.run_coroutine_threadsafe(
-            cluster.broker(0).checkpoint_high_watermarks(), loop)
-        assert blocked_fsync.entered.wait(30), "the checkpoint never reached its fsync"
+        pending = _held_checkpoint(cluster, blocked_fsync)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         admin.delete_topics(["gone"])["gone"].result(30)
         data_dir = tmp_path / "broker-0"

@@ -101,10 +101,7 @@ def test_driver_holds_a_batch_until_the_next_and_renews_its_locks(
     topic, group = unique("share-stream"), share_group(kafka, lock_ms)
     kafka.create_topic(topic, 1, 1)
     produce(servers, topic, [{"value": f"v{i}".encode()} for i in range(30)])
-    opts = parse_share_options({"kafka.bootstrap.servers": servers, "subscribe": topic,
-                                "shareGroup": group})
-    assert opts is not None
-    reader = ShareStreamReader(opts)
+    reader = stream_reader(servers, topic, group)
     start = reader.initialOffset()
     try:
         end = first_batch(reader, 10)
@@ -132,6 +129,14 @@ def test_driver_holds_a_batch_until_the_next_and_renews_its_locks(
     assert all(r.delivery_count == 2 for r in got if r.offset < 20)   # batch 2: released
 
 
+def stream_reader(servers: str, topic: str, group: str) -> ShareStreamReader:
+    """The driver's reader of ``topic`` in share group ``group``."""
+    opts = parse_share_options({"kafka.bootstrap.servers": servers, "subscribe": topic,
+                                "shareGroup": group})
+    assert opts is not None
+    return ShareStreamReader(opts)
+
+
 def first_batch(reader: ShareStreamReader, limit: int) -> dict[str, Any]:
     start = reader.initialOffset()
     end = start
@@ -151,10 +156,7 @@ def test_a_batch_whose_locks_were_lost_is_delivered_again(
     topic, group = unique("share-stream"), share_group(kafka, 30_000)
     kafka.create_topic(topic, 1, 1)
     produce(servers, topic, [{"value": f"v{i}".encode()} for i in range(10)])
-    opts = parse_share_options({"kafka.bootstrap.servers": servers, "subscribe": topic,
-                                "shareGroup": group})
-    assert opts is not None
-    reader = ShareStreamReader(opts)
+    reader = stream_reader(servers, topic, group)
     try:
         end = first_batch(reader, 10)
         assert end["ranges"] == {topic: {"0": [[0, 10]]}}
@@ -187,10 +189,7 @@ def test_executors_read_what_the_share_fetch_delivered(kafka: Cluster, servers: 
                 p.commit_transaction()
             else:
                 p.abort_transaction()
-    opts = parse_share_options({"kafka.bootstrap.servers": servers, "subscribe": topic,
-                                "shareGroup": group})
-    assert opts is not None
-    reader = ShareStreamReader(opts)
+    reader = stream_reader(servers, topic, group)
     start = reader.initialOffset()
     offsets: list[int] = []
     values: list[bytes] = []
