@@ -196,6 +196,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._consumer: SyncShareConsumer[bytes, bytes] | None = None
         self._lock = threading.RLock()       # the consumer is used by one thread at a time
         self._stopping = threading.Event()
+        self._terminating = False            # stop() begun (read by the SIGTERM handler)
         self._renewer: threading.Thread | None = None
         self._held: dict[int, Records] = {}  # batch -> its records, acquired, not accepted
         self._spare: Records = []            # acquired past a batch's limit: the next one's
@@ -234,8 +235,13 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         previous = signal.getsignal(signal.SIGTERM)
 
         def on_term(signum: int, frame: FrameType | None) -> None:
-            if self._stopping.is_set():
+            # A plain flag, not the ``_stopping`` Event: Spark sends SIGTERM again while
+            # the first one's stop() may hold that Event's (non-reentrant) lock in this
+            # same thread, and a second stop() waiting for it would hang the process,
+            # its member heartbeating for ever (seen in CI).
+            if self._terminating:
                 return     # stopping already (this handler, or stop()): let it finish
+            self._terminating = True
             self.stop()
             if callable(previous):
                 previous(signum, frame)
@@ -409,6 +415,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         """Close the consumer: the brokers release every record it still holds."""
+        self._terminating = True      # (first: a SIGTERM from here on leaves it to this)
         self._stopping.set()
         if self._renewer is not None and self._renewer is not threading.current_thread():
             self._renewer.join(STOP_TIMEOUT_S)
