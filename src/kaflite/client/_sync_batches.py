@@ -106,6 +106,7 @@ class CallerBatches(Generic[K, V]):
         self._scheduled = False   # a _drain is coming
         self._ticking = False     # a _tick is coming
         self._retry: asyncio.TimerHandle | None = None
+        self._learned: set[str] = set()   # topics whose metadata produce() waited for
         self._acc = a._acc
         self._batch_size = self._acc.batch_size
         self._linger = self._acc.linger
@@ -175,7 +176,7 @@ class CallerBatches(Generic[K, V]):
         """Open, seal or grow a builder, wait for room; or queue a record that is not plain."""
         if isinstance(value, bytes) and (key is None or isinstance(key, bytes)) and partition is None \
                 and headers is None and timestamp is None and self._plain:
-            st = self._topics.get(topic) or self._topic(topic)
+            st = self._topics.get(topic) or self._topic(topic) or self._learn(topic)
             if st is not None:
                 deadline = time.monotonic() + self._max_block
                 while True:
@@ -228,6 +229,23 @@ class CallerBatches(Generic[K, V]):
                 st = self._topics[name] = _Topic(name, count, 0)
                 st.sticky = self._next_sticky(st, 0)
         return st
+
+    def _learn(self, name: str) -> _Topic | None:
+        """The first ``produce`` to a topic whose metadata is not known waits (at most
+        ``max.block.ms``) for one metadata round trip naming it, as Java's ``send``
+        does, so that its records go into batches here. Without the wait they were
+        queued one by one for the loop thread, which, while this thread kept the GIL
+        producing, got to the round trip only after 50-200 ms (measured; docs/benchmarks.md).
+        A topic the round trip does not find is not waited for again: its records
+        are queued, and their callbacks report what becomes of them."""
+        if name in self._learned or not self._max_block or self._loop_thread.in_loop():
+            return None   # (max.block.ms=0: produce never blocks)
+        self._learned.add(name)
+        try:
+            known = self._loop_thread.run(self._target.learn_topic(name), self._max_block)
+        except Exception:   # (a timeout, a closed client: the queue path reports it)
+            return None
+        return self._topic(name) if known else None
 
     def _next_sticky(self, st: _Topic, appended: int) -> int:
         """Count ``appended`` bytes against the sticky partition (KIP-794), and return

@@ -16,6 +16,7 @@ column encoder.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
@@ -242,6 +243,23 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         if self._txn is not None:
             self._txn.record_for((topic, partition))
         self._written.add((topic, partition))
+
+    async def learn_topic(self, topic: str) -> bool:
+        """One metadata round trip naming ``topic`` if it is not known, then the records
+        queued for it appended; True if its metadata is known now (the sync producer's
+        first ``produce`` to a topic waits for this, as Java's ``send`` waits for
+        metadata, rather than queue every record until the loop thread gets to it)."""
+        if not self._started:
+            await self.start()
+        md = self.metadata
+        if topic not in md.topics:
+            md.add_topics([topic])
+            with contextlib.suppress(Exception):   # (the queued records report it)
+                await md.refresh(f"unknown topic {topic}")
+        drain = self._drains.get(topic)
+        if drain is not None:
+            await asyncio.shield(drain)
+        return topic in md.topics and topic not in self._pending
 
     async def _ready_for(self, topic: str) -> None:
         if not self._started:
