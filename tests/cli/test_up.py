@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kaflite.cli._errors import explain
+from kaflite.cli._ports import PortInUse, check_free
 from kaflite.cli._state import STATE_FILE, find_bootstrap, running
 from kaflite.client.sync import Admin
 from kaflite.properties import parse_properties
@@ -138,3 +140,25 @@ def test_the_cli_finds_the_console_token_in_the_state_file(tmp_path: Path) -> No
         assert refused.returncode == 1 and "401" in refused.stderr
         cleared = kaflite("chaos", "clear", "--json", env=env)
         assert cleared.returncode == 0 and json.loads(cleared.stdout) == {"removed": 1}
+
+
+def test_a_port_held_by_a_closed_connection_says_so() -> None:
+    """Nothing listens, but a connection that had the port as its local one is in
+    TIME_WAIT (as when a base port falls in the ephemeral range and an outgoing
+    connection took it): the error says that, not "another process"."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        with socket.socket() as client:   # (no SO_REUSEADDR: its TIME_WAIT blocks a bind)
+            client.bind(("127.0.0.1", 0))
+            port = client.getsockname()[1]
+            client.connect(server.getsockname())
+            accepted, _ = server.accept()
+            client.close()   # the side that closes first keeps TIME_WAIT
+            accepted.close()
+        with pytest.raises(PortInUse) as caught:
+            check_free("broker 0's", "127.0.0.1", port)
+    assert caught.value.closing
+    assert "closed connection from that port, in TIME_WAIT" in str(caught.value.strerror)
+    _, hint = explain(caught.value) or ("", "")
+    assert hint.startswith("wait a minute, or choose other ports")

@@ -42,7 +42,8 @@ def explain(exc: BaseException) -> tuple[str, str] | None:
     from kaflite.net import ConnectionClosed
 
     if isinstance(exc, PortInUse):
-        return (str(exc.strerror), "stop that process, or choose other ports (--base-port, "
+        first = "wait a minute" if exc.closing else "stop that process"
+        return (str(exc.strerror), f"{first}, or choose other ports (--base-port, "
                 "--http-port; 0 takes any free port)")
     if isinstance(exc, AmbiguousCluster):
         return (str(exc), "say which with -b/--bootstrap (or --http), or "

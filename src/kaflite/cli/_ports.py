@@ -5,19 +5,22 @@ from __future__ import annotations
 import errno
 import os
 import socket
+from pathlib import Path
 
 import psutil
 
-__all__ = ["PortInUse", "check_free", "port_owner"]
+__all__ = ["PortInUse", "check_free", "closing_connection", "port_owner"]
 
 
 class PortInUse(OSError):
     """``kaflite up`` cannot listen where it was asked to; ``owner`` names the holder."""
 
-    def __init__(self, what: str, host: str, port: int, owner: str | None) -> None:
+    def __init__(self, what: str, host: str, port: int, owner: str | None,
+                 closing: bool = False) -> None:
         holder = owner or "another process (not visible to this user)"
         super().__init__(errno.EADDRINUSE, f"{what} port {host}:{port} is in use by {holder}")
         self.what, self.host, self.port, self.owner = what, host, port, owner
+        self.closing = closing   # held by a closed connection (TIME_WAIT), not a process
 
 
 def port_owner(port: int) -> str | None:
@@ -39,6 +42,32 @@ def port_owner(port: int) -> str | None:
     return None
 
 
+def closing_connection(port: int) -> str | None:
+    """Why ``port`` is taken when nothing listens there: a closed connection that used
+    it as its local port, still in TIME_WAIT (the kernel keeps it for a minute)."""
+    try:
+        conns = psutil.net_connections("tcp")
+    except (psutil.AccessDenied, OSError):
+        return None
+    if not any(c.status == psutil.CONN_TIME_WAIT and c.laddr and c.laddr.port == port
+               for c in conns):
+        return None
+    why = "a closed connection from that port, in TIME_WAIT for up to a minute"
+    low_high = _ephemeral_range()
+    if low_high is not None and low_high[0] <= port <= low_high[1]:
+        why += (f" (the port is in this machine's ephemeral range {low_high[0]}-{low_high[1]},"
+                " which outgoing connections take ports from)")
+    return why
+
+
+def _ephemeral_range() -> tuple[int, int] | None:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return None
+
+
 def _shorten(cmdline: str, limit: int = 80) -> str:
     return cmdline if len(cmdline) <= limit else cmdline[:limit - 3] + "..."
 
@@ -54,4 +83,7 @@ def check_free(what: str, host: str, port: int) -> None:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-            raise PortInUse(what, host, port, port_owner(port)) from None
+            owner = port_owner(port)
+            closing = None if owner else closing_connection(port)
+            raise PortInUse(what, host, port, owner or closing,
+                            closing=closing is not None) from None
