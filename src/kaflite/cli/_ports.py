@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["PortInUse", "check_free", "closing_connection", "port_owner"]
+__all__ = ["PortInUse", "check_free"]
 
 
 class PortInUse(OSError):
@@ -23,41 +23,38 @@ class PortInUse(OSError):
         self.closing = closing   # held by a closed connection (TIME_WAIT), not a process
 
 
-def port_owner(port: int) -> str | None:
-    """``pid N (command line)`` of the process listening on TCP ``port``, if visible."""
+def _tcp_connections() -> list[psutil._common.sconn] | None:
     try:
-        conns = psutil.net_connections("tcp")
+        return list(psutil.net_connections("tcp"))
     except (psutil.AccessDenied, OSError):
         return None
+
+
+def _holder(port: int, conns: list[psutil._common.sconn]) -> tuple[str | None, bool]:
+    """(who holds ``port``: ``pid N (command line)`` of the process listening on it, or
+    the closed connection holding it; None if not visible), and whether it is the
+    latter."""
     for conn in conns:
         if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
             if conn.pid is None:
-                return None
+                return None, False   # a listener of another user's
             try:
                 cmdline = " ".join(psutil.Process(conn.pid).cmdline())
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 cmdline = "?"
             mine = " (this process)" if conn.pid == os.getpid() else ""
-            return f"pid {conn.pid}{mine}: {_shorten(cmdline)}"
-    return None
-
-
-def closing_connection(port: int) -> str | None:
-    """Why ``port`` is taken when nothing listens there: a closed connection that used
-    it as its local port, still in TIME_WAIT (the kernel keeps it for a minute)."""
-    try:
-        conns = psutil.net_connections("tcp")
-    except (psutil.AccessDenied, OSError):
-        return None
+            return f"pid {conn.pid}{mine}: {_shorten(cmdline)}", False
+    # Nothing listens: a closed connection that had the port as its local one, still in
+    # TIME_WAIT (the kernel keeps it for a minute), is what holds it.
     if not any(c.status == psutil.CONN_TIME_WAIT and c.laddr and c.laddr.port == port
                for c in conns):
-        return None
+        return None, False
     why = "a closed connection from that port, in TIME_WAIT for up to a minute"
     low_high = _ephemeral_range()
     if low_high is not None and low_high[0] <= port <= low_high[1]:
         why += (f" (the port is in this machine's ephemeral range {low_high[0]}-{low_high[1]},"
                 " which outgoing connections take ports from)")
-    return why
+    return why, True
 
 
 def _ephemeral_range() -> tuple[int, int] | None:
@@ -83,7 +80,6 @@ def check_free(what: str, host: str, port: int) -> None:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-            owner = port_owner(port)
-            closing = None if owner else closing_connection(port)
-            raise PortInUse(what, host, port, owner or closing,
-                            closing=closing is not None) from None
+            conns = _tcp_connections()
+            owner, closing = _holder(port, conns) if conns is not None else (None, False)
+            raise PortInUse(what, host, port, owner, closing=closing) from None
