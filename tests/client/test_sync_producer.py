@@ -86,11 +86,20 @@ def test_threads_produce_at_once(cluster: Cluster, keyed: bool) -> None:
                 # every third record reports its delivery; the rest go bare
                 p.produce(topic, value, key, on_delivery=on_delivery(value) if i % 3 == 0
                           else None)
+        producing = True
+
+        def flusher() -> None:   # cuts runs while the threads append to them
+            while producing:
+                p.flush(30)
+
         threads = [threading.Thread(target=work, args=(t,)) for t in range(THREADS)]
-        for th in threads:
+        cutter = threading.Thread(target=flusher)
+        for th in [*threads, cutter]:
             th.start()
         for th in threads:
             th.join(60)
+        producing = False
+        cutter.join(60)
         p.flush()
 
     assert callback_threads == {"kaflite-client"}
@@ -112,6 +121,38 @@ def test_threads_produce_at_once(cluster: Cluster, keyed: bool) -> None:
     for value, md in reports.items():
         assert (md.partition, md.offset) == seen[value]
 
+
+
+def test_a_record_appended_as_its_run_is_cut_is_sent(cluster: Cluster) -> None:
+    """``produce`` appends to a partition's run without the lock. A caller that read
+    the run's limit just before another thread cut the run appends after the cut;
+    it then finds the limit at 0 and has the run opened, so that linger.ms sends
+    the record (no flush). Played here step by step: the cut, then the append
+    and the check the fast path makes."""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    delivered: list[bytes] = []
+    done = threading.Event()
+
+    def report(err: BaseException | None, md: RecordMetadata | None) -> None:
+        assert err is None
+        delivered.append(b"late")
+        done.set()
+
+    with sync.Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=20) as p:
+        p.produce(topic, b"first")            # opens the run of partition 0
+        st = p._topics[topic]
+        run = st.runs[0]
+        assert st.limits[0] > len(run)        # the fast path may append
+        with p._lock:
+            p._cut(st, 0)                     # another thread seals it...
+        assert st.limits[0] == 0 and not run and (st, 0) not in p._opened
+        run += (None, b"late", report)        # ...as this one appends
+        p._adopt(st, 0)                       # (the fast path: the limit is now 0)
+        assert (st, 0) in p._opened
+        assert done.wait(30), "a record appended as its run was cut was never sent"
+    got = _read_to_end(cluster.bootstrap_servers, topic, 1)
+    assert sorted(got.values()) == [b"first", b"late"]
 
 
 def test_one_threads_acknowledgements_follow_its_produce_order_through_faults(
@@ -362,7 +403,7 @@ def test_first_produce_to_a_topic_waits_for_its_metadata(cluster: Cluster) -> No
         p.produce(topic, b"v", b"k", on_delivery=lambda e, md: delivered.append(md))
         # placed in a caller-side batch (with linger.ms a minute, it is still there)
         assert topic in p._topics and not p._queue
-        assert sum(len(b.values) for b in p._opened) == 1
+        assert sum(len(st.runs[q]) // 3 for st, q in p._opened) == 1
         p.flush()
     assert len(delivered) == 1 and delivered[0].topic == topic
 

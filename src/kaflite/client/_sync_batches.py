@@ -6,24 +6,40 @@ and they took the GIL from each other for it. Now a plain record (bytes value,
 bytes or no key, no partition, headers or timestamp, no serializers, not
 transactional, the default partitioner) is placed in the caller's thread: its
 partition comes from a per-topic key table (murmur2, as Java's
-``BuiltInPartitioner``) or the topic's sticky partition (KIP-794), and it is
-appended to that partition's open ``_Builder`` under one lock. The loop thread
-gets whole batches: a builder is sealed when the next record would not fit in
-``batch.size``, when it has waited ``linger.ms`` (the loop's ``_tick``), on
-``flush``, or before a record of its topic that is not plain. Sealed builders
+``BuiltInPartitioner``) or the topic's sticky partition (KIP-794), and it joins
+that partition's *run*, the records not yet sealed into a batch. The loop
+thread gets whole batches: a run is sealed (cut) when the next record would not
+fit in ``batch.size``, when it has waited ``linger.ms`` (the loop's ``_tick``),
+on ``flush``, or before a record of its topic that is not plain. Sealed runs
 and the records that are not plain share one queue, which the loop drains in
 order, so one thread's records keep their order in every partition.
 
-``buffer.memory``: a builder reserves room in chunks rather than per record
-(``_CHUNK`` first, then as much again as it holds, up to ``batch.size``: a
-builder that fills fast comes back for room a few times a batch, and what is
-reserved but unused stays below what the builder holds), so the per-record
-check is one comparison with its ``cap``; what is reserved, plus the records queued for the loop, is ``_held``, and
-``acc.used + _held`` never exceeds ``buffer.memory`` (except for one record into
-an empty producer). Without room, ``produce`` seals every builder (so that they
-are sent) and waits up to ``max.block.ms``, then raises ``BufferFull``.
+Appending takes no lock. A run is one flat list of ``(key, value, on_delivery)``
+triples, extended by one ``list += tuple``, a single C call, so a record's three
+items go in together and in order, whichever threads append. The lock guards
+everything else (opening, counting, cutting runs, ``buffer.memory``), and the
+fast path only reads what it guards: it appends while the run is shorter than
+its ``limit``, which the locked side sets so that records of up to the topic's
+``small`` bytes cannot overfill the batch or its reservation. A cut takes the
+run's first ``n`` items and deletes them (``run[:n]``, then ``del run[:n]``):
+records appended meanwhile land after them and stay for the next run. A caller
+that read the limit before a cut may append just after it; it then reads the
+limit (0 from the cut) again and registers the run itself (``_adopt``), so
+every record is in a batch or in a run that ``linger.ms`` will seal. (With one
+lock per record, the loop thread's ``_tick`` and the callers waited for each
+other, and each wait handed the GIL over: about 15-20 % of a keyed 100-byte
+run; docs/benchmarks.md.)
 
-A builder's records share one CreateTime, taken when it was opened: at most
+``buffer.memory``: a run reserves room in chunks rather than per record
+(``_CHUNK`` first, then as much again as it holds, up to ``batch.size``), and
+the fast path stays within what is reserved; what is reserved, plus the records
+queued for the loop, is ``_held``, and ``acc.used + _held`` never exceeds
+``buffer.memory`` (except for one record into an empty producer, and a record
+a thread appends just as its run is cut). Without room, ``produce`` seals every
+run (so that they are sent) and waits up to ``max.block.ms``, then raises
+``BufferFull``.
+
+A run's records share one CreateTime, taken when it was opened: at most
 ``linger.ms`` (or the time it took to fill it) before their ``produce`` call.
 Delivery callbacks are attached to the batch and run on the loop thread when it
 completes, as for every other record.
@@ -36,7 +52,7 @@ import collections
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Generic
+from typing import TYPE_CHECKING, Generic, cast
 
 from kaflite.client import producer as _producer
 from kaflite.client.producer._accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, DeliveryCallback
@@ -48,43 +64,48 @@ if TYPE_CHECKING:
 
 __all__ = ["CallerBatches"]
 
-_CHUNK = 16_384        # buffer.memory a builder reserves first
+_CHUNK = 16_384        # buffer.memory a run reserves first
 _KEYS = 65_536         # keys remembered per topic (the table is emptied when full)
 _ROOM_POLL_S = 0.001   # how often a blocked produce() looks for room in buffer.memory
 _RETRY_S = 0.005       # how soon records the accumulator refused are offered again
-_STALE_S = 0.01        # the least age at which produce() itself seals a builder
+_STALE_S = 0.01        # the least age at which produce() itself seals a run
 
-
-class _Builder:
-    """One partition's open batch, appended to in the callers' threads."""
-
-    __slots__ = ("callbacks", "cap", "created", "keys", "partition", "reserved", "size",
-                 "stamp", "topic", "values")
-
-    def __init__(self, topic: str, partition: int, reserved: int, batch_size: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.values: list[bytes | None] = []
-        self.keys: list[bytes | None] | None = None
-        self.callbacks: list[tuple[int, DeliveryCallback]] | None = None
-        self.size = BATCH_OVERHEAD
-        self.reserved = reserved                    # bytes of buffer.memory held for it
-        self.cap = min(reserved, batch_size)        # appends below this need no check
-        self.created = time.monotonic()
-        self.stamp = time.time_ns() // 1_000_000    # every record's CreateTime
+# a run's items: key, value, on_delivery, key, value, on_delivery, ...
+Run = list[bytes | DeliveryCallback | None]
 
 
 class _Topic:
-    """What the callers' threads need to place a topic's records."""
+    """What the callers' threads need to place a topic's records, per partition."""
 
-    __slots__ = ("builders", "count", "name", "sticky", "table")
+    __slots__ = ("count", "counted", "limits", "name", "opened", "reserved", "runs", "sizes",
+                 "smalls", "stamps", "sticky", "table")
 
     def __init__(self, name: str, count: int, sticky: int) -> None:
         self.name = name
         self.count = count
-        self.builders: list[_Builder | None] = [None] * count
-        self.table: dict[bytes, int] = {}           # key -> partition (murmur2)
-        self.sticky = sticky                        # where unkeyed records go
+        self.runs: list[Run] = [[] for _ in range(count)]
+        # produce() appends to runs[p] without the lock while it is shorter than this
+        # (0: take the lock); set under the lock, only where the run is open
+        self.limits = [0] * count
+        self.smalls = [0] * count            # the largest key + value it takes into runs[p]
+        self.counted = [0] * count           # items of runs[p] counted into sizes[p]
+        self.sizes = [BATCH_OVERHEAD] * count
+        self.reserved = [0] * count          # buffer.memory held for runs[p]
+        self.opened = [0.0] * count          # when runs[p] was opened (monotonic)
+        self.stamps = [0] * count            # its records' CreateTime (ms)
+        self.table: dict[bytes, int] = {}    # key -> partition (murmur2)
+        self.sticky = sticky                 # where unkeyed records go
+
+
+class _Sealed:
+    """A cut run, queued for the loop thread."""
+
+    __slots__ = ("created", "partition", "records", "reserved", "size", "stamp", "topic")
+
+    def __init__(self, topic: str, partition: int, records: Run, size: int, reserved: int,
+                 stamp: int, created: float) -> None:
+        self.topic, self.partition, self.records = topic, partition, records
+        self.size, self.reserved, self.stamp, self.created = size, reserved, stamp, created
 
 
 class CallerBatches(Generic[K, V]):
@@ -99,10 +120,11 @@ class CallerBatches(Generic[K, V]):
         a = self._target
         self._lock = threading.Lock()
         self._topics: dict[str, _Topic] = {}
-        self._opened: dict[_Builder, _Topic] = {}   # unsealed builders, oldest first
-        # sealed builders and records that are not plain, in produce order
-        self._queue: collections.deque[_Builder | _Produced[V, K]] = collections.deque()
-        self._held = 0            # reserved by builders + queued here, not yet in _acc
+        # open runs, oldest first (every run whose limit is above 0 is here)
+        self._opened: dict[tuple[_Topic, int], None] = {}
+        # sealed runs and records that are not plain, in produce order
+        self._queue: collections.deque[_Sealed | _Produced[V, K]] = collections.deque()
+        self._held = 0            # reserved by runs + queued here, not yet in _acc
         self._scheduled = False   # a _drain is coming
         self._ticking = False     # a _tick is coming
         self._retry: asyncio.TimerHandle | None = None
@@ -110,8 +132,8 @@ class CallerBatches(Generic[K, V]):
         self._acc = a._acc
         self._batch_size = self._acc.batch_size
         self._linger = self._acc.linger
-        # a builder this old is sealed rather than appended to (its CreateTime would be
-        # off by more); linger.ms=0 is left to the loop's _tick, which seals at once
+        # a run this old is sealed rather than appended to in the locked path (its
+        # CreateTime would be off by more); linger.ms=0 is left to the loop's _tick
         self._stale = max(self._linger, _STALE_S)
         self._plain = a._txn is None and a._key_ser is None and a._value_ser is None \
             and a._partitioner.hashes_keys
@@ -130,50 +152,56 @@ class CallerBatches(Generic[K, V]):
         st = self._topics.get(topic)
         if st is not None and partition is None and headers is None and timestamp is None \
                 and isinstance(value, bytes):
-            # (acquire/release: half the cost of a with statement)
             if key is None:
-                s = len(value) + RECORD_OVERHEAD
-                lock = self._lock
-                lock.acquire()
-                try:
-                    b = st.builders[st.sticky]
-                    if b is not None and b.keys is None and b.size + s <= b.cap:
-                        values = b.values
-                        values.append(value)
-                        b.size += s
-                        if on_delivery is not None:
-                            if b.callbacks is None:
-                                b.callbacks = []
-                            b.callbacks.append((len(values) - 1, on_delivery))
+                p = st.sticky
+                if len(value) <= st.smalls[p]:
+                    run = st.runs[p]
+                    limits = st.limits
+                    if len(run) < limits[p]:
+                        run += (None, value, on_delivery)   # (one C call: no lock needed)
+                        if not limits[p]:
+                            self._adopt(st, p)   # cut meanwhile: see the module's doc
                         return
-                finally:
-                    lock.release()
             elif isinstance(key, bytes):
-                p = st.table.get(key)
-                if p is not None:
-                    s = len(value) + len(key) + RECORD_OVERHEAD
-                    lock = self._lock
-                    lock.acquire()
-                    try:
-                        b = st.builders[p]
-                        if b is not None and b.keys is not None and b.size + s <= b.cap:
-                            values = b.values
-                            values.append(value)
-                            b.keys.append(key)
-                            b.size += s
-                            if on_delivery is not None:
-                                if b.callbacks is None:
-                                    b.callbacks = []
-                                b.callbacks.append((len(values) - 1, on_delivery))
-                            return
-                    finally:
-                        lock.release()
+                p = st.table.get(key, -1)
+                if p < 0:
+                    p = self._key_partition(st, key)
+                if len(value) + len(key) <= st.smalls[p]:
+                    run = st.runs[p]
+                    limits = st.limits
+                    if len(run) < limits[p]:
+                        run += (key, value, on_delivery)
+                        if not limits[p]:
+                            self._adopt(st, p)
+                        return
         self._produce_slow(topic, value, key, partition, headers, timestamp, on_delivery)
+
+    @staticmethod
+    def _key_partition(st: _Topic, key: bytes) -> int:
+        """The partition of ``key`` (murmur2, as Java's ``BuiltInPartitioner``), kept in
+        the topic's table. (No lock: a dict's get, set and clear are each atomic.)"""
+        table = st.table
+        if len(table) >= _KEYS:
+            table.clear()
+        p = table[key] = 0 if st.count == 1 else (murmur2(key) & 0x7FFFFFFF) % st.count
+        return p
+
+    def _adopt(self, st: _Topic, p: int) -> None:
+        """A record went into run ``p`` as it was being cut: see that the run is open
+        (then linger.ms seals it), or, if its topic's state was dropped, cut it now."""
+        with self._lock:
+            if not st.runs[p] or (st, p) in self._opened:
+                return
+            if self._topics.get(st.name) is not st:
+                self._open(st, p)
+                self._cut(st, p)
+            else:
+                self._open(st, p)
 
     def _produce_slow(self, topic: str, value: V, key: K | None, partition: int | None,
                       headers: HeadersArg, timestamp: int | None,
                       on_delivery: DeliveryCallback | None) -> None:
-        """Open, seal or grow a builder, wait for room; or queue a record that is not plain."""
+        """Open, seal or grow a run, wait for room; or queue a record that is not plain."""
         if isinstance(value, bytes) and (key is None or isinstance(key, bytes)) and partition is None \
                 and headers is None and timestamp is None and self._plain:
             st = self._topics.get(topic) or self._topic(topic) or self._learn(topic)
@@ -261,60 +289,106 @@ class CallerBatches(Generic[K, V]):
 
     def _place(self, st: _Topic, value: bytes, key: bytes | None,
                on_delivery: DeliveryCallback | None) -> bool:
-        """Under the lock: append the record, opening, sealing or growing its builder as
-        needed. False: no room in buffer.memory."""
+        """Under the lock: append the record, opening, cutting or growing its run as
+        needed, and set how far the fast path may fill it. False: no room in
+        buffer.memory."""
         s = len(value) + RECORD_OVERHEAD
         if key is None:
             p = st.sticky
         else:
             s += len(key)
-            got = st.table.get(key)
-            if got is None:
-                if len(st.table) >= _KEYS:
-                    st.table.clear()
-                got = st.table[key] = (murmur2(key) & 0x7FFFFFFF) % st.count
-            p = got
-        b = st.builders[p]
-        while b is not None and b.values and (
-                b.size + s > self._batch_size or time.monotonic() - b.created > self._stale):
-            self._seal(b, st)   # full, or too old for the CreateTime it gives
-            if key is None:
-                p = st.sticky   # (which may have moved to another partition's builder)
-            b = st.builders[p]
-        if b is None:
-            need = BATCH_OVERHEAD + s
+            p = st.table.get(key, -1)
+            if p < 0:
+                p = self._key_partition(st, key)
+        size = s - RECORD_OVERHEAD
+        while (st, p) in self._opened:
+            self._account(st, p)
+            if st.counted[p] and (st.sizes[p] + s > self._batch_size
+                                  or time.monotonic() - st.opened[p] > self._stale):
+                self._cut(st, p)   # full, or too old for the CreateTime it gives
+                if key is None:
+                    p = st.sticky   # (which may have moved to another partition)
+                continue
+            break
+        else:
+            self._account(st, p)   # (records appended as the run was cut)
+            need = st.sizes[p] + s
             room = self._room()
             if need > room and self._busy():
                 return False
             reserved = max(need, min(_CHUNK, room))
             self._held += reserved
-            b = st.builders[p] = _Builder(st.name, p, reserved, self._batch_size)
-            self._opened[b] = st
-            if not self._ticking:
-                self._ticking = True
-                self._call(self._tick)
-        elif b.size + s > b.reserved:
-            need = b.size + s - b.reserved
+            st.reserved[p] += reserved
+            self._open(st, p)
+        if size > st.smalls[p]:
+            st.smalls[p] = size   # (records counted before took no more than the old one)
+        s = st.smalls[p] + RECORD_OVERHEAD   # (what _account counts this record as)
+        if st.sizes[p] + s > st.reserved[p]:
+            need = st.sizes[p] + s - st.reserved[p]
             room = self._room()
             if need > room:
                 return False
-            # (as much again as it holds: a builder that fills fast comes back less often)
-            more = max(need, min(b.reserved, self._batch_size - b.reserved, room))
+            # (as much again as it holds: a run that fills fast comes back less often)
+            held = st.reserved[p]
+            more = max(need, min(held, self._batch_size - held, room))
             self._held += more
-            b.reserved += more
-            b.cap = min(b.reserved, self._batch_size)
-        values = b.values
-        if key is not None and b.keys is None:
-            b.keys = [None] * len(values)
-        values.append(value)
-        if b.keys is not None:
-            b.keys.append(key)
-        b.size += s
-        if on_delivery is not None:
-            if b.callbacks is None:
-                b.callbacks = []
-            b.callbacks.append((len(values) - 1, on_delivery))
+            st.reserved[p] += more
+        run = st.runs[p]
+        run += (key, value, on_delivery)
+        self._account(st, p)
+        # how many more records of up to `small` bytes fit in the batch and the room held
+        fits = (min(st.reserved[p], self._batch_size) - st.sizes[p]) \
+            // (st.smalls[p] + RECORD_OVERHEAD)
+        st.limits[p] = len(run) + 3 * fits if fits > 0 else 0
         return True
+
+    def _open(self, st: _Topic, p: int) -> None:
+        """Under the lock: run ``p`` of ``st`` is open from now (its CreateTime, and its
+        linger.ms, counts from here)."""
+        st.opened[p] = time.monotonic()
+        st.stamps[p] = time.time_ns() // 1_000_000
+        self._opened[(st, p)] = None
+        if not self._ticking:
+            self._ticking = True
+            self._call(self._tick)
+
+    @staticmethod
+    def _account(st: _Topic, p: int) -> None:
+        """Under the lock: count the records appended to run ``p`` since it was last
+        counted, each as ``smalls[p]`` bytes (the most the fast path takes into it):
+        exact where a run's records are all one size, over where they vary, never
+        under (but for a record appended as its run is cut). (Adding up their lengths cost a pass of about 30 ns a record.)"""
+        n = len(st.runs[p])
+        done = st.counted[p]
+        if n > done:
+            st.sizes[p] += (n - done) // 3 * (st.smalls[p] + RECORD_OVERHEAD)
+            st.counted[p] = n
+
+    def _cut(self, st: _Topic, p: int) -> None:
+        """Under the lock: seal run ``p`` of ``st``, as far as it is counted, into a batch
+        queued for the loop thread. A record appended meanwhile stays, and opens the
+        next run (as it does for a caller that appends after this)."""
+        st.limits[p] = 0   # (first: see _adopt)
+        self._opened.pop((st, p), None)
+        self._account(st, p)
+        run = st.runs[p]
+        n = st.counted[p]
+        if n:
+            records = run[:n]
+            del run[:n]
+            self._queue.append(_Sealed(st.name, p, records, st.sizes[p], st.reserved[p],
+                                       st.stamps[p], st.opened[p]))
+            self._schedule()
+            if p == st.sticky:
+                st.sticky = self._next_sticky(st, st.sizes[p])
+        else:
+            self._held -= st.reserved[p]
+        st.sizes[p] = BATCH_OVERHEAD
+        st.counted[p] = st.reserved[p] = 0
+        if run:
+            self._open(st, p)
+        else:
+            st.smalls[p] = 0   # (the next run sizes itself)
 
     def _call(self, fn: Callable[[], None]) -> None:
         if self._loop_thread.in_loop():
@@ -328,44 +402,36 @@ class CallerBatches(Generic[K, V]):
             self._scheduled = True
             self._call(self._drain)
 
-    def _seal(self, b: _Builder, st: _Topic) -> None:
-        """Under the lock: queue builder ``b`` for the loop thread; nothing more joins it."""
-        st.builders[b.partition] = None
-        del self._opened[b]
-        if b.partition == st.sticky:
-            st.sticky = self._next_sticky(st, b.size)
-        self._queue.append(b)
-        self._schedule()
-
     def _seal_topic(self, topic: str) -> None:
-        for b, st in list(self._opened.items()):
+        for st, p in list(self._opened):
             if st.name == topic:
-                self._seal(b, st)
+                self._cut(st, p)
 
     def _seal_all(self) -> None:
-        for b, st in list(self._opened.items()):
-            self._seal(b, st)
+        for st, p in list(self._opened):
+            self._cut(st, p)
 
     def seal_batches(self) -> None:
-        """Hand every open batch to the loop thread (flush, send, transactions)."""
+        """Hand every open run to the loop thread (flush, send, transactions)."""
         with self._lock:
             self._seal_all()
 
     # -- the loop's side ------------------------------------------------------------------
     def _tick(self) -> None:
-        """Seal the builders that have waited ``linger.ms``; come back for the others."""
+        """Seal the runs that have waited ``linger.ms``; come back for the others."""
         now = time.monotonic()
         with self._lock:
-            for b, st in list(self._opened.items()):
-                if now - b.created < self._linger:
-                    self._loop.call_later(self._linger - (now - b.created), self._tick)
+            for st, p in list(self._opened):
+                age = now - st.opened[p]
+                if age < self._linger:
+                    self._loop.call_later(self._linger - age, self._tick)
                     break
-                self._seal(b, st)
+                self._cut(st, p)
             else:
                 self._ticking = False
 
     def _drain(self) -> None:
-        """Move the queue into the accumulator, in order: builders as whole batches,
+        """Move the queue into the accumulator, in order: sealed runs as whole batches,
         runs of other records through the async ``produce_all``. Records the
         accumulator refuses wait, first in line, until a batch is released (or
         ``_RETRY_S`` at the latest)."""
@@ -375,9 +441,9 @@ class CallerBatches(Generic[K, V]):
         a = self._target
         acc = self._acc
         while q:
-            if isinstance(q[0], _Builder):
+            if isinstance(q[0], _Sealed):
                 b = q.popleft()
-                assert isinstance(b, _Builder)
+                assert isinstance(b, _Sealed)
                 self._commit(b)
                 continue
             run: list[_Produced[V, K]] = []
@@ -385,12 +451,12 @@ class CallerBatches(Generic[K, V]):
             if acc.incomplete:   # take about what fits, not a pass over all of q
                 room = acc.buffer_memory - acc.used
                 first = q[0]
-                assert not isinstance(first, _Builder)
+                assert not isinstance(first, _Sealed)
                 limit = max(room, 0) // (RECORD_OVERHEAD + _size_hint(first[1])
                                          + _size_hint(first[2])) + 1
-            while q and len(run) < limit and not isinstance(q[0], _Builder):
+            while q and len(run) < limit and not isinstance(q[0], _Sealed):
                 item = q.popleft()
-                assert not isinstance(item, _Builder)
+                assert not isinstance(item, _Sealed)
                 run.append(item)
             taken = a.produce_all(run)
             size = sum(RECORD_OVERHEAD + _size_hint(r[1]) + _size_hint(r[2])
@@ -405,19 +471,29 @@ class CallerBatches(Generic[K, V]):
                     self._retry = self._loop.call_later(_RETRY_S, self._retry_drain)
                 return
 
-    def _commit(self, b: _Builder) -> None:
-        """A sealed builder into the accumulator, as one batch."""
+    def _commit(self, b: _Sealed) -> None:
+        """A sealed run into the accumulator, as one batch."""
         with self._lock:
             self._held -= b.reserved
         a = self._target
+        records = b.records
+        values = cast("list[bytes | None]", records[1::3])
+        keys: list[bytes | None] | None = cast("list[bytes | None]", records[0::3])
+        if keys is not None and keys.count(None) == len(keys):
+            keys = None
+        got = records[2::3]
+        callbacks = None
+        if got.count(None) != len(got):
+            callbacks = [(i, cast(DeliveryCallback, cb)) for i, cb in enumerate(got)
+                         if cb is not None]
         if b.topic in a._pending or b.topic not in a.metadata.topics:
             # (the topic's metadata went away: its records wait for it, as produce's do)
-            a.queue_for_metadata(b.topic, b.values, b.keys, b.callbacks)
+            a.queue_for_metadata(b.topic, values, keys, callbacks)
             return
         a._mark_written(b.topic, b.partition)
-        batch = self._acc.add_batch(b.topic, b.partition, b.values, b.keys,
-                                    [b.stamp] * len(b.values), b.size, b.created)
-        batch.callbacks = b.callbacks
+        batch = self._acc.add_batch(b.topic, b.partition, values, keys,
+                                    [b.stamp] * len(values), b.size, b.created)
+        batch.callbacks = callbacks
 
     def _retry_drain(self) -> None:
         self._retry = None
@@ -437,8 +513,8 @@ class CallerBatches(Generic[K, V]):
             for name, st in list(self._topics.items()):
                 md = topics.get(name)
                 if md is None or len(md.partitions) != st.count:
+                    del self._topics[name]   # (first: a late append then cuts, in _adopt)
                     self._seal_topic(name)
-                    del self._topics[name]
 
     async def _queued_then(self, then: Callable[[], Awaitable[object]]) -> None:
         """Hand every open batch and queued record to the async producer, then run ``then``."""
