@@ -29,7 +29,7 @@ test: $(STAMP) check-java lint
 	@tools/ensure_kcat.sh
 	@tools/ensure_kafkajs.sh
 	@tools/ensure_chromium.sh
-	$(PY) -m pytest -n $(PYTEST_JOBS) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_JOBS) --durations=25 $(PYTEST_ARGS)
 
 demo: $(STAMP) check-java
 	$(PY) -m kaflite.cli demo

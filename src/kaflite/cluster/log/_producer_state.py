@@ -55,14 +55,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import crc32c
-
 from kaflite.cluster.log._files import SNAPSHOT_SUFFIX, base_offset_of, segment_path
 from kaflite.cluster.log._segment import BatchInfo
 from kaflite.cluster.log._types import AppendOrigin, ProducerInfo
 from kaflite.protocol import errors
 from kaflite.protocol.errors import RemoteProtocolError
-from kaflite.protocol.records import RecordBatch, read_end_txn_marker
+from kaflite.protocol.records import RecordBatch, crc32c, read_end_txn_marker
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN",
@@ -365,7 +363,7 @@ class ProducerStateManager:
             for b in e.batches:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset,
                                     b.timestamp)
-        data = _PREFIX.pack(_SNAPSHOT_VERSION, crc32c.crc32c(body)) + bytes(body)
+        data = _PREFIX.pack(_SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -381,7 +379,7 @@ class ProducerStateManager:
             data = self._snapshot_path(offset).read_bytes()
             version, crc = _PREFIX.unpack_from(data, 0)
             body = memoryview(data)[_PREFIX.size :]
-            if version != _SNAPSHOT_VERSION or crc32c.crc32c(body) != crc:
+            if version != _SNAPSHOT_VERSION or crc32c(body) != crc:
                 return None
             (count,) = _COUNT.unpack_from(body, 0)
             at = _COUNT.size

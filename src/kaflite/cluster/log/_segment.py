@@ -28,13 +28,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-import crc32c
-
 from kaflite.cluster.log._files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_path
 from kaflite.cluster.log._index import OffsetIndex, TimeIndex
 from kaflite.cluster.log._types import LogError
 from kaflite.protocol.errors import RemoteProtocolError
-from kaflite.protocol.records import HEADER_SIZE, RecordBatch
+from kaflite.protocol.records import HEADER_SIZE, RecordBatch, crc32c
 
 __all__ = ["BatchInfo", "LogSegment", "check_batch"]
 
@@ -97,7 +95,7 @@ def check_batch(view: memoryview, at: int) -> int:
     if length < _MIN_BATCH_LENGTH or size > left:
         return 0
     (crc,) = struct.unpack_from(">I", view, at + 17)
-    if crc32c.crc32c(view[at + _ATTRIBUTES_AT : at + size]) != crc:
+    if crc32c(view[at + _ATTRIBUTES_AT : at + size]) != crc:
         return 0
     return size
 

@@ -68,6 +68,7 @@ from kaflite.protocol.records._wire import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    crc32c,
 )
 
 __all__ = [
@@ -95,6 +96,7 @@ __all__ = [
     "assign_offsets",
     "batch_codec",
     "compress",
+    "crc32c",
     "decompress",
     "encode_batch",
     "encode_batch_buffer",

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import crc32c
-
 from kaflite.protocol._exceptions import RemoteProtocolError
 from kaflite.protocol.records._compression import DEFAULT_DECOMPRESSION_LIMIT, decompress
 from kaflite.protocol.records._decode import Record, RecordColumns, iter_records
@@ -37,6 +35,7 @@ from kaflite.protocol.records._wire import (
     MIN_RECORD_SIZE,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
+    crc32c,
 )
 
 __all__ = ["RecordBatch", "iter_batches"]
@@ -175,7 +174,7 @@ class RecordBatch:
 
     # -- integrity -------------------------------------------------------------------
     def compute_crc(self) -> int:
-        return int(crc32c.crc32c(self.buffer[ATTRIBUTES_OFFSET:]))
+        return int(crc32c(self.buffer[ATTRIBUTES_OFFSET:]))
 
     def crc_ok(self) -> bool:
         return self.compute_crc() == self.crc

@@ -24,8 +24,6 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import crc32c
-
 from kaflite.protocol._exceptions import LocalProtocolError, RemoteProtocolError
 from kaflite.protocol.records._batch import RecordBatch
 from kaflite.protocol.records._compression import DEFAULT_DECOMPRESSION_LIMIT, MAX_CODEC
@@ -50,6 +48,7 @@ from kaflite.protocol.records._wire import (
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_BIT,
     U32,
+    crc32c,
 )
 
 __all__ = [
@@ -175,7 +174,7 @@ def validate_batch(
             BatchErrorReason.TRUNCATED, f"batch of {size} bytes, {left} available", pos
         )
     batch = RecordBatch(view[pos : pos + size], decompression_limit)
-    actual = crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
+    actual = crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
     if actual != batch.crc:
         raise InvalidRecordBatch(
             BatchErrorReason.CRC, f"stored {batch.crc:#010x}, computed {actual:#010x}", pos
@@ -348,7 +347,7 @@ def set_log_append_time(data: bytearray | memoryview, timestamp: int, pos: int =
     except struct.error:
         raise LocalProtocolError(f"timestamp out of range: {timestamp}") from None
     I16.pack_into(view, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_BIT)
-    U32.pack_into(view, pos + CRC_OFFSET, crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : end]))
+    U32.pack_into(view, pos + CRC_OFFSET, crc32c(view[pos + ATTRIBUTES_OFFSET : end]))
 
 
 def assign_offsets(

@@ -34,8 +34,6 @@ from itertools import repeat
 from operator import add, sub
 from typing import cast
 
-import crc32c
-
 from kaflite.protocol._exceptions import LocalProtocolError
 from kaflite.protocol.records._compression import Compression, compress
 from kaflite.protocol.records._jit import encode_keyed, kernels
@@ -55,6 +53,7 @@ from kaflite.protocol.records._wire import (
     VARINT,
     VARINT_SIZE_PLUS,
     ZERO_VARINT,
+    crc32c,
     encode_zigzag,
     varint,
     varints,
@@ -428,7 +427,7 @@ def assemble_batch(
     _pack_header(header, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(records),
                  partition_leader_epoch, attributes, last_offset_delta, base_timestamp,
                  max_timestamp, producer_id, producer_epoch, base_sequence, count)
-    crc = crc32c.crc32c(records, crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    crc = crc32c(records, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
     _CRC.pack_into(header, CRC_OFFSET, crc)
     return b"".join((header, records))
 
@@ -511,7 +510,7 @@ def encode_batch_buffer(
     _pack_header(buf, 0, len(buf) - LOG_OVERHEAD, -1, fields[2], max(n - 1, 0), fields[0],
                  fields[1], producer_id, producer_epoch, base_sequence, n)
     with memoryview(buf) as view:
-        _CRC.pack_into(buf, CRC_OFFSET, crc32c.crc32c(view[ATTRIBUTES_OFFSET:]))
+        _CRC.pack_into(buf, CRC_OFFSET, crc32c(view[ATTRIBUTES_OFFSET:]))
     return buf
 
 

@@ -19,12 +19,23 @@ lengths into a column of encodings with one ``map`` over ``list.__getitem__``.
 
 from __future__ import annotations
 
+import functools
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+
+import crc32c as _crc32c
 
 from kaflite.protocol._exceptions import LocalProtocolError
 
 # -- batch layout --------------------------------------------------------------
+
+# CRC-32C (``crc32c(data, value=0)``) that keeps the GIL. The crc32c package lets
+# it go for 32 KiB and more, so that other threads may run meanwhile; but taking
+# it back waits for the thread that got it, up to the interpreter's switch
+# interval (5 ms), while the checksum itself takes about 25 us for 512 KiB. The
+# sync producer's loop thread, checksumming each batch while the caller thread
+# produced, lost up to that long a batch (docs/benchmarks.md, issue 24).
+crc32c: Callable[..., int] = functools.partial(_crc32c.crc32c, gil_release_mode=0)
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
