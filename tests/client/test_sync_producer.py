@@ -141,15 +141,15 @@ def test_a_record_appended_as_its_run_is_cut_is_sent(cluster: Cluster) -> None:
 
     with sync.Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=20) as p:
         p.produce(topic, b"first")            # opens the run of partition 0
-        st = p._topics[topic]
-        run = st.runs[0]
-        assert st.limits[0] > len(run)        # the fast path may append
+        r = p._topics[topic].runs[0]
+        items = r.items
+        assert r.limit > len(items)           # the fast path may append
         with p._lock:
-            p._cut(st, 0)                     # another thread seals it...
-        assert st.limits[0] == 0 and not run and (st, 0) not in p._opened
-        run += (None, b"late", report)        # ...as this one appends
-        p._adopt(st, 0)                       # (the fast path: the limit is now 0)
-        assert (st, 0) in p._opened
+            p._cut(r)                         # another thread seals it...
+        assert r.limit == 0 and not items and r not in p._opened
+        items += (None, b"late", report)      # ...as this one appends
+        p._adopt(r)                           # (the fast path: the limit is now 0)
+        assert r in p._opened
         assert done.wait(30), "a record appended as its run was cut was never sent"
     got = _read_to_end(cluster.bootstrap_servers, topic, 1)
     assert sorted(got.values()) == [b"first", b"late"]
@@ -403,7 +403,7 @@ def test_first_produce_to_a_topic_waits_for_its_metadata(cluster: Cluster) -> No
         p.produce(topic, b"v", b"k", on_delivery=lambda e, md: delivered.append(md))
         # placed in a caller-side batch (with linger.ms a minute, it is still there)
         assert topic in p._topics and not p._queue
-        assert sum(len(st.runs[q]) // 3 for st, q in p._opened) == 1
+        assert sum(len(r.items) // 3 for r in p._opened) == 1
         p.flush()
     assert len(delivered) == 1 and delivered[0].topic == topic
 

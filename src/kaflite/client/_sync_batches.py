@@ -19,7 +19,7 @@ triples, extended by one ``list += tuple``, a single C call, so a record's three
 items go in together and in order, whichever threads append. The lock guards
 everything else (opening, counting, cutting runs, ``buffer.memory``), and the
 fast path only reads what it guards: it appends while the run is shorter than
-its ``limit``, which the locked side sets so that records of up to the topic's
+its ``limit``, which the locked side sets so that records of up to the run's
 ``small`` bytes cannot overfill the batch or its reservation. A cut takes the
 run's first ``n`` items and deletes them (``run[:n]``, then ``del run[:n]``):
 records appended meanwhile land after them and stay for the next run. A caller
@@ -71,30 +71,42 @@ _RETRY_S = 0.005       # how soon records the accumulator refused are offered ag
 _STALE_S = 0.01        # the least age at which produce() itself seals a run
 
 # a run's items: key, value, on_delivery, key, value, on_delivery, ...
-Run = list[bytes | DeliveryCallback | None]
+Items = list[bytes | DeliveryCallback | None]
+
+
+class _Run:
+    """One partition's records not yet sealed into a batch, and what the callers'
+    fast path reads to add to them."""
+
+    __slots__ = ("counted", "items", "limit", "opened", "partition", "reserved", "size",
+                 "small", "stamp", "topic")
+
+    def __init__(self, topic: _Topic, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.items: Items = []
+        # produce() appends to items without the lock while there are fewer than this
+        # (0: take the lock); set under the lock, only while the run is open
+        self.limit = 0
+        self.small = 0                 # the largest key + value the fast path takes
+        self.counted = 0               # items counted into size
+        self.size = BATCH_OVERHEAD
+        self.reserved = 0              # buffer.memory held for the run
+        self.opened = 0.0              # when it was opened (monotonic)
+        self.stamp = 0                 # its records' CreateTime (ms)
 
 
 class _Topic:
-    """What the callers' threads need to place a topic's records, per partition."""
+    """What the callers' threads need to place a topic's records."""
 
-    __slots__ = ("count", "counted", "limits", "name", "opened", "reserved", "runs", "sizes",
-                 "smalls", "stamps", "sticky", "table")
+    __slots__ = ("count", "name", "runs", "sticky", "table")
 
     def __init__(self, name: str, count: int, sticky: int) -> None:
         self.name = name
         self.count = count
-        self.runs: list[Run] = [[] for _ in range(count)]
-        # produce() appends to runs[p] without the lock while it is shorter than this
-        # (0: take the lock); set under the lock, only where the run is open
-        self.limits = [0] * count
-        self.smalls = [0] * count            # the largest key + value it takes into runs[p]
-        self.counted = [0] * count           # items of runs[p] counted into sizes[p]
-        self.sizes = [BATCH_OVERHEAD] * count
-        self.reserved = [0] * count          # buffer.memory held for runs[p]
-        self.opened = [0.0] * count          # when runs[p] was opened (monotonic)
-        self.stamps = [0] * count            # its records' CreateTime (ms)
-        self.table: dict[bytes, int] = {}    # key -> partition (murmur2)
-        self.sticky = sticky                 # where unkeyed records go
+        self.runs = [_Run(self, p) for p in range(count)]
+        self.table: dict[bytes, _Run] = {}   # key -> its partition's run (murmur2)
+        self.sticky = self.runs[sticky]      # where unkeyed records go
 
 
 class _Sealed:
@@ -102,7 +114,7 @@ class _Sealed:
 
     __slots__ = ("created", "partition", "records", "reserved", "size", "stamp", "topic")
 
-    def __init__(self, topic: str, partition: int, records: Run, size: int, reserved: int,
+    def __init__(self, topic: str, partition: int, records: Items, size: int, reserved: int,
                  stamp: int, created: float) -> None:
         self.topic, self.partition, self.records = topic, partition, records
         self.size, self.reserved, self.stamp, self.created = size, reserved, stamp, created
@@ -121,7 +133,7 @@ class CallerBatches(Generic[K, V]):
         self._lock = threading.Lock()
         self._topics: dict[str, _Topic] = {}
         # open runs, oldest first (every run whose limit is above 0 is here)
-        self._opened: dict[tuple[_Topic, int], None] = {}
+        self._opened: dict[_Run, None] = {}
         # sealed runs and records that are not plain, in produce order
         self._queue: collections.deque[_Sealed | _Produced[V, K]] = collections.deque()
         self._held = 0            # reserved by runs + queued here, not yet in _acc
@@ -153,50 +165,46 @@ class CallerBatches(Generic[K, V]):
         if st is not None and partition is None and headers is None and timestamp is None \
                 and isinstance(value, bytes):
             if key is None:
-                p = st.sticky
-                if len(value) <= st.smalls[p]:
-                    run = st.runs[p]
-                    limits = st.limits
-                    if len(run) < limits[p]:
-                        run += (None, value, on_delivery)   # (one C call: no lock needed)
-                        if not limits[p]:
-                            self._adopt(st, p)   # cut meanwhile: see the module's doc
+                r = st.sticky
+                if len(value) <= r.small:
+                    items = r.items
+                    if len(items) < r.limit:
+                        items += (None, value, on_delivery)   # (one C call: no lock needed)
+                        if not r.limit:
+                            self._adopt(r)   # cut meanwhile: see the module's doc
                         return
             elif isinstance(key, bytes):
-                p = st.table.get(key, -1)
-                if p < 0:
-                    p = self._key_partition(st, key)
-                if len(value) + len(key) <= st.smalls[p]:
-                    run = st.runs[p]
-                    limits = st.limits
-                    if len(run) < limits[p]:
-                        run += (key, value, on_delivery)
-                        if not limits[p]:
-                            self._adopt(st, p)
+                r = st.table.get(key) or self._key_run(st, key)
+                if len(value) + len(key) <= r.small:
+                    items = r.items
+                    if len(items) < r.limit:
+                        items += (key, value, on_delivery)
+                        if not r.limit:
+                            self._adopt(r)
                         return
         self._produce_slow(topic, value, key, partition, headers, timestamp, on_delivery)
 
     @staticmethod
-    def _key_partition(st: _Topic, key: bytes) -> int:
-        """The partition of ``key`` (murmur2, as Java's ``BuiltInPartitioner``), kept in
-        the topic's table. (No lock: a dict's get, set and clear are each atomic.)"""
+    def _key_run(st: _Topic, key: bytes) -> _Run:
+        """The run of ``key``'s partition (murmur2, as Java's ``BuiltInPartitioner``),
+        kept in the topic's table. (No lock: a dict's get, set and clear are each
+        atomic.)"""
         table = st.table
         if len(table) >= _KEYS:
             table.clear()
-        p = table[key] = 0 if st.count == 1 else (murmur2(key) & 0x7FFFFFFF) % st.count
-        return p
+        p = 0 if st.count == 1 else (murmur2(key) & 0x7FFFFFFF) % st.count
+        r = table[key] = st.runs[p]
+        return r
 
-    def _adopt(self, st: _Topic, p: int) -> None:
-        """A record went into run ``p`` as it was being cut: see that the run is open
+    def _adopt(self, r: _Run) -> None:
+        """A record went into run ``r`` as it was being cut: see that the run is open
         (then linger.ms seals it), or, if its topic's state was dropped, cut it now."""
         with self._lock:
-            if not st.runs[p] or (st, p) in self._opened:
+            if not r.items or r in self._opened:
                 return
-            if self._topics.get(st.name) is not st:
-                self._open(st, p)
-                self._cut(st, p)
-            else:
-                self._open(st, p)
+            self._open(r)
+            if self._topics.get(r.topic.name) is not r.topic:
+                self._cut(r)
 
     def _produce_slow(self, topic: str, value: V, key: K | None, partition: int | None,
                       headers: HeadersArg, timestamp: int | None,
@@ -255,7 +263,7 @@ class CallerBatches(Generic[K, V]):
             if st is None:
                 count = len(md.partitions)
                 st = self._topics[name] = _Topic(name, count, 0)
-                st.sticky = self._next_sticky(st, 0)
+                st.sticky = st.runs[self._next_sticky(st, 0)]
         return st
 
     def _learn(self, name: str) -> _Topic | None:
@@ -280,7 +288,7 @@ class CallerBatches(Generic[K, V]):
         the partition unkeyed records go to now."""
         a = self._target
         if st.name not in a.metadata.topics:
-            return st.sticky   # (the topic is gone: its state is being dropped)
+            return st.sticky.partition   # (the topic is gone: its state is being dropped)
         avail = a._leaders_available(st.name)
         part = a._partitioner
         if appended:
@@ -292,103 +300,100 @@ class CallerBatches(Generic[K, V]):
         """Under the lock: append the record, opening, cutting or growing its run as
         needed, and set how far the fast path may fill it. False: no room in
         buffer.memory."""
-        s = len(value) + RECORD_OVERHEAD
+        size = len(value)
         if key is None:
-            p = st.sticky
+            r = st.sticky
         else:
-            s += len(key)
-            p = st.table.get(key, -1)
-            if p < 0:
-                p = self._key_partition(st, key)
-        size = s - RECORD_OVERHEAD
-        while (st, p) in self._opened:
-            self._account(st, p)
-            if st.counted[p] and (st.sizes[p] + s > self._batch_size
-                                  or time.monotonic() - st.opened[p] > self._stale):
-                self._cut(st, p)   # full, or too old for the CreateTime it gives
+            size += len(key)
+            r = st.table.get(key) or self._key_run(st, key)
+        s = size + RECORD_OVERHEAD
+        while r in self._opened:
+            self._account(r)
+            if r.counted and (r.size + s > self._batch_size
+                              or time.monotonic() - r.opened > self._stale):
+                self._cut(r)   # full, or too old for the CreateTime it gives
                 if key is None:
-                    p = st.sticky   # (which may have moved to another partition)
+                    r = st.sticky   # (which may have moved to another partition)
                 continue
             break
         else:
-            self._account(st, p)   # (records appended as the run was cut)
-            need = st.sizes[p] + s
+            self._account(r)   # (records appended as the run was cut)
+            need = r.size + s
             room = self._room()
             if need > room and self._busy():
                 return False
             reserved = max(need, min(_CHUNK, room))
             self._held += reserved
-            st.reserved[p] += reserved
-            self._open(st, p)
-        if size > st.smalls[p]:
-            st.smalls[p] = size   # (records counted before took no more than the old one)
-        s = st.smalls[p] + RECORD_OVERHEAD   # (what _account counts this record as)
-        if st.sizes[p] + s > st.reserved[p]:
-            need = st.sizes[p] + s - st.reserved[p]
+            r.reserved += reserved
+            self._open(r)
+        if size > r.small:
+            r.small = size   # (records counted before took no more than the old one)
+        s = r.small + RECORD_OVERHEAD   # (what _account counts this record as)
+        if r.size + s > r.reserved:
+            need = r.size + s - r.reserved
             room = self._room()
             if need > room:
                 return False
             # (as much again as it holds: a run that fills fast comes back less often)
-            held = st.reserved[p]
-            more = max(need, min(held, self._batch_size - held, room))
+            more = max(need, min(r.reserved, self._batch_size - r.reserved, room))
             self._held += more
-            st.reserved[p] += more
-        run = st.runs[p]
-        run += (key, value, on_delivery)
-        self._account(st, p)
+            r.reserved += more
+        items = r.items
+        items += (key, value, on_delivery)
+        self._account(r)
         # how many more records of up to `small` bytes fit in the batch and the room held
-        fits = (min(st.reserved[p], self._batch_size) - st.sizes[p]) \
-            // (st.smalls[p] + RECORD_OVERHEAD)
-        st.limits[p] = len(run) + 3 * fits if fits > 0 else 0
+        fits = (min(r.reserved, self._batch_size) - r.size) // s
+        r.limit = len(items) + 3 * fits if fits > 0 else 0
         return True
 
-    def _open(self, st: _Topic, p: int) -> None:
-        """Under the lock: run ``p`` of ``st`` is open from now (its CreateTime, and its
-        linger.ms, counts from here)."""
-        st.opened[p] = time.monotonic()
-        st.stamps[p] = time.time_ns() // 1_000_000
-        self._opened[(st, p)] = None
+    def _open(self, r: _Run) -> None:
+        """Under the lock: run ``r`` is open from now (its CreateTime, and its linger.ms,
+        count from here)."""
+        r.opened = time.monotonic()
+        r.stamp = time.time_ns() // 1_000_000
+        self._opened[r] = None
         if not self._ticking:
             self._ticking = True
             self._call(self._tick)
 
     @staticmethod
-    def _account(st: _Topic, p: int) -> None:
-        """Under the lock: count the records appended to run ``p`` since it was last
-        counted, each as ``smalls[p]`` bytes (the most the fast path takes into it):
-        exact where a run's records are all one size, over where they vary, never
-        under (but for a record appended as its run is cut). (Adding up their lengths cost a pass of about 30 ns a record.)"""
-        n = len(st.runs[p])
-        done = st.counted[p]
-        if n > done:
-            st.sizes[p] += (n - done) // 3 * (st.smalls[p] + RECORD_OVERHEAD)
-            st.counted[p] = n
+    def _account(r: _Run) -> None:
+        """Under the lock: count the records appended to run ``r`` since it was last
+        counted, each as ``small`` bytes (the most the fast path takes into it): exact
+        where a run's records are all one size, over where they vary, never under
+        (but for a record appended as its run is cut). (Adding up their lengths cost
+        a pass of about 30 ns a record.)"""
+        n = len(r.items)
+        if n > r.counted:
+            r.size += (n - r.counted) // 3 * (r.small + RECORD_OVERHEAD)
+            r.counted = n
 
-    def _cut(self, st: _Topic, p: int) -> None:
-        """Under the lock: seal run ``p`` of ``st``, as far as it is counted, into a batch
-        queued for the loop thread. A record appended meanwhile stays, and opens the
-        next run (as it does for a caller that appends after this)."""
-        st.limits[p] = 0   # (first: see _adopt)
-        self._opened.pop((st, p), None)
-        self._account(st, p)
-        run = st.runs[p]
-        n = st.counted[p]
+    def _cut(self, r: _Run) -> None:
+        """Under the lock: seal run ``r``, as far as it is counted, into a batch queued
+        for the loop thread. A record appended meanwhile stays, and opens the next
+        run (as it does for a caller that appends after this)."""
+        r.limit = 0   # (first: see _adopt)
+        self._opened.pop(r, None)
+        self._account(r)
+        items = r.items
+        n = r.counted
+        st = r.topic
         if n:
-            records = run[:n]
-            del run[:n]
-            self._queue.append(_Sealed(st.name, p, records, st.sizes[p], st.reserved[p],
-                                       st.stamps[p], st.opened[p]))
+            records = items[:n]
+            del items[:n]
+            self._queue.append(_Sealed(st.name, r.partition, records, r.size, r.reserved,
+                                       r.stamp, r.opened))
             self._schedule()
-            if p == st.sticky:
-                st.sticky = self._next_sticky(st, st.sizes[p])
+            if r is st.sticky:
+                st.sticky = st.runs[self._next_sticky(st, r.size)]
         else:
-            self._held -= st.reserved[p]
-        st.sizes[p] = BATCH_OVERHEAD
-        st.counted[p] = st.reserved[p] = 0
-        if run:
-            self._open(st, p)
+            self._held -= r.reserved
+        r.size = BATCH_OVERHEAD
+        r.counted = r.reserved = 0
+        if items:
+            self._open(r)
         else:
-            st.smalls[p] = 0   # (the next run sizes itself)
+            r.small = 0   # (the next run sizes itself)
 
     def _call(self, fn: Callable[[], None]) -> None:
         if self._loop_thread.in_loop():
@@ -403,13 +408,13 @@ class CallerBatches(Generic[K, V]):
             self._call(self._drain)
 
     def _seal_topic(self, topic: str) -> None:
-        for st, p in list(self._opened):
-            if st.name == topic:
-                self._cut(st, p)
+        for r in list(self._opened):
+            if r.topic.name == topic:
+                self._cut(r)
 
     def _seal_all(self) -> None:
-        for st, p in list(self._opened):
-            self._cut(st, p)
+        for r in list(self._opened):
+            self._cut(r)
 
     def seal_batches(self) -> None:
         """Hand every open run to the loop thread (flush, send, transactions)."""
@@ -421,12 +426,12 @@ class CallerBatches(Generic[K, V]):
         """Seal the runs that have waited ``linger.ms``; come back for the others."""
         now = time.monotonic()
         with self._lock:
-            for st, p in list(self._opened):
-                age = now - st.opened[p]
+            for r in list(self._opened):
+                age = now - r.opened
                 if age < self._linger:
                     self._loop.call_later(self._linger - age, self._tick)
                     break
-                self._cut(st, p)
+                self._cut(r)
             else:
                 self._ticking = False
 
