@@ -155,6 +155,33 @@ def test_a_record_appended_as_its_run_is_cut_is_sent(cluster: Cluster) -> None:
     assert sorted(got.values()) == [b"first", b"late"]
 
 
+def test_a_run_opened_again_by_the_linger_cut_is_sent(cluster: Cluster) -> None:
+    """A record appended while linger.ms's own cut (on the loop thread) takes a run
+    stays and opens the run again; linger.ms must then send it too, without a flush.
+    The append is played inside the cut, after its count (where a caller thread
+    can come in)."""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    done = threading.Event()
+    with sync.Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=20) as p:
+        p.produce(topic, b"first")
+        r = p._topics[topic].runs[0]
+        account = p._account
+        slipped: list[bool] = []
+
+        def counting_then_appended(run: object) -> None:
+            account(r)
+            if threading.current_thread().name == "kaflite-client" and not slipped:
+                slipped.append(True)
+                r.items.extend((None, b"late", lambda err, md: done.set()))
+
+        p._account = counting_then_appended   # type: ignore[method-assign]
+        assert done.wait(30), "a run opened again by linger.ms's cut was never sent"
+        assert slipped
+    got = _read_to_end(cluster.bootstrap_servers, topic, 1)
+    assert sorted(got.values()) == [b"first", b"late"]
+
+
 def test_one_threads_acknowledgements_follow_its_produce_order_through_faults(
         cluster: Cluster) -> None:
     """One thread's records, keyed and not, through retriable errors and leader moves:

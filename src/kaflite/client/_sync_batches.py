@@ -433,7 +433,12 @@ class CallerBatches(Generic[K, V]):
                     break
                 self._cut(r)
             else:
-                self._ticking = False
+                if self._opened:
+                    # a run cut here opened again (a record was appended as it was cut):
+                    # its linger.ms starts now, and this tick, still pending, must come
+                    self._loop.call_later(self._linger, self._tick)
+                else:
+                    self._ticking = False
 
     def _drain(self) -> None:
         """Move the queue into the accumulator, in order: sealed runs as whole batches,
