@@ -488,9 +488,8 @@ class CallerBatches(Generic[K, V]):
         a = self._target
         records = b.records
         values = cast("list[bytes | None]", records[1::3])
-        keys: list[bytes | None] | None = cast("list[bytes | None]", records[0::3])
-        if keys is not None and keys.count(None) == len(keys):
-            keys = None
+        keyed = cast("list[bytes | None]", records[0::3])
+        keys = None if keyed.count(None) == len(keyed) else keyed   # (None: no record has one)
         got = records[2::3]
         callbacks = None
         if got.count(None) != len(got):
