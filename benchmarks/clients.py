@@ -96,6 +96,12 @@ def create_topic(servers: str, partitions: int = 1) -> str:
     return name
 
 
+def bench_keys(n: int) -> list[bytes]:
+    """The keyed workloads' keys: ``key-0`` to ``key-999``, over and over (1,000 distinct
+    keys of 5 to 7 bytes)."""
+    return [b"key-%d" % (i % 1000) for i in range(n)]
+
+
 # -- producers -------------------------------------------------------------------------
 # Each producer takes the keys to send (None: unkeyed) and ``tuned``: with it, every
 # client gets BATCH / LINGER; without it, each client runs with its own defaults.
@@ -355,7 +361,7 @@ def main() -> None:
         for size in map(int, args.sizes.split(",")):
             n = args.records if size <= 100 else max(args.records // 4, 1000)
             value = b"x" * size
-            keys = [b"key-%d" % (i % 1000) for i in range(n)]   # 1,000 distinct keys
+            keys = bench_keys(n)
             times: dict[tuple[str, str], list[float]] = {}
             # Rounds, each running every client once, so that whatever else the
             # machine is doing meanwhile falls on all of them alike.

@@ -37,7 +37,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     n, value = args.records, b"x" * args.size
-    keys = [b"key-%d" % (i % 1000) for i in range(n)] if args.keyed else None
+    keys = clients.bench_keys(n) if args.keyed else None
     readers = {"kaflite": clients.kaflite_consume, "confluent-kafka": clients.confluent_consume}
     print(f"{n} records of {args.size} B{' keyed' if args.keyed else ''} written by confluent-kafka"
           " to Tansu")

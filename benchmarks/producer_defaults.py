@@ -16,11 +16,12 @@ import argparse
 import resource
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from clients import create_topic, tansu
+from clients import bench_keys, create_topic, tansu
 
 CANDIDATES = [(16_384, 5), (65_536, 5), (262_144, 5), (1_048_576, 5), (1_048_576, 0),
               (1_048_576, 20)]
@@ -37,7 +38,7 @@ def run(servers: str, batch_size: int, linger: int, keyed: bool, size: int, n: i
 
     topic = create_topic(servers, partitions=6)
     value = b"x" * size
-    keys = [b"key-%d" % (i % 1000) for i in range(n)] if keyed else [None] * n
+    keys: Sequence[bytes | None] = bench_keys(n) if keyed else [None] * n
     with Producer(bootstrap_servers=servers, batch_size=batch_size, linger_ms=linger) as p:
         p.send(topic, value)
         c0, t0 = cpu(), time.perf_counter()

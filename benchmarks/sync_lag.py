@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -38,7 +39,7 @@ def main() -> None:
     from kaflite.client.sync import Producer
 
     n, value = args.records, b"x" * args.size
-    keys = [b"key-%d" % (i % 1000) for i in range(n)] if args.keyed else [None] * n
+    keys: Sequence[bytes | None] = clients.bench_keys(n) if args.keyed else [None] * n
     with clients.tansu() if args.broker == "tansu" else clients.kaflite_broker() as servers:
         for r in range(args.rounds):
             topic = clients.create_topic(servers)
