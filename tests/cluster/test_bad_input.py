@@ -13,10 +13,23 @@ import random
 import socket
 import struct
 import time
+import uuid
 
 from kaflite.cluster import Cluster
 from kaflite.protocol import decode_response, encode_request
-from kaflite.protocol.messages import ApiVersionsRequest, MetadataRequest, MetadataRequestTopic
+from kaflite.protocol.messages import (
+    ApiVersionsRequest,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    MetadataRequest,
+    MetadataRequestTopic,
+    MetadataResponse,
+    Struct,
+)
+from kaflite.protocol.messages import create_partitions_request as cpq
+from kaflite.protocol.messages import create_topics_request as ctq
 
 
 def _frame(payload: bytes) -> bytes:
@@ -112,3 +125,72 @@ def test_api_versions_at_unknown_version_gets_a_v0_answer(cluster3: Cluster) -> 
     assert header.correlation_id == 42
     assert resp.error_code == 35  # UNSUPPORTED_VERSION
     assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
+
+
+def _exchange(s: socket.socket, api_key: int, version: int, correlation: int,
+              body: Struct) -> tuple[int, object]:
+    s.sendall(b"".join(bytes(c) for c in encode_request(api_key, version, correlation, "bad",
+                                                          body)))
+    size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+    header, resp = decode_response(s.recv(size, socket.MSG_WAITALL), api_key, version)
+    return header.correlation_id, resp
+
+
+def test_metadata_by_topic_id_before_v12_is_an_invalid_request(cluster3: Cluster) -> None:
+    """v10 and v11 carry a topic id field, but their response cannot name a topic by id
+    (its name is not nullable before v12): Kafka answers INVALID_REQUEST for each topic.
+    Found by the frame fuzzer: the response failed to encode and the handler raised."""
+    cluster3.create_topic("by-id", partitions=1, replication_factor=1)
+    topic_id = cluster3.controller.topics["by-id"].topic_id
+    with socket.create_connection(("127.0.0.1", cluster3.broker(0).port), timeout=10) as s:
+        for version, wanted in (
+                (10, [MetadataRequestTopic(name=None, topic_id=topic_id)]),
+                (11, [MetadataRequestTopic(name="by-id", topic_id=topic_id),
+                      MetadataRequestTopic(name=None, topic_id=uuid.uuid4())])):
+            correlation, resp = _exchange(s, 3, version, version, MetadataRequest(topics=wanted))
+            assert correlation == version
+            assert isinstance(resp, MetadataResponse)
+            assert [(t.error_code, t.name) for t in resp.topics] == \
+                [(42, w.name or "") for w in wanted]
+        # the connection is still served, and by id at v12 the topic is found
+        _, resp = _exchange(s, 3, 12, 12, MetadataRequest(
+            topics=[MetadataRequestTopic(name=None, topic_id=topic_id)]))
+        assert isinstance(resp, MetadataResponse)
+        assert [(t.error_code, t.name) for t in resp.topics] == [(0, "by-id")]
+
+
+def test_a_request_for_billions_of_partitions_is_refused_at_once(cluster3: Cluster) -> None:
+    """Kafka's controller creates at most 10,000 partitions a request (POLICY_VIOLATION
+    beyond). Found by the frame fuzzer: CreatePartitions to 239 million partitions kept
+    the broker's event loop placing replicas for minutes; no broker answered meanwhile."""
+    cluster3.create_topic("grows", partitions=1, replication_factor=2)
+    huge = (1 << 31) - 1
+    with socket.create_connection(("127.0.0.1", cluster3.broker(0).port), timeout=10) as s:
+        _, created = _exchange(s, 19, 7, 1, CreateTopicsRequest(topics=[
+            ctq.CreatableTopic(name="huge", num_partitions=huge, replication_factor=1),
+            ctq.CreatableTopic(name="small", num_partitions=1, replication_factor=1)]))
+        assert isinstance(created, CreateTopicsResponse)
+        assert [(t.name, t.error_code) for t in created.topics] == [("huge", 44), ("small", 44)]
+        # 10,001 in all, over two topics: still one request too many
+        _, created = _exchange(s, 19, 7, 2, CreateTopicsRequest(topics=[
+            ctq.CreatableTopic(name="half-a", num_partitions=5_000, replication_factor=1),
+            ctq.CreatableTopic(name="half-b", num_partitions=5_001, replication_factor=1)]))
+        assert isinstance(created, CreateTopicsResponse)
+        assert {t.error_code for t in created.topics} == {44}
+        _, grown = _exchange(s, 37, 3, 3, CreatePartitionsRequest(topics=[
+            cpq.CreatePartitionsTopic(name="grows", count=huge, assignments=None)]))
+        assert isinstance(grown, CreatePartitionsResponse)
+        assert [(r.name, r.error_code) for r in grown.results] == [("grows", 44)]
+        # an assignment unlike the topic's other partitions (two replicas each)
+        for replicas in ([0], [1, 1], []):
+            _, grown = _exchange(s, 37, 3, 4, CreatePartitionsRequest(topics=[
+                cpq.CreatePartitionsTopic(name="grows", count=2, assignments=[
+                    cpq.CreatePartitionsAssignment(broker_ids=replicas)])]))
+            assert isinstance(grown, CreatePartitionsResponse)
+            assert [r.error_code for r in grown.results] == [39], replicas
+        _, grown = _exchange(s, 37, 3, 5, CreatePartitionsRequest(topics=[
+            cpq.CreatePartitionsTopic(name="grows", count=3, assignments=None)]))
+        assert isinstance(grown, CreatePartitionsResponse)
+        assert [r.error_code for r in grown.results] == [0]
+    assert not {"huge", "small", "half-a", "half-b"} & set(cluster3.controller.topics)
+    assert len(cluster3.controller.topics["grows"].partitions) == 3

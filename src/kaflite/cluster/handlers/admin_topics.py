@@ -6,6 +6,11 @@ CreateTopics v6, DeleteTopics v5 and CreatePartitions v3 (a topic over the
 quota gets THROTTLING_QUOTA_EXCEEDED), permissively before (it goes ahead);
 the response's ``throttle_time_ms`` says how long to wait. A ``validate_only``
 request mutates nothing and is not counted.
+
+One request creates at most ``MAX_PARTITIONS_PER_REQUEST`` partitions, Kafka's
+controller's bound (``MAX_PARTITIONS_PER_BATCH``): a request that asks for more
+gets POLICY_VIOLATION for every topic and creates nothing, rather than a broker
+busy for minutes placing a fuzzer's two billion partitions.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ SOURCES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG
 # The first version of each API that answers THROTTLING_QUOTA_EXCEEDED (strict quota).
 STRICT_SINCE = {CreateTopicsRequest.API_KEY: 6, DeleteTopicsRequest.API_KEY: 5,
                 CreatePartitionsRequest.API_KEY: 3}
+MAX_PARTITIONS_PER_REQUEST = 10_000
+_TOO_MANY = "Excessively large number of partitions per request."
 
 
 def _mutation_quota(broker: Broker, conn: ServerConnection, header: RequestHeader) -> MutationQuota:
@@ -91,9 +98,15 @@ async def handle_create_topics(broker: Broker, conn: ServerConnection, header: R
     seen: dict[str, int] = {}
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
+    default = broker.config.int("num.partitions")
+    asked = sum(len(t.assignments) if t.assignments else
+                default if t.num_partitions == -1 else max(t.num_partitions, 0)
+                for t in req.topics)
     for t in req.topics:
         res = ctr.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=0)
         try:
+            if asked > MAX_PARTITIONS_PER_REQUEST:   # (Kafka checks it before the names)
+                raise errors.PolicyViolationError(_TOO_MANY)
             if seen[t.name] > 1:
                 raise errors.InvalidRequestError(f"Duplicate topic name {t.name}")
             validate_topic_name(t.name)
@@ -155,9 +168,16 @@ async def handle_create_partitions(broker: Broker, conn: ServerConnection, heade
     controller = broker.controller
     quota = _mutation_quota(broker, conn, header)
     results = []
+    asked = 0
+    for t in req.topics:
+        topic = controller.topics.get(t.name)
+        if topic is not None:
+            asked += max(t.count - len(topic.partitions), 0)
     for t in req.topics:
         res = cpr.CreatePartitionsTopicResult(name=t.name, error_code=0)
         try:
+            if asked > MAX_PARTITIONS_PER_REQUEST:
+                raise errors.PolicyViolationError(_TOO_MANY)
             topic = controller.topics.get(t.name)
             if topic is None:
                 raise errors.UnknownTopicOrPartitionError(t.name)
@@ -178,6 +198,10 @@ async def handle_create_partitions(broker: Broker, conn: ServerConnection, heade
                 for replicas in plan:
                     if any(b not in controller.brokers for b in replicas):
                         raise errors.InvalidReplicaAssignmentError(f"unknown broker in {replicas}")
+                    if len(replicas) != rf or len(set(replicas)) != rf:
+                        raise errors.InvalidReplicaAssignmentError(
+                            f"the assignment {replicas} is not {rf} distinct brokers, as the "
+                            f"topic's other partitions have")
             else:
                 plan = controller.assign_replicas(t.count - current, rf, start=current)
             if not req.validate_only:

@@ -6,6 +6,10 @@ leader, leader epoch, replicas, ISR and offline replicas. A partition without
 a leader reports LEADER_NOT_AVAILABLE. Unknown topics are created when both the
 request (v4+ ``allow_auto_topic_creation``) and the broker
 (``auto.create.topics.enable``) allow it.
+
+Topic ids in the request are v12's: before it a topic needs a name and no id
+(v10 and v11 carry the field but the response cannot name a topic by id).
+Such a request gets INVALID_REQUEST for each topic, as Kafka's broker answers it.
 """
 
 from __future__ import annotations
@@ -93,6 +97,10 @@ async def handle_metadata(broker: Broker, conn: ServerConnection, header: Reques
     if wanted is None or (version == 0 and not wanted):
         for t in controller.topics.values():
             topics.append(topic_metadata(broker, t))
+    elif version < 12 and any(wt.name is None or wt.topic_id != ZERO_UUID for wt in wanted):
+        return MetadataResponse(throttle_time_ms=0, topics=[mr.MetadataResponseTopic(
+            error_code=errors.InvalidRequestError.code, name=wt.name or "",
+            topic_id=wt.topic_id) for wt in wanted])
     else:
         allow = req.allow_auto_topic_creation and broker.config.bool("auto.create.topics.enable")
         for wt in wanted:
