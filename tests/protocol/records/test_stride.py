@@ -127,3 +127,30 @@ def test_batches_with_other_base_timestamps() -> None:
         slow, fast = _both(encode_batch([b"v" * 30] * 400, timestamps=stamps))
         _same(slow, fast)
         assert fast.timestamps == stamps
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_a_run_cut_by_the_offset_delta_widening_stays_strided(
+        copy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys key-37.. make key-100 the record at offset delta 63, the last whose delta
+    is one byte: its run is that one record. It and every later run are decoded
+    strided; the record-by-record decoder is not called (it took the next 64)."""
+    import kaflite.protocol.records._stride as stride
+
+    n = 3000
+    keys = [b"key-%d" % ((i + 37) % 1000) for i in range(n)]
+    batch = RecordBatch.from_buffer(encode_batch([b"v" * 100] * n, keys=keys,
+                                                 base_timestamp=3))
+    args = (batch.records_buffer(), batch.record_count, batch.base_offset,
+            batch.base_timestamp)
+    slow, _ = decode_columns(*args)
+    calls: list[int] = []
+
+    def counted(buf: memoryview, count: int, *rest: object) -> tuple[RecordColumns, int]:
+        calls.append(count)
+        return decode_columns(buf, count, *rest)   # type: ignore[arg-type]
+
+    monkeypatch.setattr(stride, "decode_columns", counted)
+    fast, _ = decode_columns_fast(*args, copy=copy)
+    _same(slow, fast)
+    assert calls == []

@@ -40,6 +40,10 @@ _MIN_RUN = 16  # fewer records left than this: the slow path decodes them
 # records to the slow path.
 _SHORT_RUN = 4
 _FALLBACK = 64
+# Offset deltas whose varint is one byte wider than the delta before (64: two bytes,
+# 8192: three). A run that ends just before one ended because of it, not because the
+# records vary: it is decoded strided however short (the record at delta 63 alone).
+_OD_WIDENS = frozenset({64, 8192})
 
 
 # zigzag decode of z < 2**14 (one- and two-byte varints)
@@ -143,31 +147,24 @@ def decode_columns_fast(
 ) -> tuple[RecordColumns, int]:
     """Like ``decode_columns``, using strided column decoding where records line up.
 
-    ``copy``: keys, values and header values are ``bytes`` rather than views. The
-    strided runs cut them out of ``buf`` directly; other records are sliced from
-    one ``bytes`` copy of ``buf``, made when the first of them is met (the decoders
-    only index and slice, which ``bytes`` does as ``memoryview`` does).
+    ``copy``: keys, values and header values are ``bytes`` rather than views, all
+    cut out of one ``bytes`` copy of ``buf`` (the decoders only index and slice,
+    which ``bytes`` does as ``memoryview`` does).
 
     ``fields=False`` is for validation: every record is checked as fully, but the
     keys and values of strided runs are not cut out (see ``_Template.decode``).
     """
-    whole: memoryview | None = None
-    # Strided columns and the general decoder both read ``bytes`` faster than a
-    # ``memoryview``. Copies cut out of one ``bytes`` copy of the section, made up
-    # front for small records, else at the first record that does not line up.
-    # Validation (which keeps nothing) always reads from a copy: one memcpy costs
-    # less than the strided views it saves (82 against 97 us per MiB of 1 KiB records).
-    lazy_copy = copy or not fields
-    if not fields or (copy and (isinstance(buf, bytes) or len(buf) < 512 * count)):
-        # Small records: one copy up front is cheaper, because the strided column
-        # checks slice ``bytes`` faster than a ``memoryview`` (which copies a strided
-        # view element by element). Large ones are cut out of the view directly.
-        buf = whole = cast(memoryview, bytes(buf))
+    # The strided column checks and the general decoder both read ``bytes`` faster
+    # than a ``memoryview`` (a strided slice of a view is copied element by element),
+    # so wherever ``bytes`` are wanted (copies, or validation, which keeps nothing)
+    # the section is copied once, up front, whatever its records' size: a memcpy of
+    # 1 MiB takes about 19 us, and without it each run check copied its window of the
+    # view again (1 KiB records with keys key-0..key-999, 1,000 to a batch: 156-190
+    # ns a record, against 131-156 with the one copy; docs/benchmarks.md).
+    if copy or not fields:
+        buf = cast(memoryview, bytes(buf))
     if count < _MIN_RUN:
-        if lazy_copy and whole is None:
-            whole = cast(memoryview, bytes(buf))
-        return decode_columns(cast(memoryview, whole) if lazy_copy else buf, count,
-                              base_offset, base_timestamp, log_append_time)
+        return decode_columns(buf, count, base_offset, base_timestamp, log_append_time)
     out = RecordColumns([], [], [], [], [])
     size = len(buf)
     p = 0
@@ -196,7 +193,7 @@ def decode_columns_fast(
                     k += template.run_length(buf, p + k * template.size, want - k, i + k, p)
                     if k < want:
                         break
-        if k >= _SHORT_RUN and template is not None:
+        if template is not None and (k >= _SHORT_RUN or (k and i + k in _OD_WIDENS)):
             timestamps, keys, values = template.decode(
                 buf, p, k, base_timestamp, copy, fields)
             out.offsets += range(base_offset + i, base_offset + i + k)
@@ -210,10 +207,7 @@ def decode_columns_fast(
             fell_back = False
         else:
             last_run = 0
-            if lazy_copy and whole is None:
-                whole = cast(memoryview, bytes(buf))
-            src = whole if whole is not None else buf
-            bulk = decode_bulk(src, left, base_offset, base_timestamp, None, p, fields) \
+            bulk = decode_bulk(buf, left, base_offset, base_timestamp, None, p, fields) \
                 if fell_back and not bulk_refused and left >= BULK_MIN else None
             if bulk is not None:   # every record left, in one vectorised pass
                 cols, p = bulk
@@ -221,7 +215,7 @@ def decode_columns_fast(
             else:
                 bulk_refused = fell_back and left >= BULK_MIN
                 n = min(left, _FALLBACK)
-                cols, p = decode_columns(src, n, base_offset, base_timestamp, None, p)
+                cols, p = decode_columns(buf, n, base_offset, base_timestamp, None, p)
                 fell_back = True
             if not out.offsets:
                 out = cols
