@@ -307,8 +307,9 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="REV",
                     help="also run kaflite as of git revision REV (e.g. HEAD~1), as "
                          "'kaflite@REV' (with --cluster: its --processes cluster, as "
-                         "'kaflite-procs@REV'), to measure a change against the code "
-                         "before it")
+                         "'kaflite-procs@REV', or its one-process cluster when --only "
+                         "names kaflite and not kaflite-procs), to measure a change "
+                         "against the code before it")
     ap.add_argument("--data-root", metavar="DIR",
                     help="where kaflite's logs are written (default: the temp dir); "
                          "/dev/shm puts them in memory, like Tansu's memory:// storage")
@@ -335,10 +336,11 @@ def main() -> int:
                    if not args.only or name in args.only]
         base = None
         if args.baseline:
-            base = f"kaflite-procs@{args.baseline}" if args.cluster else f"kaflite@{args.baseline}"
+            procs = args.cluster and not (args.only and "kaflite-procs" not in args.only)
+            base = f"kaflite{'-procs' if procs else ''}@{args.baseline}"
             brokers.append((base, stack.enter_context(
-                kaflite_broker(args.baseline, brokers=3, processes=True) if args.cluster
-                else kaflite_broker(args.baseline))))
+                kaflite_broker(args.baseline, brokers=3 if args.cluster else 1,
+                               processes=procs))))
         acks_list = ("1", "all") if args.acks == "both" else (args.acks,)
         for i in range(args.repeat):
             for acks in acks_list:
