@@ -7,10 +7,13 @@ quota gets THROTTLING_QUOTA_EXCEEDED), permissively before (it goes ahead);
 the response's ``throttle_time_ms`` says how long to wait. A ``validate_only``
 request mutates nothing and is not counted.
 
-One request creates at most ``MAX_PARTITIONS_PER_REQUEST`` partitions, Kafka's
-controller's bound (``MAX_PARTITIONS_PER_BATCH``): a request that asks for more
-gets POLICY_VIOLATION for every topic and creates nothing, rather than a broker
-busy for minutes placing a fuzzer's two billion partitions.
+One request creates at most ``MAX_PARTITIONS_PER_REQUEST`` partitions: a request
+that asks for more gets POLICY_VIOLATION for every topic and creates nothing,
+rather than a broker busy for minutes placing a fuzzer's two billion partitions.
+For CreateTopics that is Kafka's controller's check (``MAX_PARTITIONS_PER_BATCH``,
+before the names are checked). For CreatePartitions Kafka's controller bounds the
+records of one operation at the same 10,000 (``MAX_RECORDS_PER_USER_OP``), where
+the topic that overflows fails; kaflite refuses the whole request up front.
 """
 
 from __future__ import annotations
