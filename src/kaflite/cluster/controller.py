@@ -41,7 +41,14 @@ from kaflite.protocol import errors
 from kaflite.security.acl import AclBinding, AclBindingFilter
 from kaflite.security.scram import ScramCredential
 
-__all__ = ["BrokerInfo", "Controller", "Listener", "PartitionState", "TopicState"]
+__all__ = ["MAX_RECORDS_PER_REQUEST", "TOO_LARGE_BATCH", "BrokerInfo", "Controller", "Listener",
+           "PartitionState", "TopicState"]
+
+# Kafka's controller writes at most this many metadata records for one request
+# (MAX_RECORDS_PER_USER_OP); a request that needs more fails with POLICY_VIOLATION
+# and this message.
+MAX_RECORDS_PER_REQUEST = 10_000
+TOO_LARGE_BATCH = "Unable to perform excessively large batch operation."
 
 
 

@@ -88,3 +88,49 @@ def test_acls_survive_a_restart(tmp_path: Path) -> None:
         assert admin.delete_acls([AclBindingFilter(resource_type=ResourceType.GROUP)]) == \
             [prefixed]
         assert admin.describe_acls(AclBindingFilter()) == [GOOD]
+
+
+def test_more_than_ten_thousand_new_acls_in_one_request_fail_whole(tmp_path: Path) -> None:
+    """Kafka's controller writes at most 10,000 records a request: CreateAcls adding more
+    new, distinct bindings, or DeleteAcls removing more, gets POLICY_VIOLATION in every
+    result (the invalid ones too) and changes nothing. Repeats and bindings that exist
+    already do not count."""
+    violation = errors.PolicyViolationError.code
+    message = "Unable to perform excessively large batch operation."
+    group_filter = dq.DeleteAclsFilter(3, None, 1, None, None, 1, 1)   # every GROUP binding
+
+    async def go(cluster: Cluster) -> None:
+        async with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            await admin.create_acls([GOOD])
+            node = await admin._controller()
+            groups = [creation(rt=3, name=f"g-{i}") for i in range(10_001)]
+            resp = await admin._request(node, CreateAclsRequest(
+                creations=[*groups, creation(name="")]))
+            assert {(r.error_code, r.error_message) for r in resp.results} == \
+                {(violation, message)}
+            assert len(resp.results) == 10_002
+            assert [b.name for b in await admin.describe_acls()] == ["kept"]
+            # 10,001 copies of one binding, and one that exists already: two new at most
+            same = [creation(name="same")] * 10_001
+            kept = creation(name="kept", principal="User:alice", op=3)
+            resp = await admin._request(node, CreateAclsRequest(
+                creations=[*same, kept, creation(name="")]))
+            assert [r.error_code for r in resp.results] == [0] * 10_002 + [INVALID]
+            # exactly 10,000 new ones go in
+            resp = await admin._request(node, CreateAclsRequest(creations=groups[:10_000]))
+            assert {r.error_code for r in resp.results} == {0}
+            assert len(await admin.describe_acls()) == 10_002
+            # deleting them all and one more at once is refused whole ...
+            everything = dq.DeleteAclsFilter(1, None, 1, None, None, 1, 1)
+            deleted = await admin._request(node, DeleteAclsRequest(
+                filters=[group_filter, everything]))
+            assert [(r.error_code, r.error_message, r.matching_acls)
+                    for r in deleted.filter_results] == [(violation, message, [])] * 2
+            assert len(await admin.describe_acls()) == 10_002
+            # ... and the 10,000 alone are deleted
+            deleted = await admin._request(node, DeleteAclsRequest(filters=[group_filter]))
+            assert deleted.filter_results[0].error_code == 0
+            assert len(deleted.filter_results[0].matching_acls) == 10_000
+            assert sorted(b.name for b in await admin.describe_acls()) == ["kept", "same"]
+    with Cluster(brokers=1, data_dir=tmp_path, config=CONFIG) as cluster:
+        run(go(cluster))

@@ -10,6 +10,11 @@ INVALID_REQUEST in its own result and the others are still created; a filter
 with an UNKNOWN field gets INVALID_REQUEST (Describe: for the request; Delete:
 for that filter). Nothing is changed by a refused request, and a binding that
 is already there stays as it is.
+
+Kafka's controller writes at most 10,000 records for one request
+(``MAX_RECORDS_PER_USER_OP``): a CreateAcls that would add more new, distinct
+bindings, or a DeleteAcls whose filters would remove more, fails whole with
+POLICY_VIOLATION in every result (the invalid ones too) and changes nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.acl import allows_cluster
+from kaflite.cluster.controller import MAX_RECORDS_PER_REQUEST, TOO_LARGE_BATCH
 from kaflite.cluster.handlers._base import Handler
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
@@ -49,6 +55,7 @@ __all__ = ["HANDLERS"]
 
 INVALID = errors.InvalidRequestError.code
 DENIED = errors.ClusterAuthorizationFailedError.code
+TOO_LARGE = errors.PolicyViolationError.code
 
 
 def _filter(f: DescribeAclsRequest | dq.DeleteAclsFilter) -> AclBindingFilter:
@@ -94,6 +101,10 @@ async def handle_create(broker: Broker, conn: ServerConnection, header: RequestH
             continue
         valid.append(b)
         results.append(cr.AclCreationResult(0, None))
+    existing = broker.controller.acls
+    if len({b for b in valid if b not in existing}) > MAX_RECORDS_PER_REQUEST:
+        return CreateAclsResponse(results=[cr.AclCreationResult(TOO_LARGE, TOO_LARGE_BATCH)
+                                           for _ in req.creations])
     if valid:
         broker.controller.create_acls(valid)
     return CreateAclsResponse(results=results)
@@ -113,8 +124,11 @@ async def handle_delete(broker: Broker, conn: ServerConnection, header: RequestH
             filters.append(str(exc))
             continue
         filters.append(parsed)
-    deleted = iter(broker.controller.delete_acls(
-        [f for f in filters if isinstance(f, AclBindingFilter)]))
+    valid = [f for f in filters if isinstance(f, AclBindingFilter)]
+    if sum(len(broker.controller.acls.describe(f)) for f in valid) > MAX_RECORDS_PER_REQUEST:
+        return DeleteAclsResponse(filter_results=[
+            dr.DeleteAclsFilterResult(TOO_LARGE, TOO_LARGE_BATCH) for _ in req.filters])
+    deleted = iter(broker.controller.delete_acls(valid))
     results = []
     for f in filters:
         if isinstance(f, str):
