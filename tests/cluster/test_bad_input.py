@@ -14,6 +14,7 @@ import socket
 import struct
 import time
 import uuid
+from pathlib import Path
 
 from kaflite.cluster import Cluster
 from kaflite.protocol import decode_response, encode_request
@@ -23,6 +24,8 @@ from kaflite.protocol.messages import (
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     MetadataRequest,
     MetadataRequestTopic,
     MetadataResponse,
@@ -30,6 +33,7 @@ from kaflite.protocol.messages import (
 )
 from kaflite.protocol.messages import create_partitions_request as cpq
 from kaflite.protocol.messages import create_topics_request as ctq
+from kaflite.protocol.messages import delete_topics_request as dtq
 
 
 def _frame(payload: bytes) -> bytes:
@@ -131,9 +135,19 @@ def _exchange(s: socket.socket, api_key: int, version: int, correlation: int,
               body: Struct) -> tuple[int, object]:
     s.sendall(b"".join(bytes(c) for c in encode_request(api_key, version, correlation, "bad",
                                                           body)))
-    size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
-    header, resp = decode_response(s.recv(size, socket.MSG_WAITALL), api_key, version)
+    size = struct.unpack(">i", _read(s, 4))[0]
+    header, resp = decode_response(_read(s, size), api_key, version)
     return header.correlation_id, resp
+
+
+def _read(s: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes (with a timeout set, one recv may return fewer)."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        assert chunk, "connection closed"
+        buf += chunk
+    return bytes(buf)
 
 
 def test_metadata_by_topic_id_before_v12_is_an_invalid_request(cluster3: Cluster) -> None:
@@ -194,3 +208,63 @@ def test_a_request_for_billions_of_partitions_is_refused_at_once(cluster3: Clust
         assert [r.error_code for r in grown.results] == [0]
     assert not {"huge", "small", "half-a", "half-b"} & set(cluster3.controller.topics)
     assert len(cluster3.controller.topics["grows"].partitions) == 3
+
+
+def test_auto_creating_more_than_ten_thousand_partitions_creates_none(cluster3: Cluster) -> None:
+    """Kafka's controller refuses to create more than 10,000 partitions for one request,
+    and a broker answers every topic it asked to auto-create LEADER_NOT_AVAILABLE. One
+    Metadata request naming 10,001 new topics kept kaflite's event loop creating topics
+    for over a minute (8 s a thousand); now it creates none. An invalid name is still
+    INVALID_TOPIC_EXCEPTION, a topic that exists is answered, and a request under the
+    bound still creates its topics."""
+    cluster3.create_topic("there", partitions=1, replication_factor=1)
+    before = set(cluster3.controller.topics)
+    names = [f"auto-{i}" for i in range(10_001)]
+    wanted = [MetadataRequestTopic(name=n) for n in [*names, "bad name!", "there"]]
+    with socket.create_connection(("127.0.0.1", cluster3.broker(0).port), timeout=60) as s:
+        _, resp = _exchange(s, 3, 12, 1, MetadataRequest(topics=wanted,
+                                                         allow_auto_topic_creation=True))
+        assert isinstance(resp, MetadataResponse)
+        codes = [t.error_code for t in resp.topics]
+        assert codes == [5] * len(names) + [17, 0]   # LEADER_NOT_AVAILABLE, INVALID_TOPIC
+        assert set(cluster3.controller.topics) == before
+        _, resp = _exchange(s, 3, 12, 2, MetadataRequest(
+            topics=[MetadataRequestTopic(name=n) for n in names[:2]],
+            allow_auto_topic_creation=True))
+        assert isinstance(resp, MetadataResponse)
+        assert [(t.name, t.error_code) for t in resp.topics] == [(n, 0) for n in names[:2]]
+    assert set(cluster3.controller.topics) == before | set(names[:2])
+
+
+def test_one_request_writes_the_metadata_file_once(tmp_path: Path) -> None:
+    """CreateTopics, DeleteTopics and Metadata's auto-creation of many topics write the
+    controller's metadata file once a request, not once a topic (which made a request
+    of n topics cost n writes of a file that grows with n)."""
+    with Cluster(brokers=1, data_dir=tmp_path) as cluster, \
+            socket.create_connection(("127.0.0.1", cluster.broker(0).port), timeout=60) as s:
+        controller = cluster.controller
+        names = [f"many-{i}" for i in range(30)]
+        before = controller.writes
+        _, created = _exchange(s, 19, 7, 1, CreateTopicsRequest(topics=[
+            ctq.CreatableTopic(name=n, num_partitions=2, replication_factor=1)
+            for n in names]))
+        assert isinstance(created, CreateTopicsResponse)
+        assert {t.error_code for t in created.topics} == {0}
+        assert controller.writes == before + 1
+        before = controller.writes
+        _, meta = _exchange(s, 3, 12, 2, MetadataRequest(
+            topics=[MetadataRequestTopic(name=f"auto-{i}") for i in range(10)],
+            allow_auto_topic_creation=True))
+        assert isinstance(meta, MetadataResponse)
+        assert {t.error_code for t in meta.topics} == {0}
+        assert controller.writes == before + 1
+        before = controller.writes
+        _, deleted = _exchange(s, 20, 6, 3, DeleteTopicsRequest(
+            topics=[dtq.DeleteTopicState(name=n) for n in names]))
+        assert isinstance(deleted, DeleteTopicsResponse)
+        assert {r.error_code for r in deleted.responses} == {0}
+        assert controller.writes == before + 1
+    # and what was written is what a restart reads
+    with Cluster(brokers=1, data_dir=tmp_path) as cluster:
+        assert {f"auto-{i}" for i in range(10)} <= set(cluster.controller.topics)
+        assert not set(names) & set(cluster.controller.topics)

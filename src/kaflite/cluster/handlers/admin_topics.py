@@ -22,6 +22,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.configs import effective_topic_configs, validate_topic_configs
+from kaflite.cluster.controller import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers.metadata import validate_topic_name
 from kaflite.cluster.quotas.enforce import MutationQuota
@@ -52,8 +53,6 @@ SOURCES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG
 # The first version of each API that answers THROTTLING_QUOTA_EXCEEDED (strict quota).
 STRICT_SINCE = {CreateTopicsRequest.API_KEY: 6, DeleteTopicsRequest.API_KEY: 5,
                 CreatePartitionsRequest.API_KEY: 3}
-MAX_PARTITIONS_PER_REQUEST = 10_000
-_TOO_MANY = "Excessively large number of partitions per request."
 
 
 def _mutation_quota(broker: Broker, conn: ServerConnection, header: RequestHeader) -> MutationQuota:
@@ -105,35 +104,37 @@ async def handle_create_topics(broker: Broker, conn: ServerConnection, header: R
     asked = sum(len(t.assignments) if t.assignments else
                 default if t.num_partitions == -1 else max(t.num_partitions, 0)
                 for t in req.topics)
-    for t in req.topics:
-        res = ctr.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=0)
-        try:
-            if asked > MAX_PARTITIONS_PER_REQUEST:   # (Kafka checks it before the names)
-                raise errors.PolicyViolationError(_TOO_MANY)
-            if seen[t.name] > 1:
-                raise errors.InvalidRequestError(f"Duplicate topic name {t.name}")
-            validate_topic_name(t.name)
-            if t.name in controller.topics:
-                raise errors.TopicAlreadyExistsError(f"Topic '{t.name}' already exists.")
+    with controller.batched():   # (one write of the metadata)
+        for t in req.topics:
+            res = ctr.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=0)
             try:
-                configs = validate_topic_configs({c.name: c.value for c in t.configs})
-            except ConfigError as exc:
-                raise errors.InvalidConfigError(exc.message) from None
-            plan = _plan(broker, t)
-            res.num_partitions = len(plan)
-            res.replication_factor = len(plan[0])
-            if not req.validate_only:
-                quota.record(len(plan))
-                topic = controller.create_topic(t.name, plan, configs)
-                res.topic_id = topic.topic_id
-            res.configs = [
-                ctr.CreatableTopicConfigs(name, value, False, SOURCES[source], False)
-                for name, (value, source) in effective_topic_configs(configs, broker.config).items()
-            ]
-        except errors.KafkaError as exc:
-            res.error_code, res.error_message = exc.code, exc.message
-            res.num_partitions = res.replication_factor = -1
-        results.append(res)
+                if asked > MAX_PARTITIONS_PER_REQUEST:   # (Kafka checks it before the names)
+                    raise errors.PolicyViolationError(TOO_MANY_PARTITIONS)
+                if seen[t.name] > 1:
+                    raise errors.InvalidRequestError(f"Duplicate topic name {t.name}")
+                validate_topic_name(t.name)
+                if t.name in controller.topics:
+                    raise errors.TopicAlreadyExistsError(f"Topic '{t.name}' already exists.")
+                try:
+                    configs = validate_topic_configs({c.name: c.value for c in t.configs})
+                except ConfigError as exc:
+                    raise errors.InvalidConfigError(exc.message) from None
+                plan = _plan(broker, t)
+                res.num_partitions = len(plan)
+                res.replication_factor = len(plan[0])
+                if not req.validate_only:
+                    quota.record(len(plan))
+                    topic = controller.create_topic(t.name, plan, configs)
+                    res.topic_id = topic.topic_id
+                effective = effective_topic_configs(configs, broker.config)
+                res.configs = [
+                    ctr.CreatableTopicConfigs(name, value, False, SOURCES[source], False)
+                    for name, (value, source) in effective.items()
+                ]
+            except errors.KafkaError as exc:
+                res.error_code, res.error_message = exc.code, exc.message
+                res.num_partitions = res.replication_factor = -1
+            results.append(res)
     return CreateTopicsResponse(throttle_time_ms=_throttle(conn, quota), topics=results)
 
 
@@ -144,25 +145,26 @@ async def handle_delete_topics(broker: Broker, conn: ServerConnection, header: R
     wanted: list[tuple[str | None, uuid.UUID]] = [(n, ZERO_UUID) for n in req.topic_names]
     wanted += [(t.name, t.topic_id) for t in req.topics]
     responses = []
-    for name, topic_id in wanted:
-        res = dtr.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
-        try:
-            if name is None:
-                topic = controller.topics_by_id.get(topic_id)
+    with controller.batched():   # (one write of the metadata)
+        for name, topic_id in wanted:
+            res = dtr.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
+            try:
+                if name is None:
+                    topic = controller.topics_by_id.get(topic_id)
+                    if topic is None:
+                        raise errors.UnknownTopicIdError(str(topic_id))
+                    name = res.name = topic.name
+                topic = controller.topics.get(name)
                 if topic is None:
-                    raise errors.UnknownTopicIdError(str(topic_id))
-                name = res.name = topic.name
-            topic = controller.topics.get(name)
-            if topic is None:
-                raise errors.UnknownTopicOrPartitionError(name)
-            if topic.internal:
-                raise errors.TopicDeletionDisabledError(f"{name} is internal")
-            res.topic_id = topic.topic_id
-            quota.record(len(topic.partitions))
-            controller.delete_topic(name)
-        except errors.KafkaError as exc:
-            res.error_code, res.error_message = exc.code, exc.message
-        responses.append(res)
+                    raise errors.UnknownTopicOrPartitionError(name)
+                if topic.internal:
+                    raise errors.TopicDeletionDisabledError(f"{name} is internal")
+                res.topic_id = topic.topic_id
+                quota.record(len(topic.partitions))
+                controller.delete_topic(name)
+            except errors.KafkaError as exc:
+                res.error_code, res.error_message = exc.code, exc.message
+            responses.append(res)
     return DeleteTopicsResponse(throttle_time_ms=_throttle(conn, quota), responses=responses)
 
 
@@ -176,43 +178,45 @@ async def handle_create_partitions(broker: Broker, conn: ServerConnection, heade
         topic = controller.topics.get(t.name)
         if topic is not None:
             asked += max(t.count - len(topic.partitions), 0)
-    for t in req.topics:
-        res = cpr.CreatePartitionsTopicResult(name=t.name, error_code=0)
-        try:
-            if asked > MAX_PARTITIONS_PER_REQUEST:
-                raise errors.PolicyViolationError(_TOO_MANY)
-            topic = controller.topics.get(t.name)
-            if topic is None:
-                raise errors.UnknownTopicOrPartitionError(t.name)
-            current = len(topic.partitions)
-            if t.count < current:
-                raise errors.InvalidPartitionsError(
-                    f"Topic currently has {current} partitions, which is higher than the "
-                    f"requested {t.count}.")
-            if t.count == current:
-                raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
-            rf = len(topic.partitions[0].replicas)
-            if t.assignments is not None:
-                if len(t.assignments) != t.count - current:
-                    raise errors.InvalidReplicaAssignmentError(
-                        f"Increasing the number of partitions by {t.count - current} but "
-                        f"{len(t.assignments)} assignments provided.")
-                plan = [list(a.broker_ids) for a in t.assignments]
-                for replicas in plan:
-                    if any(b not in controller.brokers for b in replicas):
-                        raise errors.InvalidReplicaAssignmentError(f"unknown broker in {replicas}")
-                    if len(replicas) != rf or len(set(replicas)) != rf:
+    with controller.batched():   # (one write of the metadata)
+        for t in req.topics:
+            res = cpr.CreatePartitionsTopicResult(name=t.name, error_code=0)
+            try:
+                if asked > MAX_PARTITIONS_PER_REQUEST:
+                    raise errors.PolicyViolationError(TOO_MANY_PARTITIONS)
+                topic = controller.topics.get(t.name)
+                if topic is None:
+                    raise errors.UnknownTopicOrPartitionError(t.name)
+                current = len(topic.partitions)
+                if t.count < current:
+                    raise errors.InvalidPartitionsError(
+                        f"Topic currently has {current} partitions, which is higher than the "
+                        f"requested {t.count}.")
+                if t.count == current:
+                    raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
+                rf = len(topic.partitions[0].replicas)
+                if t.assignments is not None:
+                    if len(t.assignments) != t.count - current:
                         raise errors.InvalidReplicaAssignmentError(
-                            f"the assignment {replicas} is not {rf} distinct brokers, as the "
-                            f"topic's other partitions have")
-            else:
-                plan = controller.assign_replicas(t.count - current, rf, start=current)
-            if not req.validate_only:
-                quota.record(t.count - current)
-                controller.create_partitions(t.name, plan)
-        except errors.KafkaError as exc:
-            res.error_code, res.error_message = exc.code, exc.message
-        results.append(res)
+                            f"Increasing the number of partitions by {t.count - current} but "
+                            f"{len(t.assignments)} assignments provided.")
+                    plan = [list(a.broker_ids) for a in t.assignments]
+                    for replicas in plan:
+                        if any(b not in controller.brokers for b in replicas):
+                            raise errors.InvalidReplicaAssignmentError(
+                                f"unknown broker in {replicas}")
+                        if len(replicas) != rf or len(set(replicas)) != rf:
+                            raise errors.InvalidReplicaAssignmentError(
+                                f"the assignment {replicas} is not {rf} distinct brokers, as the "
+                                f"topic's other partitions have")
+                else:
+                    plan = controller.assign_replicas(t.count - current, rf, start=current)
+                if not req.validate_only:
+                    quota.record(t.count - current)
+                    controller.create_partitions(t.name, plan)
+            except errors.KafkaError as exc:
+                res.error_code, res.error_message = exc.code, exc.message
+            results.append(res)
     return CreatePartitionsResponse(throttle_time_ms=_throttle(conn, quota), results=results)
 
 

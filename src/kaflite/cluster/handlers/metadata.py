@@ -7,6 +7,12 @@ a leader reports LEADER_NOT_AVAILABLE. Unknown topics are created when both the
 request (v4+ ``allow_auto_topic_creation``) and the broker
 (``auto.create.topics.enable``) allow it.
 
+Auto-created topics are created at once, all of a request's in one write of the
+metadata. As in Kafka, whose controller refuses a creation of more than 10,000
+partitions, a request whose new topics would need more creates none of them:
+they are answered LEADER_NOT_AVAILABLE, as Kafka answers every topic it asked
+its controller to create.
+
 Topic ids in the request are v12's: before it a topic needs a name and no id
 (v10 and v11 carry the field but the response cannot name a topic by id).
 Such a request gets INVALID_REQUEST for each topic, as Kafka's broker answers it.
@@ -15,9 +21,10 @@ Such a request gets INVALID_REQUEST for each topic, as Kafka's broker answers it
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.controller import TopicState
+from kaflite.cluster.controller import MAX_PARTITIONS_PER_REQUEST, TopicState
 from kaflite.cluster.handlers._base import Handler
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
@@ -28,6 +35,7 @@ from kaflite.protocol.messages import (
     MetadataResponse,
 )
 from kaflite.protocol.messages import describe_cluster_response as dc
+from kaflite.protocol.messages import metadata_request as mq
 from kaflite.protocol.messages import metadata_response as mr
 from kaflite.protocol.primitives import ZERO_UUID
 
@@ -88,6 +96,54 @@ def topic_metadata(broker: Broker, topic: TopicState) -> mr.MetadataResponseTopi
     )
 
 
+def _creatable(topics: Mapping[str, TopicState], wanted: list[mq.MetadataRequestTopic]
+               ) -> set[str]:
+    """The distinct names in ``wanted`` that auto-creation would create (unknown, valid)."""
+    names: set[str] = set()
+    for wt in wanted:
+        if wt.name and wt.name not in topics and wt.name not in names:
+            try:
+                validate_topic_name(wt.name)
+            except errors.KafkaError:
+                continue
+            names.add(wt.name)
+    return names
+
+
+def _wanted(broker: Broker, wanted: list[mq.MetadataRequestTopic], create: bool,
+            unknown: int) -> list[mr.MetadataResponseTopic]:
+    """The metadata of each wanted topic. A topic that does not exist is created where
+    ``create``, else answered ``unknown`` (INVALID_TOPIC_EXCEPTION for an invalid name,
+    when ``unknown`` says it would have been created)."""
+    controller = broker.controller
+    out = []
+    for wt in wanted:
+        if wt.name is None and wt.topic_id != ZERO_UUID:
+            t = controller.topics_by_id.get(wt.topic_id)
+            if t is None:
+                out.append(mr.MetadataResponseTopic(
+                    error_code=errors.UnknownTopicIdError.code, name=None,
+                    topic_id=wt.topic_id))
+                continue
+        else:
+            name = wt.name or ""
+            t = controller.topics.get(name)
+            if t is None:
+                code = unknown
+                try:
+                    if create:
+                        t = auto_create(broker, name)
+                    elif unknown == errors.LeaderNotAvailableError.code:
+                        validate_topic_name(name)
+                except errors.KafkaError as exc:
+                    code = exc.code
+                if t is None:
+                    out.append(mr.MetadataResponseTopic(error_code=code, name=name))
+                    continue
+        out.append(topic_metadata(broker, t))
+    return out
+
+
 async def handle_metadata(broker: Broker, conn: ServerConnection, header: RequestHeader,
                           req: MetadataRequest) -> MetadataResponse:
     controller = broker.controller
@@ -103,29 +159,14 @@ async def handle_metadata(broker: Broker, conn: ServerConnection, header: Reques
             topic_id=wt.topic_id) for wt in wanted])
     else:
         allow = req.allow_auto_topic_creation and broker.config.bool("auto.create.topics.enable")
-        for wt in wanted:
-            t = None
-            if wt.name is None and wt.topic_id != ZERO_UUID:
-                t = controller.topics_by_id.get(wt.topic_id)
-                if t is None:
-                    topics.append(mr.MetadataResponseTopic(
-                        error_code=errors.UnknownTopicIdError.code, name=None,
-                        topic_id=wt.topic_id))
-                    continue
-            else:
-                name = wt.name or ""
-                t = controller.topics.get(name)
-                if t is None:
-                    code = errors.UnknownTopicOrPartitionError.code
-                    if allow:
-                        try:
-                            t = auto_create(broker, name)
-                        except errors.KafkaError as exc:
-                            code = exc.code
-                    if t is None:
-                        topics.append(mr.MetadataResponseTopic(error_code=code, name=name))
-                        continue
-            topics.append(topic_metadata(broker, t))
+        if allow and len(_creatable(controller.topics, wanted)) \
+                * broker.config.int("num.partitions") > MAX_PARTITIONS_PER_REQUEST:
+            allow = False
+            unknown = errors.LeaderNotAvailableError.code
+        else:
+            unknown = errors.UnknownTopicOrPartitionError.code
+        with controller.batched():   # (one write of the metadata)
+            topics += _wanted(broker, wanted, allow, unknown)
     brokers = [mr.MetadataResponseBroker(node, host, port, rack)
                for node, host, port, rack in listener_brokers(broker, conn)]
     return MetadataResponse(
