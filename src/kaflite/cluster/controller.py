@@ -22,10 +22,11 @@ everywhere at once.
 The metadata is persisted as JSON in ``<data_dir>/__cluster_metadata.json`` so a
 restarted cluster comes back with the same topics, ids and assignments. Each
 change writes the whole file, before the request that made it is answered; a
-request that makes many changes (CreateTopics, DeleteTopics, Metadata's
-auto-creation) runs them in ``batched()``, which writes it once at the end, as
-KRaft's controller appends one request's records as one batch. (Once a topic,
-1,000 topics in one Metadata request took 8 s, most of it writing the file.)
+request that makes many changes (CreateTopics, DeleteTopics, CreatePartitions,
+Metadata's auto-creation) runs them in ``batched()``, which writes it once at the
+end, as KRaft's controller appends one request's records as one batch. (Written
+once a topic, 1,000 topics in one Metadata request took 8 s, most of it writing
+the file.)
 """
 
 from __future__ import annotations
