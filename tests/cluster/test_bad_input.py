@@ -34,6 +34,7 @@ from kaflite.protocol.messages import (
 from kaflite.protocol.messages import create_partitions_request as cpq
 from kaflite.protocol.messages import create_topics_request as ctq
 from kaflite.protocol.messages import delete_topics_request as dtq
+from tests._net import recv_exactly
 
 
 def _frame(payload: bytes) -> bytes:
@@ -135,19 +136,9 @@ def _exchange(s: socket.socket, api_key: int, version: int, correlation: int,
               body: Struct) -> tuple[int, object]:
     s.sendall(b"".join(bytes(c) for c in encode_request(api_key, version, correlation, "bad",
                                                           body)))
-    size = struct.unpack(">i", _read(s, 4))[0]
-    header, resp = decode_response(_read(s, size), api_key, version)
+    size = struct.unpack(">i", recv_exactly(s, 4))[0]
+    header, resp = decode_response(recv_exactly(s, size), api_key, version)
     return header.correlation_id, resp
-
-
-def _read(s: socket.socket, n: int) -> bytes:
-    """Exactly ``n`` bytes (with a timeout set, one recv may return fewer)."""
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        assert chunk, "connection closed"
-        buf += chunk
-    return bytes(buf)
 
 
 def test_metadata_by_topic_id_before_v12_is_an_invalid_request(cluster3: Cluster) -> None:

@@ -19,19 +19,11 @@ from kaflite.protocol.messages import FetchRequest
 from kaflite.protocol.messages._generated.fetch_request import FetchPartition, FetchTopic
 from kaflite.proxy import Proxy
 from kaflite.proxy.session import WRITE_HIGH
+from tests._net import recv_exactly
 from tests.conftest import wait_for
 
 REQUESTS = 40
 MB = 1024 * 1024
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = sock.recv(min(n - len(out), MB))
-        assert chunk, "the proxy closed the connection"
-        out += chunk
-    return bytes(out)
 
 
 def test_a_client_that_does_not_read_pauses_its_upstream(cluster3: Cluster) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from kaflite.protocol.primitives import Reader, Writer
 from kaflite.protocol.records import Compression, encode_batch
+from tests._net import recv_exactly
 from tests._tansu import tansu_broker
 
 pytestmark = pytest.mark.interop
@@ -51,8 +52,8 @@ def _produce_v3(port: int, topic: str, records: bytes) -> tuple[int, int]:
     payload = w.getvalue()
     with socket.create_connection(("127.0.0.1", port), timeout=15) as s:
         s.sendall(len(payload).to_bytes(4, "big") + payload)
-        size = int.from_bytes(_recv_exactly(s, 4), "big")
-        r = Reader(_recv_exactly(s, size))
+        size = int.from_bytes(recv_exactly(s, 4), "big")
+        r = Reader(recv_exactly(s, size))
     assert r.int32() == 7
     assert r.array_len() == 1
     assert r.string() == topic
@@ -61,16 +62,6 @@ def _produce_v3(port: int, topic: str, records: bytes) -> tuple[int, int]:
     error = r.int16()
     base_offset = r.int64()
     return error, base_offset
-
-
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        buf += chunk
-    return bytes(buf)
 
 
 @pytest.mark.parametrize("codec", list(Compression), ids=lambda c: c.name.lower())
