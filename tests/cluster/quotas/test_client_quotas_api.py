@@ -38,3 +38,31 @@ def test_alter_describe_filters_and_bad_input() -> None:
         admin.alter_client_quotas([Alter({"user": "alice"}, {"producer_byte_rate": None})])
         after = admin.describe_client_quotas([Filter.of_any("user")], strict=True)
         assert after == {}   # bob was only validated, alice's only key removed
+
+
+def test_more_than_ten_thousand_quota_changes_in_one_request_fail_whole() -> None:
+    """Kafka's controller writes at most 10,000 records a request, one a quota that changes:
+    more fail every entry with POLICY_VIOLATION and change nothing. Values set again
+    unchanged do not count; removals of quotas that are there do."""
+    users = [f"u-{i}" for i in range(10_001)]
+    with Cluster(brokers=1) as cluster, \
+            Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        with pytest.raises(errors.PolicyViolationError,
+                           match="excessively large batch operation"):
+            admin.alter_client_quotas([Alter({"user": u}, {"producer_byte_rate": 1024})
+                                       for u in users])
+        assert admin.describe_client_quotas() == {}
+        admin.alter_client_quotas([Alter({"user": u}, {"producer_byte_rate": 1024})
+                                   for u in users[:10_000]])
+        # the same 10,000 values again and one new one: one change
+        admin.alter_client_quotas([Alter({"user": u}, {"producer_byte_rate": 1024})
+                                   for u in users])
+        assert len(admin.describe_client_quotas()) == 10_001
+        # 10,001 removals at once are refused; 10,000 go through
+        with pytest.raises(errors.PolicyViolationError):
+            admin.alter_client_quotas([Alter({"user": u}, {"producer_byte_rate": None})
+                                       for u in users])
+        assert len(admin.describe_client_quotas()) == 10_001
+        admin.alter_client_quotas([Alter({"user": u}, {"producer_byte_rate": None})
+                                   for u in users[1:]])
+        assert admin.describe_client_quotas() == {(("user", "u-0"),): {"producer_byte_rate": 1024}}

@@ -16,7 +16,10 @@ unknown type, an empty name, a combination other than user, client-id, user
 and client-id) or a bad op (an unknown key, a key twice, a value that is not a
 positive number, a fraction for a byte rate) fails that entry with
 INVALID_REQUEST and leaves it unchanged. ``validate_only`` checks and changes
-nothing. kaflite has no IP connection-rate quotas: an ``ip`` entity is refused
+nothing. As Kafka's controller (at most 10,000 records for one request,
+``MAX_RECORDS_PER_USER_OP``: one a quota that changes), a request whose valid
+entries would change more than 10,000 quotas fails whole: POLICY_VIOLATION in
+every entry, nothing changed. kaflite has no IP connection-rate quotas: an ``ip`` entity is refused
 as invalid.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kaflite.cluster.controller import MAX_RECORDS_PER_REQUEST, TOO_LARGE_BATCH
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.quotas.entities import (
     CLIENT_ID,
@@ -147,7 +151,14 @@ async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHe
             changes.append((entity_from_pairs(pairs),
                             {op.key: op.value for op in entry.ops if not op.remove},
                             {op.key for op in entry.ops if op.remove}))
-    if changes and not req.validate_only:
+    store = broker.controller.client_quotas
+    changed = sum(sum(store.get(entity, k) != v for k, v in sets.items())
+                  + sum(store.get(entity, k) is not None for k in removals)
+                  for entity, sets, removals in changes)
+    if changed > MAX_RECORDS_PER_REQUEST:
+        for r in results:
+            r.error_code, r.error_message = errors.PolicyViolationError.code, TOO_LARGE_BATCH
+    elif changes and not req.validate_only:
         broker.controller.alter_client_quotas(changes)
     return AlterClientQuotasResponse(entries=results)
 
