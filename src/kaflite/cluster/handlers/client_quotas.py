@@ -19,8 +19,8 @@ INVALID_REQUEST and leaves it unchanged. ``validate_only`` checks and changes
 nothing. As Kafka's controller (at most 10,000 records for one request,
 ``MAX_RECORDS_PER_USER_OP``: one a quota that changes), a request whose valid
 entries would change more than 10,000 quotas fails whole: POLICY_VIOLATION in
-every entry, nothing changed. kaflite has no IP connection-rate quotas: an ``ip`` entity is refused
-as invalid.
+every entry, nothing changed. kaflite has no IP connection-rate quotas: an
+``ip`` entity is refused as invalid.
 """
 
 from __future__ import annotations

@@ -110,11 +110,12 @@ def _creatable(topics: Mapping[str, TopicState], wanted: list[mq.MetadataRequest
     return names
 
 
-def _wanted(broker: Broker, wanted: list[mq.MetadataRequestTopic], create: bool,
-            unknown: int) -> list[mr.MetadataResponseTopic]:
-    """The metadata of each wanted topic. A topic that does not exist is created where
-    ``create``, else answered ``unknown`` (INVALID_TOPIC_EXCEPTION for an invalid name,
-    when ``unknown`` says it would have been created)."""
+def _wanted(broker: Broker, wanted: list[mq.MetadataRequestTopic], create: bool | None
+            ) -> list[mr.MetadataResponseTopic]:
+    """The metadata of each wanted topic. A topic that does not exist is created when
+    ``create`` is True; when it is False (creation refused) it is answered
+    LEADER_NOT_AVAILABLE, when None (not asked) UNKNOWN_TOPIC_OR_PARTITION. An invalid
+    name that creation would have met is INVALID_TOPIC_EXCEPTION."""
     controller = broker.controller
     out = []
     for wt in wanted:
@@ -129,11 +130,12 @@ def _wanted(broker: Broker, wanted: list[mq.MetadataRequestTopic], create: bool,
             name = wt.name or ""
             t = controller.topics.get(name)
             if t is None:
-                code = unknown
+                code = errors.UnknownTopicOrPartitionError.code if create is None \
+                    else errors.LeaderNotAvailableError.code
                 try:
                     if create:
                         t = auto_create(broker, name)
-                    elif unknown == errors.LeaderNotAvailableError.code:
+                    elif create is not None:
                         validate_topic_name(name)
                 except errors.KafkaError as exc:
                     code = exc.code
@@ -158,15 +160,12 @@ async def handle_metadata(broker: Broker, conn: ServerConnection, header: Reques
             error_code=errors.InvalidRequestError.code, name=wt.name or "",
             topic_id=wt.topic_id) for wt in wanted])
     else:
-        allow = req.allow_auto_topic_creation and broker.config.bool("auto.create.topics.enable")
-        if allow and len(_creatable(controller.topics, wanted)) \
-                * broker.config.int("num.partitions") > MAX_PARTITIONS_PER_REQUEST:
-            allow = False
-            unknown = errors.LeaderNotAvailableError.code
-        else:
-            unknown = errors.UnknownTopicOrPartitionError.code
+        create: bool | None = None
+        if req.allow_auto_topic_creation and broker.config.bool("auto.create.topics.enable"):
+            create = len(_creatable(controller.topics, wanted)) \
+                * broker.config.int("num.partitions") <= MAX_PARTITIONS_PER_REQUEST
         with controller.batched():   # (one write of the metadata)
-            topics += _wanted(broker, wanted, allow, unknown)
+            topics += _wanted(broker, wanted, create)
     brokers = [mr.MetadataResponseBroker(node, host, port, rack)
                for node, host, port, rack in listener_brokers(broker, conn)]
     return MetadataResponse(
