@@ -39,9 +39,22 @@ class RdMember:
     def _run(self) -> None:
         from confluent_kafka import Consumer as RdConsumer
 
+        # The assignment is recorded in the rebalance callbacks, which librdkafka runs in
+        # poll() before it acknowledges the change to the coordinator: read after each
+        # poll instead, it could still show partitions already revoked and owned by
+        # another member (a test saw "two owners" that way).
+        def assigned(_: Any, partitions: list[Any]) -> None:
+            with self._lock:
+                self.assignment |= {tp.partition for tp in partitions}
+
+        def revoked(_: Any, partitions: list[Any]) -> None:
+            with self._lock:
+                self.assignment -= {tp.partition for tp in partitions}
+
         try:
             consumer = RdConsumer(self.conf)
-            consumer.subscribe([self.topic])
+            consumer.subscribe([self.topic], on_assign=assigned, on_revoke=revoked,
+                               on_lost=revoked)
             try:
                 while not self._stop.is_set():
                     msg = consumer.poll(0.05)
@@ -53,7 +66,6 @@ class RdMember:
                     owned = consumer.assignment()
                     positions = consumer.position(owned) if owned else []
                     with self._lock:
-                        self.assignment = {tp.partition for tp in owned}
                         self.positions = {tp.partition: tp.offset for tp in positions}
             finally:
                 consumer.close()
