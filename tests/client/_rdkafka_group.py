@@ -4,6 +4,7 @@ that put it in one group with kaflite's consumers, on either group protocol."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 
@@ -26,6 +27,8 @@ class RdMember:
         self.topic = topic
         self.records: list[tuple[int, bytes]] = []
         self.assignment: set[int] = set()
+        # (monotonic time, "assigned" | "revoked" | "lost", partitions), from its callbacks
+        self.calls: list[tuple[float, str, frozenset[int]]] = []
         self.positions: dict[int, int] = {}   # partition -> next offset to fetch
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -46,15 +49,22 @@ class RdMember:
         def assigned(_: Any, partitions: list[Any]) -> None:
             with self._lock:
                 self.assignment |= {tp.partition for tp in partitions}
+                self._record("assigned", partitions)
 
         def revoked(_: Any, partitions: list[Any]) -> None:
             with self._lock:
                 self.assignment -= {tp.partition for tp in partitions}
+                self._record("revoked", partitions)
+
+        def lost(_: Any, partitions: list[Any]) -> None:
+            with self._lock:
+                self.assignment -= {tp.partition for tp in partitions}
+                self._record("lost", partitions)
 
         try:
             consumer = RdConsumer(self.conf)
             consumer.subscribe([self.topic], on_assign=assigned, on_revoke=revoked,
-                               on_lost=revoked)
+                               on_lost=lost)
             try:
                 while not self._stop.is_set():
                     msg = consumer.poll(0.05)
@@ -71,6 +81,11 @@ class RdMember:
                 consumer.close()
         except BaseException as exc:
             self.error = exc
+
+    def _record(self, kind: str, partitions: list[Any]) -> None:
+        if partitions:
+            self.calls.append((time.monotonic(), kind,
+                               frozenset(tp.partition for tp in partitions)))
 
     def snapshot(self) -> tuple[set[int], list[tuple[int, bytes]]]:
         with self._lock:
