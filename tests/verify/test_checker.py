@@ -121,7 +121,7 @@ def test_a_clean_history_is_valid() -> None:
 
 
 def test_every_kind_has_a_description() -> None:
-    assert len(KINDS) == 16 and "G1a" in KINDS and "stuck" in KINDS
+    assert len(KINDS) == 17 and "G1a" in KINDS and "stuck" in KINDS and "two-owners" in KINDS
 
 
 # -- writes -------------------------------------------------------------------------------

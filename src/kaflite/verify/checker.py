@@ -36,6 +36,9 @@ unprocessed              committed in a consume-transform-produce input, never i
                          the committed output
 stuck                    a group did not reach a partition's last record within the
                          progress bound after its writers stopped (alive but stuck)
+two-owners               a member polled or committed a partition the coordinator had
+                         given to another member, and let it go by revoking it or
+                         closing, not as lost: it was never told (``_ownership``)
 incomplete               the history cannot be checked (no drain of a written topic)
 =======================  =============================================================
 
@@ -54,6 +57,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from kaflite.verify._ownership import check_ownership
 from kaflite.verify.history import (
     Assign,
     Commit,
@@ -85,6 +89,7 @@ DESCRIPTIONS: dict[str, str] = {
     "unseen": "in the log, never read by a group that read the topic",
     "unprocessed": "consume-transform-produce input never in the output",
     "stuck": "a group never reached the log end after the faults (alive but stuck)",
+    "two-owners": "a member acted on a partition given to another, never told it lost it",
     "incomplete": "the history cannot be checked",
 }
 KINDS = tuple(DESCRIPTIONS)
@@ -176,12 +181,15 @@ def check(ops: Sequence[Op], progress_bound: float | None = None) -> CheckResult
     _check_txns(found, ops, physical, committed)
     _check_groups(found, ops, physical, committed, bound)
     _check_transforms(found, meta, committed)
+    owned, ownership_stats = check_ownership(ops)
+    for finding in owned:
+        found.add(finding.kind, finding.key, **finding.example)
 
     faults: dict[str, int] = defaultdict(int)
     for op in ops:
         if isinstance(op, Fault) and op.error is None:
             faults[op.fault] += 1
-    stats = _stats(ops)
+    stats = _stats(ops) | ownership_stats
     counts = {k: found.counts.get(k, 0) for k in KINDS}
     return CheckResult(valid=not any(counts.values()), counts=counts,
                        examples={k: v for k, v in found.examples.items() if v},

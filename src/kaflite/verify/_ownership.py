@@ -1,0 +1,141 @@
+"""Exclusive ownership of a group's partitions, judged from the members' own callbacks.
+
+Theory of operation
+-------------------
+Every consumer records each assignment change its library reports (``Assign``:
+``assign``, ``revoke``, ``lost``, and ``close`` for all it held), and every poll and
+commit. A member *holds* a partition from its ``assign`` to its next ``revoke``,
+``lost`` or ``close``. When a second member is assigned a partition the first one
+still holds, the two overlap, until either lets it go.
+
+Whether an overlap is an anomaly depends on how the first holder let go:
+
+* ``lost``: the coordinator had fenced it (session expired, a stall past
+  ``max.poll.interval.ms``, a FENCED_MEMBER_EPOCH), and it learned so afterwards.
+  A member cut off from its coordinator cannot know sooner, under any protocol;
+  such overlaps are counted (``fenced overlaps``) and their longest window kept,
+  but they are not anomalies.
+* ``revoke``, ``close``, or never: it believed it still owned the partition, and
+  nothing told it otherwise, while the coordinator had given it away. That is a
+  partition with two live owners, which no protocol allows: classic eager and
+  cooperative groups hand a partition over only after its owner revoked it (in its
+  JoinGroup), and KIP-848 only once the owner's heartbeat no longer reports it. It
+  is **two-owners** if the first holder acted on the partition inside the overlap
+  (polled records of it, or committed it); an overlap nobody acted on is harmless
+  (a crashed process, say, whose ``close`` comes from the runner).
+
+A member expired without being told shows up here too: it keeps polling what the
+coordinator gave away, and lets go with ``revoke`` or ``close``, not ``lost``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaflite.verify.history import Assign, Commit, Op, Poll
+
+__all__ = ["Finding", "Overlap", "check_ownership"]
+
+GroupKey = tuple[str, str, int]         # (group, topic, partition)
+
+
+@dataclass
+class Overlap:
+    key: GroupKey
+    first: str                          # the member that held the partition already
+    second: str                         # the member it was assigned to meanwhile
+    start: float
+    end: float | None = None            # when either let go
+    released: str | None = None         # how ``first`` let go: revoke | lost | close
+    acted: list[str] = field(default_factory=list)   # what ``first`` did inside it
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    key: Any
+    example: dict[str, Any]
+
+
+def _ordered(ops: Sequence[Op]) -> list[Op]:
+    # A commit is placed when it was asked for: that is when the member acted.
+    def when(op: Op) -> float:
+        return op.invoked if isinstance(op, Commit) else op.time
+    return sorted((op for op in ops if isinstance(op, Assign | Poll | Commit)), key=when)
+
+
+def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
+    """The two-owners findings of a history, and its overlap statistics."""
+    holders: dict[GroupKey, dict[str, float]] = {}
+    open_: dict[GroupKey, list[Overlap]] = {}
+    done: list[Overlap] = []
+
+    def release(process: str, key: GroupKey, how: str, t: float) -> None:
+        holders.get(key, {}).pop(process, None)
+        still: list[Overlap] = []
+        for ov in open_.get(key, []):
+            if ov.first == process:
+                ov.released = how
+                ov.end = t if ov.end is None else ov.end
+                done.append(ov)
+            else:
+                if ov.second == process and ov.end is None:
+                    ov.end = t       # the window closes; how ``first`` lets go still counts
+                still.append(ov)
+        open_[key] = still
+
+    for op in _ordered(ops):
+        if isinstance(op, Assign):
+            if op.group is None or op.type == "seek":
+                continue
+            if op.type == "close":
+                for key in [k for k, hs in holders.items()
+                            if op.process in hs and k[:2] == (op.group, op.topic)]:
+                    release(op.process, key, "close", op.time)
+                continue
+            for part in op.partitions:
+                key = (op.group, op.topic, part)
+                if op.type == "assign":
+                    hs = holders.setdefault(key, {})
+                    for other in hs:
+                        if other != op.process:
+                            open_.setdefault(key, []).append(
+                                Overlap(key, other, op.process, op.time))
+                    hs.setdefault(op.process, op.time)
+                else:
+                    release(op.process, key, op.type, op.time)
+        elif isinstance(op, Poll | Commit):
+            group = op.group
+            if group is None or (isinstance(op, Poll) and not op.records):
+                continue
+            key = (group, op.topic, op.partition)
+            what = f"polled {len(op.records)}" if isinstance(op, Poll) \
+                else f"committed {op.offset}"
+            for ov in open_.get(key, []):
+                if ov.first == op.process and ov.end is None:
+                    ov.acted.append(what)
+    for overlaps in open_.values():
+        done.extend(overlaps)
+
+    findings: list[Finding] = []
+    stats: dict[str, int] = {}
+    longest_ms = 0
+    for ov in done:
+        if ov.released == "lost":
+            stats["fenced overlaps"] = stats.get("fenced overlaps", 0) + 1
+            if ov.end is not None:
+                longest_ms = max(longest_ms, round((ov.end - ov.start) * 1000))
+            continue
+        if not ov.acted:
+            continue
+        group, topic, part = ov.key
+        findings.append(Finding("two-owners", (ov.key, ov.first, ov.second, ov.start), {
+            "group": group, "topic": topic, "partition": part, "first": ov.first,
+            "second": ov.second, "from": round(ov.start, 3),
+            "to": None if ov.end is None else round(ov.end, 3),
+            "first_let_go": ov.released or "never", "first_did": ov.acted[:3]}))
+    if longest_ms:
+        stats["longest fenced overlap (ms)"] = longest_ms
+    return findings, stats
