@@ -44,6 +44,7 @@ from kaflite.cluster.listeners import (
     parse_listeners,
     parse_protocol_map,
 )
+from kaflite.cluster.loop_lag import LoopLagMonitor
 from kaflite.cluster.observe import ClientSnapshot, ConnectionSnapshot, Registry
 from kaflite.config import ConfigError
 
@@ -125,6 +126,8 @@ class Cluster:
         self._loop_thread: LoopThread | None = None   # sync mode: the loop's thread
         self.started = False
         self.faults = FaultInjector(self)  # fault injection (kaflite.cluster.faults)
+        # how late the event loop runs what is due (kaflite.cluster.loop_lag)
+        self.loop_lag = LoopLagMonitor()
         self.registry = Registry(self)     # the connection registry (kaflite.cluster.observe)
 
     # -- addresses -------------------------------------------------------------
@@ -163,6 +166,7 @@ class Cluster:
     # -- lifecycle (async) -----------------------------------------------------------
     async def start(self) -> Cluster:
         self._loop = asyncio.get_running_loop()
+        self.loop_lag.start()
         if self.use_processes:
             await self._start_processes()
             self.started = True
@@ -230,6 +234,7 @@ class Cluster:
             server.tell_all("set_rules", args)
 
     async def stop(self) -> None:
+        await self.loop_lag.stop()
         for broker in list(self.brokers.values()):
             await broker.stop()
         if self.processes:

@@ -316,6 +316,16 @@ def _controller_families(cluster: Cluster) -> Iterator[Metric]:
     )
     for name, doc, value in values:
         yield GaugeMetricFamily(prefix + name, doc, value=value)
+    # The event loop of this process (every broker of a one-process cluster, or the
+    # controller's process under --processes): kaflite.cluster.loop_lag.
+    lag = cluster.loop_lag.summary()
+    family = GaugeMetricFamily("kaflite_event_loop_lag_ms",
+                               "How late the event loop ran what was due, in ms",
+                               labels=["stat"])
+    for stat, ms in (("p50", lag.p50_ms), ("p99", lag.p99_ms), ("max", lag.max_ms),
+                     ("worst", lag.worst_ms)):
+        family.add_metric([stat], ms)
+    yield family
 
 
 def broker_families(brokers: list[Broker], controller: Controller) -> Iterator[Metric]:
