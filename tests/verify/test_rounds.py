@@ -31,6 +31,11 @@ TXN_SEEDS = {"kaflite": 2001, "confluent-kafka": 2002}
 # kaflite.spark's streaming source: one round, as short as lets its seed meet every
 # kind of fault (the SparkSession's start comes on top of it).
 SPARK_SEED, SPARK_SECONDS = 1006, 7.0
+# Group churn (members leave and join again) under every fault, for each group protocol
+# of each client that has it; the two-owners invariant judges each (issue 36).
+CHURN_SEEDS = {("kaflite", "consumer"): 3001, ("kaflite-sync", "consumer"): 3002,
+               ("confluent-kafka", "consumer"): 3003, ("kaflite", "classic"): 3004,
+               ("confluent-kafka", "classic"): 3005}
 
 # Under pytest-xdist every worker collects the tests, and all must draw the same
 # seed: the run's shared id seeds the draw (a new one each run).
@@ -56,9 +61,11 @@ def marks(client: str) -> list[pytest.MarkDecorator]:
 
 
 def round_(client: str, workload: str, seed: int, seconds: float = SECONDS,
-           processes: bool = False) -> dict[str, int]:
+           processes: bool = False, group_protocol: str = "classic",
+           churn: bool = False) -> dict[str, int]:
     config = RunConfig(client=client, workload=workload, seconds=seconds, seed=seed,
-                       progress_bound=30, processes=processes)
+                       progress_bound=30, processes=processes,
+                       group_protocol=group_protocol, churn=churn)
     print(f"verify round: {replay_command(config.meta())}")
     _, result = run(config)
     assert result.valid, (f"\n{render_text(result)}\nreplay: "
@@ -88,6 +95,14 @@ def test_each_fixed_round_meets_every_kind_of_fault() -> None:
                                          for c, s in QUEUE_SEEDS.items()])
 def test_queue_under_all_faults(client: str, seed: int) -> None:
     round_(client, "queue", seed)
+
+
+@pytest.mark.parametrize("client,protocol,seed", [
+    pytest.param(c, p, s, id=f"{c}-{p}-seed{s}", marks=marks(c))
+    for (c, p), s in CHURN_SEEDS.items()])
+def test_group_churn_under_all_faults(client: str, protocol: str, seed: int) -> None:
+    faults = round_(client, "queue", seed, group_protocol=protocol, churn=True)
+    assert faults.get("churn", 0) >= 2
 
 
 @pytest.mark.parametrize("seed", [pytest.param(SPARK_SEED, id=f"spark-seed{SPARK_SEED}",

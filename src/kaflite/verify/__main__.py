@@ -59,6 +59,10 @@ def parser() -> argparse.ArgumentParser:
                    help="write the history here (JSON lines)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="keep the cluster's data here (default: a removed temporary dir)")
+    p.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                   help="the consumers' group.protocol (consumer: KIP-848)")
+    p.add_argument("--churn", action="store_true",
+                   help="consumers leave their group and join again at seeded moments")
     p.add_argument("--processes", action="store_true",
                    help="run each broker in its own OS process: the nemesis's kill is a "
                    "SIGKILL of that process, restarted from its data directory")
@@ -92,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                        seconds=args.seconds, partitions=args.partitions,
                        producers=args.producers, consumers=args.consumers, rate=args.rate,
                        progress_bound=args.progress_bound, data_dir=args.data_dir,
-                       history=args.history, processes=args.processes)
+                       history=args.history, processes=args.processes,
+                       group_protocol=args.group_protocol, churn=args.churn)
     if args.seed is not None:
         config.seed = args.seed
     console.print(f"seed {config.seed}: {replay_command(config.meta())}", markup=False,

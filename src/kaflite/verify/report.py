@@ -20,6 +20,10 @@ def replay_command(config: dict[str, Any]) -> str:
     for name in ("client", "workload", "nemesis", "seconds", "seed"):
         if config.get(name) is not None:
             parts.append(f"--{name} {config[name]}")
+    if config.get("group_protocol", "classic") != "classic":
+        parts.append(f"--group-protocol {config['group_protocol']}")
+    if config.get("churn"):
+        parts.append("--churn")
     if config.get("processes"):
         parts.append("--processes")
     return " ".join(parts)

@@ -59,6 +59,11 @@ CLUSTER_CONFIG = {
     "transaction.state.log.num.partitions": 6,
     "min.insync.replicas": 2,
     "default.replication.factor": 3,
+    # KIP-848 members (--group-protocol consumer) get what the classic ones ask for
+    "group.consumer.session.timeout.ms": 6000,
+    "group.consumer.min.session.timeout.ms": 1000,
+    "group.consumer.heartbeat.interval.ms": 500,
+    "group.consumer.min.heartbeat.interval.ms": 100,
 }
 
 
@@ -77,6 +82,8 @@ class RunConfig:
     data_dir: Path | None = None        # default: a temporary directory, removed after
     history: Path | None = None         # where to write the history (JSON lines)
     processes: bool = False             # each broker in its own process: kill = SIGKILL
+    group_protocol: str = "classic"     # classic | consumer (KIP-848) for the groups' members
+    churn: bool = False                 # members leave and join again at seeded moments
 
     def meta(self) -> dict[str, Any]:
         out = asdict(self)
@@ -112,6 +119,10 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     client = factory(config.client)
     if config.workload == "txn" and not client.transactions:
         raise ValueError(f"the txn workload does not run with {config.client}")
+    if config.group_protocol not in client.group_protocols:
+        raise ValueError(f"{config.client} has no group.protocol={config.group_protocol} "
+                         f"(it has {', '.join(client.group_protocols)})")
+    client.group_protocol = config.group_protocol
     say = on_phase or (lambda text: None)
     tmp = None if config.data_dir is not None else tempfile.mkdtemp(prefix="kaflite-verify-")
     data_dir = config.data_dir or Path(tmp or ".")
@@ -141,6 +152,7 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
         cluster.start()
         say(f"cluster up: {cluster.bootstrap_servers}")
         shared = Shared(history, client, cluster.bootstrap_servers, config.seed)
+        shared.churn = config.churn
         try:
             if config.workload == "queue":
                 _queue(config, cluster, shared, say)

@@ -35,8 +35,14 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from kaflite.verify.clients import ClientFactory, ConsumerClient, ProducerClient, TxnFailure
-from kaflite.verify.history import Assign, Commit, History, Note, Poll, Send, Txn
+from kaflite.verify.clients import (
+    ClientFactory,
+    ConsumerClient,
+    Context,
+    ProducerClient,
+    TxnFailure,
+)
+from kaflite.verify.history import Assign, Commit, Fault, History, Note, Poll, Send, Txn
 
 if TYPE_CHECKING:
     from kaflite.verify.nemesis import Nemesis
@@ -64,6 +70,7 @@ class Shared:
         self._lock = threading.Lock()
         self.notes: dict[str, int] = defaultdict(int)
         self.nemesis: Nemesis | None = None   # the running one, stopped on any way out
+        self.churn = False                      # consumers leave and rejoin (RunConfig)
 
     def advance(self, group: str, tp: TP, offset: int) -> None:
         with self._lock:
@@ -228,29 +235,64 @@ def producer_process(shared: Shared, process: str, topic: str, rate: float,
         ctx.close()
 
 
+def _new_consumer(shared: Shared, ctx: Context, process: str, group: str, isolation: str,
+                  recorder: _Recorder) -> ConsumerClient | None:
+    """A consumer for ``process``. Under churn it tries until it gets one (a rejoin may
+    come while the nemesis has the whole cluster down, and kaflite's start() then
+    fails); without churn a failure ends the process, as it always did."""
+    while True:
+        try:
+            return shared.factory.consumer(ctx, shared.servers, process, group, isolation,
+                                           recorder)
+        except Exception as exc:
+            if not shared.churn:
+                raise
+            if shared.readers_stop.is_set():
+                return None
+            shared.note(process, f"rejoin: {exc!r}")
+            ctx.sleep(0.5)
+
+
 def consumer_process(shared: Shared, process: str, topic: str, group: str,
                      isolation: str = "read_uncommitted") -> None:
     ctx = shared.factory.context()
     recorder = _Recorder(shared, process, group)
+    # Group churn (``RunConfig.churn``): while the writers run, the member leaves its
+    # group (a clean close) and joins again as a new consumer, at seeded moments.
+    rng = random.Random(f"{shared.seed}-{process}")
     try:
-        consumer = shared.factory.consumer(ctx, shared.servers, process, group, isolation,
-                                           recorder)
-        consumer.subscribe([topic])
-        while not shared.readers_stop.is_set():
-            try:
-                records = consumer.poll(0.3)
-            except Exception as exc:
-                shared.note(process, f"poll: {exc!r}")
-                ctx.sleep(0.1)
-                continue
-            ranges = _record_polls(shared, process, group, isolation, records)
-            for tp, (_, last) in ranges.items():
-                shared.advance(group, tp, last)
-            if ranges:
-                _commit(shared, consumer, process, group,
-                        {tp: last + 1 for tp, (_, last) in ranges.items()})
-        _record_events(shared, process, consumer)
-        consumer.close()
+        while True:
+            consumer = _new_consumer(shared, ctx, process, group, isolation, recorder)
+            if consumer is None:
+                break
+            consumer.subscribe([topic])
+            churn_at = time.monotonic() + rng.uniform(1.0, 4.0) if shared.churn else None
+            while not shared.readers_stop.is_set():
+                if churn_at is not None and time.monotonic() >= churn_at \
+                        and not shared.writers_stop.is_set():
+                    break
+                try:
+                    records = consumer.poll(0.3)
+                except Exception as exc:
+                    shared.note(process, f"poll: {exc!r}")
+                    ctx.sleep(0.1)
+                    continue
+                ranges = _record_polls(shared, process, group, isolation, records)
+                for tp, (_, last) in ranges.items():
+                    shared.advance(group, tp, last)
+                if ranges:
+                    _commit(shared, consumer, process, group,
+                            {tp: last + 1 for tp, (_, last) in ranges.items()})
+            _record_events(shared, process, consumer)
+            consumer.close()
+            if shared.readers_stop.is_set():
+                break
+            h = shared.history
+            recorder.closed([topic])
+            h.add(Fault(time=h.now(), process=process, fault="churn",
+                        args={"member": process, "group": group}, start=h.now(),
+                        end=h.now()))
+            ctx.sleep(rng.uniform(0.1, 1.0))
     except Exception as exc:
         shared.note(process, f"consumer failed: {exc!r}")
     finally:

@@ -177,6 +177,9 @@ class ClientFactory(ABC):
     # How many readers a group may have (None: as many as the run asks for). A client
     # without consumer groups reads every partition in each reader: it runs one.
     readers_per_group: int | None = None
+    # The group protocols its consumers speak, and the one a run chose (``RunConfig``).
+    group_protocols: tuple[str, ...] = ("classic",)
+    group_protocol = "classic"
 
     def start(self) -> None:
         """Called once before the run's cluster starts (a slow client warms up here)."""

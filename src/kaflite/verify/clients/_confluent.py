@@ -114,15 +114,18 @@ class _Producer(ProducerClient):
 
 class _Consumer(ConsumerClient):
     def __init__(self, servers: str, client_id: str, group: str | None, isolation: str,
-                 listener: Listener | None) -> None:
+                 listener: Listener | None, group_protocol: str = "classic") -> None:
         from confluent_kafka import Consumer
 
         self.listener = listener
         config = _common(servers, client_id)
         config.update({"group.id": group or f"{client_id}-nogroup",
                        "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                       "isolation.level": isolation, "session.timeout.ms": 6_000,
-                       "heartbeat.interval.ms": 500})
+                       "isolation.level": isolation})
+        if group_protocol == "classic":
+            config.update({"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500})
+        else:   # KIP-848: librdkafka refuses both; the coordinator sets them
+            config["group.protocol"] = group_protocol
         self.c = Consumer(config)
 
     def subscribe(self, topics: list[str]) -> None:
@@ -215,6 +218,7 @@ LIBRDKAFKA_STALE_LISTOFFSETS = (
 
 
 class ConfluentKafka(ClientFactory):
+    group_protocols = ("classic", "consumer")
     name = "confluent-kafka"
     transactions = True
     known_issues = {"txn": {"kill": LIBRDKAFKA_5511, "stop": LIBRDKAFKA_5511,
@@ -231,4 +235,4 @@ class ConfluentKafka(ClientFactory):
 
     def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
                  isolation: str, listener: Listener | None) -> ConsumerClient:
-        return _Consumer(servers, client_id, group, isolation, listener)
+        return _Consumer(servers, client_id, group, isolation, listener, self.group_protocol)

@@ -35,12 +35,17 @@ def producer_config(servers: str, client_id: str, txn_id: str | None) -> dict[st
     return config
 
 
-def consumer_config(servers: str, client_id: str, group: str | None,
-                    isolation: str) -> dict[str, Any]:
-    return {"bootstrap.servers": servers, "client.id": client_id, "group.id": group,
-            "auto.offset.reset": "earliest", "enable.auto.commit": False,
-            "isolation.level": isolation, "session.timeout.ms": 6_000,
-            "heartbeat.interval.ms": 500, "default.api.timeout.ms": 20_000}
+def consumer_config(servers: str, client_id: str, group: str | None, isolation: str,
+                    group_protocol: str = "classic") -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "bootstrap.servers": servers, "client.id": client_id, "group.id": group,
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "isolation.level": isolation, "default.api.timeout.ms": 20_000}
+    if group_protocol == "classic":
+        config.update({"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500})
+    else:       # KIP-848: the coordinator sets both (group.consumer.* on the broker)
+        config["group.protocol"] = group_protocol
+    return config
 
 
 def _txn_failure(producer: Producer | Any, exc: BaseException) -> TxnFailure:
@@ -166,6 +171,7 @@ class _AsyncConsumer(ConsumerClient):
 
 
 class KafliteAsync(ClientFactory):
+    group_protocols = ("classic", "consumer")
     name = "kaflite"
     transactions = True
 
@@ -179,7 +185,8 @@ class KafliteAsync(ClientFactory):
     def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
                  isolation: str, listener: Listener | None) -> ConsumerClient:
         return _AsyncConsumer(cast(LoopContext, ctx),
-                              consumer_config(servers, client_id, group, isolation), listener)
+                              consumer_config(servers, client_id, group, isolation,
+                                              self.group_protocol), listener)
 
 
 # -- the blocking façade --------------------------------------------------------------------
@@ -236,6 +243,7 @@ class _SyncConsumer(ConsumerClient):
 
 
 class KafliteSync(ClientFactory):
+    group_protocols = ("classic", "consumer")
     name = "kaflite-sync"
 
     def producer(self, ctx: Context, servers: str, client_id: str,
@@ -244,4 +252,5 @@ class KafliteSync(ClientFactory):
 
     def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
                  isolation: str, listener: Listener | None) -> ConsumerClient:
-        return _SyncConsumer(consumer_config(servers, client_id, group, isolation), listener)
+        return _SyncConsumer(consumer_config(servers, client_id, group, isolation,
+                                              self.group_protocol), listener)
