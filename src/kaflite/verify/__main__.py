@@ -63,6 +63,8 @@ def parser() -> argparse.ArgumentParser:
                    help="the consumers' group.protocol (consumer: KIP-848)")
     p.add_argument("--churn", action="store_true",
                    help="consumers leave their group and join again at seeded moments")
+    p.add_argument("--filler-partitions", type=int, default=0,
+                   help="create this many idle partitions (RF 3) before the run")
     p.add_argument("--processes", action="store_true",
                    help="run each broker in its own OS process: the nemesis's kill is a "
                    "SIGKILL of that process, restarted from its data directory")
@@ -97,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                        producers=args.producers, consumers=args.consumers, rate=args.rate,
                        progress_bound=args.progress_bound, data_dir=args.data_dir,
                        history=args.history, processes=args.processes,
-                       group_protocol=args.group_protocol, churn=args.churn)
+                       group_protocol=args.group_protocol, churn=args.churn,
+                       filler_partitions=args.filler_partitions)
     if args.seed is not None:
         config.seed = args.seed
     console.print(f"seed {config.seed}: {replay_command(config.meta())}", markup=False,

@@ -67,6 +67,7 @@ from kaflite.verify.history import (
     Op,
     Phase,
     Poll,
+    Probe,
     Send,
     Txn,
 )
@@ -525,4 +526,6 @@ def _stats(ops: Sequence[Op]) -> dict[str, int]:
             stats[f"{op.type}s"] += 1
         elif isinstance(op, Drain):
             stats[f"log records ({op.isolation})"] += len(op.records)
+        elif isinstance(op, Probe):
+            stats.update(op.stats)
     return dict(sorted(stats.items()))

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 __all__ = ["OPS", "Assign", "Commit", "Drain", "Fault", "History", "Meta", "Note", "Op",
-           "Phase", "Poll", "Send", "Txn", "from_dict", "to_dict"]
+           "Phase", "Poll", "Probe", "Send", "Txn", "from_dict", "to_dict"]
 
 Records = tuple[tuple[int, int], ...]  # (offset, value) pairs
 
@@ -152,8 +152,15 @@ class Note(Op):
     text: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class Probe(Op):
+    """What a side measurement saw over the run (``_probe``: ApiVersions round trips)."""
+    kind: ClassVar[str] = "probe"
+    stats: dict[str, int]
+
+
 OPS: dict[str, type[Op]] = {cls.kind: cls for cls in (
-    Meta, Send, Poll, Commit, Assign, Txn, Fault, Phase, Drain, Note)}
+    Meta, Send, Poll, Commit, Assign, Txn, Fault, Phase, Drain, Note, Probe)}
 
 
 def to_dict(op: Op) -> dict[str, Any]:

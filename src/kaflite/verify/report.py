@@ -24,6 +24,8 @@ def replay_command(config: dict[str, Any]) -> str:
         parts.append(f"--group-protocol {config['group_protocol']}")
     if config.get("churn"):
         parts.append("--churn")
+    if config.get("filler_partitions"):
+        parts.append(f"--filler-partitions {config['filler_partitions']}")
     if config.get("processes"):
         parts.append("--processes")
     return " ".join(parts)

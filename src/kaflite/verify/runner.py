@@ -35,10 +35,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kaflite.verify._probe import ApiVersionsProbe
 from kaflite.verify.checker import CheckResult, check
 from kaflite.verify.clients import factory
 from kaflite.verify.control import ClusterProcess
-from kaflite.verify.history import Drain, History, Meta, Note, Phase
+from kaflite.verify.history import Drain, History, Meta, Note, Phase, Probe
 from kaflite.verify.nemesis import KINDS, Nemesis, Targets, plan
 from kaflite.verify.report import exclusions
 from kaflite.verify.workload import (
@@ -84,6 +85,7 @@ class RunConfig:
     processes: bool = False             # each broker in its own process: kill = SIGKILL
     group_protocol: str = "classic"     # classic | consumer (KIP-848) for the groups' members
     churn: bool = False                 # members leave and join again at seeded moments
+    filler_partitions: int = 0          # more partitions (RF 3, idle) in the cluster first
 
     def meta(self) -> dict[str, Any]:
         out = asdict(self)
@@ -153,6 +155,10 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
         say(f"cluster up: {cluster.bootstrap_servers}")
         shared = Shared(history, client, cluster.bootstrap_servers, config.seed)
         shared.churn = config.churn
+        if config.filler_partitions:
+            _fill(cluster.bootstrap_servers, config.filler_partitions)
+            say(f"{config.filler_partitions} idle partitions created")
+        probe = ApiVersionsProbe(cluster.bootstrap_servers).start()
         try:
             if config.workload == "queue":
                 _queue(config, cluster, shared, say)
@@ -163,6 +169,7 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
                 event.set()
             if shared.nemesis is not None:
                 shared.nemesis.stop()
+            history.add(Probe(time=history.now(), process="probe", stats=probe.stop()))
         history.add(Phase(time=history.now(), process="run", name="done"))
     finally:
         cluster.stop()
@@ -184,6 +191,15 @@ def _create(servers: str, topics: dict[str, int]) -> None:
                              for t, n in topics.items()])
     finally:
         admin.close()
+
+
+def _fill(servers: str, partitions: int, per_topic: int = 100) -> None:
+    """Idle topics holding ``partitions`` partitions at RF 3: a cluster as large as a
+    user's, whose metadata every change and every Metadata request must carry."""
+    sizes = [per_topic] * (partitions // per_topic)
+    if partitions % per_topic:
+        sizes.append(partitions % per_topic)
+    _create(servers, {f"filler-{i}": n for i, n in enumerate(sizes)})
 
 
 def _nemesis(config: RunConfig, cluster: ClusterProcess, history: History,
