@@ -13,6 +13,13 @@ operations, faults injected by kind, and lost, duplicated, skipped and stuck
 counts, plus the seed of every round (``python -m kaflite.verify ... --seed S``
 replays one), and every invalid round's replay line.
 
+With ``--groups`` it soaks the group protocols instead (issue 36): rounds of the
+queue workload with group churn (``--churn``: members leave and join again) for each
+client and each group protocol it speaks (classic, and KIP-848's ``consumer``), on a
+cluster holding ``--filler-partitions`` idle partitions, under ``--nemesis``. Its
+table has members, rebalances, faults, two-owner intervals, fenced overlaps (a
+member fenced and told late), stuck groups and the worst ApiVersions round trip.
+
 Not a test (it takes half an hour); its figures are in docs/reliability.md.
 """
 
@@ -47,6 +54,66 @@ def rounds(seed: int) -> list[tuple[str, str]]:
     return plan
 
 
+def group_rounds(seed: int) -> list[tuple[str, str]]:
+    plan = [(c, p) for c in sorted(CLIENTS) if c != "spark"
+            for p in factory(c).group_protocols]
+    random.Random(seed).shuffle(plan)
+    return plan
+
+
+def soak_groups(args: argparse.Namespace, seed: int) -> int:
+    rng = random.Random(seed)
+    plan = group_rounds(seed)
+    deadline = time.monotonic() + args.minutes * 60
+    rows: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    worst: dict[tuple[str, str], int] = defaultdict(int)
+    invalid: list[str] = []
+    started, i = time.monotonic(), 0
+    nemesis = tuple(args.nemesis.split(",")) if args.nemesis != "all" else RunConfig().nemesis
+    while time.monotonic() < deadline:
+        client, protocol = plan[i % len(plan)]
+        i += 1
+        round_seed = rng.randrange(1 << 31)
+        history = args.histories / f"{client}-{protocol}-{round_seed}.jsonl"
+        config = RunConfig(client=client, seconds=args.round_seconds, seed=round_seed,
+                           history=history, group_protocol=protocol, churn=True,
+                           filler_partitions=args.filler_partitions, nemesis=nemesis)
+        _, result = run(config)
+        key, st, c = (client, protocol), result.stats, result.counts
+        churns = result.faults.get("churn", 0)
+        rows[key].update({
+            "rounds": 1, "members": config.consumers + churns,
+            "rebalances": st.get("assigns", 0) + st.get("revokes", 0) + st.get("losts", 0),
+            "faults": sum(result.faults.values()) - churns,
+            "two-owners": c.get("two-owners", 0), "fenced": st.get("fenced overlaps", 0),
+            "stuck": c.get("stuck", 0), "lost": c.get("lost-write", 0),
+            "unreachable": st.get("apiversions unreachable", 0)})
+        worst[key] = max(worst[key], st.get("apiversions worst (ms)", 0))
+        if result.valid:
+            history.unlink(missing_ok=True)
+        else:
+            invalid.append(f"{replay_command(config.meta())}  (history: {history})")
+        print(f"{(time.monotonic() - started) / 60:5.1f} min  {client:16} {protocol:8} "
+              f"seed {round_seed:<10} {'valid' if result.valid else 'INVALID'}  "
+              f"{ {k: v for k, v in c.items() if v} or ''}", flush=True)
+    cols = ("rounds", "members", "rebalances", "faults", "two-owners", "fenced", "stuck",
+            "lost")
+    lines = [f"Group soak of {(time.monotonic() - started) / 60:.0f} minutes, soak seed "
+             f"{seed}, {i} rounds of {args.round_seconds:.0f} s with churn, "
+             f"{args.filler_partitions} idle partitions, nemesis {args.nemesis}.", "",
+             "| client | protocol | " + " | ".join(cols)
+             + " | worst ApiVersions (ms) |", "|---|---|" + "---|" * (len(cols) + 1)]
+    for key in sorted(rows):
+        lines.append(f"| {key[0]} | {key[1]} | "
+                     + " | ".join(str(rows[key][k]) for k in cols) + f" | {worst[key]} |")
+    if invalid:
+        lines += ["", "Invalid rounds (replay):", ""] + [f"    {cmd}" for cmd in invalid]
+    text = "\n".join(lines) + "\n"
+    print("\n" + text)
+    args.out.write_text(text)
+    return 1 if invalid else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=30.0)
@@ -55,8 +122,15 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("soak.md"))
     ap.add_argument("--histories", type=Path, default=Path("soak-histories"),
                     help="keep the history of every invalid round here")
+    ap.add_argument("--groups", action="store_true",
+                    help="soak the group protocols with churn instead (see above)")
+    ap.add_argument("--filler-partitions", type=int, default=2000)
+    ap.add_argument("--nemesis", default="all", help="with --groups: fault kinds, or all")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    if args.groups:
+        args.histories.mkdir(parents=True, exist_ok=True)
+        return soak_groups(args, seed)
     rng = random.Random(seed)
     plan = rounds(seed)
     deadline = time.monotonic() + args.minutes * 60
