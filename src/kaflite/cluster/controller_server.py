@@ -302,11 +302,7 @@ class ControllerServer:
             c.create_acls([AclBinding.from_json(row) for row in a["bindings"]])
             return None
         if method == "delete_acls":
-            gone = {AclBinding.from_json(row) for row in a["bindings"]}
-            present = [b for b in c.acls if b in gone]
-            if present:
-                c.acls.remove_exact(present)
-                c.save()
+            c.remove_acls([AclBinding.from_json(row) for row in a["bindings"]])
             return None
         if method == "alter_client_quotas":
             c.alter_client_quotas([
