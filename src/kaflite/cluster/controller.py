@@ -112,6 +112,9 @@ class Controller:
         # Called after every persisted change: a multi-process cluster sends the
         # change to its broker processes (kaflite.cluster.controller_server).
         self.on_change: Callable[[], None] | None = None
+        # Called first, with the records of every save (the change feed a
+        # multi-process cluster derives its deltas from).
+        self.on_records: Callable[[list[Struct]], None] | None = None
         # batches appended to the metadata log (one per change, or per batched())
         self.writes = 0
         self._batch_depth = 0
@@ -196,6 +199,8 @@ class Controller:
         if records and self.log is not None:
             self.log.append(records)
             self.writes += 1
+        if records and self.on_records is not None:
+            self.on_records(records)
         if self.on_change is not None:
             self.on_change()
 

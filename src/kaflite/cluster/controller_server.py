@@ -5,8 +5,9 @@ broker processes (``kaflite.cluster.controller_client``) over one loopback TCP
 connection each, in the framing of ``metadata_image``:
 
 * a broker says hello and gets the whole metadata image;
-* after every change the controller sends every broker the records that
-  changed (a delta), then the notifications the change made for that broker
+* after every change the controller sends every broker the image records that
+  changed (a delta: those the change's metadata log records touch, so a change
+  costs what it changed, not the size of the image), then the notifications the change made for that broker
   (``on_partition_change``, ``on_topic_deleted``), as KRaft brokers replay the
   metadata log and act on the partitions they host;
 * a broker's change requests (CreateTopics, AlterPartition, elections, SCRAM,
@@ -38,6 +39,7 @@ from kaflite.cluster.controller import Controller, PartitionState, TopicState
 from kaflite.cluster.metadata_image import Frames, Json, broker_from_json, frame
 from kaflite.cluster.quotas.entities import entity_from_pairs
 from kaflite.protocol import errors
+from kaflite.protocol.messages._runtime import Struct
 from kaflite.security.acl import AclBinding
 from kaflite.security.scram import ScramCredential
 
@@ -110,6 +112,8 @@ class ControllerServer:
         self.session_timeout = session_timeout_ms / 1000
         self.channels: dict[int, _Channel] = {}
         self._image: dict[str, Json] = metadata_image.image(controller)
+        self._dirty: set[str] = set()          # image records changed since the last flush
+        self._topic_names = {t.topic_id: t.name for t in controller.topics.values()}
         self._queued: list[tuple[_Channel, Json]] = []
         self._flush_scheduled = False
         self._server: asyncio.Server | None = None
@@ -122,6 +126,7 @@ class ControllerServer:
         self.registered: dict[int, asyncio.Event] = {}
         self.on_rule_hit: Callable[[list[int]], None] | None = None  # fault rules hit
         controller.on_change = self.schedule_flush
+        controller.on_records = self._note_records
 
     async def start(self, host: str = "127.0.0.1") -> int:
         self._loop = asyncio.get_running_loop()
@@ -132,6 +137,7 @@ class ControllerServer:
 
     async def stop(self) -> None:
         self.controller.on_change = None
+        self.controller.on_records = None
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -150,18 +156,41 @@ class ControllerServer:
     def schedule_flush(self) -> None:
         if not self._flush_scheduled and self._loop is not None:
             self._flush_scheduled = True
-            self._loop.call_soon(self.flush)
+            self._loop.call_soon(self.flush, False)
 
     def queue(self, channel: _Channel, message: Json) -> None:
         self._queued.append((channel, message))
         self.schedule_flush()
 
-    def flush(self) -> None:
-        """Send every broker the records that changed, then each its notifications."""
+    def _note_records(self, records: list[Struct]) -> None:
+        for record in records:
+            key = metadata_image.key_of(record, self._topic_names)
+            if key is not None:
+                self._dirty.add(key)
+
+    def flush(self, full: bool = True) -> None:
+        """Send every broker the records that changed, then each its notifications.
+
+        ``full`` compares the whole image (for changes made outside the
+        controller's methods, such as fault injection's); otherwise only the
+        records the metadata log's records named since the last flush."""
         self._flush_scheduled = False
-        new = metadata_image.image(self.controller)
-        delta = metadata_image.diff(self._image, new)
-        self._image = new
+        if full:
+            new = metadata_image.image(self.controller)
+            delta = metadata_image.diff(self._image, new)
+            self._image = new
+            self._topic_names = {t.topic_id: t.name for t in self.controller.topics.values()}
+        else:
+            delta = {}
+            for key in self._dirty:
+                value = metadata_image.entry(self.controller, key)
+                if value != self._image.get(key):
+                    delta[key] = value
+                    if value is None:
+                        self._image.pop(key, None)
+                    else:
+                        self._image[key] = value
+        self._dirty.clear()
         if delta:
             message = {"delta": delta}
             for ch in self.channels.values():
@@ -191,20 +220,20 @@ class ControllerServer:
         try:
             result = self._run(ch, str(msg["method"]), msg.get("args") or {})
         except errors.KafkaError as exc:
-            self.flush()
+            self.flush(False)
             ch.send({"reply": call_id, "code": exc.code, "error": str(exc)})
             return
         except (KeyError, ValueError) as exc:
-            self.flush()
+            self.flush(False)
             ch.send({"reply": call_id, "kind": type(exc).__name__, "error": str(exc)})
             return
         except Exception as exc:   # a bug here must not leave the broker waiting
             log.exception("controller call %s from broker %s failed", msg.get("method"),
                           ch.node_id)
-            self.flush()
+            self.flush(False)
             ch.send({"reply": call_id, "kind": type(exc).__name__, "error": str(exc)})
             return
-        self.flush()
+        self.flush(False)
         ch.send({"reply": call_id, "result": result})
 
     def lost(self, ch: _Channel) -> None:
@@ -217,7 +246,7 @@ class ControllerServer:
         if info is not None and info.alive:
             log.warning("broker %s: connection to the controller lost; fencing it", node)
             self.controller.broker_stopped(node)
-        self.flush()
+        self.flush(False)
 
     async def _fence_silent(self) -> None:
         while True:
@@ -245,7 +274,7 @@ class ControllerServer:
     async def barrier(self) -> None:
         """Return once every connected broker has applied every change made so far
         (each connection is in order: a broker answers a ping after the delta)."""
-        self.flush()
+        self.flush(False)
         await self.call_all("ping")
 
     def tell_all(self, method: str, args: Json) -> None:

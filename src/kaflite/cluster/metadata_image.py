@@ -13,7 +13,12 @@ sides share:
   ``group/<id>`` (a group's ConfigRecords). A value is
   plain JSON.
 * ``diff(old, new)``: the records that changed (a removed one maps to None), the
-  delta the controller sends after each change.
+  delta the controller sends when it compares whole images (a broker's hello,
+  fault injection);
+* ``key_of(record)`` and ``entry(controller, key)``: after an ordinary change
+  the controller sends only the entries its metadata log records touched
+  (``kaflite.cluster.metalog``), so a change costs what it changed, not the
+  size of the metadata (issue 36).
 * ``apply(replica, delta)``: a broker's replica adopts a delta.
 * ``frame``/``Frames``: the framing of the internal protocol, a 4-byte big-endian
   length and a JSON object. Metadata changes are rare and small, so JSON is
@@ -30,10 +35,33 @@ from collections import deque
 from typing import Any
 
 from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, TopicState
+from kaflite.cluster.metalog import CONFIG_GROUP, CONFIG_TOPIC
+from kaflite.protocol.messages._generated.access_control_entry_record import (
+    AccessControlEntryRecord,
+)
+from kaflite.protocol.messages._generated.client_quota_record import ClientQuotaRecord
+from kaflite.protocol.messages._generated.config_record import ConfigRecord
+from kaflite.protocol.messages._generated.fence_broker_record import FenceBrokerRecord
+from kaflite.protocol.messages._generated.partition_change_record import PartitionChangeRecord
+from kaflite.protocol.messages._generated.partition_record import PartitionRecord
+from kaflite.protocol.messages._generated.register_broker_record import RegisterBrokerRecord
+from kaflite.protocol.messages._generated.remove_access_control_entry_record import (
+    RemoveAccessControlEntryRecord,
+)
+from kaflite.protocol.messages._generated.remove_topic_record import RemoveTopicRecord
+from kaflite.protocol.messages._generated.remove_user_scram_credential_record import (
+    RemoveUserScramCredentialRecord,
+)
+from kaflite.protocol.messages._generated.topic_record import TopicRecord
+from kaflite.protocol.messages._generated.unfence_broker_record import UnfenceBrokerRecord
+from kaflite.protocol.messages._generated.user_scram_credential_record import (
+    UserScramCredentialRecord,
+)
+from kaflite.protocol.messages._runtime import Struct
 from kaflite.security.scram import ScramCredential
 
-__all__ = ["Frames", "Json", "apply", "broker_from_json", "diff", "frame", "image",
-           "partition_from_json"]
+__all__ = ["Frames", "Json", "apply", "broker_from_json", "diff", "entry", "frame", "image",
+           "key_of", "partition_from_json"]
 
 Json = dict[str, Any]   # a decoded JSON object of the internal protocol
 _HEADER = struct.Struct(">I")
@@ -85,19 +113,66 @@ def partition_from_json(topic: str, index: int, v: Json) -> PartitionState:
 
 def image(controller: Controller) -> dict[str, Json]:
     """Every metadata record of ``controller``, by key."""
-    items: dict[str, Json] = {"cluster": {"cluster_id": controller.cluster_id}}
-    for b in controller.brokers.values():
-        items[f"broker/{b.node_id}"] = broker_json(b)
-    for t in controller.topics.values():
-        items[f"topic/{t.name}"] = {"topic_id": str(t.topic_id), "configs": dict(t.configs),
-                                    "partitions": [p.to_json() for p in t.partitions]}
-    items["scram"] = {"users": {user: {m: c.to_kafka() for m, c in creds.items()}
-                                for user, creds in controller.scram.items()}}
-    items["acls"] = {"bindings": controller.acls.to_json()}
-    items["quotas"] = {"entries": controller.client_quotas.to_json()}
-    for group, configs in controller.group_configs.items():
-        items[f"group/{group}"] = {"configs": dict(configs)}
-    return items
+    keys = ["cluster", *(f"broker/{n}" for n in controller.brokers),
+            *(f"topic/{name}" for name in controller.topics), "scram", "acls", "quotas",
+            *(f"group/{g}" for g in controller.group_configs)]
+    return {key: value for key in keys if (value := entry(controller, key)) is not None}
+
+
+def entry(controller: Controller, key: str) -> Json | None:
+    """The image's record ``key`` as ``controller`` has it now; None if it has none."""
+    kind, _, name = key.partition("/")
+    if kind == "cluster":
+        return {"cluster_id": controller.cluster_id}
+    if kind == "broker":
+        b = controller.brokers.get(int(name))
+        return None if b is None else broker_json(b)
+    if kind == "topic":
+        t = controller.topics.get(name)
+        return None if t is None else {
+            "topic_id": str(t.topic_id), "configs": dict(t.configs),
+            "partitions": [p.to_json() for p in t.partitions]}
+    if kind == "scram":
+        return {"users": {user: {m: c.to_kafka() for m, c in creds.items()}
+                          for user, creds in controller.scram.items()}}
+    if kind == "acls":
+        return {"bindings": controller.acls.to_json()}
+    if kind == "quotas":
+        return {"entries": controller.client_quotas.to_json()}
+    if kind == "group":
+        configs = controller.group_configs.get(name)
+        return None if configs is None else {"configs": dict(configs)}
+    raise ValueError(f"no metadata image record {key!r}")
+
+
+def key_of(record: Struct, topic_names: dict[uuid.UUID, str]) -> str | None:
+    """The image record a metadata log record changes; None for one the image lacks.
+
+    ``topic_names`` (topic id -> name) is kept up to date by this function: a
+    RemoveTopicRecord names only the id of a topic that is gone."""
+    if isinstance(record, TopicRecord):
+        topic_names[record.topic_id] = record.name
+        return f"topic/{record.name}"
+    if isinstance(record, PartitionRecord | PartitionChangeRecord):
+        name = topic_names.get(record.topic_id)
+        return None if name is None else f"topic/{name}"
+    if isinstance(record, RemoveTopicRecord):
+        name = topic_names.pop(record.topic_id, None)
+        return None if name is None else f"topic/{name}"
+    if isinstance(record, ConfigRecord):
+        kind = {CONFIG_TOPIC: "topic", CONFIG_GROUP: "group"}.get(record.resource_type)
+        return None if kind is None else f"{kind}/{record.resource_name}"
+    if isinstance(record, RegisterBrokerRecord):
+        return f"broker/{record.broker_id}"
+    if isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
+        return f"broker/{record.id}"
+    if isinstance(record, UserScramCredentialRecord | RemoveUserScramCredentialRecord):
+        return "scram"
+    if isinstance(record, AccessControlEntryRecord | RemoveAccessControlEntryRecord):
+        return "acls"
+    if isinstance(record, ClientQuotaRecord):
+        return "quotas"
+    return None
 
 
 def diff(old: dict[str, Json], new: dict[str, Json]) -> dict[str, Json | None]:
