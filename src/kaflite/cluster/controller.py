@@ -128,7 +128,7 @@ class Controller:
 
     # -- persistence -----------------------------------------------------------
     def _open_log(self, data_dir: Path, cluster_id: str | None, snapshot_records: int) -> None:
-        self.log = metalog.MetadataLog(data_dir / metalog.DIRECTORY, _compact,
+        self.log = metalog.MetadataLog(data_dir / metalog.DIRECTORY,
                                        snapshot_records=snapshot_records)
         found = self.log.recover(lambda record: metalog.replay(self, record))
         legacy = data_dir / _legacy.JSON_NAME
@@ -567,15 +567,6 @@ class Controller:
             listener = self.listeners.get(node)
             if listener is not None and node != skip and self.brokers[node].alive:
                 listener.on_partition_change(topic, p)
-
-
-def _compact(records: Iterator[Struct]) -> list[Struct]:
-    """A snapshot's records from the records before it (run by the log's worker
-    thread, on a private model: the live one is never read off the event loop)."""
-    state = Controller(None)
-    for record in records:
-        metalog.replay(state, record)
-    return list(metalog.snapshot_records(state))
 
 
 def _new_cluster_id() -> str:

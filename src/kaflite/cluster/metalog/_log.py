@@ -16,10 +16,11 @@ proportional to the change, never to the size of the metadata.
 Snapshots: once ``snapshot_records`` records (or ``snapshot_bytes`` bytes) were
 appended since the last one, the loop rolls a new segment at the current end
 offset X (closing the old one: from then on every file below X is immutable)
-and the worker builds the snapshot at X from the previous snapshot and the
-segments below X, replaying them into a private model (the ``compact``
-callback), writes it, then removes the older snapshots and segments. The loop
-never waits for it, and never reads a file the worker writes.
+and the worker thread runs ``_compactor`` in a child process, which builds the
+snapshot at X from the previous snapshot and the segments below X and writes
+it; the worker then removes the older snapshots and segments. The loop never
+waits for it, and never reads a file the worker writes; the child shares
+neither the GIL nor the heap (whose garbage collections it would set off).
 
 Recovery: the newest readable snapshot, then every batch of the segments from
 its offset on; a torn or corrupt tail (a crash mid-write) is cut off, as Kafka's
@@ -29,16 +30,24 @@ log recovery does.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from kaflite.cluster.log import LogSegment
+from kaflite.cluster.metalog import _compactor
 from kaflite.cluster.metalog._codec import decode_batch, encode_batch_of
-from kaflite.cluster.metalog._snapshot import list_snapshots, read_snapshot, write_snapshot
+from kaflite.cluster.metalog._snapshot import (
+    list_snapshots,
+    read_snapshot,
+    snapshot_path,
+    write_snapshot,
+)
 from kaflite.cluster.metalog._worker import Worker
 from kaflite.protocol.messages._runtime import Struct
-from kaflite.protocol.records import RecordBatch, iter_batches
+from kaflite.protocol.records import RecordBatch
 
 __all__ = ["DIRECTORY", "MetadataLog"]
 
@@ -50,8 +59,7 @@ INDEX_INTERVAL = 4096
 # a record count bounds the replay work of a restart too.
 SNAPSHOT_RECORDS = 50_000
 SNAPSHOT_BYTES = 20 * 1024 * 1024
-
-Compact = Callable[[Iterator[Struct]], Iterable[Struct]]
+SNAPSHOT_TIMEOUT_S = 600
 
 
 def _now_ms() -> int:
@@ -59,11 +67,9 @@ def _now_ms() -> int:
 
 
 class MetadataLog:
-    def __init__(self, directory: Path, compact: Compact, *,
-                 snapshot_records: int = SNAPSHOT_RECORDS,
+    def __init__(self, directory: Path, *, snapshot_records: int = SNAPSHOT_RECORDS,
                  snapshot_bytes: int = SNAPSHOT_BYTES) -> None:
         self.directory = directory
-        self.compact = compact      # records up to a snapshot -> the snapshot's records
         self.snapshot_records = snapshot_records
         self.snapshot_bytes = snapshot_bytes
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -184,35 +190,26 @@ class MetadataLog:
     def _snapshot(self, end: int) -> None:
         """(worker) Build and write the snapshot at ``end``, then drop what it replaces."""
         try:
-            records = self.compact(self._records_below(end))
-            _, size = write_snapshot(self.directory, end, records, _now_ms(), _now_ms())
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-m", "kaflite.cluster.metalog._compactor",
+                     str(self.directory), str(end)],
+                    stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                    timeout=SNAPSHOT_TIMEOUT_S, check=False)
+            except OSError as exc:   # no interpreter to start: build it here instead
+                log.warning("cannot start the snapshot process (%s); building it in-process",
+                            exc)
+                _compactor.build(self.directory, end)
+            else:
+                if done.returncode:
+                    log.error("metadata snapshot at %d failed: %s", end, done.stderr[-2000:])
+                    return
+            self.last_snapshot_bytes = snapshot_path(self.directory, end).stat().st_size
             self.snapshot_offset = end
             self.snapshots_written += 1
-            self.last_snapshot_bytes = size
             self._remove_below(end)
         finally:
             self._snapshotting = False
-
-    def _records_below(self, end: int) -> Iterator[Struct]:
-        """(worker) The newest snapshot's records, then the log's, below ``end``."""
-        start = 0
-        for offset, path in reversed(list_snapshots(self.directory)):
-            if offset > end:
-                continue
-            try:
-                records = read_snapshot(path)
-            except ValueError:
-                continue
-            yield from records
-            start = offset
-            break
-        for base in sorted(int(p.stem) for p in self.directory.glob("*.log") if p.stem.isdigit()):
-            if base >= end:
-                break
-            for batch in iter_batches((self.directory / f"{base:020d}.log").read_bytes()):
-                for offset, record in decode_batch(batch):
-                    if start <= offset < end:
-                        yield record
 
     def _remove_below(self, end: int) -> None:
         """(worker) Remove the snapshots before ``end`` and the segments below it."""
