@@ -30,6 +30,7 @@ log recovery does.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -64,6 +65,15 @@ SNAPSHOT_TIMEOUT_S = 600
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _child_env() -> dict[str, str]:
+    """The environment of the snapshot process: this kaflite's code first on its path
+    (an installed kaflite of another version must not write our snapshots)."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
 
 
 class MetadataLog:
@@ -195,7 +205,7 @@ class MetadataLog:
                     [sys.executable, "-m", "kaflite.cluster.metalog._compactor",
                      str(self.directory), str(end)],
                     stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                    timeout=SNAPSHOT_TIMEOUT_S, check=False)
+                    timeout=SNAPSHOT_TIMEOUT_S, check=False, env=_child_env())
             except OSError as exc:   # no interpreter to start: build it here instead
                 log.warning("cannot start the snapshot process (%s); building it in-process",
                             exc)
