@@ -22,8 +22,8 @@ everywhere at once.
 Persistence (KIP-500, KIP-630): the in-memory model stays the source of truth
 for reads; every change is also described by Kafka's metadata records
 (``kaflite.cluster.metalog``) and appended, one batch a ``save()``, to the
-metadata log ``<data_dir>/__cluster_metadata-0``, which snapshots itself in a
-background thread. A change costs what its records cost: an ISR change is one
+metadata log ``<data_dir>/__cluster_metadata-0``, which snapshots itself in the
+background. A change costs what its records cost: an ISR change is one
 PartitionChangeRecord of a few dozen bytes, whatever the number of partitions
 (issue 36: rewriting the whole metadata as JSON on every change, on the event
 loop, wedged a cluster of 1,435 partitions). A restart replays the newest
@@ -52,7 +52,6 @@ from typing import Protocol
 from kaflite.cluster import metalog
 from kaflite.cluster.acl import AclStore
 from kaflite.cluster.metadata_state import AclIds, BrokerInfo, PartitionState, TopicState
-from kaflite.cluster.metalog import _legacy
 from kaflite.cluster.quotas.entities import Entity, QuotaStore
 from kaflite.protocol import errors
 from kaflite.protocol.messages._generated.feature_level_record import FeatureLevelRecord
@@ -131,12 +130,12 @@ class Controller:
         self.log = metalog.MetadataLog(data_dir / metalog.DIRECTORY,
                                        snapshot_records=snapshot_records)
         found = self.log.recover(lambda record: metalog.replay(self, record))
-        legacy = data_dir / _legacy.JSON_NAME
+        legacy = data_dir / metalog.LEGACY_JSON
         if found:
-            self.cluster_id = _legacy.read_cluster_id(data_dir) or self.cluster_id
+            self.cluster_id = metalog.read_cluster_id(data_dir) or self.cluster_id
         elif legacy.exists():
             # an older kaflite's data: read the JSON once, continue with the log
-            _legacy.load_json(self, legacy)
+            metalog.load_legacy_json(self, legacy)
             self.features["metadata.version"] = metalog.METADATA_VERSION
             self.log.write_snapshot_now(metalog.snapshot_records(self))
             legacy.rename(legacy.with_name(legacy.name + ".migrated"))
@@ -144,7 +143,7 @@ class Controller:
             self._record(FeatureLevelRecord("metadata.version", metalog.METADATA_VERSION))
             self.features["metadata.version"] = metalog.METADATA_VERSION
             self.save()
-        _legacy.write_cluster_id(data_dir, self.cluster_id)
+        metalog.write_cluster_id(data_dir, self.cluster_id)
         # Registrations are not restored: brokers register again when they start.
         self.brokers.clear()
 

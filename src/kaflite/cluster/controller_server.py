@@ -5,9 +5,10 @@ broker processes (``kaflite.cluster.controller_client``) over one loopback TCP
 connection each, in the framing of ``metadata_image``:
 
 * a broker says hello and gets the whole metadata image;
-* after every change the controller sends every broker the image records that
-  changed (a delta: those the change's metadata log records touch, so a change
-  costs what it changed, not the size of the image), then the notifications the change made for that broker
+* after every change the controller sends every broker the change's metadata
+  log records, which its replica replays as KRaft brokers replay the log (so a
+  change costs what it changed, not the size of the metadata), and the brokers'
+  image entries that changed (a delta), then the notifications the change made for that broker
   (``on_partition_change``, ``on_topic_deleted``), as KRaft brokers replay the
   metadata log and act on the partitions they host;
 * a broker's change requests (CreateTopics, AlterPartition, elections, SCRAM,
@@ -111,9 +112,9 @@ class ControllerServer:
         self.heartbeat_interval = heartbeat_interval_ms / 1000
         self.session_timeout = session_timeout_ms / 1000
         self.channels: dict[int, _Channel] = {}
-        self._image: dict[str, Json] = metadata_image.image(controller)
-        self._dirty: set[str] = set()          # image records changed since the last flush
-        self._topic_names = {t.topic_id: t.name for t in controller.topics.values()}
+        # the brokers' image entries as the broker processes have them
+        self._brokers: dict[str, Json] = self._broker_entries()
+        self._records: list[Struct] = []       # metadata records not sent yet
         self._queued: list[tuple[_Channel, Json]] = []
         self._flush_scheduled = False
         self._server: asyncio.Server | None = None
@@ -156,43 +157,31 @@ class ControllerServer:
     def schedule_flush(self) -> None:
         if not self._flush_scheduled and self._loop is not None:
             self._flush_scheduled = True
-            self._loop.call_soon(self.flush, False)
+            self._loop.call_soon(self.flush)
 
     def queue(self, channel: _Channel, message: Json) -> None:
         self._queued.append((channel, message))
         self.schedule_flush()
 
     def _note_records(self, records: list[Struct]) -> None:
-        for record in records:
-            key = metadata_image.key_of(record, self._topic_names)
-            if key is not None:
-                self._dirty.add(key)
+        self._records.extend(records)
 
-    def flush(self, full: bool = True) -> None:
-        """Send every broker the records that changed, then each its notifications.
+    def _broker_entries(self) -> dict[str, Json]:
+        keys = ["cluster", *(f"broker/{n}" for n in self.controller.brokers)]
+        return {k: v for k in keys if (v := metadata_image.entry(self.controller, k)) is not None}
 
-        ``full`` compares the whole image (for changes made outside the
-        controller's methods, such as fault injection's); otherwise only the
-        records the metadata log's records named since the last flush."""
+    def flush(self) -> None:
+        """Send every broker the metadata records made since the last flush and the
+        brokers' entries that changed (fault injection changes them directly, then
+        flushes), then each broker its notifications."""
         self._flush_scheduled = False
-        if full:
-            new = metadata_image.image(self.controller)
-            delta = metadata_image.diff(self._image, new)
-            self._image = new
-            self._topic_names = {t.topic_id: t.name for t in self.controller.topics.values()}
-        else:
-            delta = {}
-            for key in self._dirty:
-                value = metadata_image.entry(self.controller, key)
-                if value != self._image.get(key):
-                    delta[key] = value
-                    if value is None:
-                        self._image.pop(key, None)
-                    else:
-                        self._image[key] = value
-        self._dirty.clear()
-        if delta:
-            message = {"delta": delta}
+        brokers = self._broker_entries()
+        delta = metadata_image.diff(self._brokers, brokers)
+        self._brokers = brokers
+        records, self._records = self._records, []
+        rows = metadata_image.records_for_brokers(records) if records else []
+        if rows or delta:
+            message: Json = {"records": rows, "delta": delta}
             for ch in self.channels.values():
                 ch.send(message)
         queued, self._queued = self._queued, []
@@ -220,20 +209,20 @@ class ControllerServer:
         try:
             result = self._run(ch, str(msg["method"]), msg.get("args") or {})
         except errors.KafkaError as exc:
-            self.flush(False)
+            self.flush()
             ch.send({"reply": call_id, "code": exc.code, "error": str(exc)})
             return
         except (KeyError, ValueError) as exc:
-            self.flush(False)
+            self.flush()
             ch.send({"reply": call_id, "kind": type(exc).__name__, "error": str(exc)})
             return
         except Exception as exc:   # a bug here must not leave the broker waiting
             log.exception("controller call %s from broker %s failed", msg.get("method"),
                           ch.node_id)
-            self.flush(False)
+            self.flush()
             ch.send({"reply": call_id, "kind": type(exc).__name__, "error": str(exc)})
             return
-        self.flush(False)
+        self.flush()
         ch.send({"reply": call_id, "result": result})
 
     def lost(self, ch: _Channel) -> None:
@@ -246,7 +235,7 @@ class ControllerServer:
         if info is not None and info.alive:
             log.warning("broker %s: connection to the controller lost; fencing it", node)
             self.controller.broker_stopped(node)
-        self.flush(False)
+        self.flush()
 
     async def _fence_silent(self) -> None:
         while True:
@@ -274,7 +263,7 @@ class ControllerServer:
     async def barrier(self) -> None:
         """Return once every connected broker has applied every change made so far
         (each connection is in order: a broker answers a ping after the delta)."""
-        self.flush(False)
+        self.flush()
         await self.call_all("ping")
 
     def tell_all(self, method: str, args: Json) -> None:
@@ -306,7 +295,7 @@ class ControllerServer:
             ch.node_id = node
             self.flush()
             self.channels[node] = ch
-            return self._image
+            return metadata_image.image(c)
         if method == "register_broker":
             info = broker_from_json(a["info"])
             known = c.brokers.get(info.node_id)

@@ -12,13 +12,12 @@ sides share:
   (AccessControlEntryRecords), ``quotas`` (ClientQuotaRecords) and
   ``group/<id>`` (a group's ConfigRecords). A value is
   plain JSON.
-* ``diff(old, new)``: the records that changed (a removed one maps to None), the
-  delta the controller sends when it compares whole images (a broker's hello,
-  fault injection);
-* ``key_of(record)`` and ``entry(controller, key)``: after an ordinary change
-  the controller sends only the entries its metadata log records touched
-  (``kaflite.cluster.metalog``), so a change costs what it changed, not the
-  size of the metadata (issue 36).
+* ``diff(old, new)``: the records that changed (a removed one maps to None): the
+  delta of the brokers' entries the controller sends after each change;
+* ``records_for_brokers``/``apply_records``: everything else changes by the
+  controller's metadata log records themselves (``kaflite.cluster.metalog``),
+  which a broker's replica replays as KRaft brokers replay the log, so a change
+  costs what it changed, not the size of the metadata or of its topic (issue 36).
 * ``apply(replica, delta)``: a broker's replica adopts a delta.
 * ``frame``/``Frames``: the framing of the internal protocol, a 4-byte big-endian
   length and a JSON object. Metadata changes are rare and small, so JSON is
@@ -28,6 +27,7 @@ sides share:
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 import uuid
@@ -35,33 +35,16 @@ from collections import deque
 from typing import Any
 
 from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, TopicState
-from kaflite.cluster.metalog import CONFIG_GROUP, CONFIG_TOPIC
-from kaflite.protocol.messages._generated.access_control_entry_record import (
-    AccessControlEntryRecord,
-)
-from kaflite.protocol.messages._generated.client_quota_record import ClientQuotaRecord
-from kaflite.protocol.messages._generated.config_record import ConfigRecord
+from kaflite.cluster.metalog import decode_record, encode_record, replay
 from kaflite.protocol.messages._generated.fence_broker_record import FenceBrokerRecord
-from kaflite.protocol.messages._generated.partition_change_record import PartitionChangeRecord
-from kaflite.protocol.messages._generated.partition_record import PartitionRecord
 from kaflite.protocol.messages._generated.register_broker_record import RegisterBrokerRecord
-from kaflite.protocol.messages._generated.remove_access_control_entry_record import (
-    RemoveAccessControlEntryRecord,
-)
-from kaflite.protocol.messages._generated.remove_topic_record import RemoveTopicRecord
-from kaflite.protocol.messages._generated.remove_user_scram_credential_record import (
-    RemoveUserScramCredentialRecord,
-)
-from kaflite.protocol.messages._generated.topic_record import TopicRecord
 from kaflite.protocol.messages._generated.unfence_broker_record import UnfenceBrokerRecord
-from kaflite.protocol.messages._generated.user_scram_credential_record import (
-    UserScramCredentialRecord,
-)
 from kaflite.protocol.messages._runtime import Struct
+from kaflite.security.acl import AclBinding
 from kaflite.security.scram import ScramCredential
 
-__all__ = ["Frames", "Json", "apply", "broker_from_json", "diff", "entry", "frame", "image",
-           "key_of", "partition_from_json"]
+__all__ = ["Frames", "Json", "apply", "apply_records", "broker_from_json", "diff", "entry",
+           "frame", "image", "partition_from_json", "records_for_brokers"]
 
 Json = dict[str, Any]   # a decoded JSON object of the internal protocol
 _HEADER = struct.Struct(">I")
@@ -136,7 +119,9 @@ def entry(controller: Controller, key: str) -> Json | None:
         return {"users": {user: {m: c.to_kafka() for m, c in creds.items()}
                           for user, creds in controller.scram.items()}}
     if kind == "acls":
-        return {"bindings": controller.acls.to_json()}
+        # with their ids: a RemoveAccessControlEntryRecord names a binding by its id
+        return {"bindings": controller.acls.to_json(),
+                "ids": [[str(i), b.to_json()] for i, b in controller.acl_ids.items()]}
     if kind == "quotas":
         return {"entries": controller.client_quotas.to_json()}
     if kind == "group":
@@ -145,34 +130,20 @@ def entry(controller: Controller, key: str) -> Json | None:
     raise ValueError(f"no metadata image record {key!r}")
 
 
-def key_of(record: Struct, topic_names: dict[uuid.UUID, str]) -> str | None:
-    """The image record a metadata log record changes; None for one the image lacks.
+def records_for_brokers(records: list[Struct]) -> list[str]:
+    """The records a broker process replays, encoded for the JSON wire (base64 of
+    each record's metadata log value). Broker registrations are left out: brokers
+    go as image entries, which carry what no record does (fault injection's
+    replication fencing)."""
+    return [base64.b64encode(encode_record(r)).decode() for r in records
+            if not isinstance(r, RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord)]
 
-    ``topic_names`` (topic id -> name) is kept up to date by this function: a
-    RemoveTopicRecord names only the id of a topic that is gone."""
-    if isinstance(record, TopicRecord):
-        topic_names[record.topic_id] = record.name
-        return f"topic/{record.name}"
-    if isinstance(record, PartitionRecord | PartitionChangeRecord):
-        name = topic_names.get(record.topic_id)
-        return None if name is None else f"topic/{name}"
-    if isinstance(record, RemoveTopicRecord):
-        name = topic_names.pop(record.topic_id, None)
-        return None if name is None else f"topic/{name}"
-    if isinstance(record, ConfigRecord):
-        kind = {CONFIG_TOPIC: "topic", CONFIG_GROUP: "group"}.get(record.resource_type)
-        return None if kind is None else f"{kind}/{record.resource_name}"
-    if isinstance(record, RegisterBrokerRecord):
-        return f"broker/{record.broker_id}"
-    if isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
-        return f"broker/{record.id}"
-    if isinstance(record, UserScramCredentialRecord | RemoveUserScramCredentialRecord):
-        return "scram"
-    if isinstance(record, AccessControlEntryRecord | RemoveAccessControlEntryRecord):
-        return "acls"
-    if isinstance(record, ClientQuotaRecord):
-        return "quotas"
-    return None
+
+def apply_records(replica: Controller, rows: list[str]) -> None:
+    """A broker's replica replays the controller's metadata records, as KRaft brokers
+    replay the metadata log."""
+    for row in rows:
+        replay(replica, decode_record(base64.b64decode(row)))
 
 
 def diff(old: dict[str, Json], new: dict[str, Json]) -> dict[str, Json | None]:
@@ -207,6 +178,9 @@ def apply(replica: Controller, delta: dict[str, Json | None]) -> None:
                              for user, creds in value["users"].items()}
         elif kind == "acls" and value is not None:
             replica.acls.replace(value["bindings"])
+            replica.acl_ids.clear()
+            for acl_id, row in value.get("ids", []):
+                replica.acl_ids.add(AclBinding.from_json(row), uuid.UUID(acl_id))
         elif kind == "quotas" and value is not None:
             # in place: the broker's QuotaManager holds this store
             replica.client_quotas.entries.clear()

@@ -86,6 +86,10 @@ class AclIds:
     def items(self) -> list[tuple[uuid.UUID, AclBinding]]:
         return list(self._by_id.items())
 
+    def clear(self) -> None:
+        self._by_id.clear()
+        self._of.clear()
+
     def add(self, binding: AclBinding, acl_id: uuid.UUID) -> None:
         self._by_id[acl_id] = binding
         self._of[binding] = acl_id

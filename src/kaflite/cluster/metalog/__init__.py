@@ -25,6 +25,9 @@ from kaflite.cluster.metalog._image import (
     snapshot_records,
     topic_records,
 )
+from kaflite.cluster.metalog._legacy import JSON_NAME as LEGACY_JSON
+from kaflite.cluster.metalog._legacy import load_json as load_legacy_json
+from kaflite.cluster.metalog._legacy import read_cluster_id, write_cluster_id
 from kaflite.cluster.metalog._log import DIRECTORY, SNAPSHOT_RECORDS, MetadataLog
 from kaflite.cluster.metalog._snapshot import list_snapshots, read_snapshot
 
@@ -32,6 +35,7 @@ __all__ = [
     "CONFIG_GROUP",
     "CONFIG_TOPIC",
     "DIRECTORY",
+    "LEGACY_JSON",
     "METADATA_VERSION",
     "SNAPSHOT_RECORDS",
     "MetadataLog",
@@ -42,14 +46,17 @@ __all__ = [
     "decode_record",
     "encode_record",
     "list_snapshots",
+    "load_legacy_json",
     "partition_change",
     "partition_record",
     "producer_ids_record",
     "quota_records",
+    "read_cluster_id",
     "read_snapshot",
     "replay",
     "scram_record",
     "scram_removal",
     "snapshot_records",
     "topic_records",
+    "write_cluster_id",
 ]
