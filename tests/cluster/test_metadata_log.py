@@ -134,6 +134,25 @@ def test_a_restart_after_a_snapshot_recovers_from_snapshot_and_log(tmp_path: Pat
     assert again.log is not None and again.log.snapshot_offset == newest
 
 
+def test_a_snapshot_is_taken_once_n_records_were_appended(tmp_path: Path) -> None:
+    c = make(tmp_path, snapshot_records=100)
+    while c.records_appended < 99:
+        c.allocate_producer_id()               # one record a change
+    c.flush()
+    assert c.snapshots_written == 0
+    c.allocate_producer_id()                   # the 100th record
+    c.flush()
+    assert c.snapshots_written == 1
+    assert c.log is not None and c.log.snapshot_offset == 100
+    assert [offset for offset, _ in metalog.list_snapshots(tmp_path / metalog.DIRECTORY)] == [100]
+    c.allocate_producer_id()                   # after the snapshot: in the new segment
+    before = state(c)
+    c.close()
+    again = Controller(tmp_path)
+    assert state(again) == before
+    assert again.log is not None and again.log.recovered_records == 1
+
+
 def test_a_snapshot_alone_recovers_the_state_it_was_taken_at(tmp_path: Path) -> None:
     c = make(tmp_path)
     busy(c)
