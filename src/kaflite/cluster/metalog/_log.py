@@ -16,11 +16,12 @@ proportional to the change, never to the size of the metadata.
 Snapshots: once ``snapshot_records`` records (or ``snapshot_bytes`` bytes) were
 appended since the last one, the loop rolls a new segment at the current end
 offset X (closing the old one: from then on every file below X is immutable)
-and the worker thread runs ``_compactor`` in a child process, which builds the
-snapshot at X from the previous snapshot and the segments below X and writes
-it; the worker then removes the older snapshots and segments. The loop never
-waits for it, and never reads a file the worker writes; the child shares
-neither the GIL nor the heap (whose garbage collections it would set off).
+and a thread of its own (so that fsyncs never wait behind it) runs
+``_compactor`` in a child process, which builds the snapshot at X from the
+previous snapshot and the segments below X and writes it; the thread then
+removes the older snapshots and segments. The loop never waits for it, and
+never reads a file it writes; the child shares neither the GIL nor the heap
+(whose garbage collections it would set off).
 
 Recovery: the newest readable snapshot, then every batch of the segments from
 its offset on; a torn or corrupt tail (a crash mid-write) is cut off, as Kafka's
@@ -33,6 +34,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -89,6 +91,9 @@ class MetadataLog:
         self._active: LogSegment | None = None
         self._since_snapshot = (0, 0)   # records, bytes appended since the last snapshot
         self._snapshotting = False
+        # the thread waiting for the snapshot process (its own: a snapshot takes
+        # seconds, and the worker's fsyncs must not wait behind it)
+        self._snapshotter: threading.Thread | None = None
         # counters (read by tests and benchmarks)
         self.records_appended = 0
         self.batches_appended = 0
@@ -187,7 +192,9 @@ class MetadataLog:
             self._active = None
         self._since_snapshot = (0, 0)
         self._snapshotting = True
-        self.worker.submit(lambda: self._snapshot(end))
+        self._snapshotter = threading.Thread(target=self._snapshot, args=(end,),
+                                             name=f"metadata-snapshot {end}", daemon=True)
+        self._snapshotter.start()
 
     def write_snapshot_now(self, records: Iterable[Struct]) -> None:
         """Write a snapshot at the end offset, synchronously: at startup only (the
@@ -198,7 +205,8 @@ class MetadataLog:
         self.last_snapshot_bytes = size
 
     def _snapshot(self, end: int) -> None:
-        """(worker) Build and write the snapshot at ``end``, then drop what it replaces."""
+        """(snapshot thread) Build and write the snapshot at ``end``, then drop what it
+        replaces."""
         try:
             try:
                 done = subprocess.run(
@@ -222,7 +230,7 @@ class MetadataLog:
             self._snapshotting = False
 
     def _remove_below(self, end: int) -> None:
-        """(worker) Remove the snapshots before ``end`` and the segments below it."""
+        """(snapshot thread) Remove the snapshots before ``end`` and the segments below it."""
         for offset, path in list_snapshots(self.directory):
             if offset < end:
                 path.unlink(missing_ok=True)
@@ -235,7 +243,14 @@ class MetadataLog:
     # -- the end -----------------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every append is fsynced and every snapshot written (tests, close)."""
-        return self.worker.drain(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        snapshotter = self._snapshotter
+        if snapshotter is not None:
+            snapshotter.join(timeout)
+            if snapshotter.is_alive():
+                return False
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self.worker.drain(left)
 
     def close(self) -> None:
         self.flush()

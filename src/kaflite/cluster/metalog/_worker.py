@@ -1,4 +1,4 @@
-"""The metadata log's background thread: fsyncs and snapshots, never on the event loop.
+"""The metadata log's background thread: fsyncs, never on the event loop.
 
 Theory of operation
 -------------------
@@ -6,7 +6,7 @@ The event loop writes each metadata batch with one ``os.write`` (into the page
 cache) and asks this worker to fsync the file. Requests coalesce: however many
 batches were appended while an fsync ran, the next fsync covers them all (group
 commit), so a burst of changes costs one or two fsyncs, none of them waited for
-on the loop. Snapshot jobs (KIP-630) run here too, after any pending fsync.
+on the loop. Other jobs run here too, after any pending fsync (``drain``).
 
 The thread starts on the first request and ends after ``IDLE_S`` without work,
 so an idle controller, or one a test forgot to close, holds no thread.
