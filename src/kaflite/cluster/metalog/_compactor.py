@@ -31,8 +31,10 @@ from kaflite.protocol.records import iter_batches
 __all__ = ["build", "main", "records_below"]
 
 
-def records_below(directory: Path, end: int) -> Iterator[Struct]:
-    """The newest readable snapshot at or below ``end``, then the log's records below ``end``."""
+def records_below(directory: Path, end: int, last_ms: list[int] | None = None
+                  ) -> Iterator[Struct]:
+    """The newest readable snapshot at or below ``end``, then the log's records below
+    ``end``; ``last_ms`` (if given) ends up holding the newest batch timestamp read."""
     start = 0
     for offset, path in reversed(list_snapshots(directory)):
         if offset > end:
@@ -48,6 +50,8 @@ def records_below(directory: Path, end: int) -> Iterator[Struct]:
         if base >= end:
             break
         for batch in iter_batches((directory / f"{base:020d}.log").read_bytes()):
+            if last_ms is not None and batch.base_offset < end:
+                last_ms.append(batch.max_timestamp)
             for offset, record in decode_batch(batch):
                 if start <= offset < end:
                     yield record
@@ -58,10 +62,14 @@ def build(directory: Path, end: int) -> int:
     from kaflite.cluster.controller import Controller  # the model's home imports this package
 
     state = Controller(None)
-    for record in records_below(directory, end):
+    stamps: list[int] = []
+    for record in records_below(directory, end, stamps):
         replay(state, record)
     now = int(time.time() * 1000)
-    _, size = write_snapshot(directory, end, snapshot_records(state), now, now)
+    # SnapshotHeaderRecord.LastContainedLogTimestamp: the append time of the last
+    # record the snapshot contains
+    last = max(stamps, default=now)
+    _, size = write_snapshot(directory, end, snapshot_records(state), last, now)
     return size
 
 
