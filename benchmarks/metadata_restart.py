@@ -1,6 +1,7 @@
 """Issue 36's scene, end to end: a cluster that wedged on metadata writes.
 
     PYTHONPATH=src python benchmarks/metadata_restart.py [--topics 406] [--partitions 1435]
+        [--processes]
 
 An in-process cluster of 3 brokers (one event loop) with 406 topics and 1,435
 partitions at RF 3, as in the issue. Broker 2 restarts; as it catches up, its
@@ -57,9 +58,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--topics", type=int, default=406)
     ap.add_argument("--partitions", type=int, default=1435)
+    ap.add_argument("--processes", action="store_true",
+                    help="one OS process per broker (their replicas replay the records)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp, \
-            Cluster(brokers=3, data_dir=Path(tmp)) as cluster:
+            Cluster(brokers=3, data_dir=Path(tmp), processes=args.processes) as cluster:
         t0 = time.perf_counter()
         per = [args.partitions // args.topics + (i < args.partitions % args.topics)
                for i in range(args.topics)]
@@ -71,7 +74,8 @@ def main() -> None:
         print(f"created {sum(per)} partitions in {time.perf_counter() - t0:.1f} s", flush=True)
         stop = threading.Event()
         lat: list[tuple[float, float]] = []
-        th = threading.Thread(target=probe, args=(cluster.broker(0).port, stop, lat))
+        port0 = int(cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)[1])
+        th = threading.Thread(target=probe, args=(port0, stop, lat))
         th.start()
         time.sleep(1)
         t0 = time.perf_counter()
