@@ -3,7 +3,8 @@
     python -m tools.codegen [--schemas DIR] [--check]
 
 Reads Kafka's JSON schemas (``../shared/kafka-protocol`` by default, with the newer
-schemas of ``tools/codegen/kafka-4.2`` in place of their older files) and writes
+schemas of ``tools/codegen/kafka-4.2`` in place of their older files, and the
+KRaft metadata record schemas of ``tools/codegen/kafka-metadata``) and writes
 ``src/kaflite/protocol/messages/_generated/`` (one module per schema file, and
 an index of APIs) plus ``src/kaflite/protocol/_error_codes.py``. With
 ``--check`` nothing is written; the exit status is 1 if any output would change.
@@ -25,6 +26,10 @@ DEFAULT_SCHEMAS = ROOT.parent / "shared" / "kafka-protocol"
 # Schemas newer than the shared set (Kafka 4.2's share-group APIs): a file here
 # replaces the shared file of the same name.
 OVERLAY = Path(__file__).resolve().parent / "kafka-4.2"
+# Kafka's metadata log record schemas (metadata/src/main/resources/common/metadata in
+# Kafka's repository, at commit 1eb7644349cb): the records of kaflite's
+# __cluster_metadata log (kaflite.cluster.metalog).
+METADATA = Path(__file__).resolve().parent / "kafka-metadata"
 OUT = ROOT / "src" / "kaflite" / "protocol" / "messages" / "_generated"
 ERRORS_OUT = ROOT / "src" / "kaflite" / "protocol" / "_error_codes.py"
 
@@ -46,7 +51,7 @@ def render_index(messages: list[Message]) -> str:
     """
     apis: dict[int, dict[str, Message]] = {}
     for m in messages:
-        if m.api_key is not None:
+        if m.api_key is not None and m.kind in ("request", "response"):
             apis.setdefault(m.api_key, {})[m.kind] = m
     ordered = sorted(messages, key=lambda m: m.name)
     where: dict[str, str] = {}
@@ -87,9 +92,15 @@ def render_index(messages: list[Message]) -> str:
         lines.append(f"    {key}: ({name!r}, {req.name!r}, {resp.name!r}, {req.valid.lo}, "
                      f"{req.valid.hi}, {req.latest_unstable}),")
     lines.append("}")
-    others = sorted(m.name for m in messages if m.api_key is None)
+    others = sorted(m.name for m in messages if m.kind not in ("request", "response"))
+    records = sorted((m.api_key, m.name) for m in messages
+                     if m.kind == "metadata" and m.api_key is not None)
     lines += ["", "# schemas that are not API messages: headers and data formats",
               f"DATA_NAMES: tuple[str, ...] = {tuple(others)!r}", "",
+              "# metadata log record type (its apiKey): the record's class name",
+              "METADATA_RECORDS: dict[int, str] = {"]
+    lines += [f"    {key}: {name!r}," for key, name in records]
+    lines += ["}", "",
               "",
               "def __getattr__(name: str) -> Any:",
               "    module = WHERE.get(name)",
@@ -149,7 +160,8 @@ def outputs(schemas: Path) -> dict[Path, str]:
     shared = load_all(schemas / "messages") + load_all(schemas / "records")
     names = {m.source for m in shared}
     messages = [newer.get(m.source, m) for m in shared] + \
-        [m for src, m in sorted(newer.items()) if src not in names]
+        [m for src, m in sorted(newer.items()) if src not in names] + \
+        load_all(METADATA)
     files: dict[Path, str] = {}
     for m in messages:
         files[OUT / f"{module_name(m)}.py"] = emit_module(m)

@@ -243,6 +243,9 @@ class Cluster:
         if self.controller_server is not None:
             await self.controller_server.stop()
             self.controller_server = None
+        # The metadata log's fsyncs and any snapshot in progress finish before the
+        # data directory is reused (or removed), waited for off the event loop.
+        await asyncio.to_thread(self.controller.flush)
         self.started = False
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)

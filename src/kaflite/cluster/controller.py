@@ -19,32 +19,46 @@ bindings (``acls``, a ``kaflite.cluster.acl.AclStore``), as its
 AccessControlEntryRecords; both are shared by every broker, so a change applies
 everywhere at once.
 
-The metadata is persisted as JSON in ``<data_dir>/__cluster_metadata.json`` so a
-restarted cluster comes back with the same topics, ids and assignments. Each
-change writes the whole file, before the request that made it is answered; a
-request that makes many changes (CreateTopics, DeleteTopics, CreatePartitions,
-Metadata's auto-creation) runs them in ``batched()``, which writes it once at the
-end, as KRaft's controller appends one request's records as one batch. (Written
-once a topic, 1,000 topics in one Metadata request took 8 s, most of it writing
-the file.)
+Persistence (KIP-500, KIP-630): the in-memory model stays the source of truth
+for reads; every change is also described by Kafka's metadata records
+(``kaflite.cluster.metalog``) and appended, one batch a ``save()``, to the
+metadata log ``<data_dir>/__cluster_metadata-0``, which snapshots itself in the
+background. A change costs what its records cost: an ISR change is one
+PartitionChangeRecord of a few dozen bytes, whatever the number of partitions
+(issue 36: rewriting the whole metadata as JSON on every change, on the event
+loop, wedged a cluster of 1,435 partitions). A restart replays the newest
+snapshot and the records after it. A request that makes many changes
+(CreateTopics, DeleteTopics, CreatePartitions, Metadata's auto-creation) runs
+them in ``batched()``, which appends them as one batch at the end, as KRaft's
+controller does.
+
+Partition changes are recorded by comparison: a mutating path calls ``_touch``
+before it changes a partition, and ``save()`` writes, for each touched
+partition, the record that turns the state it had into the state it has.
+Broker registrations are in the log too, but a restarted controller does not
+restore them: brokers register again when they start, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from kaflite.cluster import metalog
 from kaflite.cluster.acl import AclStore
-from kaflite.cluster.internal_topics import INTERNAL_TOPICS
+from kaflite.cluster.metadata_state import AclIds, BrokerInfo, PartitionState, TopicState
 from kaflite.cluster.quotas.entities import Entity, QuotaStore
 from kaflite.protocol import errors
+from kaflite.protocol.messages._generated.feature_level_record import FeatureLevelRecord
+from kaflite.protocol.messages._generated.fence_broker_record import FenceBrokerRecord
+from kaflite.protocol.messages._generated.remove_topic_record import RemoveTopicRecord
+from kaflite.protocol.messages._generated.unfence_broker_record import UnfenceBrokerRecord
+from kaflite.protocol.messages._runtime import Struct
 from kaflite.security.acl import AclBinding, AclBindingFilter
 from kaflite.security.scram import ScramCredential
 
@@ -63,56 +77,6 @@ TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 
 
-@dataclass
-class BrokerInfo:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-    alive: bool = True
-    fenced_replication: bool = False  # isolated from replication by fault injection
-    # every listener's advertised (host, port); host/port above are the first one's
-    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
-
-    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
-        """The (host, port) of ``listener`` on this broker; None if it has no such listener."""
-        if listener is None or not self.endpoints:
-            return self.host, self.port
-        return self.endpoints.get(listener)
-
-
-@dataclass
-class PartitionState:
-    topic: str
-    partition: int
-    replicas: list[int]
-    leader: int
-    leader_epoch: int = 0
-    isr: list[int] = field(default_factory=list)
-    partition_epoch: int = 0
-    adding: list[int] = field(default_factory=list)
-    removing: list[int] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "replicas": self.replicas, "leader": self.leader, "leader_epoch": self.leader_epoch,
-            "isr": self.isr, "partition_epoch": self.partition_epoch,
-            "adding": self.adding, "removing": self.removing,
-        }
-
-
-@dataclass
-class TopicState:
-    name: str
-    topic_id: uuid.UUID
-    partitions: list[PartitionState]
-    configs: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def internal(self) -> bool:
-        return self.name in INTERNAL_TOPICS
-
-
 class Listener(Protocol):
     """What a broker must do when the controller changes a partition."""
 
@@ -122,7 +86,8 @@ class Listener(Protocol):
 
 
 class Controller:
-    def __init__(self, data_dir: Path | None, cluster_id: str | None = None) -> None:
+    def __init__(self, data_dir: Path | None, cluster_id: str | None = None, *,
+                 snapshot_records: int = metalog.SNAPSHOT_RECORDS) -> None:
         self.data_dir = data_dir
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicState] = {}
@@ -131,46 +96,83 @@ class Controller:
         self.listeners: dict[int, Listener] = {}
         self.cluster_id = cluster_id or _new_cluster_id()
         self.next_producer_id = 1000
+        # finalized feature levels (FeatureLevelRecord): metadata.version
+        self.features: dict[str, int] = {}
         # user -> mechanism -> credential (AlterUserScramCredentials)
         self.scram: dict[str, dict[str, ScramCredential]] = {}
         # client quotas (AlterClientQuotas), as KRaft's ClientQuotaRecord
         self.client_quotas = QuotaStore()
-        # ACL bindings (CreateAcls/DeleteAcls), read by every broker's authorizer
+        # ACL bindings (CreateAcls/DeleteAcls), read by every broker's authorizer,
+        # and their ids (AccessControlEntryRecord.Id)
         self.acls = AclStore()
+        self.acl_ids = AclIds()
         # group configs (ConfigResource GROUP, kaflite.cluster.group_configs): group -> configs
         self.group_configs: dict[str, dict[str, str]] = {}
         # Called after every persisted change: a multi-process cluster sends the
         # change to its broker processes (kaflite.cluster.controller_server).
         self.on_change: Callable[[], None] | None = None
-        # times the metadata file was written (one per change, or per batched())
+        # Called first, with the records of every save (the change feed a
+        # multi-process cluster derives its deltas from).
+        self.on_records: Callable[[list[Struct]], None] | None = None
+        # batches appended to the metadata log (one per change, or per batched())
         self.writes = 0
         self._batch_depth = 0
         self._unsaved = False
-        self._load()
+        self._pending: list[Struct] = []       # records of the changes not saved yet
+        # partitions changed since the last save, with the state they had then
+        self._touched: dict[tuple[uuid.UUID, int], tuple[TopicState, PartitionState]] = {}
+        self.log: metalog.MetadataLog | None = None
+        if data_dir is not None:
+            self._open_log(data_dir, cluster_id, snapshot_records)
 
     # -- persistence -----------------------------------------------------------
-    @property
-    def _path(self) -> Path | None:
-        return None if self.data_dir is None else self.data_dir / "__cluster_metadata.json"
+    def _open_log(self, data_dir: Path, cluster_id: str | None, snapshot_records: int) -> None:
+        self.log = metalog.MetadataLog(data_dir / metalog.DIRECTORY,
+                                       snapshot_records=snapshot_records)
+        found = self.log.recover(lambda record: metalog.replay(self, record))
+        legacy = data_dir / metalog.LEGACY_JSON
+        if found:
+            self.cluster_id = metalog.read_cluster_id(data_dir) or self.cluster_id
+        elif legacy.exists():
+            # an older kaflite's data: read the JSON once, continue with the log
+            metalog.load_legacy_json(self, legacy)
+            self.features["metadata.version"] = metalog.METADATA_VERSION
+            self.log.write_snapshot_now(metalog.snapshot_records(self))
+            legacy.rename(legacy.with_name(legacy.name + ".migrated"))
+        else:
+            self._record(FeatureLevelRecord("metadata.version", metalog.METADATA_VERSION))
+            self.features["metadata.version"] = metalog.METADATA_VERSION
+            self.save()
+        metalog.write_cluster_id(data_dir, self.cluster_id)
+        # Registrations are not restored: brokers register again when they start.
+        self.brokers.clear()
 
-    def _load(self) -> None:
-        path = self._path
-        if path is None or not path.exists():
-            return
-        data = json.loads(path.read_text())
-        self.cluster_id = data["cluster_id"]
-        self.next_producer_id = int(data.get("next_producer_id", 1000))
-        for user, creds in data.get("scram", {}).items():
-            self.scram[user] = {mechanism: ScramCredential.from_kafka(mechanism, text)
-                                for mechanism, text in creds.items()}
-        self.client_quotas.load_json(data.get("client_quotas", []))
-        self.acls.load(data.get("acls", []))
-        self.group_configs = {g: dict(c) for g, c in data.get("group_configs", {}).items()}
-        for name, t in data["topics"].items():
-            parts = [PartitionState(name, i, **p) for i, p in enumerate(t["partitions"])]
-            topic = TopicState(name, uuid.UUID(t["topic_id"]), parts, t.get("configs", {}))
-            self.topics[name] = topic
-            self.topics_by_id[topic.topic_id] = topic
+    @property
+    def records_appended(self) -> int:
+        """Metadata records appended to the log since this controller started."""
+        return 0 if self.log is None else self.log.records_appended
+
+    @property
+    def bytes_appended(self) -> int:
+        return 0 if self.log is None else self.log.bytes_appended
+
+    @property
+    def last_change_bytes(self) -> int:
+        """Bytes of the last batch appended: what the last change cost on disk."""
+        return 0 if self.log is None else self.log.last_batch_bytes
+
+    @property
+    def snapshots_written(self) -> int:
+        return 0 if self.log is None else self.log.snapshots_written
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Block until the metadata log is fsynced and its snapshots written (tests,
+        shutdown; never on a running event loop)."""
+        return True if self.log is None else self.log.flush(timeout)
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
 
     @contextlib.contextmanager
     def batched(self) -> Iterator[None]:
@@ -186,37 +188,41 @@ class Controller:
                 self.save()
 
     def save(self) -> None:
+        """Append the records of the changes made since the last save, as one batch."""
         if self._batch_depth:
             self._unsaved = True
             return
         self._unsaved = False
+        self._flush_touched()
+        records, self._pending = self._pending, []
+        if records and self.log is not None:
+            self.log.append(records)
+            self.writes += 1
+        if records and self.on_records is not None:
+            self.on_records(records)
         if self.on_change is not None:
             self.on_change()
-        path = self._path
-        if path is None:
-            return
-        data = {
-            "cluster_id": self.cluster_id,
-            "next_producer_id": self.next_producer_id,
-            "scram": {user: {m: c.to_kafka() for m, c in creds.items()}
-                      for user, creds in self.scram.items()},
-            "client_quotas": self.client_quotas.to_json(),
-            "acls": self.acls.to_json(),
-            "group_configs": self.group_configs,
-            "topics": {
-                name: {
-                    "topic_id": str(t.topic_id),
-                    "configs": t.configs,
-                    "partitions": [p.to_json() for p in t.partitions],
-                }
-                for name, t in self.topics.items()
-            },
-        }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)
-        self.writes += 1
+
+    def _record(self, *records: Struct) -> None:
+        self._flush_touched()     # keep the records in the order of the changes
+        self._pending.extend(records)
+
+    def _touch(self, topic: TopicState, p: PartitionState) -> None:
+        """``p`` is about to change: remember the state it has now."""
+        key = (topic.topic_id, p.partition)
+        if key not in self._touched:
+            self._touched[key] = (topic, dataclasses.replace(
+                p, replicas=list(p.replicas), isr=list(p.isr), adding=list(p.adding),
+                removing=list(p.removing)))
+
+    def _flush_touched(self) -> None:
+        for topic, before in self._touched.values():
+            if before.partition < len(topic.partitions):
+                record = metalog.partition_change(topic.topic_id, before,
+                                                  topic.partitions[before.partition])
+                if record is not None:
+                    self._pending.append(record)
+        self._touched.clear()
 
     def partition(self, topic: str, index: int) -> PartitionState | None:
         """The state of ``topic``-``index``; None if the cluster has no such partition."""
@@ -227,6 +233,7 @@ class Controller:
         """A producer id never handed out before, in this cluster's lifetime."""
         pid = self.next_producer_id
         self.next_producer_id += 1
+        self._record(metalog.producer_ids_record(self.next_producer_id))
         self.save()
         return pid
 
@@ -239,16 +246,23 @@ class Controller:
         """Apply a batch of checked changes, then persist them once."""
         for user, mechanism in deletions:
             creds = self.scram.get(user, {})
-            creds.pop(mechanism, None)
+            if creds.pop(mechanism, None) is not None:
+                self._record(metalog.scram_removal(user, mechanism))
             if not creds:
                 self.scram.pop(user, None)
         for user, credential in upserts:
             self.scram.setdefault(user, {})[credential.mechanism] = credential
+            self._record(metalog.scram_record(user, credential))
         self.save()
 
     # -- ACLs --------------------------------------------------------------------------
     def create_acls(self, bindings: list[AclBinding]) -> None:
         """Add validated bindings (CreateAcls)."""
+        for b in bindings:
+            if self.acl_ids.id_of(b) is None:
+                acl_id = uuid.uuid4()
+                self.acl_ids.add(b, acl_id)
+                self._record(metalog.acl_record(acl_id, b))
         self.acls.add(bindings)
         self.save()
 
@@ -256,8 +270,23 @@ class Controller:
         """Delete what each filter matches (DeleteAcls); per filter, what it deleted."""
         deleted = self.acls.remove(filters)
         if any(deleted):
+            self._forget_acls(b for gone in deleted for b in gone)
             self.save()
         return deleted
+
+    def remove_acls(self, bindings: list[AclBinding]) -> None:
+        """Delete exactly these bindings (those still present)."""
+        present = [b for b in bindings if b in self.acls]
+        if present:
+            self.acls.remove_exact(present)
+            self._forget_acls(present)
+            self.save()
+
+    def _forget_acls(self, bindings: Iterable[AclBinding]) -> None:
+        for b in bindings:
+            acl_id = self.acl_ids.pop_binding(b)
+            if acl_id is not None:
+                self._record(metalog.acl_removal(acl_id))
 
     # -- client quotas -------------------------------------------------------------
     def alter_client_quotas(self, changes: list[tuple[Entity, dict[str, float], set[str]]]
@@ -265,12 +294,18 @@ class Controller:
         """Apply checked quota changes (sets and removals per entity), then persist."""
         for entity, sets, removals in changes:
             self.client_quotas.alter(entity, sets, removals)
+            self._record(*metalog.quota_records(entity, sets, removals))
         self.save()
 
     # -- brokers ----------------------------------------------------------------
     def register_broker(self, info: BrokerInfo, listener: Listener) -> None:
+        self._flush_touched()
+        # Kafka's broker epoch: the offset of the broker's RegisterBrokerRecord
+        info.epoch = (0 if self.log is None else self.log.next_offset) + len(self._pending)
         self.brokers[info.node_id] = info
         self.listeners[info.node_id] = listener
+        self._record(metalog.broker_record(info))
+        self.save()
 
     def live_brokers(self) -> list[BrokerInfo]:
         return [b for b in self.brokers.values() if b.alive]
@@ -283,6 +318,7 @@ class Controller:
         partitions whose ISR contains it get it as their leader.
         """
         self.brokers[node_id].alive = True
+        self._record(UnfenceBrokerRecord(node_id, self.brokers[node_id].epoch))
         for topic in self.topics.values():
             for p in topic.partitions:
                 if node_id not in p.replicas:
@@ -296,6 +332,7 @@ class Controller:
     def broker_stopped(self, node_id: int) -> None:
         """A broker died or shut down: move its leaderships, drop it from ISRs."""
         self.brokers[node_id].alive = False
+        self._record(FenceBrokerRecord(node_id, self.brokers[node_id].epoch))
         for topic in self.topics.values():
             for p in topic.partitions:
                 if node_id not in p.replicas:
@@ -303,6 +340,7 @@ class Controller:
                 if p.leader == node_id:
                     self._elect(topic, p, exclude={node_id})
                 elif node_id in p.isr and len(p.isr) > 1:
+                    self._touch(topic, p)
                     p.isr = [r for r in p.isr if r != node_id]
                     p.partition_epoch += 1
                     self._notify(topic, p)
@@ -358,6 +396,7 @@ class Controller:
             topic.partitions.append(PartitionState(name, i, list(replicas), leader, 0, live))
         self.topics[name] = topic
         self.topics_by_id[topic.topic_id] = topic
+        self._record(*metalog.topic_records(topic))
         self.save()
         for p in topic.partitions:
             self._notify(topic, p)
@@ -368,6 +407,7 @@ class Controller:
         if topic is None:
             raise errors.UnknownTopicOrPartitionError(name)
         self.topics_by_id.pop(topic.topic_id, None)
+        self._record(RemoveTopicRecord(topic.topic_id))
         self.save()
         for listener in self.listeners.values():
             listener.on_topic_deleted(topic)
@@ -379,11 +419,13 @@ class Controller:
             p = PartitionState(name, len(topic.partitions), list(replicas),
                                live[0] if live else -1, 0, live)
             topic.partitions.append(p)
+            self._record(metalog.partition_record(topic.topic_id, p))
             self._notify(topic, p)
         self.save()
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.topics[name]
+        self._record(*metalog.config_changes(metalog.CONFIG_TOPIC, name, topic.configs, configs))
         topic.configs = dict(configs)
         self.save()
         for p in topic.partitions:
@@ -391,6 +433,8 @@ class Controller:
 
     def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
         """Replace a group's dynamic configs (already validated); none left removes it."""
+        self._record(*metalog.config_changes(metalog.CONFIG_GROUP, group,
+                                             self.group_configs.get(group, {}), configs))
         if configs:
             self.group_configs[group] = dict(configs)
         else:
@@ -399,6 +443,7 @@ class Controller:
 
     # -- leadership and ISR -------------------------------------------------------
     def _set_leader(self, topic: TopicState, p: PartitionState, leader: int) -> None:
+        self._touch(topic, p)
         p.leader = leader
         p.leader_epoch += 1
         p.partition_epoch += 1
@@ -412,6 +457,7 @@ class Controller:
             new = prefer
         else:
             new = live_isr[0] if live_isr else -1
+        self._touch(topic, p)
         if new == -1:
             # Kafka keeps the last leader in the ISR when no election is possible,
             # so it can come back as leader without losing acknowledged data.
@@ -466,6 +512,7 @@ class Controller:
                 raise errors.IneligibleReplicaError(
                     f"{topic_name}-{partition}: broker {r} is not alive")
         if sorted(isr) != sorted(p.isr):
+            self._touch(topic, p)
             p.isr = [r for r in p.replicas if r in isr]
             p.partition_epoch += 1
             # Reassignment completes once every target replica is in the ISR.
@@ -479,6 +526,7 @@ class Controller:
         """Start (or cancel, with ``None``) a partition reassignment (KIP-455)."""
         topic = self.topics[topic_name]
         p = topic.partitions[partition]
+        self._touch(topic, p)
         if target is None:
             if not p.adding and not p.removing:
                 raise errors.NoReassignmentInProgressError(f"{topic_name}-{partition}")
@@ -499,6 +547,7 @@ class Controller:
         self._notify(topic, p)
 
     def _finish_reassignment(self, topic: TopicState, p: PartitionState) -> None:
+        self._touch(topic, p)
         removed = list(p.removing)
         keep = [r for r in p.replicas if r not in p.removing]
         p.replicas, p.adding, p.removing = keep, [], []

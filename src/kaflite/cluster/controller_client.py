@@ -126,6 +126,9 @@ class RemoteController(Controller):
     def _handle(self, msg: Json) -> None:
         if "reply" in msg:
             self._replies[int(msg["reply"])] = msg
+        elif "records" in msg:
+            metadata_image.apply_records(self, msg["records"])
+            metadata_image.apply(self, msg["delta"])
         elif "delta" in msg:
             metadata_image.apply(self, msg["delta"])
         elif "notify" in msg:

@@ -5,8 +5,10 @@ broker processes (``kaflite.cluster.controller_client``) over one loopback TCP
 connection each, in the framing of ``metadata_image``:
 
 * a broker says hello and gets the whole metadata image;
-* after every change the controller sends every broker the records that
-  changed (a delta), then the notifications the change made for that broker
+* after every change the controller sends every broker the change's metadata
+  log records, which its replica replays as KRaft brokers replay the log (so a
+  change costs what it changed, not the size of the metadata), and the brokers'
+  image entries that changed (a delta), then the notifications the change made for that broker
   (``on_partition_change``, ``on_topic_deleted``), as KRaft brokers replay the
   metadata log and act on the partitions they host;
 * a broker's change requests (CreateTopics, AlterPartition, elections, SCRAM,
@@ -38,6 +40,7 @@ from kaflite.cluster.controller import Controller, PartitionState, TopicState
 from kaflite.cluster.metadata_image import Frames, Json, broker_from_json, frame
 from kaflite.cluster.quotas.entities import entity_from_pairs
 from kaflite.protocol import errors
+from kaflite.protocol.messages._runtime import Struct
 from kaflite.security.acl import AclBinding
 from kaflite.security.scram import ScramCredential
 
@@ -109,7 +112,9 @@ class ControllerServer:
         self.heartbeat_interval = heartbeat_interval_ms / 1000
         self.session_timeout = session_timeout_ms / 1000
         self.channels: dict[int, _Channel] = {}
-        self._image: dict[str, Json] = metadata_image.image(controller)
+        # the brokers' image entries as the broker processes have them
+        self._brokers: dict[str, Json] = self._broker_entries()
+        self._records: list[Struct] = []       # metadata records not sent yet
         self._queued: list[tuple[_Channel, Json]] = []
         self._flush_scheduled = False
         self._server: asyncio.Server | None = None
@@ -122,6 +127,7 @@ class ControllerServer:
         self.registered: dict[int, asyncio.Event] = {}
         self.on_rule_hit: Callable[[list[int]], None] | None = None  # fault rules hit
         controller.on_change = self.schedule_flush
+        controller.on_records = self._note_records
 
     async def start(self, host: str = "127.0.0.1") -> int:
         self._loop = asyncio.get_running_loop()
@@ -132,6 +138,7 @@ class ControllerServer:
 
     async def stop(self) -> None:
         self.controller.on_change = None
+        self.controller.on_records = None
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -156,14 +163,25 @@ class ControllerServer:
         self._queued.append((channel, message))
         self.schedule_flush()
 
+    def _note_records(self, records: list[Struct]) -> None:
+        self._records.extend(records)
+
+    def _broker_entries(self) -> dict[str, Json]:
+        keys = ["cluster", *(f"broker/{n}" for n in self.controller.brokers)]
+        return {k: v for k in keys if (v := metadata_image.entry(self.controller, k)) is not None}
+
     def flush(self) -> None:
-        """Send every broker the records that changed, then each its notifications."""
+        """Send every broker the metadata records made since the last flush and the
+        brokers' entries that changed (fault injection changes them directly, then
+        flushes), then each broker its notifications."""
         self._flush_scheduled = False
-        new = metadata_image.image(self.controller)
-        delta = metadata_image.diff(self._image, new)
-        self._image = new
-        if delta:
-            message = {"delta": delta}
+        brokers = self._broker_entries()
+        delta = metadata_image.diff(self._brokers, brokers)
+        self._brokers = brokers
+        records, self._records = self._records, []
+        rows = metadata_image.records_for_brokers(records) if records else []
+        if rows or delta:
+            message: Json = {"records": rows, "delta": delta}
             for ch in self.channels.values():
                 ch.send(message)
         queued, self._queued = self._queued, []
@@ -277,7 +295,7 @@ class ControllerServer:
             ch.node_id = node
             self.flush()
             self.channels[node] = ch
-            return self._image
+            return metadata_image.image(c)
         if method == "register_broker":
             info = broker_from_json(a["info"])
             known = c.brokers.get(info.node_id)
@@ -302,11 +320,7 @@ class ControllerServer:
             c.create_acls([AclBinding.from_json(row) for row in a["bindings"]])
             return None
         if method == "delete_acls":
-            gone = {AclBinding.from_json(row) for row in a["bindings"]}
-            present = [b for b in c.acls if b in gone]
-            if present:
-                c.acls.remove_exact(present)
-                c.save()
+            c.remove_acls([AclBinding.from_json(row) for row in a["bindings"]])
             return None
         if method == "alter_client_quotas":
             c.alter_client_quotas([

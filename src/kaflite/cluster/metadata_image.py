@@ -12,8 +12,12 @@ sides share:
   (AccessControlEntryRecords), ``quotas`` (ClientQuotaRecords) and
   ``group/<id>`` (a group's ConfigRecords). A value is
   plain JSON.
-* ``diff(old, new)``: the records that changed (a removed one maps to None), the
-  delta the controller sends after each change.
+* ``diff(old, new)``: the records that changed (a removed one maps to None): the
+  delta of the brokers' entries the controller sends after each change;
+* ``records_for_brokers``/``apply_records``: everything else changes by the
+  controller's metadata log records themselves (``kaflite.cluster.metalog``),
+  which a broker's replica replays as KRaft brokers replay the log, so a change
+  costs what it changed, not the size of the metadata or of its topic (issue 36).
 * ``apply(replica, delta)``: a broker's replica adopts a delta.
 * ``frame``/``Frames``: the framing of the internal protocol, a 4-byte big-endian
   length and a JSON object. Metadata changes are rare and small, so JSON is
@@ -23,6 +27,7 @@ sides share:
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 import uuid
@@ -30,10 +35,16 @@ from collections import deque
 from typing import Any
 
 from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, TopicState
+from kaflite.cluster.metalog import decode_record, encode_record, replay
+from kaflite.protocol.messages._generated.fence_broker_record import FenceBrokerRecord
+from kaflite.protocol.messages._generated.register_broker_record import RegisterBrokerRecord
+from kaflite.protocol.messages._generated.unfence_broker_record import UnfenceBrokerRecord
+from kaflite.protocol.messages._runtime import Struct
+from kaflite.security.acl import AclBinding
 from kaflite.security.scram import ScramCredential
 
-__all__ = ["Frames", "Json", "apply", "broker_from_json", "diff", "frame", "image",
-           "partition_from_json"]
+__all__ = ["Frames", "Json", "apply", "apply_records", "broker_from_json", "diff", "entry",
+           "frame", "image", "partition_from_json", "records_for_brokers"]
 
 Json = dict[str, Any]   # a decoded JSON object of the internal protocol
 _HEADER = struct.Struct(">I")
@@ -85,19 +96,54 @@ def partition_from_json(topic: str, index: int, v: Json) -> PartitionState:
 
 def image(controller: Controller) -> dict[str, Json]:
     """Every metadata record of ``controller``, by key."""
-    items: dict[str, Json] = {"cluster": {"cluster_id": controller.cluster_id}}
-    for b in controller.brokers.values():
-        items[f"broker/{b.node_id}"] = broker_json(b)
-    for t in controller.topics.values():
-        items[f"topic/{t.name}"] = {"topic_id": str(t.topic_id), "configs": dict(t.configs),
-                                    "partitions": [p.to_json() for p in t.partitions]}
-    items["scram"] = {"users": {user: {m: c.to_kafka() for m, c in creds.items()}
-                                for user, creds in controller.scram.items()}}
-    items["acls"] = {"bindings": controller.acls.to_json()}
-    items["quotas"] = {"entries": controller.client_quotas.to_json()}
-    for group, configs in controller.group_configs.items():
-        items[f"group/{group}"] = {"configs": dict(configs)}
-    return items
+    keys = ["cluster", *(f"broker/{n}" for n in controller.brokers),
+            *(f"topic/{name}" for name in controller.topics), "scram", "acls", "quotas",
+            *(f"group/{g}" for g in controller.group_configs)]
+    return {key: value for key in keys if (value := entry(controller, key)) is not None}
+
+
+def entry(controller: Controller, key: str) -> Json | None:
+    """The image's record ``key`` as ``controller`` has it now; None if it has none."""
+    kind, _, name = key.partition("/")
+    if kind == "cluster":
+        return {"cluster_id": controller.cluster_id}
+    if kind == "broker":
+        b = controller.brokers.get(int(name))
+        return None if b is None else broker_json(b)
+    if kind == "topic":
+        t = controller.topics.get(name)
+        return None if t is None else {
+            "topic_id": str(t.topic_id), "configs": dict(t.configs),
+            "partitions": [p.to_json() for p in t.partitions]}
+    if kind == "scram":
+        return {"users": {user: {m: c.to_kafka() for m, c in creds.items()}
+                          for user, creds in controller.scram.items()}}
+    if kind == "acls":
+        # with their ids: a RemoveAccessControlEntryRecord names a binding by its id
+        return {"bindings": controller.acls.to_json(),
+                "ids": [[str(i), b.to_json()] for i, b in controller.acl_ids.items()]}
+    if kind == "quotas":
+        return {"entries": controller.client_quotas.to_json()}
+    if kind == "group":
+        configs = controller.group_configs.get(name)
+        return None if configs is None else {"configs": dict(configs)}
+    raise ValueError(f"no metadata image record {key!r}")
+
+
+def records_for_brokers(records: list[Struct]) -> list[str]:
+    """The records a broker process replays, encoded for the JSON wire (base64 of
+    each record's metadata log value). Broker registrations are left out: brokers
+    go as image entries, which carry what no record does (fault injection's
+    replication fencing)."""
+    return [base64.b64encode(encode_record(r)).decode() for r in records
+            if not isinstance(r, RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord)]
+
+
+def apply_records(replica: Controller, rows: list[str]) -> None:
+    """A broker's replica replays the controller's metadata records, as KRaft brokers
+    replay the metadata log."""
+    for row in rows:
+        replay(replica, decode_record(base64.b64decode(row)))
 
 
 def diff(old: dict[str, Json], new: dict[str, Json]) -> dict[str, Json | None]:
@@ -132,6 +178,9 @@ def apply(replica: Controller, delta: dict[str, Json | None]) -> None:
                              for user, creds in value["users"].items()}
         elif kind == "acls" and value is not None:
             replica.acls.replace(value["bindings"])
+            replica.acl_ids.clear()
+            for acl_id, row in value.get("ids", []):
+                replica.acl_ids.add(AclBinding.from_json(row), uuid.UUID(acl_id))
         elif kind == "quotas" and value is not None:
             # in place: the broker's QuotaManager holds this store
             replica.client_quotas.entries.clear()

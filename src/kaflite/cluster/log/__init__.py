@@ -13,6 +13,7 @@ from kaflite.cluster.log._cleaner import CleanerStats
 from kaflite.cluster.log._config import LogConfig
 from kaflite.cluster.log._manager import LogManager
 from kaflite.cluster.log._partition import PartitionLog
+from kaflite.cluster.log._segment import LogSegment
 from kaflite.cluster.log._types import (
     AppendOrigin,
     AppendResult,
@@ -31,6 +32,7 @@ __all__ = [
     "LogConfig",
     "LogError",
     "LogManager",
+    "LogSegment",
     "PartitionLog",
     "ProducerInfo",
     "ReadResult",

@@ -7,6 +7,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from . import access_control_entry_record as access_control_entry_record
+    from .access_control_entry_record import AccessControlEntryRecord as AccessControlEntryRecord
     from . import add_offsets_to_txn_request as add_offsets_to_txn_request
     from .add_offsets_to_txn_request import AddOffsetsToTxnRequest as AddOffsetsToTxnRequest
     from . import add_offsets_to_txn_response as add_offsets_to_txn_response
@@ -71,6 +73,10 @@ if TYPE_CHECKING:
     from .broker_registration_request import BrokerRegistrationRequest as BrokerRegistrationRequest
     from . import broker_registration_response as broker_registration_response
     from .broker_registration_response import BrokerRegistrationResponse as BrokerRegistrationResponse
+    from . import client_quota_record as client_quota_record
+    from .client_quota_record import ClientQuotaRecord as ClientQuotaRecord
+    from . import config_record as config_record
+    from .config_record import ConfigRecord as ConfigRecord
     from . import consumer_group_current_member_assignment_key as consumer_group_current_member_assignment_key
     from .consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey as ConsumerGroupCurrentMemberAssignmentKey
     from . import consumer_group_current_member_assignment_value as consumer_group_current_member_assignment_value
@@ -229,6 +235,10 @@ if TYPE_CHECKING:
     from .expire_delegation_token_request import ExpireDelegationTokenRequest as ExpireDelegationTokenRequest
     from . import expire_delegation_token_response as expire_delegation_token_response
     from .expire_delegation_token_response import ExpireDelegationTokenResponse as ExpireDelegationTokenResponse
+    from . import feature_level_record as feature_level_record
+    from .feature_level_record import FeatureLevelRecord as FeatureLevelRecord
+    from . import fence_broker_record as fence_broker_record
+    from .fence_broker_record import FenceBrokerRecord as FenceBrokerRecord
     from . import fetch_request as fetch_request
     from .fetch_request import FetchRequest as FetchRequest
     from . import fetch_response as fetch_response
@@ -325,10 +335,16 @@ if TYPE_CHECKING:
     from .offset_for_leader_epoch_request import OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequest
     from . import offset_for_leader_epoch_response as offset_for_leader_epoch_response
     from .offset_for_leader_epoch_response import OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponse
+    from . import partition_change_record as partition_change_record
+    from .partition_change_record import PartitionChangeRecord as PartitionChangeRecord
+    from . import partition_record as partition_record
+    from .partition_record import PartitionRecord as PartitionRecord
     from . import produce_request as produce_request
     from .produce_request import ProduceRequest as ProduceRequest
     from . import produce_response as produce_response
     from .produce_response import ProduceResponse as ProduceResponse
+    from . import producer_ids_record as producer_ids_record
+    from .producer_ids_record import ProducerIdsRecord as ProducerIdsRecord
     from . import push_telemetry_request as push_telemetry_request
     from .push_telemetry_request import PushTelemetryRequest as PushTelemetryRequest
     from . import push_telemetry_response as push_telemetry_response
@@ -341,10 +357,18 @@ if TYPE_CHECKING:
     from .read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest as ReadShareGroupStateSummaryRequest
     from . import read_share_group_state_summary_response as read_share_group_state_summary_response
     from .read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse as ReadShareGroupStateSummaryResponse
+    from . import register_broker_record as register_broker_record
+    from .register_broker_record import RegisterBrokerRecord as RegisterBrokerRecord
+    from . import remove_access_control_entry_record as remove_access_control_entry_record
+    from .remove_access_control_entry_record import RemoveAccessControlEntryRecord as RemoveAccessControlEntryRecord
     from . import remove_raft_voter_request as remove_raft_voter_request
     from .remove_raft_voter_request import RemoveRaftVoterRequest as RemoveRaftVoterRequest
     from . import remove_raft_voter_response as remove_raft_voter_response
     from .remove_raft_voter_response import RemoveRaftVoterResponse as RemoveRaftVoterResponse
+    from . import remove_topic_record as remove_topic_record
+    from .remove_topic_record import RemoveTopicRecord as RemoveTopicRecord
+    from . import remove_user_scram_credential_record as remove_user_scram_credential_record
+    from .remove_user_scram_credential_record import RemoveUserScramCredentialRecord as RemoveUserScramCredentialRecord
     from . import renew_delegation_token_request as renew_delegation_token_request
     from .renew_delegation_token_request import RenewDelegationTokenRequest as RenewDelegationTokenRequest
     from . import renew_delegation_token_response as renew_delegation_token_response
@@ -425,6 +449,8 @@ if TYPE_CHECKING:
     from .sync_group_request import SyncGroupRequest as SyncGroupRequest
     from . import sync_group_response as sync_group_response
     from .sync_group_response import SyncGroupResponse as SyncGroupResponse
+    from . import topic_record as topic_record
+    from .topic_record import TopicRecord as TopicRecord
     from . import transaction_log_key as transaction_log_key
     from .transaction_log_key import TransactionLogKey as TransactionLogKey
     from . import transaction_log_value as transaction_log_value
@@ -433,6 +459,8 @@ if TYPE_CHECKING:
     from .txn_offset_commit_request import TxnOffsetCommitRequest as TxnOffsetCommitRequest
     from . import txn_offset_commit_response as txn_offset_commit_response
     from .txn_offset_commit_response import TxnOffsetCommitResponse as TxnOffsetCommitResponse
+    from . import unfence_broker_record as unfence_broker_record
+    from .unfence_broker_record import UnfenceBrokerRecord as UnfenceBrokerRecord
     from . import unregister_broker_request as unregister_broker_request
     from .unregister_broker_request import UnregisterBrokerRequest as UnregisterBrokerRequest
     from . import unregister_broker_response as unregister_broker_response
@@ -449,6 +477,8 @@ if TYPE_CHECKING:
     from .update_raft_voter_request import UpdateRaftVoterRequest as UpdateRaftVoterRequest
     from . import update_raft_voter_response as update_raft_voter_response
     from .update_raft_voter_response import UpdateRaftVoterResponse as UpdateRaftVoterResponse
+    from . import user_scram_credential_record as user_scram_credential_record
+    from .user_scram_credential_record import UserScramCredentialRecord as UserScramCredentialRecord
     from . import vote_request as vote_request
     from .vote_request import VoteRequest as VoteRequest
     from . import vote_response as vote_response
@@ -486,6 +516,8 @@ if TYPE_CHECKING:
     from .alter_user_scram_credentials_response import AlterUserScramCredentialsResult as AlterUserScramCredentialsResult
     from .api_versions_response import ApiVersion as ApiVersion
     from .produce_response import BatchIndexAndErrorMessage as BatchIndexAndErrorMessage
+    from .register_broker_record import BrokerEndpoint as BrokerEndpoint
+    from .register_broker_record import BrokerFeature as BrokerFeature
     from .alter_partition_request import BrokerState as BrokerState
     from .consumer_group_member_metadata_value import ClassicMemberMetadata as ClassicMemberMetadata
     from .consumer_group_member_metadata_value import ClassicProtocol as ClassicProtocol
@@ -641,6 +673,8 @@ if TYPE_CHECKING:
 
 # exported name: the module that defines it
 WHERE: dict[str, str] = {
+    'AccessControlEntryRecord': 'access_control_entry_record',
+    'access_control_entry_record': 'access_control_entry_record',
     'AddOffsetsToTxnRequest': 'add_offsets_to_txn_request',
     'add_offsets_to_txn_request': 'add_offsets_to_txn_request',
     'AddOffsetsToTxnResponse': 'add_offsets_to_txn_response',
@@ -705,6 +739,10 @@ WHERE: dict[str, str] = {
     'broker_registration_request': 'broker_registration_request',
     'BrokerRegistrationResponse': 'broker_registration_response',
     'broker_registration_response': 'broker_registration_response',
+    'ClientQuotaRecord': 'client_quota_record',
+    'client_quota_record': 'client_quota_record',
+    'ConfigRecord': 'config_record',
+    'config_record': 'config_record',
     'ConsumerGroupCurrentMemberAssignmentKey': 'consumer_group_current_member_assignment_key',
     'consumer_group_current_member_assignment_key': 'consumer_group_current_member_assignment_key',
     'ConsumerGroupCurrentMemberAssignmentValue': 'consumer_group_current_member_assignment_value',
@@ -863,6 +901,10 @@ WHERE: dict[str, str] = {
     'expire_delegation_token_request': 'expire_delegation_token_request',
     'ExpireDelegationTokenResponse': 'expire_delegation_token_response',
     'expire_delegation_token_response': 'expire_delegation_token_response',
+    'FeatureLevelRecord': 'feature_level_record',
+    'feature_level_record': 'feature_level_record',
+    'FenceBrokerRecord': 'fence_broker_record',
+    'fence_broker_record': 'fence_broker_record',
     'FetchRequest': 'fetch_request',
     'fetch_request': 'fetch_request',
     'FetchResponse': 'fetch_response',
@@ -959,10 +1001,16 @@ WHERE: dict[str, str] = {
     'offset_for_leader_epoch_request': 'offset_for_leader_epoch_request',
     'OffsetForLeaderEpochResponse': 'offset_for_leader_epoch_response',
     'offset_for_leader_epoch_response': 'offset_for_leader_epoch_response',
+    'PartitionChangeRecord': 'partition_change_record',
+    'partition_change_record': 'partition_change_record',
+    'PartitionRecord': 'partition_record',
+    'partition_record': 'partition_record',
     'ProduceRequest': 'produce_request',
     'produce_request': 'produce_request',
     'ProduceResponse': 'produce_response',
     'produce_response': 'produce_response',
+    'ProducerIdsRecord': 'producer_ids_record',
+    'producer_ids_record': 'producer_ids_record',
     'PushTelemetryRequest': 'push_telemetry_request',
     'push_telemetry_request': 'push_telemetry_request',
     'PushTelemetryResponse': 'push_telemetry_response',
@@ -975,10 +1023,18 @@ WHERE: dict[str, str] = {
     'read_share_group_state_summary_request': 'read_share_group_state_summary_request',
     'ReadShareGroupStateSummaryResponse': 'read_share_group_state_summary_response',
     'read_share_group_state_summary_response': 'read_share_group_state_summary_response',
+    'RegisterBrokerRecord': 'register_broker_record',
+    'register_broker_record': 'register_broker_record',
+    'RemoveAccessControlEntryRecord': 'remove_access_control_entry_record',
+    'remove_access_control_entry_record': 'remove_access_control_entry_record',
     'RemoveRaftVoterRequest': 'remove_raft_voter_request',
     'remove_raft_voter_request': 'remove_raft_voter_request',
     'RemoveRaftVoterResponse': 'remove_raft_voter_response',
     'remove_raft_voter_response': 'remove_raft_voter_response',
+    'RemoveTopicRecord': 'remove_topic_record',
+    'remove_topic_record': 'remove_topic_record',
+    'RemoveUserScramCredentialRecord': 'remove_user_scram_credential_record',
+    'remove_user_scram_credential_record': 'remove_user_scram_credential_record',
     'RenewDelegationTokenRequest': 'renew_delegation_token_request',
     'renew_delegation_token_request': 'renew_delegation_token_request',
     'RenewDelegationTokenResponse': 'renew_delegation_token_response',
@@ -1059,6 +1115,8 @@ WHERE: dict[str, str] = {
     'sync_group_request': 'sync_group_request',
     'SyncGroupResponse': 'sync_group_response',
     'sync_group_response': 'sync_group_response',
+    'TopicRecord': 'topic_record',
+    'topic_record': 'topic_record',
     'TransactionLogKey': 'transaction_log_key',
     'transaction_log_key': 'transaction_log_key',
     'TransactionLogValue': 'transaction_log_value',
@@ -1067,6 +1125,8 @@ WHERE: dict[str, str] = {
     'txn_offset_commit_request': 'txn_offset_commit_request',
     'TxnOffsetCommitResponse': 'txn_offset_commit_response',
     'txn_offset_commit_response': 'txn_offset_commit_response',
+    'UnfenceBrokerRecord': 'unfence_broker_record',
+    'unfence_broker_record': 'unfence_broker_record',
     'UnregisterBrokerRequest': 'unregister_broker_request',
     'unregister_broker_request': 'unregister_broker_request',
     'UnregisterBrokerResponse': 'unregister_broker_response',
@@ -1083,6 +1143,8 @@ WHERE: dict[str, str] = {
     'update_raft_voter_request': 'update_raft_voter_request',
     'UpdateRaftVoterResponse': 'update_raft_voter_response',
     'update_raft_voter_response': 'update_raft_voter_response',
+    'UserScramCredentialRecord': 'user_scram_credential_record',
+    'user_scram_credential_record': 'user_scram_credential_record',
     'VoteRequest': 'vote_request',
     'vote_request': 'vote_request',
     'VoteResponse': 'vote_response',
@@ -1120,6 +1182,8 @@ WHERE: dict[str, str] = {
     'AlterUserScramCredentialsResult': 'alter_user_scram_credentials_response',
     'ApiVersion': 'api_versions_response',
     'BatchIndexAndErrorMessage': 'produce_response',
+    'BrokerEndpoint': 'register_broker_record',
+    'BrokerFeature': 'register_broker_record',
     'BrokerState': 'alter_partition_request',
     'ClassicMemberMetadata': 'consumer_group_member_metadata_value',
     'ClassicProtocol': 'consumer_group_member_metadata_value',
@@ -1370,7 +1434,26 @@ API_TABLE: dict[int, tuple[str, str, str, int, int, bool]] = {
 }
 
 # schemas that are not API messages: headers and data formats
-DATA_NAMES: tuple[str, ...] = ('ConsumerGroupCurrentMemberAssignmentKey', 'ConsumerGroupCurrentMemberAssignmentValue', 'ConsumerGroupMemberMetadataKey', 'ConsumerGroupMemberMetadataValue', 'ConsumerGroupMetadataKey', 'ConsumerGroupMetadataValue', 'ConsumerGroupPartitionMetadataKey', 'ConsumerGroupPartitionMetadataValue', 'ConsumerGroupTargetAssignmentMemberKey', 'ConsumerGroupTargetAssignmentMemberValue', 'ConsumerGroupTargetAssignmentMetadataKey', 'ConsumerGroupTargetAssignmentMetadataValue', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'DefaultPrincipalData', 'GroupMetadataKey', 'GroupMetadataValue', 'KRaftVersionRecord', 'LeaderChangeMessage', 'OffsetCommitKey', 'OffsetCommitValue', 'RequestHeader', 'ResponseHeader', 'ShareGroupCurrentMemberAssignmentKey', 'ShareGroupCurrentMemberAssignmentValue', 'ShareGroupMemberMetadataKey', 'ShareGroupMemberMetadataValue', 'ShareGroupMetadataKey', 'ShareGroupMetadataValue', 'ShareGroupPartitionMetadataKey', 'ShareGroupPartitionMetadataValue', 'ShareGroupStatePartitionMetadataKey', 'ShareGroupStatePartitionMetadataValue', 'ShareGroupTargetAssignmentMemberKey', 'ShareGroupTargetAssignmentMemberValue', 'ShareGroupTargetAssignmentMetadataKey', 'ShareGroupTargetAssignmentMetadataValue', 'ShareSnapshotKey', 'ShareSnapshotValue', 'ShareUpdateKey', 'ShareUpdateValue', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'TransactionLogKey', 'TransactionLogValue', 'VotersRecord')
+DATA_NAMES: tuple[str, ...] = ('AccessControlEntryRecord', 'ClientQuotaRecord', 'ConfigRecord', 'ConsumerGroupCurrentMemberAssignmentKey', 'ConsumerGroupCurrentMemberAssignmentValue', 'ConsumerGroupMemberMetadataKey', 'ConsumerGroupMemberMetadataValue', 'ConsumerGroupMetadataKey', 'ConsumerGroupMetadataValue', 'ConsumerGroupPartitionMetadataKey', 'ConsumerGroupPartitionMetadataValue', 'ConsumerGroupTargetAssignmentMemberKey', 'ConsumerGroupTargetAssignmentMemberValue', 'ConsumerGroupTargetAssignmentMetadataKey', 'ConsumerGroupTargetAssignmentMetadataValue', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'DefaultPrincipalData', 'FeatureLevelRecord', 'FenceBrokerRecord', 'GroupMetadataKey', 'GroupMetadataValue', 'KRaftVersionRecord', 'LeaderChangeMessage', 'OffsetCommitKey', 'OffsetCommitValue', 'PartitionChangeRecord', 'PartitionRecord', 'ProducerIdsRecord', 'RegisterBrokerRecord', 'RemoveAccessControlEntryRecord', 'RemoveTopicRecord', 'RemoveUserScramCredentialRecord', 'RequestHeader', 'ResponseHeader', 'ShareGroupCurrentMemberAssignmentKey', 'ShareGroupCurrentMemberAssignmentValue', 'ShareGroupMemberMetadataKey', 'ShareGroupMemberMetadataValue', 'ShareGroupMetadataKey', 'ShareGroupMetadataValue', 'ShareGroupPartitionMetadataKey', 'ShareGroupPartitionMetadataValue', 'ShareGroupStatePartitionMetadataKey', 'ShareGroupStatePartitionMetadataValue', 'ShareGroupTargetAssignmentMemberKey', 'ShareGroupTargetAssignmentMemberValue', 'ShareGroupTargetAssignmentMetadataKey', 'ShareGroupTargetAssignmentMetadataValue', 'ShareSnapshotKey', 'ShareSnapshotValue', 'ShareUpdateKey', 'ShareUpdateValue', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'TopicRecord', 'TransactionLogKey', 'TransactionLogValue', 'UnfenceBrokerRecord', 'UserScramCredentialRecord', 'VotersRecord')
+
+# metadata log record type (its apiKey): the record's class name
+METADATA_RECORDS: dict[int, str] = {
+    0: 'RegisterBrokerRecord',
+    2: 'TopicRecord',
+    3: 'PartitionRecord',
+    4: 'ConfigRecord',
+    5: 'PartitionChangeRecord',
+    7: 'FenceBrokerRecord',
+    8: 'UnfenceBrokerRecord',
+    9: 'RemoveTopicRecord',
+    11: 'UserScramCredentialRecord',
+    12: 'FeatureLevelRecord',
+    14: 'ClientQuotaRecord',
+    15: 'ProducerIdsRecord',
+    18: 'AccessControlEntryRecord',
+    19: 'RemoveAccessControlEntryRecord',
+    22: 'RemoveUserScramCredentialRecord',
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -1386,6 +1469,7 @@ __all__ = [
     'API_TABLE',
     'DATA_NAMES',
     'WHERE',
+    'AccessControlEntryRecord',
     'AddOffsetsToTxnRequest',
     'AddOffsetsToTxnResponse',
     'AddPartitionsToTxnRequest',
@@ -1418,6 +1502,8 @@ __all__ = [
     'BrokerHeartbeatResponse',
     'BrokerRegistrationRequest',
     'BrokerRegistrationResponse',
+    'ClientQuotaRecord',
+    'ConfigRecord',
     'ConsumerGroupCurrentMemberAssignmentKey',
     'ConsumerGroupCurrentMemberAssignmentValue',
     'ConsumerGroupDescribeRequest',
@@ -1497,6 +1583,8 @@ __all__ = [
     'EnvelopeResponse',
     'ExpireDelegationTokenRequest',
     'ExpireDelegationTokenResponse',
+    'FeatureLevelRecord',
+    'FenceBrokerRecord',
     'FetchRequest',
     'FetchResponse',
     'FetchSnapshotRequest',
@@ -1545,16 +1633,23 @@ __all__ = [
     'OffsetFetchResponse',
     'OffsetForLeaderEpochRequest',
     'OffsetForLeaderEpochResponse',
+    'PartitionChangeRecord',
+    'PartitionRecord',
     'ProduceRequest',
     'ProduceResponse',
+    'ProducerIdsRecord',
     'PushTelemetryRequest',
     'PushTelemetryResponse',
     'ReadShareGroupStateRequest',
     'ReadShareGroupStateResponse',
     'ReadShareGroupStateSummaryRequest',
     'ReadShareGroupStateSummaryResponse',
+    'RegisterBrokerRecord',
+    'RemoveAccessControlEntryRecord',
     'RemoveRaftVoterRequest',
     'RemoveRaftVoterResponse',
+    'RemoveTopicRecord',
+    'RemoveUserScramCredentialRecord',
     'RenewDelegationTokenRequest',
     'RenewDelegationTokenResponse',
     'RequestHeader',
@@ -1595,10 +1690,12 @@ __all__ = [
     'StopReplicaResponse',
     'SyncGroupRequest',
     'SyncGroupResponse',
+    'TopicRecord',
     'TransactionLogKey',
     'TransactionLogValue',
     'TxnOffsetCommitRequest',
     'TxnOffsetCommitResponse',
+    'UnfenceBrokerRecord',
     'UnregisterBrokerRequest',
     'UnregisterBrokerResponse',
     'UpdateFeaturesRequest',
@@ -1607,6 +1704,7 @@ __all__ = [
     'UpdateMetadataResponse',
     'UpdateRaftVoterRequest',
     'UpdateRaftVoterResponse',
+    'UserScramCredentialRecord',
     'VoteRequest',
     'VoteResponse',
     'VotersRecord',
@@ -1614,6 +1712,7 @@ __all__ = [
     'WriteShareGroupStateResponse',
     'WriteTxnMarkersRequest',
     'WriteTxnMarkersResponse',
+    'access_control_entry_record',
     'add_offsets_to_txn_request',
     'add_offsets_to_txn_response',
     'add_partitions_to_txn_request',
@@ -1646,6 +1745,8 @@ __all__ = [
     'broker_heartbeat_response',
     'broker_registration_request',
     'broker_registration_response',
+    'client_quota_record',
+    'config_record',
     'consumer_group_current_member_assignment_key',
     'consumer_group_current_member_assignment_value',
     'consumer_group_describe_request',
@@ -1725,6 +1826,8 @@ __all__ = [
     'envelope_response',
     'expire_delegation_token_request',
     'expire_delegation_token_response',
+    'feature_level_record',
+    'fence_broker_record',
     'fetch_request',
     'fetch_response',
     'fetch_snapshot_request',
@@ -1773,16 +1876,23 @@ __all__ = [
     'offset_fetch_response',
     'offset_for_leader_epoch_request',
     'offset_for_leader_epoch_response',
+    'partition_change_record',
+    'partition_record',
     'produce_request',
     'produce_response',
+    'producer_ids_record',
     'push_telemetry_request',
     'push_telemetry_response',
     'read_share_group_state_request',
     'read_share_group_state_response',
     'read_share_group_state_summary_request',
     'read_share_group_state_summary_response',
+    'register_broker_record',
+    'remove_access_control_entry_record',
     'remove_raft_voter_request',
     'remove_raft_voter_response',
+    'remove_topic_record',
+    'remove_user_scram_credential_record',
     'renew_delegation_token_request',
     'renew_delegation_token_response',
     'request_header',
@@ -1823,10 +1933,12 @@ __all__ = [
     'stop_replica_response',
     'sync_group_request',
     'sync_group_response',
+    'topic_record',
     'transaction_log_key',
     'transaction_log_value',
     'txn_offset_commit_request',
     'txn_offset_commit_response',
+    'unfence_broker_record',
     'unregister_broker_request',
     'unregister_broker_response',
     'update_features_request',
@@ -1835,6 +1947,7 @@ __all__ = [
     'update_metadata_response',
     'update_raft_voter_request',
     'update_raft_voter_response',
+    'user_scram_credential_record',
     'vote_request',
     'vote_response',
     'voters_record',
