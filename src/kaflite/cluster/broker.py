@@ -30,7 +30,7 @@ from kaflite.cluster.groups import GroupCoordinator
 from kaflite.cluster.handlers import all_handlers
 from kaflite.cluster.hw_checkpoint import HighWatermarkCheckpoint
 from kaflite.cluster.listeners import ListenerSpec, inter_broker_listener
-from kaflite.cluster.log import LogConfig, LogManager
+from kaflite.cluster.log import LogConfig, LogManager, flush_deferred_fsyncs
 from kaflite.cluster.metrics import BrokerMetrics
 from kaflite.cluster.network import ServerConnection, api_versions_error_body
 from kaflite.cluster.observe import CLOSED_KEPT, ConnectionRecord
@@ -206,6 +206,9 @@ class Broker:
         await self._shutdown()
         if self.logs is not None:
             self.logs.close()
+        # Leader-epoch checkpoints are fsynced in the background; a clean stop waits
+        # for them (off the loop, which the other brokers share).
+        await asyncio.to_thread(flush_deferred_fsyncs)
 
     async def kill(self) -> None:
         """Crash: stop serving at once; nothing is flushed or handed over nicely."""

@@ -105,6 +105,9 @@ class Partition:
             self.followers = {r: FollowerState(last_caught_up_ms=now)
                               for r in self.replicas if r != self.broker_id}
             self.high_watermark = min(max(self.high_watermark, 0), self.log_end_offset)
+        if self.is_leader:
+            # A new leader, or a smaller ISR: the high watermark may move now, not at
+            # the next follower fetch that moves a position (``update_follower``).
             self.maybe_advance_hw()
         if not self.is_leader:
             self.followers = {}
@@ -119,11 +122,17 @@ class Partition:
         if st is None:
             st = self.followers[replica] = FollowerState()
         now = time.monotonic() * 1000
+        moved = st.log_end_offset != fetch_offset
         st.log_end_offset = fetch_offset
         st.last_fetch_ms = now
         if fetch_offset >= self.log_end_offset:
             st.last_caught_up_ms = now
-        self.maybe_advance_hw()
+        # Only a follower whose position moved can move the high watermark (the leader's
+        # own appends and ISR changes check it themselves): an idle partition costs a
+        # follower's fetch no high-watermark pass, which at thousands of partitions a
+        # fetch held the event loop (issue 36).
+        if moved:
+            self.maybe_advance_hw()
         return (replica not in self.isr and replica in self.replicas
                 and fetch_offset >= self.high_watermark and not self.isr_change_pending)
 

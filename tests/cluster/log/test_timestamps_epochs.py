@@ -202,3 +202,29 @@ def test_truncating_at_the_log_end_drops_an_epoch_started_there(tmp_path: Path) 
     log.truncate_to(log.log_end_offset)
     assert log.epochs.latest_epoch == 0
     assert log.log_end_offset == 2
+
+
+def test_an_epoch_checkpoint_is_written_at_once_and_fsynced_off_the_callers_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leader changes rewrite thousands of these at once (issue 36): the file is in
+    place when the call returns, its fsync runs on the deferred-sync thread, and
+    ``flush_deferred_fsyncs`` waits for it."""
+    import os
+    import threading
+
+    from kaflite.cluster.log import flush_deferred_fsyncs
+    from kaflite.cluster.log._files import read_epoch_checkpoint, write_epoch_checkpoint
+
+    caller = threading.get_ident()
+    synced_on: list[int] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced_on.append(threading.get_ident())
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    write_epoch_checkpoint(tmp_path, [(0, 0), (3, 17)])
+    assert read_epoch_checkpoint(tmp_path) == [(0, 0), (3, 17)]
+    assert flush_deferred_fsyncs(10)
+    assert synced_on and caller not in synced_on   # the file and its directory, elsewhere

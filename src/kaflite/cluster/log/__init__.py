@@ -11,6 +11,7 @@ See ``docs/log.md`` for the layout, the recovery rules and measured throughput.
 
 from kaflite.cluster.log._cleaner import CleanerStats
 from kaflite.cluster.log._config import LogConfig
+from kaflite.cluster.log._deferred_sync import flush as flush_deferred_fsyncs
 from kaflite.cluster.log._manager import LogManager
 from kaflite.cluster.log._partition import PartitionLog
 from kaflite.cluster.log._segment import LogSegment
@@ -39,4 +40,5 @@ __all__ = [
     "SegmentInfo",
     "TimestampOffset",
     "UnexpectedAppendOffsetError",
+    "flush_deferred_fsyncs",
 ]

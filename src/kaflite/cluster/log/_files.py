@@ -22,7 +22,9 @@ directory's file has no line for that partition.
 Checkpoints are replaced atomically (write a ``.tmp``, fsync, rename, fsync the
 directory), as Kafka's ``CheckpointFile`` does: a crash leaves the old or the new
 file, never half of one. They change rarely (a leader change, DeleteRecords, a
-flush), so the fsync is off the produce path.
+flush), so the fsync is off the produce path. The leader-epoch checkpoint, which
+every partition rewrites at once when leaders move, is renamed into place at once
+and fsynced later on a thread of its own (``_deferred_sync``), as Kafka does since 3.7.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+
+from kaflite.cluster.log._deferred_sync import defer_fsync
 
 __all__ = [
     "CLEANED_SUFFIX",
@@ -174,8 +178,12 @@ def read_epoch_checkpoint(directory: Path) -> list[tuple[int, int]]:
 
 
 def write_epoch_checkpoint(directory: Path, entries: list[tuple[int, int]]) -> None:
+    """Replaced atomically now, made durable later off the caller's thread
+    (``_deferred_sync``: a leader change rewrites thousands of these at once)."""
     lines = ["0", str(len(entries)), *(f"{epoch} {offset}" for epoch, offset in entries)]
-    atomic_write(directory / LEADER_EPOCH_CHECKPOINT, "\n".join(lines) + "\n")
+    path = directory / LEADER_EPOCH_CHECKPOINT
+    atomic_write(path, "\n".join(lines) + "\n", sync=False)
+    defer_fsync(path)
 
 
 # -- log-start / recovery-point checkpoints -------------------------------------------------
