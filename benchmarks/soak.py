@@ -54,6 +54,16 @@ def rounds(seed: int) -> list[tuple[str, str]]:
     return plan
 
 
+def finish(out: Path, lines: list[str], invalid: list[str]) -> int:
+    """Print the report (and the replay lines of invalid rounds), write it to ``out``."""
+    if invalid:
+        lines += ["", "Invalid rounds (replay):", ""] + [f"    {cmd}" for cmd in invalid]
+    text = "\n".join(lines) + "\n"
+    print("\n" + text)
+    out.write_text(text)
+    return 1 if invalid else 0
+
+
 def group_rounds(seed: int) -> list[tuple[str, str]]:
     plan = [(c, p) for c in sorted(CLIENTS) if c != "spark"
             for p in factory(c).group_protocols]
@@ -106,12 +116,7 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
     for key in sorted(rows):
         lines.append(f"| {key[0]} | {key[1]} | "
                      + " | ".join(str(rows[key][k]) for k in cols) + f" | {worst[key]} |")
-    if invalid:
-        lines += ["", "Invalid rounds (replay):", ""] + [f"    {cmd}" for cmd in invalid]
-    text = "\n".join(lines) + "\n"
-    print("\n" + text)
-    args.out.write_text(text)
-    return 1 if invalid else 0
+    return finish(args.out, lines, invalid)
 
 
 def main() -> int:
@@ -177,12 +182,7 @@ def main() -> int:
     lines += [f"| {kind} | {n} |" for kind, n in sorted(faults.items())]
     lines += ["", "Round seeds: " + "; ".join(
         f"{c} {w}: {', '.join(map(str, s))}" for (c, w), s in sorted(seeds.items()))]
-    if invalid:
-        lines += ["", "Invalid rounds (replay):", ""] + [f"    {cmd}" for cmd in invalid]
-    text = "\n".join(lines) + "\n"
-    print("\n" + text)
-    args.out.write_text(text)
-    return 1 if invalid else 0
+    return finish(args.out, lines, invalid)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import os
 import threading
 from pathlib import Path
 
-__all__ = ["defer_fsync", "flush"]
+__all__ = ["defer_fsync", "flush", "fsync_path"]
 
 _lock = threading.Condition()
 _pending: set[Path] = set()
@@ -56,26 +56,24 @@ def _run() -> None:
             _pending.clear()
             _busy = True
         try:
-            directories = {_sync(p) for p in batch}
-            for directory in directories:
-                if directory is not None:
-                    _sync(directory)
+            for directory in {p.parent for p in batch if fsync_path(p)}:
+                fsync_path(directory)
         finally:
             with _lock:
                 _busy = False
                 _lock.notify_all()
 
 
-def _sync(path: Path) -> Path | None:
-    """fsync a file or a directory; its parent, or None if it is gone."""
+def fsync_path(path: Path) -> bool:
+    """fsync a file or a directory; False if it is gone (removed meanwhile)."""
     try:
         fd = os.open(path, os.O_RDONLY)
-    except OSError:       # removed meanwhile: nothing left to sync
-        return None
+    except OSError:
+        return False
     try:
         os.fsync(fd)
     except OSError:
         pass              # some file systems refuse fsync on directories
     finally:
         os.close(fd)
-    return path.parent
+    return True

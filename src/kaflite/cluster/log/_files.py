@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from kaflite.cluster.log._deferred_sync import defer_fsync
+from kaflite.cluster.log._deferred_sync import defer_fsync, fsync_path
 
 __all__ = [
     "CLEANED_SUFFIX",
@@ -124,16 +124,7 @@ def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
 
 
 def fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems refuse fsync on directories
-    finally:
-        os.close(fd)
+    fsync_path(directory)
 
 
 def _read_lines(path: Path) -> list[str] | None:
