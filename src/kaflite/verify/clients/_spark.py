@@ -31,7 +31,7 @@ two queries would be read twice, and the two queries' commits would interleave
   the last poll returned, and checks that the batch's end offsets (the offset
   log) cover ``offsets``; it raises if they do not, or if the query died first.
 * The query is **restarted from its checkpoint** every ``RESTART_EVERY`` seconds
-  (and after it fails), with no revoke or assign in the history: the checker
+  once it has delivered a batch since it started (and after it fails), with no revoke or assign in the history: the checker
   therefore sees one continuous assignment across restarts, so a record skipped
   or read twice by a restart shows as a poll-skip or a non-monotonic poll. A
   stop between a poll and the checkpoint's commit makes Spark run that batch
@@ -151,6 +151,7 @@ class _StreamConsumer(ConsumerClient):
         self.runs = 0
         self.assigned = False
         self.polled_batch = -1
+        self.first_batch_of_run = 0      # a batch id this run's query delivers at the earliest
         self._events: list[tuple[float, str]] = []
 
     def _event(self, text: str) -> None:
@@ -189,6 +190,7 @@ class _StreamConsumer(ConsumerClient):
                       .queryName(f"{self.client_id}-{self.runs}")
                       .start())
         self.started = time.monotonic()
+        self.first_batch_of_run = self.polled_batch + 1
         self._event(f"query started (run {self.runs}) from checkpoint "
                     f"{self.group.checkpoint}")
 
@@ -235,7 +237,12 @@ class _StreamConsumer(ConsumerClient):
             self._event(failure)
             self._stop("restart after a failure")
             raise RuntimeError(failure)
-        if time.monotonic() - self.started > RESTART_EVERY:
+        # Not before this run delivered a batch: on a loaded machine a query's first
+        # batch (its Python workers starting, its first read) took longer than the
+        # period, and each restart interrupted it (collectToPython's
+        # InterruptedException) before anything was delivered, run after run.
+        if time.monotonic() - self.started > RESTART_EVERY \
+                and self.polled_batch >= self.first_batch_of_run:
             self._stop("periodic restart from the checkpoint")
             self._start()
         got = self.handoff.take(timeout)
