@@ -236,6 +236,7 @@ class Nemesis:
         self._active: dict[int, _Running] = {}
         self._previous: dict[tuple[str, int], int] = {}
         self.t0 = 0.0
+        self.finished = 0       # steps done (applied, or failed to apply), read by the runner
 
     def start(self) -> Nemesis:
         self.t0 = self.history.now()
@@ -299,6 +300,7 @@ class Nemesis:
 
     def _finish(self, i: int) -> None:
         run = self._active.pop(i)
+        self.finished += 1
         self.history.add(Fault(time=self.history.now(), process="nemesis",
                                fault=run.step.kind, args=run.args, start=run.start,
                                end=self.history.now(), error=run.error))

@@ -235,7 +235,7 @@ def _queue(config: RunConfig, cluster: ClusterProcess, shared: Shared,
                        config.rate, i % 2 == 1) for i in range(config.producers)]
     nemesis = _start_nemesis(config, cluster, shared, Targets({topic: config.partitions},
                                                               (group,)))
-    _sleep(config.seconds, shared.writers_stop)
+    _nemesis_window(config, nemesis, shared)
     _heal(nemesis, history, say)
     shared.writers_stop.set()
     _join(history, writers, 60)
@@ -264,7 +264,7 @@ def _txn(config: RunConfig, cluster: ClusterProcess, shared: Shared,
         tuple(f"transformer-{i}" for i in range(config.consumers))
     nemesis = _start_nemesis(config, cluster, shared,
                              Targets({source: n, sink: n}, (ctp, readers_group), txn_ids))
-    _sleep(config.seconds, shared.writers_stop)
+    _nemesis_window(config, nemesis, shared)
     _heal(nemesis, history, say)
     shared.writers_stop.set()
     _join(history, writers, 90)
@@ -284,6 +284,22 @@ def _txn(config: RunConfig, cluster: ClusterProcess, shared: Shared,
 
 def _sleep(seconds: float, stop: threading.Event) -> None:
     stop.wait(seconds)
+
+
+MIN_FAULTS = 3
+
+
+def _nemesis_window(config: RunConfig, nemesis: Nemesis, shared: Shared) -> None:
+    """``config.seconds`` of faults, and longer (up to twice that again) until the
+    nemesis has done its first ``MIN_FAULTS`` steps. Its thread runs steps one at a
+    time, so a slow one holds the rest back: on a loaded machine a whole-cluster
+    crash and restart took a 10 s round's window, and the round ran one fault."""
+    _sleep(config.seconds, shared.writers_stop)
+    want = min(MIN_FAULTS, len(nemesis.steps))
+    deadline = time.monotonic() + 2 * config.seconds
+    while nemesis.finished < want and time.monotonic() < deadline \
+            and not shared.writers_stop.is_set():
+        time.sleep(0.1)
 
 
 def _catch_up(shared: Shared, group: str, topic: str, last: dict[int, int],
