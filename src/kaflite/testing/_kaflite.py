@@ -1,0 +1,57 @@
+"""kaflite's own cluster, in this process, as a ``ClusterUnderTest``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kaflite.cluster.cluster import Cluster
+from kaflite.testing._target import ClusterUnderTest
+
+__all__ = ["KafliteCluster"]
+
+
+class KafliteCluster(ClusterUnderTest):
+    """``kaflite.cluster.Cluster`` on its own background loop (its sync mode).
+
+    ``config`` takes Kafka's broker property names, as ``Cluster`` does.
+    """
+
+    def __init__(self, brokers: int = 1, config: Mapping[str, object] | None = None) -> None:
+        self.name = f"kaflite-{brokers}"
+        self._brokers = brokers
+        self._config = dict(config or {})
+        self._cluster: Cluster | None = None
+
+    @property
+    def cluster(self) -> Cluster:
+        """The wrapped cluster, for kaflite-only checks (its registry, its faults)."""
+        if self._cluster is None:
+            raise RuntimeError(f"{self.name} is not running")
+        return self._cluster
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted(self.cluster.brokers) or list(range(self._brokers))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.cluster.bootstrap_servers
+
+    def start(self) -> None:
+        cluster = Cluster(brokers=self._brokers, config=self._config)
+        cluster.__enter__()
+        self._cluster = cluster
+
+    def stop(self) -> None:
+        cluster, self._cluster = self._cluster, None
+        if cluster is not None:
+            cluster.__exit__(None, None, None)
+
+    def kill(self, node_id: int) -> None:
+        self.cluster.call(self.cluster.kill_broker(node_id))
+
+    def restart(self, node_id: int) -> None:
+        self.cluster.call(self.cluster.restart_broker(node_id))
+
+    def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
+        return self.cluster.move_leader(topic, partition, to)

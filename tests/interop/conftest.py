@@ -1,0 +1,84 @@
+"""The targets of the interop tests: kaflite's own cluster and Apache Kafka.
+
+Apache Kafka's jars come from ``tools/ensure_kafka.sh`` (Maven Central, cached outside
+the repository; ``make interop`` runs it first). Where Java or Maven is missing, or
+the fetch fails, the Kafka cases are skipped with the reason; under ``CI=true`` they
+fail instead, so a CI machine that lost its Java cannot pass by skipping.
+
+Each cluster fixture is module-scoped: a module's tests share one start. The
+``target`` fixture is parametrized, so pytest runs a module's tests for kaflite,
+then stops it and runs them again for Kafka: one cluster at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kaflite.testing import ApacheKafka, ClusterUnderTest, KafliteCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+ENSURE_KAFKA = ROOT / "tools" / "ensure_kafka.sh"
+FETCH_TIMEOUT_S = 600
+
+# The same group pacing on both sides (Apache Kafka's is set by the launcher).
+KAFLITE_CONFIG = {
+    "group.consumer.min.heartbeat.interval.ms": 500,
+    "group.consumer.heartbeat.interval.ms": 1000,
+    "group.initial.rebalance.delay.ms": 0,
+}
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def _unavailable(reason: str) -> None:
+    if _under_ci():
+        pytest.fail(f"Apache Kafka is unavailable under CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def kafka_libs() -> Path:
+    """The directory of Apache Kafka's jars (fetched on first use)."""
+    try:
+        proc = subprocess.run(["bash", str(ENSURE_KAFKA)], capture_output=True, text=True,
+                              timeout=FETCH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _unavailable(f"tools/ensure_kafka.sh did not finish in {FETCH_TIMEOUT_S} s")
+        raise   # not reached: _unavailable skips or fails
+    if proc.returncode != 0:
+        _unavailable(f"tools/ensure_kafka.sh failed ({proc.returncode}): "
+                     f"{proc.stderr.strip()[-800:]}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def make_target(kind: str, request: pytest.FixtureRequest) -> ClusterUnderTest:
+    """``kaflite-N`` or ``kafka-N``: N brokers of that kind (not started)."""
+    name, _, count = kind.partition("-")
+    brokers = int(count)
+    if name == "kaflite":
+        return KafliteCluster(brokers=brokers, config=KAFLITE_CONFIG)
+    return ApacheKafka(request.getfixturevalue("kafka_libs"), brokers=brokers)
+
+
+def started(target: ClusterUnderTest) -> Iterator[ClusterUnderTest]:
+    with target:
+        yield target
+
+
+@pytest.fixture(scope="module", params=["kaflite-1", "kafka-1"])
+def target(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
+    """One broker: kaflite in this process, then Apache Kafka."""
+    yield from started(make_target(request.param, request))
+
+
+@pytest.fixture(scope="module", params=["kaflite-3", "kafka-3"])
+def target3(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
+    """Three brokers, for replication: kaflite in this process, then Apache Kafka."""
+    yield from started(make_target(request.param, request))
