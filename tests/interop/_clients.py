@@ -10,6 +10,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from kaflite.client import Admin, Consumer, ConsumerRecord, TopicPartition
+from kaflite.protocol import errors
 
 T = TypeVar("T")
 
@@ -26,7 +27,8 @@ def run(coro: Coroutine[Any, Any, T], timeout: float = 90) -> T:
 async def create_topic(servers: str, topic: str, partitions: int, replication: int,
                        configs: dict[str, str] | None = None) -> None:
     """Create ``topic`` with kaflite's admin client and wait until every partition has
-    a leader in the metadata (Kafka answers CreateTopics before the brokers lead)."""
+    a leader in the metadata: Apache Kafka answers CreateTopics once the controller has
+    committed the topic, before every broker's metadata cache has it."""
     from kaflite.client import NewTopic
 
     async with Admin(bootstrap_servers=servers) as admin:
@@ -34,7 +36,10 @@ async def create_topic(servers: str, topic: str, partitions: int, replication: i
                                             configs=configs or {})])
         deadline = time.monotonic() + 30
         while True:
-            meta = (await admin.describe_topics([topic])).get(topic)
+            try:
+                meta = (await admin.describe_topics([topic])).get(topic)
+            except errors.UnknownTopicOrPartitionError:
+                meta = None     # Kafka's brokers learn of the topic from the controller later
             if meta is not None and len(meta.partitions) == partitions \
                     and all(p.leader >= 0 for p in meta.partitions):
                 return
