@@ -26,17 +26,19 @@ HOME_DIR="$CACHE/kafka-$KAFKA_VERSION"
 LIBS="$HOME_DIR/libs"
 STAMP="$HOME_DIR/.complete"
 
+# Java first, even when the jars are cached: without it they are of no use.
+if ! command -v java >/dev/null 2>&1 && [ ! -x "${JAVA_HOME:-/nonexistent}/bin/java" ]; then
+  echo "ensure_kafka: java is not installed; Apache Kafka cannot run" >&2
+  exit 2
+fi
 if [ -f "$STAMP" ] && [ -f "$HOME_DIR/log4j2.properties" ]; then
   echo "$LIBS"
   exit 0
 fi
-
-for tool in java mvn; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "ensure_kafka: $tool is not installed; Apache Kafka cannot be fetched or run" >&2
-    exit 2
-  fi
-done
+if ! command -v mvn >/dev/null 2>&1; then
+  echo "ensure_kafka: mvn (Maven) is not installed; Apache Kafka cannot be fetched" >&2
+  exit 2
+fi
 
 mkdir -p "$HOME_DIR"
 WORK="$(mktemp -d "$HOME_DIR/.fetch.XXXXXX")"

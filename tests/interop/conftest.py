@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kaflite.testing import ApacheKafka, ClusterUnderTest, KafliteCluster
+from kaflite.testing import ApacheKafka, ClusterUnderTest, KafliteCluster, TargetUnavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 ENSURE_KAFKA = ROOT / "tools" / "ensure_kafka.sh"
@@ -68,8 +68,18 @@ def make_target(kind: str, request: pytest.FixtureRequest) -> ClusterUnderTest:
 
 
 def started(target: ClusterUnderTest) -> Iterator[ClusterUnderTest]:
-    with target:
+    try:
+        target.start()
+    except TargetUnavailable as exc:
+        target.stop()
+        _unavailable(str(exc))
+    except BaseException:
+        target.stop()
+        raise
+    try:
         yield target
+    finally:
+        target.stop()
 
 
 @pytest.fixture(scope="module", params=["kaflite-1", "kafka-1"])
