@@ -59,11 +59,13 @@ def kafka_libs() -> Path:
 
 
 def make_target(kind: str, request: pytest.FixtureRequest) -> ClusterUnderTest:
-    """``kaflite-N`` or ``kafka-N``: N brokers of that kind (not started)."""
+    """``kaflite-N``, ``kaflite-Np`` (a process per broker) or ``kafka-N``: N brokers of
+    that kind (not started)."""
     name, _, count = kind.partition("-")
-    brokers = int(count)
+    brokers = int(count.removesuffix("p"))
     if name == "kaflite":
-        return KafliteCluster(brokers=brokers, config=KAFLITE_CONFIG)
+        return KafliteCluster(brokers=brokers, config=KAFLITE_CONFIG,
+                              processes=count.endswith("p"))
     return ApacheKafka(request.getfixturevalue("kafka_libs"), brokers=brokers)
 
 
@@ -88,7 +90,8 @@ def target(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
     yield from started(make_target(request.param, request))
 
 
-@pytest.fixture(scope="module", params=["kaflite-3", "kafka-3"])
+@pytest.fixture(scope="module", params=["kaflite-3", "kaflite-3p", "kafka-3"])
 def target3(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
-    """Three brokers, for replication: kaflite in this process, then Apache Kafka."""
+    """Three brokers, for replication: kaflite in this process, kaflite with a process
+    per broker, then Apache Kafka."""
     yield from started(make_target(request.param, request))

@@ -1,4 +1,5 @@
-"""kaflite's own cluster, in this process, as a ``ClusterUnderTest``."""
+"""kaflite's own cluster as a ``ClusterUnderTest``: its brokers in this process, or each
+in a process of its own (``processes=True``, ``kaflite up --processes``)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ __all__ = ["KafliteCluster"]
 class KafliteCluster(ClusterUnderTest):
     """``kaflite.cluster.Cluster`` on its own background loop (its sync mode).
 
-    ``config`` takes Kafka's broker property names, as ``Cluster`` does.
+    ``config`` takes Kafka's broker property names, as ``Cluster`` does. With
+    ``processes``, ``kill`` is a SIGKILL of that broker's process, as for Apache Kafka;
+    in one process it drops the broker's connections and state without a clean stop.
     """
 
-    def __init__(self, brokers: int = 1, config: Mapping[str, object] | None = None) -> None:
-        self.name = f"kaflite-{brokers}"
+    def __init__(self, brokers: int = 1, config: Mapping[str, object] | None = None,
+                 processes: bool = False) -> None:
+        self.name = f"kaflite-{brokers}{'p' if processes else ''}"
         self._brokers = brokers
         self._config = dict(config or {})
+        self._processes = processes
         self._cluster: Cluster | None = None
 
     @property
@@ -31,14 +36,16 @@ class KafliteCluster(ClusterUnderTest):
 
     @property
     def node_ids(self) -> list[int]:
-        return sorted(self.cluster.brokers) or list(range(self._brokers))
+        cluster = self.cluster
+        return sorted(cluster.processes if cluster.use_processes else cluster.brokers)
 
     @property
     def bootstrap_servers(self) -> str:
         return self.cluster.bootstrap_servers
 
     def start(self) -> None:
-        cluster = Cluster(brokers=self._brokers, config=self._config)
+        cluster = Cluster(brokers=self._brokers, config=self._config,
+                          processes=self._processes)
         cluster.__enter__()
         self._cluster = cluster
 
