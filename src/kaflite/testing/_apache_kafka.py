@@ -26,7 +26,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kaflite.testing._kafka_node import KafkaNode, format_nodes
@@ -70,7 +70,6 @@ def base_properties(nodes: int) -> dict[str, str]:
     internal_partitions = str(min(3, nodes))
     return {
         "process.roles": "broker,controller",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "offsets.topic.replication.factor": rf,
@@ -100,13 +99,15 @@ class ApacheKafka(ClusterUnderTest):
 
     def __init__(self, libs: str | Path, brokers: int = 1,
                  config: Mapping[str, object] | None = None,
-                 start_timeout: float = START_TIMEOUT_S) -> None:
+                 start_timeout: float = START_TIMEOUT_S, listeners: Sequence[str] = ()) -> None:
         self.libs = Path(libs)
         self.version = kafka_version(self.libs)
         self.name = f"kafka-{self.version}-{brokers}"
         self._count = brokers
         self._config = {k: str(v) for k, v in (config or {}).items()}
         self.start_timeout = start_timeout
+        # more client listeners besides PLAINTEXT, each named for its security protocol
+        self.listeners = list(listeners)
         self.nodes: dict[int, KafkaNode] = {}
         self.cluster_id = new_cluster_id()
         self._dir: Path | None = None
@@ -121,25 +122,31 @@ class ApacheKafka(ClusterUnderTest):
     def bootstrap_servers(self) -> str:
         return ",".join(self.nodes[n].address for n in self.node_ids)
 
+    def bootstrap(self, listener: str) -> str:
+        return ",".join(f"127.0.0.1:{self.nodes[n].ports[listener]}" for n in self.node_ids)
+
     def _plan(self) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix=f"kaflite-{self.name}-"))
-        ports = _free_ports(2 * self._count)
+        names = ["PLAINTEXT", "CONTROLLER", *self.listeners]
+        ports = iter(_free_ports(len(names) * self._count))
         ids = list(range(1, self._count + 1))
-        voters = ",".join(f"{n}@127.0.0.1:{ports[2 * i + 1]}" for i, n in enumerate(ids))
-        for i, node_id in enumerate(ids):
-            broker_port, controller_port = ports[2 * i], ports[2 * i + 1]
+        plan = {node_id: {name: next(ports) for name in names} for node_id in ids}
+        voters = ",".join(f"{n}@127.0.0.1:{plan[n]['CONTROLLER']}" for n in ids)
+        protocols = ",".join(f"{n}:{'PLAINTEXT' if n == 'CONTROLLER' else n}" for n in names)
+        for node_id, node_ports in plan.items():
             directory = self._dir / f"node-{node_id}"
-            listeners = (f"PLAINTEXT://127.0.0.1:{broker_port},"
-                         f"CONTROLLER://127.0.0.1:{controller_port}")
+            listeners = ",".join(f"{n}://127.0.0.1:{p}" for n, p in node_ports.items())
             props = {**base_properties(self._count),
                      "node.id": str(node_id),
                      "controller.quorum.voters": voters,
                      "listeners": listeners,
                      "advertised.listeners": listeners,
+                     "listener.security.protocol.map": protocols,
                      "log.dirs": str(directory / "data"),
                      **self._config}
-            self.nodes[node_id] = KafkaNode(node_id, broker_port, controller_port,
-                                            directory, self.libs, props)
+            self.nodes[node_id] = KafkaNode(node_id, node_ports["PLAINTEXT"],
+                                            node_ports["CONTROLLER"], directory, self.libs,
+                                            props, ports=node_ports)
 
     def start(self) -> None:
         if self.nodes:

@@ -61,6 +61,8 @@ class KafkaNode:
     directory: Path
     libs: Path
     props: Mapping[str, str] = field(default_factory=dict)
+    #: every listener's port, by listener name (PLAINTEXT and CONTROLLER included)
+    ports: Mapping[str, int] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -97,8 +99,10 @@ class KafkaNode:
     def format_command(self, cluster_id: str) -> list[str]:
         """KRaft refuses to start on an unformatted log dir. With static
         ``controller.quorum.voters`` the format takes no quorum flag."""
-        return self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
-                          "-c", str(self.properties_file))
+        # "--cluster-id=<id>" in one word: a URL-safe base64 id may begin with '-', which
+        # the tool's argument parser would take for an option (1 start in 64 failed so)
+        return self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+                          "--config", str(self.properties_file))
 
     def start(self) -> None:
         """Launch the JVM (not waiting for it to serve: the cluster probes that)."""

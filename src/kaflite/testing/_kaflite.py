@@ -3,7 +3,7 @@ in a process of its own (``processes=True``, ``kaflite up --processes``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from kaflite.cluster.cluster import Cluster
 from kaflite.testing._target import ClusterUnderTest
@@ -17,14 +17,18 @@ class KafliteCluster(ClusterUnderTest):
     ``config`` takes Kafka's broker property names, as ``Cluster`` does. With
     ``processes``, ``kill`` is a SIGKILL of that broker's process, as for Apache Kafka;
     in one process it drops the broker's connections and state without a clean stop.
+    ``listeners`` adds listeners besides PLAINTEXT, each named for its security
+    protocol (``SASL_PLAINTEXT``...), as ``ApacheKafka``'s do.
     """
 
     def __init__(self, brokers: int = 1, config: Mapping[str, object] | None = None,
-                 processes: bool = False) -> None:
+                 processes: bool = False, listeners: Sequence[str] = ()) -> None:
         self.name = f"kaflite-{brokers}{'p' if processes else ''}"
         self._brokers = brokers
         self._config = dict(config or {})
         self._processes = processes
+        # more listeners besides PLAINTEXT, each named for its security protocol
+        self._listeners = ",".join(f"{name}://127.0.0.1:0" for name in ("PLAINTEXT", *listeners))
         self._cluster: Cluster | None = None
 
     @property
@@ -43,9 +47,12 @@ class KafliteCluster(ClusterUnderTest):
     def bootstrap_servers(self) -> str:
         return self.cluster.bootstrap_servers
 
+    def bootstrap(self, listener: str) -> str:
+        return self.cluster.bootstrap(listener)
+
     def start(self) -> None:
         cluster = Cluster(brokers=self._brokers, config=self._config,
-                          processes=self._processes)
+                          processes=self._processes, listeners=self._listeners)
         cluster.__enter__()
         self._cluster = cluster
 

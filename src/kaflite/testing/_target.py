@@ -47,6 +47,13 @@ class ClusterUnderTest(abc.ABC):
     @abc.abstractmethod
     def bootstrap_servers(self) -> str: ...
 
+    def bootstrap(self, listener: str) -> str:
+        """The bootstrap servers of one listener (``PLAINTEXT`` is ``bootstrap_servers``);
+        targets started with more listeners override this."""
+        if listener == "PLAINTEXT":
+            return self.bootstrap_servers
+        raise Unsupported(f"{self.name} has no {listener} listener")
+
     @abc.abstractmethod
     def start(self) -> None:
         """Start every broker and return once a client sees all of them."""
