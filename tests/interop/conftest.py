@@ -58,15 +58,19 @@ def kafka_libs() -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def make_target(kind: str, request: pytest.FixtureRequest) -> ClusterUnderTest:
+def make_target(kind: str, request: pytest.FixtureRequest,
+                config: dict[str, object] | None = None,
+                listeners: list[str] | None = None) -> ClusterUnderTest:
     """``kaflite-N``, ``kaflite-Np`` (a process per broker) or ``kafka-N``: N brokers of
-    that kind (not started)."""
+    that kind (not started), with ``config`` (Kafka's names) and ``listeners`` besides
+    PLAINTEXT (each named for its security protocol)."""
     name, _, count = kind.partition("-")
     brokers = int(count.removesuffix("p"))
     if name == "kaflite":
-        return KafliteCluster(brokers=brokers, config=KAFLITE_CONFIG,
-                              processes=count.endswith("p"))
-    return ApacheKafka(request.getfixturevalue("kafka_libs"), brokers=brokers)
+        return KafliteCluster(brokers=brokers, config={**KAFLITE_CONFIG, **(config or {})},
+                              processes=count.endswith("p"), listeners=listeners or ())
+    return ApacheKafka(request.getfixturevalue("kafka_libs"), brokers=brokers, config=config,
+                       listeners=listeners or ())
 
 
 def started(target: ClusterUnderTest) -> Iterator[ClusterUnderTest]:
