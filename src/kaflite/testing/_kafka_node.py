@@ -51,6 +51,12 @@ def _tail(path: Path, lines: int = 25) -> str:
     return "\n".join(text[-lines:])
 
 
+def _escaped(value: str) -> str:
+    """A value as java.util.Properties reads it back: a PEM given inline
+    (``ssl.keystore.key``) spans lines."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
 @dataclass
 class KafkaNode:
     """The ``node.id``, the two loopback ports and the directory of one KRaft node."""
@@ -93,7 +99,7 @@ class KafkaNode:
     def write_properties(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "data").mkdir(exist_ok=True)
-        text = "".join(f"{k}={v}\n" for k, v in self.props.items())
+        text = "".join(f"{k}={_escaped(v)}\n" for k, v in self.props.items())
         self.properties_file.write_text(text)
 
     def format_command(self, cluster_id: str) -> list[str]:
