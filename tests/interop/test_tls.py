@@ -22,15 +22,11 @@ MECHANISM = "SCRAM-SHA-256"
 
 
 def tls_config(pki: Pki) -> dict[str, object]:
-    # The key and chain inline and the key unencrypted: Kafka wants a PEM key store *file*
-    # to hold an encrypted key, and on Java 17 it cannot read the PBES2 (AES) encryption
-    # that kaflite.security.certs writes ("PBES2 SecretKeyFactory not available").
+    # What `kaflite certs` prints for brokers (PEM files, the key unencrypted). An
+    # encrypted key (`--key-password`) would not do for Kafka on Java 17: it cannot
+    # decrypt kaflite's PBES2 (AES) keys ("PBES2 SecretKeyFactory not available").
     return {
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.key": pki.broker_key.read_text(),
-        "ssl.keystore.certificate.chain": pki.broker_cert.read_text(),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(pki.ca),
+        **pki.broker_properties(),
         # mTLS on the SSL listener only (on SASL_SSL the SASL user is the principal)
         "listener.name.ssl.ssl.client.auth": "required",
         "sasl.enabled.mechanisms": MECHANISM,
