@@ -156,8 +156,13 @@ def test_a_produce_quota_throttles_alice(secured: ClusterUnderTest,
             await admin.create_acls([allow(ResourceType.TOPIC, topic, AclOperation.WRITE)])
             await admin.alter_client_quotas([ClientQuotaAlteration(
                 entity, {"producer_byte_rate": 1024.0})])
-            quotas = await admin.describe_client_quotas(
-                [QuotaFilterComponent.of_entity("user", "alice")], strict=True)
+            alices = [QuotaFilterComponent.of_entity("user", "alice")]
+
+            async def described() -> bool:   # Kafka's brokers apply it after the controller
+                return bool(await admin.describe_client_quotas(alices, strict=True))
+
+            await wait_until("the quota described", described)
+            quotas = await admin.describe_client_quotas(alices, strict=True)
             try:
                 async with Producer(**alice, enable_idempotence=False, linger_ms=5) as p:
                     await wait_until("WRITE granted", lambda: writable(p, topic))
