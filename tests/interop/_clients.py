@@ -11,8 +11,14 @@ from typing import Any, TypeVar
 
 from kaflite.client import Admin, Consumer, ConsumerRecord, TopicPartition
 from kaflite.protocol import errors
+from kaflite.testing import ClusterUnderTest
 
 T = TypeVar("T")
+
+
+def replicas(target: ClusterUnderTest) -> int:
+    """The replication factor for a test topic: every broker, up to three."""
+    return min(3, len(target.node_ids))
 
 
 def uid(prefix: str) -> str:

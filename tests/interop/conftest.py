@@ -6,8 +6,8 @@ the fetch fails, the Kafka cases are skipped with the reason; under ``CI=true`` 
 fail instead, so a CI machine that lost its Java cannot pass by skipping.
 
 Each cluster fixture is module-scoped: a module's tests share one start. The
-``target`` fixture is parametrized, so pytest runs a module's tests for kaflite,
-then stops it and runs them again for Kafka: one cluster at a time.
+``target`` fixture is parametrized, so pytest runs a module's tests for one target,
+then stops it and runs them again for the next: one cluster at a time.
 """
 
 from __future__ import annotations
@@ -88,9 +88,16 @@ def started(target: ClusterUnderTest) -> Iterator[ClusterUnderTest]:
         target.stop()
 
 
-@pytest.fixture(scope="module", params=["kaflite-1", "kafka-1"])
+# The targets of the client feature modules; KAFLITE_INTEROP_TARGETS=kaflite-3p,... (a
+# comma-separated list) runs them elsewhere.
+TARGETS = os.environ.get("KAFLITE_INTEROP_TARGETS",
+                         "kaflite-1,kafka-1,kaflite-3,kafka-3").split(",")
+
+
+@pytest.fixture(scope="module", params=TARGETS)
 def target(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
-    """One broker: kaflite in this process, then Apache Kafka."""
+    """One broker, then three (topics then have three replicas): kaflite in this process
+    and Apache Kafka each time."""
     yield from started(make_target(request.param, request))
 
 

@@ -15,7 +15,7 @@ import pytest
 from kaflite.client import Admin, ConfigResource, Consumer, Producer, TopicPartition
 from kaflite.protocol import errors
 from kaflite.testing import ClusterUnderTest
-from tests.interop._clients import create_topic, run, uid
+from tests.interop._clients import create_topic, replicas, run, uid
 
 pytestmark = pytest.mark.interop
 
@@ -42,7 +42,7 @@ def test_topics_and_cluster(target: ClusterUnderTest) -> None:
     nodes = set(target.node_ids)
 
     async def main() -> None:
-        await create_topic(servers, topic, 4, 1)
+        await create_topic(servers, topic, 4, replicas(target))
         async with Admin(bootstrap_servers=servers) as admin:
             cluster = await admin.describe_cluster()
             assert {b.node_id for b in cluster["brokers"]} == nodes
@@ -52,7 +52,9 @@ def test_topics_and_cluster(target: ClusterUnderTest) -> None:
             assert meta.topic_id is not None and not meta.internal
             assert [p.partition for p in meta.partitions] == [0, 1, 2, 3]
             for p in meta.partitions:
-                assert p.leader in nodes and p.replicas == [p.leader] and p.isr == [p.leader]
+                assert p.leader in p.replicas and set(p.replicas) <= nodes
+                assert len(p.replicas) == replicas(target)
+                assert sorted(p.isr) == sorted(p.replicas)
             await admin.create_partitions({topic: 6})
             await eventually("6 partitions", lambda: admin.describe_topics([topic]),
                              lambda m: len(m[topic].partitions) == 6)
@@ -70,7 +72,7 @@ def test_topic_configs_described_altered_and_reset(target: ClusterUnderTest) -> 
     res = ConfigResource(TOPIC, topic)
 
     async def main() -> None:
-        await create_topic(servers, topic, 1, 1, {"retention.ms": "3600000"})
+        await create_topic(servers, topic, 1, replicas(target), {"retention.ms": "3600000"})
         async with Admin(bootstrap_servers=servers) as admin:
             async def entries() -> dict[str, tuple[str | None, str]]:
                 got = await admin.describe_config_entries([res])
@@ -102,7 +104,7 @@ def test_groups_listed_described_and_deleted(target: ClusterUnderTest) -> None:
     tps = {TopicPartition(topic, p) for p in range(2)}
 
     async def main() -> None:
-        await create_topic(servers, topic, 2, 1)
+        await create_topic(servers, topic, 2, replicas(target))
         async with Producer(bootstrap_servers=servers) as p:
             for i in range(10):
                 p.produce(topic, b"x", partition=i % 2)
@@ -180,7 +182,7 @@ def test_offsets_records_and_transactions(target: ClusterUnderTest) -> None:
     tp = TopicPartition(topic, 0)
 
     async def main() -> None:
-        await create_topic(servers, topic, 1, 1)
+        await create_topic(servers, topic, 1, replicas(target))
         async with Producer(bootstrap_servers=servers, transactional_id=tid) as p:
             await p.init_transactions()
             p.begin_transaction()

@@ -18,7 +18,7 @@ import pytest
 
 from kaflite.client import Consumer, Producer
 from kaflite.testing import ClusterUnderTest
-from tests.interop._clients import create_topic, run, uid
+from tests.interop._clients import create_topic, replicas, run, uid
 
 pytestmark = pytest.mark.interop
 
@@ -100,7 +100,7 @@ def test_two_members_share_partitions_and_consume_each_record_once(
     servers = target.bootstrap_servers
 
     async def main() -> tuple[list[Member], list[set[int]]]:
-        await create_topic(servers, topic, PARTITIONS, 1)
+        await create_topic(servers, topic, PARTITIONS, replicas(target))
         members = [Member(Consumer(bootstrap_servers=servers, group_id=group,
                                    group_protocol=protocol, client_id=f"{protocol}-m{i}",
                                    auto_offset_reset="earliest", enable_auto_commit=False),

@@ -10,7 +10,7 @@ import pytest
 
 from kaflite.client import Producer, RecordMetadata
 from kaflite.testing import ClusterUnderTest
-from tests.interop._clients import create_topic, read_to_end, run, uid
+from tests.interop._clients import create_topic, read_to_end, replicas, run, uid
 
 pytestmark = pytest.mark.interop
 
@@ -26,7 +26,7 @@ def test_idempotent_acks_all_reads_back_exactly(target: ClusterUnderTest,
 
     async def main() -> tuple[list[RecordMetadata], list[tuple[int, int, bytes | None,
                                                                 bytes | None, object]]]:
-        await create_topic(servers, topic, PARTITIONS, 1)
+        await create_topic(servers, topic, PARTITIONS, replicas(target))
         async with Producer(bootstrap_servers=servers, enable_idempotence=True, acks="all",
                             compression_type=compression, linger_ms=5) as p:
             sent = await asyncio.gather(*[

@@ -16,7 +16,7 @@ import pytest
 from kaflite.client import AcknowledgeType, Admin, ConfigResource, Producer, ShareConsumer
 from kaflite.protocol import errors
 from kaflite.testing import ApacheKafka, ClusterUnderTest
-from tests.interop._clients import create_topic, run, uid
+from tests.interop._clients import create_topic, replicas, run, uid
 
 pytestmark = pytest.mark.interop
 
@@ -40,7 +40,7 @@ def test_two_share_consumers_accept_release_and_reject(target: ClusterUnderTest)
         return
 
     async def main() -> tuple[Counter[bytes], list[int], list[int], set[bytes], str]:
-        await create_topic(servers, topic, 2, 1)
+        await create_topic(servers, topic, 2, replicas(target))
         async with Admin(bootstrap_servers=servers) as admin:
             # the group reads from the start of the log (the default is its end)
             await admin.alter_configs({ConfigResource(GROUP_RESOURCE, group): {

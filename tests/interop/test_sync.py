@@ -12,7 +12,7 @@ from kaflite.client import NewTopic, TopicPartition
 from kaflite.client.sync import Admin, Consumer, Producer
 from kaflite.protocol import errors
 from kaflite.testing import ClusterUnderTest
-from tests.interop._clients import uid
+from tests.interop._clients import replicas, uid
 
 pytestmark = pytest.mark.interop
 
@@ -37,7 +37,7 @@ def test_sync_producers_and_a_read_committed_group(target: ClusterUnderTest) -> 
     topic, group = uid("sync"), uid("sync-group")
     servers = target.bootstrap_servers
     with Admin(bootstrap_servers=servers) as admin:
-        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+        admin.create_topics([NewTopic(topic, PARTITIONS, replicas(target))])
         wait_for_leaders(admin, topic)
         with Producer(bootstrap_servers=servers, enable_idempotence=True, acks="all") as p:
             for i in range(PLAIN):

@@ -11,7 +11,7 @@ import pytest
 from kaflite.client import Consumer, Producer, TopicPartition
 from kaflite.protocol import errors
 from kaflite.testing import ClusterUnderTest
-from tests.interop._clients import create_topic, read_to_end, run, uid
+from tests.interop._clients import create_topic, read_to_end, replicas, run, uid
 
 pytestmark = pytest.mark.interop
 
@@ -23,7 +23,7 @@ def test_commit_and_abort_seen_correctly_by_read_committed(target: ClusterUnderT
     servers = target.bootstrap_servers
 
     async def main() -> tuple[list[bytes], list[bytes]]:
-        await create_topic(servers, topic, PARTITIONS, 1)
+        await create_topic(servers, topic, PARTITIONS, replicas(target))
         async with Producer(bootstrap_servers=servers, transactional_id=uid("tid"),
                             acks="all") as p:
             await p.init_transactions()
@@ -59,7 +59,7 @@ def test_offsets_in_a_transaction_commit_with_it(target: ClusterUnderTest) -> No
     tp = TopicPartition(topic, 0)
 
     async def main() -> int | None:
-        await create_topic(servers, topic, 1, 1)
+        await create_topic(servers, topic, 1, replicas(target))
         async with Producer(bootstrap_servers=servers, transactional_id=uid("tid")) as p:
             await p.init_transactions()
             p.begin_transaction()
@@ -83,7 +83,7 @@ def test_a_second_producer_fences_the_first(target: ClusterUnderTest) -> None:
     servers = target.bootstrap_servers
 
     async def main() -> list[bytes]:
-        await create_topic(servers, topic, 1, 1)
+        await create_topic(servers, topic, 1, replicas(target))
         old = Producer(bootstrap_servers=servers, transactional_id=tid)
         new = Producer(bootstrap_servers=servers, transactional_id=tid)
         try:
