@@ -31,7 +31,7 @@ test: $(STAMP) check-java lint
 	@tools/ensure_chromium.sh
 	$(PY) -m pytest -n $(PYTEST_JOBS) --durations=25 --ignore=tests/interop $(PYTEST_ARGS)
 
-# kaflite against Apache Kafka (tests/interop, about 5 minutes on 2 cores): Kafka's jars come
+# kaflite against Apache Kafka (tests/interop, 7-8 minutes on 2 shared cores): Kafka's jars come
 # from Maven Central into ~/.cache/kaflite (tools/ensure_kafka.sh). One worker: one cluster at
 # a time. Without Java or Maven the Kafka cases skip, saying why (under CI=true they fail).
 interop: $(STAMP)

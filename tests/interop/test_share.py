@@ -31,7 +31,8 @@ def _kafka_before_4_1(target: ClusterUnderTest) -> bool:
     return (major, minor) < (4, 1)
 
 
-def test_two_share_consumers_accept_release_and_reject(target: ClusterUnderTest) -> None:
+def test_two_share_consumers_accept_release_and_reject(target1: ClusterUnderTest) -> None:
+    target = target1
     topic, group = uid("share"), uid("share-group")
     servers = target.bootstrap_servers
     if _kafka_before_4_1(target):   # KAFKA_VERSION=4.0.x: share groups are not served

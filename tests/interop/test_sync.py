@@ -33,7 +33,8 @@ def wait_for_leaders(admin: Admin, topic: str) -> None:
         time.sleep(0.1)
 
 
-def test_sync_producers_and_a_read_committed_group(target: ClusterUnderTest) -> None:
+def test_sync_producers_and_a_read_committed_group(target1: ClusterUnderTest) -> None:
+    target = target1
     topic, group = uid("sync"), uid("sync-group")
     servers = target.bootstrap_servers
     with Admin(bootstrap_servers=servers) as admin:
