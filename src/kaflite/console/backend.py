@@ -28,6 +28,8 @@ __all__ = ["CONSOLE_CLIENT_ID", "Backend", "ClientBackend", "NotAvailable", "is_
 
 CONSOLE_CLIENT_ID = "kaflite-console"
 
+CREATED_VISIBLE_S = 10.0   # how long a created topic may take to show in Metadata
+
 
 def is_console(client_id: object) -> bool:
     """Whether a connection is one of the console's own clients (its admin, its producer,
@@ -240,6 +242,20 @@ class ClientBackend:
         topic = NewTopic(name, partitions, replication_factor, configs)
         await admin.create_topics([topic], validate_only=True)
         await admin.create_topics([topic])
+        await self._until_visible(name)
+
+    async def _until_visible(self, name: str) -> None:
+        """Apache Kafka answers CreateTopics once its controller has the topic; a broker's
+        metadata has it a moment later, and the answer's own describe said "no topic"
+        (404 after a successful create, seen against a 3-node Kafka 4.4). Wait, bounded,
+        until a Metadata request shows it with every partition led."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CREATED_VISIBLE_S
+        while loop.time() < deadline:
+            with contextlib.suppress(ApiError):
+                if all(p.leader >= 0 for p in (await self.describe_one(name)).partitions):
+                    return
+            await asyncio.sleep(0.1)
 
     async def delete_topic(self, name: str) -> None:
         await self.describe_one(name)

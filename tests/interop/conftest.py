@@ -1,0 +1,119 @@
+"""The targets of the interop tests: kaflite's own cluster and Apache Kafka.
+
+Apache Kafka's jars come from ``tools/ensure_kafka.sh`` (Maven Central, cached outside
+the repository; ``make interop`` runs it first). Where Java or Maven is missing, or
+the fetch fails, the Kafka cases are skipped with the reason; under ``CI=true`` they
+fail instead, so a CI machine that lost its Java cannot pass by skipping.
+
+Each cluster fixture is module-scoped: a module's tests share one start. The
+``target`` fixture is parametrized, so pytest runs a module's tests for one target,
+then stops it and runs them again for the next: one cluster at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kaflite.testing import ApacheKafka, ClusterUnderTest, KafliteCluster, TargetUnavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+ENSURE_KAFKA = ROOT / "tools" / "ensure_kafka.sh"
+FETCH_TIMEOUT_S = 600
+
+# The same group pacing on both sides (Apache Kafka's is set by the launcher).
+KAFLITE_CONFIG = {
+    "group.consumer.min.heartbeat.interval.ms": 500,
+    "group.consumer.heartbeat.interval.ms": 1000,
+    "group.initial.rebalance.delay.ms": 0,
+}
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def _unavailable(reason: str) -> None:
+    if _under_ci():
+        pytest.fail(f"Apache Kafka is unavailable under CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def kafka_libs() -> Path:
+    """The directory of Apache Kafka's jars (fetched on first use)."""
+    try:
+        proc = subprocess.run(["bash", str(ENSURE_KAFKA)], capture_output=True, text=True,
+                              timeout=FETCH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _unavailable(f"tools/ensure_kafka.sh did not finish in {FETCH_TIMEOUT_S} s")
+        raise   # not reached: _unavailable skips or fails
+    if proc.returncode != 0:
+        _unavailable(f"tools/ensure_kafka.sh failed ({proc.returncode}): "
+                     f"{proc.stderr.strip()[-800:]}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def make_target(kind: str, request: pytest.FixtureRequest,
+                config: dict[str, object] | None = None,
+                listeners: list[str] | None = None) -> ClusterUnderTest:
+    """``kaflite-N``, ``kaflite-Np`` (a process per broker) or ``kafka-N``: N brokers of
+    that kind (not started), with ``config`` (Kafka's names) and ``listeners`` besides
+    PLAINTEXT (each named for its security protocol)."""
+    name, _, count = kind.partition("-")
+    brokers = int(count.removesuffix("p"))
+    if name == "kaflite":
+        return KafliteCluster(brokers=brokers, config={**KAFLITE_CONFIG, **(config or {})},
+                              processes=count.endswith("p"), listeners=listeners or ())
+    return ApacheKafka(request.getfixturevalue("kafka_libs"), brokers=brokers, config=config,
+                       listeners=listeners or ())
+
+
+def started(target: ClusterUnderTest) -> Iterator[ClusterUnderTest]:
+    try:
+        target.start()
+    except TargetUnavailable as exc:
+        target.stop()
+        _unavailable(str(exc))
+    except BaseException:
+        target.stop()
+        raise
+    try:
+        yield target
+    finally:
+        target.stop()
+
+
+# The targets of the client feature modules; KAFLITE_INTEROP_TARGETS=kaflite-3p,... (a
+# comma-separated list) runs them elsewhere.
+TARGETS = os.environ.get("KAFLITE_INTEROP_TARGETS",
+                         "kaflite-1,kafka-1,kaflite-3,kafka-3").split(",")
+
+
+# The modules whose three-broker runs add little (a second client façade, share groups)
+# stay on one broker: a three-node Kafka start costs 10-15 s a module on 2 cores.
+ONE_BROKER = [t for t in TARGETS if t.split("-")[1].removesuffix("p") == "1"] or TARGETS
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def target(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
+    """One broker, then three (topics then have three replicas): kaflite in this process
+    and Apache Kafka each time."""
+    yield from started(make_target(request.param, request))
+
+
+@pytest.fixture(scope="module", params=ONE_BROKER)
+def target1(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
+    """One broker: kaflite in this process, then Apache Kafka."""
+    yield from started(make_target(request.param, request))
+
+
+@pytest.fixture(scope="module", params=["kaflite-3", "kaflite-3p", "kafka-3"])
+def target3(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
+    """Three brokers, for replication: kaflite in this process, kaflite with a process
+    per broker, then Apache Kafka."""
+    yield from started(make_target(request.param, request))
