@@ -143,6 +143,11 @@ def merge_tags(
     such a raw entry gives way when the field is now written with a real value.
     """
     if not unknown:
+        # Schemas may declare tagged fields out of tag order (Kafka's
+        # PartitionChangeRecord declares tag 8 before 6 and 7); the wire wants them
+        # ascending. ``known`` is the caller's own fresh list.
+        if len(known) > 1:
+            known.sort(key=lambda t: t[0])
         return known
     written = {tag for tag, _ in known}
     merged: list[tuple[int, BytesLike]] = [*known, *(t for t in unknown if t[0] not in written)]
