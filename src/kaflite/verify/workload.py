@@ -284,9 +284,13 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
                     _commit(shared, consumer, process, group,
                             {tp: last + 1 for tp, (_, last) in ranges.items()})
             _record_events(shared, process, consumer)
-            consumer.close()
             if shared.readers_stop.is_set():
+                consumer.close()
                 break
+            try:    # a leave during a fault may fail; the member still joins again
+                consumer.close()
+            except Exception as exc:
+                shared.note(process, f"leave: {exc!r}")
             h = shared.history
             recorder.closed([topic])
             h.add(Fault(time=h.now(), process=process, fault="churn",
