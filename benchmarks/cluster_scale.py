@@ -39,21 +39,19 @@ from kaflite.client import NewTopic
 from kaflite.client.sync import Admin, Consumer, Producer
 from kaflite.verify._probe import ApiVersionsProbe
 from kaflite.verify.control import ClusterProcess
+from kaflite.verify.runner import fill_partitions
 
 CONFIG = {"replica.lag.time.max.ms": 10000, "offsets.topic.num.partitions": 6,
           "min.insync.replicas": 2, "group.initial.rebalance.delay.ms": 0}
 
 
 def create(servers: str, partitions: int) -> float:
-    """Idle topics of 100 partitions, 1,000 partitions a request; the seconds taken."""
-    admin = Admin({"bootstrap.servers": servers, "request.timeout.ms": 600_000,
-                   "default.api.timeout.ms": 600_000})
+    """The idle partitions (``kaflite.verify``'s filler topics of 100 partitions, 1,000
+    partitions a request) and the traffic topic; the seconds taken."""
     started = time.perf_counter()
+    fill_partitions(servers, partitions)
+    admin = Admin({"bootstrap.servers": servers})
     try:
-        sizes = [100] * (partitions // 100) + ([partitions % 100] if partitions % 100 else [])
-        names = [(f"idle-{i}", n) for i, n in enumerate(sizes)]
-        for k in range(0, len(names), 10):
-            admin.create_topics([NewTopic(t, n, 3) for t, n in names[k:k + 10]])
         admin.create_topics([NewTopic("traffic", 6, 3)])
     finally:
         admin.close()

@@ -50,7 +50,7 @@ from kaflite.verify.workload import (
     txn_producer_process,
 )
 
-__all__ = ["CLUSTER_CONFIG", "RunConfig", "run"]
+__all__ = ["CLUSTER_CONFIG", "RunConfig", "fill_partitions", "run"]
 
 WORKLOADS = ("queue", "txn")
 CLUSTER_CONFIG = {
@@ -156,7 +156,7 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
         shared = Shared(history, client, cluster.bootstrap_servers, config.seed)
         shared.churn = config.churn
         if config.filler_partitions:
-            _fill(cluster.bootstrap_servers, config.filler_partitions)
+            fill_partitions(cluster.bootstrap_servers, config.filler_partitions)
             say(f"{config.filler_partitions} idle partitions created")
         probe = ApiVersionsProbe(cluster.bootstrap_servers).start()
         try:
@@ -181,11 +181,14 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     return history, check(history.ops)
 
 
-def _create(servers: str, topics: dict[str, int]) -> None:
+def _create(servers: str, topics: dict[str, int], timeout_ms: int | None = None) -> None:
     from kaflite.client import NewTopic
     from kaflite.client.sync import Admin
 
-    admin = Admin({"bootstrap.servers": servers})
+    config: dict[str, object] = {"bootstrap.servers": servers}
+    if timeout_ms is not None:
+        config.update({"request.timeout.ms": timeout_ms, "default.api.timeout.ms": timeout_ms})
+    admin = Admin(config)
     try:
         admin.create_topics([NewTopic(t, n, 3, {"min.insync.replicas": "2"})
                              for t, n in topics.items()])
@@ -193,13 +196,20 @@ def _create(servers: str, topics: dict[str, int]) -> None:
         admin.close()
 
 
-def _fill(servers: str, partitions: int, per_topic: int = 100) -> None:
+def fill_partitions(servers: str, partitions: int, per_topic: int = 100,
+                    per_request: int = 1000) -> None:
     """Idle topics holding ``partitions`` partitions at RF 3: a cluster as large as a
-    user's, whose metadata every change and every Metadata request must carry."""
+    user's, whose metadata every change and every Metadata request must carry. At most
+    ``per_request`` partitions a CreateTopics (a request may create 10,000 at most)."""
     sizes = [per_topic] * (partitions // per_topic)
     if partitions % per_topic:
         sizes.append(partitions % per_topic)
-    _create(servers, {f"filler-{i}": n for i, n in enumerate(sizes)})
+    topics = {f"filler-{i}": n for i, n in enumerate(sizes)}
+    names = list(topics)
+    step = max(1, per_request // per_topic)
+    for k in range(0, len(names), step):
+        # a thousand partitions take a while: each is a log on disk
+        _create(servers, {t: topics[t] for t in names[k:k + step]}, timeout_ms=600_000)
 
 
 def _nemesis(config: RunConfig, cluster: ClusterProcess, history: History,
