@@ -225,6 +225,7 @@ class Broker:
             server.close()
         for conn in list(self.connections.values()):
             conn.abort()
+        self.fetch_sessions.clear()
         if self.share is not None:
             self.share.close()
         if self.share_coordinator is not None:

@@ -21,10 +21,25 @@ INVALID_FETCH_SESSION_EPOCH; either way the client starts a new session.
 In an incremental response a partition appears only if it returned records, an
 error or a diverging epoch, or if its high watermark, last stable offset or log
 start offset changed since the session last reported it.
+
+What an incremental fetch reads is O(partitions that changed), not O(session):
+a session watches the partitions it holds (``Partition.watch``), and each of
+them marks itself in the session's ``dirty`` set when it changes (an append, a
+high watermark, a leadership change: whatever wakes a long-polling fetch). A
+fetch reads the partitions it names, the dirty ones and the ones still pending
+from its last answer (data left to read, an error, a follower outside the ISR),
+and its long poll waits on the session alone, not on a future per partition.
+What does not wake a fetch (retention moving the log start, a follower's
+caught-up time for the ISR) is picked up by a read of the whole session every
+``full_scan_s``, which the broker keeps below a quarter of
+``replica.lag.time.max.ms``. With thousands of idle partitions per follower, this
+is what keeps replication from costing the event loop O(partitions) per produce
+(issue 36).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 import time
@@ -52,13 +67,51 @@ class SessionPartition:
     reported: tuple[int, int, int] | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class FetchSession:
     session_id: int
     next_epoch: int = 1
     partitions: OrderedDict[tuple[str, int], SessionPartition] = field(
         default_factory=OrderedDict)
     last_used: float = field(default_factory=time.monotonic)
+    # partitions that changed (or still have something to say) since the last read
+    dirty: set[tuple[str, int]] = field(default_factory=set)
+    next_full_scan: float = 0.0        # monotonic time of the next read of every partition
+    closed: bool = False
+    _waker: asyncio.Future[None] | None = None
+
+    def mark(self, tp: tuple[str, int]) -> bool:
+        """A watched partition changed; False once the session is gone (stop watching)."""
+        if self.closed:
+            return False
+        self.dirty.add(tp)
+        waker = self._waker
+        if waker is not None and not waker.done():
+            waker.set_result(None)
+        return True
+
+    def changed(self) -> asyncio.Future[None]:
+        """A future that a ``mark`` (or the session's end) completes: the long poll's wait."""
+        self._waker = asyncio.get_running_loop().create_future()
+        return self._waker
+
+    def close(self) -> None:
+        self.closed = True
+        self.partitions.clear()
+        self.dirty.clear()
+        if self._waker is not None and not self._waker.done():
+            self._waker.set_result(None)
+
+    def targets(self, extra: list[tuple[str, int]], everything: bool) -> list[SessionPartition]:
+        """What the next read covers: every partition, or the dirty ones and ``extra``
+        (in key order, so a topic's partitions come together); the dirty set is taken."""
+        if everything:
+            self.dirty.clear()
+            return list(self.partitions.values())
+        keys, self.dirty = self.dirty, set()
+        keys.update(extra)
+        parts = self.partitions
+        return [parts[k] for k in sorted(keys) if k in parts]
 
 
 class FetchSessionCache:
@@ -87,10 +140,18 @@ class FetchSessionCache:
         return session
 
     def close(self, session_id: int) -> None:
-        self.sessions.pop(session_id, None)
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            session.close()
+
+    def clear(self) -> None:
+        """End every session (the broker stops: Kafka keeps them in memory only)."""
+        for session in self.sessions.values():
+            session.close()
+        self.sessions.clear()
 
     def _evict_idle(self) -> None:
         now = time.monotonic()
         for sid in [s.session_id for s in self.sessions.values()
                     if now - s.last_used > self.idle_seconds]:
-            del self.sessions[sid]
+            self.sessions.pop(sid).close()

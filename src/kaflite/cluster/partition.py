@@ -20,12 +20,19 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kaflite.cluster.controller import PartitionState
 from kaflite.cluster.log import PartitionLog
 from kaflite.protocol import errors
 
-__all__ = ["FollowerState", "Partition"]
+__all__ = ["FetchWatcher", "FollowerState", "Partition"]
+
+
+class FetchWatcher(Protocol):
+    """A fetch session holding this partition (``kaflite.cluster.fetch_session``)."""
+
+    def mark(self, tp: tuple[str, int]) -> bool: ...
 
 
 @dataclass
@@ -53,6 +60,7 @@ class Partition:
         self.epoch_start_offset = -1  # as leader: the log end when its epoch began
         self.followers: dict[int, FollowerState] = {}
         self._data_waiters: set[asyncio.Future[None]] = set()
+        self._watchers: set[FetchWatcher] = set()
         self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.isr_change_pending = False
 
@@ -170,10 +178,20 @@ class Partition:
 
     # -- waiting -------------------------------------------------------------------
     def wake_fetchers(self) -> None:
+        """Something a fetch would answer changed: wake long polls, mark sessions."""
         waiters, self._data_waiters = self._data_waiters, set()
         for f in waiters:
             if not f.done():
                 f.set_result(None)
+        if self._watchers:
+            tp = (self.topic, self.index)
+            gone = [w for w in self._watchers if not w.mark(tp)]
+            for w in gone:
+                self._watchers.discard(w)
+
+    def watch(self, watcher: FetchWatcher) -> None:
+        """``watcher`` is marked at every ``wake_fetchers`` until it says it is gone."""
+        self._watchers.add(watcher)
 
     def data_waiter(self) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -17,6 +17,15 @@ What comes back is applied as it lies:
   Fetch-based truncation, replacing the old OffsetForLeaderEpoch round trip);
 * OFFSET_OUT_OF_RANGE below the leader's log start: restart our log there.
 
+The fetcher keeps an incremental fetch session (KIP-227, ``kaflite.net.fetch_session``)
+with the leader, as Kafka's does: after the first full request, a Fetch names only
+the partitions whose position (or epoch, or log start) moved since the last one,
+and the leader answers only partitions with news. The fetcher tracks which of its
+partitions changed (an append, a truncation, a new epoch, a partition added,
+dropped or delayed), so a follower of thousands of idle partitions does
+O(changed) work per fetch, not O(partitions); every ``RECHECK_S`` it compares
+them all, in case something moved them behind its back.
+
 Leadership errors are not acted on here: the controller will tell the broker
 who leads now, and the broker moves the partition to another fetcher. Until it
 does, a partition with an error is left out of the fetches for
@@ -31,10 +40,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+import uuid
+from typing import TYPE_CHECKING, NamedTuple
 
 from kaflite.cluster.acl import inter_broker
 from kaflite.net.connection import BrokerConnection, ConnectionClosed
+from kaflite.net.fetch_session import FetchSession
 from kaflite.protocol import KafkaError, ProtocolError, errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest
 from kaflite.protocol.messages import fetch_request as fq
@@ -50,6 +61,22 @@ __all__ = ["ReplicaFetcher"]
 log = logging.getLogger("kaflite.cluster.replication")
 
 EARLIEST = -2
+RECHECK_S = 5.0
+
+
+class ReplicaWanted(NamedTuple):
+    """What a replica's Fetch asks of one partition (resent when any field changes)."""
+
+    topic_id: uuid.UUID
+    fetch_offset: int
+    leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
+
+
+def wanted_of(p: Partition) -> ReplicaWanted:
+    return ReplicaWanted(p.topic_id, p.log_end_offset, p.leader_epoch, p.log.latest_epoch,
+                         p.log_start_offset)
 
 
 class ReplicaFetcher:
@@ -62,15 +89,19 @@ class ReplicaFetcher:
         self.wakeup = asyncio.Event()
         self.running = False
         self.delayed: dict[tuple[str, int], float] = {}   # partition -> monotonic time
+        self.session: FetchSession[tuple[str, int], ReplicaWanted] = FetchSession(leader_id)
+        self._recheck_at = 0.0
 
     def add(self, p: Partition) -> None:
         self.delayed.pop(p.tp, None)
         self.partitions[p.tp] = p
+        self.session.want(p.tp, wanted_of(p))
         self.wakeup.set()
 
     def remove(self, p: Partition) -> None:
         self.partitions.pop(p.tp, None)
         self.delayed.pop(p.tp, None)
+        self.session.drop(p.tp)
 
     def start(self) -> None:
         self.running = True
@@ -89,7 +120,8 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         backoff = 0.05
         while self.running:
-            if not self._fetchable():
+            self._undelay()
+            if not self.session.wanted:
                 self.wakeup.clear()
                 wait = self._next_undelay()
                 with contextlib.suppress(TimeoutError):
@@ -107,6 +139,7 @@ class ReplicaFetcher:
                 if self.conn is not None:
                     self.conn.close()
                     self.conn = None
+                self.session.reset()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
@@ -128,13 +161,31 @@ class ReplicaFetcher:
         ).open())
         return self.conn
 
-    def _fetchable(self) -> list[Partition]:
+    def _undelay(self) -> None:
+        """Partitions whose back-off ended are wanted again."""
         if not self.delayed:
-            return list(self.partitions.values())
+            return
         now = time.monotonic()
         for tp in [tp for tp, until in self.delayed.items() if until <= now]:
             del self.delayed[tp]
-        return [p for tp, p in self.partitions.items() if tp not in self.delayed]
+            p = self.partitions.get(tp)
+            if p is not None:
+                self.session.want(tp, wanted_of(p))
+
+    def _delay(self, p: Partition) -> None:
+        self.delayed[p.tp] = time.monotonic() + \
+            self.broker.config.int("replica.fetch.backoff.ms") / 1000
+        self.session.drop(p.tp)
+
+    def _recheck(self) -> None:
+        """Every RECHECK_S: compare every partition, in case one moved unnoticed."""
+        now = time.monotonic()
+        if now < self._recheck_at:
+            return
+        self._recheck_at = now + RECHECK_S
+        for tp, p in self.partitions.items():
+            if tp not in self.delayed:
+                self.session.want(tp, wanted_of(p))
 
     def _next_undelay(self) -> float | None:
         """Seconds until a delayed partition may be fetched again (None: none is)."""
@@ -149,39 +200,15 @@ class ReplicaFetcher:
         if self._isolated():
             raise ConnectionClosed("replication isolated by fault injection")
         version = conn.version_for(1)
-        cfg = self.broker.config
-        by_topic: dict[str, list[Partition]] = {}
-        sent_epochs: dict[tuple[str, int], int] = {}
-        for p in self._fetchable():
-            by_topic.setdefault(p.topic, []).append(p)
-            sent_epochs[p.tp] = p.leader_epoch
-        topics = []
-        for name, parts in by_topic.items():
-            topics.append(fq.FetchTopic(
-                topic=name if version < 13 else "",
-                topic_id=parts[0].topic_id,
-                partitions=[fq.FetchPartition(
-                    partition=p.index,
-                    current_leader_epoch=p.leader_epoch,
-                    fetch_offset=p.log_end_offset,
-                    last_fetched_epoch=p.log.latest_epoch if version >= 12 else -1,
-                    log_start_offset=p.log_start_offset,
-                    partition_max_bytes=cfg.int("replica.fetch.max.bytes"),
-                ) for p in parts],
-            ))
-        node = self.broker.node_id
-        req = FetchRequest(
-            replica_id=node if version <= 14 else -1,
-            replica_state=fq.ReplicaState(node, -1) if version >= 15 else fq.ReplicaState(),
-            max_wait_ms=cfg.int("replica.fetch.wait.max.ms"),
-            min_bytes=1,
-            max_bytes=max(cfg.int("replica.fetch.max.bytes"), 10 * 1024 * 1024),
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=topics,
-        )
-        resp: FetchResponse = await conn.request(req, version=version)
+        req = self._request(version)
+        session = self.session
+        session.sent_request()
+        try:
+            resp: FetchResponse = await conn.request(req, version=version)
+        except BaseException:
+            session.reset()
+            raise
+        session.handle(resp.error_code, resp.session_id)
         if resp.error_code:
             raise errors.error_for_code(resp.error_code, "replica fetch")
         for t in resp.responses:
@@ -195,7 +222,46 @@ class ReplicaFetcher:
                 target = self.partitions.get((name, pd.partition_index))
                 if target is None:
                     continue  # moved to another fetcher while we waited
-                await self._apply(conn, target, pd, sent_epochs.get(target.tp, -1))
+                sent = session.sent.get(target.tp)
+                await self._apply(conn, target, pd, sent.leader_epoch if sent else -1)
+                if target.tp in self.partitions and target.tp not in self.delayed:
+                    session.want(target.tp, wanted_of(target))
+
+    def _request(self, version: int) -> FetchRequest:
+        """The next Fetch: what changed since the last one (all of it without a session)."""
+        self._recheck()
+        cfg = self.broker.config
+        max_bytes = cfg.int("replica.fetch.max.bytes")
+        send, forget, _full = self.session.build()
+        by_topic: dict[str, list[fq.FetchPartition]] = {}
+        ids: dict[str, uuid.UUID] = {}
+        for (name, index), w in send.items():
+            ids[name] = w.topic_id
+            by_topic.setdefault(name, []).append(fq.FetchPartition(
+                partition=index, current_leader_epoch=w.leader_epoch,
+                fetch_offset=w.fetch_offset,
+                last_fetched_epoch=w.last_fetched_epoch if version >= 12 else -1,
+                log_start_offset=w.log_start_offset, partition_max_bytes=max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for (name, index), w in forget.items():
+            ids[name] = w.topic_id
+            forgotten.setdefault(name, []).append(index)
+        node = self.broker.node_id
+        return FetchRequest(
+            replica_id=node if version <= 14 else -1,
+            replica_state=fq.ReplicaState(node, -1) if version >= 15 else fq.ReplicaState(),
+            max_wait_ms=cfg.int("replica.fetch.wait.max.ms"),
+            min_bytes=1,
+            max_bytes=max(max_bytes, 10 * 1024 * 1024),
+            isolation_level=0,
+            session_id=self.session.session_id,
+            session_epoch=self.session.epoch if version >= 7 else -1,
+            topics=[fq.FetchTopic(topic=name if version < 13 else "", topic_id=ids[name],
+                                  partitions=parts) for name, parts in by_topic.items()],
+            forgotten_topics_data=[
+                fq.ForgottenTopic(topic=name if version < 13 else "", topic_id=ids[name],
+                                  partitions=parts) for name, parts in forgotten.items()],
+        )
 
     async def _apply(self, conn: BrokerConnection, p: Partition, pd: fr.PartitionData,
                      sent_epoch: int) -> None:
@@ -208,8 +274,7 @@ class ReplicaFetcher:
             # Leadership changes arrive from the controller; until one does, wait. One
             # that came while this Fetch was out (a new epoch) is fetched at once.
             if p.leader_epoch == sent_epoch:
-                self.delayed[p.tp] = time.monotonic() + \
-                    self.broker.config.int("replica.fetch.backoff.ms") / 1000
+                self._delay(p)
             return
         diverging = pd.diverging_epoch
         if diverging.epoch != -1 or diverging.end_offset != -1:

@@ -20,12 +20,12 @@ flight, is dropped, and fetching starts again from the position. A partition
 error on a Fetch that ran ahead is only acted on once the data before it has
 been handed out and the partition is fetched from its position again.
 
-Fetch sessions (KIP-227) are kept per broker by ``FetchSession``: the first
-request is full and asks for a session (epoch 0); if the broker grants one
-(a non-zero session id), later requests are incremental, carrying only the
-partitions whose fetch offset changed and listing the ones no longer wanted
-as forgotten. A broker that answers session id 0 (kaflite's broker, Tansu)
-keeps getting full requests. FETCH_SESSION_ID_NOT_FOUND and
+Fetch sessions (KIP-227) are kept per broker by ``kaflite.net.fetch_session``
+(shared with the brokers' replica fetchers): the first request is full and asks
+for a session (epoch 0); if the broker grants one (a non-zero session id), later
+requests are incremental, carrying only the partitions whose fetch offset changed
+and listing the ones no longer wanted as forgotten. A broker that answers session
+id 0 (Tansu) keeps getting full requests. FETCH_SESSION_ID_NOT_FOUND and
 INVALID_FETCH_SESSION_EPOCH start a new session.
 
 Partition errors follow the recovery table: NOT_LEADER_OR_FOLLOWER and the
@@ -47,7 +47,6 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, NamedTuple, cast
 
 from kaflite.client._aio import cancel_and_wait
@@ -57,6 +56,7 @@ from kaflite.client.consumer._types import K, RecordList, Segment, TopicPartitio
 from kaflite.client.events import Emit
 from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.net.connection import ConnectionClosed
+from kaflite.net.fetch_session import FetchSession
 from kaflite.protocol import errors
 from kaflite.protocol.messages import FetchRequest, FetchResponse
 from kaflite.protocol.messages import fetch_request as fq
@@ -65,7 +65,7 @@ from kaflite.protocol.records import RecordBatch, RecordColumns, iter_batches
 if TYPE_CHECKING:
     from kaflite.client._base import BaseClient
 
-__all__ = ["FetchSession", "Fetcher", "Wanted"]
+__all__ = ["Fetcher", "Wanted"]
 
 ZERO_UUID = uuid.UUID(int=0)
 # consecutive errors of one partition after which an event says it is stuck
@@ -83,41 +83,6 @@ class Wanted(NamedTuple):
     offset: int
     max_bytes: int
     leader_epoch: int
-
-
-@dataclass
-class FetchSession:
-    """KIP-227 client side for one broker (Java's ``FetchSessionHandler``)."""
-
-    node_id: int
-    session_id: int = 0
-    epoch: int = 0                   # 0: ask for a new session; -1: no session at all
-    sent: dict[TopicPartition, Wanted] = field(default_factory=dict)
-
-    def build(self, wanted: dict[TopicPartition, Wanted]
-              ) -> tuple[dict[TopicPartition, Wanted], list[TopicPartition], bool]:
-        """(partitions to send, partitions to forget, full?) for the next request."""
-        if self.session_id == 0:
-            return dict(wanted), [], True
-        send = {tp: v for tp, v in wanted.items() if self.sent.get(tp) != v}
-        forget = [tp for tp in self.sent if tp not in wanted]
-        return send, forget, False
-
-    def sent_request(self, wanted: dict[TopicPartition, Wanted]) -> None:
-        self.sent = dict(wanted)
-
-    def handle(self, error_code: int, session_id: int) -> None:
-        if error_code in SESSION_ERRORS or error_code:
-            self.session_id, self.epoch, self.sent = 0, 0, {}
-        elif session_id == 0:
-            self.session_id, self.epoch = 0, 0   # sessionless broker: full requests
-        elif session_id != self.session_id:
-            self.session_id, self.epoch = session_id, 1
-        else:
-            self.epoch = self.epoch + 1 if self.epoch < 0x7FFFFFFF else 1
-
-    def reset(self) -> None:
-        self.session_id, self.epoch, self.sent = 0, 0, {}
 
 
 class _Completed:
@@ -157,7 +122,7 @@ class Fetcher(Generic[K, V]):
         self.isolation = 1 if c["isolation.level"] == "read_committed" else 0
         self.rack = c.string("client.rack")
         self.check_crcs = c.bool("check.crcs")
-        self.sessions: dict[int, FetchSession] = {}
+        self.sessions: dict[int, FetchSession[TopicPartition, Wanted]] = {}
         self.buffer: deque[_Completed] = deque()
         self.buffered_bytes = 0
         self.buffered_tps: dict[TopicPartition, int] = {}   # completed fetches buffered
@@ -229,7 +194,8 @@ class Fetcher(Generic[K, V]):
     def _request(self, node: int, wanted: dict[TopicPartition, Wanted], version: int
                  ) -> FetchRequest:
         session = self.sessions.setdefault(node, FetchSession(node))
-        send, forget, _full = session.build(wanted)
+        session.replace(wanted)
+        send, forget, _full = session.build()
         md = self.consumer.metadata
         topics: dict[str, list[fq.FetchPartition]] = {}
         for tp, (offset, max_bytes, leader_epoch) in send.items():
@@ -240,7 +206,7 @@ class Fetcher(Generic[K, V]):
         forgotten: dict[str, list[int]] = {}
         for tp in forget:
             forgotten.setdefault(tp.topic, []).append(tp.partition)
-        session.sent_request(wanted)
+        session.sent_request()
         return FetchRequest(
             replica_id=-1, max_wait_ms=self.max_wait, min_bytes=self.min_bytes,
             max_bytes=self.max_bytes, isolation_level=self.isolation,

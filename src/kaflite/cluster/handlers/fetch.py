@@ -25,7 +25,8 @@ A follower that sends ``last_fetched_epoch`` (v12+) and whose log has diverged
 from the leader's gets ``diverging_epoch`` instead of records, and truncates.
 
 Fetch sessions (KIP-227): see ``kaflite.cluster.fetch_session``; an incremental
-fetch reads every partition of its session but answers only those with news.
+fetch reads the partitions it names and those of its session that changed (every
+partition once per ``full_scan_s``), and answers only those with news.
 """
 
 from __future__ import annotations
@@ -59,16 +60,21 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 READ_COMMITTED = 1
+FULL_SCAN_MAX_S = 5.0
 
 
 def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition,
                     replica_id: int, isolation: int, budget: int, first: bool
-                    ) -> tuple[fr.PartitionData, Partition | None]:
+                    ) -> tuple[fr.PartitionData, Partition | None, bool]:
+    """The partition's answer, its ``Partition`` (None: not led here) and whether it is
+    still pending: data left at the fetch offset, an error, or a follower that may
+    join the ISR. A session reads a pending partition again at its next fetch."""
     topic, index = sp.topic, sp.partition
     out = fr.PartitionData(partition_index=index, error_code=0, high_watermark=-1,
                            last_stable_offset=-1, log_start_offset=-1,
                            aborted_transactions=[] if isolation == READ_COMMITTED else None)
     p: Partition | None = None
+    pending = True
     try:
         if not topic:
             raise errors.UnknownTopicIdError(str(sp.topic_id))
@@ -78,6 +84,7 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
         offset = sp.fetch_offset
         if replica_id >= 0 and p.update_follower(replica_id, offset):
             broker.alter_isr(p, [*p.isr, replica_id])
+        outside_isr = replica_id >= 0 and replica_id not in p.isr
         lso = p.last_stable_offset
         if replica_id >= 0:
             max_offset = p.log_end_offset
@@ -92,7 +99,7 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
             epoch, end = p.log.end_offset_for_epoch(last_epoch)
             if epoch < last_epoch or end < offset:
                 out.diverging_epoch = fr.EpochEndOffset(epoch, end)
-                return out, p
+                return out, p, True
         if offset < p.log_start_offset or offset > p.log_end_offset:
             raise errors.OffsetOutOfRangeError(
                 f"{topic}-{index}: offset {offset} outside "
@@ -107,6 +114,7 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
                     for t in p.log.collect_aborted_txns(offset, result.next_offset)]
         else:
             out.records = b""
+        pending = offset < max_offset or outside_isr
     except errors.KafkaError as exc:
         out.error_code = code_for_exception(exc)
         out.records = b""  # Kafka sends empty records with an error; librdkafka rejects null
@@ -114,7 +122,7 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
             hint = leader_hint(broker, topic, index)
             if hint is not None and hint[0] >= 0:
                 out.current_leader = fr.LeaderIdAndEpoch(*hint)
-    return out, p
+    return out, p, pending
 
 
 def _targets(broker: Broker, req: FetchRequest, version: int) -> list[SessionPartition]:
@@ -147,31 +155,51 @@ def _forget(session: FetchSession, req: FetchRequest, broker: Broker, version: i
             session.partitions.pop((name, index), None)
 
 
+class _Collected:
+    """One read of a fetch's partitions."""
+
+    def __init__(self) -> None:
+        self.results: list[tuple[SessionPartition, fr.PartitionData]] = []
+        self.total = 0
+        self.got_error = False
+        self.waiting: list[Partition] = []            # led here: a long poll waits on them
+        self.pending: list[tuple[str, int]] = []     # to read again at the next fetch
+
+
 def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest,
-             targets: list[SessionPartition], replica_id: int
-             ) -> tuple[list[tuple[SessionPartition, fr.PartitionData]], int, list[Partition], bool]:
+             targets: list[SessionPartition], replica_id: int,
+             session: FetchSession | None) -> _Collected:
     budget = req.max_bytes
     if replica_id < 0:   # a consumer's fetch is bounded by what its quota allows at once
         window = broker.quotas.max_value_in_window(CONSUME, conn.info.principal,
                                                    conn.info.client_id)
         budget = int(min(budget, window))
-    total = 0
-    got_error = False
+    got = _Collected()
     first = True
-    waiting: list[Partition] = []
-    results = []
     for sp in targets:
-        data, p = _read_partition(broker, conn, sp, replica_id, req.isolation_level,
-                                  budget - total, first)
+        data, p, pending = _read_partition(broker, conn, sp, replica_id, req.isolation_level,
+                                           budget - got.total, first)
         size = len(data.records) if data.records is not None else 0
         if size:
             first = False
-        total += size
-        got_error = got_error or data.error_code != 0 or data.diverging_epoch.epoch != -1
+        got.total += size
+        got.got_error = got.got_error or data.error_code != 0 \
+            or data.diverging_epoch.epoch != -1
         if p is not None:
-            waiting.append(p)
-        results.append((sp, data))
-    return results, total, waiting, got_error
+            got.waiting.append(p)
+            if session is not None:
+                p.watch(session)
+        if pending or (session is not None and sp.reported != (
+                data.high_watermark, data.last_stable_offset, data.log_start_offset)):
+            got.pending.append((sp.topic, sp.partition))   # (news not told yet, too)
+        got.results.append((sp, data))
+    return got
+
+
+def _full_scan_s(broker: Broker) -> float:
+    """How often a session reads all its partitions: often enough that a follower's
+    caught-up time on an idle partition never ages into an ISR shrink."""
+    return min(FULL_SCAN_MAX_S, broker.config.int("replica.lag.time.max.ms") / 4000)
 
 
 def _worth_sending(sp: SessionPartition, data: fr.PartitionData) -> bool:
@@ -257,6 +285,7 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
     if code:
         return FetchResponse(error_code=code, session_id=0)
     requested = _targets(broker, req, version)
+    named = [(sp.topic, sp.partition) for sp in requested]
     if session is not None:
         if incremental:
             _forget(session, req, broker, version)
@@ -265,26 +294,47 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
             if old is not None:
                 sp.reported = old.reported  # a new position, but the same client view
             session.partitions[(sp.topic, sp.partition)] = sp
-        targets = list(session.partitions.values())
-    else:
-        targets = requested
-    deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
+    started = time.monotonic()
+    # an incremental fetch reads what changed, and everything once per full_scan_s
+    everything = session is None or not incremental or started >= session.next_full_scan
+    if session is not None and everything:
+        session.next_full_scan = started + _full_scan_s(broker)
+    deadline = started + max(req.max_wait_ms, 0) / 1000
     while True:
-        results, total, waiting, got_error = _collect(broker, conn, req, targets, replica_id)
+        if session is None:
+            targets = requested
+        else:
+            targets = session.targets(named, everything)
+            everything = False
+        got = _collect(broker, conn, req, targets, replica_id, session)
         remaining = deadline - time.monotonic()
-        if total >= req.min_bytes or got_error or remaining <= 0 or not waiting \
-                or not broker.running:
+        if got.total >= req.min_bytes or got.got_error or remaining <= 0 \
+                or not broker.running or (session is None and not got.waiting):
             break
-        futures = [p.data_waiter() for p in waiting]
+        named = got.pending   # what the next read must cover besides the marked ones
         waited_from = time.perf_counter()
         try:
-            await asyncio.wait(futures, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            if session is not None:
+                await asyncio.wait([session.changed()], timeout=remaining)
+            else:
+                futures = [p.data_waiter() for p in got.waiting]
+                try:
+                    await asyncio.wait(futures, timeout=remaining,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for p, f in zip(got.waiting, futures, strict=True):
+                        p.discard_waiter(f)
         finally:
             conn.waited_s += time.perf_counter() - waited_from   # not work: no request quota
-            for p, f in zip(waiting, futures, strict=True):
-                p.discard_waiter(f)
+        if session is not None and session.closed:
+            break
+    results = got.results
+    if session is not None:
+        session.dirty.update(got.pending)
     throttled = _throttled(broker, conn, header, results, session, incremental)
     if throttled is not None:
+        if session is not None:   # nothing was told: read all of it again next time
+            session.dirty.update((sp.topic, sp.partition) for sp, _ in results)
         return throttled
     if session is not None:
         if incremental:
