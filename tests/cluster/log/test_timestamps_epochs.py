@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kaflite.cluster.log import flush_deferred_fsyncs
 from kaflite.cluster.log._epoch import LeaderEpochCache
 from kaflite.cluster.log._index import OffsetIndex, TimeIndex
 from tests.cluster.log.helpers import T0, batch, open_log
@@ -131,6 +132,7 @@ def test_epoch_checkpoint_format_and_persistence(tmp_path: Path) -> None:
     log.assign_epoch(5, 2)  # a new leader starts its epoch at its log end
     log.append_as_leader(batch([b"c"]), 5, now_ms=T0)
     path = tmp_path / "topic-0" / "leader-epoch-checkpoint"
+    flush_deferred_fsyncs()   # the file is written by a background thread (issue 36)
     assert path.read_text() == "0\n2\n2 0\n5 2\n"
     log.close(flush=False)
     log = open_log(tmp_path)
@@ -138,6 +140,7 @@ def test_epoch_checkpoint_format_and_persistence(tmp_path: Path) -> None:
     # Truncation drops the epochs that started after the new end.
     log.truncate_to(2)
     assert log.epochs.entries == [(2, 0)]
+    flush_deferred_fsyncs()
     assert path.read_text() == "0\n1\n2 0\n"
     # A checkpoint that runs past the log end (a crash after it was written) is cut back.
     path.write_text("0\n3\n2 0\n5 2\n9 50\n")
@@ -145,6 +148,7 @@ def test_epoch_checkpoint_format_and_persistence(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     assert log.log_end_offset == 2
     assert log.epochs.entries == [(2, 0)]
+    flush_deferred_fsyncs()
     assert path.read_text() == "0\n1\n2 0\n"
 
 

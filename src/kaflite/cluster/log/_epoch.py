@@ -15,9 +15,11 @@ does not have. The semantics follow Kafka's ``LeaderEpochFileCache``:
   end; advancing the log start offset drops entries before it, moving the
   last of them up to the new start.
 
-Every change is written to ``leader-epoch-checkpoint`` at once (Kafka's text
-format). Changes happen on leader elections, truncation and DeleteRecords,
-never per produced batch.
+Every change is written to ``leader-epoch-checkpoint`` (Kafka's text format) by
+the background thread of ``_deferred_sync``, which readers of the file see
+through; ``persist_now`` puts it in place before the log moves its recovery
+point. Changes happen on leader elections, truncation and DeleteRecords, never
+per produced batch.
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from pathlib import Path
 
-from kaflite.cluster.log._files import read_epoch_checkpoint, write_epoch_checkpoint
+from kaflite.cluster.log._deferred_sync import write_now
+from kaflite.cluster.log._files import (
+    LEADER_EPOCH_CHECKPOINT,
+    read_epoch_checkpoint,
+    write_epoch_checkpoint,
+)
 
 __all__ = ["UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "LeaderEpochCache"]
 
@@ -129,6 +136,11 @@ class LeaderEpochCache:
         self._epochs.clear()
         self._starts.clear()
         self._write()
+
+    def persist_now(self) -> None:
+        """The checkpoint's queued write, in place now (before a recovery point moves)."""
+        if self.persist:
+            write_now(self.directory / LEADER_EPOCH_CHECKPOINT)
 
     def _write(self) -> None:
         if self.persist:

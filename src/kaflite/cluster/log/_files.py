@@ -37,7 +37,12 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from kaflite.cluster.log._deferred_sync import defer_fsync, fsync_path
+from kaflite.cluster.log._deferred_sync import (
+    defer_write,
+    fsync_path,
+    pending_text,
+    replace_file,
+)
 
 __all__ = [
     "CLEANED_SUFFIX",
@@ -107,20 +112,22 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 
 
 def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``text`` (a crash leaves the old file or the new one);
+    with ``sync``, durable when this returns (file and directory fsynced)."""
     tmp = path.with_name(path.name + ".tmp")
+    if not sync:
+        replace_file(path, text)
+        return
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        data = text.encode("utf-8")
-        view = memoryview(data)
+        view = memoryview(text.encode("utf-8"))
         while view:
             view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    if sync:
-        fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -128,6 +135,9 @@ def fsync_dir(directory: Path) -> None:
 
 
 def _read_lines(path: Path) -> list[str] | None:
+    queued = pending_text(path)        # written later by _deferred_sync: read the newest
+    if queued is not None:
+        return queued.splitlines()
     try:
         return path.read_text("utf-8").splitlines()
     except FileNotFoundError:
@@ -170,12 +180,10 @@ def read_epoch_checkpoint(directory: Path) -> list[tuple[int, int]]:
 
 
 def write_epoch_checkpoint(directory: Path, entries: list[tuple[int, int]]) -> None:
-    """Replaced atomically now, made durable later off the caller's thread
+    """Replaced atomically and made durable later, off the caller's thread
     (``_deferred_sync``: a leader change rewrites thousands of these at once)."""
     lines = ["0", str(len(entries)), *(f"{epoch} {offset}" for epoch, offset in entries)]
-    path = directory / LEADER_EPOCH_CHECKPOINT
-    atomic_write(path, "\n".join(lines) + "\n", sync=False)
-    defer_fsync(path)
+    defer_write(directory / LEADER_EPOCH_CHECKPOINT, "\n".join(lines) + "\n")
 
 
 # -- log-start / recovery-point checkpoints -------------------------------------------------
@@ -255,13 +263,12 @@ def read_partition_metadata(directory: Path) -> uuid.UUID | None:
 
 
 def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
-    """Written once, when the partition's log is created; fsynced later off the caller's
-    thread (``_deferred_sync``), as Kafka flushes its PartitionMetadataFile later: two
-    fsyncs a partition were half the time of creating thousands of partitions at once."""
+    """Written once, when the partition's log is created; written and fsynced later off
+    the caller's thread (``_deferred_sync``), as Kafka flushes its PartitionMetadataFile
+    later: two fsyncs a partition were half the time of creating thousands of partitions
+    at once. A crash before it is written leaves none, which the next open writes."""
     text = f"version: 0\ntopic_id: {format_topic_id(topic_id)}\n"
-    path = directory / PARTITION_METADATA
-    atomic_write(path, text, sync=False)
-    defer_fsync(path)
+    defer_write(directory / PARTITION_METADATA, text)
 
 
 # -- meta.properties ------------------------------------------------------------------------

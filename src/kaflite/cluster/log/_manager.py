@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kaflite.cluster.log._config import LogConfig
+from kaflite.cluster.log._deferred_sync import cancel_under
 from kaflite.cluster.log._files import (
     parse_partition_dir,
     parse_topic_id,
@@ -178,6 +179,7 @@ class LogManager:
         return True
 
     def _remove_dir(self, directory: Path) -> None:
+        cancel_under(directory)     # no queued checkpoint may land in a new log there
         doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
         os.replace(directory, doomed)
         shutil.rmtree(doomed, ignore_errors=True)

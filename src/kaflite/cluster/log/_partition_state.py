@@ -67,6 +67,9 @@ class PartitionState:
             return None  # unreadable: fall back to what the segments say
 
     def _write_checkpoint(self, name: str, offset: int) -> None:
+        if name == RECOVERY_POINT_CHECKPOINT:
+            # recovery will not scan below it again: the epochs up to it go first
+            self.epochs.persist_now()
         write_offset_checkpoint(self.directory / name, self.topic, self.partition, offset)
 
     def legacy_high_watermark(self) -> int | None:

@@ -26,6 +26,7 @@ import logging
 import os
 from pathlib import Path
 
+from kaflite.cluster.log._deferred_sync import pending_text
 from kaflite.cluster.log._epoch import LeaderEpochCache
 from kaflite.cluster.log._files import (
     CLEANED_SUFFIX,
@@ -47,6 +48,8 @@ def _settle_leftovers(directory: Path) -> None:
     for name in sorted(os.listdir(directory)):
         path = directory / name
         if name.endswith(".tmp") or name.endswith(CLEANED_SUFFIX):
+            if name.endswith(".tmp") and pending_text(directory / name[:-4]) is not None:
+                continue     # the deferred writer's, being written now: not a leftover
             path.unlink(missing_ok=True)
         elif name.endswith(SWAP_SUFFIX):
             base = base_offset_of(name)
