@@ -36,9 +36,10 @@ __all__ = ["cancel_under", "defer_fsync", "defer_write", "flush", "fsync_path",
            "pending_text", "replace_file", "write_now"]
 
 _lock = threading.Condition()
-_pending: set[Path] = set()          # in place, to fsync
-_writes: dict[Path, str] = {}        # newest text, to put in place (then fsync)
-_writing: dict[Path, str] = {}       # the batch the thread is writing now
+# keyed by str, not Path: hashing a Path was a third of a leader election's checkpoint cost
+_pending: set[str] = set()           # in place, to fsync
+_writes: dict[str, str] = {}         # newest text, to put in place (then fsync)
+_writing: dict[str, str] = {}        # the batch the thread is writing now
 _busy = False
 _thread: threading.Thread | None = None
 
@@ -55,40 +56,43 @@ def _wake() -> None:
 def defer_fsync(path: Path) -> None:
     """Make ``path`` (already written and renamed into place) durable later."""
     with _lock:
-        _pending.add(path)
+        _pending.add(str(path))
         _wake()
 
 
 def defer_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically, and fsync it, on the background thread."""
     with _lock:
-        _writes[path] = text
+        _writes[str(path)] = text
         _wake()
 
 
 def pending_text(path: Path) -> str | None:
     """The newest text of ``path`` not yet in place (None: the file on disk is current)."""
+    key = str(path)
     with _lock:
-        text = _writes.get(path)
-        return text if text is not None else _writing.get(path)
+        text = _writes.get(key)
+        return text if text is not None else _writing.get(key)
 
 
 def write_now(path: Path) -> None:
     """Put ``path``'s queued text in place now (its fsync stays deferred)."""
+    key = str(path)
     with _lock:
-        _lock.wait_for(lambda: path not in _writing)
-        text = _writes.pop(path, None)
+        _lock.wait_for(lambda: key not in _writing)
+        text = _writes.pop(key, None)
         if text is not None:
             replace_file(path, text)
-            _pending.add(path)
+            _pending.add(key)
             _wake()
 
 
 def cancel_under(directory: Path) -> None:
     """Forget the queued writes of files in ``directory`` (it is being deleted)."""
+    prefix = os.path.join(directory, "")
     with _lock:
-        for path in [p for p in _writes if p.parent == directory]:
-            del _writes[path]
+        for key in [k for k in _writes if k.startswith(prefix) and os.sep not in k[len(prefix):]]:
+            del _writes[key]
 
 
 def flush(timeout: float = 30.0) -> bool:
@@ -121,13 +125,13 @@ def _run() -> None:
             _writes.clear()
             _busy = True
         try:
-            for path, text in _writing.items():
+            for key, text in _writing.items():
                 try:
-                    replace_file(path, text)
+                    replace_file(Path(key), text)
                 except OSError:
-                    continue            # its directory was deleted meanwhile            # its directory was deleted meanwhile
-                batch.append(path)
-            for directory in {p.parent for p in batch if fsync_path(p)}:
+                    continue            # its directory was deleted meanwhile
+                batch.append(key)
+            for directory in {os.path.dirname(k) for k in batch if fsync_path(k)}:
                 fsync_path(directory)
         finally:
             with _lock:
@@ -136,7 +140,7 @@ def _run() -> None:
                 _lock.notify_all()
 
 
-def fsync_path(path: Path) -> bool:
+def fsync_path(path: str | Path) -> bool:
     """fsync a file or a directory; False if it is gone (removed meanwhile)."""
     try:
         fd = os.open(path, os.O_RDONLY)
