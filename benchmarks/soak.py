@@ -18,7 +18,9 @@ queue workload with group churn (``--churn``: members leave and join again) for 
 client and each group protocol it speaks (classic, and KIP-848's ``consumer``), on a
 cluster holding ``--filler-partitions`` idle partitions, under ``--nemesis``. Its
 table has members, rebalances, faults, two-owner intervals, fenced overlaps (a
-member fenced and told late), stuck groups and the worst ApiVersions round trip.
+member fenced and told late), partitions nobody held for longer than a rebalance
+(15 s) while the group had members, and the longest such interval, stuck groups
+and the worst ApiVersions round trip.
 
 Not a test (it takes half an hour); its figures are in docs/reliability.md.
 """
@@ -77,6 +79,7 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
     deadline = time.monotonic() + args.minutes * 60
     rows: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     worst: dict[tuple[str, str], int] = defaultdict(int)
+    longest: dict[tuple[str, str], int] = defaultdict(int)
     invalid: list[str] = []
     started, i = time.monotonic(), 0
     nemesis = tuple(args.nemesis.split(",")) if args.nemesis != "all" else RunConfig().nemesis
@@ -97,8 +100,10 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
             "faults": sum(result.faults.values()) - churns,
             "two-owners": c.get("two-owners", 0), "fenced": st.get("fenced overlaps", 0),
             "stuck": c.get("stuck", 0), "lost": c.get("lost-write", 0),
+            "unowned > 15 s": st.get("unowned beyond a rebalance", 0),
             "unreachable": st.get("apiversions unreachable", 0)})
         worst[key] = max(worst[key], st.get("apiversions worst (ms)", 0))
+        longest[key] = max(longest[key], st.get("longest unowned (ms)", 0))
         if result.valid:
             history.unlink(missing_ok=True)
         else:
@@ -106,16 +111,18 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
         print(f"{(time.monotonic() - started) / 60:5.1f} min  {client:16} {protocol:8} "
               f"seed {round_seed:<10} {'valid' if result.valid else 'INVALID'}  "
               f"{ {k: v for k, v in c.items() if v} or ''}", flush=True)
-    cols = ("rounds", "members", "rebalances", "faults", "two-owners", "fenced", "stuck",
-            "lost")
+    cols = ("rounds", "members", "rebalances", "faults", "two-owners", "fenced",
+            "unowned > 15 s", "stuck", "lost")
     lines = [f"Group soak of {(time.monotonic() - started) / 60:.0f} minutes, soak seed "
              f"{seed}, {i} rounds of {args.round_seconds:.0f} s with churn, "
              f"{args.filler_partitions} idle partitions, nemesis {args.nemesis}.", "",
              "| client | protocol | " + " | ".join(cols)
-             + " | worst ApiVersions (ms) |", "|---|---|" + "---|" * (len(cols) + 1)]
+             + " | longest unowned (ms) | worst ApiVersions (ms) |",
+             "|---|---|" + "---|" * (len(cols) + 2)]
     for key in sorted(rows):
         lines.append(f"| {key[0]} | {key[1]} | "
-                     + " | ".join(str(rows[key][k]) for k in cols) + f" | {worst[key]} |")
+                     + " | ".join(str(rows[key][k]) for k in cols)
+                     + f" | {longest[key]} | {worst[key]} |")
     return finish(args.out, lines, invalid)
 
 

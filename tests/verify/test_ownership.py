@@ -67,8 +67,30 @@ def test_a_clean_handover_has_no_overlap() -> None:
     run.assign("c0", 0).poll("c0", 0, Run.log(0)[:1]).assign("c0", 0, type="revoke")
     run.assign("c1", 0).poll("c1", 0, Run.log(0)[1:])
     _, stats = check_ownership(run.finish().ops)
-    assert stats == {}
+    assert "fenced overlaps" not in stats and "longest fenced overlap (ms)" not in stats
+    assert stats["unowned beyond a rebalance"] == 0   # one tick between revoke and assign
+    assert stats["longest unowned (ms)"] == 100
     assert run.check().valid
+
+
+def test_a_partition_nobody_holds_for_long_while_members_live_is_counted() -> None:
+    run = Run.clean(reads=False)
+    run.assign("c1", 1).poll("c1", 1, Run.log(1))
+    run.assign("c0", 0).poll("c0", 0, Run.log(0)[:1]).assign("c0", 0, type="revoke")
+    run.t += 20.0                                         # 20 s: no rebalance takes that long
+    run.assign("c1", 0).poll("c1", 0, Run.log(0)[1:])
+    _, stats = check_ownership(run.finish().ops)
+    assert stats["unowned beyond a rebalance"] == 1
+    assert stats["longest unowned (ms)"] >= 20_000
+
+
+def test_partitions_of_a_group_whose_members_all_left_are_not_unowned() -> None:
+    run = Run.clean(reads=False)
+    run.assign("c0", 0).poll("c0", 0, Run.log(0)).assign("c0", 0, type="close")
+    run.t += 60.0
+    run.assign("c1", 0).poll("c1", 0, Run.log(0)[6:])
+    _, stats = check_ownership(run.finish().ops)
+    assert stats.get("unowned beyond a rebalance", 0) == 0
 
 
 def test_acting_after_the_second_owner_let_go_is_not_an_overlap() -> None:

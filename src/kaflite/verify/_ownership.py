@@ -26,6 +26,13 @@ Whether an overlap is an anomaly depends on how the first holder let go:
 
 A member expired without being told shows up here too: it keeps polling what the
 coordinator gave away, and lets go with ``revoke`` or ``close``, not ``lost``.
+
+The converse is a partition nobody holds while the group has live members (from
+their first assignment to their ``close``): normal during a rebalance, a stuck
+group when it lasts. Each such interval is measured; ``longest unowned (ms)``
+and the count of intervals longer than ``UNOWNED_LIMIT_S`` (a rebalance that
+waits out a crashed member's session, twice over) are statistics, as a fault can
+legitimately hold a rebalance that long.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from kaflite.verify.history import Assign, Commit, Op, Poll
 __all__ = ["Finding", "Overlap", "check_ownership"]
 
 GroupKey = tuple[str, str, int]         # (group, topic, partition)
+UNOWNED_LIMIT_S = 15.0                  # 2.5 times the checker's session timeouts (6 s)
 
 
 @dataclass
@@ -66,14 +74,56 @@ def _ordered(ops: Sequence[Op]) -> list[Op]:
     return sorted((op for op in ops if isinstance(op, Assign | Poll | Commit)), key=when)
 
 
+class _Unowned:
+    """Intervals in which a partition had no holder while its group had live members."""
+
+    def __init__(self) -> None:
+        self.live: dict[tuple[str, str], set[str]] = {}       # (group, topic) -> members
+        self.parts: dict[tuple[str, str], set[int]] = {}      # partitions ever assigned
+        self.since: dict[GroupKey, float] = {}                # unowned from
+        self.intervals: list[float] = []
+
+    def joined(self, process: str, group: str, topic: str) -> None:
+        self.live.setdefault((group, topic), set()).add(process)
+
+    def assigned(self, key: GroupKey, t: float) -> None:
+        self.parts.setdefault(key[:2], set()).add(key[2])
+        start = self.since.pop(key, None)
+        if start is not None:
+            self.intervals.append(t - start)
+
+    def released(self, key: GroupKey, holders: dict[str, float], t: float) -> None:
+        if not holders and self.live.get(key[:2]):
+            self.since.setdefault(key, t)
+
+    def left(self, process: str, group: str, topic: str, t: float) -> None:
+        members = self.live.get((group, topic), set())
+        members.discard(process)
+        if not members:   # nobody left to own them: not a stuck group
+            for part in self.parts.get((group, topic), ()):
+                start = self.since.pop((group, topic, part), None)
+                if start is not None:
+                    self.intervals.append(t - start)
+
+    def stats(self, end: float) -> dict[str, int]:
+        spans = self.intervals + [end - start for start in self.since.values()]
+        if not spans:
+            return {}
+        return {"longest unowned (ms)": round(max(spans) * 1000),
+                "unowned beyond a rebalance": sum(1 for d in spans if d > UNOWNED_LIMIT_S)}
+
+
 def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
-    """The two-owners findings of a history, and its overlap statistics."""
+    """The two-owners findings of a history, and its overlap and unowned statistics."""
     holders: dict[GroupKey, dict[str, float]] = {}
     open_: dict[GroupKey, list[Overlap]] = {}
     done: list[Overlap] = []
+    unowned = _Unowned()
+    end = 0.0
 
     def release(process: str, key: GroupKey, how: str, t: float) -> None:
         holders.get(key, {}).pop(process, None)
+        unowned.released(key, holders.get(key, {}), t)
         still: list[Overlap] = []
         for ov in open_.get(key, []):
             if ov.first == process:
@@ -87,6 +137,7 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
         open_[key] = still
 
     for op in _ordered(ops):
+        end = max(end, op.time)
         if isinstance(op, Assign):
             if op.group is None or op.type == "seek":
                 continue
@@ -94,10 +145,14 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
                 for key in [k for k, hs in holders.items()
                             if op.process in hs and k[:2] == (op.group, op.topic)]:
                     release(op.process, key, "close", op.time)
+                unowned.left(op.process, op.group, op.topic, op.time)
                 continue
+            if op.type == "assign":
+                unowned.joined(op.process, op.group, op.topic)
             for part in op.partitions:
                 key = (op.group, op.topic, part)
                 if op.type == "assign":
+                    unowned.assigned(key, op.time)
                     hs = holders.setdefault(key, {})
                     for other in hs:
                         if other != op.process:
@@ -120,7 +175,7 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
         done.extend(overlaps)
 
     findings: list[Finding] = []
-    stats: dict[str, int] = {}
+    stats: dict[str, int] = unowned.stats(end)
     longest_ms = 0
     for ov in done:
         if ov.released == "lost":
