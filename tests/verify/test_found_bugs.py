@@ -324,3 +324,66 @@ def test_upstream_aiokafka_offset_fetch_group_error_reads_as_no_commit(error: st
     before, after, remaining = run(main())
     assert before == 0 and remaining == 0, "the error was never sent: the test proves nothing"
     assert after == 0, f"aiokafka resumed at {after} (committed 3): its rounds may inject it"
+
+
+def test_upstream_aiokafka_stop_raises_cancelled_error_while_a_fetch_backs_off() -> None:
+    """Not a kaflite bug: aiokafka 0.14's ``stop()`` raises CancelledError.
+
+    ``Fetcher.close`` cancels its pending fetch tasks and awaits each without catching
+    the CancelledError (aio-libs/aiokafka#647, open; #983 names the lines). A fetch
+    that is backing off from an unreachable broker is such a task, so ``stop()`` raises
+    after the member left its group, before its client closed. The group soak lost
+    both members of a churn round to it (aiokafka classic, soak seed 20261129, round
+    seed 834643631: unseen 13185, stuck 4); the adapter now closes the client and
+    fails the leave with an ordinary error, after which the workload joins again.
+    When this test fails, aiokafka has fixed it.
+    """
+    aiokafka = pytest.importorskip("aiokafka")
+
+    async def main() -> bool:
+        async with Cluster(brokers=1) as cluster:
+            cluster.create_topic("t", 1, 1)
+            consumer = aiokafka.AIOKafkaConsumer(
+                bootstrap_servers=cluster.bootstrap_servers, retry_backoff_ms=10_000,
+                fetch_max_wait_ms=100, auto_offset_reset="earliest")
+            await consumer.start()
+            try:
+                consumer.assign([aiokafka.TopicPartition("t", 0)])
+                await consumer.getmany(timeout_ms=500)     # fetching from broker 0
+                await cluster.kill_broker(0)
+                await asyncio.sleep(1.0)                    # the next fetch fails, backs off
+                try:
+                    await consumer.stop()
+                except asyncio.CancelledError:
+                    return True
+                return False
+            finally:
+                await consumer._client.close()
+
+    assert run(main()), "aiokafka's stop() no longer raises CancelledError: see the adapter"
+
+
+def test_the_aiokafka_adapter_turns_that_cancelled_error_into_a_failed_leave() -> None:
+    from kaflite.verify.clients._base import LoopContext
+    from kaflite.verify.clients._pylibs import _AioConsumer
+
+    closed: list[bool] = []
+
+    class Client:
+        async def close(self) -> None:
+            closed.append(True)
+
+    class Stub:
+        _client = Client()
+
+        async def stop(self) -> None:
+            raise asyncio.CancelledError
+
+    adapter = _AioConsumer.__new__(_AioConsumer)
+    adapter.ctx, adapter.c = LoopContext(), Stub()
+    try:
+        with pytest.raises(RuntimeError, match="aiokafka#647"):
+            adapter.close()
+    finally:
+        adapter.ctx.close()
+    assert closed == [True]

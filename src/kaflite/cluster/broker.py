@@ -17,6 +17,7 @@ import contextlib
 import logging
 import ssl
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -314,6 +315,18 @@ class Broker:
             self._follow(p, state.leader)
         if became_leader:
             log.debug("broker %s leads %s-%s at epoch %s", self.node_id, *key, p.leader_epoch)
+
+    def log_preparer(self, name: str, topic_id: uuid.UUID, configs: dict[str, str],
+                     partitions: list[int]) -> Callable[[], int] | None:
+        logs = self.logs
+        if not self.running or logs is None or not partitions:
+            return None
+        config = self.topic_log_config(TopicState(name, topic_id, [], dict(configs)))
+        return lambda: logs.prepare(name, partitions, topic_id, config)
+
+    def drop_prepared(self, name: str, topic_id: uuid.UUID) -> None:
+        if self.logs is not None:
+            self.logs.drop_prepared(name, topic_id)
 
     def on_topic_deleted(self, topic: TopicState) -> None:
         for p in [p for k, p in self.partitions.items() if k[0] == topic.name]:

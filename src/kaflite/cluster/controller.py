@@ -84,6 +84,16 @@ class Listener(Protocol):
 
     def on_topic_deleted(self, topic: TopicState) -> None: ...
 
+    def log_preparer(self, name: str, topic_id: uuid.UUID, configs: dict[str, str],
+                     partitions: list[int]) -> Callable[[], int] | None:
+        """A function that opens the logs of a topic about to be created, for a worker
+        thread (None: nothing to prepare here)."""
+        ...
+
+    def drop_prepared(self, name: str, topic_id: uuid.UUID) -> None:
+        """The topic was not created: remove what its preparer made."""
+        ...
+
 
 class Controller:
     def __init__(self, data_dir: Path | None, cluster_id: str | None = None, *,
@@ -94,6 +104,8 @@ class Controller:
         self.topics_by_id: dict[uuid.UUID, TopicState] = {}
         self.broker_configs: dict[str, str] = {}
         self.listeners: dict[int, Listener] = {}
+        # topic names a CreateTopics is creating (between its validation and its commit)
+        self.creating: set[str] = set()
         self.cluster_id = cluster_id or _new_cluster_id()
         self.next_producer_id = 1000
         # finalized feature levels (FeatureLevelRecord): metadata.version

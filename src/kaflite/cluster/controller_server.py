@@ -104,6 +104,13 @@ class _Channel(asyncio.Protocol):
         self.server.queue(self, {"notify": "deleted", "topic": topic.name,
                                  "topic_id": str(topic.topic_id)})
 
+    def log_preparer(self, name: str, topic_id: uuid.UUID, configs: dict[str, str],
+                     partitions: list[int]) -> Callable[[], int] | None:
+        return None     # a broker process opens its own logs, on its own loop
+
+    def drop_prepared(self, name: str, topic_id: uuid.UUID) -> None:
+        return None
+
 
 class ControllerServer:
     def __init__(self, controller: Controller, heartbeat_interval_ms: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from pathlib import Path
 
@@ -155,4 +156,38 @@ def test_housekeeping_and_config_updates(tmp_path: Path) -> None:
     assert log.config.retention_ms == 500
     assert manager.housekeeping(T0 + 1000) == 3
     assert log.log_start_offset == 3
+    manager.close()
+
+
+def test_logs_prepared_on_a_thread_are_taken_by_their_topic_only(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path)
+    tid, other = uuid.uuid4(), uuid.uuid4()
+    made: list[int] = []
+    worker = threading.Thread(
+        target=lambda: made.append(manager.prepare("t", [0, 1], tid, LogConfig())))
+    worker.start()
+    worker.join()
+    assert made == [2] and (tmp_path / "t-0").is_dir() and (tmp_path / "t-1").is_dir()
+    assert manager.partitions() == []          # prepared, not yet the broker's
+    first = manager.get_or_create("t", 0, tid)
+    first.append_as_leader(batch([b"kept"]), 0, now_ms=T0)
+    assert manager.get_or_create("t", 0, tid) is first and first.topic_id == tid
+    # A topic of another id (created meanwhile by another path) does not take it: the
+    # directory is a stray for it and starts empty.
+    assert manager.get_or_create("t", 1, other).topic_id == other
+    # An existing directory is never prepared over.
+    assert manager.prepare("t", [0], tid, LogConfig()) == 0
+    assert read_records(manager.get_or_create("t", 0, tid)) == [(0, None, b"kept")]
+    manager.close()
+
+
+def test_a_topic_not_created_leaves_no_prepared_log(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path)
+    tid = uuid.uuid4()
+    assert manager.prepare("gone", [0, 1, 2], tid, LogConfig()) == 3
+    manager.drop_prepared("gone", uuid.uuid4())      # another id: nothing of ours
+    assert (tmp_path / "gone-0").is_dir()
+    manager.drop_prepared("gone", tid)
+    assert not any(p.name.startswith("gone-") for p in tmp_path.iterdir())
+    assert manager.get_or_create("gone", 0, tid).log_end_offset == 0   # made afresh
     manager.close()

@@ -18,11 +18,17 @@ the topic that overflows fails; kaflite refuses the whole request up front.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.configs import effective_topic_configs, validate_topic_configs
-from kaflite.cluster.controller import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
+from kaflite.cluster.controller import (
+    MAX_PARTITIONS_PER_REQUEST,
+    TOO_MANY_PARTITIONS,
+    Controller,
+)
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers.metadata import validate_topic_name
 from kaflite.cluster.quotas.enforce import MutationQuota
@@ -94,48 +100,100 @@ def _plan(broker: Broker, t: ctq.CreatableTopic) -> list[list[int]]:
 
 async def handle_create_topics(broker: Broker, conn: ServerConnection, header: RequestHeader,
                                req: CreateTopicsRequest) -> CreateTopicsResponse:
+    """Validate every topic, open the new logs on a worker thread (``_prepare_logs``),
+    then create the topics in one metadata batch. The names are reserved between the
+    two (``controller.creating``): a second CreateTopics of one of them meanwhile is
+    TOPIC_ALREADY_EXISTS, as Kafka's single controller thread would answer it."""
     controller = broker.controller
     quota = _mutation_quota(broker, conn, header)
-    results = []
     seen: dict[str, int] = {}
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
-    default = broker.config.int("num.partitions")
     asked = sum(len(t.assignments) if t.assignments else
-                default if t.num_partitions == -1 else max(t.num_partitions, 0)
-                for t in req.topics)
-    with controller.batched():   # (one write of the metadata)
-        for t in req.topics:
-            res = ctr.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=0)
+                broker.config.int("num.partitions") if t.num_partitions == -1
+                else max(t.num_partitions, 0) for t in req.topics)
+    results: list[ctr.CreatableTopicResult] = []
+    todo: list[_NewTopic] = []
+    for t in req.topics:
+        res = ctr.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=0)
+        results.append(res)
+        try:
+            if asked > MAX_PARTITIONS_PER_REQUEST:   # (Kafka checks it before the names)
+                raise errors.PolicyViolationError(TOO_MANY_PARTITIONS)
+            if seen[t.name] > 1:
+                raise errors.InvalidRequestError(f"Duplicate topic name {t.name}")
+            validate_topic_name(t.name)
+            if t.name in controller.topics or t.name in controller.creating:
+                raise errors.TopicAlreadyExistsError(f"Topic '{t.name}' already exists.")
             try:
-                if asked > MAX_PARTITIONS_PER_REQUEST:   # (Kafka checks it before the names)
-                    raise errors.PolicyViolationError(TOO_MANY_PARTITIONS)
-                if seen[t.name] > 1:
-                    raise errors.InvalidRequestError(f"Duplicate topic name {t.name}")
-                validate_topic_name(t.name)
-                if t.name in controller.topics:
-                    raise errors.TopicAlreadyExistsError(f"Topic '{t.name}' already exists.")
+                configs = validate_topic_configs({c.name: c.value for c in t.configs})
+            except ConfigError as exc:
+                raise errors.InvalidConfigError(exc.message) from None
+            plan = _plan(broker, t)
+            res.num_partitions = len(plan)
+            res.replication_factor = len(plan[0])
+            effective = effective_topic_configs(configs, broker.config)
+            res.configs = [
+                ctr.CreatableTopicConfigs(name, value, False, SOURCES[source], False)
+                for name, (value, source) in effective.items()
+            ]
+            if not req.validate_only:
+                quota.record(len(plan))
+                controller.creating.add(t.name)
+                todo.append(_NewTopic(res, plan, configs, uuid.uuid4()))
+        except errors.KafkaError as exc:
+            _failed(res, exc)
+    try:
+        await _prepare_logs(controller, todo)
+        with controller.batched():   # (one write of the metadata)
+            for new in todo:
                 try:
-                    configs = validate_topic_configs({c.name: c.value for c in t.configs})
-                except ConfigError as exc:
-                    raise errors.InvalidConfigError(exc.message) from None
-                plan = _plan(broker, t)
-                res.num_partitions = len(plan)
-                res.replication_factor = len(plan[0])
-                if not req.validate_only:
-                    quota.record(len(plan))
-                    topic = controller.create_topic(t.name, plan, configs)
-                    res.topic_id = topic.topic_id
-                effective = effective_topic_configs(configs, broker.config)
-                res.configs = [
-                    ctr.CreatableTopicConfigs(name, value, False, SOURCES[source], False)
-                    for name, (value, source) in effective.items()
-                ]
-            except errors.KafkaError as exc:
-                res.error_code, res.error_message = exc.code, exc.message
-                res.num_partitions = res.replication_factor = -1
-            results.append(res)
+                    topic = controller.create_topic(new.result.name, new.plan, new.configs,
+                                                    topic_id=new.topic_id)
+                    new.result.topic_id = topic.topic_id
+                except errors.KafkaError as exc:
+                    _failed(new.result, exc)
+    finally:
+        for new in todo:
+            controller.creating.discard(new.result.name)
+            if new.result.error_code:
+                for listener in controller.listeners.values():
+                    listener.drop_prepared(new.result.name, new.topic_id)
     return CreateTopicsResponse(throttle_time_ms=_throttle(conn, quota), topics=results)
+
+
+@dataclass
+class _NewTopic:
+    result: ctr.CreatableTopicResult
+    plan: list[list[int]]
+    configs: dict[str, str]
+    topic_id: uuid.UUID
+
+
+def _failed(res: ctr.CreatableTopicResult, exc: errors.KafkaError) -> None:
+    res.error_code, res.error_message = exc.code, exc.message
+    res.num_partitions = res.replication_factor = -1
+    res.configs = []
+
+
+async def _prepare_logs(controller: Controller, todo: list[_NewTopic]) -> None:
+    """Open the new topics' logs on a worker thread, for the brokers of this process:
+    at 1,000 partitions a request, opening them in the controller's callbacks held the
+    event loop of every broker for seconds (issue 36)."""
+    jobs = []
+    for new in todo:
+        hosted: dict[int, list[int]] = {}
+        for index, replicas in enumerate(new.plan):
+            for node in replicas:
+                hosted.setdefault(node, []).append(index)
+        for node, partitions in hosted.items():
+            listener = controller.listeners.get(node)
+            job = None if listener is None else listener.log_preparer(
+                new.result.name, new.topic_id, new.configs, partitions)
+            if job is not None:
+                jobs.append(job)
+    if jobs:
+        await asyncio.to_thread(lambda: [job() for job in jobs])
 
 
 async def handle_delete_topics(broker: Broker, conn: ServerConnection, header: RequestHeader,

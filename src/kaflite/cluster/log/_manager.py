@@ -8,6 +8,12 @@ each of them. Deleting a partition first renames its directory to
 leave a half-deleted log that looks alive), then removes it; leftovers of that
 kind are removed at the next start, as Kafka does.
 
+Creating a topic of thousands of partitions opens thousands of new logs. A
+CreateTopics handler has them opened first on a worker thread (``prepare``, which
+touches only the file system and new objects) and the controller's callback then
+takes each prepared log (``get_or_create``) instead of opening it on the event
+loop; what a failed creation left prepared is removed (``drop_prepared``).
+
 A directory whose ``partition.metadata`` names another topic id is a stray:
 the remains of a deleted topic that had the same name. Asked for the new topic,
 the manager moves the stray aside for deletion and starts a fresh log, which
@@ -20,6 +26,7 @@ import base64
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -61,6 +68,8 @@ class LogManager:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.default_config = default_config or LogConfig()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._prepared: dict[tuple[str, int], PartitionLog] = {}   # opened by ``prepare``
+        self._prepared_lock = threading.Lock()
         self.meta = self._check_meta(node_id, cluster_id)
 
     def _check_meta(self, node_id: int | None, cluster_id: str | None) -> dict[str, str]:
@@ -133,6 +142,50 @@ class LogManager:
             loaded.append(plog)
         return loaded
 
+    def prepare(self, topic: str, partitions: list[int], topic_id: uuid.UUID,
+                config: LogConfig) -> int:
+        """Create the logs of a new topic's partitions here, for ``get_or_create`` to take.
+
+        Safe on a worker thread: it touches only new directories and new objects. A
+        partition whose directory exists already is left to ``get_or_create``.
+        Returns how many were prepared."""
+        made = 0
+        for index in partitions:
+            directory = self._dir(topic, index)
+            if directory.exists():
+                continue
+            plog = PartitionLog.open(directory, config, topic_id)
+            with self._prepared_lock:
+                old = self._prepared.pop((topic, index), None)
+                self._prepared[(topic, index)] = plog
+            if old is not None:
+                old.close(flush=False)
+            made += 1
+        return made
+
+    def drop_prepared(self, topic: str, topic_id: uuid.UUID) -> None:
+        """Remove the logs ``prepare`` made for a topic that was not created after all."""
+        with self._prepared_lock:
+            doomed = [(k, p) for k, p in self._prepared.items()
+                      if k[0] == topic and p.topic_id == topic_id]
+            for key, _ in doomed:
+                del self._prepared[key]
+        for key, plog in doomed:
+            plog.close(flush=False)
+            if key not in self._logs:
+                self._remove_dir(plog.directory)
+
+    def _take_prepared(self, key: tuple[str, int], wanted: uuid.UUID | None
+                       ) -> PartitionLog | None:
+        if not self._prepared:
+            return None
+        with self._prepared_lock:
+            plog = self._prepared.get(key)
+            if plog is None or plog.topic_id != wanted:
+                return None
+            del self._prepared[key]
+        return plog
+
     def get_or_create(
         self,
         topic: str,
@@ -143,6 +196,13 @@ class LogManager:
         """The log of a partition, opened (or created) on first use."""
         wanted = None if topic_id is None else parse_topic_id(topic_id)
         plog = self._logs.get((topic, partition))
+        if plog is None:
+            plog = self._take_prepared((topic, partition), wanted)
+            if plog is not None:
+                if config is not None:
+                    plog.config = config
+                self._logs[(topic, partition)] = plog
+                return plog
         if plog is not None and wanted is not None and plog.topic_id not in (None, wanted):
             self.delete_partition(topic, partition)
             plog = None
@@ -210,3 +270,7 @@ class LogManager:
         for plog in self._logs.values():
             plog.close(flush=flush)
         self._logs.clear()
+        with self._prepared_lock:
+            prepared, self._prepared = self._prepared, {}
+        for plog in prepared.values():
+            plog.close(flush=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 from kaflite.verify.clients._base import (
@@ -228,7 +229,18 @@ class _AioConsumer(ConsumerClient):
         self.ctx.call(self.c.seek, TopicPartition(*tp), offset)
 
     def close(self) -> None:
-        self.ctx.run(self.c.stop(), 30)
+        try:
+            self.ctx.run(self.c.stop(), 30)
+        except asyncio.CancelledError as exc:
+            # aiokafka 0.14's Fetcher.close cancels its pending fetch tasks and awaits them
+            # without catching their CancelledError (aio-libs/aiokafka#647, open; the lines
+            # are named in #983), so stop() raises it when a fetch was backing off from an
+            # unreachable broker, after the member left its group but before its client
+            # closed. Close the client too, and fail the leave as an ordinary error: the
+            # churn workload then joins again (a group soak lost both members to it).
+            self.ctx.run(self.c._client.close(), 10)
+            raise RuntimeError("aiokafka stop() raised CancelledError "
+                               "(aio-libs/aiokafka#647)") from exc
 
 
 AIOKAFKA_OFFSET_FETCH_GROUP_ERROR = (
