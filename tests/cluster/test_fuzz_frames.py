@@ -40,6 +40,10 @@ from tests.protocol.strategies import structs
 
 EXAMPLES = int(os.environ.get("KAFLITE_FUZZ_EXAMPLES", "1500"))
 TOPIC = "fuzz-target"
+# Records that must still decode after the fuzzing live in a topic no frame names: a
+# generated DeleteTopics or DeleteRecords of TOPIC is valid and is obeyed (in 2 of 4
+# runs the fuzzing deleted TOPIC, and the check below then found no batch at all).
+SEEDED = "seeded-before-the-fuzzing"
 MB = 1 << 20
 # string fields: mostly names that exist (so that handlers go deep), some new ones
 NAMES = st.sampled_from([TOPIC, "fuzz-group", "fuzz-txn", "__consumer_offsets", ""]) \
@@ -67,6 +71,7 @@ def fuzzed() -> Iterator[tuple[Cluster, Failures]]:
         with Cluster(brokers=2, config={"auto.create.topics.enable": "false",
                                         "replica.lag.time.max.ms": 10000}) as cluster:
             cluster.create_topic(TOPIC, partitions=3, replication_factor=2)
+            cluster.create_topic(SEEDED, partitions=3, replication_factor=2)
             _seed_records(cluster)   # data that must still decode after the fuzzing
             yield cluster, failures
     finally:
@@ -80,7 +85,7 @@ def _seed_records(cluster: Cluster) -> None:
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
                          "compression.type": "lz4"})
     for i in range(300):
-        producer.produce(TOPIC, f"before-{i}".encode(), partition=i % 3)
+        producer.produce(SEEDED, f"before-{i}".encode(), partition=i % 3)
     assert producer.flush(30) == 0
 
 
@@ -214,4 +219,4 @@ def _every_batch_decodes(cluster: Cluster) -> None:
                     checked += 1
                 offset = batches[-1].next_offset
     print(f"{checked} batches decoded")
-    assert checked >= 3   # at least the records produced before the fuzzing
+    assert checked >= 3   # at least the records produced before the fuzzing (SEEDED)

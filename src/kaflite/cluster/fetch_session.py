@@ -29,12 +29,16 @@ high watermark, a leadership change: whatever wakes a long-polling fetch). A
 fetch reads the partitions it names, the dirty ones and the ones still pending
 from its last answer (data left to read, an error, a follower outside the ISR),
 and its long poll waits on the session alone, not on a future per partition.
-What does not wake a fetch (retention moving the log start, a follower's
-caught-up time for the ISR) is picked up by a read of the whole session every
-``full_scan_s``, which the broker keeps below a quarter of
-``replica.lag.time.max.ms``. With thousands of idle partitions per follower, this
-is what keeps replication from costing the event loop O(partitions) per produce
-(issue 36).
+A follower's session also stands for its position in the partitions it holds
+but does not name again: a follower whose recorded position is the leader's log
+end counts as caught up at each fetch of its session (``fetched_at_ms``, read by
+the ISR check), so an idle partition's follower stays in the ISR without the
+partition being read. What does not wake a fetch at all (retention moving a log
+start) is picked up by a read of the whole session every ``FULL_SCAN_S``, and at
+once after an ACL change (a partition the session holds may be denied now, which
+Kafka reports at the next fetch: it authorizes every partition of a session). With
+thousands of idle partitions per follower, this is what keeps replication from
+costing the event loop O(partitions) per produce, and per second (issue 36).
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ class FetchSession:
     # partitions that changed (or still have something to say) since the last read
     dirty: set[tuple[str, int]] = field(default_factory=set)
     next_full_scan: float = 0.0        # monotonic time of the next read of every partition
+    acl_version: int = -1              # the ACLs' version at the last read of every partition
     closed: bool = False
     _waker: asyncio.Future[None] | None = None
 
@@ -89,6 +94,11 @@ class FetchSession:
         if waker is not None and not waker.done():
             waker.set_result(None)
         return True
+
+    def fetched_at_ms(self, tp: tuple[str, int]) -> float | None:
+        if self.closed or tp not in self.partitions:
+            return None
+        return self.last_used * 1000
 
     def changed(self) -> asyncio.Future[None]:
         """A future that a ``mark`` (or the session's end) completes: the long poll's wait."""

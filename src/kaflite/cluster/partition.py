@@ -34,12 +34,27 @@ class FetchWatcher(Protocol):
 
     def mark(self, tp: tuple[str, int]) -> bool: ...
 
+    def fetched_at_ms(self, tp: tuple[str, int]) -> float | None:
+        """When the session last fetched while holding ``tp`` (None: it does not)."""
+        ...
+
 
 @dataclass
 class FollowerState:
     log_end_offset: int = -1
     last_caught_up_ms: float = field(default_factory=lambda: time.monotonic() * 1000)
     last_fetch_ms: float = 0.0
+    # The follower's fetch session, which holds this partition at ``log_end_offset``
+    # without naming it again while nothing moves: each fetch in it counts as one at
+    # that position (an idle partition is not read at every fetch; issue 36).
+    session: FetchWatcher | None = None
+
+    def caught_up_ms(self, tp: tuple[str, int], leader_log_end: int) -> float:
+        if self.session is not None and self.log_end_offset >= leader_log_end:
+            fetched = self.session.fetched_at_ms(tp)
+            if fetched is not None:
+                return max(self.last_caught_up_ms, fetched)
+        return self.last_caught_up_ms
 
 
 class Partition:
@@ -124,8 +139,10 @@ class Partition:
         return became_leader, became_follower
 
     # -- leader bookkeeping ------------------------------------------------------------
-    def update_follower(self, replica: int, fetch_offset: int) -> bool:
-        """Record a follower's fetch position; returns True if the ISR should grow."""
+    def update_follower(self, replica: int, fetch_offset: int,
+                        session: FetchWatcher | None = None) -> bool:
+        """Record a follower's fetch position (and the fetch session it fetches in);
+        returns True if the ISR should grow."""
         st = self.followers.get(replica)
         if st is None:
             st = self.followers[replica] = FollowerState()
@@ -133,6 +150,7 @@ class Partition:
         moved = st.log_end_offset != fetch_offset
         st.log_end_offset = fetch_offset
         st.last_fetch_ms = now
+        st.session = session
         if fetch_offset >= self.log_end_offset:
             st.last_caught_up_ms = now
         # Only a follower whose position moved can move the high watermark (the leader's
@@ -146,8 +164,9 @@ class Partition:
 
     def lagging_isr_members(self, lag_ms: float) -> list[int]:
         now = time.monotonic() * 1000
+        leo, tp = self.log_end_offset, (self.topic, self.index)
         return [r for r in self.isr if r != self.broker_id and r in self.followers
-                and now - self.followers[r].last_caught_up_ms > lag_ms]
+                and now - self.followers[r].caught_up_ms(tp, leo) > lag_ms]
 
     @property
     def high_watermark_lagging(self) -> bool:

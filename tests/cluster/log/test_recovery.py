@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kaflite.cluster.log import LogConfig, PartitionLog
+from kaflite.cluster.log import LogConfig, PartitionLog, flush_deferred_fsyncs
 from kaflite.protocol import errors
 from tests.cluster.log.helpers import T0, batch, open_log, read_batches, read_records
 
@@ -158,6 +158,7 @@ def test_partition_metadata_and_topic_id(tmp_path: Path) -> None:
     topic_id = uuid.uuid4()
     log = PartitionLog.open(tmp_path / "orders-3", LogConfig(), topic_id, now_ms=T0)
     assert (log.topic, log.partition) == ("orders", 3)
+    flush_deferred_fsyncs()   # partition.metadata is written by a background thread
     text = (tmp_path / "orders-3" / "partition.metadata").read_text()
     lines = text.splitlines()
     assert lines[0] == "version: 0" and lines[1].startswith("topic_id: ")

@@ -19,7 +19,9 @@ the topic that overflows fails; kaflite refuses the whole request up front.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -54,6 +56,8 @@ if TYPE_CHECKING:
     from kaflite.cluster.network import ServerConnection
 
 __all__ = ["HANDLERS"]
+
+log = logging.getLogger("kaflite.cluster.admin")
 
 SOURCES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG": 5}
 # The first version of each API that answers THROTTLING_QUOTA_EXCEEDED (strict quota).
@@ -193,7 +197,15 @@ async def _prepare_logs(controller: Controller, todo: list[_NewTopic]) -> None:
             if job is not None:
                 jobs.append(job)
     if jobs:
-        await asyncio.to_thread(lambda: [job() for job in jobs])
+        await asyncio.to_thread(_run_jobs, jobs)
+
+
+def _run_jobs(jobs: list[Callable[[], int]]) -> None:
+    for job in jobs:
+        try:
+            job()
+        except OSError:   # left to the controller's callback, which opens it itself
+            log.exception("cannot prepare the logs of a new topic")
 
 
 async def handle_delete_topics(broker: Broker, conn: ServerConnection, header: RequestHeader,

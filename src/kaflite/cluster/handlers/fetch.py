@@ -26,7 +26,7 @@ from the leader's gets ``diverging_epoch`` instead of records, and truncates.
 
 Fetch sessions (KIP-227): see ``kaflite.cluster.fetch_session``; an incremental
 fetch reads the partitions it names and those of its session that changed (every
-partition once per ``full_scan_s``), and answers only those with news.
+partition once per ``FULL_SCAN_S``), and answers only those with news.
 """
 
 from __future__ import annotations
@@ -60,11 +60,12 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 READ_COMMITTED = 1
-FULL_SCAN_MAX_S = 5.0
+FULL_SCAN_S = 30.0   # a session reads all its partitions this often (log start changes)
 
 
 def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition,
-                    replica_id: int, isolation: int, budget: int, first: bool
+                    replica_id: int, isolation: int, budget: int, first: bool,
+                    session: FetchSession | None = None
                     ) -> tuple[fr.PartitionData, Partition | None, bool]:
     """The partition's answer, its ``Partition`` (None: not led here) and whether it is
     still pending: data left at the fetch offset, an error, or a follower that may
@@ -82,7 +83,7 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
             raise errors.TopicAuthorizationFailedError(topic)
         p = broker.leader_partition(topic, index, sp.current_leader_epoch)
         offset = sp.fetch_offset
-        if replica_id >= 0 and p.update_follower(replica_id, offset):
+        if replica_id >= 0 and p.update_follower(replica_id, offset, session):
             broker.alter_isr(p, [*p.isr, replica_id])
         outside_isr = replica_id >= 0 and replica_id not in p.isr
         lso = p.last_stable_offset
@@ -178,7 +179,7 @@ def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest,
     first = True
     for sp in targets:
         data, p, pending = _read_partition(broker, conn, sp, replica_id, req.isolation_level,
-                                           budget - got.total, first)
+                                           budget - got.total, first, session)
         size = len(data.records) if data.records is not None else 0
         if size:
             first = False
@@ -194,12 +195,6 @@ def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest,
             got.pending.append((sp.topic, sp.partition))   # (news not told yet, too)
         got.results.append((sp, data))
     return got
-
-
-def _full_scan_s(broker: Broker) -> float:
-    """How often a session reads all its partitions: often enough that a follower's
-    caught-up time on an idle partition never ages into an ISR shrink."""
-    return min(FULL_SCAN_MAX_S, broker.config.int("replica.lag.time.max.ms") / 4000)
 
 
 def _worth_sending(sp: SessionPartition, data: fr.PartitionData) -> bool:
@@ -296,9 +291,12 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
             session.partitions[(sp.topic, sp.partition)] = sp
     started = time.monotonic()
     # an incremental fetch reads what changed, and everything once per full_scan_s
-    everything = session is None or not incremental or started >= session.next_full_scan
+    acls = broker.controller.acls.version
+    everything = session is None or not incremental or started >= session.next_full_scan \
+        or acls != session.acl_version
     if session is not None and everything:
-        session.next_full_scan = started + _full_scan_s(broker)
+        session.next_full_scan = started + FULL_SCAN_S
+        session.acl_version = acls
     deadline = started + max(req.max_wait_ms, 0) / 1000
     while True:
         if session is None:

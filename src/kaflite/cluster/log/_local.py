@@ -164,3 +164,7 @@ class LocalLog:
     def close(self) -> None:
         for segment in self.segments:
             segment.close()
+
+    def release_fds(self) -> None:
+        """Close the segments' file descriptors; each reopens at its next read or write."""
+        self.close()

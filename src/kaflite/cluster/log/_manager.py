@@ -133,6 +133,7 @@ class LogManager:
                 continue
             try:
                 plog = PartitionLog.open(path, self._config_for(tp[0], configs))
+                plog.release_fds()
             except (OSError, ValueError, errors.KafkaError):
                 # Kafka takes a log directory offline on such errors; kaflite keeps
                 # the broker up and leaves this one partition unloaded.
@@ -155,6 +156,7 @@ class LogManager:
             if directory.exists():
                 continue
             plog = PartitionLog.open(directory, config, topic_id)
+            plog.release_fds()
             with self._prepared_lock:
                 old = self._prepared.pop((topic, index), None)
                 self._prepared[(topic, index)] = plog
