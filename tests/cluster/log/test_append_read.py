@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kaflite.cluster.log import UnexpectedAppendOffsetError
+from kaflite.cluster.log import PartitionLog, UnexpectedAppendOffsetError
 from kaflite.protocol import errors
 from kaflite.protocol.records import Compression, iter_batches
 from tests.cluster.log.helpers import T0, batch, open_log, read_batches, read_records
@@ -261,3 +261,24 @@ def test_flush_messages_moves_the_recovery_point(tmp_path: Path) -> None:
     assert log.recovery_point == 3
     text = (tmp_path / "topic-0" / "recovery-point-offset-checkpoint").read_text()
     assert text == "0\n1\ntopic 0 3\n"
+
+
+def test_a_follower_indexes_each_batch_of_one_append_as_the_leader_did(tmp_path: Path) -> None:
+    """A replica fetch brings many batches in one append; Kafka's LogSegment.append
+    indexes batch by batch, so the follower's indexes match the leader's (and what
+    recovery rebuilds from the headers)."""
+    leader = open_log(tmp_path, "leader-0", index_interval_bytes=2048)
+    for i in range(12):
+        leader.append_as_leader(batch([b"%04d" % i * 250], ts=T0 + i), 0, now_ms=T0)
+    follower = open_log(tmp_path, "follower-0", index_interval_bytes=2048)
+    follower.append_as_follower(leader.read(0, 1 << 20).records, now_ms=T0)
+
+    def indexes(log: PartitionLog) -> tuple[list[int], list[int], list[int], list[int]]:
+        seg = log._local.active
+        return (list(seg.offset_index.relative_offsets), list(seg.offset_index.positions),
+                list(seg.time_index.timestamps), list(seg.time_index.relative_offsets))
+
+    assert indexes(leader)[0], "the leader indexed nothing: the test needs bigger batches"
+    assert indexes(follower) == indexes(leader)
+    follower._local.active.rebuild_from_headers()
+    assert indexes(follower) == indexes(leader)

@@ -39,6 +39,7 @@ __all__ = ["BatchInfo", "LogSegment", "check_batch"]
 # The v2 batch header (Kafka's DefaultRecordBatch), parsed with one struct call.
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
+_LENGTH = struct.Struct(">i")
 _ATTRIBUTES_AT = 21
 _MIN_BATCH_LENGTH = HEADER_SIZE - _LOG_OVERHEAD
 _INT32_MAX = (1 << 31) - 1
@@ -73,7 +74,7 @@ class BatchInfo(NamedTuple):
         return bool(self.attributes & _TRANSACTIONAL_BIT)
 
 
-def parse_info(buf: bytes | memoryview, at: int, position: int) -> BatchInfo:
+def parse_info(buf: bytes | bytearray | memoryview, at: int, position: int) -> BatchInfo:
     (base, length, epoch, _magic, _crc, attrs, last_delta, _base_ts, max_ts, pid, pepoch, seq,
      count) = _HEADER.unpack_from(buf, at)
     return BatchInfo(position, _LOG_OVERHEAD + length, base, base + last_delta, epoch, attrs,
@@ -161,8 +162,20 @@ class LogSegment:
         fd = self.fd
         while view:
             view = view[os.write(fd, view) :]
-        if position == 0:
-            self.first_batch_timestamp = max_timestamp
+        size = len(data)
+        if size > _LOG_OVERHEAD and _LOG_OVERHEAD + _LENGTH.unpack_from(data, 8)[0] < size:
+            # Several batches (a replica fetch, a producer's in one request): Kafka
+            # indexes batch by batch, so an index entry can fall inside the append.
+            self._index_each(data, position)
+        else:
+            if position == 0:
+                self.first_batch_timestamp = max_timestamp
+            self._index(position, size, last_offset, max_timestamp)
+        self.size = position + size
+        self.next_offset = last_offset + 1
+
+    def _index(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
+        """One batch's part in the indexes, as Kafka's ``LogSegment.append`` does it."""
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset
@@ -170,9 +183,16 @@ class LogSegment:
             self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
-        self._bytes_since_index += len(data)
-        self.size = position + len(data)
-        self.next_offset = last_offset + 1
+        self._bytes_since_index += size
+
+    def _index_each(self, data: bytes | bytearray | memoryview, position: int) -> None:
+        at = 0
+        while at < len(data):
+            info = parse_info(data, at, position + at)
+            if info.position == 0:
+                self.first_batch_timestamp = info.max_timestamp
+            self._index(info.position, info.size, info.last_offset, info.max_timestamp)
+            at += info.size
 
     @property
     def largest_timestamp(self) -> int:
