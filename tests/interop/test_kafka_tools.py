@@ -330,12 +330,9 @@ def test_share_groups_list(cluster: ClusterUnderTest, tools: ToolRunner) -> None
     assert group in tools.admin("kafka-share-groups", "--list").ok().split()
 
 
-def test_log_dirs(request: pytest.FixtureRequest, cluster: ClusterUnderTest,
-                  keyed: Keyed, tools: ToolRunner) -> None:
-    lacks = kaflite_lacks(request, cluster, "kaflite lacks API DescribeLogDirs (35) (issue 38)",
-                          "UnsupportedVersionException: The node does not support DESCRIBE_LOG_DIRS")
+def test_log_dirs(cluster: ClusterUnderTest, keyed: Keyed, tools: ToolRunner) -> None:
     topic = keyed.topic
-    out = tools.admin("kafka-log-dirs", "--describe", "--topic-list", topic).ok(lacks)
+    out = tools.admin("kafka-log-dirs", "--describe", "--topic-list", topic).ok()
     report = json.loads(out.strip().splitlines()[-1])
     assert sorted(b["broker"] for b in report["brokers"]) == sorted(cluster.node_ids)
     sizes: dict[str, list[int]] = {}

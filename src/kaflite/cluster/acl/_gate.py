@@ -167,6 +167,7 @@ POLICIES: dict[int, Policy] = {
     28: txn_offset_commit,
     32: describe_configs,
     33: alter_configs, 44: alter_configs,                     # and IncrementalAlterConfigs
+    35: cluster_op(Op.DESCRIBE),                              # DescribeLogDirs
     37: strip(Op.ALTER),                                      # CreatePartitions
     42: delete_groups,
     43: cluster_op(Op.ALTER),                                 # ElectLeaders
