@@ -304,7 +304,11 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
         else:
             targets = session.targets(named, everything)
             everything = False
-        got = _collect(broker, conn, req, targets, replica_id, session)
+        if replica_id >= 0:   # the ISR changes of one replica Fetch: one metadata write
+            with broker.controller.batched():
+                got = _collect(broker, conn, req, targets, replica_id, session)
+        else:
+            got = _collect(broker, conn, req, targets, replica_id, session)
         remaining = deadline - time.monotonic()
         if got.total >= req.min_bytes or got.got_error or remaining <= 0 \
                 or not broker.running or (session is None and not got.waiting):
