@@ -26,6 +26,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from kaflite.cluster import metalog
@@ -62,6 +64,13 @@ class _Quiet:
         pass
 
     def on_topic_deleted(self, topic: TopicState) -> None:
+        pass
+
+    def log_preparer(self, name: str, topic_id: uuid.UUID, configs: dict[str, str],
+                     partitions: list[int]) -> Callable[[], int] | None:
+        return None
+
+    def drop_prepared(self, name: str, topic_id: uuid.UUID) -> None:
         pass
 
 
