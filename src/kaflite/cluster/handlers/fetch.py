@@ -32,6 +32,7 @@ partition once per ``FULL_SCAN_S``), and answers only those with news.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import TYPE_CHECKING
 
@@ -190,18 +191,21 @@ def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest,
             got.waiting.append(p)
             if session is not None:
                 p.watch(session)
-        if pending or (session is not None and sp.reported != (
-                data.high_watermark, data.last_stable_offset, data.log_start_offset)):
+        if pending or (session is not None and sp.reported != _client_view(data)):
             got.pending.append((sp.topic, sp.partition))   # (news not told yet, too)
         got.results.append((sp, data))
     return got
 
 
+def _client_view(data: fr.PartitionData) -> tuple[int, int, int]:
+    """What a session remembers having told its client of a partition."""
+    return (data.high_watermark, data.last_stable_offset, data.log_start_offset)
+
+
 def _worth_sending(sp: SessionPartition, data: fr.PartitionData) -> bool:
     """In an incremental response, does this partition have anything new?"""
-    state = (data.high_watermark, data.last_stable_offset, data.log_start_offset)
     return bool(data.records) or data.error_code != 0 or data.diverging_epoch.epoch != -1 \
-        or sp.reported != state
+        or sp.reported != _client_view(data)
 
 
 def _group(results: list[tuple[SessionPartition, fr.PartitionData]]
@@ -304,10 +308,8 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
         else:
             targets = session.targets(named, everything)
             everything = False
-        if replica_id >= 0:   # the ISR changes of one replica Fetch: one metadata write
-            with broker.controller.batched():
-                got = _collect(broker, conn, req, targets, replica_id, session)
-        else:
+        # the ISR changes of one replica Fetch: one metadata write
+        with broker.controller.batched() if replica_id >= 0 else contextlib.nullcontext():
             got = _collect(broker, conn, req, targets, replica_id, session)
         remaining = deadline - time.monotonic()
         if got.total >= req.min_bytes or got.got_error or remaining <= 0 \
@@ -342,7 +344,7 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
         if incremental:
             results = [(sp, d) for sp, d in results if _worth_sending(sp, d)]
         for sp, d in results:
-            sp.reported = (d.high_watermark, d.last_stable_offset, d.log_start_offset)
+            sp.reported = _client_view(d)
         if incremental:  # a new session expects epoch 1 next
             session.next_epoch += 1
     _count_bytes_out(broker, results, replica_id)
