@@ -31,11 +31,13 @@ TXN_SEEDS = {"kaflite": 2001, "confluent-kafka": 2002}
 # kaflite.spark's streaming source: one round, as short as lets its seed meet every
 # kind of fault (the SparkSession's start comes on top of it).
 SPARK_SEED, SPARK_SECONDS = 1006, 7.0
-# Group churn (members leave and join again) under every fault, for each group protocol
-# of each client that has it; the two-owners invariant judges each (issue 36).
-CHURN_SEEDS = {("kaflite", "consumer"): 3001, ("kaflite-sync", "consumer"): 3002,
-               ("confluent-kafka", "consumer"): 3003, ("kaflite", "classic"): 3004,
-               ("confluent-kafka", "classic"): 3005}
+# Group churn (members leave and join again, crash, or are cut off past their session)
+# under every fault, for each group protocol of each client that has it; the two-owners
+# invariant judges each (issue 36). Each seed has consumer-0 leave and then crash, and
+# consumer-1 cut off, early in the round (workload.MEMBER_FAULTS, drawn per member).
+CHURN_SEEDS = {("kaflite", "consumer"): 4171, ("kaflite-sync", "consumer"): 4803,
+               ("confluent-kafka", "consumer"): 3564, ("kaflite", "classic"): 4544,
+               ("confluent-kafka", "classic"): 3195}
 
 # Under pytest-xdist every worker collects the tests, and all must draw the same
 # seed: the run's shared id seeds the draw (a new one each run).
@@ -102,7 +104,7 @@ def test_queue_under_all_faults(client: str, seed: int) -> None:
     for (c, p), s in CHURN_SEEDS.items()])
 def test_group_churn_under_all_faults(client: str, protocol: str, seed: int) -> None:
     faults = round_(client, "queue", seed, group_protocol=protocol, churn=True)
-    assert faults.get("churn", 0) >= 2
+    assert {"churn", "member-crash", "member-cut"} <= set(faults), faults
 
 
 @pytest.mark.parametrize("seed", [pytest.param(SPARK_SEED, id=f"spark-seed{SPARK_SEED}",

@@ -8,8 +8,9 @@ Faults (POST, JSON body; every rule comes back with its ``id``):
                                     client_id, broker, level}
 /faults/delay                       {api, ms, count=null, topic, group, client_id, broker}
 /faults/throttle                    {ms, api, count=null, client_id, broker}
-/faults/drop                        {api, count=1, ...}: drop the next requests; without
-                                    ``api``: close matching connections now
+/faults/drop                        {api, count=1, ...}: drop the next requests (api "*":
+                                    of every API); without ``api``: close matching
+                                    connections now
 /faults/deny-topic                  {topic, client_id}
 /faults/clear                       {id}: remove one rule; without: remove all
 /brokers/<id>/stop|kill|restart
@@ -104,8 +105,9 @@ async def _drop(c: Cluster, r: Request, body: JsonBody) -> object:
     if body.get("api") is None:
         return {"dropped": await c.faults.drop_connections_async(
             broker=_oint(body, "broker"), client_id=_opt(body, "client_id"))}
+    api = _str(body, "api")
     return c.faults.drop_requests(
-        _str(body, "api"), _count(body, 1), topic=_opt(body, "topic"),
+        None if api == "*" else api, _count(body, 1), topic=_opt(body, "topic"),
         group=_opt(body, "group"), client_id=_opt(body, "client_id"),
         broker=_oint(body, "broker")).to_dict()
 

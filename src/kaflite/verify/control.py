@@ -222,7 +222,7 @@ class ClusterProcess:
                 timeout: float = 60) -> Any:
         data = None
         if body is not None:
-            data = json.dumps({k: v for k, v in body.items() if v is not None}).encode()
+            data = json.dumps(body).encode()   # null is meant: a rule's "count": null is unlimited
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers={"Content-Type": "application/json",
                                               "X-Kaflite-Token": self.token})

@@ -252,6 +252,16 @@ class Nemesis:
         else:
             self._heal_all()
 
+    # -- faults of one client, which the workload's members ask for (group churn) ------
+    def cut_client(self, client_id: str) -> int:
+        """From now on every request of ``client_id``, to any broker, closes its
+        connection: the client is cut off from the cluster (or dead, if it stops too)."""
+        return int(self.cluster.post("/faults/drop", {"api": "*", "count": None,
+                                                      "client_id": client_id})["id"])
+
+    def reconnect_client(self, rule_id: int) -> None:
+        self.cluster.remove_rule(rule_id)
+
     # -- the schedule -------------------------------------------------------------------
     def _run(self) -> None:
         seq = itertools.count()

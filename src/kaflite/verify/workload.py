@@ -127,8 +127,11 @@ class _Recorder:
 
     def __init__(self, shared: Shared, process: str, group: str | None) -> None:
         self.shared, self.process, self.group = shared, process, group
+        self.muted = False      # a crashed member's library speaks for nobody
 
     def changed(self, type_: str, tps: list[TP]) -> None:
+        if self.muted:
+            return
         h = self.shared.history
         by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, part in tps:
@@ -144,6 +147,8 @@ class _Recorder:
         self.changed("lost" if lost else "revoke", tps)
 
     def closed(self, topics: list[str]) -> None:
+        if self.muted:
+            return
         h = self.shared.history
         for topic in topics:
             h.add(Assign(time=h.now(), process=self.process, type="close", group=self.group,
@@ -253,40 +258,94 @@ def _new_consumer(shared: Shared, ctx: Context, process: str, group: str, isolat
             ctx.sleep(0.5)
 
 
+# What a churning member does at its seeded moment: leave cleanly (and join again), crash
+# (stop dead, cut off from every broker, and a new consumer joins later), or lose the
+# network for a while and carry on (the coordinator expires it; it must learn so).
+MEMBER_FAULTS = ("leave", "leave", "crash", "cut")
+CUT_S = 8.0     # a cut outlasts the session timeouts the clients are given (6 s)
+
+
+def _member_fault(shared: Shared, process: str, kind: str) -> tuple[int | None, float]:
+    """Cut ``process`` off the cluster for ``kind`` crash|cut; the rule and its start."""
+    nemesis = shared.nemesis
+    if nemesis is None or shared.writers_stop.is_set():
+        return None, 0.0
+    try:
+        return nemesis.cut_client(process), shared.history.now()
+    except Exception as exc:
+        shared.note(process, f"{kind}: {exc!r}")
+        return None, 0.0
+
+
+def _member_healed(shared: Shared, process: str, kind: str, rule: int, start: float,
+                   group: str) -> None:
+    h, nemesis = shared.history, shared.nemesis
+    try:
+        if nemesis is not None:
+            nemesis.reconnect_client(rule)
+    except Exception as exc:
+        shared.note(process, f"{kind} heal: {exc!r}")
+    h.add(Fault(time=h.now(), process=process, fault=f"member-{kind}",
+                args={"member": process, "group": group}, start=start, end=h.now()))
+
+
+def _poll_once(shared: Shared, consumer: ConsumerClient, ctx: Context, process: str,
+               group: str, isolation: str) -> None:
+    try:
+        records = consumer.poll(0.3)
+    except Exception as exc:
+        shared.note(process, f"poll: {exc!r}")
+        ctx.sleep(0.1)
+        return
+    ranges = _record_polls(shared, process, group, isolation, records)
+    for tp, (_, last) in ranges.items():
+        shared.advance(group, tp, last)
+    if ranges:
+        _commit(shared, consumer, process, group,
+                {tp: last + 1 for tp, (_, last) in ranges.items()})
+
+
 def consumer_process(shared: Shared, process: str, topic: str, group: str,
                      isolation: str = "read_uncommitted") -> None:
+    """Poll, record and commit until the readers stop. Under churn (``RunConfig.churn``),
+    while the writers run, the member meets one of ``MEMBER_FAULTS`` at seeded moments."""
     ctx = shared.factory.context()
-    recorder = _Recorder(shared, process, group)
-    # Group churn (``RunConfig.churn``): while the writers run, the member leaves its
-    # group (a clean close) and joins again as a new consumer, at seeded moments.
     rng = random.Random(f"{shared.seed}-{process}")
+    recorder = _Recorder(shared, process, group)
     try:
         while True:
             consumer = _new_consumer(shared, ctx, process, group, isolation, recorder)
             if consumer is None:
                 break
             consumer.subscribe([topic])
-            churn_at = time.monotonic() + rng.uniform(1.0, 4.0) if shared.churn else None
+            fault_at = time.monotonic() + rng.uniform(1.0, 4.0) if shared.churn else None
+            kind = rng.choice(MEMBER_FAULTS)
+            cut, cut_start, cut_until = None, 0.0, 0.0
             while not shared.readers_stop.is_set():
-                if churn_at is not None and time.monotonic() >= churn_at \
+                now = time.monotonic()
+                if cut is not None and now >= cut_until:
+                    _member_healed(shared, process, kind, cut, cut_start, group)
+                    cut, fault_at, kind = None, now + rng.uniform(1.0, 4.0), \
+                        rng.choice(MEMBER_FAULTS)
+                elif fault_at is not None and cut is None and now >= fault_at \
                         and not shared.writers_stop.is_set():
-                    break
-                try:
-                    records = consumer.poll(0.3)
-                except Exception as exc:
-                    shared.note(process, f"poll: {exc!r}")
-                    ctx.sleep(0.1)
-                    continue
-                ranges = _record_polls(shared, process, group, isolation, records)
-                for tp, (_, last) in ranges.items():
-                    shared.advance(group, tp, last)
-                if ranges:
-                    _commit(shared, consumer, process, group,
-                            {tp: last + 1 for tp, (_, last) in ranges.items()})
+                    if kind != "cut":
+                        break
+                    cut, cut_start = _member_fault(shared, process, kind)
+                    cut_until = now + CUT_S
+                    if cut is None:
+                        fault_at = None
+                _poll_once(shared, consumer, ctx, process, group, isolation)
+            if cut is not None:
+                _member_healed(shared, process, kind, cut, cut_start, group)
             _record_events(shared, process, consumer)
             if shared.readers_stop.is_set():
                 consumer.close()
                 break
+            if kind == "crash":
+                _crash(shared, ctx, consumer, process, group, recorder, topic)
+                recorder = _Recorder(shared, process, group)
+                continue
             try:    # a leave during a fault may fail; the member still joins again
                 consumer.close()
             except Exception as exc:
@@ -302,6 +361,23 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
     finally:
         recorder.closed([topic])
         ctx.close()
+
+
+def _crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str, group: str,
+           recorder: _Recorder, topic: str) -> None:
+    """The member dies: it stops polling, reaches no broker, and holds nothing from now
+    on (its library's later callbacks are not recorded). After the cut its client is
+    closed, as the operating system would close a dead process's sockets."""
+    rule, start = _member_fault(shared, process, "crash")
+    recorder.closed([topic])
+    recorder.muted = True
+    if rule is not None:
+        shared.readers_stop.wait(CUT_S)
+        _member_healed(shared, process, "crash", rule, start, group)
+    try:
+        consumer.close()
+    except Exception as exc:
+        shared.note(process, f"crashed close: {exc!r}")
 
 
 # -- transactions -----------------------------------------------------------------------------
