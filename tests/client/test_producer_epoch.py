@@ -208,3 +208,51 @@ def test_a_batch_overtaken_by_a_later_one_fails_rather_than_landing_after_it() -
     assert acks["B"] == (None, 0)
     assert acks["A"] == ("OutOfOrderSequenceNumberError", -1), acks
     assert log == [b"B"]
+
+
+def test_a_batch_refused_for_a_later_one_whose_answer_was_lost_does_not_hold_its_partition(
+        ) -> None:
+    """A gets NOT_LEADER_OR_FOLLOWER (late); B, sent meanwhile, is written, but its
+    answer never comes (the client's request times out and drops the connection). The
+    broker then holds B, so A's retry is refused OUT_OF_ORDER_SEQUENCE_NUMBER, every
+    time. kaflite retried A at the head of the partition's queue with B behind it until
+    delivery.timeout.ms (the sync producer test's 120 s flushes, seen in CI): B must
+    go first, come back DUPLICATE_SEQUENCE_NUMBER with its offset, and A then fail as
+    overtaken; no record waits for the delivery timeout."""
+    async def main() -> tuple[dict[str, tuple[str | None, int]], list[bytes]]:
+        async with Cluster(brokers=1) as cluster:
+            cluster.create_topic("t", 1, 1)
+            acks: dict[str, tuple[str | None, int]] = {}
+
+            def report(name: str) -> DeliveryCallback:
+                def done(err: BaseException | None, md: RecordMetadata | None) -> None:
+                    acks[name] = (type(err).__name__ if err else None,
+                                  md.offset if md else -1)
+                return done
+
+            async with Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                 "linger.ms": 0, "acks": "all", "enable.idempotence": True,
+                                 "request.timeout.ms": 400, "retry.backoff.ms": 20,
+                                 "delivery.timeout.ms": 60000}) as p:
+                await p.metadata.ensure_topic("t", 10)
+                cluster.faults.inject_error("Produce", "NOT_LEADER_OR_FOLLOWER", 1, topic="t")
+                cluster.faults.delay("Produce", 200, count=1)   # A's error comes back late
+                p.produce("t", b"A", partition=0, on_delivery=report("A"))
+                await asyncio.sleep(0.05)                         # A is out: B goes next
+                cluster.faults.delay("Produce", 1500, count=1)  # B's answer: too late
+                p.produce("t", b"B", partition=0, on_delivery=report("B"))
+                await p.flush(20)
+            async with Consumer({"bootstrap.servers": cluster.bootstrap_servers}) as c:
+                tp = TopicPartition("t", 0)
+                c.assign([tp])
+                c.seek(tp, 0)
+                log: list[bytes] = []
+                for _ in range(10):
+                    log += [bytes(r.value or b"") for r in await c.poll(300)]
+            return acks, log
+
+    acks, log = asyncio.run(asyncio.wait_for(main(), 60))
+    assert set(acks) == {"A", "B"}, f"not delivered after a 20 s flush: {acks}"
+    assert acks["B"] == (None, 0)
+    assert acks["A"] == ("OutOfOrderSequenceNumberError", -1), acks
+    assert log == [b"B"]

@@ -449,12 +449,13 @@ class RecordAccumulator:
             out.append(batch)
         return out
 
-    def reenqueue(self, batch: ProducerBatch) -> None:
-        """Put a batch back at the front, in sequence order (for idempotent retries)."""
+    def reenqueue(self, batch: ProducerBatch, behind_sent: bool = False) -> None:
+        """Put a batch back at the front, in sequence order (for idempotent retries), or
+        with ``behind_sent`` behind every batch at the front that was sent before."""
         queue = self.queues.setdefault((batch.topic, batch.partition), deque())
         i = 0
         while i < len(queue) and queue[i].attempts and \
-                0 <= queue[i].base_sequence < batch.base_sequence:
+                (behind_sent or 0 <= queue[i].base_sequence < batch.base_sequence):
             i += 1
         queue.insert(i, batch)
 

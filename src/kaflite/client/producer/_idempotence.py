@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 from kaflite.client.producer._accumulator import ProducerBatch
 
-__all__ = ["IdempotenceState"]
+__all__ = ["IdempotenceState", "after"]
 
 TP = tuple[str, int]
 
@@ -146,7 +146,7 @@ class IdempotenceState:
         last = (batch.base_sequence + len(batch) - 1) & 0x7FFFFFFF
         seen = self.acked.get(tp)
         if seen is None or seen[:2] != (batch.producer_id, batch.producer_epoch) \
-                or _after(last, seen[2]):
+                or after(last, seen[2]):
             self.acked[tp] = (batch.producer_id, batch.producer_epoch, last)
 
     def overtaken(self, batch: ProducerBatch) -> bool:
@@ -155,13 +155,9 @@ class IdempotenceState:
         seen = self.acked.get((batch.topic, batch.partition))
         return batch.base_sequence >= 0 and seen is not None \
             and seen[:2] == (batch.producer_id, batch.producer_epoch) \
-            and _after(seen[2], batch.base_sequence)
-
-    def earlier_failed(self, batch: ProducerBatch) -> bool:
-        """Was an earlier batch of this partition already being retried?"""
-        return (batch.topic, batch.partition) in self.retrying
+            and after(seen[2], batch.base_sequence)
 
 
-def _after(a: int, b: int) -> bool:
+def after(a: int, b: int) -> bool:
     """Is sequence ``a`` at or after ``b`` (sequences wrap at 2**31)?"""
     return (a - b) & 0x7FFFFFFF < 0x40000000

@@ -18,10 +18,13 @@ Each partition's answer goes through the recovery table:
   at once, a metadata refresh is requested, and the batch is re-queued;
 * other retriable errors: re-queued after ``retry.backoff.ms`` (exponential,
   up to ``retry.backoff.max.ms``);
-* UNKNOWN_PRODUCER_ID, or OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier failure
-  to explain it: the producer epoch is bumped, that partition's sequences
-  restart from 0 and the batch is re-queued (other partitions settle their
-  batches under the old epoch first: see ``_idempotence``);
+* UNKNOWN_PRODUCER_ID, or OUT_OF_ORDER_SEQUENCE_NUMBER that no other batch of
+  the partition explains (``_out_of_order``): the producer epoch is bumped, that
+  partition's sequences restart from 0 and the batch is re-queued (other
+  partitions settle their batches under the old epoch first: see ``_idempotence``);
+* OUT_OF_ORDER_SEQUENCE_NUMBER behind an earlier batch being retried: back off;
+  before later batches sent already (whose answers were lost): retried behind
+  them, as one of them may be what the broker holds;
 * OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that a later one of its partition
   overtook (acknowledged first): the batch fails, since written now it would
   follow records sent after it;
@@ -35,6 +38,7 @@ retried past ``delivery.timeout.ms`` or ``retries`` fails with the last error.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -44,7 +48,7 @@ from typing import TYPE_CHECKING
 from kaflite.client._aio import cancel_and_wait, wait_event
 from kaflite.client.events import Emit
 from kaflite.client.producer._accumulator import ProducerBatch, RecordAccumulator
-from kaflite.client.producer._idempotence import IdempotenceState
+from kaflite.client.producer._idempotence import IdempotenceState, after
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
@@ -252,8 +256,9 @@ class Sender:
                           f"{batch.topic}-{batch.partition} fails", cause=where)
                 self._fail(batch, exc)
                 continue
+            behind = False
             if code == OUT_OF_ORDER and self.idem.enabled:
-                action = Action.BACKOFF if self.idem.earlier_failed(batch) else Action.BUMP_EPOCH
+                action, behind = self._out_of_order(batch)
             if action == Action.BUMP_EPOCH and self.txn is not None:
                 self._fail(batch, exc)  # a transaction cannot bump its epoch midway
             elif action == Action.BUMP_EPOCH and self.idem.enabled:
@@ -263,9 +268,34 @@ class Sender:
                 self._retry(batch, exc, action)
             elif action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH, Action.BACKOFF) \
                     or exc.retriable:
-                self._retry(batch, exc, action)
+                self._retry(batch, exc, action, behind)
             else:
                 self._fail(batch, exc)
+
+    def _out_of_order(self, batch: ProducerBatch) -> tuple[Action, bool]:
+        """What OUT_OF_ORDER_SEQUENCE_NUMBER on a batch that nothing acknowledged has
+        overtaken means, from the partition's other unfinished batches of its epoch
+        (queued or in flight), and whether to retry it behind those already sent.
+
+        * one with a lower sequence: the gap is ours (that batch failed and is being
+          retried): back off, it goes first;
+        * one with a higher sequence, sent before: the broker may hold it already (its
+          answer was lost), which is why it refuses this one. Retried first, it comes
+          back DUPLICATE_SEQUENCE_NUMBER and this one is then ``overtaken``; or it is
+          written. Retrying this one at the head of the queue could never succeed and
+          would hold the partition until delivery.timeout.ms;
+        * neither: the broker's state and ours disagree, bump the epoch (KIP-360)."""
+        tp = (batch.topic, batch.partition)
+        epoch = (batch.producer_id, batch.producer_epoch)
+        later_sent = False
+        for other in itertools.chain(self.acc.queues.get(tp, ()), self.idem.in_flight.get(tp, ())):
+            if other is batch or other.base_sequence < 0 \
+                    or (other.producer_id, other.producer_epoch) != epoch:
+                continue
+            if not after(other.base_sequence, batch.base_sequence):
+                return Action.BACKOFF, False
+            later_sent = later_sent or other.attempts > 0
+        return (Action.BACKOFF, True) if later_sent else (Action.BUMP_EPOCH, False)
 
     # -- outcomes -----------------------------------------------------------------------
     def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
@@ -318,7 +348,8 @@ class Sender:
             self.acc.adopt(half)
             self.acc.reenqueue(half)
 
-    def _retry(self, batch: ProducerBatch, exc: BaseException, action: Action) -> None:
+    def _retry(self, batch: ProducerBatch, exc: BaseException, action: Action,
+               behind_sent: bool = False) -> None:
         now = time.monotonic()
         if now - batch.created > self.delivery_timeout or batch.attempts > self.retries:
             self._fail(batch, exc)
@@ -329,7 +360,7 @@ class Sender:
         else:
             delay = min(self.backoff * (2 ** (batch.attempts - 1)), self.backoff_max)
         batch.retry_at = now + delay
-        self.acc.reenqueue(batch)
+        self.acc.reenqueue(batch, behind_sent)
 
     async def close(self, timeout: float | None) -> None:
         self._running = False
