@@ -31,13 +31,14 @@ TXN_SEEDS = {"kaflite": 2001, "confluent-kafka": 2002}
 # kaflite.spark's streaming source: one round, as short as lets its seed meet every
 # kind of fault (the SparkSession's start comes on top of it).
 SPARK_SEED, SPARK_SECONDS = 1006, 7.0
-# Group churn (members leave and join again, crash, or are cut off past their session)
-# under every fault, for each group protocol of each client that has it; the two-owners
-# invariant judges each (issue 36). Each seed has consumer-0 leave and then crash, and
-# consumer-1 cut off, early in the round (workload.MEMBER_FAULTS, drawn per member).
-CHURN_SEEDS = {("kaflite", "consumer"): 4171, ("kaflite-sync", "consumer"): 4803,
-               ("confluent-kafka", "consumer"): 3564, ("kaflite", "classic"): 4544,
-               ("confluent-kafka", "classic"): 3195}
+# Group churn (members leave and join again, crash, are cut off past their session, or
+# stall past max.poll.interval.ms) under every fault, for each group protocol of each
+# client that has it; the two-owners invariant judges each (issue 36). Three members:
+# each seed has consumer-0 leave and then crash, consumer-1 cut off and consumer-2 stall,
+# early in the round (workload.MEMBER_FAULTS, drawn per member).
+CHURN_SEEDS = {("kaflite", "consumer"): 5447, ("kaflite-sync", "consumer"): 8384,
+               ("confluent-kafka", "consumer"): 9490, ("kaflite", "classic"): 11717,
+               ("confluent-kafka", "classic"): 11729}
 
 # Under pytest-xdist every worker collects the tests, and all must draw the same
 # seed: the run's shared id seeds the draw (a new one each run).
@@ -64,10 +65,10 @@ def marks(client: str) -> list[pytest.MarkDecorator]:
 
 def round_(client: str, workload: str, seed: int, seconds: float = SECONDS,
            processes: bool = False, group_protocol: str = "classic",
-           churn: bool = False) -> dict[str, int]:
+           churn: bool = False, consumers: int = 2) -> dict[str, int]:
     config = RunConfig(client=client, workload=workload, seconds=seconds, seed=seed,
                        progress_bound=30, processes=processes,
-                       group_protocol=group_protocol, churn=churn)
+                       group_protocol=group_protocol, churn=churn, consumers=consumers)
     print(f"verify round: {replay_command(config.meta())}")
     _, result = run(config)
     assert result.valid, (f"\n{render_text(result)}\nreplay: "
@@ -103,8 +104,8 @@ def test_queue_under_all_faults(client: str, seed: int) -> None:
     pytest.param(c, p, s, id=f"{c}-{p}-seed{s}", marks=marks(c))
     for (c, p), s in CHURN_SEEDS.items()])
 def test_group_churn_under_all_faults(client: str, protocol: str, seed: int) -> None:
-    faults = round_(client, "queue", seed, group_protocol=protocol, churn=True)
-    assert {"churn", "member-crash", "member-cut"} <= set(faults), faults
+    faults = round_(client, "queue", seed, group_protocol=protocol, churn=True, consumers=3)
+    assert {"churn", "member-crash", "member-cut", "member-stall"} <= set(faults), faults
 
 
 @pytest.mark.parametrize("seed", [pytest.param(SPARK_SEED, id=f"spark-seed{SPARK_SEED}",

@@ -28,11 +28,12 @@ A member expired without being told shows up here too: it keeps polling what the
 coordinator gave away, and lets go with ``revoke`` or ``close``, not ``lost``.
 
 The converse is a partition nobody holds while the group has live members (from
-their first assignment to their ``close``): normal during a rebalance, a stuck
-group when it lasts. Each such interval is measured; ``longest unowned (ms)``
-and the count of intervals longer than ``UNOWNED_LIMIT_S`` (a rebalance that
-waits out a crashed member's session, twice over) are statistics, as a fault can
-legitimately hold a rebalance that long.
+their first assignment to their ``close``, less their own cuts and stalls, in which
+they cannot hold anything): normal during a rebalance, a stuck group when it lasts.
+Each such interval is measured by the time some member was there to take the
+partition; ``longest unowned (ms)`` and the count of intervals longer than
+``UNOWNED_LIMIT_S`` (a rebalance that waits out a crashed member's session, twice
+over) are statistics, as a fault can legitimately hold a rebalance that long.
 """
 
 from __future__ import annotations
@@ -41,12 +42,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaflite.verify.history import Assign, Commit, Op, Poll
+from kaflite.verify.history import Assign, Commit, Fault, Op, Poll
 
 __all__ = ["Finding", "Overlap", "check_ownership"]
 
 GroupKey = tuple[str, str, int]         # (group, topic, partition)
 UNOWNED_LIMIT_S = 15.0                  # 2.5 times the checker's session timeouts (6 s)
+# a member inside one of these (workload.MEMBER_FAULTS) is not there to hold anything
+ABSENT = ("member-cut", "member-stall")
 
 
 @dataclass
@@ -74,39 +77,77 @@ def _ordered(ops: Sequence[Op]) -> list[Op]:
     return sorted((op for op in ops if isinstance(op, Assign | Poll | Commit)), key=when)
 
 
+def _clip(span: tuple[float, float], holes: Sequence[tuple[float, float]]
+          ) -> list[tuple[float, float]]:
+    """``span`` without the parts that ``holes`` cover."""
+    out = [span]
+    for h0, h1 in holes:
+        nxt: list[tuple[float, float]] = []
+        for a, b in out:
+            if h1 <= a or h0 >= b:
+                nxt.append((a, b))
+                continue
+            if a < h0:
+                nxt.append((a, h0))
+            if h1 < b:
+                nxt.append((h1, b))
+        out = nxt
+    return out
+
+
+def _union(segments: list[tuple[float, float]]) -> float:
+    total, reach = 0.0, float("-inf")
+    for a, b in sorted(segments):
+        a = max(a, reach)
+        if b > a:
+            total += b - a
+            reach = b
+    return total
+
+
 class _Unowned:
-    """Intervals in which a partition had no holder while its group had live members."""
+    """Time in which a partition had no holder while its group had a member there to
+    hold it: from its first assignment to its ``close``, less the member's own cuts and
+    stalls (``ABSENT``: it could not hold anything then)."""
 
-    def __init__(self) -> None:
-        self.live: dict[tuple[str, str], set[str]] = {}       # (group, topic) -> members
-        self.parts: dict[tuple[str, str], set[int]] = {}      # partitions ever assigned
+    def __init__(self, absent: dict[str, list[tuple[float, float]]]) -> None:
+        self.absent = absent                                  # process -> windows
+        # (group, topic) -> process -> [start, end or None] membership spans
+        self.spans: dict[tuple[str, str], dict[str, list[list[float | None]]]] = {}
         self.since: dict[GroupKey, float] = {}                # unowned from
-        self.intervals: list[float] = []
+        self.stretches: list[tuple[tuple[str, str], float, float]] = []
 
-    def joined(self, process: str, group: str, topic: str) -> None:
-        self.live.setdefault((group, topic), set()).add(process)
+    def joined(self, process: str, group: str, topic: str, t: float) -> None:
+        spans = self.spans.setdefault((group, topic), {}).setdefault(process, [])
+        if not spans or spans[-1][1] is not None:
+            spans.append([t, None])
 
     def assigned(self, key: GroupKey, t: float) -> None:
-        self.parts.setdefault(key[:2], set()).add(key[2])
         start = self.since.pop(key, None)
         if start is not None:
-            self.intervals.append(t - start)
+            self.stretches.append((key[:2], start, t))
 
     def released(self, key: GroupKey, holders: dict[str, float], t: float) -> None:
-        if not holders and self.live.get(key[:2]):
+        if not holders:
             self.since.setdefault(key, t)
 
     def left(self, process: str, group: str, topic: str, t: float) -> None:
-        members = self.live.get((group, topic), set())
-        members.discard(process)
-        if not members:   # nobody left to own them: not a stuck group
-            for part in self.parts.get((group, topic), ()):
-                start = self.since.pop((group, topic, part), None)
-                if start is not None:
-                    self.intervals.append(t - start)
+        spans = self.spans.get((group, topic), {}).get(process)
+        if spans and spans[-1][1] is None:
+            spans[-1][1] = t
+
+    def _available(self, gt: tuple[str, str], start: float, end: float) -> float:
+        segments: list[tuple[float, float]] = []
+        for process, spans in self.spans.get(gt, {}).items():
+            for s0, s1 in spans:
+                a, b = max(start, s0 or 0.0), min(end, end if s1 is None else s1)
+                if a < b:
+                    segments += _clip((a, b), self.absent.get(process, ()))
+        return _union(segments)
 
     def stats(self, end: float) -> dict[str, int]:
-        spans = self.intervals + [end - start for start in self.since.values()]
+        stretches = self.stretches + [(k[:2], t, end) for k, t in self.since.items()]
+        spans = [self._available(gt, a, b) for gt, a, b in stretches]
         if not spans:
             return {}
         return {"longest unowned (ms)": round(max(spans) * 1000),
@@ -118,7 +159,11 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
     holders: dict[GroupKey, dict[str, float]] = {}
     open_: dict[GroupKey, list[Overlap]] = {}
     done: list[Overlap] = []
-    unowned = _Unowned()
+    absent: dict[str, list[tuple[float, float]]] = {}
+    for op in ops:
+        if isinstance(op, Fault) and op.fault in ABSENT:
+            absent.setdefault(op.process, []).append((op.start, op.end))
+    unowned = _Unowned(absent)
     end = 0.0
 
     def release(process: str, key: GroupKey, how: str, t: float) -> None:
@@ -148,7 +193,7 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
                 unowned.left(op.process, op.group, op.topic, op.time)
                 continue
             if op.type == "assign":
-                unowned.joined(op.process, op.group, op.topic)
+                unowned.joined(op.process, op.group, op.topic, op.time)
             for part in op.partitions:
                 key = (op.group, op.topic, part)
                 if op.type == "assign":

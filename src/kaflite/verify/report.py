@@ -24,6 +24,9 @@ def replay_command(config: dict[str, Any]) -> str:
         parts.append(f"--group-protocol {config['group_protocol']}")
     if config.get("churn"):
         parts.append("--churn")
+    for name, default in (("partitions", 4), ("producers", 2), ("consumers", 2)):
+        if config.get(name, default) != default:
+            parts.append(f"--{name} {config[name]}")
     if config.get("filler_partitions"):
         parts.append(f"--filler-partitions {config['filler_partitions']}")
     if config.get("processes"):

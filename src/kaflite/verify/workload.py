@@ -259,10 +259,16 @@ def _new_consumer(shared: Shared, ctx: Context, process: str, group: str, isolat
 
 
 # What a churning member does at its seeded moment: leave cleanly (and join again), crash
-# (stop dead, cut off from every broker, and a new consumer joins later), or lose the
-# network for a while and carry on (the coordinator expires it; it must learn so).
-MEMBER_FAULTS = ("leave", "leave", "crash", "cut")
+# (stop dead, cut off from every broker, and a new consumer joins later), lose the network
+# for a while and carry on (the coordinator expires it; it must learn so), or stall: stop
+# polling past max.poll.interval.ms (its library leaves the group; at its next poll it
+# must let its partitions go before it hands out their records).
+MEMBER_FAULTS = ("leave", "leave", "crash", "cut", "stall")
 CUT_S = 8.0     # a cut outlasts the session timeouts the clients are given (6 s)
+# The churning consumers' max.poll.interval.ms (``ClientFactory.max_poll_interval_ms``),
+# and how long a stall lasts: past it, with the margin a library's poll check needs.
+MAX_POLL_INTERVAL_MS = 6_000
+STALL_S = 9.0
 
 
 def _member_fault(shared: Shared, process: str, kind: str) -> tuple[int | None, float]:
@@ -277,16 +283,69 @@ def _member_fault(shared: Shared, process: str, kind: str) -> tuple[int | None, 
         return None, 0.0
 
 
-def _member_healed(shared: Shared, process: str, kind: str, rule: int, start: float,
+def _member_healed(shared: Shared, process: str, kind: str, rule: int | None, start: float,
                    group: str) -> None:
     h, nemesis = shared.history, shared.nemesis
     try:
-        if nemesis is not None:
+        if nemesis is not None and rule is not None:
             nemesis.reconnect_client(rule)
     except Exception as exc:
         shared.note(process, f"{kind} heal: {exc!r}")
     h.add(Fault(time=h.now(), process=process, fault=f"member-{kind}",
                 args={"member": process, "group": group}, start=start, end=h.now()))
+
+
+class _Episodes:
+    """One consumer's seeded member faults: when the next is due and which it is, and
+    the cut or stall under way (the member lives through those two)."""
+
+    def __init__(self, shared: Shared, process: str, group: str, rng: random.Random) -> None:
+        self.shared, self.process, self.group, self.rng = shared, process, group, rng
+        self.due: float | None = None
+        self.kind = "leave"
+        self.ongoing = False
+        self.rule: int | None = None
+        self.start, self.until = 0.0, 0.0
+        if shared.churn:
+            self._next(time.monotonic())
+
+    def _next(self, now: float) -> None:
+        self.due = now + self.rng.uniform(1.0, 4.0)
+        self.kind = self.rng.choice(MEMBER_FAULTS)
+        if self.kind == "stall" and not self.shared.factory.stalls:
+            self.kind = "leave"
+
+    def step(self) -> str | None:
+        """``leave`` or ``crash`` when that is due (the member ends), else None."""
+        now = time.monotonic()
+        if self.ongoing:
+            if now >= self.until:
+                self.end()
+                self._next(now)
+            return None
+        if self.due is None or now < self.due or self.shared.writers_stop.is_set():
+            return None
+        if self.kind in ("leave", "crash"):
+            return self.kind
+        if self.kind == "cut":
+            self.rule, self.start = _member_fault(self.shared, self.process, self.kind)
+            if self.rule is None:
+                self.due = None
+                return None
+        else:
+            self.start = self.shared.history.now()
+        self.ongoing, self.until = True, now + (CUT_S if self.kind == "cut" else STALL_S)
+        return None
+
+    @property
+    def stalled(self) -> bool:
+        return self.ongoing and self.kind == "stall"
+
+    def end(self) -> None:
+        if self.ongoing:
+            _member_healed(self.shared, self.process, self.kind, self.rule, self.start,
+                           self.group)
+            self.ongoing, self.rule = False, None
 
 
 def _poll_once(shared: Shared, consumer: ConsumerClient, ctx: Context, process: str,
@@ -318,31 +377,20 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
             if consumer is None:
                 break
             consumer.subscribe([topic])
-            fault_at = time.monotonic() + rng.uniform(1.0, 4.0) if shared.churn else None
-            kind = rng.choice(MEMBER_FAULTS)
-            cut, cut_start, cut_until = None, 0.0, 0.0
-            while not shared.readers_stop.is_set():
-                now = time.monotonic()
-                if cut is not None and now >= cut_until:
-                    _member_healed(shared, process, kind, cut, cut_start, group)
-                    cut, fault_at, kind = None, now + rng.uniform(1.0, 4.0), \
-                        rng.choice(MEMBER_FAULTS)
-                elif fault_at is not None and cut is None and now >= fault_at \
-                        and not shared.writers_stop.is_set():
-                    if kind != "cut":
-                        break
-                    cut, cut_start = _member_fault(shared, process, kind)
-                    cut_until = now + CUT_S
-                    if cut is None:
-                        fault_at = None
-                _poll_once(shared, consumer, ctx, process, group, isolation)
-            if cut is not None:
-                _member_healed(shared, process, kind, cut, cut_start, group)
+            episodes = _Episodes(shared, process, group, rng)
+            ending = None
+            while not shared.readers_stop.is_set() and ending is None:
+                ending = episodes.step()
+                if episodes.stalled:
+                    ctx.sleep(0.2)
+                elif ending is None:
+                    _poll_once(shared, consumer, ctx, process, group, isolation)
+            episodes.end()
             _record_events(shared, process, consumer)
             if shared.readers_stop.is_set():
                 consumer.close()
                 break
-            if kind == "crash":
+            if ending == "crash":
                 _crash(shared, ctx, consumer, process, group, recorder, topic)
                 recorder = _Recorder(shared, process, group)
                 continue

@@ -180,6 +180,10 @@ class ClientFactory(ABC):
     # The group protocols its consumers speak, and the one a run chose (``RunConfig``).
     group_protocols: tuple[str, ...] = ("classic",)
     group_protocol = "classic"
+    # The consumers' max.poll.interval.ms, when a run sets one (group churn stalls
+    # members past it), and whether the library has such a limit at all.
+    max_poll_interval_ms: int | None = None
+    stalls = True
 
     def start(self) -> None:
         """Called once before the run's cluster starts (a slow client warms up here)."""

@@ -114,7 +114,8 @@ class _Producer(ProducerClient):
 
 class _Consumer(ConsumerClient):
     def __init__(self, servers: str, client_id: str, group: str | None, isolation: str,
-                 listener: Listener | None, group_protocol: str = "classic") -> None:
+                 listener: Listener | None, group_protocol: str = "classic",
+                 max_poll_interval_ms: int | None = None) -> None:
         from confluent_kafka import Consumer
 
         self.listener = listener
@@ -126,6 +127,8 @@ class _Consumer(ConsumerClient):
             config.update({"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500})
         else:   # KIP-848: librdkafka refuses both; the coordinator sets them
             config["group.protocol"] = group_protocol
+        if max_poll_interval_ms is not None:
+            config["max.poll.interval.ms"] = max_poll_interval_ms
         self.c = Consumer(config)
 
     def subscribe(self, topics: list[str]) -> None:
@@ -235,4 +238,5 @@ class ConfluentKafka(ClientFactory):
 
     def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
                  isolation: str, listener: Listener | None) -> ConsumerClient:
-        return _Consumer(servers, client_id, group, isolation, listener, self.group_protocol)
+        return _Consumer(servers, client_id, group, isolation, listener, self.group_protocol,
+                         self.max_poll_interval_ms)

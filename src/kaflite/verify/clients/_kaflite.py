@@ -36,7 +36,8 @@ def producer_config(servers: str, client_id: str, txn_id: str | None) -> dict[st
 
 
 def consumer_config(servers: str, client_id: str, group: str | None, isolation: str,
-                    group_protocol: str = "classic") -> dict[str, Any]:
+                    group_protocol: str = "classic",
+                    max_poll_interval_ms: int | None = None) -> dict[str, Any]:
     config: dict[str, Any] = {
         "bootstrap.servers": servers, "client.id": client_id, "group.id": group,
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -45,6 +46,8 @@ def consumer_config(servers: str, client_id: str, group: str | None, isolation: 
         config.update({"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500})
     else:       # KIP-848: the coordinator sets both (group.consumer.* on the broker)
         config["group.protocol"] = group_protocol
+    if max_poll_interval_ms is not None:
+        config["max.poll.interval.ms"] = max_poll_interval_ms
     return config
 
 
@@ -186,7 +189,8 @@ class KafliteAsync(ClientFactory):
                  isolation: str, listener: Listener | None) -> ConsumerClient:
         return _AsyncConsumer(cast(LoopContext, ctx),
                               consumer_config(servers, client_id, group, isolation,
-                                              self.group_protocol), listener)
+                                              self.group_protocol, self.max_poll_interval_ms),
+                              listener)
 
 
 # -- the blocking façade --------------------------------------------------------------------
@@ -253,4 +257,5 @@ class KafliteSync(ClientFactory):
     def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
                  isolation: str, listener: Listener | None) -> ConsumerClient:
         return _SyncConsumer(consumer_config(servers, client_id, group, isolation,
-                                              self.group_protocol), listener)
+                                              self.group_protocol, self.max_poll_interval_ms),
+                              listener)

@@ -25,6 +25,12 @@ CONSUMER = {"auto_offset_reset": "earliest", "enable_auto_commit": False,
             "session_timeout_ms": 6_000, "heartbeat_interval_ms": 500}
 
 
+def _consumer_config(max_poll_interval_ms: int | None) -> dict[str, Any]:
+    if max_poll_interval_ms is None:
+        return CONSUMER
+    return {**CONSUMER, "max_poll_interval_ms": max_poll_interval_ms}
+
+
 def _tps(parts: Any) -> list[TP]:
     return sorted((tp.topic, tp.partition) for tp in parts)
 
@@ -52,12 +58,13 @@ class _KPProducer(ProducerClient):
 
 class _KPConsumer(ConsumerClient):
     def __init__(self, servers: str, client_id: str, group: str | None, isolation: str,
-                 listener: Listener | None) -> None:
+                 listener: Listener | None, max_poll_interval_ms: int | None = None) -> None:
         from kafka import KafkaConsumer
 
         self.listener = listener
         self.c = KafkaConsumer(bootstrap_servers=servers, client_id=client_id, group_id=group,
-                               isolation_level=isolation, **CONSUMER)
+                               isolation_level=isolation,
+                               **_consumer_config(max_poll_interval_ms))
 
     def subscribe(self, topics: list[str]) -> None:
         from kafka import ConsumerRebalanceListener
@@ -128,7 +135,8 @@ class KafkaPython(ClientFactory):
 
     def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
                  isolation: str, listener: Listener | None) -> ConsumerClient:
-        return _KPConsumer(servers, client_id, group, isolation, listener)
+        return _KPConsumer(servers, client_id, group, isolation, listener,
+                           self.max_poll_interval_ms)
 
 
 # -- aiokafka ------------------------------------------------------------------------------------
@@ -173,7 +181,8 @@ class _AioProducer(ProducerClient):
 
 class _AioConsumer(ConsumerClient):
     def __init__(self, ctx: LoopContext, servers: str, client_id: str, group: str | None,
-                 isolation: str, listener: Listener | None) -> None:
+                 isolation: str, listener: Listener | None,
+                 max_poll_interval_ms: int | None = None) -> None:
         from aiokafka import AIOKafkaConsumer
 
         self.ctx = ctx
@@ -181,7 +190,8 @@ class _AioConsumer(ConsumerClient):
 
         async def make() -> Any:
             c = AIOKafkaConsumer(bootstrap_servers=servers, client_id=client_id,
-                                 group_id=group, isolation_level=isolation, **CONSUMER)
+                                 group_id=group, isolation_level=isolation,
+                                 **_consumer_config(max_poll_interval_ms))
             await c.start()
             return c
 
@@ -272,4 +282,4 @@ class AioKafka(ClientFactory):
     def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
                  isolation: str, listener: Listener | None) -> ConsumerClient:
         return _AioConsumer(cast(LoopContext, ctx), servers, client_id, group, isolation,
-                            listener)
+                            listener, self.max_poll_interval_ms)
