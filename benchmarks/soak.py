@@ -14,8 +14,9 @@ counts, plus the seed of every round (``python -m kaflite.verify ... --seed S``
 replays one), and every invalid round's replay line.
 
 With ``--groups`` it soaks the group protocols instead (issue 36): rounds of the
-queue workload with group churn (``--churn``: members leave and join again, crash, or
-are cut off from the cluster past their session timeout and carry on) for each
+queue workload with group churn (``--churn``: members leave and join again, crash, are
+cut off from the cluster past their session timeout, or stall past max.poll.interval.ms,
+and carry on) for each
 client and each group protocol it speaks (classic, and KIP-848's ``consumer``), on a
 cluster holding ``--filler-partitions`` idle partitions, under ``--nemesis``. Its
 table has members, rebalances, faults, two-owner intervals, fenced overlaps (a
@@ -95,12 +96,13 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
         _, result = run(config)
         key, st, c = (client, protocol), result.stats, result.counts
         churns = result.faults.get("churn", 0)
-        crashes, cuts = result.faults.get("member-crash", 0), result.faults.get("member-cut", 0)
+        crashes, cuts, stalls = (result.faults.get(f"member-{k}", 0)
+                                 for k in ("crash", "cut", "stall"))
         rows[key].update({
             "rounds": 1, "members": config.consumers + churns + crashes,
             "rebalances": st.get("assigns", 0) + st.get("revokes", 0) + st.get("losts", 0),
-            "faults": sum(result.faults.values()) - churns - crashes - cuts,
-            "crashes": crashes, "cuts": cuts,
+            "faults": sum(result.faults.values()) - churns - crashes - cuts - stalls,
+            "crashes": crashes, "cuts": cuts, "stalls": stalls,
             "two-owners": c.get("two-owners", 0), "fenced": st.get("fenced overlaps", 0),
             "stuck": c.get("stuck", 0), "lost": c.get("lost-write", 0),
             "unowned > 15 s": st.get("unowned beyond a rebalance", 0),
@@ -114,7 +116,8 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
         print(f"{(time.monotonic() - started) / 60:5.1f} min  {client:16} {protocol:8} "
               f"seed {round_seed:<10} {'valid' if result.valid else 'INVALID'}  "
               f"{ {k: v for k, v in c.items() if v} or ''}", flush=True)
-    cols = ("rounds", "members", "rebalances", "faults", "crashes", "cuts", "two-owners", "fenced",
+    cols = ("rounds", "members", "rebalances", "faults", "crashes", "cuts", "stalls",
+            "two-owners", "fenced",
             "unowned > 15 s", "stuck", "lost")
     lines = [f"Group soak of {(time.monotonic() - started) / 60:.0f} minutes, soak seed "
              f"{seed}, {i} rounds of {args.round_seconds:.0f} s with churn, "
