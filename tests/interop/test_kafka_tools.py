@@ -354,11 +354,8 @@ def test_features_describe(tools: ToolRunner) -> None:
     assert int(features.get("group.version", "0")) >= 1, out   # KIP-848 groups are on
 
 
-def test_metadata_quorum_status(request: pytest.FixtureRequest, cluster: ClusterUnderTest,
-                                tools: ToolRunner) -> None:
-    lacks = kaflite_lacks(request, cluster, "kaflite lacks API DescribeQuorum (55) (issue 38)",
-                          "UnsupportedVersionException: The node does not support DESCRIBE_QUORUM")
-    out = tools.admin("kafka-metadata-quorum", "describe", "--status").ok(lacks)
+def test_metadata_quorum_status(cluster: ClusterUnderTest, tools: ToolRunner) -> None:
+    out = tools.admin("kafka-metadata-quorum", "describe", "--status").ok()
     status = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
     assert int(status["LeaderId"]) >= 0 and int(status["HighWatermark"]) > 0, out
     assert "CurrentVoters" in status, out

@@ -50,6 +50,7 @@ from kaflite.protocol.messages import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeQuorumRequest,
     DescribeTransactionsRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
@@ -62,14 +63,16 @@ from kaflite.protocol.messages import create_topics_request as ctq
 from kaflite.protocol.messages import delete_records_request as drq
 from kaflite.protocol.messages import delete_topics_request as dtq
 from kaflite.protocol.messages import describe_configs_request as dcq
+from kaflite.protocol.messages import describe_quorum_request as dqq
+from kaflite.protocol.messages import describe_quorum_response as dqs
 from kaflite.protocol.messages import incremental_alter_configs_request as iacq
 from kaflite.protocol.messages import offset_commit_request as ocq
 from kaflite.protocol.messages import offset_fetch_request as ofq
 
 __all__ = ["Admin", "ClientQuotaAlteration", "ClusterDescription", "ConfigEntry", "ConfigResource",
            "ConfigSynonym", "ConsumerGroupDescription", "ConsumerGroupMemberDescription",
-           "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "QuotaFilterComponent",
-           "TransactionDescription", "TransactionListing"]
+           "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "QuorumInfo",
+           "QuorumReplica", "QuotaFilterComponent", "TransactionDescription", "TransactionListing"]
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -170,6 +173,28 @@ class ClusterDescription(TypedDict):
     brokers: list[BrokerAddress]
 
 
+@dataclass(frozen=True)
+class QuorumReplica:
+    """A voter or an observer of the metadata quorum (Java's ``QuorumInfo.ReplicaState``);
+    timestamps in ms, -1 when the broker does not say."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int = -1
+    last_caught_up_timestamp: int = -1
+
+
+@dataclass(frozen=True)
+class QuorumInfo:
+    """What ``describe_metadata_quorum`` answers (Java's ``QuorumInfo``)."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[QuorumReplica]
+    observers: list[QuorumReplica]
+
+
 class Admin(AclAdmin, GroupAdmin, BaseClient):
     ROLE = "admin"
 
@@ -247,6 +272,22 @@ class Admin(AclAdmin, GroupAdmin, BaseClient):
         return {"cluster_id": resp.cluster_id, "controller_id": resp.controller_id,
                 "brokers": [BrokerAddress(b.broker_id, b.host, b.port, b.rack)
                             for b in resp.brokers]}
+
+    async def describe_metadata_quorum(self) -> QuorumInfo:
+        """The KRaft metadata quorum (DescribeQuorum on ``__cluster_metadata``), as
+        ``Admin.describeMetadataQuorum`` and ``kafka-metadata-quorum describe`` show it."""
+        await self.start()
+        resp = await self._request_any(DescribeQuorumRequest(topics=[dqq.TopicData(
+            "__cluster_metadata", [dqq.PartitionData(partition_index=0)])]))
+        _check(resp.error_code, "describe metadata quorum", resp.error_message)
+        (p,) = [p for t in resp.topics for p in t.partitions]
+        _check(p.error_code, "describe metadata quorum", p.error_message)
+
+        def replicas(states: Iterable[dqs.ReplicaState]) -> list[QuorumReplica]:
+            return [QuorumReplica(r.replica_id, r.log_end_offset, r.last_fetch_timestamp,
+                                  r.last_caught_up_timestamp) for r in states]
+        return QuorumInfo(p.leader_id, p.leader_epoch, p.high_watermark,
+                          replicas(p.current_voters), replicas(p.observers))
 
     # -- configs ----------------------------------------------------------------------------
     async def describe_configs(self, resources: Iterable[ConfigResource]

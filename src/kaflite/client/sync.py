@@ -356,6 +356,9 @@ class Admin(_SyncClient):
     def describe_cluster(self) -> _admin.ClusterDescription:
         return self._run(self._async.describe_cluster())
 
+    def describe_metadata_quorum(self) -> _admin.QuorumInfo:
+        return self._run(self._async.describe_metadata_quorum())
+
     def describe_configs(self, resources: Iterable[ConfigResource]
                          ) -> dict[ConfigResource, dict[str, str | None]]:
         return self._run(self._async.describe_configs(resources))

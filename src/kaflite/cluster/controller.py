@@ -128,6 +128,7 @@ class Controller:
         self.on_records: Callable[[list[Struct]], None] | None = None
         # batches appended to the metadata log (one per change, or per batched())
         self.writes = 0
+        self.records_saved = 0      # records saved with no metadata log (see metadata_offset)
         self._batch_depth = 0
         self._unsaved = False
         self._pending: list[Struct] = []       # records of the changes not saved yet
@@ -210,6 +211,8 @@ class Controller:
         if records and self.log is not None:
             self.log.append(records)
             self.writes += 1
+        elif records:
+            self.records_saved += len(records)
         if records and self.on_records is not None:
             self.on_records(records)
         if self.on_change is not None:
@@ -318,6 +321,12 @@ class Controller:
         self.listeners[info.node_id] = listener
         self._record(metalog.broker_record(info))
         self.save()
+
+    @property
+    def metadata_offset(self) -> int:
+        """The next offset of the metadata log (without a data directory, of the records
+        saved so far; in a broker process, as its controller last said)."""
+        return self.log.next_offset if self.log is not None else self.records_saved
 
     def live_brokers(self) -> list[BrokerInfo]:
         return [b for b in self.brokers.values() if b.alive]

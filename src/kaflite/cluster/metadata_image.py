@@ -106,7 +106,8 @@ def entry(controller: Controller, key: str) -> Json | None:
     """The image's record ``key`` as ``controller`` has it now; None if it has none."""
     kind, _, name = key.partition("/")
     if kind == "cluster":
-        return {"cluster_id": controller.cluster_id}
+        return {"cluster_id": controller.cluster_id,
+                "metadata_offset": controller.metadata_offset}
     if kind == "broker":
         b = controller.brokers.get(int(name))
         return None if b is None else broker_json(b)
@@ -159,6 +160,7 @@ def apply(replica: Controller, delta: dict[str, Json | None]) -> None:
         kind, _, name = key.partition("/")
         if kind == "cluster" and value is not None:
             replica.cluster_id = str(value["cluster_id"])
+            replica.records_saved = int(value.get("metadata_offset", 0))
         elif kind == "broker":
             node = int(name)
             if value is None:

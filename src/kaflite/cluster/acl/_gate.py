@@ -176,6 +176,7 @@ POLICIES: dict[int, Policy] = {
     47: chain(group_op(Op.DELETE), strip(Op.READ)),           # OffsetDelete
     50: cluster_op(Op.DESCRIBE),                              # DescribeUserScramCredentials
     51: alter_scram,
+    55: cluster_op(Op.DESCRIBE),                              # DescribeQuorum
     65: group_rows("transaction_states", RT.TRANSACTIONAL_ID, TXN_DENIED, Op.DESCRIBE,
                    key="transactional_id"),                   # DescribeTransactions
     66: group_rows("transaction_states", RT.TRANSACTIONAL_ID, TXN_DENIED, Op.DESCRIBE,

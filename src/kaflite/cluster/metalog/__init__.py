@@ -6,7 +6,7 @@ the background and a restart replays the newest snapshot and the records after
 it. See ``docs/metadata-log.md``.
 """
 
-from kaflite.cluster.metalog._codec import decode_record, encode_record
+from kaflite.cluster.metalog._codec import LEADER_EPOCH, decode_record, encode_record
 from kaflite.cluster.metalog._image import (
     CONFIG_GROUP,
     CONFIG_TOPIC,
@@ -35,6 +35,7 @@ __all__ = [
     "CONFIG_GROUP",
     "CONFIG_TOPIC",
     "DIRECTORY",
+    "LEADER_EPOCH",
     "LEGACY_JSON",
     "METADATA_VERSION",
     "SNAPSHOT_RECORDS",
