@@ -1,7 +1,7 @@
 """Does a kaflite cluster keep answering as it grows? (issue 36, part 2)
 
     python benchmarks/cluster_scale.py [--sizes 100,1000,5000,20000] [--seconds 20]
-                                       [--processes] [--out scale.md]
+                                       [--processes] [--out scale.md] [--profile DIR]
 
 For each size: a fresh 3-broker cluster in its own process (``kaflite.verify``'s
 ``ClusterProcess``, data on disk), grown to that many partitions at RF 3 (idle
@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -126,7 +129,30 @@ def whole(cluster: ClusterProcess, timeout: float = 300) -> float:
     return float("inf")
 
 
-def one(size: int, seconds: float, processes: bool) -> dict[str, Any]:
+class Profile:
+    """``py-spy record`` of the cluster process for one phase (``--profile DIR``), as
+    collapsed stacks in DIR/<size>-<phase>.txt; nothing without a directory."""
+
+    def __init__(self, out: Path | None, cluster: ClusterProcess, name: str) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        if out is None or cluster.proc is None:
+            return
+        out.mkdir(parents=True, exist_ok=True)
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        self.proc = subprocess.Popen(
+            [spy, "record", "--pid", str(cluster.proc.pid), "--format", "raw", "--rate", "100",
+             "--nonblocking", "-o", str(out / f"{name}.txt")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)   # attached before the phase begins
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGINT)   # py-spy writes its file on SIGINT
+            self.proc.wait(60)
+
+
+def one(size: int, seconds: float, processes: bool,
+        profile: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kaflite-scale-") as tmp:
         cluster = ClusterProcess(Path(tmp), config=CONFIG, processes=processes,
                                  start_timeout=120).start()
@@ -134,16 +160,20 @@ def one(size: int, seconds: float, processes: bool) -> dict[str, Any]:
             servers = cluster.bootstrap_servers
             created = create(servers, size)
             traffic = Traffic(servers).start()
+            spy = Profile(profile, cluster, f"{size}-steady")
             probe = ApiVersionsProbe(servers, interval_s=0.1, timeout_s=120).start()
             time.sleep(seconds)
             steady = probe.stop()
+            spy.stop()
             lag_steady = loop_lag(cluster)
+            spy = Profile(profile, cluster, f"{size}-crash")
             probe = ApiVersionsProbe(servers, interval_s=0.1, timeout_s=120).start()
             cluster.post("/brokers/1/kill")
             time.sleep(5)
             cluster.post("/brokers/1/restart")
             healed = whole(cluster)
             around = probe.stop()
+            spy.stop()
             lag_crash = loop_lag(cluster)
             traffic.close()
             return {"size": size, "create_s": created, "steady": steady, "crash": around,
@@ -159,10 +189,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--processes", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="py-spy the cluster process in each phase (collapsed stacks here)")
     args = ap.parse_args()
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
-        r = one(size, args.seconds, args.processes)
+        r = one(size, args.seconds, args.processes, args.profile)
         rows.append(r)
         print(r, flush=True)
     lines = ["| partitions | create (ms/partition) | ApiVersions p99 / worst, steady (ms) | "

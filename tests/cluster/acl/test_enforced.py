@@ -22,7 +22,13 @@ import pytest
 
 from kaflite.client import Admin, Consumer, NewTopic, Producer
 from kaflite.cluster import Cluster
+from kaflite.net.connection import BrokerConnection
 from kaflite.protocol import errors
+from kaflite.protocol.messages import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+)
+from kaflite.protocol.messages import describe_topic_partitions_request as dtq
 from kaflite.security.acl import (
     AclBinding,
     AclBindingFilter,
@@ -31,6 +37,7 @@ from kaflite.security.acl import (
     PatternType,
     ResourceType,
 )
+from kaflite.security.plain import PlainClient
 
 T = TypeVar("T")
 Op, RT, PT, P = AclOperation, ResourceType, PatternType, AclPermissionType
@@ -277,3 +284,37 @@ def test_cluster_operations_need_cluster_acls(cluster: Cluster) -> None:
     assert run(go()) == ["ClusterAuthorizationFailedError"] * 3 + [
         "TopicAuthorizationFailedError"]
     assert admin_call(cluster, "describe_acls") == before
+
+
+def test_describe_topic_partitions_shows_only_what_the_caller_may_describe(
+        cluster: Cluster) -> None:
+    """Named: a topic without DESCRIBE is TOPIC_AUTHORIZATION_FAILED (not UNKNOWN: its
+    existence is not told); every topic: such a topic is left out, and not counted
+    against the page."""
+    seen, hidden = topic(cluster, "dtp-seen"), topic(cluster, "dtp-hidden")
+    admin_call(cluster, "create_acls", [allow("User:bob", Op.DESCRIBE, seen)])
+    host, port = cluster.bootstrap("SASL_PLAINTEXT").split(",")[0].rsplit(":", 1)
+
+    async def ask(req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
+        conn = await BrokerConnection(host, int(port),
+                                      sasl=lambda: PlainClient("bob", USERS["bob"])).open()
+        try:
+            return await conn.request(req, version=0)
+        finally:
+            conn.close()
+    named = run(ask(DescribeTopicPartitionsRequest(
+        topics=[dtq.TopicRequest(hidden), dtq.TopicRequest(seen)])))
+    assert sorted((t.name, t.error_code, len(t.partitions)) for t in named.topics) == sorted([
+        (seen, 0, 2), (hidden, errors.TopicAuthorizationFailedError.code, 0)])
+    described: list[str] = []
+    cursor = None
+    for _ in range(100):
+        page = run(ask(DescribeTopicPartitionsRequest(
+            topics=[], response_partition_limit=2, cursor=cursor)))
+        assert all(t.error_code == 0 for t in page.topics)
+        assert sum(len(t.partitions) for t in page.topics) <= 2
+        described += [t.name for t in page.topics]
+        if page.next_cursor is None:
+            break
+        cursor = dtq.Cursor(page.next_cursor.topic_name, page.next_cursor.partition_index)
+    assert seen in described and hidden not in described
