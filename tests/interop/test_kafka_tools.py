@@ -310,6 +310,21 @@ def test_transactions_list_and_describe(committed_txn: tuple[str, str],
     assert described[0][4] == "CompleteCommit"
 
 
+def test_transactions_describe_producers(committed_txn: tuple[str, str],
+                                         tools: ToolRunner) -> None:
+    tid, topic = committed_txn
+    listed = rows(tools.admin("kafka-transactions", "list").ok(), tid)
+    producer_id = listed[0][2]
+    out = tools.admin("kafka-transactions", "describe-producers", "--topic", topic,
+                      "--partition", "0").ok()
+    header = out.split()[:2]
+    assert header == ["ProducerId", "ProducerEpoch"], out
+    described = [r for r in (line.split() for line in out.splitlines())
+                 if r and r[0] == producer_id]
+    assert len(described) == 1, out
+    assert "2" in described[0][2:], out     # the last sequence of its 3 records
+
+
 def test_share_groups_list(cluster: ClusterUnderTest, tools: ToolRunner) -> None:
     if isinstance(cluster, ApacheKafka) and cluster.version.startswith("4.0."):
         pytest.skip(f"Kafka {cluster.version} serves no share groups (4.1 and later do)")

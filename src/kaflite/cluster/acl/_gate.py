@@ -196,7 +196,7 @@ POLICIES: dict[int, Policy] = {
     91: group_op(Op.READ),                                    # AlterShareGroupOffsets
     92: group_op(Op.DELETE),                                  # DeleteShareGroupOffsets
 }
-# Not here: ApiVersions and SASL (before anyone is known), Fetch and
+# Not here: ApiVersions and SASL (before anyone is known), Fetch, DescribeProducers and
 # DescribeTopicPartitions (in their handlers: a page counts only what may be described),
 # DescribeCluster (Kafka checks nothing), the ACL APIs (in their handlers).
 
