@@ -280,7 +280,8 @@ def test_no_fsync_runs_on_the_thread_that_changes_metadata(
 def test_a_broker_replica_replaying_the_records_keeps_the_controllers_image(
         tmp_path: Path) -> None:
     """A broker process's replica starts from the image, then replays each change's
-    metadata records (brokers' entries come as image deltas): it must end equal."""
+    metadata records (brokers' entries, and the cluster's with the metadata offset, come
+    as image deltas): it must end equal."""
     c = make(tmp_path)
     c.create_acls([acl("before")])       # known to the replica from the image only
     replica = Controller(None)
@@ -293,7 +294,8 @@ def test_a_broker_replica_replaying_the_records_keeps_the_controllers_image(
     busy(c)
     c.delete_acls([AclBindingFilter(name="before")])   # removed by its id
     image = metadata_image.image(c)
-    metadata_image.apply(replica, {k: v for k, v in image.items() if k.startswith("broker/")})
+    metadata_image.apply(replica, {k: v for k, v in image.items()
+                                   if k.startswith("broker/") or k == "cluster"})
     assert metadata_image.image(replica) == image
     # one ISR change sends one small record, whatever the size of its topic
     sent: list[str] = []
