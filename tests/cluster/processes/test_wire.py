@@ -51,7 +51,8 @@ def test_a_replica_fed_the_image_and_then_deltas_equals_the_controller() -> None
     delta = metadata_image.diff(last, new)
     assert delta["topic/gone"] is None and delta["broker/1"] is not None
     assert delta["group/g/old"] is None
-    assert "cluster" not in delta          # unchanged records are not sent
+    assert "broker/0" not in delta         # unchanged records are not sent
+    assert delta["cluster"]["metadata_offset"] == c.metadata_offset   # the offset moved
     metadata_image.apply(replica, through_json(delta))
     assert metadata_image.image(replica) == new
     assert replica.topics["t"].partitions[0].leader == 0
