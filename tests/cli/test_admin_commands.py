@@ -179,3 +179,28 @@ def test_transactions_in_kafka_transactions_columns(cluster: Cluster) -> None:
         p.abort_transaction()
     listed = cli("transactions", "list", "-b", b, "--state", "Ongoing", "--json").stdout
     assert "cols-tid" not in {t["transactional_id"] for t in json.loads(listed)}
+
+
+def test_features_describe_downgrade_and_upgrade(cluster: Cluster) -> None:
+    """kafka-features' describe lines, a refused upgrade, a dry run, a downgrade of
+    transaction.version to 0 and back; the Admin client sees each level."""
+    b = cluster.bootstrap_servers
+    lines = cli("features", "describe", "-b", b).stdout.splitlines()
+    rows = {line.split()[1]: line.split() for line in lines}
+    assert rows["transaction.version"][2:8] == ["SupportedMinVersion:", "0",
+                                                "SupportedMaxVersion:", "1",
+                                                "FinalizedVersionLevel:", "1"]
+    refused = runner.invoke(app, ["features", "upgrade", "-b", b,
+                                  "--feature", "transaction.version=2"])
+    assert refused.exit_code == 1 and "supports levels 0 to 1" in refused.stderr
+    dry = cli("features", "downgrade", "-b", b, "--feature", "transaction.version=0",
+              "--dry-run").stdout
+    assert "transaction.version can be downgraded to 0." in dry
+    with ksync.Admin({"bootstrap.servers": b}) as admin:
+        assert admin.describe_features().finalized["transaction.version"] == 1
+        cli("features", "downgrade", "-b", b, "--feature", "transaction.version=0")
+        after = admin.describe_features()
+        assert "transaction.version" not in after.finalized
+        assert after.supported["transaction.version"] == (0, 1)
+        assert admin.update_features({"transaction.version": 1}) == {"transaction.version": None}
+        assert admin.describe_features().finalized["transaction.version"] == 1

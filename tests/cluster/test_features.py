@@ -1,17 +1,31 @@
-"""The feature levels (KIP-584) in kaflite's ApiVersions answers: what
-``kafka-features describe`` and the Java clients read. Levels are fixed by what kaflite
-implements; KIP-848 groups turned off take ``group.version`` out of the finalized ones."""
+"""The feature levels (KIP-584): kaflite's ApiVersions answers (what ``kafka-features
+describe`` and the Java clients read) and UpdateFeatures (``kafka-features
+upgrade|downgrade``). A new cluster finalizes metadata.version, group.version 1 and
+transaction.version 1; KIP-848 groups turned off by the broker's config take
+``group.version`` out of the finalized ones; group.version 0 turns them off for all."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
+from pathlib import Path
 
 import pytest
 
 from kaflite.cluster import Cluster
-from kaflite.protocol import decode_response, encode_request
-from kaflite.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from kaflite.cluster.metalog import METADATA_VERSION
+from kaflite.net.connection import BrokerConnection
+from kaflite.protocol import decode_response, encode_request, errors
+from kaflite.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    ConsumerGroupHeartbeatRequest,
+    FindCoordinatorRequest,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+)
+from kaflite.protocol.messages import update_features_request as ufq
 
 
 def api_versions(port: int, version: int) -> ApiVersionsResponse:
@@ -34,9 +48,11 @@ def test_api_versions_v3_lists_the_feature_levels(protocols: str) -> None:
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     finalized = {f.name: (f.min_version_level, f.max_version_level)
                  for f in resp.finalized_features}
-    assert supported == {"group.version": (0, 1), "transaction.version": (0, 1)}
-    assert resp.finalized_features_epoch == 0      # above -1: clients keep the levels
-    expected = {"transaction.version": (1, 1)}
+    assert supported == {"group.version": (0, 1), "transaction.version": (0, 1),
+                         "metadata.version": (METADATA_VERSION, METADATA_VERSION)}
+    assert resp.finalized_features_epoch > 0      # above -1: clients keep the levels
+    expected = {"transaction.version": (1, 1),
+                "metadata.version": (METADATA_VERSION, METADATA_VERSION)}
     if "consumer" in protocols:
         expected["group.version"] = (1, 1)
     assert finalized == expected
@@ -46,3 +62,91 @@ def test_api_versions_v2_has_no_features() -> None:
     with Cluster(brokers=1) as c:
         resp = api_versions(c.brokers[0].port, 2)
     assert resp.supported_features == [] and resp.finalized_features == []
+
+
+def update(port: int, version: int, *updates: tuple[str, int, int],
+           validate_only: bool = False) -> UpdateFeaturesResponse:
+    """UpdateFeatures of (feature, level, upgrade type) each."""
+    req = UpdateFeaturesRequest(validate_only=validate_only, feature_updates=[
+        ufq.FeatureUpdateKey(name, level, allow_downgrade=kind != 1 if version == 0 else False,
+                             upgrade_type=kind if version > 0 else 1)
+        for name, level, kind in updates])
+
+    async def ask() -> UpdateFeaturesResponse:
+        conn = await BrokerConnection("127.0.0.1", port).open()
+        try:
+            return await conn.request(req, version=version)
+        finally:
+            conn.close()
+    return asyncio.run(ask())
+
+
+def finalized_levels(port: int) -> dict[str, int]:
+    return {f.name: f.max_version_level for f in api_versions(port, 3).finalized_features}
+
+
+def test_group_version_goes_down_and_up_and_kip848_groups_follow(tmp_path: Path) -> None:
+    invalid = errors.InvalidUpdateVersionError.code
+    with Cluster(brokers=2, data_dir=tmp_path) as c:
+        port = c.brokers[1].port
+        before = api_versions(port, 3).finalized_features_epoch
+        # a downgrade needs a downgrade type; a level kaflite lacks is refused; neither changes
+        resp = update(port, 1, ("group.version", 0, 1), ("transaction.version", 2, 1),
+                      ("no.such.feature", 1, 1))
+        assert [(r.feature, r.error_code) for r in resp.results] == [
+            ("group.version", invalid), ("transaction.version", invalid),
+            ("no.such.feature", invalid)]
+        assert "safe or unsafe downgrade" in (resp.results[0].error_message or "")
+        # v2: the first failure at the top level
+        resp = update(port, 2, ("group.version", 0, 1))
+        assert resp.error_code == invalid and "group.version" in (resp.error_message or "")
+        assert update(port, 1, ("group.version", 0, 2), validate_only=True).results[0] \
+            .error_code == 0
+        assert finalized_levels(port)["group.version"] == 1     # validate only: unchanged
+        assert update(port, 1, ("group.version", 0, 2)).results[0].error_code == 0
+        assert "group.version" not in finalized_levels(port)
+        assert api_versions(port, 3).finalized_features_epoch > before
+        assert heartbeat_error(c) == errors.UnsupportedVersionError.code
+        # back up (v0: allow_downgrade false is an upgrade)
+        assert update(port, 0, ("group.version", 1, 1)).results[0].error_code == 0
+        assert finalized_levels(port)["group.version"] == 1
+        assert heartbeat_error(c) == 0
+        assert update(port, 1, ("group.version", 0, 3)).results[0].error_code == 0
+    # the level is in the metadata log: a restarted cluster keeps it
+    with Cluster(brokers=2, data_dir=tmp_path) as c:
+        assert "group.version" not in finalized_levels(c.brokers[0].port)
+        assert heartbeat_error(c) == errors.UnsupportedVersionError.code
+
+
+def heartbeat_error(c: Cluster) -> int:
+    """A new KIP-848 member's first ConsumerGroupHeartbeat: its error code."""
+    async def beat() -> int:
+        for _ in range(50):
+            coordinator = await find_group_coordinator(c, "features-group")
+            if coordinator < 0:     # __consumer_offsets on its way
+                await asyncio.sleep(0.1)
+                continue
+            conn = await BrokerConnection("127.0.0.1", c.brokers[coordinator].port).open()
+            try:
+                resp = await conn.request(ConsumerGroupHeartbeatRequest(
+                    group_id="features-group", member_id="m-features", member_epoch=0,
+                    rebalance_timeout_ms=10000, subscribed_topic_names=["t"],
+                    server_assignor=None, topic_partitions=[]), version=0)
+            finally:
+                conn.close()
+            if resp.error_code not in (errors.CoordinatorLoadInProgressError.code,
+                                       errors.NotCoordinatorError.code):
+                return resp.error_code
+            await asyncio.sleep(0.1)
+        raise AssertionError("no coordinator answered")
+    return asyncio.run(beat())
+
+
+async def find_group_coordinator(c: Cluster, group: str) -> int:
+    conn = await BrokerConnection("127.0.0.1", c.brokers[0].port).open()
+    try:
+        resp = await conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]),
+                                  version=4)
+    finally:
+        conn.close()
+    return int(resp.coordinators[0].node_id)

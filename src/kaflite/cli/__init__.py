@@ -15,6 +15,7 @@ from kaflite.cli import (
     console,
     consume,
     demo,
+    features,
     groups,
     pipeline,
     produce,
@@ -47,6 +48,7 @@ app.add_typer(topics.app, name="topics")
 app.add_typer(groups.app, name="groups")
 app.add_typer(configs.app, name="configs")
 app.add_typer(transactions.app, name="transactions")
+app.add_typer(features.app, name="features")
 app.add_typer(chaos.app, name="chaos")
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(users.app, name="users")

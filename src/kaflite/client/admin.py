@@ -42,6 +42,7 @@ from kaflite.client.pool import COORDINATOR, BrokerAddress
 from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
+    ApiVersionsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
@@ -57,6 +58,7 @@ from kaflite.protocol.messages import (
     ListTransactionsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
+    UpdateFeaturesRequest,
 )
 from kaflite.protocol.messages import create_partitions_request as cpq
 from kaflite.protocol.messages import create_topics_request as ctq
@@ -68,10 +70,12 @@ from kaflite.protocol.messages import describe_quorum_response as dqs
 from kaflite.protocol.messages import incremental_alter_configs_request as iacq
 from kaflite.protocol.messages import offset_commit_request as ocq
 from kaflite.protocol.messages import offset_fetch_request as ofq
+from kaflite.protocol.messages import update_features_request as ufq
 
 __all__ = ["Admin", "ClientQuotaAlteration", "ClusterDescription", "ConfigEntry", "ConfigResource",
            "ConfigSynonym", "ConsumerGroupDescription", "ConsumerGroupMemberDescription",
-           "GroupDescription", "GroupListing", "MemberDescription", "NewTopic", "QuorumInfo",
+           "FeatureMetadata", "GroupDescription", "GroupListing", "MemberDescription", "NewTopic",
+           "QuorumInfo",
            "QuorumReplica", "QuotaFilterComponent", "TransactionDescription", "TransactionListing"]
 
 TOPIC, BROKER = 2, 4
@@ -185,6 +189,17 @@ class QuorumReplica:
 
 
 @dataclass(frozen=True)
+class FeatureMetadata:
+    """What ``describe_features`` answers (Java's ``FeatureMetadata``): each feature's
+    finalized level and the (min, max) levels the broker supports, and the finalized
+    levels' epoch."""
+
+    finalized: dict[str, int]
+    supported: dict[str, tuple[int, int]]
+    epoch: int
+
+
+@dataclass(frozen=True)
 class QuorumInfo:
     """What ``describe_metadata_quorum`` answers (Java's ``QuorumInfo``)."""
 
@@ -272,6 +287,36 @@ class Admin(AclAdmin, GroupAdmin, BaseClient):
         return {"cluster_id": resp.cluster_id, "controller_id": resp.controller_id,
                 "brokers": [BrokerAddress(b.broker_id, b.host, b.port, b.rack)
                             for b in resp.brokers]}
+
+    async def describe_features(self) -> FeatureMetadata:
+        """The cluster's feature levels, from a broker's ApiVersions (v3+), as
+        ``Admin.describeFeatures`` and ``kafka-features describe`` read them."""
+        await self.start()
+        resp = await self._request_any(ApiVersionsRequest(
+            client_software_name="kaflite", client_software_version="0"))
+        _check(resp.error_code, "describe features")
+        return FeatureMetadata(
+            {f.name: f.max_version_level for f in resp.finalized_features},
+            {f.name: (f.min_version, f.max_version) for f in resp.supported_features},
+            resp.finalized_features_epoch)
+
+    async def update_features(self, levels: Mapping[str, int], *, downgrade: str | None = None,
+                              validate_only: bool = False) -> dict[str, str | None]:
+        """Finalize ``levels`` (UpdateFeatures): ``downgrade`` None for upgrades, "safe"
+        or "unsafe" to go lower. Each feature's refusal (INVALID_UPDATE_VERSION's
+        message), or None where it was changed (or, ``validate_only``, would be). A
+        broker answering v2 names only the first refusal: that raises, as Java's Admin
+        fails every feature's future with it."""
+        await self.start()
+        kind = {None: 1, "safe": 2, "unsafe": 3}[downgrade]
+        resp = await self._request_any(UpdateFeaturesRequest(validate_only=validate_only,
+                                                             feature_updates=[
+            ufq.FeatureUpdateKey(name, level, upgrade_type=kind)     # v1+ (Kafka 3.3 on)
+            for name, level in levels.items()]))
+        _check(resp.error_code, "update features", resp.error_message)
+        if not resp.results:    # v2: no refusal
+            return dict.fromkeys(levels)
+        return {r.feature: r.error_message if r.error_code else None for r in resp.results}
 
     async def describe_metadata_quorum(self) -> QuorumInfo:
         """The KRaft metadata quorum (DescribeQuorum on ``__cluster_metadata``), as

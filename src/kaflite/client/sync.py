@@ -359,6 +359,14 @@ class Admin(_SyncClient):
     def describe_metadata_quorum(self) -> _admin.QuorumInfo:
         return self._run(self._async.describe_metadata_quorum())
 
+    def describe_features(self) -> _admin.FeatureMetadata:
+        return self._run(self._async.describe_features())
+
+    def update_features(self, levels: Mapping[str, int], *, downgrade: str | None = None,
+                        validate_only: bool = False) -> dict[str, str | None]:
+        return self._run(self._async.update_features(levels, downgrade=downgrade,
+                                                     validate_only=validate_only))
+
     def describe_configs(self, resources: Iterable[ConfigResource]
                          ) -> dict[ConfigResource, dict[str, str | None]]:
         return self._run(self._async.describe_configs(resources))

@@ -49,7 +49,7 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Protocol
 
-from kaflite.cluster import metalog
+from kaflite.cluster import features, metalog
 from kaflite.cluster.acl import AclStore
 from kaflite.cluster.metadata_state import AclIds, BrokerInfo, PartitionState, TopicState
 from kaflite.cluster.quotas.entities import Entity, QuotaStore
@@ -155,6 +155,9 @@ class Controller:
         else:
             self._record(FeatureLevelRecord("metadata.version", metalog.METADATA_VERSION))
             self.features["metadata.version"] = metalog.METADATA_VERSION
+            for name, level in features.DEFAULTS.items():
+                self._record(FeatureLevelRecord(name, level))
+                self.features[name] = level
             self.save()
         metalog.write_cluster_id(data_dir, self.cluster_id)
         # Registrations are not restored: brokers register again when they start.
@@ -327,6 +330,12 @@ class Controller:
         """The next offset of the metadata log (without a data directory, of the records
         saved so far; in a broker process, as its controller last said)."""
         return self.log.next_offset if self.log is not None else self.records_saved
+
+    def set_feature(self, name: str, level: int) -> None:
+        """Finalize feature ``name`` at ``level`` (``kaflite.cluster.features`` checks it)."""
+        self._record(FeatureLevelRecord(name, level))
+        self.features[name] = level
+        self.save()
 
     def live_brokers(self) -> list[BrokerInfo]:
         return [b for b in self.brokers.values() if b.alive]

@@ -269,6 +269,9 @@ class RemoteController(Controller):
     def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
         self._call("set_group_configs", {"group": group, "configs": dict(configs)})
 
+    def set_feature(self, name: str, level: int) -> None:
+        self._call("set_feature", {"name": name, "level": level})
+
     def move_leader(self, topic_name: str, partition: int, to: int | None = None) -> int:
         return int(self._call("move_leader", {"topic": topic_name, "partition": partition,
                                               "to": to}))

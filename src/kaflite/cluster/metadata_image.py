@@ -107,7 +107,8 @@ def entry(controller: Controller, key: str) -> Json | None:
     kind, _, name = key.partition("/")
     if kind == "cluster":
         return {"cluster_id": controller.cluster_id,
-                "metadata_offset": controller.metadata_offset}
+                "metadata_offset": controller.metadata_offset,
+                "features": dict(controller.features)}
     if kind == "broker":
         b = controller.brokers.get(int(name))
         return None if b is None else broker_json(b)
@@ -161,6 +162,7 @@ def apply(replica: Controller, delta: dict[str, Json | None]) -> None:
         if kind == "cluster" and value is not None:
             replica.cluster_id = str(value["cluster_id"])
             replica.records_saved = int(value.get("metadata_offset", 0))
+            replica.features = {str(k): int(v) for k, v in value.get("features", {}).items()}
         elif kind == "broker":
             node = int(name)
             if value is None:

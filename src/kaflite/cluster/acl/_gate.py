@@ -177,6 +177,7 @@ POLICIES: dict[int, Policy] = {
     50: cluster_op(Op.DESCRIBE),                              # DescribeUserScramCredentials
     51: alter_scram,
     55: cluster_op(Op.DESCRIBE),                              # DescribeQuorum
+    57: cluster_op(Op.ALTER),                                 # UpdateFeatures
     65: group_rows("transaction_states", RT.TRANSACTIONAL_ID, TXN_DENIED, Op.DESCRIBE,
                    key="transactional_id"),                   # DescribeTransactions
     66: group_rows("transaction_states", RT.TRANSACTIONAL_ID, TXN_DENIED, Op.DESCRIBE,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from kaflite.cluster import features
 from kaflite.cluster.acl import allows
 from kaflite.cluster.groups._consumer_group import Assignment, ConsumerGroup
 from kaflite.cluster.handlers._base import Handler
@@ -56,7 +57,8 @@ async def handle_consumer_group_heartbeat(broker: Broker, conn: ServerConnection
         shard = shard_for(broker, conn, req.group_id)
     except errors.KafkaError as exc:
         return ConsumerGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)
-    if not shard.config.consumer.protocol_enabled:
+    if not shard.config.consumer.protocol_enabled \
+            or features.level(broker.controller, "group.version") < 1:
         return ConsumerGroupHeartbeatResponse(
             error_code=errors.UnsupportedVersionError.code,
             error_message="The new consumer group protocol is not enabled.")

@@ -1,0 +1,87 @@
+"""Feature levels (KIP-584): what kaflite supports, what the cluster has finalized, and
+the rules of changing them (UpdateFeatures, ``kafka-features upgrade|downgrade``).
+
+The finalized levels live in the controller's metadata (``Controller.features``, one
+``FeatureLevelRecord`` per change, as KRaft keeps them). A new cluster finalizes
+``metadata.version`` (the metadata log's record formats), ``group.version`` 1
+(KIP-848 consumer groups) and ``transaction.version`` 1 (transactions with explicit
+AddPartitionsToTxn; version 2, KIP-890's, is not implemented). A cluster formatted
+before this module has records for ``metadata.version`` only: a feature without one
+is at its default, 1. A level of 0 is kept as a record of 0 (so that it is not taken
+for that default), and is not listed as finalized, as Kafka omits a level-0 feature.
+
+Effects: ``group.version`` 0 turns KIP-848 groups off (ConsumerGroupHeartbeat answers
+UNSUPPORTED_VERSION, as Kafka's does); ``transaction.version`` changes what is
+advertised only (1 and 0 run the same transaction protocol here).
+
+Changing a level, as Kafka's ``FeatureControlManager.updateFeature``: each feature
+on its own; a level outside what kaflite supports, or lower than the current one
+without a downgrade type, or higher with one, is INVALID_UPDATE_VERSION.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kaflite.cluster.metalog import METADATA_VERSION
+
+if TYPE_CHECKING:
+    from kaflite.cluster.controller import Controller
+
+__all__ = [
+    "DEFAULTS",
+    "SAFE_DOWNGRADE",
+    "SUPPORTED",
+    "UNSAFE_DOWNGRADE",
+    "UPGRADE",
+    "check_update",
+    "error_message",
+    "finalized",
+    "level",
+]
+
+SUPPORTED: dict[str, tuple[int, int]] = {
+    "metadata.version": (METADATA_VERSION, METADATA_VERSION),
+    "group.version": (0, 1),
+    "transaction.version": (0, 1),
+}
+DEFAULTS = {"group.version": 1, "transaction.version": 1}
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3     # UpdateFeatures' upgrade_type
+
+
+def level(controller: Controller, name: str) -> int:
+    """The finalized level of ``name`` (0: off, or unknown)."""
+    if name == "metadata.version":
+        return controller.features.get(name, METADATA_VERSION)
+    return controller.features.get(name, DEFAULTS.get(name, 0))
+
+
+def finalized(controller: Controller) -> dict[str, int]:
+    """Every feature finalized above level 0."""
+    out = {name: level(controller, name) for name in SUPPORTED}
+    return {name: v for name, v in out.items() if v > 0}
+
+
+def check_update(controller: Controller, name: str, new: int, upgrade_type: int) -> str | None:
+    """Why ``name`` may not go to level ``new`` (None: it may)."""
+    if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+        return "kaflite does not know that upgrade type."
+    if new < 0:
+        return "A feature level cannot be below 0."
+    if name not in SUPPORTED:
+        return "kaflite does not support this feature."
+    lo, hi = SUPPORTED[name]
+    if not lo <= new <= hi:
+        return f"kaflite supports levels {lo} to {hi} of this feature."
+    current = level(controller, name)
+    if new < current and upgrade_type == UPGRADE:
+        return ("Can't downgrade the version of this feature without setting the upgrade "
+                "type to either safe or unsafe downgrade.")
+    if new > current and upgrade_type != UPGRADE:
+        return "Can't downgrade to a newer version."
+    return None
+
+
+def error_message(name: str, new: int, why: str) -> str:
+    """INVALID_UPDATE_VERSION's message, in Kafka's words."""
+    return f"Invalid update version {new} for feature {name}. {why}"
