@@ -19,7 +19,7 @@ import ssl
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +55,9 @@ BAD_INPUT_KINDS = 1000
 LOG_CONFIG_CACHE = 256   # distinct topic configs parsed and kept
 
 log = logging.getLogger("kaflite.cluster.broker")
+# Partitions a periodic pass (ISR upkeep, retention) handles between two yields to the
+# event loop: a pass over 20,000 partitions must not hold the loop the brokers share.
+WALK_CHUNK = 256
 
 
 class Broker:
@@ -414,12 +417,22 @@ class Broker:
             log.warning("broker %s: closing connection from %s: %s", self.node_id, peer, why)
 
     # -- background duties -------------------------------------------------------------
+    async def _led(self) -> AsyncIterator[Partition]:
+        """The partitions this broker leads now, a chunk at a time (``WALK_CHUNK``); one
+        removed or no longer led while the pass yielded is skipped."""
+        for i, p in enumerate(list(self.partitions.values())):
+            if i and not i % WALK_CHUNK:
+                await asyncio.sleep(0)
+            if p.is_leader and self.running and \
+                    self.partitions.get((p.topic, p.index)) is p:
+                yield p
+
     async def _maintain_isr(self) -> None:
         lag_ms = self.config.int("replica.lag.time.max.ms")
         while self.running:
             await asyncio.sleep(max(0.05, lag_ms / 4000))
-            for p in list(self.partitions.values()):
-                if not p.is_leader or p.isr_change_pending:
+            async for p in self._led():
+                if p.isr_change_pending:
                     continue
                 lagging = p.lagging_isr_members(lag_ms)
                 if lagging:
@@ -477,9 +490,8 @@ class Broker:
         while self.running:
             await asyncio.sleep(min(interval, 5.0))
             now_ms = int(time.time() * 1000)
-            for p in list(self.partitions.values()):
-                if not p.is_leader:
-                    continue  # followers take the leader's log start from its Fetch responses
+            # followers take the leader's log start from its Fetch responses
+            async for p in self._led():
                 try:
                     p.log.housekeeping(now_ms, high_watermark=p.high_watermark)
                 except Exception:
