@@ -109,8 +109,8 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
             "unreachable": st.get("apiversions unreachable", 0)})
         worst[key] = max(worst[key], st.get("apiversions worst (ms)", 0))
         longest[key] = max(longest[key], st.get("longest unowned (ms)", 0))
-        if result.valid:
-            history.unlink(missing_ok=True)
+        if result.valid and not st.get("unowned beyond a rebalance"):
+            history.unlink(missing_ok=True)     # kept: invalid, or a partition left unowned
         else:
             invalid.append(f"{replay_command(config.meta())}  (history: {history})")
         print(f"{(time.monotonic() - started) / 60:5.1f} min  {client:16} {protocol:8} "
