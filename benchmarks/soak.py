@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import time
 from collections import Counter, defaultdict
@@ -90,10 +91,16 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
         i += 1
         round_seed = rng.randrange(1 << 31)
         history = args.histories / f"{client}-{protocol}-{round_seed}.jsonl"
+        # the cluster's data too: an invalid round's logs show what was written (the
+        # batch headers of a duplicate say which producer epoch wrote each copy)
+        data = args.histories / f"{client}-{protocol}-{round_seed}-data"
         config = RunConfig(client=client, seconds=args.round_seconds, seed=round_seed,
                            history=history, group_protocol=protocol, churn=True,
-                           filler_partitions=args.filler_partitions, nemesis=nemesis)
+                           filler_partitions=args.filler_partitions, nemesis=nemesis,
+                           data_dir=data)
         _, result = run(config)
+        if result.valid:
+            shutil.rmtree(data, ignore_errors=True)
         key, st, c = (client, protocol), result.stats, result.counts
         churns = result.faults.get("churn", 0)
         crashes, cuts, stalls = (result.faults.get(f"member-{k}", 0)
