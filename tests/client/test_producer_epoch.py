@@ -166,14 +166,10 @@ def test_overtaken_knows_a_later_acknowledged_batch_of_the_same_epoch() -> None:
     assert idem.acked[("t", 0)] == (7, 2, 1)
 
 
-def test_a_batch_overtaken_by_a_later_one_fails_rather_than_landing_after_it() -> None:
-    """The first of two batches in flight gets NOT_LEADER_OR_FOLLOWER, the second is
-    written: the broker had no state for the producer on that partition, so it took
-    the second at any sequence (KIP-360, as Kafka does). The first, retried, comes
-    back OUT_OF_ORDER_SEQUENCE_NUMBER. Resent under a bumped epoch (what kaflite did)
-    it was written after the second and acknowledged at a higher offset: its
-    acknowledgements were out of send order (the verify round's nonmonotonic-send).
-    It must fail instead, and the log hold the records in send order."""
+def a_then_b(config: dict[str, object], b_answer_delay_ms: int = 0, flush_s: float = 30
+             ) -> tuple[dict[str, tuple[str | None, int]], list[bytes]]:
+    """A is sent and gets NOT_LEADER_OR_FOLLOWER 200 ms late; B is sent meanwhile (its
+    answer held ``b_answer_delay_ms``). Each record's (error type, offset), and the log."""
     async def main() -> tuple[dict[str, tuple[str | None, int]], list[bytes]]:
         async with Cluster(brokers=1) as cluster:
             cluster.create_topic("t", 1, 1)
@@ -186,15 +182,17 @@ def test_a_batch_overtaken_by_a_later_one_fails_rather_than_landing_after_it() -
                 return done
 
             async with Producer({"bootstrap.servers": cluster.bootstrap_servers,
-                                 "linger.ms": 0, "acks": "all",
-                                 "enable.idempotence": True}) as p:
+                                 "linger.ms": 0, "acks": "all", "enable.idempotence": True,
+                                 **config}) as p:
                 await p.metadata.ensure_topic("t", 10)
                 cluster.faults.inject_error("Produce", "NOT_LEADER_OR_FOLLOWER", 1, topic="t")
-                cluster.faults.delay("Produce", 200, count=1)   # the error comes back late
+                cluster.faults.delay("Produce", 200, count=1)   # A's error comes back late
                 p.produce("t", b"A", partition=0, on_delivery=report("A"))
                 await asyncio.sleep(0.05)                         # A is out: B goes next
+                if b_answer_delay_ms:
+                    cluster.faults.delay("Produce", b_answer_delay_ms, count=1)
                 p.produce("t", b"B", partition=0, on_delivery=report("B"))
-                await p.flush(30)
+                await p.flush(flush_s)
             async with Consumer({"bootstrap.servers": cluster.bootstrap_servers}) as c:
                 tp = TopicPartition("t", 0)
                 c.assign([tp])
@@ -204,7 +202,18 @@ def test_a_batch_overtaken_by_a_later_one_fails_rather_than_landing_after_it() -
                     log += [bytes(r.value or b"") for r in await c.poll(300)]
             return acks, log
 
-    acks, log = asyncio.run(asyncio.wait_for(main(), 60))
+    return asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_batch_overtaken_by_a_later_one_fails_rather_than_landing_after_it() -> None:
+    """The first of two batches in flight gets NOT_LEADER_OR_FOLLOWER, the second is
+    written: the broker had no state for the producer on that partition, so it took
+    the second at any sequence (KIP-360, as Kafka does). The first, retried, comes
+    back OUT_OF_ORDER_SEQUENCE_NUMBER. Resent under a bumped epoch (what kaflite did)
+    it was written after the second and acknowledged at a higher offset: its
+    acknowledgements were out of send order (the verify round's nonmonotonic-send).
+    It must fail instead, and the log hold the records in send order."""
+    acks, log = a_then_b({})
     assert acks["B"] == (None, 0)
     assert acks["A"] == ("OutOfOrderSequenceNumberError", -1), acks
     assert log == [b"B"]
@@ -219,39 +228,8 @@ def test_a_batch_refused_for_a_later_one_whose_answer_was_lost_does_not_hold_its
     delivery.timeout.ms (the sync producer test's 120 s flushes, seen in CI): B must
     go first, come back DUPLICATE_SEQUENCE_NUMBER with its offset, and A then fail as
     overtaken; no record waits for the delivery timeout."""
-    async def main() -> tuple[dict[str, tuple[str | None, int]], list[bytes]]:
-        async with Cluster(brokers=1) as cluster:
-            cluster.create_topic("t", 1, 1)
-            acks: dict[str, tuple[str | None, int]] = {}
-
-            def report(name: str) -> DeliveryCallback:
-                def done(err: BaseException | None, md: RecordMetadata | None) -> None:
-                    acks[name] = (type(err).__name__ if err else None,
-                                  md.offset if md else -1)
-                return done
-
-            async with Producer({"bootstrap.servers": cluster.bootstrap_servers,
-                                 "linger.ms": 0, "acks": "all", "enable.idempotence": True,
-                                 "request.timeout.ms": 400, "retry.backoff.ms": 20,
-                                 "delivery.timeout.ms": 60000}) as p:
-                await p.metadata.ensure_topic("t", 10)
-                cluster.faults.inject_error("Produce", "NOT_LEADER_OR_FOLLOWER", 1, topic="t")
-                cluster.faults.delay("Produce", 200, count=1)   # A's error comes back late
-                p.produce("t", b"A", partition=0, on_delivery=report("A"))
-                await asyncio.sleep(0.05)                         # A is out: B goes next
-                cluster.faults.delay("Produce", 1500, count=1)  # B's answer: too late
-                p.produce("t", b"B", partition=0, on_delivery=report("B"))
-                await p.flush(20)
-            async with Consumer({"bootstrap.servers": cluster.bootstrap_servers}) as c:
-                tp = TopicPartition("t", 0)
-                c.assign([tp])
-                c.seek(tp, 0)
-                log: list[bytes] = []
-                for _ in range(10):
-                    log += [bytes(r.value or b"") for r in await c.poll(300)]
-            return acks, log
-
-    acks, log = asyncio.run(asyncio.wait_for(main(), 60))
+    acks, log = a_then_b({"request.timeout.ms": 400, "retry.backoff.ms": 20,
+                          "delivery.timeout.ms": 60000}, b_answer_delay_ms=1500, flush_s=20)
     assert set(acks) == {"A", "B"}, f"not delivered after a 20 s flush: {acks}"
     assert acks["B"] == (None, 0)
     assert acks["A"] == ("OutOfOrderSequenceNumberError", -1), acks
