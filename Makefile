@@ -29,12 +29,16 @@ test: $(STAMP) check-java lint
 	@tools/ensure_kcat.sh
 	@tools/ensure_kafkajs.sh
 	@tools/ensure_chromium.sh
-	$(PY) -m pytest -n $(PYTEST_JOBS) --durations=25 --ignore=tests/interop $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_JOBS) --durations=25 --ignore=tests/interop -m "not peer" $(PYTEST_ARGS)
 
-# kaflite against Apache Kafka (tests/interop, 7-8 minutes on 2 shared cores): Kafka's jars come
-# from Maven Central into ~/.cache/kaflite (tools/ensure_kafka.sh). One worker: one cluster at
-# a time. Without Java or Maven the Kafka cases skip, saying why (under CI=true they fail).
+# The peers run as programs of their own (tests marked `peer`: Tansu's broker, kafkajs in
+# Node; about 2 minutes), then kaflite against Apache Kafka (tests/interop, 7-8 minutes on 2
+# shared cores): Kafka's jars come from Maven Central into ~/.cache/kaflite
+# (tools/ensure_kafka.sh). One worker there: one cluster at a time. Without Java or Maven
+# the Kafka cases skip, saying why (under CI=true they fail).
 interop: $(STAMP)
+	@tools/ensure_kafkajs.sh
+	$(PY) -m pytest -n $(PYTEST_JOBS) --durations=10 --ignore=tests/interop -m peer $(PYTEST_ARGS)
 	@tools/ensure_kafka.sh >/dev/null || echo "note: Apache Kafka is not available; its tests will say why" >&2
 	$(PY) -m pytest tests/interop --durations=15 $(PYTEST_ARGS)
 

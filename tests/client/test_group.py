@@ -95,6 +95,7 @@ def test_group_rebalance_on_kaflite(cluster: Cluster) -> None:
 
 
 @pytest.mark.interop
+@pytest.mark.peer
 def test_group_rebalance_on_tansu(tansu: str) -> None:
     from kaflite.client import Admin, NewTopic
     topic = f"t-{uuid.uuid4().hex[:8]}"

@@ -14,7 +14,7 @@ import pytest
 
 from kaflite.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.peer]
 
 
 def test_produce_consume_group(tansu: str) -> None:

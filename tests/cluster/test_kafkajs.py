@@ -33,7 +33,7 @@ NODE = shutil.which("node")
 needs_kafkajs = pytest.mark.skipif(
     NODE is None or not (PEER_DIR / "node_modules" / "kafkajs").is_dir(),
     reason="kafkajs is not installed (tools/ensure_kafkajs.sh needs node and npm)")
-pytestmark = needs_kafkajs
+pytestmark = [needs_kafkajs, pytest.mark.interop, pytest.mark.peer]
 
 
 class Bootstrap(Protocol):

@@ -35,6 +35,7 @@ async def _traffic(bootstrap: str) -> None:
         await c.commit()
 
 
+@pytest.mark.peer
 def test_console_serves_tansu_topics_and_groups() -> None:
     with tansu_broker() as bootstrap:
         asyncio.run(_traffic(bootstrap))

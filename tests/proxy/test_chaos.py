@@ -128,6 +128,7 @@ def test_kcat(cluster3: Cluster, chaotic: Proxy) -> None:
 
 
 @needs_kafkajs
+@pytest.mark.peer
 def test_kafkajs(cluster3: Cluster, chaotic: Proxy, tmp_path: Path) -> None:
     topic = "chaos-kjs"
     # one partition: kafkajs retries a whole send when one partition of it failed,

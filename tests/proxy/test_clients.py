@@ -300,6 +300,7 @@ def test_kcat(cluster3: Cluster, proxy: Proxy, watch: AddressWatch) -> None:
 
 
 @needs_kafkajs
+@pytest.mark.peer
 def test_kafkajs(cluster3: Cluster, proxy: Proxy, watch: AddressWatch, tmp_path: Path) -> None:
     topic, group = "px-kafkajs", "px-kafkajs-g"
     cluster3.create_topic(topic, PARTITIONS, 3)

@@ -29,7 +29,7 @@ from tests._tansu import tansu_broker
 from tests.cluster.test_kafkajs import At, Peer, needs_kafkajs
 from tests.proxy.conftest import AddressWatch
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.peer]
 
 
 @pytest.fixture(scope="module")

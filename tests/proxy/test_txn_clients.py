@@ -240,6 +240,7 @@ def test_kcat(cluster3: Cluster, proxy: Proxy, watch: AddressWatch) -> None:
 
 
 @needs_kafkajs
+@pytest.mark.peer
 def test_kafkajs(cluster3: Cluster, proxy: Proxy, watch: AddressWatch, tmp_path: Path) -> None:
     topic, tid = "pxt-kafkajs", "pxt-kafkajs-tid"
     cluster3.create_topic(topic, PARTITIONS, 3)

@@ -35,7 +35,7 @@ from kaflite.spark.stream import HAS_ADMISSION_CONTROL
 from tests._tansu import tansu_broker
 from tests.spark.conftest import admin, source, unique
 
-pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("spark")]
+pytestmark = [pytest.mark.interop, pytest.mark.peer, pytest.mark.usefixtures("spark")]
 
 
 @pytest.fixture(scope="module")

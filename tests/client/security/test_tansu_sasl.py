@@ -42,6 +42,7 @@ from kaflite.client import sync as ksync
 from kaflite.protocol.connection import SaslAuthenticationError
 from tests._tansu import tansu_broker
 
+pytestmark = pytest.mark.peer
 SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 

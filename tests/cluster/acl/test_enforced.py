@@ -229,6 +229,7 @@ def test_kafka_python_gets_the_same_codes(cluster: Cluster) -> None:
 
 @pytest.mark.skipif(shutil.which("node") is None or not KJS_MODULES.is_dir(),
                     reason="kafkajs is not installed (tools/ensure_kafkajs.sh)")
+@pytest.mark.peer
 def test_kafkajs_gets_the_same_codes(cluster: Cluster) -> None:
     closed, readable = topic(cluster, "kjs-closed"), topic(cluster, "kjs-readable")
     admin_call(cluster, "create_acls", [allow("User:alice", Op.DESCRIBE, readable)])

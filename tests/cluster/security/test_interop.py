@@ -221,6 +221,7 @@ def test_kcat(cluster: Cluster, pki: Pki, mechanism: str) -> None:
 
 @pytest.mark.skipif(NODE is None or not KAFKAJS.is_dir(),
                     reason="kafkajs is not installed (tools/ensure_kafkajs.sh)")
+@pytest.mark.peer
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_kafkajs(cluster: Cluster, pki: Pki, mechanism: str) -> None:
     assert NODE is not None

@@ -14,12 +14,16 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+import pytest
+
 from tests._tansu import tansu_broker
 from tests.console.browser.conftest import open_panel, screenshot
 from tests.console.test_console_cli import _traffic
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
+
+pytestmark = pytest.mark.peer
 
 
 def test_the_page_shows_tansus_topics_and_groups(browser: Browser) -> None:

@@ -21,7 +21,7 @@ from kaflite.protocol.records import Compression, encode_batch
 from tests._net import recv_exactly
 from tests._tansu import tansu_broker
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.peer]
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
