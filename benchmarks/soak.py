@@ -20,7 +20,9 @@ and carry on) for each
 client and each group protocol it speaks (classic, and KIP-848's ``consumer``), on a
 cluster holding ``--filler-partitions`` idle partitions, under ``--nemesis``. Its
 table has members, rebalances, faults, two-owner intervals, fenced overlaps (a
-member fenced and told late), partitions nobody held for longer than a rebalance
+member fenced and told late), members the coordinators removed (sessions expired,
+rebalances not finished: their own log) and silent expiries among them (a removed
+member that went on using its partitions, never told), partitions nobody held for longer than a rebalance
 (15 s) while the group had members, and the longest such interval, stuck groups
 and the worst ApiVersions round trip.
 
@@ -111,6 +113,8 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
             "faults": sum(result.faults.values()) - churns - crashes - cuts - stalls,
             "crashes": crashes, "cuts": cuts, "stalls": stalls,
             "two-owners": c.get("two-owners", 0), "fenced": st.get("fenced overlaps", 0),
+            "removed": st.get("members removed", 0),
+            "silent expiries": c.get("silent-expiry", 0),
             "stuck": c.get("stuck", 0), "lost": c.get("lost-write", 0),
             "unowned > 15 s": st.get("unowned beyond a rebalance", 0),
             "unreachable": st.get("apiversions unreachable", 0)})
@@ -124,7 +128,7 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
               f"seed {round_seed:<10} {'valid' if result.valid else 'INVALID'}  "
               f"{ {k: v for k, v in c.items() if v} or ''}", flush=True)
     cols = ("rounds", "members", "rebalances", "faults", "crashes", "cuts", "stalls",
-            "two-owners", "fenced",
+            "two-owners", "fenced", "removed", "silent expiries",
             "unowned > 15 s", "stuck", "lost")
     lines = [f"Group soak of {(time.monotonic() - started) / 60:.0f} minutes, soak seed "
              f"{seed}, {i} rounds of {args.round_seconds:.0f} s with churn, "

@@ -57,9 +57,9 @@ class Run:
         return self
 
     def assign(self, process: str, *parts: int, type: str = "assign", topic: str = "t",
-               group: str = "g") -> Run:
+               group: str = "g", client: str | None = None) -> Run:
         return self.add(Assign(time=self.tick(), process=process, type=type, group=group,
-                               topic=topic, partitions=tuple(parts)))
+                               topic=topic, partitions=tuple(parts), client=client))
 
     def poll(self, process: str, partition: int, records: Recs, *, topic: str = "t",
              group: str | None = "g", isolation: str = "read_uncommitted") -> Run:
@@ -121,7 +121,8 @@ def test_a_clean_history_is_valid() -> None:
 
 
 def test_every_kind_has_a_description() -> None:
-    assert len(KINDS) == 17 and "G1a" in KINDS and "stuck" in KINDS and "two-owners" in KINDS
+    assert len(KINDS) == 18 and "G1a" in KINDS and "stuck" in KINDS and "two-owners" in KINDS
+    assert "silent-expiry" in KINDS
 
 
 # -- writes -------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ the partition meanwhile.
 
 from __future__ import annotations
 
+from kaflite.verify._expiry import TOLD_WITHIN_S
 from kaflite.verify._ownership import check_ownership
-from kaflite.verify.history import Fault
+from kaflite.verify.history import Fault, Removed
 from tests.verify.test_checker import Run, found
 
 
@@ -125,3 +126,73 @@ def test_unowned_time_counts_only_while_a_member_was_there_to_take_it() -> None:
     _, stats = check_ownership(stalled_run(c1_absent=True).ops)
     assert stats["unowned beyond a rebalance"] == 0
     assert stats["longest unowned (ms)"] < 1_000
+
+
+# -- silent expiries (``kaflite.verify._expiry``) -------------------------------------------
+def expired_run(c0_then: str, *, gap: float = 20.0, c0_client: str = "c0.0",
+                cut_until: float | None = None) -> Run:
+    """c0 (client ``c0_client``) holds partition 0; the coordinator removes client c0.0
+    (its session expired); ``gap`` seconds later c0 does ``c0_then``: ``poll`` (it was
+    never told), ``lost`` (it was), or ``poll-after-lost`` (told, then assigned again)."""
+    run = Run.clean(reads=False)
+    run.assign("c1", 1).poll("c1", 1, Run.log(1))
+    run.assign("c0", 0, client=c0_client).poll("c0", 0, Run.log(0)[:1])
+    removed_at = run.tick()
+    run.add(Removed(time=removed_at, process="c0", group="g", client="c0.0",
+                    member_id="c0.0-abc", protocol="consumer", cause="the session expired"))
+    if cut_until is not None:
+        run.add(Fault(time=run.tick(), process="c0", fault="member-cut",
+                      args={"member": "c0", "group": "g"}, start=removed_at - 1,
+                      end=removed_at + cut_until))
+    run.t += gap
+    if c0_then == "poll":
+        run.poll("c0", 0, Run.log(0)[1:2])
+    else:
+        run.assign("c0", 0, type="lost", client=c0_client)
+        if c0_then == "poll-after-lost":
+            run.assign("c0", 0, client="c0.1").poll("c0", 0, Run.log(0)[1:2])
+            run.assign("c0", 0, type="revoke", client="c0.1")
+    run.assign("c1", 0).poll("c1", 0, Run.log(0)[2:])    # the rest, by its new owner
+    return run.finish()
+
+
+def expiries(run: Run) -> tuple[list[dict[str, object]], dict[str, int]]:
+    """The silent-expiry examples and the statistics of ``run``'s ownership check."""
+    findings, stats = check_ownership(run.ops)
+    assert {f.kind for f in findings} <= {"silent-expiry"}, findings
+    return [f.example for f in findings], stats
+
+
+def test_a_removed_member_that_goes_on_polling_untold_is_a_silent_expiry() -> None:
+    silent, stats = expiries(expired_run("poll"))
+    assert len(silent) == 1
+    ex = silent[0]
+    assert (ex["member"], ex["client"], ex["partition"], ex["cause"]) == \
+        ("c0", "c0.0", 0, "the session expired")
+    assert str(ex["then"]).startswith("polled 1 at ")
+    assert stats["members removed"] == 1 and stats["removed holding partitions"] == 1
+    assert found(expired_run("poll").check())["silent-expiry"] == 1   # an anomaly
+
+
+def test_a_removed_member_that_let_go_was_told() -> None:
+    for then in ("lost", "poll-after-lost"):
+        silent, stats = expiries(expired_run(then))
+        assert not silent, then
+        assert stats["longest until told (ms)"] >= 20_000
+
+
+def test_acting_soon_after_a_removal_is_not_yet_silent() -> None:
+    # within TOLD_WITHIN_S its next heartbeat may not have come back yet
+    assert expiries(expired_run("poll", gap=TOLD_WITHIN_S - 2))[0] == []
+
+
+def test_the_clock_starts_when_a_cut_member_can_hear_again() -> None:
+    # removed 1 s into a 30 s cut: 20 s after the removal it could not have been told
+    assert expiries(expired_run("poll", cut_until=30.0))[0] == []
+    assert len(expiries(expired_run("poll", gap=50.0, cut_until=30.0))[0]) == 1
+
+
+def test_a_removal_of_the_consumer_a_process_had_before_does_not_count() -> None:
+    # the coordinator removed c0.0, but c0 holds the partition with its next consumer c0.1
+    silent, stats = expiries(expired_run("poll", c0_client="c0.1"))
+    assert not silent and stats["removed holding partitions"] == 0

@@ -42,7 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaflite.verify.history import Assign, Commit, Fault, Op, Poll
+from kaflite.verify._expiry import Removals
+from kaflite.verify.history import Assign, Commit, Fault, Op, Poll, Removed
 
 __all__ = ["Finding", "Overlap", "check_ownership"]
 
@@ -74,7 +75,8 @@ def _ordered(ops: Sequence[Op]) -> list[Op]:
     # A commit is placed when it was asked for: that is when the member acted.
     def when(op: Op) -> float:
         return op.invoked if isinstance(op, Commit) else op.time
-    return sorted((op for op in ops if isinstance(op, Assign | Poll | Commit)), key=when)
+    return sorted((op for op in ops if isinstance(op, Assign | Poll | Commit | Removed)),
+                  key=when)
 
 
 def _clip(span: tuple[float, float], holes: Sequence[tuple[float, float]]
@@ -164,10 +166,13 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
         if isinstance(op, Fault) and op.fault in ABSENT:
             absent.setdefault(op.process, []).append((op.start, op.end))
     unowned = _Unowned(absent)
+    removals = Removals(absent)
+    client_of: dict[str, str | None] = {}       # process -> its consumer's client.id now
     end = 0.0
 
     def release(process: str, key: GroupKey, how: str, t: float) -> None:
         holders.get(key, {}).pop(process, None)
+        removals.released(process, key, t)
         unowned.released(key, holders.get(key, {}), t)
         still: list[Overlap] = []
         for ov in open_.get(key, []):
@@ -183,9 +188,13 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
 
     for op in _ordered(ops):
         end = max(end, op.time)
-        if isinstance(op, Assign):
+        if isinstance(op, Removed):
+            removals.removal(op, [(p, key) for key, hs in holders.items() for p in hs],
+                             client_of)
+        elif isinstance(op, Assign):
             if op.group is None or op.type == "seek":
                 continue
+            client_of[op.process] = op.client
             if op.type == "close":
                 for key in [k for k, hs in holders.items()
                             if op.process in hs and k[:2] == (op.group, op.topic)]:
@@ -213,6 +222,9 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
             key = (group, op.topic, op.partition)
             what = f"polled {len(op.records)}" if isinstance(op, Poll) \
                 else f"committed {op.offset}"
+            if isinstance(op, Poll) or op.type == "ok":
+                removals.acted(op.process, key,
+                               op.time if isinstance(op, Poll) else op.invoked, what)
             for ov in open_.get(key, []):
                 if ov.first == op.process and ov.end is None:
                     ov.acted.append(what)
@@ -238,4 +250,6 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
             "first_let_go": ov.released or "never", "first_did": ov.acted[:3]}))
     if longest_ms:
         stats["longest fenced overlap (ms)"] = longest_ms
+    stats.update(removals.stats())
+    findings += [Finding("silent-expiry", key, example) for key, example in removals.findings()]
     return findings, stats

@@ -7,7 +7,9 @@ each broker is a process of its own (``Cluster(processes=True)``): the nemesis's
 ``kill`` SIGKILLs that process, and ``crash`` SIGKILLs the controller process,
 whose brokers exit when their connection to it ends. It prints one JSON line
 (``{"ready": ...}``) once every broker listens, and stops gracefully when its
-standard input closes: a parent that dies takes its cluster with it.
+standard input closes: a parent that dies takes its cluster with it. The members
+the coordinators removed go to ``group-removals.jsonl`` in the data directory
+(``kaflite.cluster.groups.removals``).
 """
 
 from __future__ import annotations
@@ -15,17 +17,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import threading
 from pathlib import Path
 
 from kaflite._loop import run
 from kaflite.cluster import Cluster
+from kaflite.cluster.groups.removals import ENV as removals_env
+from kaflite.cluster.groups.removals import install_sink
 from kaflite.cluster.http import HttpApi
+from kaflite.verify.control import REMOVALS_FILE
 
 
 async def serve(args: argparse.Namespace) -> None:
     props = dict(item.split("=", 1) for item in args.config)
+    # every member a coordinator removes, for the checker (broker processes inherit ENV)
+    removals = Path(args.data_dir) / REMOVALS_FILE
+    os.environ[removals_env] = str(removals)
+    install_sink(removals)
     cluster = Cluster(brokers=args.brokers, data_dir=Path(args.data_dir), host="127.0.0.1",
                       base_port=args.base_port, config=props, processes=args.processes)
     await cluster.start()

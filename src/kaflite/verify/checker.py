@@ -39,6 +39,9 @@ stuck                    a group did not reach a partition's last record within 
 two-owners               a member polled or committed a partition the coordinator had
                          given to another member, and let it go by revoking it or
                          closing, not as lost: it was never told (``_ownership``)
+silent-expiry            a member the coordinator removed (session expired, fenced)
+                         went on polling or committing a partition it held, long
+                         after: it was never told (``_expiry``)
 incomplete               the history cannot be checked (no drain of a written topic)
 =======================  =============================================================
 
@@ -91,6 +94,7 @@ DESCRIPTIONS: dict[str, str] = {
     "unprocessed": "consume-transform-produce input never in the output",
     "stuck": "a group never reached the log end after the faults (alive but stuck)",
     "two-owners": "a member acted on a partition given to another, never told it lost it",
+    "silent-expiry": "a member the coordinator removed went on using its partitions",
     "incomplete": "the history cannot be checked",
 }
 KINDS = tuple(DESCRIPTIONS)

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-__all__ = ["ClusterProcess", "ControlError", "free_ports"]
+__all__ = ["REMOVALS_FILE", "ClusterProcess", "ControlError", "free_ports"]
 
 PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range (32768-60999)
 
@@ -81,6 +81,10 @@ def _wait_gone(pid: int, timeout: float = 10) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.02)
+
+
+# Where the cluster process appends the members its coordinators removed (``_server``)
+REMOVALS_FILE = "group-removals.jsonl"
 
 
 class ClusterProcess:
@@ -166,6 +170,18 @@ class ClusterProcess:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+    def removals(self) -> list[dict[str, Any]]:
+        """Every member its coordinators removed without its asking, over all its lives
+        (``kaflite.cluster.groups.removals``), oldest first."""
+        path = self.data_dir / REMOVALS_FILE
+        if not path.is_file():
+            return []
+        out = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):   # a line cut short by a SIGKILL
+                out.append(json.loads(line))
+        return sorted(out, key=lambda r: float(r["monotonic"]))
 
     def crash(self) -> None:
         """SIGKILL the whole cluster: nothing is flushed, handed over or closed."""

@@ -17,6 +17,8 @@ threads can be ordered in real time.
 ``Commit``        a consumer's offset commit for one partition (``ok``/``fail``)
 ``Assign``        a consumer's assignment changed: ``assign``, ``revoke``, ``lost``,
                   ``seek`` (the application moved the position) or ``close``
+``Removed``       a coordinator removed a member without its asking (its session
+                  expired...): the coordinator's side of the membership
 ``Txn``           a transaction ended: what was asked (``commit``/``abort``), what
                   came back (``ok``/``fail``/``info``), the values it carried
 ``Fault``         one nemesis fault: kind, arguments, start and end
@@ -44,7 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 __all__ = ["OPS", "Assign", "Commit", "Drain", "Fault", "History", "Meta", "Note", "Op",
-           "Phase", "Poll", "Probe", "Send", "Txn", "from_dict", "to_dict"]
+           "Phase", "Poll", "Probe", "Removed", "Send", "Txn", "from_dict", "to_dict"]
 
 Records = tuple[tuple[int, int], ...]  # (offset, value) pairs
 
@@ -105,6 +107,20 @@ class Assign(Op):
     group: str | None
     topic: str
     partitions: tuple[int, ...]
+    client: str | None = None    # the client.id of the consumer that reported it
+
+
+@dataclass(frozen=True, kw_only=True)
+class Removed(Op):
+    """A group coordinator removed a member without its asking (session expiry, a
+    rebalance it did not finish, a fence); ``process`` is the consumer whose client it
+    was, as its ``client.id`` says (``kaflite.cluster.groups.removals``)."""
+    kind: ClassVar[str] = "removed"
+    group: str
+    client: str
+    member_id: str
+    protocol: str
+    cause: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,7 +176,7 @@ class Probe(Op):
 
 
 OPS: dict[str, type[Op]] = {cls.kind: cls for cls in (
-    Meta, Send, Poll, Commit, Assign, Txn, Fault, Phase, Drain, Note, Probe)}
+    Meta, Send, Poll, Commit, Assign, Removed, Txn, Fault, Phase, Drain, Note, Probe)}
 
 
 def to_dict(op: Op) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from kaflite.verify._probe import ApiVersionsProbe
 from kaflite.verify.checker import CheckResult, check
 from kaflite.verify.clients import factory
 from kaflite.verify.control import ClusterProcess
-from kaflite.verify.history import Drain, History, Meta, Note, Phase, Probe
+from kaflite.verify.history import Drain, History, Meta, Note, Phase, Probe, Removed
 from kaflite.verify.nemesis import KINDS, Nemesis, Targets, plan
 from kaflite.verify.report import exclusions
 from kaflite.verify.workload import (
@@ -176,12 +176,24 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
         history.add(Phase(time=history.now(), process="run", name="done"))
     finally:
         cluster.stop()
+        _add_removals(history, cluster)
         if config.history is not None:
             history.dump(config.history)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         client.close()
     return history, check(history.ops)
+
+
+def _add_removals(history: History, cluster: ClusterProcess) -> None:
+    """The coordinators' side of the membership, on the run's clock: each member they
+    removed, under the process whose consumer it was (client ids are ``process.n``)."""
+    for r in cluster.removals():
+        client = str(r["client_id"])
+        history.add(Removed(time=float(r["monotonic"]) - history.t0,
+                            process=client.rsplit(".", 1)[0], group=str(r["group"]),
+                            client=client, member_id=str(r["member_id"]),
+                            protocol=str(r["protocol"]), cause=str(r["cause"])))
 
 
 def _create(servers: str, topics: dict[str, int], timeout_ms: int | None = None) -> None:

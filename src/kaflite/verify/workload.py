@@ -128,6 +128,7 @@ class _Recorder:
     def __init__(self, shared: Shared, process: str, group: str | None) -> None:
         self.shared, self.process, self.group = shared, process, group
         self.muted = False      # a crashed member's library speaks for nobody
+        self.client: str | None = None   # the client.id of the consumer it listens to
 
     def changed(self, type_: str, tps: list[TP]) -> None:
         if self.muted:
@@ -138,7 +139,7 @@ class _Recorder:
             by_topic[topic].append(part)
         for topic, parts in sorted(by_topic.items()):
             h.add(Assign(time=h.now(), process=self.process, type=type_, group=self.group,
-                         topic=topic, partitions=tuple(sorted(parts))))
+                         topic=topic, partitions=tuple(sorted(parts)), client=self.client))
 
     def assigned(self, tps: list[TP]) -> None:
         self.changed("assign", tps)
@@ -152,7 +153,7 @@ class _Recorder:
         h = self.shared.history
         for topic in topics:
             h.add(Assign(time=h.now(), process=self.process, type="close", group=self.group,
-                         topic=topic, partitions=()))
+                         topic=topic, partitions=(), client=self.client))
 
 
 def _record_events(shared: Shared, process: str, client: ProducerClient | ConsumerClient,
@@ -240,14 +241,15 @@ def producer_process(shared: Shared, process: str, topic: str, rate: float,
         ctx.close()
 
 
-def _new_consumer(shared: Shared, ctx: Context, process: str, group: str, isolation: str,
-                  recorder: _Recorder) -> ConsumerClient | None:
+def _new_consumer(shared: Shared, ctx: Context, process: str, client: str, group: str,
+                  isolation: str, recorder: _Recorder) -> ConsumerClient | None:
     """A consumer for ``process``. Under churn it tries until it gets one (a rejoin may
     come while the nemesis has the whole cluster down, and kaflite's start() then
     fails); without churn a failure ends the process, as it always did."""
+    recorder.client = client
     while True:
         try:
-            return shared.factory.consumer(ctx, shared.servers, process, group, isolation,
+            return shared.factory.consumer(ctx, shared.servers, client, group, isolation,
                                            recorder)
         except Exception as exc:
             if not shared.churn:
@@ -271,13 +273,15 @@ MAX_POLL_INTERVAL_MS = 6_000
 STALL_S = 9.0
 
 
-def _member_fault(shared: Shared, process: str, kind: str) -> tuple[int | None, float]:
-    """Cut ``process`` off the cluster for ``kind`` crash|cut; the rule and its start."""
+def _member_fault(shared: Shared, process: str, client: str, kind: str
+                  ) -> tuple[int | None, float]:
+    """Cut ``process``'s consumer (``client``) off the cluster for ``kind`` crash|cut; the
+    rule and its start."""
     nemesis = shared.nemesis
     if nemesis is None or shared.writers_stop.is_set():
         return None, 0.0
     try:
-        return nemesis.cut_client(process), shared.history.now()
+        return nemesis.cut_client(client), shared.history.now()
     except Exception as exc:
         shared.note(process, f"{kind}: {exc!r}")
         return None, 0.0
@@ -299,8 +303,10 @@ class _Episodes:
     """One consumer's seeded member faults: when the next is due and which it is, and
     the cut or stall under way (the member lives through those two)."""
 
-    def __init__(self, shared: Shared, process: str, group: str, rng: random.Random) -> None:
+    def __init__(self, shared: Shared, process: str, client: str, group: str,
+                 rng: random.Random) -> None:
         self.shared, self.process, self.group, self.rng = shared, process, group, rng
+        self.client = client
         self.due: float | None = None
         self.kind = "leave"
         self.ongoing = False
@@ -328,7 +334,8 @@ class _Episodes:
         if self.kind in ("leave", "crash"):
             return self.kind
         if self.kind == "cut":
-            self.rule, self.start = _member_fault(self.shared, self.process, self.kind)
+            self.rule, self.start = _member_fault(self.shared, self.process, self.client,
+                                                  self.kind)
             if self.rule is None:
                 self.due = None
                 return None
@@ -372,12 +379,14 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
     rng = random.Random(f"{shared.seed}-{process}")
     recorder = _Recorder(shared, process, group)
     try:
-        while True:
-            consumer = _new_consumer(shared, ctx, process, group, isolation, recorder)
+        for n in itertools.count():
+            # each consumer its own client.id, to tell the coordinator's removals apart
+            client = f"{process}.{n}"
+            consumer = _new_consumer(shared, ctx, process, client, group, isolation, recorder)
             if consumer is None:
                 break
             consumer.subscribe([topic])
-            episodes = _Episodes(shared, process, group, rng)
+            episodes = _Episodes(shared, process, client, group, rng)
             ending = None
             while not shared.readers_stop.is_set() and ending is None:
                 ending = episodes.step()
@@ -391,7 +400,7 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
                 consumer.close()
                 break
             if ending == "crash":
-                _crash(shared, ctx, consumer, process, group, recorder, topic)
+                _crash(shared, ctx, consumer, process, client, group, recorder, topic)
                 recorder = _Recorder(shared, process, group)
                 continue
             try:    # a leave during a fault may fail; the member still joins again
@@ -411,12 +420,12 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
         ctx.close()
 
 
-def _crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str, group: str,
-           recorder: _Recorder, topic: str) -> None:
+def _crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str, client: str,
+           group: str, recorder: _Recorder, topic: str) -> None:
     """The member dies: it stops polling, reaches no broker, and holds nothing from now
     on (its library's later callbacks are not recorded). After the cut its client is
     closed, as the operating system would close a dead process's sockets."""
-    rule, start = _member_fault(shared, process, "crash")
+    rule, start = _member_fault(shared, process, client, "crash")
     recorder.closed([topic])
     recorder.muted = True
     if rule is not None:
@@ -557,7 +566,8 @@ def transformer_process(shared: Shared, process: str, source: str, sink: str,
             if shared.transformers_stop.is_set():
                 break
             if consumer is None:
-                consumer = shared.factory.consumer(ctx, shared.servers, f"{process}.c{n}",
+                recorder.client = f"{process}.c{n}"
+                consumer = shared.factory.consumer(ctx, shared.servers, recorder.client,
                                                    group, "read_committed", recorder)
                 consumer.subscribe([source])
             try:

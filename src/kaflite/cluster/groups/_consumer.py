@@ -74,6 +74,7 @@ from kaflite.cluster.groups._reconcile import Owned, next_assignment, owned_from
 from kaflite.cluster.groups._records import encode_group_key
 from kaflite.cluster.groups._regex import RegexResolver, TopicAllowed
 from kaflite.cluster.groups._timer import Timer
+from kaflite.cluster.groups.removals import removed
 
 if TYPE_CHECKING:
     from kaflite.cluster.groups._migration import Migration
@@ -399,6 +400,7 @@ class ConsumerGroupManager:
         if group is None or member is None:
             return False
         log.info("group %s: member %s fenced because %s", group_id, member_id, reason)
+        removed(group_id, member_id, member.client_id, "consumer", reason)
         out: list[Record] = []
         self.fence_records(group, member, out)
         self._write(out).add_done_callback(lambda f: _log_write(f, group_id, reason))

@@ -48,6 +48,7 @@ from kaflite.cluster.groups._group import (
 )
 from kaflite.cluster.groups._records import encode_group_key, encode_group_value
 from kaflite.cluster.groups._timer import Timer
+from kaflite.cluster.groups.removals import removed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import JoinGroupResponse, SyncGroupResponse
 
@@ -144,6 +145,8 @@ class Rebalancer:
         self.timer.cancel(f"join-{gid}")
         for m in group.not_yet_rejoined():
             if not m.is_static:
+                removed(gid, m.member_id, m.client_id, "classic",
+                        "it did not join again within the rebalance timeout")
                 group.remove(m.member_id)
                 self.timer.cancel(hb_key(gid, m.member_id))
         if group.is_in(S.DEAD):
@@ -176,6 +179,9 @@ class Rebalancer:
         if group.is_in(S.COMPLETING_REBALANCE, S.STABLE):
             missing = sorted(group.pending_sync)
             for member_id in missing:
+                gone = group.members.get(member_id)
+                removed(group_id, member_id, gone.client_id if gone else "", "classic",
+                        "it sent no SyncGroup within the rebalance timeout")
                 group.remove(member_id)
                 self.timer.cancel(hb_key(group_id, member_id))
             self.prepare_rebalance(group, f"members {missing} sent no SyncGroup in time")
@@ -233,6 +239,7 @@ class Rebalancer:
 
     def remove_member(self, group: ClassicGroup, member: ClassicMember, reason: str) -> None:
         """Drop a member (session expiry, fault injection) and rebalance the rest."""
+        removed(group.group_id, member.member_id, member.client_id, "classic", reason)
         self.timer.cancel(hb_key(group.group_id, member.member_id))
         complete_join(member, join_error(errors.UnknownMemberIdError.code))
         group.remove(member.member_id)
