@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kaflite.verify._expiry import TOLD_WITHIN_S
 from kaflite.verify._ownership import check_ownership
-from kaflite.verify.history import Fault, Removed
+from kaflite.verify.history import Fault, Removed, Subscribe
 from tests.verify.test_checker import Run, found
 
 
@@ -196,3 +196,27 @@ def test_a_removal_of_the_consumer_a_process_had_before_does_not_count() -> None
     # the coordinator removed c0.0, but c0 holds the partition with its next consumer c0.1
     silent, stats = expiries(expired_run("poll", c0_client="c0.1"))
     assert not silent and stats["removed holding partitions"] == 0
+
+
+def dropped_topic_run(drop: bool) -> Run:
+    """c0 subscribes to t and ``idle``, holds idle's partition 0, then (with ``drop``)
+    subscribes to t alone and revokes it; 20 s later it closes."""
+    run = Run.clean(reads=False)
+    run.add(Subscribe(time=run.tick(), process="c0", group="g", topics=("t", "idle")))
+    run.assign("c0", 0, 1).poll("c0", 0, Run.log(0)).poll("c0", 1, Run.log(1))
+    run.assign("c0", 0, topic="idle")
+    if drop:
+        run.add(Subscribe(time=run.tick(), process="c0", group="g", topics=("t",)))
+    run.assign("c0", 0, topic="idle", type="revoke")
+    run.t += 20.0
+    run.assign("c0", topic="idle", type="close").assign("c0", topic="t", type="close")
+    return run.finish()
+
+
+def test_a_topic_nobody_is_subscribed_to_is_not_unowned() -> None:
+    _, stats = check_ownership(dropped_topic_run(drop=True).ops)
+    assert stats["unowned beyond a rebalance"] == 0
+    assert stats["subscription changes"] == 1
+    _, stats = check_ownership(dropped_topic_run(drop=False).ops)   # still subscribed
+    assert stats["unowned beyond a rebalance"] == 1
+    assert "subscription changes" not in stats

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaflite.verify._expiry import Removals
-from kaflite.verify.history import Assign, Commit, Fault, Op, Poll, Removed
+from kaflite.verify.history import Assign, Commit, Fault, Op, Poll, Removed, Subscribe
 
 __all__ = ["Finding", "Overlap", "check_ownership"]
 
@@ -75,8 +75,8 @@ def _ordered(ops: Sequence[Op]) -> list[Op]:
     # A commit is placed when it was asked for: that is when the member acted.
     def when(op: Op) -> float:
         return op.invoked if isinstance(op, Commit) else op.time
-    return sorted((op for op in ops if isinstance(op, Assign | Poll | Commit | Removed)),
-                  key=when)
+    return sorted((op for op in ops
+                   if isinstance(op, Assign | Poll | Commit | Removed | Subscribe)), key=when)
 
 
 def _clip(span: tuple[float, float], holes: Sequence[tuple[float, float]]
@@ -168,6 +168,9 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
     unowned = _Unowned(absent)
     removals = Removals(absent)
     client_of: dict[str, str | None] = {}       # process -> its consumer's client.id now
+    # (process, group) -> its consumer's client.id and subscription
+    subscribed: dict[tuple[str, str], tuple[str | None, tuple[str, ...]]] = {}
+    changes = 0
     end = 0.0
 
     def release(process: str, key: GroupKey, how: str, t: float) -> None:
@@ -191,6 +194,16 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
         if isinstance(op, Removed):
             removals.removal(op, [(p, key) for key, hs in holders.items() for p in hs],
                              client_of)
+        elif isinstance(op, Subscribe):
+            # a topic it dropped is no longer one it is there to hold (its library revokes
+            # what it held of it; the revocation is judged like any other)
+            known = subscribed.get((op.process, op.group))
+            client, before = known or (None, ())
+            for topic in set(before) - set(op.topics):
+                unowned.left(op.process, op.group, topic, op.time)
+            if known is not None and client == op.client and set(before) != set(op.topics):
+                changes += 1        # the same consumer, subscribed to other topics
+            subscribed[(op.process, op.group)] = (op.client, op.topics)
         elif isinstance(op, Assign):
             if op.group is None or op.type == "seek":
                 continue
@@ -251,5 +264,7 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
     if longest_ms:
         stats["longest fenced overlap (ms)"] = longest_ms
     stats.update(removals.stats())
+    if changes:
+        stats["subscription changes"] = changes
     findings += [Finding("silent-expiry", key, example) for key, example in removals.findings()]
     return findings, stats

@@ -17,6 +17,7 @@ threads can be ordered in real time.
 ``Commit``        a consumer's offset commit for one partition (``ok``/``fail``)
 ``Assign``        a consumer's assignment changed: ``assign``, ``revoke``, ``lost``,
                   ``seek`` (the application moved the position) or ``close``
+``Subscribe``     a consumer changed its subscription (group churn)
 ``Removed``       a coordinator removed a member without its asking (its session
                   expired...): the coordinator's side of the membership
 ``Txn``           a transaction ended: what was asked (``commit``/``abort``), what
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 __all__ = ["OPS", "Assign", "Commit", "Drain", "Fault", "History", "Meta", "Note", "Op",
-           "Phase", "Poll", "Probe", "Removed", "Send", "Txn", "from_dict", "to_dict"]
+           "Phase", "Poll", "Probe", "Removed", "Send", "Subscribe", "Txn", "from_dict", "to_dict"]
 
 Records = tuple[tuple[int, int], ...]  # (offset, value) pairs
 
@@ -108,6 +109,15 @@ class Assign(Op):
     topic: str
     partitions: tuple[int, ...]
     client: str | None = None    # the client.id of the consumer that reported it
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subscribe(Op):
+    """A consumer changed its subscription to ``topics`` (group churn)."""
+    kind: ClassVar[str] = "subscribe"
+    group: str
+    topics: tuple[str, ...]
+    client: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,7 +186,8 @@ class Probe(Op):
 
 
 OPS: dict[str, type[Op]] = {cls.kind: cls for cls in (
-    Meta, Send, Poll, Commit, Assign, Removed, Txn, Fault, Phase, Drain, Note, Probe)}
+    Meta, Send, Poll, Commit, Assign, Subscribe, Removed, Txn, Fault, Phase, Drain, Note,
+    Probe)}
 
 
 def to_dict(op: Op) -> dict[str, Any]:

@@ -43,6 +43,8 @@ from kaflite.verify.history import Drain, History, Meta, Note, Phase, Probe, Rem
 from kaflite.verify.nemesis import KINDS, Nemesis, Targets, plan
 from kaflite.verify.report import exclusions
 from kaflite.verify.workload import (
+    IDLE_PARTITIONS,
+    IDLE_TOPIC,
     MAX_POLL_INTERVAL_MS,
     Shared,
     consumer_process,
@@ -84,7 +86,9 @@ class RunConfig:
     data_dir: Path | None = None        # default: a temporary directory, removed after
     history: Path | None = None         # where to write the history (JSON lines)
     processes: bool = False             # each broker in its own process: kill = SIGKILL
-    group_protocol: str = "classic"     # classic | consumer (KIP-848) for the groups' members
+    # the groups' members: classic (eager: range), cooperative (classic with KIP-429's
+    # cooperative-sticky) or consumer (KIP-848)
+    group_protocol: str = "classic"
     churn: bool = False                 # members leave and join again at seeded moments
     filler_partitions: int = 0          # more partitions (RF 3, idle) in the cluster first
 
@@ -252,7 +256,11 @@ def _heal(nemesis: Nemesis, history: History, say: Callable[[str], None]) -> Non
 def _queue(config: RunConfig, cluster: ClusterProcess, shared: Shared,
            say: Callable[[str], None]) -> None:
     topic, group, history = "queue", "verify-queue", shared.history
-    _create(cluster.bootstrap_servers, {topic: config.partitions})
+    topics = {topic: config.partitions}
+    if config.churn and shared.factory.resubscribes:
+        topics[IDLE_TOPIC] = IDLE_PARTITIONS
+        shared.idle_topic = IDLE_TOPIC
+    _create(cluster.bootstrap_servers, topics)
     readers = [_thread(f"consumer-{i}", consumer_process, shared, f"consumer-{i}", topic, group)
                for i in range(config.consumers)]
     # Odd producers key each record by its value, even ones send without a key (sticky).

@@ -42,7 +42,17 @@ from kaflite.verify.clients import (
     ProducerClient,
     TxnFailure,
 )
-from kaflite.verify.history import Assign, Commit, Fault, History, Note, Poll, Send, Txn
+from kaflite.verify.history import (
+    Assign,
+    Commit,
+    Fault,
+    History,
+    Note,
+    Poll,
+    Send,
+    Subscribe,
+    Txn,
+)
 
 if TYPE_CHECKING:
     from kaflite.verify.nemesis import Nemesis
@@ -71,6 +81,8 @@ class Shared:
         self.notes: dict[str, int] = defaultdict(int)
         self.nemesis: Nemesis | None = None   # the running one, stopped on any way out
         self.churn = False                      # consumers leave and rejoin (RunConfig)
+        # under churn, the topic members add to their subscription and drop again
+        self.idle_topic: str | None = None
 
     def advance(self, group: str, tp: TP, offset: int) -> None:
         with self._lock:
@@ -129,6 +141,14 @@ class _Recorder:
         self.shared, self.process, self.group = shared, process, group
         self.muted = False      # a crashed member's library speaks for nobody
         self.client: str | None = None   # the client.id of the consumer it listens to
+        self.topics: list[str] = []      # its consumer's subscription
+
+    def subscribed(self, topics: list[str]) -> None:
+        self.topics = list(topics)
+        if self.group is not None and not self.muted:
+            h = self.shared.history
+            h.add(Subscribe(time=h.now(), process=self.process, group=self.group,
+                            topics=tuple(topics), client=self.client))
 
     def changed(self, type_: str, tps: list[TP]) -> None:
         if self.muted:
@@ -147,11 +167,12 @@ class _Recorder:
     def revoked(self, tps: list[TP], lost: bool) -> None:
         self.changed("lost" if lost else "revoke", tps)
 
-    def closed(self, topics: list[str]) -> None:
+    def closed(self) -> None:
+        """Its consumer closed: it holds nothing of the topics it was subscribed to."""
         if self.muted:
             return
         h = self.shared.history
-        for topic in topics:
+        for topic in self.topics:
             h.add(Assign(time=h.now(), process=self.process, type="close", group=self.group,
                          topic=topic, partitions=(), client=self.client))
 
@@ -266,6 +287,9 @@ def _new_consumer(shared: Shared, ctx: Context, process: str, client: str, group
 # polling past max.poll.interval.ms (its library leaves the group; at its next poll it
 # must let its partitions go before it hands out their records).
 MEMBER_FAULTS = ("leave", "leave", "crash", "cut", "stall")
+# The topic churning members add to their subscription and drop again (_Subscriptions):
+# nothing is written to it, its partitions only move.
+IDLE_TOPIC, IDLE_PARTITIONS = "queue-idle", 4
 CUT_S = 8.0     # a cut outlasts the session timeouts the clients are given (6 s)
 # The churning consumers' max.poll.interval.ms (``ClientFactory.max_poll_interval_ms``),
 # and how long a stall lasts: past it, with the margin a library's poll check needs.
@@ -377,6 +401,7 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
     while the writers run, the member meets one of ``MEMBER_FAULTS`` at seeded moments."""
     ctx = shared.factory.context()
     rng = random.Random(f"{shared.seed}-{process}")
+    subscriptions = _Subscriptions(shared, process, topic)
     recorder = _Recorder(shared, process, group)
     try:
         for n in itertools.count():
@@ -385,7 +410,7 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
             consumer = _new_consumer(shared, ctx, process, client, group, isolation, recorder)
             if consumer is None:
                 break
-            consumer.subscribe([topic])
+            _subscribe(consumer, recorder, subscriptions.start())
             episodes = _Episodes(shared, process, client, group, rng)
             ending = None
             while not shared.readers_stop.is_set() and ending is None:
@@ -393,6 +418,7 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
                 if episodes.stalled:
                     ctx.sleep(0.2)
                 elif ending is None:
+                    subscriptions.step(consumer, recorder)   # cut off or not, it may
                     _poll_once(shared, consumer, ctx, process, group, isolation)
             episodes.end()
             _record_events(shared, process, consumer)
@@ -400,7 +426,7 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
                 consumer.close()
                 break
             if ending == "crash":
-                _crash(shared, ctx, consumer, process, client, group, recorder, topic)
+                _crash(shared, ctx, consumer, process, client, group, recorder)
                 recorder = _Recorder(shared, process, group)
                 continue
             try:    # a leave during a fault may fail; the member still joins again
@@ -408,7 +434,7 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
             except Exception as exc:
                 shared.note(process, f"leave: {exc!r}")
             h = shared.history
-            recorder.closed([topic])
+            recorder.closed()
             h.add(Fault(time=h.now(), process=process, fault="churn",
                         args={"member": process, "group": group}, start=h.now(),
                         end=h.now()))
@@ -416,17 +442,55 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
     except Exception as exc:
         shared.note(process, f"consumer failed: {exc!r}")
     finally:
-        recorder.closed([topic])
+        recorder.closed()
         ctx.close()
 
 
+def _subscribe(consumer: ConsumerClient, recorder: _Recorder, topics: list[str]) -> None:
+    consumer.subscribe(topics)
+    recorder.subscribed(topics)
+
+
+class _Subscriptions:
+    """Under churn, a member adds the idle topic to its subscription and drops it again,
+    at seeded moments 1-4 s apart (drawn apart from its member faults, so that a seed's
+    faults do not change; not while it stalls, as a stalled application calls nothing):
+    each change is a rebalance of its own, cooperative ones included, in which the
+    queue's partitions must not get stuck or doubly owned."""
+
+    def __init__(self, shared: Shared, process: str, topic: str) -> None:
+        self.shared, self.process, self.base = shared, process, [topic]
+        self.rng = random.Random(f"{shared.seed}-{process}-subscriptions")
+        on = shared.churn and shared.factory.resubscribes and shared.idle_topic is not None
+        self.idle = shared.idle_topic if on else None
+        self.due: float | None = None
+
+    def start(self) -> list[str]:
+        """A new consumer's subscription: the queue only."""
+        if self.idle is not None:
+            self.due = time.monotonic() + self.rng.uniform(1.0, 4.0)
+        return list(self.base)
+
+    def step(self, consumer: ConsumerClient, recorder: _Recorder) -> None:
+        now = time.monotonic()
+        if self.idle is None or self.due is None or now < self.due \
+                or self.shared.writers_stop.is_set():
+            return
+        topics = self.base if self.idle in recorder.topics else [*self.base, self.idle]
+        self.due = now + self.rng.uniform(1.0, 4.0)
+        try:
+            _subscribe(consumer, recorder, topics)
+        except Exception as exc:
+            self.shared.note(self.process, f"subscribe {topics}: {exc!r}")
+
+
 def _crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str, client: str,
-           group: str, recorder: _Recorder, topic: str) -> None:
+           group: str, recorder: _Recorder) -> None:
     """The member dies: it stops polling, reaches no broker, and holds nothing from now
     on (its library's later callbacks are not recorded). After the cut its client is
     closed, as the operating system would close a dead process's sockets."""
     rule, start = _member_fault(shared, process, client, "crash")
-    recorder.closed([topic])
+    recorder.closed()
     recorder.muted = True
     if rule is not None:
         shared.readers_stop.wait(CUT_S)
@@ -569,7 +633,7 @@ def transformer_process(shared: Shared, process: str, source: str, sink: str,
                 recorder.client = f"{process}.c{n}"
                 consumer = shared.factory.consumer(ctx, shared.servers, recorder.client,
                                                    group, "read_committed", recorder)
-                consumer.subscribe([source])
+                _subscribe(consumer, recorder, [source])
             try:
                 records = consumer.poll(0.3)
             except Exception as exc:
@@ -607,7 +671,7 @@ def transformer_process(shared: Shared, process: str, source: str, sink: str,
                         continue
                     recorder.changed("seek", [tp])
             else:   # unknown outcome: start over from the group's committed offsets
-                recorder.closed([source])
+                recorder.closed()
                 _close_quietly(shared, process, consumer)
                 consumer = None
                 txns.discard()
@@ -617,7 +681,7 @@ def transformer_process(shared: Shared, process: str, source: str, sink: str,
         acks.unacknowledged("no acknowledgement when the transformer stopped")
         if consumer is not None:
             _close_quietly(shared, process, consumer)
-        recorder.closed([source])
+        recorder.closed()
         txns.discard()
         ctx.close()
 

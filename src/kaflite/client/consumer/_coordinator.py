@@ -107,14 +107,23 @@ class GroupMember(GroupClient):
         self.last_heartbeat_ok = time.monotonic()
         self._hb_task: asyncio.Task[None] | None = None
         self._join_task: asyncio.Task[None] | None = None
+        self._rebalancing = False      # a JoinGroup or SyncGroup of ours is in flight
         self._closing = False
         self.joined_topics: set[str] = set()
 
     def _commit_identity(self) -> tuple[int, str, str | None]:
+        # While its JoinGroup or SyncGroup waits on the coordinator connection, a commit
+        # would wait behind it (a broker answers a connection's requests in order): as
+        # Java's generationIfStable, it fails at once, and poll() completes the rebalance.
+        if self._rebalancing:
+            raise errors.RebalanceInProgressError(
+                f"group {self.group_id} is rebalancing: poll() to complete the rebalance, "
+                "then commit again")
         # A member that must rejoin (REBALANCE_IN_PROGRESS, or an ILLEGAL_GENERATION
-        # that may be spurious) still commits under the generation it has: the
-        # coordinator takes it if that generation is current, and answers
-        # ILLEGAL_GENERATION otherwise, so nothing is committed over a newer owner.
+        # that may be spurious) but has not sent its JoinGroup yet still commits under
+        # the generation it has: the coordinator takes it if that generation is current,
+        # and answers ILLEGAL_GENERATION otherwise, so nothing is committed over a newer
+        # owner.
         if self.generation >= 0 and bool(self.member_id) and self.state != FATAL:
             return self.generation, self.member_id, self.instance_id
         return -1, "", None
@@ -219,6 +228,14 @@ class GroupMember(GroupClient):
             reason=self.rejoin_reason)
         self._emit("rebalance", f"joining group {self.group_id}",
                    cause=self.rejoin_reason)
+        self._rebalancing = True
+        try:
+            await self._join_and_sync(req, topics, deadline)
+        finally:
+            self._rebalancing = False
+
+    async def _join_and_sync(self, req: JoinGroupRequest, topics: set[str],
+                             deadline: float) -> None:
         resp: JoinGroupResponse = await self._coord_request(req, deadline)
         if resp.error_code == MEMBER_ID_REQUIRED:
             self.member_id = resp.member_id  # KIP-394: join again with the given id
@@ -251,6 +268,7 @@ class GroupMember(GroupClient):
             raise Retry()
         assigned = {TopicPartition(t, p) for t, p in decode_assignment(sresp.assignment)}
         self.state = STABLE
+        self._rebalancing = False       # the listener may commit (as in Java)
         self.rejoin_reason = None
         self.last_heartbeat_ok = time.monotonic()
         await self.hooks.assigned(assigned, self.generation, self.cooperative)

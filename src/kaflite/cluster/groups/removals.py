@@ -26,12 +26,12 @@ import queue
 import time
 from pathlib import Path
 
-__all__ = ["ENV", "install_sink", "install_sink_from_env", "removed"]
+__all__ = ["ENV", "install_sink", "install_sink_from_env", "remove_sink", "removed"]
 
 log = logging.getLogger("kaflite.groups.removals")
 log.propagate = False          # the events have their own sink; the groups' log says why
 ENV = "KAFLITE_GROUP_REMOVALS"
-_listeners: dict[str, logging.handlers.QueueListener] = {}
+_sinks: dict[str, tuple[logging.handlers.QueueListener, logging.Handler, logging.Handler]] = {}
 
 
 def removed(group: str, member_id: str, client_id: str, protocol: str, cause: str) -> None:
@@ -59,22 +59,37 @@ class _Lines(logging.Handler):
 
 
 def install_sink(path: Path) -> None:
-    """Append every removal to ``path`` from now on (once per path and process)."""
+    """Append every removal to ``path`` from now on (once per path and process), until
+    ``remove_sink(path)`` or the process exits."""
     key = str(path)
-    if key in _listeners:
+    if key in _sinks:
         return
     q: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
     handler = _Lines(path)
     listener = logging.handlers.QueueListener(q, handler)
     listener.start()
-    _listeners[key] = listener
-    log.addHandler(logging.handlers.QueueHandler(q))
+    front = logging.handlers.QueueHandler(q)
+    _sinks[key] = (listener, handler, front)
+    log.addHandler(front)
     log.setLevel(logging.INFO)
+    if len(_sinks) == 1:
+        atexit.register(_remove_all)
 
-    def stop() -> None:
-        listener.stop()         # writes what is queued, then ends the thread
-        handler.close()
-    atexit.register(stop)
+
+def remove_sink(path: Path) -> None:
+    """Stop appending to ``path``: what is queued is written first."""
+    sink = _sinks.pop(str(path), None)
+    if sink is None:
+        return
+    listener, handler, front = sink
+    log.removeHandler(front)
+    listener.stop()             # writes what is queued, then ends the thread
+    handler.close()
+
+
+def _remove_all() -> None:
+    for key in list(_sinks):
+        remove_sink(Path(key))
 
 
 def install_sink_from_env() -> None:

@@ -18,8 +18,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["AckFn", "ClientFactory", "ConsumerClient", "Context", "Listener",
+__all__ = ["CLASSIC", "AckFn", "ClientFactory", "ConsumerClient", "Context", "Listener",
            "ProducerClient", "Record", "TxnFailure", "decode", "encode"]
+
+# The classic protocol's flavours a run can ask for: partition.assignment.strategy
+CLASSIC = {"classic": "range", "cooperative": "cooperative-sticky"}
 
 T = TypeVar("T")
 Record = tuple[str, int, int, int]          # topic, partition, offset, value
@@ -178,12 +181,13 @@ class ClientFactory(ABC):
     # without consumer groups reads every partition in each reader: it runs one.
     readers_per_group: int | None = None
     # The group protocols its consumers speak, and the one a run chose (``RunConfig``).
-    group_protocols: tuple[str, ...] = ("classic",)
+    group_protocols: tuple[str, ...] = ("classic",)     # and "cooperative", "consumer"
     group_protocol = "classic"
     # The consumers' max.poll.interval.ms, when a run sets one (group churn stalls
     # members past it), and whether the library has such a limit at all.
     max_poll_interval_ms: int | None = None
     stalls = True
+    resubscribes = True     # whether a consumer may subscribe again to other topics
 
     def start(self) -> None:
         """Called once before the run's cluster starts (a slow client warms up here)."""

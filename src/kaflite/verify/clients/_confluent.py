@@ -7,6 +7,7 @@ import os
 from typing import Any, cast
 
 from kaflite.verify.clients._base import (
+    CLASSIC,
     TP,
     AckFn,
     ClientFactory,
@@ -123,8 +124,9 @@ class _Consumer(ConsumerClient):
         config.update({"group.id": group or f"{client_id}-nogroup",
                        "auto.offset.reset": "earliest", "enable.auto.commit": False,
                        "isolation.level": isolation})
-        if group_protocol == "classic":
-            config.update({"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500})
+        if group_protocol in CLASSIC:
+            config.update({"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500,
+                           "partition.assignment.strategy": CLASSIC[group_protocol]})
         else:   # KIP-848: librdkafka refuses both; the coordinator sets them
             config["group.protocol"] = group_protocol
         if max_poll_interval_ms is not None:
@@ -221,7 +223,7 @@ LIBRDKAFKA_STALE_LISTOFFSETS = (
 
 
 class ConfluentKafka(ClientFactory):
-    group_protocols = ("classic", "consumer")
+    group_protocols = ("classic", "cooperative", "consumer")
     name = "confluent-kafka"
     transactions = True
     known_issues = {"txn": {"kill": LIBRDKAFKA_5511, "stop": LIBRDKAFKA_5511,

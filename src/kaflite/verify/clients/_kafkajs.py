@@ -446,6 +446,7 @@ KAFKAJS_TXN = (
 class KafkaJS(ClientFactory):
     name = "kafkajs"
     stalls = False      # no max.poll.interval.ms: its runner pulls batches by itself
+    resubscribes = False   # a running kafkajs consumer cannot change its subscription
     # The adapter does transactions, but kafkajs fails the txn workload by itself
     # (KAFKAJS_TXN): it runs only on request, to reproduce.
     transactions = os.environ.get("KAFLITE_VERIFY_KAFKAJS_TXN") == "1"

@@ -8,6 +8,7 @@ from kaflite.client import Consumer, Producer, RebalanceListener, TopicPartition
 from kaflite.client import sync as ksync
 from kaflite.client.producer import RecordMetadata
 from kaflite.verify.clients._base import (
+    CLASSIC,
     TP,
     AckFn,
     ClientFactory,
@@ -42,8 +43,9 @@ def consumer_config(servers: str, client_id: str, group: str | None, isolation: 
         "bootstrap.servers": servers, "client.id": client_id, "group.id": group,
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
         "isolation.level": isolation, "default.api.timeout.ms": 20_000}
-    if group_protocol == "classic":
-        config.update({"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500})
+    if group_protocol in CLASSIC:
+        config.update({"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500,
+                       "partition.assignment.strategy": CLASSIC[group_protocol]})
     else:       # KIP-848: the coordinator sets both (group.consumer.* on the broker)
         config["group.protocol"] = group_protocol
     if max_poll_interval_ms is not None:
@@ -174,7 +176,7 @@ class _AsyncConsumer(ConsumerClient):
 
 
 class KafliteAsync(ClientFactory):
-    group_protocols = ("classic", "consumer")
+    group_protocols = ("classic", "cooperative", "consumer")
     name = "kaflite"
     transactions = True
 
@@ -247,7 +249,7 @@ class _SyncConsumer(ConsumerClient):
 
 
 class KafliteSync(ClientFactory):
-    group_protocols = ("classic", "consumer")
+    group_protocols = ("classic", "cooperative", "consumer")
     name = "kaflite-sync"
 
     def producer(self, ctx: Context, servers: str, client_id: str,

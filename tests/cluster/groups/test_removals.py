@@ -1,0 +1,101 @@
+"""The coordinator's removals of members, as events (``kaflite.cluster.groups.removals``).
+
+``kaflite.verify`` judges "every member the coordinator expired was told" from these
+events, so each kind of removal must produce one, with the client id that names the
+member's process: a KIP-848 member whose session expired, a classic one whose
+session expired, and one forgotten on request. A member that leaves by itself is not
+a removal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kaflite.client.sync import Admin, Consumer
+from kaflite.cluster import Cluster
+from kaflite.cluster.groups.removals import install_sink, remove_sink
+from tests.conftest import wait_for
+
+TOPIC = "removals"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    config = {"group.min.session.timeout.ms": 500, "group.consumer.session.timeout.ms": 1500,
+              "group.consumer.min.session.timeout.ms": 500,
+              "group.consumer.heartbeat.interval.ms": 200,
+              "group.consumer.min.heartbeat.interval.ms": 100,
+              "group.initial.rebalance.delay.ms": 0}
+    with Cluster(brokers=1, config=config) as c:
+        c.create_topic(TOPIC, 2, 1)
+        yield c
+
+
+@pytest.fixture()
+def sink(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "removals.jsonl"
+    install_sink(path)
+    try:
+        yield path
+    finally:
+        remove_sink(path)
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def joined(cluster: Cluster, group: str, client_id: str, protocol: str) -> Consumer:
+    conf: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                            "client.id": client_id, "auto.offset.reset": "earliest"}
+    if protocol == "consumer":
+        conf["group.protocol"] = "consumer"
+    else:
+        conf.update({"session.timeout.ms": 1500, "heartbeat.interval.ms": 200})
+    c = Consumer(conf).start()
+    c.subscribe([TOPIC])
+    wait_for(lambda: (c.poll(100), bool(c.assignment()))[1], "an assignment", 30)
+    return c
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_a_member_cut_off_past_its_session_is_removed_once(
+        cluster: Cluster, sink: Path, protocol: str) -> None:
+    group, cid = f"expiry-{protocol}", f"cut-{protocol}.0"
+    c = joined(cluster, group, cid, protocol)
+    rule = cluster.faults.drop_requests(None, None, client_id=cid)   # every request, for ever
+    try:
+        wait_for(lambda: any(e["client_id"] == cid for e in events(sink)),
+                 "the coordinator to remove the member", 20, state=lambda: events(sink))
+    finally:
+        cluster.faults.remove(rule.id)
+        c.close()
+    (event,) = [e for e in events(sink) if e["client_id"] == cid]
+    assert event["group"] == group and event["protocol"] == protocol
+    assert event["member_id"] and "expired" in event["cause"]
+    assert event["monotonic"] > 0 and event["wall"] > 0
+
+
+def test_a_forgotten_member_is_a_removal_and_one_that_leaves_is_not(
+        cluster: Cluster, sink: Path) -> None:
+    joined(cluster, "leave", "leaving.0", "classic").close()     # LeaveGroup: no event
+    forgotten = joined(cluster, "forget", "forgotten.0", "classic")
+    try:
+        with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            members = admin.describe_groups(["forget"])["forget"].members
+        (member_id,) = [m.member_id for m in members if m.client_id == "forgotten.0"]
+        assert cluster.faults.forget_member("forget", member_id)
+        wait_for(lambda: events(sink), "the removal event", 10)
+    finally:
+        forgotten.close()
+    (event,) = events(sink)
+    assert (event["client_id"], event["member_id"], event["protocol"]) == \
+        ("forgotten.0", member_id, "classic")
+    assert "forgotten on request" in event["cause"]
