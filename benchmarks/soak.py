@@ -114,6 +114,7 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
             "crashes": crashes, "cuts": cuts, "stalls": stalls,
             "two-owners": c.get("two-owners", 0), "fenced": st.get("fenced overlaps", 0),
             "removed": st.get("members removed", 0),
+            "subscriptions": st.get("subscription changes", 0),
             "silent expiries": c.get("silent-expiry", 0),
             "stuck": c.get("stuck", 0), "lost": c.get("lost-write", 0),
             "unowned > 15 s": st.get("unowned beyond a rebalance", 0),
@@ -128,6 +129,7 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
               f"seed {round_seed:<10} {'valid' if result.valid else 'INVALID'}  "
               f"{ {k: v for k, v in c.items() if v} or ''}", flush=True)
     cols = ("rounds", "members", "rebalances", "faults", "crashes", "cuts", "stalls",
+            "subscriptions",
             "two-owners", "fenced", "removed", "silent expiries",
             "unowned > 15 s", "stuck", "lost")
     lines = [f"Group soak of {(time.monotonic() - started) / 60:.0f} minutes, soak seed "

@@ -32,14 +32,16 @@ TXN_SEEDS = {"kaflite": 2001, "confluent-kafka": 2002}
 # kaflite.spark's streaming source: one round, as short as lets its seed meet every
 # kind of fault (the SparkSession's start comes on top of it).
 SPARK_SEED, SPARK_SECONDS = 1006, 7.0
-# Group churn (members leave and join again, crash, are cut off past their session, or
-# stall past max.poll.interval.ms) under every fault, for each group protocol of each
-# client that has it; the two-owners invariant judges each (issue 36). Three members:
-# each seed has consumer-0 leave and then crash, consumer-1 cut off and consumer-2 stall,
-# early in the round (workload.MEMBER_FAULTS, drawn per member).
+# Group churn (members leave and join again, crash, are cut off past their session,
+# stall past max.poll.interval.ms, and change their subscriptions) under every fault, for
+# each group protocol of each client that has it (classic eager, classic cooperative-
+# sticky, KIP-848); the two-owners and silent-expiry invariants judge each (issue 36).
+# Three members: each seed has consumer-0 leave and then crash, consumer-1 cut off and
+# consumer-2 stall, early in the round (workload.MEMBER_FAULTS, drawn per member).
 CHURN_SEEDS = {("kaflite", "consumer"): 5447, ("kaflite-sync", "consumer"): 8384,
                ("confluent-kafka", "consumer"): 9490, ("kaflite", "classic"): 11717,
-               ("confluent-kafka", "classic"): 11729}
+               ("confluent-kafka", "classic"): 11729, ("kaflite", "cooperative"): 11717,
+               ("confluent-kafka", "cooperative"): 11729}
 
 # Under pytest-xdist every worker collects the tests, and all must draw the same
 # seed: the run's shared id seeds the draw (a new one each run).
