@@ -200,7 +200,7 @@ class Broker:
             self, self.share_coordinator, self.share_coordinator.config.write_timeout_ms))
         self.groups = GroupCoordinator(self)  # hooks partition changes before taking any
         self.transactions = TransactionCoordinator(self)
-        self.controller.broker_started(self.node_id)
+        await self.controller.broker_started_async(self.node_id)
         self._tasks.append(loop.create_task(self._maintain_isr()))
         self._tasks.append(loop.create_task(self._retention()))
         self._tasks.append(loop.create_task(self._checkpoint_high_watermarks()))
@@ -209,7 +209,7 @@ class Broker:
         """Graceful shutdown: hand leadership over, then close everything."""
         if not self.running:
             return
-        self.controller.broker_stopped(self.node_id)
+        await self.controller.broker_stopped_async(self.node_id)
         await self._checkpoint_high_watermarks_logged()
         await self._shutdown()
         if self.logs is not None:
@@ -224,7 +224,7 @@ class Broker:
         if not self.running:
             return
         await self._shutdown()
-        self.controller.broker_stopped(self.node_id)
+        await self.controller.broker_stopped_async(self.node_id)
         if self.logs is not None:
             self.logs.close(flush=False)
 

@@ -41,8 +41,10 @@ restore them: brokers register again when they start, as before.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
+import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
@@ -74,6 +76,10 @@ TOO_LARGE_BATCH = "Unable to perform excessively large batch operation."
 # ... and creates at most this many partitions for one request (MAX_PARTITIONS_PER_BATCH)
 MAX_PARTITIONS_PER_REQUEST = 10_000
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
+# Partitions a broker's start or stop changes per metadata batch, between two of which
+# the async variants let the event loop run (the brokers of a process share it).
+EVENT_CHUNK = 256
 
 
 
@@ -341,40 +347,79 @@ class Controller:
         return [b for b in self.brokers.values() if b.alive]
 
     def broker_started(self, node_id: int) -> None:
-        """A broker (re)joined: it becomes a follower of everything it replicates.
+        """A broker (re)joined (``broker_started_async`` yields between chunks)."""
+        for _ in self._started_steps(node_id):
+            pass
 
-        It is not put back into any ISR here; its leaders add it once it has
-        caught up, as Kafka's AlterPartition ISR expansion does. Leaderless
-        partitions whose ISR contains it get it as their leader.
-        """
-        self.brokers[node_id].alive = True
-        self._record(UnfenceBrokerRecord(node_id, self.brokers[node_id].epoch))
-        for topic in self.topics.values():
-            for p in topic.partitions:
-                if node_id not in p.replicas:
-                    continue
-                if p.leader == -1 and node_id in p.isr:
-                    self._set_leader(topic, p, node_id)
-                else:
-                    self._notify(topic, p, only=node_id)
-        self.save()
+    async def broker_started_async(self, node_id: int) -> None:
+        for _ in self._started_steps(node_id):
+            await asyncio.sleep(0)
 
     def broker_stopped(self, node_id: int) -> None:
-        """A broker died or shut down: move its leaderships, drop it from ISRs."""
+        """A broker died or shut down (``broker_stopped_async`` yields between chunks)."""
+        for _ in self._stopped_steps(node_id):
+            pass
+
+    async def broker_stopped_async(self, node_id: int) -> None:
+        for _ in self._stopped_steps(node_id):
+            await asyncio.sleep(0)
+
+    def _replicated_by(self, node_id: int) -> Iterator[tuple[TopicState, PartitionState]]:
+        """The partitions ``node_id`` replicates, ``EVENT_CHUNK`` at a time: between two
+        chunks (the steps below yield) the caller may let the loop run, so topics
+        deleted meanwhile are skipped."""
+        for topic in list(self.topics.values()):
+            if self.topics.get(topic.name) is not topic:
+                continue
+            for p in list(topic.partitions):
+                if node_id in p.replicas:
+                    yield topic, p
+
+    def _in_chunks(self, node_id: int, step: Callable[[TopicState, PartitionState], None]
+                   ) -> Iterator[None]:
+        """Apply ``step`` to ``node_id``'s partitions, one metadata batch a chunk, as
+        KRaft's controller writes a broker's leader changes in batches of records."""
+        pairs = self._replicated_by(node_id)
+        while True:
+            chunk = list(itertools.islice(pairs, EVENT_CHUNK))
+            if not chunk:
+                return
+            for topic, p in chunk:
+                if self.topics.get(topic.name) is topic:
+                    step(topic, p)
+            self.save()     # the chunk's records as one batch (or the enclosing one's)
+            yield
+
+    def _started_steps(self, node_id: int) -> Iterator[None]:
+        """It becomes a follower of everything it replicates. It is not put back into
+        any ISR here; its leaders add it once it has caught up, as Kafka's AlterPartition
+        ISR expansion does. Leaderless partitions whose ISR has it get it as leader."""
+        self.brokers[node_id].alive = True
+        self._record(UnfenceBrokerRecord(node_id, self.brokers[node_id].epoch))
+        self.save()
+
+        def step(topic: TopicState, p: PartitionState) -> None:
+            if p.leader == -1 and node_id in p.isr:
+                self._set_leader(topic, p, node_id)
+            else:
+                self._notify(topic, p, only=node_id)
+        yield from self._in_chunks(node_id, step)
+
+    def _stopped_steps(self, node_id: int) -> Iterator[None]:
+        """Its leaderships move and it leaves every ISR."""
         self.brokers[node_id].alive = False
         self._record(FenceBrokerRecord(node_id, self.brokers[node_id].epoch))
-        for topic in self.topics.values():
-            for p in topic.partitions:
-                if node_id not in p.replicas:
-                    continue
-                if p.leader == node_id:
-                    self._elect(topic, p, exclude={node_id})
-                elif node_id in p.isr and len(p.isr) > 1:
-                    self._touch(topic, p)
-                    p.isr = [r for r in p.isr if r != node_id]
-                    p.partition_epoch += 1
-                    self._notify(topic, p)
         self.save()
+
+        def step(topic: TopicState, p: PartitionState) -> None:
+            if p.leader == node_id:
+                self._elect(topic, p, exclude={node_id})
+            elif node_id in p.isr and len(p.isr) > 1:
+                self._touch(topic, p)
+                p.isr = [r for r in p.isr if r != node_id]
+                p.partition_epoch += 1
+                self._notify(topic, p)
+        yield from self._in_chunks(node_id, step)
 
     # -- topics -----------------------------------------------------------------
     def assign_replicas(self, partitions: int, replication_factor: int,

@@ -223,6 +223,13 @@ class RemoteController(Controller):
     def broker_stopped(self, node_id: int) -> None:
         self._call("broker_stopped", {"node_id": node_id})
 
+    # the controller process works through the partitions; this broker only asks
+    async def broker_started_async(self, node_id: int) -> None:
+        self.broker_started(node_id)
+
+    async def broker_stopped_async(self, node_id: int) -> None:
+        self.broker_stopped(node_id)
+
     def allocate_producer_id(self) -> int:
         return int(self._call("allocate_producer_id", {}))
 

@@ -62,6 +62,7 @@ __all__ = ["HANDLERS"]
 
 READ_COMMITTED = 1
 FULL_SCAN_S = 30.0   # a session reads all its partitions this often (log start changes)
+READ_CHUNK = 256     # partitions read between two turns of the event loop
 
 
 def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition,
@@ -168,9 +169,13 @@ class _Collected:
         self.pending: list[tuple[str, int]] = []     # to read again at the next fetch
 
 
-def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest,
-             targets: list[SessionPartition], replica_id: int,
-             session: FetchSession | None) -> _Collected:
+async def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest,
+                   targets: list[SessionPartition], replica_id: int,
+                   session: FetchSession | None) -> _Collected:
+    """Read ``targets``, ``READ_CHUNK`` at a time: a follower's first fetch names every
+    partition it replicates (thousands, after a restart), and the loop the brokers
+    share runs between two chunks. The ISR changes of a replica's chunk are one
+    metadata write."""
     budget = req.max_bytes
     if replica_id < 0:   # a consumer's fetch is bounded by what its quota allows at once
         window = broker.quotas.max_value_in_window(CONSUME, conn.info.principal,
@@ -178,22 +183,29 @@ def _collect(broker: Broker, conn: ServerConnection, req: FetchRequest,
         budget = int(min(budget, window))
     got = _Collected()
     first = True
-    for sp in targets:
-        data, p, pending = _read_partition(broker, conn, sp, replica_id, req.isolation_level,
-                                           budget - got.total, first, session)
-        size = len(data.records) if data.records is not None else 0
-        if size:
-            first = False
-        got.total += size
-        got.got_error = got.got_error or data.error_code != 0 \
-            or data.diverging_epoch.epoch != -1
-        if p is not None:
-            got.waiting.append(p)
-            if session is not None:
-                p.watch(session)
-        if pending or (session is not None and sp.reported != _client_view(data)):
-            got.pending.append((sp.topic, sp.partition))   # (news not told yet, too)
-        got.results.append((sp, data))
+    for start in range(0, len(targets), READ_CHUNK):
+        if start:
+            await asyncio.sleep(0)
+            if not broker.running:
+                break
+        with broker.controller.batched() if replica_id >= 0 else contextlib.nullcontext():
+            for sp in targets[start:start + READ_CHUNK]:
+                data, p, pending = _read_partition(broker, conn, sp, replica_id,
+                                                   req.isolation_level, budget - got.total,
+                                                   first, session)
+                size = len(data.records) if data.records is not None else 0
+                if size:
+                    first = False
+                got.total += size
+                got.got_error = got.got_error or data.error_code != 0 \
+                    or data.diverging_epoch.epoch != -1
+                if p is not None:
+                    got.waiting.append(p)
+                    if session is not None:
+                        p.watch(session)
+                if pending or (session is not None and sp.reported != _client_view(data)):
+                    got.pending.append((sp.topic, sp.partition))   # (news not told yet)
+                got.results.append((sp, data))
     return got
 
 
@@ -308,9 +320,7 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
         else:
             targets = session.targets(named, everything)
             everything = False
-        # the ISR changes of one replica Fetch: one metadata write
-        with broker.controller.batched() if replica_id >= 0 else contextlib.nullcontext():
-            got = _collect(broker, conn, req, targets, replica_id, session)
+        got = await _collect(broker, conn, req, targets, replica_id, session)
         remaining = deadline - time.monotonic()
         if got.total >= req.min_bytes or got.got_error or remaining <= 0 \
                 or not broker.running or (session is None and not got.waiting):
