@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -66,14 +66,18 @@ def test_a_torn_tmp_is_ignored_and_replaced(tmp_path: Path) -> None:
     hw.load(logs)
     assert hw.initial(("t", 0), plog.log_end_offset) == 2
     assert hw.initial(("u", 0), 100) == 0
-    assert asyncio.run(_write_and_close(hw, lambda: {("t", 0): 3})) == {("t", 0): 3}
+    async def snapshot() -> dict[tuple[str, int], int]:
+        return {("t", 0): 3}
+
+    assert asyncio.run(_write_and_close(hw, snapshot)) == {("t", 0): 3}
     assert read_offset_checkpoints(tmp_path / NAME) == {("t", 0): 3}
     assert not (tmp_path / f"{NAME}.tmp").exists()
     logs.close()
 
 
 async def _write_and_close(
-    hw: HighWatermarkCheckpoint, snapshot: Callable[[], dict[tuple[str, int], int]]
+    hw: HighWatermarkCheckpoint,
+    snapshot: Callable[[], Awaitable[dict[tuple[str, int], int]]]
 ) -> dict[tuple[str, int], int] | None:
     try:
         return await hw.write(snapshot)

@@ -456,15 +456,21 @@ class Broker:
         last write; OSError if the write failed."""
         taken: list[tuple[Partition, int]] = []
 
-        def snapshot() -> dict[tuple[str, int], int]:
+        async def snapshot() -> dict[tuple[str, int], int]:
+            # a chunk at a time (tens of thousands of partitions on the loop the brokers
+            # share); each entry is a high watermark its partition had, which is all a
+            # checkpoint needs
             taken.clear()
             logs = self.logs
             entries = {} if logs is None else {
                 tp: hw for tp, hw in self.hw_checkpoint.unhosted.items()
                 if logs.get(*tp) is not None}
-            for tp, p in self.partitions.items():
-                entries[tp] = p.high_watermark
-                taken.append((p, p.high_watermark))
+            for i, (tp, p) in enumerate(list(self.partitions.items())):
+                if i and not i % (4 * WALK_CHUNK):
+                    await asyncio.sleep(0)
+                hw = p.high_watermark
+                entries[tp] = hw
+                taken.append((p, hw))
             return entries
 
         if await self.hw_checkpoint.write(snapshot) is None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -106,14 +106,16 @@ class HighWatermarkCheckpoint:
 
     # -- writes ---------------------------------------------------------------------------
     async def write(
-        self, snapshot: Callable[[], Mapping[TopicPartition, int]]
+        self, snapshot: Callable[[], Awaitable[Mapping[TopicPartition, int]]]
     ) -> dict[TopicPartition, int] | None:
-        """Write what ``snapshot()`` returns (called on the loop, once any write in
-        flight has ended) in the worker thread; the entries written, or None when
-        they are those of the last write. OSError if the write failed."""
+        """Write what ``snapshot()`` returns (awaited on the loop, once any write in
+        flight has ended; it may take the partitions a chunk at a time, as each entry
+        only has to be a high watermark the partition had) in the worker thread; the
+        entries written, or None when they are those of the last write. OSError if the
+        write failed."""
         async with self._lock:
             await self._wait_inflight()
-            entries = dict(snapshot())
+            entries = dict(await snapshot())
             if entries == self._written and not self._legacy:
                 return None
             legacy, self._legacy = self._legacy, []
