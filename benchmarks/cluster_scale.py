@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import signal
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from kaflite.client import NewTopic
 from kaflite.client.sync import Admin, Consumer, Producer
+from kaflite.cluster.loop_lag import STALL_ENV
 from kaflite.verify._probe import ApiVersionsProbe
 from kaflite.verify.control import ClusterProcess
 from kaflite.verify.runner import fill_partitions
@@ -182,6 +184,10 @@ def one(size: int, seconds: float, processes: bool,
             spy.stop()
             lag_crash = loop_lag(cluster)
             traffic.close()
+            if profile is not None:     # the stacks of the loop's stalls (KAFLITE_LOOP_STALL_MS)
+                log = Path(tmp) / "cluster.log"
+                if log.is_file():
+                    shutil.copy(log, profile / f"{size}-cluster.log")
             return {"size": size, "create_s": created, "steady": steady, "crash": around,
                     "lag_steady": lag_steady, "lag_crash": lag_crash, "healed_s": healed,
                     "acked": traffic.acked, "consumed": traffic.consumed}
@@ -198,6 +204,8 @@ def main() -> int:
     ap.add_argument("--profile", type=Path, default=None,
                     help="py-spy the cluster process in each phase (collapsed stacks here)")
     args = ap.parse_args()
+    if args.profile is not None:    # where the loop stalls 250 ms or more: its stack, logged
+        os.environ.setdefault(STALL_ENV, "250")
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         r = one(size, args.seconds, args.processes, args.profile)

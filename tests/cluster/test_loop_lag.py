@@ -4,7 +4,10 @@ synchronous work shows as lag, in the summary and in ``/metrics``."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+
+import pytest
 
 from kaflite.cluster import Cluster
 from kaflite.cluster.loop_lag import LoopLagMonitor
@@ -25,6 +28,26 @@ def test_a_held_loop_shows_as_lag() -> None:
         assert lag.p50_ms < lag.max_ms
 
     asyncio.run(main())
+
+
+def _hold_the_loop(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def test_a_stall_logs_where_the_loop_was(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        monitor = LoopLagMonitor(interval_s=0.01, stall_ms=100)
+        monitor.start()
+        await asyncio.sleep(0.1)
+        _hold_the_loop(0.5)
+        await asyncio.sleep(0.1)
+        await monitor.stop()
+
+    with caplog.at_level(logging.WARNING, logger="kaflite.loop"):
+        asyncio.run(main())
+    stalls = [r.getMessage() for r in caplog.records if r.name == "kaflite.loop"]
+    assert len(stalls) == 1, stalls          # one report per stall
+    assert "event loop stalled" in stalls[0] and "_hold_the_loop" in stalls[0]
 
 
 def test_the_cluster_exports_its_loop_lag() -> None:

@@ -12,17 +12,30 @@ It keeps the last ``window`` samples (about 50 s at the default interval) for
 percentiles, and the largest ever seen; ``/metrics`` exports them
 (``kaflite_event_loop_lag_ms``), and ``benchmarks/`` reads them beside request
 round trips.
+
+Where a stall comes from: with ``KAFLITE_LOOP_STALL_MS`` set (or ``stall_ms``), a
+watchdog thread looks at the loop every tenth of that; once the loop has not woken
+for that long, it logs (``kaflite.loop``, WARNING) the loop thread's stack at that
+moment, once per stall. Off by default: a diagnostic, as py-spy is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
+import sys
+import threading
 import time
+import traceback
 from collections import deque
 from dataclasses import dataclass
 
-__all__ = ["LagSummary", "LoopLagMonitor"]
+__all__ = ["STALL_ENV", "LagSummary", "LoopLagMonitor"]
+
+log = logging.getLogger("kaflite.loop")
+STALL_ENV = "KAFLITE_LOOP_STALL_MS"
 
 
 @dataclass(frozen=True)
@@ -35,20 +48,34 @@ class LagSummary:
 
 
 class LoopLagMonitor:
-    def __init__(self, interval_s: float = 0.05, window: int = 1000) -> None:
+    def __init__(self, interval_s: float = 0.05, window: int = 1000,
+                 stall_ms: float | None = None) -> None:
         self.interval_s = interval_s
         self._samples: deque[float] = deque(maxlen=window)
         self._worst = 0.0
         self._task: asyncio.Task[None] | None = None
+        env = os.environ.get(STALL_ENV)
+        self.stall_ms = stall_ms if stall_ms is not None else (float(env) if env else None)
+        self._beat = time.perf_counter()
+        self._loop_thread = 0
+        self._watchdog: threading.Thread | None = None
+        self._stopped = threading.Event()
 
     def start(self) -> None:
         """Start measuring the running loop (again, after a ``stop``)."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(),
                                                                  name="loop-lag")
+        if self.stall_ms and (self._watchdog is None or not self._watchdog.is_alive()):
+            self._loop_thread = threading.get_ident()
+            self._stopped.clear()
+            self._watchdog = threading.Thread(target=self._watch, name="loop-stall-watch",
+                                              daemon=True)
+            self._watchdog.start()
 
     async def stop(self) -> None:
         task, self._task = self._task, None
+        self._stopped.set()
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -56,9 +83,25 @@ class LoopLagMonitor:
 
     async def _run(self) -> None:
         while True:
-            asked = time.perf_counter()
+            asked = self._beat = time.perf_counter()
             await asyncio.sleep(self.interval_s)
             self.record((time.perf_counter() - asked - self.interval_s) * 1000)
+
+    def _watch(self) -> None:
+        """Log the loop thread's stack once per stall longer than ``stall_ms``."""
+        assert self.stall_ms is not None
+        limit = self.stall_ms / 1000 + self.interval_s
+        reported = 0.0      # the beat of the stall already reported
+        while not self._stopped.wait(limit / 10):
+            beat = self._beat
+            if beat == reported or time.perf_counter() - beat < limit:
+                continue
+            reported = beat
+            frame = sys._current_frames().get(self._loop_thread)
+            if frame is not None:
+                stack = "".join(traceback.format_stack(frame)[-25:])
+                log.warning("event loop stalled for %.0f ms so far, in:\n%s",
+                            (time.perf_counter() - beat) * 1000, stack)
 
     def record(self, lag_ms: float) -> None:
         lag_ms = max(lag_ms, 0.0)
