@@ -16,13 +16,15 @@ round trips.
 Where a stall comes from: with ``KAFLITE_LOOP_STALL_MS`` set (or ``stall_ms``), a
 watchdog thread looks at the loop every tenth of that; once the loop has not woken
 for that long, it logs (``kaflite.loop``, WARNING) the loop thread's stack at that
-moment, once per stall. Off by default: a diagnostic, as py-spy is.
+moment, once per stall, and every garbage collection that took that long. Off by
+default: a diagnostic, as py-spy is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -60,6 +62,17 @@ class LoopLagMonitor:
         self._loop_thread = 0
         self._watchdog: threading.Thread | None = None
         self._stopped = threading.Event()
+        self._gc_started = 0.0
+
+    def _gc_timer(self, phase: str, info: dict[str, int]) -> None:
+        """A collection as long as a stall is one (``gc.callbacks``)."""
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        took_ms = (time.perf_counter() - self._gc_started) * 1000
+        if self.stall_ms is not None and took_ms >= self.stall_ms:
+            log.warning("garbage collection of generation %s took %.0f ms (%s collected)",
+                        info.get("generation"), took_ms, info.get("collected"))
 
     def start(self) -> None:
         """Start measuring the running loop (again, after a ``stop``)."""
@@ -72,10 +85,14 @@ class LoopLagMonitor:
             self._watchdog = threading.Thread(target=self._watch, name="loop-stall-watch",
                                               daemon=True)
             self._watchdog.start()
+            if self._gc_timer not in gc.callbacks:
+                gc.callbacks.append(self._gc_timer)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         self._stopped.set()
+        if self._gc_timer in gc.callbacks:
+            gc.callbacks.remove(self._gc_timer)
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
