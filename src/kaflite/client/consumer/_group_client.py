@@ -56,7 +56,10 @@ OFFSET_FETCH_MEMBER_VERSION = 9
 
 
 class CommitFailedError(errors.KafkaError):
-    """The commit cannot complete: the group rebalanced (the member must rejoin)."""
+    """The commit cannot complete: the group rebalanced (the member must rejoin). A
+    client-side verdict, as Java's CommitFailedException: no broker error code."""
+
+    name = "COMMIT_FAILED"
 
 
 class Retry(Exception):
