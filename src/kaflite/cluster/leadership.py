@@ -106,12 +106,12 @@ class Leadership:
         pairs = self._replicated_by(node_id)
         while True:
             chunk = list(itertools.islice(pairs, EVENT_CHUNK))
-            if not chunk:
-                return
             for topic, p in chunk:
                 if self.topics.get(topic.name) is topic:
                     step(topic, p)
             self.save()     # the chunk's records as one batch (or the enclosing one's)
+            if len(chunk) < EVENT_CHUNK:
+                return
             yield
 
     def _started_steps(self, node_id: int) -> Iterator[None]:
@@ -119,8 +119,8 @@ class Leadership:
         any ISR here; its leaders add it once it has caught up, as Kafka's AlterPartition
         ISR expansion does. Leaderless partitions whose ISR has it get it as leader."""
         self.brokers[node_id].alive = True
+        # saved with the first chunk: the fence and the first leader changes are one batch
         self._record(UnfenceBrokerRecord(node_id, self.brokers[node_id].epoch))
-        self.save()
 
         def step(topic: TopicState, p: PartitionState) -> None:
             if p.leader == -1 and node_id in p.isr:
@@ -132,8 +132,8 @@ class Leadership:
     def _stopped_steps(self, node_id: int) -> Iterator[None]:
         """Its leaderships move and it leaves every ISR."""
         self.brokers[node_id].alive = False
+        # saved with the first chunk: the fence and the first leader changes are one batch
         self._record(FenceBrokerRecord(node_id, self.brokers[node_id].epoch))
-        self.save()
 
         def step(topic: TopicState, p: PartitionState) -> None:
             if p.leader == node_id:
