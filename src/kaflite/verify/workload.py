@@ -461,8 +461,7 @@ class _Subscriptions:
     def __init__(self, shared: Shared, process: str, topic: str) -> None:
         self.shared, self.process, self.base = shared, process, [topic]
         self.rng = random.Random(f"{shared.seed}-{process}-subscriptions")
-        on = shared.churn and shared.factory.resubscribes and shared.idle_topic is not None
-        self.idle = shared.idle_topic if on else None
+        self.idle = shared.idle_topic     # set by the runner under churn, where it applies
         self.due: float | None = None
 
     def start(self) -> list[str]:
