@@ -487,7 +487,7 @@ def _crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str,
            group: str, recorder: _Recorder) -> None:
     """The member dies: it stops polling, reaches no broker, and holds nothing from now
     on (its library's later callbacks are not recorded). After the cut its client is
-    closed, as the operating system would close a dead process's sockets."""
+    abandoned as a killed process's is: no goodbyes, where its library allows that."""
     rule, start = _member_fault(shared, process, client, "crash")
     recorder.closed()
     recorder.muted = True
@@ -495,7 +495,7 @@ def _crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str,
         shared.readers_stop.wait(CUT_S)
         _member_healed(shared, process, "crash", rule, start, group)
     try:
-        consumer.close()
+        consumer.abandon()
     except Exception as exc:
         shared.note(process, f"crashed close: {exc!r}")
 

@@ -99,3 +99,23 @@ def test_a_forgotten_member_is_a_removal_and_one_that_leaves_is_not(
     assert (event["client_id"], event["member_id"], event["protocol"]) == \
         ("forgotten.0", member_id, "classic")
     assert "forgotten on request" in event["cause"]
+
+
+def test_an_abandoned_confluent_member_says_no_goodbye(cluster: Cluster, sink: Path) -> None:
+    """verify's member crash abandons a librdkafka consumer (destroyed without a consumer
+    close: no leave, no rebalance callback, whose assign can hang while holding the GIL,
+    librdkafka#4884). The coordinator must then expire it, which a clean close would
+    pre-empt with a leave."""
+    from kaflite.verify.clients._confluent import _Consumer
+
+    cid = "abandoned.0"
+    member = _Consumer(cluster.bootstrap_servers, cid, "abandon", "read_committed", None,
+                       "consumer")
+    member.subscribe([TOPIC])
+    wait_for(lambda: (member.poll(0.1), bool(member.c.assignment()))[1], "an assignment", 30)
+    member.abandon()
+    assert not hasattr(member, "c")
+    wait_for(lambda: any(e["client_id"] == cid for e in events(sink)),
+             "the coordinator to expire the abandoned member", 20, state=lambda: events(sink))
+    (event,) = [e for e in events(sink) if e["client_id"] == cid]
+    assert event["protocol"] == "consumer" and "expired" in event["cause"]

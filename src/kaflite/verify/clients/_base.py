@@ -163,6 +163,11 @@ class ConsumerClient(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def abandon(self) -> None:
+        """Drop the client as a killed process would: where the library can, with no
+        LeaveGroup and no rebalance callbacks; else as ``close``."""
+        self.close()
+
     def events(self) -> list[tuple[float, str]]:
         """The client's own control-plane events (wall-clock time, text), if it keeps any."""
         return []

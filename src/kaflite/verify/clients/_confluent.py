@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any, cast
 
 from kaflite.verify.clients._base import (
@@ -179,6 +180,17 @@ class _Consumer(ConsumerClient):
 
     def close(self) -> None:
         self.c.close()
+
+    def abandon(self) -> None:
+        """The handle's deallocation destroys it with RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE,
+        releasing the GIL: no leave, no rebalance callbacks. ``close`` instead serves the
+        final revoke, whose fallback ``rd_kafka_assign`` can block forever while holding
+        the GIL (confluentinc/librdkafka#4884), hanging the whole interpreter."""
+        c = self.c
+        del self.c
+        if sys.getrefcount(c) > 2:
+            raise RuntimeError("the consumer handle is still referenced; not destroyed")
+        del c
 
 
 LIBRDKAFKA_5511 = (
