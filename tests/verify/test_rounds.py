@@ -5,7 +5,8 @@ directory, stopped at the end), runs the workload for ``SECONDS`` under the
 nemesis with every kind of fault, heals, drains and checks the history. The
 seeds are fixed (in the test ids), plus one round per session with a new seed
 (``KAFLITE_VERIFY_SEED`` and ``KAFLITE_VERIFY_CLIENT`` replay one); a failure
-prints the report and the command line that replays it.
+prints the report and the command line that replays it. ``KAFLITE_VERIFY_KEEP=<dir>``
+keeps each round's history there.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import importlib.util
 import os
 import random
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -69,9 +71,13 @@ def marks(client: str) -> list[pytest.MarkDecorator]:
 def round_(client: str, workload: str, seed: int, seconds: float = SECONDS,
            processes: bool = False, group_protocol: str = "classic",
            churn: bool = False, consumers: int = 2) -> CheckResult:
+    keep = os.environ.get("KAFLITE_VERIFY_KEEP")    # a directory: keep each round's history
+    history = None if not keep else \
+        Path(keep) / f"{client}-{workload}-{group_protocol}-{seed}-{os.getpid()}.jsonl"
     config = RunConfig(client=client, workload=workload, seconds=seconds, seed=seed,
                        progress_bound=30, processes=processes,
-                       group_protocol=group_protocol, churn=churn, consumers=consumers)
+                       group_protocol=group_protocol, churn=churn, consumers=consumers,
+                       history=history)
     print(f"verify round: {replay_command(config.meta())}")
     _, result = run(config)
     assert result.valid, (f"\n{render_text(result)}\nreplay: "

@@ -17,6 +17,7 @@ leadership means NOT_COORDINATOR.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ from kaflite.protocol.records import RecordBatch, encode_batch, iter_batches
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
+    from kaflite.cluster.partition import Partition
 
 __all__ = ["PartitionWriter", "Record", "normalize_error", "replay_partition"]
 
@@ -72,6 +74,22 @@ async def replay_partition(plog: PartitionLog, still_current: Callable[[], bool]
     return still_current()
 
 
+# A coordinator write that waits this long for its replicas is logged with their state.
+SLOW_WRITE_S = 1.0
+LOG = logging.getLogger("kaflite.cluster.coordinator")
+
+
+def _log_slow_write(p: Partition, end_offset: int, waited: float, code: int) -> None:
+    now = time.monotonic() * 1000
+    followers = ", ".join(
+        f"{r}: end {f.log_end_offset}, fetched {now - f.last_fetch_ms:.0f} ms ago"
+        for r, f in sorted(p.followers.items()))
+    LOG.warning("%s-%d: a coordinator write to %d waited %.2f s for replication (error %d); "
+                "epoch %d, high watermark %d, log end %d, ISR %s; followers %s",
+                p.topic, p.index, end_offset, waited, code, p.leader_epoch, p.high_watermark,
+                p.log_end_offset, p.isr, followers or "none")
+
+
 class PartitionWriter:
     """Appends coordinator records to the leader log of one internal-topic partition."""
 
@@ -111,12 +129,16 @@ class PartitionWriter:
         p.maybe_advance_hw()
 
         async def wait() -> None:
+            start = time.monotonic()
             try:
                 await p.wait_replicated(result.last_offset + 1, self.timeout_s, min_isr)
                 code = 0
             except errors.KafkaError as exc:
                 code = errors.NotCoordinatorError.code if p.leader_epoch != self.epoch \
                     else normalize_error(exc.code)
+            waited = time.monotonic() - start
+            if waited >= SLOW_WRITE_S:
+                _log_slow_write(p, result.last_offset + 1, waited, code)
             if not fut.done():
                 fut.set_result(code)
 

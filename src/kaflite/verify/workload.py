@@ -336,6 +336,7 @@ class _Episodes:
         self.ongoing = False
         self.rule: int | None = None
         self.start, self.until = 0.0, 0.0
+        self.stop_seen: float | None = None    # when this member first saw the writers stop
         if shared.churn:
             self._next(time.monotonic())
 
@@ -346,14 +347,22 @@ class _Episodes:
             self.kind = "leave"
 
     def step(self) -> str | None:
-        """``leave`` or ``crash`` when that is due (the member ends), else None."""
+        """``leave`` or ``crash`` when that is due (the member ends), else None.
+
+        A fault that fell due while the writers ran still begins if the member was busy
+        then, even after they stopped: a synchronous commit can sit for seconds behind
+        the member's own JoinGroup on the coordinator's connection (a broker answers a
+        connection's requests in order), and seeded faults must not depend on that."""
         now = time.monotonic()
+        if self.stop_seen is None and self.shared.writers_stop.is_set():
+            self.stop_seen = now
         if self.ongoing:
             if now >= self.until:
                 self.end()
                 self._next(now)
             return None
-        if self.due is None or now < self.due or self.shared.writers_stop.is_set():
+        if self.due is None or now < self.due or \
+                (self.stop_seen is not None and self.due >= self.stop_seen):
             return None
         if self.kind in ("leave", "crash"):
             return self.kind
@@ -491,9 +500,11 @@ def _crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str,
     rule, start = _member_fault(shared, process, client, "crash")
     recorder.closed()
     recorder.muted = True
-    if rule is not None:
+    if rule is not None:    # else the nemesis is done: no cut, the member just dies
         shared.readers_stop.wait(CUT_S)
-        _member_healed(shared, process, "crash", rule, start, group)
+    else:
+        start = shared.history.now()
+    _member_healed(shared, process, "crash", rule, start, group)
     try:
         consumer.abandon()
     except Exception as exc:

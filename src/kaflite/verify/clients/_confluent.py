@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from typing import Any, cast
 
 from kaflite.verify.clients._base import (
@@ -179,6 +180,16 @@ class _Consumer(ConsumerClient):
         self.c.seek(TopicPartition(tp[0], tp[1], offset))
 
     def close(self) -> None:
+        """Unsubscribe and serve the revoke from ``poll`` first (bounded), so that the
+        close itself has no rebalance left to serve: an assign inside ``close`` can block
+        for ever (librdkafka#4884, #4527)."""
+        try:
+            self.c.unsubscribe()
+            deadline = time.monotonic() + 5.0
+            while self.c.assignment() and time.monotonic() < deadline:
+                self.c.poll(0.1)
+        except Exception as exc:
+            LOGGER.info("unsubscribe before close: %r", exc)
         self.c.close()
 
     def abandon(self) -> None:
