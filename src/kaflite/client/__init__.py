@@ -9,6 +9,7 @@ from kaflite.client.consumer import (
     CommitFailedError,
     Consumer,
     ConsumerRecord,
+    GroupMembershipOperation,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RebalanceListener,
@@ -23,7 +24,7 @@ from kaflite.config import ConfigError
 from kaflite.protocol.connection import AuthenticationError
 
 __all__ = ["AcknowledgeType", "Admin", "AuthenticationError", "BaseClient", "BatchMetadata", "BufferFull", "CommitFailedError", "ConfigError",
-           "ConfigResource", "ConnectionInfo", "Consumer", "ConsumerRecord", "Event",
+           "ConfigResource", "ConnectionInfo", "Consumer", "ConsumerRecord", "Event", "GroupMembershipOperation",
            "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "Producer",
            "RebalanceListener", "RecordList", "RecordMetadata", "ShareConsumer", "ShareRecord",
            "TopicPartition"]

@@ -39,7 +39,12 @@ from kaflite.client.admin import (
     TransactionDescription,
     TransactionListing,
 )
-from kaflite.client.consumer import ConsumerRecord, RecordList, TopicPartition
+from kaflite.client.consumer import (
+    ConsumerRecord,
+    GroupMembershipOperation,
+    RecordList,
+    TopicPartition,
+)
 from kaflite.client.consumer._types import K as CK
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp
 from kaflite.client.consumer._types import V as CV
@@ -203,6 +208,11 @@ class Consumer(_SyncClient, Generic[CK, CV]):
         async def assign() -> None:
             self._async.assign(partitions)
         self._run(assign())
+
+    def close(self, membership: GroupMembershipOperation = GroupMembershipOperation.DEFAULT
+              ) -> None:
+        """As the async ``close``: ``membership`` says whether the member leaves (KIP-1092)."""
+        self._run(self._async.close(membership))
 
     def assignment(self) -> set[TopicPartition]:
         return self._async.assignment()

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from kaflite.client import GroupMembershipOperation
 from kaflite.client.sync import Admin, Consumer
 from kaflite.cluster import Cluster
 from kaflite.cluster.groups.removals import install_sink, remove_sink
@@ -52,9 +53,12 @@ def events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def joined(cluster: Cluster, group: str, client_id: str, protocol: str) -> Consumer:
+def joined(cluster: Cluster, group: str, client_id: str, protocol: str,
+           instance_id: str | None = None) -> Consumer:
     conf: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
                             "client.id": client_id, "auto.offset.reset": "earliest"}
+    if instance_id is not None:
+        conf["group.instance.id"] = instance_id
     if protocol == "consumer":
         conf["group.protocol"] = "consumer"
     else:
@@ -119,3 +123,44 @@ def test_an_abandoned_confluent_member_says_no_goodbye(cluster: Cluster, sink: P
              "the coordinator to expire the abandoned member", 20, state=lambda: events(sink))
     (event,) = [e for e in events(sink) if e["client_id"] == cid]
     assert event["protocol"] == "consumer" and "expired" in event["cause"]
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_a_member_closed_remaining_in_group_is_expired(
+        cluster: Cluster, sink: Path, protocol: str) -> None:
+    """KIP-1092's REMAIN_IN_GROUP: the close says nothing to the coordinator, which
+    finds the member gone only when its session expires."""
+    group, cid = f"remain-{protocol}", f"remain-{protocol}.0"
+    joined(cluster, group, cid, protocol).close(GroupMembershipOperation.REMAIN_IN_GROUP)
+    wait_for(lambda: any(e["client_id"] == cid for e in events(sink)),
+             "the coordinator to expire the member", 20, state=lambda: events(sink))
+    (event,) = [e for e in events(sink) if e["client_id"] == cid]
+    assert event["group"] == group and "expired" in event["cause"]
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_a_static_member_closed_with_leave_group_leaves_at_once(
+        cluster: Cluster, sink: Path, protocol: str) -> None:
+    """KIP-1092's LEAVE_GROUP: a static member, which by default stays in the group when
+    it closes, leaves (classic LeaveGroup by instance id, KIP-848 epoch -1, not -2)."""
+    group, cid = f"static-leave-{protocol}", f"static-{protocol}.0"
+    c = joined(cluster, group, cid, protocol, instance_id=f"instance-{protocol}")
+    c.close(GroupMembershipOperation.LEAVE_GROUP)
+    assert members(cluster, group, protocol) == []
+    assert not [e for e in events(sink) if e["client_id"] == cid]
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_a_static_member_closed_by_default_stays(
+        cluster: Cluster, sink: Path, protocol: str) -> None:
+    group, cid = f"static-stay-{protocol}", f"stay-{protocol}.0"
+    joined(cluster, group, cid, protocol, instance_id=f"stay-{protocol}").close()
+    assert members(cluster, group, protocol) == [cid]
+
+
+def members(cluster: Cluster, group: str, protocol: str) -> list[str]:
+    """The client ids of the group's members, as its coordinator lists them."""
+    with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        if protocol == "consumer":
+            return [m.client_id for m in admin.describe_consumer_groups([group])[group].members]
+        return [m.client_id for m in admin.describe_groups([group])[group].members]

@@ -6,6 +6,7 @@ from kaflite.client.consumer._consumer import CommitFailedError, Consumer, Illeg
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._types import (
     ConsumerRecord,
+    GroupMembershipOperation,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RebalanceListener,
@@ -16,5 +17,5 @@ from kaflite.client.consumer._types import (
 # Building blocks for other readers of partitions (the Spark source's executors):
 # read_committed filtering and ListOffsets lookups.
 __all__ = ["ASSIGNORS", "EARLIEST", "LATEST", "AbortedFilter", "CommitFailedError", "Consumer", "ConsumerRecord",
-           "IllegalStateError", "OffsetAndMetadata", "OffsetAndTimestamp",
+           "GroupMembershipOperation", "IllegalStateError", "OffsetAndMetadata", "OffsetAndTimestamp",
            "RebalanceListener", "RecordList", "TopicPartition", "list_offsets"]

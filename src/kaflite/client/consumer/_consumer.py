@@ -33,6 +33,7 @@ from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._subscription import IllegalStateError, SubscriptionState
 from kaflite.client.consumer._types import (
     ConsumerRecord,
+    GroupMembershipOperation,
     K,
     OffsetAndMetadata,
     OffsetAndTimestamp,
@@ -434,7 +435,10 @@ class Consumer(BaseClient, Generic[K, V]):
         if self._subs.needing_position():
             await self._update_positions()
 
-    async def close(self) -> None:
+    async def close(self, membership: GroupMembershipOperation = GroupMembershipOperation.DEFAULT
+                    ) -> None:
+        """Close; ``membership`` says whether the member leaves its group first (KIP-1092:
+        by default a dynamic member leaves and a static one stays)."""
         if self._closed:
             return
         group = self._group
@@ -446,6 +450,6 @@ class Consumer(BaseClient, Generic[K, V]):
                     self._events.emit("offsets", "final commit failed", cause=repr(exc))
             if self._commit_tasks:
                 await asyncio.wait(list(self._commit_tasks), timeout=5)
-            await group.close()
+            await group.close(membership)
         await self._fetcher.close()
         await super().close()

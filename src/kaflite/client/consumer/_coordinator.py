@@ -54,7 +54,7 @@ from kaflite.client.consumer._group_client import (
     MemberHooks,
     Retry,
 )
-from kaflite.client.consumer._types import TopicPartition
+from kaflite.client.consumer._types import GroupMembershipOperation, TopicPartition
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.protocol import errors
@@ -325,8 +325,11 @@ class GroupMember(GroupClient):
                 self.last_heartbeat_ok = time.monotonic()
 
     # -- leaving -------------------------------------------------------------------------------
-    async def leave(self, reason: str) -> None:
-        if self.instance_id is not None or not self.member_id or self.coordinator is None:
+    async def leave(self, reason: str, static_too: bool = False) -> None:
+        """LeaveGroup; a static member (KIP-345) only when ``static_too`` (a close that
+        asked to leave), and then by its instance id (v3+)."""
+        static = self.instance_id is not None
+        if (static and not static_too) or not self.member_id or self.coordinator is None:
             self.state = UNJOINED if self.state != FATAL else FATAL
             return
         failed: str | None = None
@@ -337,7 +340,8 @@ class GroupMember(GroupClient):
             version = conn.version_for(13)
             if version >= 3:
                 req = LeaveGroupRequest(group_id=self.group_id, members=[lgq.MemberIdentity(
-                    member_id=self.member_id, reason=reason if version >= 5 else None)])
+                    member_id=self.member_id, group_instance_id=self.instance_id,
+                    reason=reason if version >= 5 else None)])
             else:
                 req = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
             resp: LeaveGroupResponse = await conn.request(req, version=version, timeout=5)
@@ -357,10 +361,10 @@ class GroupMember(GroupClient):
         if self.state != FATAL:
             self.state = UNJOINED
 
-    async def close(self) -> None:
+    async def close(self, membership: GroupMembershipOperation) -> None:
         self._closing = True
         await cancel_and_wait(self._finding, self._join_task, self._hb_task)
         # A member the coordinator knows leaves, even one that was about to rejoin
         # (the rebalance then need not wait for it), as Java's maybeLeaveGroup does.
-        if self.member_id and self.state != FATAL:
-            await self.leave("consumer closed")
+        if self.member_id and self.state != FATAL and self.leaves(membership):
+            await self.leave("consumer closed", static_too=True)

@@ -25,7 +25,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from kaflite.client._find_coordinator import GROUP, find_coordinator
 from kaflite.client.consumer._subscription import SubscriptionState
-from kaflite.client.consumer._types import OffsetAndMetadata, TopicPartition
+from kaflite.client.consumer._types import (
+    GroupMembershipOperation,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 from kaflite.client.events import Emit
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, error_name
@@ -137,8 +141,15 @@ class GroupClient(abc.ABC):
         """The subscription changed (or an error asks for it): join again."""
 
     @abc.abstractmethod
-    async def close(self) -> None:
-        """Leave the group (as the protocol leaves) and stop every task."""
+    async def close(self, membership: GroupMembershipOperation) -> None:
+        """Stop every task and, as ``membership`` says, leave the group (as the protocol
+        leaves) or not."""
+
+    def leaves(self, membership: GroupMembershipOperation) -> bool:
+        """Whether a close with ``membership`` tells the coordinator."""
+        if membership is GroupMembershipOperation.DEFAULT:
+            return self.instance_id is None
+        return membership is GroupMembershipOperation.LEAVE_GROUP
 
     def _emit(self, kind: str, message: str, cause: str | None = None) -> None:
         self.hooks.emit(kind, message, cause)

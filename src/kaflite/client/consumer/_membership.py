@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 
 from kaflite.client._aio import cancel_and_wait, wait_event
 from kaflite.client.consumer._group_client import CommitFailedError, GroupClient, MemberHooks, Retry
-from kaflite.client.consumer._types import TopicPartition
+from kaflite.client.consumer._types import GroupMembershipOperation, TopicPartition
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.net.connection import ConnectionClosed, NoCommonVersion
@@ -446,10 +446,11 @@ class ConsumerMembership(GroupClient):
         return True
 
     # -- leaving -------------------------------------------------------------------------------
-    async def _leave(self, reason: str) -> None:
-        """A heartbeat with epoch -1 (-2 for a static member, which keeps its assignment
-        for a while on the coordinator)."""
-        epoch = STATIC_LEAVE_EPOCH if self.instance_id is not None else LEAVE_EPOCH
+    async def _leave(self, reason: str, static_stays: bool = True) -> None:
+        """A heartbeat with epoch -1 (-2 for a static member that stays: the coordinator
+        keeps its assignment for a while)."""
+        epoch = STATIC_LEAVE_EPOCH if self.instance_id is not None and static_stays \
+            else LEAVE_EPOCH
         if self.coordinator is not None and self.generation > 0:
             req = self._leave_request(epoch)
             failed: str | None = None
@@ -476,9 +477,11 @@ class ConsumerMembership(GroupClient):
         return ConsumerGroupHeartbeatRequest(group_id=self.group_id, member_id=self.member_id,
                                              member_epoch=epoch, instance_id=self.instance_id)
 
-    async def close(self) -> None:
+    async def close(self, membership: GroupMembershipOperation) -> None:
         self._closing = True
         await cancel_and_wait(self._finding, self._hb_task, self._reconciler)
         if self.state in IN_GROUP:
-            await self._leave("consumer closed")
+            # DEFAULT: -1, or -2 for a static member; LEAVE_GROUP: -1 for both
+            if membership is not GroupMembershipOperation.REMAIN_IN_GROUP:
+                await self._leave("consumer closed", membership is GroupMembershipOperation.DEFAULT)
             self.state = S.UNSUBSCRIBED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from itertools import chain, repeat
@@ -18,6 +19,16 @@ __all__ = ["ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp",
 K = TypeVar("K", covariant=True, default=bytes)
 V = TypeVar("V", covariant=True, default=bytes)
 Headers = Sequence[tuple[str, bytes | None]]
+
+
+class GroupMembershipOperation(enum.Enum):
+    """What ``Consumer.close`` does with the member's place in its group (KIP-1092, Java's
+    ``CloseOptions.GroupMembershipOperation``)."""
+
+    DEFAULT = "default"                  # a dynamic member leaves, a static one stays
+    LEAVE_GROUP = "leave_group"          # leave, static or not
+    REMAIN_IN_GROUP = "remain_in_group"  # say nothing: the session expires, or a static
+                                         # member comes back under its instance id
 
 
 class TopicPartition(NamedTuple):

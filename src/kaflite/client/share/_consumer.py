@@ -48,7 +48,7 @@ from typing import Generic, Self
 from kaflite.client._base import BaseClient
 from kaflite.client.consumer._group_client import MemberHooks
 from kaflite.client.consumer._subscription import IllegalStateError, SubscriptionState
-from kaflite.client.consumer._types import K, TopicPartition, V
+from kaflite.client.consumer._types import GroupMembershipOperation, K, TopicPartition, V
 from kaflite.client.pool import DATA
 from kaflite.client.share._fetcher import ACQUIRE_MODES, ShareFetcher
 from kaflite.client.share._membership import ShareMembership
@@ -333,5 +333,5 @@ class ShareConsumer(BaseClient, Generic[K, V]):
             if self._commit_tasks:
                 await asyncio.wait(list(self._commit_tasks), timeout=limit)
             await self._fetcher.close(limit)
-            await self._member.close()
+            await self._member.close(GroupMembershipOperation.DEFAULT)
         await super().close()

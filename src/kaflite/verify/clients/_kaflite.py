@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from kaflite.client import Consumer, Producer, RebalanceListener, TopicPartition
+from kaflite.client import (
+    Consumer,
+    GroupMembershipOperation,
+    Producer,
+    RebalanceListener,
+    TopicPartition,
+)
 from kaflite.client import sync as ksync
 from kaflite.client.producer import RecordMetadata
 from kaflite.verify.clients._base import (
@@ -171,6 +177,9 @@ class _AsyncConsumer(ConsumerClient):
     def close(self) -> None:
         self.ctx.run(self.c.close(), 30)
 
+    def abandon(self) -> None:
+        self.ctx.run(self.c.close(GroupMembershipOperation.REMAIN_IN_GROUP), 30)
+
     def events(self) -> list[tuple[float, str]]:
         return _events(self.c)
 
@@ -243,6 +252,9 @@ class _SyncConsumer(ConsumerClient):
 
     def close(self) -> None:
         self.c.close()
+
+    def abandon(self) -> None:
+        self.c.close(GroupMembershipOperation.REMAIN_IN_GROUP)
 
     def events(self) -> list[tuple[float, str]]:
         return _events(self.c)
