@@ -45,6 +45,7 @@ from kaflite.client.consumer import (
     RecordList,
     TopicPartition,
 )
+from kaflite.client.consumer._consumer import CommitCallback
 from kaflite.client.consumer._types import K as CK
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp
 from kaflite.client.consumer._types import V as CV
@@ -256,6 +257,14 @@ class Consumer(_SyncClient, Generic[CK, CV]):
     def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None
                ) -> None:
         self._run(self._async.commit(offsets))
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None
+                     = None, callback: CommitCallback | None = None) -> None:
+        """As the async ``commit_async``; ``callback(offsets, error)`` runs on the client's
+        event-loop thread."""
+        async def commit() -> None:
+            self._async.commit_async(offsets, callback)
+        self._run(commit())
 
     def pause(self, *tps: TopicPartition) -> None:
         async def pause() -> None:

@@ -88,6 +88,7 @@ class Consumer(BaseClient, Generic[K, V]):
         self._isolation = 1 if c["isolation.level"] == "read_committed" else 0
         self._iter_buffer: Iterator[ConsumerRecord[K, V]] = iter(())
         self._commit_tasks: set[asyncio.Task[None]] = set()
+        self._last_async_commit: asyncio.Task[None] | None = None
 
     async def _on_start(self) -> None:
         self.pool.role_providers.append(self._roles)
@@ -340,8 +341,16 @@ class Consumer(BaseClient, Generic[K, V]):
 
     def commit_async(self, offsets: Offsets | None = None,
                      callback: CommitCallback | None = None) -> asyncio.Task[None]:
-        """Commit without waiting; ``callback(offsets, error)`` reports the outcome."""
+        """Commit without waiting; ``callback(offsets, error)`` reports the outcome.
+
+        As Java's ``commitAsync``, commits are sent in the order they were asked for and
+        their callbacks run in that order: each waits for the one before it (with its
+        retries), so a retried commit never lands after a later, higher one."""
+        before = self._last_async_commit
+
         async def run() -> None:
+            if before is not None and not before.done():
+                await asyncio.wait([before])
             try:
                 await self.commit(offsets)
             except Exception as exc:
@@ -356,6 +365,7 @@ class Consumer(BaseClient, Generic[K, V]):
         task = asyncio.get_running_loop().create_task(run())
         self._commit_tasks.add(task)
         task.add_done_callback(self._commit_tasks.discard)
+        self._last_async_commit = task
         return task
 
     async def _commit_positions(self, tps: set[TopicPartition]) -> None:
