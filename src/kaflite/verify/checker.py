@@ -524,6 +524,8 @@ def _stats(ops: Sequence[Op]) -> dict[str, int]:
             stats["records polled"] += len(op.records)
         elif isinstance(op, Commit):
             stats[f"commit {op.type}"] += 1
+            if op.asynchronous:
+                stats[f"async commit {op.type}"] += 1
         elif isinstance(op, Txn):
             stats[f"txn {op.type} {op.outcome}"] += 1
         elif isinstance(op, Assign) and op.type in ("assign", "revoke", "lost"):

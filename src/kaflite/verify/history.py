@@ -99,6 +99,7 @@ class Commit(Op):
     offset: int                  # the next offset to read, as Kafka commits it
     invoked: float               # when the commit was asked for (``time``: when it ended)
     error: str | None = None
+    asynchronous: bool = False   # reported to a callback, not returned by the call
 
 
 @dataclass(frozen=True, kw_only=True)

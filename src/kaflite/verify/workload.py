@@ -83,6 +83,17 @@ class Shared:
         self.churn = False                      # consumers leave and rejoin (RunConfig)
         # under churn, the topic members add to their subscription and drop again
         self.idle_topic: str | None = None
+        self._commit_rngs: dict[str, random.Random] = {}
+
+    def commits_async(self, process: str) -> bool:
+        """Under churn, where the library has them, about half of a member's commits are
+        asynchronous (seeded per member)."""
+        if not (self.churn and self.factory.async_commits):
+            return False
+        with self._lock:
+            rng = self._commit_rngs.setdefault(
+                process, random.Random(f"{self.seed}-{process}-commits"))
+            return rng.random() < 0.5
 
     def advance(self, group: str, tp: TP, offset: int) -> None:
         with self._lock:
@@ -214,11 +225,33 @@ def _commit(shared: Shared, consumer: ConsumerClient, process: str, group: str,
         error = None
     except Exception as exc:
         error = repr(exc)
+    _record_commit(shared, process, group, offsets, invoked, error)
+    return error is None
+
+
+def _commit_async(shared: Shared, consumer: ConsumerClient, process: str, group: str,
+                  offsets: dict[TP, int]) -> None:
+    """The outcome is recorded when the library reports it (in a later poll, as a rule),
+    and placed at ``invoked``: when the member acted."""
+    invoked = shared.history.now()
+
+    def done(reported: dict[TP, int], error: str | None) -> None:
+        _record_commit(shared, process, group, reported, invoked, error, asynchronous=True)
+
+    try:
+        consumer.commit_async(offsets, done)
+    except Exception as exc:
+        done(offsets, repr(exc))
+
+
+def _record_commit(shared: Shared, process: str, group: str, offsets: dict[TP, int],
+                   invoked: float, error: str | None, asynchronous: bool = False) -> None:
+    h = shared.history
     done = h.now()
     for (topic, part), offset in sorted(offsets.items()):
         h.add(Commit(time=done, process=process, type="fail" if error else "ok", group=group,
-                     topic=topic, partition=part, offset=offset, invoked=invoked, error=error))
-    return error is None
+                     topic=topic, partition=part, offset=offset, invoked=invoked, error=error,
+                     asynchronous=asynchronous))
 
 
 # -- queue ------------------------------------------------------------------------------------
@@ -400,8 +433,9 @@ def _poll_once(shared: Shared, consumer: ConsumerClient, ctx: Context, process: 
     for tp, (_, last) in ranges.items():
         shared.advance(group, tp, last)
     if ranges:
-        _commit(shared, consumer, process, group,
-                {tp: last + 1 for tp, (_, last) in ranges.items()})
+        commit = _commit_async if shared.commits_async(process) else _commit
+        commit(shared, consumer, process, group,
+               {tp: last + 1 for tp, (_, last) in ranges.items()})
 
 
 def consumer_process(shared: Shared, process: str, topic: str, group: str,

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["CLASSIC", "AckFn", "ClientFactory", "ConsumerClient", "Context", "Listener",
+__all__ = ["CLASSIC", "AckFn", "ClientFactory", "CommitDone", "ConsumerClient", "Context", "Listener",
            "ProducerClient", "Record", "TxnFailure", "decode", "encode"]
 
 # The classic protocol's flavours a run can ask for: partition.assignment.strategy
@@ -28,6 +28,8 @@ T = TypeVar("T")
 Record = tuple[str, int, int, int]          # topic, partition, offset, value
 TP = tuple[str, int]
 AckFn = Callable[[int | None, int | None, str | None], None]  # partition, offset, error
+# an asynchronous commit's outcome: the offsets it reports on, and the error (None: ok)
+CommitDone = Callable[[dict[TP, int], str | None], None]
 
 
 def encode(value: int) -> bytes:
@@ -157,6 +159,11 @@ class ConsumerClient(ABC):
     def commit(self, offsets: dict[TP, int]) -> None:
         """Commit these next-offsets synchronously; raise if the group refused them."""
 
+    def commit_async(self, offsets: dict[TP, int], on_done: CommitDone) -> None:
+        """Commit without waiting (only where the factory says ``async_commits``); the
+        library reports each partition's outcome, when it does, to ``on_done``."""
+        raise NotImplementedError
+
     @abstractmethod
     def seek(self, tp: TP, offset: int) -> None: ...
 
@@ -193,6 +200,7 @@ class ClientFactory(ABC):
     max_poll_interval_ms: int | None = None
     stalls = True
     resubscribes = True     # whether a consumer may subscribe again to other topics
+    async_commits = False   # whether its consumers have ``commit_async``
 
     def start(self) -> None:
         """Called once before the run's cluster starts (a slow client warms up here)."""

@@ -13,6 +13,7 @@ from kaflite.verify.clients._base import (
     TP,
     AckFn,
     ClientFactory,
+    CommitDone,
     ConsumerClient,
     Context,
     Listener,
@@ -133,7 +134,20 @@ class _Consumer(ConsumerClient):
             config["group.protocol"] = group_protocol
         if max_poll_interval_ms is not None:
             config["max.poll.interval.ms"] = max_poll_interval_ms
+        # the async commits waiting for their outcome, which poll() serves to on_commit
+        self._pending: dict[TP, list[tuple[int, CommitDone]]] = {}
+        config["on_commit"] = self._committed
         self.c = Consumer(config)
+
+    def _committed(self, err: Any, parts: list[Any]) -> None:
+        for p in parts or []:
+            waiting = self._pending.get((p.topic, p.partition), [])
+            mine = next((w for w in waiting if w[0] == p.offset), None)
+            if mine is None:     # a synchronous commit's, reported too
+                continue
+            waiting.remove(mine)
+            error = p.error if p.error is not None else err
+            mine[1]({(p.topic, p.partition): p.offset}, None if error is None else str(error))
 
     def subscribe(self, topics: list[str]) -> None:
         listener = self.listener
@@ -173,6 +187,14 @@ class _Consumer(ConsumerClient):
         failed = [tp for tp in result or [] if tp.error is not None]
         if failed:
             raise RuntimeError(f"commit failed: {failed[0].error}")
+
+    def commit_async(self, offsets: dict[TP, int], on_done: CommitDone) -> None:
+        from confluent_kafka import TopicPartition
+
+        for tp, o in offsets.items():
+            self._pending.setdefault(tp, []).append((o, on_done))
+        self.c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+                      asynchronous=True)
 
     def seek(self, tp: TP, offset: int) -> None:
         from confluent_kafka import TopicPartition
@@ -249,6 +271,7 @@ class ConfluentKafka(ClientFactory):
     group_protocols = ("classic", "cooperative", "consumer")
     name = "confluent-kafka"
     transactions = True
+    async_commits = True
     known_issues = {"txn": {"kill": LIBRDKAFKA_5511, "stop": LIBRDKAFKA_5511,
                             "crash": LIBRDKAFKA_5511},
                     "queue": {"kill": LIBRDKAFKA_STALE_LISTOFFSETS,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 from kaflite.client import (
@@ -18,6 +19,7 @@ from kaflite.verify.clients._base import (
     TP,
     AckFn,
     ClientFactory,
+    CommitDone,
     ConsumerClient,
     Context,
     Listener,
@@ -87,6 +89,13 @@ class _Listener(RebalanceListener):
 def _events(client: Any) -> list[tuple[float, str]]:
     return [(e.timestamp, f"{e.kind}: {e.message}" + (f" ({e.cause})" if e.cause else ""))
             for e in client.events()]
+
+
+def _commit_callback(offsets: dict[TP, int], on_done: CommitDone
+                     ) -> Callable[[object, BaseException | None], None]:
+    def done(_: object, error: BaseException | None) -> None:
+        on_done(offsets, None if error is None else repr(error))
+    return done
 
 
 def _callback(on_ack: AckFn) -> Any:
@@ -171,6 +180,11 @@ class _AsyncConsumer(ConsumerClient):
         self.ctx.run(self.c.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()}),
                      60)
 
+    def commit_async(self, offsets: dict[TP, int], on_done: CommitDone) -> None:
+        self.ctx.call(self.c.commit_async,
+                      {TopicPartition(t, p): o for (t, p), o in offsets.items()},
+                      _commit_callback(offsets, on_done))
+
     def seek(self, tp: TP, offset: int) -> None:
         self.ctx.call(self.c.seek, TopicPartition(*tp), offset)
 
@@ -188,6 +202,7 @@ class KafliteAsync(ClientFactory):
     group_protocols = ("classic", "cooperative", "consumer")
     name = "kaflite"
     transactions = True
+    async_commits = True
 
     def context(self) -> Context:
         return LoopContext()
@@ -247,6 +262,10 @@ class _SyncConsumer(ConsumerClient):
     def commit(self, offsets: dict[TP, int]) -> None:
         self.c.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()})
 
+    def commit_async(self, offsets: dict[TP, int], on_done: CommitDone) -> None:
+        self.c.commit_async({TopicPartition(t, p): o for (t, p), o in offsets.items()},
+                            _commit_callback(offsets, on_done))
+
     def seek(self, tp: TP, offset: int) -> None:
         self.c.seek(TopicPartition(*tp), offset)
 
@@ -263,6 +282,7 @@ class _SyncConsumer(ConsumerClient):
 class KafliteSync(ClientFactory):
     group_protocols = ("classic", "cooperative", "consumer")
     name = "kaflite-sync"
+    async_commits = True
 
     def producer(self, ctx: Context, servers: str, client_id: str,
                  txn_id: str | None = None) -> ProducerClient:

@@ -9,6 +9,7 @@ from kaflite.verify.clients._base import (
     TP,
     AckFn,
     ClientFactory,
+    CommitDone,
     ConsumerClient,
     Context,
     Listener,
@@ -101,6 +102,15 @@ class _KPConsumer(ConsumerClient):
         self.c.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
                        for (t, p), o in offsets.items()})
 
+    def commit_async(self, offsets: dict[TP, int], on_done: CommitDone) -> None:
+        from kafka import OffsetAndMetadata, TopicPartition
+
+        def done(_: Any, result: Any) -> None:   # the response, or the exception
+            on_done(offsets, repr(result) if isinstance(result, BaseException) else None)
+
+        self.c.commit_async({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                             for (t, p), o in offsets.items()}, callback=done)
+
     def seek(self, tp: TP, offset: int) -> None:
         from kafka import TopicPartition
 
@@ -125,6 +135,7 @@ KAFKA_PYTHON_PENDING_FETCH = (
 
 class KafkaPython(ClientFactory):
     name = "kafka-python"
+    async_commits = True
     known_issues = {"queue": {"kill": KAFKA_PYTHON_PENDING_FETCH,
                               "stop": KAFKA_PYTHON_PENDING_FETCH,
                               "crash": KAFKA_PYTHON_PENDING_FETCH}}
