@@ -165,6 +165,39 @@ def test_zstd_needs_produce_v7(cluster: Cluster) -> None:
     _assert_readable(cluster, topic, 3)
 
 
+def test_each_keyless_record_is_named(cluster: Cluster) -> None:
+    """KIP-467: ten keyless records in a batch of 100 for a compacted topic: INVALID_RECORD
+    with the ten listed by their index in the batch, as Kafka's LogValidator lists them
+    (the producer's side: tests/client/test_record_errors.py)."""
+    topic = _topic(cluster, **{"cleanup.policy": "compact"})
+    keyless = set(range(5, 100, 10))
+    batch = encode_batch([b"v%d" % i for i in range(100)],
+                         keys=[None if i in keyless else b"k%d" % i for i in range(100)],
+                         timestamps=[_now()] * 100)
+    state = cluster.controller.partition(topic, 0)
+    assert state is not None
+
+    async def send() -> ProduceResponse:
+        conn = await BrokerConnection("127.0.0.1", cluster.broker(state.leader).port,
+                                      client_id="validation").open()
+        try:
+            resp: ProduceResponse = await conn.request(ProduceRequest(
+                acks=-1, timeout_ms=5000, topic_data=[pq.TopicProduceData(
+                    name=topic, partition_data=[pq.PartitionProduceData(0, batch)])]),
+                version=11, timeout=30)
+            return resp
+        finally:
+            conn.close()
+
+    part = asyncio.run(send()).responses[0].partition_responses[0]
+    assert part.error_code == errors.InvalidRecordError.code
+    assert sorted(e.batch_index for e in part.record_errors) == sorted(keyless)
+    assert all("without key" in (e.batch_index_error_message or "")
+               for e in part.record_errors)
+    assert part.error_message is not None and "10 record errors" in part.error_message
+    assert _ends(cluster, topic) == [2, 2, 2]
+
+
 def test_compacted_topic_needs_keys_in_compressed_batches_too(cluster: Cluster) -> None:
     topic = _topic(cluster, **{"cleanup.policy": "compact"})
     keyless = encode_batch([b"a", b"b"], keys=[b"k", None], timestamps=[_now()] * 2,

@@ -32,6 +32,8 @@ class KafkaError(Exception):
     code: int = -1
     name: str = "UNKNOWN_SERVER_ERROR"
     retriable: bool = False
+    # A Produce partition's rejected records (KIP-467): (index in the batch, why)
+    record_errors: tuple[tuple[int, str], ...] = ()
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message

@@ -2,8 +2,8 @@
 
 from kaflite.client.producer._accumulator import BufferFull, RecordMetadata
 from kaflite.client.producer._producer import BatchMetadata, Producer
-from kaflite.client.producer._sender import DeliveryTimeout
+from kaflite.client.producer._sender import BatchRejectedError, DeliveryTimeout
 from kaflite.client.producer._transactions import ConsumerGroupMetadata, TransactionStateError
 
-__all__ = ["BatchMetadata", "BufferFull", "ConsumerGroupMetadata", "DeliveryTimeout", "Producer",
+__all__ = ["BatchMetadata", "BatchRejectedError", "BufferFull", "ConsumerGroupMetadata", "DeliveryTimeout", "Producer",
            "RecordMetadata", "TransactionStateError"]

@@ -73,8 +73,8 @@ DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], objec
 class ProducerBatch:
     __slots__ = ("attempts", "base_offset", "base_sequence", "callbacks", "closed", "created",
                  "done", "encoded", "error", "headers", "keys", "log_append_time", "parent",
-                 "partition", "parts", "producer_epoch", "producer_id", "retry_at", "size",
-                 "timestamps", "topic", "values")
+                 "partition", "parts", "producer_epoch", "producer_id", "record_errors",
+                 "retry_at", "size", "timestamps", "topic", "values")
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         self.topic = topic
@@ -96,6 +96,8 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
+        # KIP-467: the records the broker named as the reason it refused the batch
+        self.record_errors: dict[int, BaseException] | None = None
         # True once nothing more may be appended: another batch queued behind it,
         # or it was drained (encoded) or expired. The producer's fast path checks it.
         self.closed = False
@@ -165,6 +167,12 @@ class ProducerBatch:
         else:
             self.complete(-1, -1)
 
+    def error_of(self, index: int) -> BaseException | None:
+        """Why record ``index`` of this (sent) batch failed; None if it did not."""
+        if self.record_errors is not None and index in self.record_errors:
+            return self.record_errors[index]
+        return self.error
+
     def record(self, index: int) -> tuple[ProducerBatch, int]:
         """The batch that was sent with record ``index`` (a half after a split), and its index there."""
         batch = self
@@ -214,15 +222,19 @@ class ProducerBatch:
         if self.parent is not None:
             self.parent._part_finished()
 
-    def fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException,
+             record_errors: dict[int, BaseException] | None = None) -> None:
+        """Fail every record with ``error``, or, for those ``record_errors`` names (by
+        index), with theirs."""
         self.error = error
+        self.record_errors = record_errors
         self.encoded = None
         if self.done is not None and not self.done.done():
             self.done.set_exception(error)
             self.done.exception()  # the caller may never look
         if self.callbacks:
             for index, cb in self.callbacks:
-                cb(error, self.metadata(index))
+                cb(self.error_of(index), self.metadata(index))
         if self.parent is not None:
             self.parent._part_finished()
 

@@ -290,13 +290,14 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         batch, index = appended
         try:
             await batch.future()
-        except Exception:
+        except Exception as exc:
             if batch.parts is None:
-                raise
+                raise batch.error_of(index) or exc from None
         # After a split (MESSAGE_TOO_LARGE) the record's own half decides, not the batch.
         sent, index = batch.record(index)
-        if sent.error is not None:
-            raise sent.error
+        error = sent.error_of(index)
+        if error is not None:
+            raise error
         return sent.metadata(index)
 
     def produce(self, topic: str, value: V, key: K | None = None, partition: int | None = None,

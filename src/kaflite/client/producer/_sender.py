@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from kaflite.client._base import BaseClient
     from kaflite.client.producer._transactions import TransactionManager
 
-__all__ = ["Sender"]
+__all__ = ["BatchRejectedError", "Sender"]
 
 log = logging.getLogger("kaflite.client.producer")
 
@@ -70,6 +70,13 @@ MESSAGE_TOO_LARGE = errors.MessageTooLargeError.code
 
 class DeliveryTimeout(errors.RequestTimedOutError):
     """A record was not acknowledged within ``delivery.timeout.ms``."""
+
+
+class BatchRejectedError(errors.KafkaError):
+    """A valid record that failed because the broker refused its batch for other records
+    in it (KIP-467, Java's "innocent bystanders"): sending it again can succeed."""
+
+    name = "BATCH_REJECTED"
 
 
 @dataclass(frozen=True)
@@ -269,6 +276,16 @@ class Sender:
             elif action in (Action.REFRESH_METADATA, Action.BACKOFF_REFRESH, Action.BACKOFF) \
                     or exc.retriable:
                 self._retry(batch, exc, action, behind)
+            elif pr.record_errors:
+                # KIP-467: the records named fail with their own reasons, the rest with
+                # BatchRejectedError, as Java's ProducerBatch.completeExceptionally
+                rejected: dict[int, BaseException] = {
+                    e.batch_index: errors.error_for_code(
+                        code, e.batch_index_error_message or where)
+                    for e in pr.record_errors if 0 <= e.batch_index < len(batch)}
+                self._fail(batch, BatchRejectedError(
+                    f"{where}: the batch had {len(rejected)} invalid record(s); this one "
+                    "was not among them"), rejected)
             else:
                 self._fail(batch, exc)
 
@@ -304,10 +321,11 @@ class Sender:
         self.acc.release(batch)
         batch.complete(base_offset, log_append_time)
 
-    def _fail(self, batch: ProducerBatch, exc: BaseException) -> None:
+    def _fail(self, batch: ProducerBatch, exc: BaseException,
+              record_errors: dict[int, BaseException] | None = None) -> None:
         self.idem.done(batch, True)
         self.acc.release(batch)
-        batch.fail(exc)
+        batch.fail(exc, record_errors)
         if self.txn is not None:
             self.txn.fail(exc)
 

@@ -64,7 +64,15 @@ async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
     except (errors.KafkaError, InvalidRecordBatch) as exc:
         res.error_code = code_for_exception(exc)
         res.error_message = getattr(exc, "message", None) or str(exc)
-        if isinstance(exc, InvalidRecordBatch) and res.error_code == errors.InvalidRecordError.code:
+        rejected = exc.record_errors
+        if rejected:     # KIP-467: each rejected record, as Kafka's RecordValidationException
+            res.record_errors = [pr.BatchIndexAndErrorMessage(i, why) for i, why in rejected]
+            res.error_message = (
+                f"One or more records have been rejected due to {len(rejected)} record "
+                f"errors in total, and only showing the first three errors at most: "
+                + ", ".join(f"(index {i}: {why})" for i, why in rejected[:3]))
+        elif isinstance(exc, InvalidRecordBatch) and \
+                res.error_code == errors.InvalidRecordError.code:
             res.record_errors = [pr.BatchIndexAndErrorMessage(0, str(exc))]
         if res.error_code in (errors.NotLeaderOrFollowerError.code,
                               errors.FencedLeaderEpochError.code):

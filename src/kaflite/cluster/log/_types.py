@@ -118,4 +118,6 @@ _BY_NAME: dict[str, type[errors.KafkaError]] = {
 def kafka_error_for(exc: InvalidRecordBatch) -> errors.KafkaError:
     """The Kafka error a broker answers for a batch that failed validation."""
     cls = _BY_NAME.get(exc.reason.error_name, errors.CorruptMessageError)
-    return cls(str(exc))
+    err = cls(str(exc))
+    err.record_errors = exc.record_errors
+    return err

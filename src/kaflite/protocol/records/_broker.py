@@ -112,10 +112,12 @@ class BatchErrorReason(enum.Enum):
 class InvalidRecordBatch(RemoteProtocolError):
     """A batch failed broker-side validation; see ``reason``."""
 
-    def __init__(self, reason: BatchErrorReason, detail: str, position: int = 0) -> None:
+    def __init__(self, reason: BatchErrorReason, detail: str, position: int = 0,
+                 record_errors: tuple[tuple[int, str], ...] = ()) -> None:
         self.reason = reason
         self.error_name = reason.error_name
         self.position = position
+        self.record_errors = record_errors    # KIP-467: (index in the batch, why)
         super().__init__(
             f"{reason.error_name}: {reason.description}: {detail} (batch at byte {position})"
         )
@@ -271,7 +273,12 @@ def validate_records(batch: RecordBatch, *, require_keys: bool = False,
         raise InvalidRecordBatch(BatchErrorReason.OFFSETS_NOT_SEQUENTIAL, "gap or reorder",
                                  position)
     if require_keys and null_key:
-        raise InvalidRecordBatch(BatchErrorReason.MISSING_KEY, "null key", position)
+        keys = batch.columns(fields=False).keys
+        missing = [i for i, k in enumerate(keys) if k is None]
+        raise InvalidRecordBatch(
+            BatchErrorReason.MISSING_KEY, f"{len(missing)} of {count} records have no key",
+            position, tuple((i, "Compacted topic cannot accept message without key.")
+                            for i in missing))
     return RecordSummary(count, newest, oldest)
 
 
