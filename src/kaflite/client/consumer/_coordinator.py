@@ -126,6 +126,14 @@ class GroupMember(GroupClient):
         # owner.
         if self.generation >= 0 and bool(self.member_id) and self.state != FATAL:
             return self.generation, self.member_id, self.instance_id
+        if self.hooks.subscriptions.subscribed:
+            # As Java's sendOffsetCommitRequest: a subscribed member outside the group
+            # (its session expired, it was fenced) must not commit as a standalone
+            # consumer (generation -1), which an empty group would take, over whoever
+            # holds its partitions now.
+            raise CommitFailedError(
+                f"commit failed: the member is not part of an active generation of group "
+                f"{self.group_id}; poll() to rejoin")
         return -1, "", None
 
     @property
@@ -167,6 +175,7 @@ class GroupMember(GroupClient):
         if self.fatal is not None:
             raise self.fatal
         self.start_heartbeat()
+        await self._drop_lost_partitions()
         if self.state == STABLE and self._subscription_changed():
             self.request_rejoin("subscription changed")
         if self.state == STABLE:
@@ -182,6 +191,18 @@ class GroupMember(GroupClient):
         if self.fatal is not None:
             raise self.fatal
         return self.state == STABLE
+
+    async def _drop_lost_partitions(self) -> None:
+        """Java's onJoinPrepare: a member whose id or generation was reset (its session
+        expired, it was fenced, UNKNOWN_MEMBER_ID) has lost its partitions, which the
+        group may have given to another member meanwhile: ``on_partitions_lost``, and
+        nothing of them is fetched or committed from now on. Called in poll, before
+        anything is fetched, and before each JoinGroup."""
+        owned = set(self.hooks.subscriptions.assignment)
+        if owned and self.hooks.subscriptions.subscribed and \
+                (not self.member_id or self.generation < 0):
+            await self.hooks.lost(owned, "the member was reset: its partitions may belong "
+                                         "to another member now")
 
     async def _join_loop(self) -> None:
         while self.state != STABLE:
@@ -207,6 +228,7 @@ class GroupMember(GroupClient):
     async def _join_once(self, deadline: float) -> None:
         consumer = self.consumer
         subs = self.hooks.subscriptions
+        await self._drop_lost_partitions()
         owned = sorted(subs.assignment)
         if not self.cooperative and owned:
             await self.hooks.revoke(set(owned), "eager rebalance")
