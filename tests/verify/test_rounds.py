@@ -39,7 +39,7 @@ SPARK_SEED, SPARK_SECONDS = 1006, 7.0
 # each group protocol of each client that has it (classic eager, classic cooperative-
 # sticky, KIP-848); the two-owners and silent-expiry invariants judge each (issue 36).
 # Three members: each seed has consumer-0 leave and then crash, consumer-1 cut off and
-# consumer-2 stall, early in the round (workload.MEMBER_FAULTS, drawn per member).
+# consumer-2 stall, early in the round (_churn.MEMBER_FAULTS, drawn per member).
 CHURN_SEEDS = {("kaflite", "consumer"): 5447, ("kaflite-sync", "consumer"): 8384,
                ("confluent-kafka", "consumer"): 9490, ("kaflite", "classic"): 11717,
                ("confluent-kafka", "classic"): 11729, ("kaflite", "cooperative"): 11717,

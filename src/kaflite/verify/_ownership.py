@@ -49,7 +49,7 @@ __all__ = ["Finding", "Overlap", "check_ownership"]
 
 GroupKey = tuple[str, str, int]         # (group, topic, partition)
 UNOWNED_LIMIT_S = 15.0                  # 2.5 times the checker's session timeouts (6 s)
-# a member inside one of these (workload.MEMBER_FAULTS) is not there to hold anything
+# a member inside one of these (_churn.MEMBER_FAULTS) is not there to hold anything
 ABSENT = ("member-cut", "member-stall")
 
 

@@ -130,7 +130,7 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
         raise ValueError(f"{config.client} has no group.protocol={config.group_protocol} "
                          f"(it has {', '.join(client.group_protocols)})")
     client.group_protocol = config.group_protocol
-    # churning members stall past it (workload.MEMBER_FAULTS)
+    # churning members stall past it (_churn.MEMBER_FAULTS)
     client.max_poll_interval_ms = MAX_POLL_INTERVAL_MS if config.churn else None
     say = on_phase or (lambda text: None)
     tmp = None if config.data_dir is not None else tempfile.mkdtemp(prefix="kaflite-verify-")
