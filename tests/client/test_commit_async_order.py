@@ -44,3 +44,27 @@ def test_a_retried_async_commit_does_not_land_after_a_later_one(cluster: Cluster
     finally:
         cluster.faults.remove(rule.id)
         c.close()
+
+
+def test_a_sync_commit_lands_after_the_async_ones_before_it(cluster: Cluster) -> None:
+    """The soak's case (KIP-848 member, seed 366105409): an async commit of 4015 was
+    retried and landed after a later synchronous commit of 5515, and the member that took
+    the partition over read again from 4015. A commit waits for the async ones before it,
+    as Java's commitSync does."""
+    topic, group = uid("t"), uid("g")
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    tp = TopicPartition(topic, 0)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                  "enable.auto.commit": False, "retry.backoff.ms": 300}).start()
+    rule = cluster.faults.inject_error("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS", 1,
+                                       group=group)
+    try:
+        c.assign([tp])
+        landed = threading.Event()
+        c.commit_async({tp: 100}, lambda _, __: landed.set())   # retried once
+        c.commit({tp: 150})
+        assert landed.wait(30)
+        assert c.committed(tp) == 150
+    finally:
+        cluster.faults.remove(rule.id)
+        c.close()

@@ -328,16 +328,32 @@ class Consumer(BaseClient, Generic[K, V]):
 
     async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None
                      = None) -> None:
-        """Commit ``offsets`` (default: the current positions) and wait for the answer."""
-        group = self._need_group()
+        """Commit ``offsets`` (default: the current positions) and wait for the answer.
+
+        It first waits for the asynchronous commits asked for before it, so that it
+        lands after them: one of those, retried, would otherwise put back a lower
+        offset over this one (found by the group soak, KIP-848, seed 366105409)."""
+        self._need_group()
         await self.start()
+        oms = self._offsets_to_commit(offsets)
+        pending = self._last_async_commit
+        if pending is not None and not pending.done():
+            await asyncio.wait([pending])
+        await self._commit_now(oms)
+
+    def _offsets_to_commit(self, offsets: Offsets | None
+                           ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """``offsets`` as OffsetAndMetadata, or, for None, the positions now."""
         if offsets is None:
-            await self._commit_positions(set(self._subs.assignment))
-            return
-        oms = {TopicPartition(*tp): (o if isinstance(o, OffsetAndMetadata)
-                                     else OffsetAndMetadata(o))
-               for tp, o in offsets.items()}
-        await group.commit(oms, self._api_timeout)
+            return {tp: OffsetAndMetadata(s.position, "", s.position_epoch)
+                    for tp, s in self._subs.assignment.items() if s.position is not None}
+        return {TopicPartition(*tp): (o if isinstance(o, OffsetAndMetadata)
+                                      else OffsetAndMetadata(o))
+                for tp, o in offsets.items()}
+
+    async def _commit_now(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        if offsets:
+            await self._need_group().commit(offsets, self._api_timeout)
 
     def commit_async(self, offsets: Offsets | None = None,
                      callback: CommitCallback | None = None) -> asyncio.Task[None]:
@@ -345,14 +361,17 @@ class Consumer(BaseClient, Generic[K, V]):
 
         As Java's ``commitAsync``, commits are sent in the order they were asked for and
         their callbacks run in that order: each waits for the one before it (with its
-        retries), so a retried commit never lands after a later, higher one."""
+        retries), so a retried commit never lands after a later, higher one. Without
+        ``offsets`` it commits the positions at the call, as Java's does."""
         before = self._last_async_commit
+        oms = self._offsets_to_commit(offsets)
 
         async def run() -> None:
             if before is not None and not before.done():
                 await asyncio.wait([before])
             try:
-                await self.commit(offsets)
+                await self.start()
+                await self._commit_now(oms)
             except Exception as exc:
                 if callback is not None:
                     callback(offsets, exc)
@@ -369,14 +388,8 @@ class Consumer(BaseClient, Generic[K, V]):
         return task
 
     async def _commit_positions(self, tps: set[TopicPartition]) -> None:
-        group = self._need_group()
-        offsets = {}
-        for tp in tps:
-            s = self._subs.assignment.get(tp)
-            if s is not None and s.position is not None:
-                offsets[tp] = OffsetAndMetadata(s.position, "", s.position_epoch)
-        if offsets:
-            await group.commit(offsets, self._api_timeout)
+        await self._commit_now({tp: om for tp, om in self._offsets_to_commit(None).items()
+                                if tp in tps})
 
     # -- polling -----------------------------------------------------------------------------------
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
