@@ -436,6 +436,16 @@ def test_incomplete_when_no_write_was_acknowledged() -> None:
     assert result.examples["incomplete"][0]["why"] == "no write was acknowledged"
 
 
+def test_incomplete_when_nothing_was_sent() -> None:
+    """A client that never started (kafkajs not installed, say) wrote nothing: the round
+    tested nothing and must not pass (the group soak counted such rounds as valid)."""
+    run = Run()
+    run.drain(0, [])
+    result = run.check()
+    assert found(result) == {"incomplete": 1}
+    assert "nothing was sent" in result.examples["incomplete"][0]["why"]
+
+
 # -- the history file ---------------------------------------------------------------------
 
 def test_a_history_survives_json_lines(tmp_path: Path) -> None:

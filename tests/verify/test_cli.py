@@ -44,3 +44,11 @@ def test_an_unknown_client_is_refused(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit) as exit_:
         main(["--client", "kafka-go"])
     assert exit_.value.code == 2
+
+
+def test_a_client_that_cannot_run_here_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Not run as a round that writes nothing and passes (the group soak did that)."""
+    monkeypatch.setenv("KAFLITE_KAFKAJS_DIR", "/nonexistent")
+    assert main(["--client", "kafkajs", "--seconds", "1"]) == 2
+    assert "kafkajs cannot run here" in capsys.readouterr().out

@@ -22,7 +22,7 @@ from kaflite.verify.clients import CLIENTS
 from kaflite.verify.history import History
 from kaflite.verify.nemesis import KINDS
 from kaflite.verify.report import render, replay_command
-from kaflite.verify.runner import WORKLOADS, RunConfig, run
+from kaflite.verify.runner import WORKLOADS, ClientUnavailable, RunConfig, run
 
 
 def nemesis_kinds(text: str) -> tuple[str, ...]:
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                   highlight=False)
     try:
         _, result = run(config, on_phase=lambda text: console.print(f"[dim]{text}[/]"))
-    except ValueError as exc:
+    except (ValueError, ClientUnavailable) as exc:
         console.print(f"error: {exc}", markup=False)
         return 2
     render(result, console)

@@ -204,6 +204,9 @@ def check(ops: Sequence[Op], progress_bound: float | None = None) -> CheckResult
 # -- writes: lost, duplicate, inconsistent, unexpected -----------------------------------
 
 def _check_complete(found: _Found, sends: list[Send], physical: _Log, committed: _Log) -> None:
+    if not sends:   # a client that never started must not pass as a clean round
+        found.add("incomplete", "", why="nothing was sent: no writer ever started "
+                  "(the history's notes say why)")
     acked = {s.topic for s in sends if s.type == "ok"}
     for topic in sorted({s.topic for s in sends}):
         if not physical.has(topic) and not committed.has(topic):

@@ -53,7 +53,7 @@ from kaflite.verify.workload import (
     txn_producer_process,
 )
 
-__all__ = ["CLUSTER_CONFIG", "RunConfig", "fill_partitions", "run"]
+__all__ = ["CLUSTER_CONFIG", "ClientUnavailable", "RunConfig", "fill_partitions", "run"]
 
 WORKLOADS = ("queue", "txn")
 CLUSTER_CONFIG = {
@@ -103,6 +103,10 @@ class RunConfig:
         return out
 
 
+class ClientUnavailable(RuntimeError):
+    """The run's client library cannot run on this machine (not installed)."""
+
+
 def _thread(name: str, target: Callable[..., None], *args: Any) -> threading.Thread:
     t = threading.Thread(target=target, args=args, name=name, daemon=True)
     t.start()
@@ -124,6 +128,9 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     if config.workload not in WORKLOADS:
         raise ValueError(f"unknown workload {config.workload!r}; known: {', '.join(WORKLOADS)}")
     client = factory(config.client)
+    why = client.unavailable()
+    if why is not None:
+        raise ClientUnavailable(f"{config.client} cannot run here: {why}")
     if config.workload == "txn" and not client.transactions:
         raise ValueError(f"the txn workload does not run with {config.client}")
     if config.group_protocol not in client.group_protocols:

@@ -202,6 +202,10 @@ class ClientFactory(ABC):
     resubscribes = True     # whether a consumer may subscribe again to other topics
     async_commits = False   # whether its consumers have ``commit_async``
 
+    def unavailable(self) -> str | None:
+        """Why the library cannot run here (not installed, say), or None."""
+        return None
+
     def start(self) -> None:
         """Called once before the run's cluster starts (a slow client warms up here)."""
         return None

@@ -451,6 +451,9 @@ class KafkaJS(ClientFactory):
     # (KAFKAJS_TXN): it runs only on request, to reproduce.
     transactions = os.environ.get("KAFLITE_VERIFY_KAFKAJS_TXN") == "1"
 
+    def unavailable(self) -> str | None:
+        return missing()
+
     def producer(self, ctx: Context, servers: str, client_id: str,
                  txn_id: str | None = None) -> ProducerClient:
         return _Producer(servers, client_id, txn_id)
