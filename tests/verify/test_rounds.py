@@ -65,6 +65,7 @@ def marks(client: str) -> list[pytest.MarkDecorator]:
 
         why = missing()
         out.append(pytest.mark.skipif(why is not None, reason=f"kafkajs: {why}"))
+        out.append(pytest.mark.peer)     # a Node process: in make interop, with the peers
     return out
 
 
