@@ -111,6 +111,10 @@ class GroupMember(GroupClient):
         self._closing = False
         self.joined_topics: set[str] = set()
 
+    def _membership_token(self) -> object:
+        # (Java's commitSync cannot see a new generation: the rejoin happens in poll.)
+        return self.member_id, self.generation
+
     def _commit_identity(self) -> tuple[int, str, str | None]:
         # While its JoinGroup or SyncGroup waits on the coordinator connection, a commit
         # would wait behind it (a broker answers a connection's requests in order): as

@@ -126,6 +126,11 @@ class GroupClient(abc.ABC):
         """(member id, member epoch) for OffsetFetch v9; a classic member sends none."""
         return None, -1
 
+    @abc.abstractmethod
+    def _membership_token(self) -> object:
+        """What must not change while one commit is retried: it changes when the member
+        is reset, fenced or joins a new generation its partitions may have left."""
+
     async def _await_new_epoch(self, sent: int, tps: set[TopicPartition],
                                deadline: float) -> bool:
         """STALE_MEMBER_EPOCH: True once a newer epoch is known (the request is then
@@ -218,12 +223,21 @@ class GroupClient(abc.ABC):
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
                      timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        # A commit belongs to the membership it was made in: retried after the member was
+        # reset and joined again, it would land under the new one (a new epoch), over what
+        # the partitions' owner meanwhile committed (the group soak, kaflite-sync KIP-848,
+        # seed 1295088744: a commit of 6179 retried for 29 s landed after 9780).
+        token = self._membership_token()
         by_topic: dict[str, list[ocq.OffsetCommitRequestPartition]] = {}
         for tp, om in offsets.items():
             by_topic.setdefault(tp.topic, []).append(ocq.OffsetCommitRequestPartition(
                 partition_index=tp.partition, committed_offset=om.offset,
                 committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
         while True:
+            if self._membership_token() != token:
+                raise CommitFailedError(
+                    "commit failed: the member was reset or rejoined while the commit was "
+                    "retried, so the partitions may now belong to another member")
             epoch, member_id, instance_id = self._commit_identity()
             req = OffsetCommitRequest(
                 group_id=self.group_id, generation_id_or_member_epoch=epoch,

@@ -149,6 +149,11 @@ class ConsumerMembership(GroupClient):
             self._epoch_moved.set()
             self._epoch_moved = asyncio.Event()
 
+    def _membership_token(self) -> object:
+        # the epoch may move on (a newer epoch is what STALE_MEMBER_EPOCH waits for);
+        # losing the partitions may not
+        return self.member_id, self._incarnation
+
     def _commit_identity(self) -> tuple[int, str, str | None]:
         if self.generation > 0 and self.state in IN_GROUP:
             return self.generation, self.member_id, self.instance_id
