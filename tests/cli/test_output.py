@@ -139,3 +139,28 @@ def test_bench_json_summary(cluster: Cluster) -> None:
     assert doc["produce"]["records_per_s"] > 0 and doc["consume"]["records_per_s"] > 0
     seen = {c.client_id for c in cluster.registry.connections(include_closed=True)}
     assert "bench-x" in seen
+
+
+def test_connections_table_marks_closed_connections() -> None:
+    """Issue 40: with --closed nothing said which connections were closed."""
+    import time
+
+    from rich.console import Console
+
+    from kaflite.cli.connections import connections_table
+
+    now = time.time()
+
+    def row(client: str, closed_at: float | None) -> dict[str, object]:
+        return {"client_id": client, "broker": 0, "peer": "127.0.0.1:5000", "roles": ["fetch"],
+                "partitions": [], "groups": [], "transactional_ids": [], "apis": {},
+                "last_activity": now - 3, "closed_at": closed_at}
+
+    out = io.StringIO()
+    Console(file=out, width=200).print(connections_table(
+        [row("open-one", None), row("gone-one", now - 7)]))
+    text = out.getvalue()
+    assert "1 closed" in text
+    (gone,) = [line for line in text.splitlines() if "gone-one" in line]
+    (still,) = [line for line in text.splitlines() if "open-one" in line]
+    assert "closed 7s ago" in gone and "closed" not in still

@@ -162,3 +162,24 @@ def test_a_port_held_by_a_closed_connection_says_so() -> None:
     assert "closed connection from that port, in TIME_WAIT" in str(caught.value.strerror)
     _, hint = explain(caught.value) or ("", "")
     assert hint.startswith("wait a minute, or choose other ports")
+
+
+def test_the_console_line_says_why_it_is_not_on_9990(tmp_path: Path) -> None:
+    """Issue 40: with 9990 taken the console came up elsewhere without a word."""
+    holder: socket.socket | None = socket.socket()
+    try:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", 9990))
+        holder.listen()
+    except OSError:          # taken already: by someone else, which serves as well
+        holder.close()
+        holder = None
+    try:
+        with KafliteUp("--brokers", "1", "--base-port", "0",
+                       "--data-dir", str(tmp_path / "data")) as up:
+            line = next(x for x in up.lines if x.startswith("console: "))
+            assert "(port 9990 is taken" in line and "--http-port" in line, line
+            assert ":9990/" not in line.split()[1]
+    finally:
+        if holder is not None:
+            holder.close()

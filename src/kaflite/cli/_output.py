@@ -23,8 +23,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["Column", "JsonOption", "Row", "cell", "emit", "emit_json", "emit_lines",
-           "json_line", "table_lines"]
+__all__ = [
+    "Column",
+    "JsonOption",
+    "Row",
+    "cell",
+    "emit",
+    "emit_json",
+    "emit_lines",
+    "json_line",
+    "table_lines",
+    "terminal_console",
+]
 
 Row = Mapping[str, object]      # a JSON object: str, int, bool, None, lists and dicts
 
@@ -54,7 +64,8 @@ def cell(value: object) -> str:
     return str(value)
 
 
-def _console() -> Console:
+def terminal_console() -> Console:
+    """A console as wide as the terminal, or never folding when stdout is not one."""
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else WIDE
     return Console(width=width, highlight=False, soft_wrap=False)
 
@@ -66,7 +77,7 @@ def table_lines(rows: Sequence[Row], columns: Sequence[Column]) -> list[str]:
         table.add_column(col.header, overflow="fold")
     for row in rows:
         table.add_row(*(cell(row.get(col.key)) for col in columns))
-    console = _console()
+    console = terminal_console()
     with console.capture() as captured:
         console.print(table)
     return [line.rstrip() for line in captured.get().splitlines()]

@@ -145,6 +145,9 @@ def list_rules(http: HttpOption = FIND, as_json: JsonOption = False) -> None:
     if as_json:
         emit_json(rules)
         return
+    if not rules:      # (a bare header said nothing)
+        typer.echo("no fault rules are active (kaflite chaos --help lists the faults)")
+        return
     rows = [{"id": r["id"], "kind": r["kind"], "api": r["api"] or "*",
              "what": r["error"] or (f"{r['delay_ms']} ms" if r["delay_ms"] else None),
              "scope": _scope(r) or None,

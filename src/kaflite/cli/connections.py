@@ -17,12 +17,11 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from kaflite.cli._http import request
 from kaflite.cli._options import FIND, HttpOption
-from kaflite.cli._output import JsonOption, emit_json
+from kaflite.cli._output import JsonOption, emit_json, terminal_console
 
 
 def _short(items: list[str], limit: int = 6) -> str:
@@ -76,6 +75,9 @@ def connections_table(rows: list[dict[str, Any]]) -> Table:
                  "requests", "errors", "quota", "idle"):
         table.add_column(name, overflow="fold")
     now = time.time()
+    closed = sum(1 for c in rows if c.get("closed_at") is not None)
+    if closed:
+        table.caption = f"{closed} closed (marked closed in the idle column)"
     for c in rows:
         targets = c["partitions"] + [f"group:{g}" for g in c["groups"]] \
             + [f"txn:{t}" for t in c["transactional_ids"]]
@@ -93,9 +95,16 @@ def connections_table(rows: list[dict[str, Any]]) -> Table:
             str(sum(a["count"] for a in c["apis"].values())),
             ", ".join(f"{k} x{v}" for k, v in errs.items()),
             quota_text(c),
-            f"{now - c['last_activity']:.0f}s",
+            _idle(c, now),
         )
     return table
+
+
+def _idle(c: dict[str, Any], now: float) -> str:
+    closed_at = c.get("closed_at")
+    if closed_at is not None:
+        return f"closed {now - closed_at:.0f}s ago"
+    return f"{now - c['last_activity']:.0f}s"
 
 
 def clients_table(rows: list[dict[str, Any]]) -> Table:
@@ -146,7 +155,7 @@ def connections(
     if as_json:
         emit_json({"connections": rows, "clients": summary} if clients else rows)
         return
-    console = Console(width=160)
+    console = terminal_console()
     console.print(connections_table(rows))
     if summary is not None:
         console.print(clients_table(summary))

@@ -125,16 +125,19 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
     await cluster.start()
     api = None
     registration = None
+    moved = ""     # why the HTTP API is not on the port asked for
     try:
         if http_port >= 0:
             from kaflite.cluster.http import HttpApi
 
             try:
                 api = await HttpApi(cluster, host, http_port).start()
-            except OSError:
+            except OSError as exc:
                 if http_port != DEFAULT_HTTP_PORT:
                     raise
                 api = await HttpApi(cluster, host, 0).start()   # 9990 is taken: any port
+                moved = (f" (port {DEFAULT_HTTP_PORT} is taken: {exc.strerror or exc}; "
+                         f"--http-port chooses one)")
         state = ClusterState(cluster.cluster_id, cluster.bootstrap_servers,
                              api.url if api else None, os.getpid(),
                              str(data_dir.resolve()) if data_dir is not None else None,
@@ -153,7 +156,7 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
         if unused:
             typer.echo(f"not used by kaflite (ignored): {', '.join(unused)}")
         if api is not None:
-            typer.echo(f"console: {api.console_url}")
+            typer.echo(f"console: {api.console_url}{moved}")
             typer.echo(f"HTTP API on {api.url} (kaflite connections, kaflite chaos; "
                        f"{api.url}/docs); console token {api.token} (state changes need it)")
             typer.echo(f"Prometheus metrics on {api.url}/metrics")

@@ -168,6 +168,8 @@ def test_cli_connections_and_chaos(served: tuple[Cluster, str]) -> None:
     assert result.output == "removed 1 rule\n"
     result = runner.invoke(app, ["chaos", "clear", "--http", url])
     assert result.exit_code == 0 and cluster.faults.rules() == []
+    result = runner.invoke(app, ["chaos", "list", "--http", url])
+    assert result.exit_code == 0 and result.output.startswith("no fault rules are active")
     result = runner.invoke(app, ["chaos", "move-leader", "web", "1", "--http", url, "--json"])
     assert result.exit_code == 0 and "leader" in json.loads(result.output)
     result = runner.invoke(app, ["chaos", "move-leader", "web", "1", "--http", url])
