@@ -58,9 +58,11 @@ def test_kaflite_cluster_names_a_data_dir(tmp_path: Path) -> None:
     assert proc.stderr.startswith(f"kaflite: KAFLITE_CLUSTER={tmp_path}: no running kaflite")
 
 
-def test_two_clusters_make_a_plain_command_ask_which() -> None:
+def test_two_clusters_make_a_plain_command_ask_which(tmp_path: Path) -> None:
+    (tmp_path / "one").mkdir()
     with KafliteUp("--brokers", "1", "--base-port", "0", "--http-port", "0") as first, \
-            KafliteUp("--brokers", "1", "--base-port", "0", "--http-port", "0") as second:
+            KafliteUp("--brokers", "1", "--base-port", "0", "--http-port", "0",
+                      "--data-dir", str(tmp_path / "one" / "data")) as second:
         proc = kaflite("topics", "list")
         assert proc.returncode == 1
         assert proc.stderr.startswith("kaflite: 2 kaflite clusters are running"), proc.stderr
@@ -69,6 +71,11 @@ def test_two_clusters_make_a_plain_command_ask_which() -> None:
         assert "hint: say which with -b/--bootstrap" in proc.stderr
         told = kaflite("topics", "list", "-b", second.value("bootstrap.servers="))
         assert told.returncode == 0, told.stderr
+        # Issue 40: in the directory that holds one cluster's data, that one is meant.
+        here = kaflite("topics", "list", cwd=tmp_path / "one")
+        assert here.returncode == 0, here.stderr
+        assert "2 clusters are running; using pid" in here.stderr
+        assert second.value("bootstrap.servers=") in here.stderr
 
 
 @pytest.mark.parametrize("which", ["broker", "http"])

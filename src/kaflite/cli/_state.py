@@ -8,8 +8,10 @@ it stops. A command that is not told where the cluster is (``-b``/``--http``,
 ``KAFLITE_BOOTSTRAP``/``KAFLITE_HTTP``) looks, in order, at:
 
 1. ``KAFLITE_CLUSTER``: a state file, or a data directory holding one;
-2. the live entries of the state directory: the one running ``kaflite up``
-   (several are an error that names them);
+2. the live entries of the state directory: the one running ``kaflite up``; of
+   several, the one whose data directory is under the current directory, else the
+   one on ``127.0.0.1:9092`` (the command says which it chose); otherwise an error
+   that names them;
 3. Kafka's usual addresses, ``127.0.0.1:9092`` and kaflite's HTTP port 9990.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -139,8 +142,27 @@ def find_state() -> ClusterState | None:
         return state
     live = running()
     if len(live) > 1:
-        raise AmbiguousCluster(live)
+        chosen, why = _preferred(live)
+        if chosen is None:
+            raise AmbiguousCluster(live)
+        sys.stderr.write(f"kaflite: {len(live)} clusters are running; using pid {chosen.pid} "
+                         f"at {chosen.bootstrap} ({why}; -b/--bootstrap chooses another)\n")
+        return chosen
     return live[0] if live else None
+
+
+def _preferred(live: list[ClusterState]) -> tuple[ClusterState | None, str]:
+    """Of several running clusters, the one whose data directory is under the current
+    directory, else the one on Kafka's usual port; None when that does not decide."""
+    here = Path.cwd().resolve()
+    under = [s for s in live if s.data_dir is not None
+             and Path(s.data_dir).resolve().is_relative_to(here)]
+    if len(under) == 1:
+        return under[0], f"its data is in {under[0].data_dir}"
+    usual = [s for s in live if DEFAULT_BOOTSTRAP in s.bootstrap.split(",")]
+    if len(usual) == 1:
+        return usual[0], f"it is on {DEFAULT_BOOTSTRAP}"
+    return None, ""
 
 
 def find_bootstrap(given: str | None = None) -> str:
