@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from kaflite.client import Admin, Producer, ShareConsumer
+from kaflite.client import AcknowledgeType, Admin, ConfigResource, Producer, ShareConsumer
 from kaflite.protocol.hashing import coordinator_partition, murmur2_partition
 from kaflite.security.acl import AclBindingFilter, ResourceType
 from kaflite.testing import ApacheKafka, ClusterUnderTest, KafliteCluster
@@ -43,6 +43,8 @@ from tests.interop._kafka_tools import (
 from tests.interop.conftest import make_target, started
 
 pytestmark = pytest.mark.interop
+
+GROUP_RESOURCE = 32     # ConfigResource type GROUP
 
 AUTHORIZED = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -325,24 +327,54 @@ def test_transactions_describe_producers(committed_txn: tuple[str, str],
     assert "2" in described[0][2:], out     # the last sequence of its 3 records
 
 
-def test_share_groups_list(cluster: ClusterUnderTest, tools: ToolRunner) -> None:
+@dataclass
+class Shared:
+    """A 1-partition topic of SHARED records, all read and accepted by a share group."""
+
+    topic: str
+    group: str
+
+
+SHARED = 5
+
+
+@pytest.fixture(scope="module")
+def shared(cluster: ClusterUnderTest) -> Shared:
     if isinstance(cluster, ApacheKafka) and cluster.version.startswith("4.0."):
         pytest.skip(f"Kafka {cluster.version} serves no share groups (4.1 and later do)")
     topic, group = uid("tools-share"), uid("tools-share-group")
+    servers = cluster.bootstrap_servers
 
-    async def join() -> None:
-        await create_topic(cluster.bootstrap_servers, topic, 1, replicas(cluster))
+    async def consume() -> None:
+        await create_topic(servers, topic, 1, replicas(cluster))
+        async with Admin(bootstrap_servers=servers) as admin:
+            await admin.alter_configs({ConfigResource(GROUP_RESOURCE, group): {
+                "share.auto.offset.reset": "earliest"}})
+        async with Producer(bootstrap_servers=servers, acks="all") as p:
+            for i in range(SHARED):
+                await p.send(topic, f"shared {i}".encode(), partition=0)
         consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
-            bootstrap_servers=cluster.bootstrap_servers, group_id=group)
+            bootstrap_servers=servers, group_id=group, share_acknowledgement_mode="explicit")
         await consumer.start()
         try:
             consumer.subscribe([topic])
-            await consumer.poll(500)
+            accepted = 0
+            deadline = time.monotonic() + 60
+            while accepted < SHARED:
+                assert time.monotonic() < deadline, f"{accepted} of {SHARED} records read"
+                for r in await consumer.poll(500):
+                    consumer.acknowledge(r, AcknowledgeType.ACCEPT)
+                    accepted += 1
+                await consumer.commit_sync()
         finally:
             await consumer.close()
 
-    run(join())
-    assert group in tools.admin("kafka-share-groups", "--list").ok().split()
+    run(consume(), timeout=120)
+    return Shared(topic, group)
+
+
+def test_share_groups_list(shared: Shared, tools: ToolRunner) -> None:
+    assert shared.group in tools.admin("kafka-share-groups", "--list").ok().split()
 
 
 def test_log_dirs(cluster: ClusterUnderTest, keyed: Keyed, tools: ToolRunner) -> None:
@@ -460,6 +492,67 @@ def test_dump_log_decodes_the_group_offsets(keyed: Keyed, tools: ToolRunner,
     assert protocol_types[-1] == "consumer", out
     assert sorted(committed) == [0, 1, 2], out
     assert sum(max(offsets) for offsets in committed.values()) == len(RECORDS), committed
+
+
+def topic_id_of(cluster: ClusterUnderTest, topic: str) -> str:
+    """The topic id (base64, as Kafka prints it) from a replica's partition.metadata."""
+    for d in partition_dirs(cluster, topic, 0).values():
+        for line in (d / "partition.metadata").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == "topic_id":
+                return value.strip()
+    raise AssertionError(f"no partition.metadata for {topic}")
+
+
+def decoded_records(out: str, group_field: str, group: str) -> list[tuple[dict[str, object],
+                                                                         dict[str, object]]]:
+    """(key, value) of each decoded record of ``group`` in a kafka-dump-log output, the
+    value ``{}`` for a tombstone; no record may have failed to decode."""
+    for complaint in ("Failed to decode", "Unknown record type", "Error at offset"):
+        assert complaint not in out, out
+    found = []
+    for _, batches in dump_batches(out).items():
+        assert all(b.valid for b in batches)
+        for r in (r for b in batches for r in b.records if r.key and not r.marker):
+            key = json.loads(r.key)
+            if key["data"].get(group_field) == group:
+                value = {} if r.value in (None, "<DELETE>") else json.loads(r.value or "{}")
+                found.append((key, value))
+    return found
+
+
+def test_dump_log_decodes_a_share_groups_records(shared: Shared, tools: ToolRunner,
+                                                 cluster: ClusterUnderTest) -> None:
+    """kafka-dump-log decodes the share group's records in __consumer_offsets
+    (--offsets-decoder) and its share-partition's state in __share_group_state
+    (--share-group-state-decoder) with Kafka's own schemas (their version 0 layouts
+    changed in Kafka 4.1): every record reads, and the state shows all SHARED records
+    acknowledged."""
+    files = internal_segments(cluster, "__consumer_offsets", shared.group)
+    out = tools("kafka-dump-log", "--files", ",".join(map(str, files)), "--offsets-decoder").ok()
+    group = decoded_records(out, "groupId", shared.group)
+    types = {str(k["type"]) for k, _ in group}
+    # 10 member, 11 group epoch, 14 current assignment, 15 initialized share state
+    assert {"10", "11", "14", "15"} <= types, out
+    epochs = [v["data"] for k, v in group if k["type"] == "11" and v]
+    assert epochs and all(e["epoch"] >= 1 for e in epochs), out    # type: ignore[index]
+    initialized = [v["data"]["initializedTopics"] for k, v in group    # type: ignore[index]
+                   if k["type"] == "15" and v]
+    assert any(t["topicName"] == shared.topic and t["partitions"] == [0]
+               for topics in initialized for t in topics), out
+
+    topic_id = topic_id_of(cluster, shared.topic)
+    files = internal_segments(cluster, "__share_group_state", f"{shared.group}:{topic_id}:0")
+    out = tools("kafka-dump-log", "--files", ",".join(map(str, files)),
+                "--share-group-state-decoder").ok()
+    state = [(k, v) for k, v in decoded_records(out, "groupId", shared.group)
+             if k["data"]["topicId"] == topic_id and v]    # type: ignore[index]
+    assert any(k["type"] == "0" for k, _ in state), out     # a ShareSnapshot
+    # the last record's state: start offset past every record, or each acknowledged
+    last = state[-1][1]["data"]
+    acked = {o for b in last["stateBatches"] if b["deliveryState"] == 2    # type: ignore[index]
+             for o in range(b["firstOffset"], b["lastOffset"] + 1)}
+    assert all(o < last["startOffset"] or o in acked for o in range(SHARED)), out  # type: ignore[index]
 
 
 def test_dump_log_shows_the_commit_marker(cluster: ClusterUnderTest,

@@ -3,7 +3,7 @@
     python -m tools.codegen [--schemas DIR] [--check]
 
 Reads Kafka's JSON schemas (``../shared/kafka-protocol`` by default, with the newer
-schemas of ``tools/codegen/kafka-4.2`` in place of their older files, and the
+schemas of ``tools/codegen/kafka-newer`` in place of their older files, and the
 KRaft metadata record schemas of ``tools/codegen/kafka-metadata``) and writes
 ``src/kaflite/protocol/messages/_generated/`` (one module per schema file, and
 an index of APIs) plus ``src/kaflite/protocol/_error_codes.py``. With
@@ -23,9 +23,10 @@ from tools.codegen.schema import Message, load_all
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SCHEMAS = ROOT.parent / "shared" / "kafka-protocol"
-# Schemas newer than the shared set (Kafka 4.2's share-group APIs): a file here
-# replaces the shared file of the same name.
-OVERLAY = Path(__file__).resolve().parent / "kafka-4.2"
+# Schemas newer than the shared set (Kafka 4.2's share-group APIs; the share-group
+# records whose version 0 changed in Kafka 4.1): a file here replaces the shared file
+# of the same name.
+OVERLAY = Path(__file__).resolve().parent / "kafka-newer"
 # Kafka's metadata log record schemas (metadata/src/main/resources/common/metadata in
 # Kafka's repository, at commit 1eb7644349cb): the records of kaflite's
 # __cluster_metadata log (kaflite.cluster.metalog).
@@ -156,7 +157,7 @@ def render_errors(tsv: Path) -> str:
 
 
 def outputs(schemas: Path) -> dict[Path, str]:
-    newer = {m.source: m for m in load_all(OVERLAY / "messages")}
+    newer = {m.source: m for m in load_all(OVERLAY / "messages") + load_all(OVERLAY / "records")}
     shared = load_all(schemas / "messages") + load_all(schemas / "records")
     names = {m.source for m in shared}
     messages = [newer.get(m.source, m) for m in shared] + \

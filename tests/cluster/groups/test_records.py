@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import uuid
 from pathlib import Path
 
 from kaflite.cluster.groups import CoordinatorShard, GroupConfig, GroupState
@@ -26,8 +27,13 @@ from kaflite.cluster.groups._shard import load_shard
 from kaflite.cluster.groups._share_records import ShareRecord
 from kaflite.cluster.groups._timer import ManualTimer
 from kaflite.cluster.log import AppendOrigin, LogConfig, PartitionLog
-from kaflite.protocol.messages import GroupMetadataValue
+from kaflite.protocol.messages import (
+    GroupMetadataValue,
+    ShareGroupMetadataValue,
+    ShareGroupStatePartitionMetadataValue,
+)
 from kaflite.protocol.messages import group_metadata_value as gmv
+from kaflite.protocol.messages import share_group_state_partition_metadata_value as sspm
 from kaflite.protocol.records import encode_batch
 
 from .helpers import TOPIC, FakeLog, commit_req, join_dynamic, make_shard, run, settle, sync_req
@@ -83,6 +89,35 @@ def test_consumer_and_share_group_record_bytes() -> None:
             tombstone = cls(kind, "g", member, None)
             assert tombstone.encode() == (key, None)
             assert cls.decode(*split_version(key), None) == tombstone
+
+
+def test_share_group_values_in_kafka_4_1_layouts_and_4_0_ones_still_load() -> None:
+    """Kafka 4.1 changed version 0 of two share-group values in place (ShareGroupMetadata
+    gained an int64 MetadataHash after the epoch; ShareGroupStatePartitionMetadata a list
+    of initializing topics ahead of the initialized ones): kaflite writes the new layouts
+    (Kafka 4.4's kafka-dump-log reads them: tests/interop/test_kafka_tools.py), and still
+    loads what it wrote in 4.0's."""
+    epoch = ShareRecord(11, "g", None, ShareGroupMetadataValue(epoch=7, metadata_hash=0))
+    key, value = epoch.encode()
+    assert value == struct.pack(">hiqB", 0, 7, 0, 0)
+    old = struct.pack(">hiB", 0, 7, 0)
+    assert ShareRecord.decode(*split_version(key), old) == epoch
+
+    tid = uuid.UUID(int=5)
+    state = ShareRecord(15, "g", None, ShareGroupStatePartitionMetadataValue(
+        initializing_topics=[], initialized_topics=[sspm.TopicPartitionsInfo(tid, "t", [0, 1])],
+        deleting_topics=[]))
+    key, value = state.encode()
+    assert value is not None
+    topics = bytes([2]) + tid.bytes + s16c("t") + bytes([3]) + struct.pack(">ii", 0, 1) + b"\0"
+    assert value == struct.pack(">h", 0) + bytes([1]) + topics + bytes([1]) + b"\0"
+    old = struct.pack(">h", 0) + topics + bytes([1]) + b"\0"      # initialized, deleting, tags
+    assert ShareRecord.decode(*split_version(key), old) == state
+
+
+def s16c(text: str) -> bytes:
+    """A compact string."""
+    return bytes([len(text) + 1]) + text.encode()
 
 
 def test_newer_value_versions_still_load() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import struct
 import time
 import uuid
 from pathlib import Path
@@ -17,12 +18,15 @@ from kaflite.cluster import Cluster
 from kaflite.cluster.groups._timer import ManualTimer
 from kaflite.cluster.share import AckType, BatchSpan, SharePartition
 from kaflite.cluster.share._config import ShareConfig
+from kaflite.cluster.share._partition import RecordState, StateBatch
 from kaflite.cluster.share._persister import PersistedState
 from kaflite.cluster.share._state import (
     ShareStateShard,
     StateKey,
     decode_state_record,
     delta,
+    encode_snapshot,
+    encode_update,
     merge_update,
 )
 from kaflite.protocol.records import encode_batch, iter_batches
@@ -260,3 +264,26 @@ async def _accept_rest(servers: str, topic: str, group: str, rest: set[bytes]) -
         got.extend(r.value or b"" for r in await consumer.poll(500))
         await consumer.commit_sync()
     assert sorted(got) == sorted(rest)
+
+
+def test_value_layouts_of_kafka_4_1_and_the_4_0_ones_still_load() -> None:
+    """Kafka 4.1 changed version 0 of both values in place: SnapshotEpoch an int32 (a
+    uint16 before), and a snapshot's CreateTimestamp and WriteTimestamp after its start
+    offset. kaflite writes the new layouts (Kafka 4.4's kafka-dump-log reads them:
+    tests/interop/test_kafka_tools.py) and still loads what it wrote in 4.0's."""
+    state = PersistedState(3, 10, [StateBatch(10, 12, RecordState.ACKNOWLEDGED, 1)], 4)
+    batch = struct.pack(">qqbh", 10, 12, 2, 1) + b"\0"
+    key, value = encode_snapshot(KEY, state, 70_000, created_ms=111, written_ms=222)
+    assert value == struct.pack(">hiiiqqq", 0, 70_000, 3, 4, 10, 111, 222) + \
+        bytes([2]) + batch + b"\0"
+    assert decode_state_record(key, value) == (KEY, True, state)
+    old = struct.pack(">hHiiq", 0, 9, 3, 4, 10) + bytes([2]) + batch + b"\0"
+    assert decode_state_record(key, old) == (KEY, True, state)
+
+    update = PersistedState(-1, 11, [StateBatch(11, 12, RecordState.ACKNOWLEDGED, 1)], 4)
+    ubatch = struct.pack(">qqbh", 11, 12, 2, 1) + b"\0"
+    key, value = encode_update(KEY, update, 70_000)
+    assert value == struct.pack(">hiiq", 0, 70_000, 4, 11) + bytes([2]) + ubatch + b"\0"
+    assert decode_state_record(key, value) == (KEY, False, update)
+    old = struct.pack(">hHiq", 0, 9, 4, 11) + bytes([2]) + ubatch + b"\0"
+    assert decode_state_record(key, old) == (KEY, False, update)

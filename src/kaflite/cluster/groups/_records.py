@@ -26,11 +26,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Self
+from typing import ClassVar, Self, TypeVar
 
 from kaflite.protocol.messages import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, Struct
 from kaflite.protocol.messages import OffsetCommitValue as _OffsetCommitValue
 from kaflite.protocol.primitives import Reader
+
+_S = TypeVar("_S", bound=Struct)
 
 __all__ = [
     "GROUP_METADATA_KEY_VERSION",
@@ -48,6 +50,7 @@ __all__ = [
     "encode_group_value",
     "encode_offset_key",
     "encode_offset_value",
+    "read_exactly",
     "split_version",
 ]
 
@@ -87,6 +90,9 @@ class CoordinatorRecord:
 
     KEYS: ClassVar[Mapping[int, type[Struct]]] = {}
     VALUES: ClassVar[Mapping[int, type[Struct]]] = {}
+    # Types whose value layout changed in place (same version number) between Kafka
+    # releases: an older body, rewritten in the current layout (see ``read_exactly``).
+    UPGRADES: ClassVar[Mapping[int, Callable[[memoryview], bytes]]] = {}
 
     kind: int
     group_id: str
@@ -119,7 +125,8 @@ class CoordinatorRecord:
         (version,) = _I16.unpack_from(view, 0)
         value_cls = cls.VALUES[kind]
         return cls(kind, group_id, member_id,
-                   value_cls.read(Reader(view[2:]), min(max(version, 0), value_cls.MAX_VERSION)))
+                   read_exactly(value_cls, view[2:], min(max(version, 0), value_cls.MAX_VERSION),
+                                cls.UPGRADES.get(kind)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +138,23 @@ class OffsetAndMetadata:
     metadata: str = ""
     commit_timestamp: int = -1
     expire_timestamp: int = -1  # -1: expiry follows offsets.retention.minutes
+
+
+def read_exactly(cls: type[_S], body: memoryview, version: int,
+                 upgrade: Callable[[memoryview], bytes] | None = None) -> _S:
+    """``cls`` read from all of ``body``. With ``upgrade``, a body that does not read as
+    exactly one value (an older layout of the same version, as kaflite wrote before
+    Kafka 4.1 changed the share-group records) is rewritten by it and read again."""
+    r = Reader(body)
+    try:
+        value = cls.read(r, version)
+        if r.at_end() or upgrade is None:
+            return value
+    except Exception:
+        if upgrade is None:
+            raise
+    assert upgrade is not None
+    return cls.read(Reader(upgrade(body)), version)
 
 
 def _versioned(version: int, body: bytes) -> bytes:

@@ -52,6 +52,12 @@ class ShareRecord(CoordinatorRecord):
         CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentValue,
         STATE_PARTITIONS: ShareGroupStatePartitionMetadataValue,
     }
+    # Kafka 4.0's layouts (as kaflite wrote them before): 4.1 added MetadataHash after
+    # the epoch, and InitializingTopics ahead of the initialized ones.
+    UPGRADES = {
+        GROUP_METADATA: lambda body: bytes(body[:4]) + bytes(8) + bytes(body[4:]),
+        STATE_PARTITIONS: lambda body: b"\x01" + bytes(body),   # an empty compact array
+    }
 
 
 decode_share_record = ShareRecord.decode
@@ -60,7 +66,8 @@ decode_share_record = ShareRecord.decode
 # -- builders ---------------------------------------------------------------------------------
 def group_epoch(group_id: str, epoch: int | None) -> ShareRecord:
     return ShareRecord(GROUP_METADATA, group_id, None,
-                       None if epoch is None else ShareGroupMetadataValue(epoch=epoch))
+                       None if epoch is None else ShareGroupMetadataValue(epoch=epoch,
+                                                                          metadata_hash=0))
 
 
 def member_metadata(group_id: str, m: ShareMember) -> ShareRecord:
@@ -88,6 +95,7 @@ def state_partitions(group_id: str, initialized: Mapping[uuid.UUID, set[int]] | 
     if initialized is None:
         return ShareRecord(STATE_PARTITIONS, group_id, None, None)
     return ShareRecord(STATE_PARTITIONS, group_id, None, ShareGroupStatePartitionMetadataValue(
+        initializing_topics=[],
         initialized_topics=[sspm.TopicPartitionsInfo(t, names.get(t, ""), sorted(ps))
                             for t, ps in sorted(initialized.items()) if ps],
         deleting_topics=[]))

@@ -34,11 +34,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 import uuid
 from collections.abc import Callable
 
 from kaflite.cluster._sharded import ShardLifecycle, ShardState
-from kaflite.cluster.groups._records import split_version
+from kaflite.cluster.groups._records import read_exactly, split_version
 from kaflite.cluster.internal_topics import SHARE_STATE_TOPIC
 from kaflite.cluster.log._files import format_topic_id
 from kaflite.cluster.share._partition import RecordState, StateBatch
@@ -55,7 +56,7 @@ from kaflite.protocol.messages import share_update_value as suv
 from kaflite.protocol.records import RecordBatch
 
 __all__ = ["SHARE_STATE_TOPIC", "ShareStateShard", "StateKey", "decode_state_record",
-           "delta", "encode_snapshot", "encode_update", "state_key"]
+           "delta", "encode_snapshot", "encode_update", "read_snapshot", "state_key"]
 
 log = logging.getLogger("kaflite.cluster.share")
 
@@ -72,12 +73,15 @@ def state_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
     return f"{group_id}:{format_topic_id(topic_id)}:{partition}"
 
 
-def encode_snapshot(key: StateKey, state: PersistedState, snapshot_epoch: int) -> Record:
+def encode_snapshot(key: StateKey, state: PersistedState, snapshot_epoch: int,
+                    created_ms: int = -1, written_ms: int = -1) -> Record:
+    """A ShareSnapshot; ``created_ms`` is when the key's state was initialised."""
     k = _I16.pack(SNAPSHOT_KEY_VERSION) + ShareSnapshotKey(
         group_id=key[0], topic_id=key[1], partition=key[2]).encode(0)
     v = _I16.pack(VALUE_VERSION) + ShareSnapshotValue(
-        snapshot_epoch=snapshot_epoch & 0xFFFF, state_epoch=state.state_epoch,
+        snapshot_epoch=snapshot_epoch, state_epoch=state.state_epoch,
         leader_epoch=state.leader_epoch, start_offset=state.start_offset,
+        create_timestamp=created_ms, write_timestamp=written_ms,
         state_batches=[ssv.StateBatch(b.first, b.last, int(b.state), b.delivery_count)
                        for b in state.batches]).encode(0)
     return k, v
@@ -88,7 +92,7 @@ def encode_update(key: StateKey, update: PersistedState, snapshot_epoch: int) ->
     k = _I16.pack(UPDATE_KEY_VERSION) + ShareUpdateKey(
         group_id=key[0], topic_id=key[1], partition=key[2]).encode(UPDATE_KEY_VERSION)
     v = _I16.pack(VALUE_VERSION) + ShareUpdateValue(
-        snapshot_epoch=snapshot_epoch & 0xFFFF, leader_epoch=update.leader_epoch,
+        snapshot_epoch=snapshot_epoch, leader_epoch=update.leader_epoch,
         start_offset=update.start_offset,
         state_batches=[suv.StateBatch(b.first, b.last, int(b.state), b.delivery_count)
                        for b in update.batches]).encode(0)
@@ -138,6 +142,26 @@ def _batches(raw: list[ssv.StateBatch]) -> list[StateBatch]:
     return out
 
 
+# Kafka 4.0's layouts of the two values (as kaflite wrote them before): Kafka 4.1 made
+# SnapshotEpoch an int32 (a uint16 first) and put CreateTimestamp and WriteTimestamp
+# (unknown here) after a snapshot's StartOffset (18 bytes in).
+def _upgrade_snapshot(body: memoryview) -> bytes:
+    return b"\0\0" + bytes(body[:18]) + _UNKNOWN_TIMES + bytes(body[18:])
+
+
+def _upgrade_update(body: memoryview) -> bytes:
+    return b"\0\0" + bytes(body)
+
+
+_UNKNOWN_TIMES = struct.pack(">qq", -1, -1)
+
+
+def read_snapshot(value: bytes | memoryview) -> ShareSnapshotValue:
+    """A ShareSnapshot's value (after its int16 version), in either layout of version 0."""
+    return read_exactly(ShareSnapshotValue, memoryview(value)[2:], VALUE_VERSION,
+                        _upgrade_snapshot)
+
+
 def decode_state_record(key: bytes | memoryview, value: bytes | memoryview | None
                         ) -> tuple[StateKey, bool, PersistedState | None]:
     """(key, is_snapshot, state or None for a tombstone)."""
@@ -147,8 +171,7 @@ def decode_state_record(key: bytes | memoryview, value: bytes | memoryview | Non
         skey = (k.group_id, k.topic_id, k.partition)
         if value is None:
             return skey, True, None
-        _, rv = split_version(value)
-        s = ShareSnapshotValue.read(rv, 0)
+        s = read_snapshot(value)
         return skey, True, PersistedState(s.state_epoch, s.start_offset,
                                           _batches(s.state_batches), s.leader_epoch)
     if version == UPDATE_KEY_VERSION:
@@ -156,8 +179,7 @@ def decode_state_record(key: bytes | memoryview, value: bytes | memoryview | Non
         skey = (u.group_id, u.topic_id, u.partition)
         if value is None:
             return skey, False, None
-        _, rv = split_version(value)
-        uv = ShareUpdateValue.read(rv, 0)
+        uv = read_exactly(ShareUpdateValue, memoryview(value)[2:], VALUE_VERSION, _upgrade_update)
         return skey, False, PersistedState(-1, uv.start_offset, _batches(
             [ssv.StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
              for b in uv.state_batches]), uv.leader_epoch)
@@ -196,6 +218,7 @@ class ShareStateShard(ShardLifecycle):
         self.snapshot_epochs: dict[StateKey, int] = {}
         self.snapshots: dict[StateKey, PersistedState] = {}    # each key's last snapshot
         self.update_counts: dict[StateKey, int] = {}    # ShareUpdates since the last snapshot
+        self.created_ms: dict[StateKey, int] = {}    # when each key's state was initialised
         self.records_loaded = 0
 
     # -- loading --------------------------------------------------------------------------------
@@ -213,6 +236,8 @@ class ShareStateShard(ShardLifecycle):
                             self.index, exc)
                 continue
             self._apply(skey, snapshot, state)
+            if snapshot and state is not None and value is not None:
+                self.created_ms[skey] = read_snapshot(value).create_timestamp
             self.records_loaded += 1
 
     def _apply(self, key: StateKey, snapshot: bool, state: PersistedState | None) -> None:
@@ -221,6 +246,7 @@ class ShareStateShard(ShardLifecycle):
             self.snapshot_epochs.pop(key, None)
             self.snapshots.pop(key, None)
             self.update_counts.pop(key, None)
+            self.created_ms.pop(key, None)
         elif snapshot:
             self.states[key] = self.snapshots[key] = state
             self.snapshot_epochs[key] = self.snapshot_epochs.get(key, -1) + 1
@@ -274,6 +300,7 @@ class ShareStateShard(ShardLifecycle):
         if old is not None and state_epoch < old.state_epoch:
             return _done(errors.FencedStateEpochError.code)
         leader = -1 if old is None else old.leader_epoch
+        self.created_ms[key] = _now_ms()
         return self._store(key, PersistedState(state_epoch, start_offset, [], leader))
 
     def delete(self, key: StateKey) -> asyncio.Future[int]:
@@ -297,7 +324,10 @@ class ShareStateShard(ShardLifecycle):
     def _store(self, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
         """A ShareSnapshot of the whole state."""
         self._apply(key, True, state)
-        return self.write_records([encode_snapshot(key, state, self.snapshot_epochs[key])])
+        now = _now_ms()
+        created = self.created_ms.setdefault(key, now)
+        return self.write_records([encode_snapshot(key, state, self.snapshot_epochs[key],
+                                                   created, now)])
 
     def _change(self, key: StateKey, state: PersistedState) -> asyncio.Future[int]:
         """A write: a ShareUpdate with what changed since the last snapshot, or a
@@ -312,6 +342,10 @@ class ShareStateShard(ShardLifecycle):
             return self._store(key, state)
         self._apply(key, False, update)
         return self.write_records([encode_update(key, update, self.snapshot_epochs[key])])
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _done(code: int) -> asyncio.Future[int]:

@@ -26,21 +26,25 @@ class ShareGroupMetadataValue(Struct):
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     epoch: int = 0
+    metadata_hash: int = 0
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> ShareGroupMetadataValue:
         f_epoch = r.int32()
+        f_metadata_hash = r.int64()
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_epoch, unknown)
+        return cls(f_epoch, f_metadata_hash, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.epoch)
+        w.int64(self.metadata_hash)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
 ShareGroupMetadataValue.FIELDS = (
     FieldSpec('epoch', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('metadata_hash', 'int64', False, (0, 0), None, None, None, None, False),
 )

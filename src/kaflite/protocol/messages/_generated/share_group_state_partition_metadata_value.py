@@ -80,6 +80,7 @@ class ShareGroupStatePartitionMetadataValue(Struct):
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
+    initializing_topics: list[TopicPartitionsInfo] = field(default_factory=list)
     initialized_topics: list[TopicPartitionsInfo] = field(default_factory=list)
     deleting_topics: list[TopicInfo] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
@@ -87,15 +88,20 @@ class ShareGroupStatePartitionMetadataValue(Struct):
     @classmethod
     def read(cls, r: Reader, v: int) -> ShareGroupStatePartitionMetadataValue:
         n = r.compact_array_len()
+        f_initializing_topics = [TopicPartitionsInfo.read(r, v) for _ in range(n)]
+        n = r.compact_array_len()
         f_initialized_topics = [TopicPartitionsInfo.read(r, v) for _ in range(n)]
         n = r.compact_array_len()
         f_deleting_topics = [TopicInfo.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_initialized_topics, f_deleting_topics, unknown)
+        return cls(f_initializing_topics, f_initialized_topics, f_deleting_topics, unknown)
 
     def write(self, w: Writer, v: int) -> None:
+        w.compact_array_len(len(self.initializing_topics))
+        for e_initializing_topics in self.initializing_topics:
+            e_initializing_topics.write(w, v)
         w.compact_array_len(len(self.initialized_topics))
         for e_initialized_topics in self.initialized_topics:
             e_initialized_topics.write(w, v)
@@ -115,6 +121,7 @@ TopicInfo.FIELDS = (
     FieldSpec('topic_name', 'string', False, (0, 0), None, None, None, None, False),
 )
 ShareGroupStatePartitionMetadataValue.FIELDS = (
+    FieldSpec('initializing_topics', 'TopicPartitionsInfo', True, (0, 0), None, None, None, TopicPartitionsInfo, False),
     FieldSpec('initialized_topics', 'TopicPartitionsInfo', True, (0, 0), None, None, None, TopicPartitionsInfo, False),
     FieldSpec('deleting_topics', 'TopicInfo', True, (0, 0), None, None, None, TopicInfo, False),
 )

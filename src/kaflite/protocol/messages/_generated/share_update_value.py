@@ -59,29 +59,42 @@ class ShareUpdateValue(Struct):
     snapshot_epoch: int = 0
     leader_epoch: int = 0
     start_offset: int = 0
+    delivery_complete_count: int = -1
     state_batches: list[StateBatch] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> ShareUpdateValue:
-        f_snapshot_epoch = r.uint16()
+        f_snapshot_epoch = r.int32()
         f_leader_epoch = r.int32()
         f_start_offset = r.int64()
+        f_delivery_complete_count: int = -1
         n = r.compact_array_len()
         f_state_batches = [StateBatch.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
-            unknown += ((tag, bytes(data)),)
-        return cls(f_snapshot_epoch, f_leader_epoch, f_start_offset, f_state_batches, unknown)
+            if tag == 0:
+                tr = Reader(data)
+                f_delivery_complete_count = tr.int32()
+                if f_delivery_complete_count == -1:
+                    unknown += ((tag, bytes(data)),)
+            else:
+                unknown += ((tag, bytes(data)),)
+        return cls(f_snapshot_epoch, f_leader_epoch, f_start_offset, f_delivery_complete_count, f_state_batches, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        w.uint16(self.snapshot_epoch)
+        w.int32(self.snapshot_epoch)
         w.int32(self.leader_epoch)
         w.int64(self.start_offset)
         w.compact_array_len(len(self.state_batches))
         for e_state_batches in self.state_batches:
             e_state_batches.write(w, v)
-        w.tagged_fields(self.unknown_tagged_fields)
+        tags: list[tuple[int, BytesLike]] = []
+        if self.delivery_complete_count != -1:
+            tw = Writer()
+            tw.int32(self.delivery_complete_count)
+            tags.append((0, tw.getvalue()))
+        w.tagged_fields(merge_tags(tags, self.unknown_tagged_fields))
 
 
 StateBatch.FIELDS = (
@@ -91,8 +104,9 @@ StateBatch.FIELDS = (
     FieldSpec('delivery_count', 'int16', False, (0, 0), None, None, None, None, False),
 )
 ShareUpdateValue.FIELDS = (
-    FieldSpec('snapshot_epoch', 'uint16', False, (0, 0), None, None, None, None, False),
+    FieldSpec('snapshot_epoch', 'int32', False, (0, 0), None, None, None, None, False),
     FieldSpec('leader_epoch', 'int32', False, (0, 0), None, None, None, None, False),
     FieldSpec('start_offset', 'int64', False, (0, 0), None, None, None, None, False),
+    FieldSpec('delivery_complete_count', 'int32', False, (0, 0), None, (0, -1), 0, None, False),
     FieldSpec('state_batches', 'StateBatch', True, (0, 0), None, None, None, StateBatch, False),
 )
