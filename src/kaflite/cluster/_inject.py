@@ -67,6 +67,7 @@ from kaflite.protocol.messages._runtime import in_range
 __all__ = ["RequestPlan", "Rule", "default_level", "finish_response", "plan_request"]
 
 METADATA, FETCH, FIND_COORDINATOR, DESCRIBE_GROUPS = 3, 1, 10, 15
+UNKNOWN_MEMBER_ID = errors.UnknownMemberIdError.code
 KINDS = ("error", "delay", "drop", "throttle")
 LEVELS = ("top", "group", "topic", "partition")
 
@@ -167,6 +168,10 @@ class RequestPlan:
     # (rule, topic identity, topic) taken out of the request
     stripped_topics: list[tuple[Rule, dict[str, object], str]] = field(default_factory=list)
     rewrites: list[tuple[Rule, str]] = field(default_factory=list)  # (rule, level)
+    # an UNKNOWN_MEMBER_ID is injected: the coordinator must then not know the member
+    # either (Kafka answers it only for a member it dropped), or the client joins anew
+    # and leaves its old id behind for the rebalance to wait on
+    forgets_member: bool = False
 
 
 def default_level(rule: Rule, available: frozenset[str]) -> str | None:
@@ -266,6 +271,7 @@ def plan_request(rules: list[Rule], broker_id: int, client_id: str | None, is_re
         level = default_level(rule, levels_at(info.response, version))
         if level is None:
             continue
+        plan.forgets_member = plan.forgets_member or rule.error_code == UNKNOWN_MEMBER_ID
         if level == "top":
             if plan.response is None and not rule.scoped_to_topic:
                 plan.response = _error_response(info.response, version, rule.error_code)

@@ -43,6 +43,7 @@ once, without waiting for a garbage collection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -195,6 +196,16 @@ class ServerConnection(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.close()
 
+    def _forget_injected_member(self, body: Any) -> None:
+        """An injected UNKNOWN_MEMBER_ID: the coordinator drops the member too, as Kafka
+        has whenever it answers so (the fault is otherwise a state Kafka never reaches)."""
+        group_id, member_id = getattr(body, "group_id", None), getattr(body, "member_id", None)
+        groups = self.broker.groups
+        if isinstance(group_id, str) and isinstance(member_id, str) and member_id \
+                and groups is not None:
+            with contextlib.suppress(errors.KafkaError):
+                groups.forget_member(group_id, member_id)
+
     def abort(self) -> None:
         self.closed = True
         if self.transport is not None:
@@ -282,6 +293,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             record_request(self.info, api_key, version, body, None, 0.0)
             self.abort()
             return
+        if plan is not None and plan.forgets_member:
+            self._forget_injected_member(body)
         self.quota_throttle_ms, self.waited_s = 0, 0.0
         self.handler_started = time.perf_counter()
         gate = None if self.broker.authorizer is None else \

@@ -164,3 +164,25 @@ def members(cluster: Cluster, group: str, protocol: str) -> list[str]:
         if protocol == "consumer":
             return [m.client_id for m in admin.describe_consumer_groups([group])[group].members]
         return [m.client_id for m in admin.describe_groups([group])[group].members]
+
+
+def test_an_injected_unknown_member_id_drops_the_member(cluster: Cluster, sink: Path) -> None:
+    """Kafka answers UNKNOWN_MEMBER_ID only for a member it dropped; an injected one that
+    left the member in the group made the client join anew and leave its old id behind,
+    which the next rebalance then waited on (aiokafka's 34.5 s unowned interval in the
+    group soak). The coordinator now drops the member the error names."""
+    group, cid = "injected-unknown", "injected.0"
+    c = joined(cluster, group, cid, "classic")
+    rule = cluster.faults.inject_error("Heartbeat", "UNKNOWN_MEMBER_ID", 1, group=group)
+    try:
+        wait_for(lambda: any(e["client_id"] == cid for e in events(sink)),
+                 "the coordinator to drop the member", 20, state=lambda: events(sink))
+        # it joins again under a new id, and no old one lingers
+        wait_for(lambda: (c.poll(100), members(cluster, group, "classic") == [cid])[1],
+                 "one member, the rejoined one", 20,
+                 state=lambda: members(cluster, group, "classic"))
+    finally:
+        cluster.faults.remove(rule.id)
+        c.close()
+    (event,) = [e for e in events(sink) if e["client_id"] == cid]
+    assert "forgotten" in event["cause"]

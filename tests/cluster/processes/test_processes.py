@@ -238,10 +238,17 @@ def test_a_hung_broker_misses_its_heartbeats_and_is_fenced(served: tuple[Cluster
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)         # alive, connected, silent
     try:
-        wait_for(lambda: not cluster.controller.brokers[2].alive, timeout=20,
+        # Read on the cluster's loop, as a request is served: the fence and the first
+        # chunk of leader changes land in one loop turn, but a read from this thread may
+        # fall between the two (a CI failure read alive=False and leader 2 still).
+        async def fenced() -> tuple[bool, int, list[int]]:
+            p = cluster.controller.topics["hung"].partitions[0]
+            return cluster.controller.brokers[2].alive, p.leader, list(p.isr)
+
+        wait_for(lambda: not cluster.call(fenced())[0], timeout=20,
                  what="broker 2 fenced after broker.session.timeout.ms without heartbeats")
-        state = cluster.controller.topics["hung"].partitions[0]
-        assert state.leader in (0, 1) and 2 not in state.isr
+        alive_now, leader, isr = cluster.call(fenced())
+        assert not alive_now and leader in (0, 1) and 2 not in isr
     finally:
         os.kill(pid, signal.SIGCONT)
     # once it runs again it finds its controller connection closed, and exits
