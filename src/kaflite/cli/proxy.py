@@ -19,17 +19,12 @@ which. Ctrl-C stops it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kaflite._loop import run
-from kaflite.cli._serve import serve_until_interrupted
-from kaflite.proxy import Proxy, ProxySasl, UpstreamSasl, load_filter
-from kaflite.proxy.filters import known_filters
-from kaflite.proxy.filters.base import Filter
-from kaflite.proxy.sasl import parse_users
-from kaflite.security.tls import client_context, server_context
+if TYPE_CHECKING:
+    from kaflite.proxy import Proxy
 
 __all__ = ["proxy"]
 
@@ -84,6 +79,15 @@ def proxy(
         envvar="KAFLITE_PROXY_UPSTREAM_PASSWORD")] = None,
 ) -> None:
     """Run a Kafka proxy that maps each upstream broker to a port of its own."""
+    # imported here: the proxy brings the broker's request handling (0.5 s), which
+    # every other command of the CLI can do without
+    from kaflite._loop import run
+    from kaflite.proxy import Proxy, ProxySasl, UpstreamSasl, load_filter
+    from kaflite.proxy.filters import known_filters
+    from kaflite.proxy.filters.base import Filter
+    from kaflite.proxy.sasl import parse_users
+    from kaflite.security.tls import client_context, server_context
+
     if (tls_cert is None) != (tls_key is None):
         raise typer.BadParameter("--tls-cert and --tls-key go together", param_hint="--tls-key")
     server_ssl = server_context(str(tls_cert), str(tls_key)) if tls_cert and tls_key else None
@@ -120,6 +124,8 @@ def proxy(
 
 
 async def _serve(p: Proxy) -> None:
+    from kaflite.cli._serve import serve_until_interrupted
+
     await p.start()
     try:
         mode = "naive (round-robin, one address for every broker)" if p.naive else "aware"

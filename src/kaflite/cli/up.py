@@ -20,15 +20,11 @@ from kaflite._loop import run
 from kaflite.cli._ports import check_free
 from kaflite.cli._serve import serve_until_interrupted
 from kaflite.cli._state import DEFAULT_HTTP_PORT, ClusterState, Registration
-from kaflite.cluster import Cluster
-from kaflite.cluster.listeners import (
-    DEFAULT_PROTOCOL_MAP,
-    SECURITY_PROTOCOLS,
-    parse_listeners,
-    parse_protocol_map,
-)
 from kaflite.config import ConfigError
 from kaflite.properties import load_properties
+
+# kaflite.cluster (0.5 s to import) comes in the functions that run or configure one:
+# every other command of the CLI can do without it.
 
 __all__ = ["broker_props", "up"]
 
@@ -92,6 +88,8 @@ def up(
 
 def listener_props(flags: list[str], host: str, base_port: int) -> dict[str, str]:
     """``--listener NAME=PROTOCOL`` flags -> ``listeners`` and its protocol map."""
+    from kaflite.cluster.listeners import DEFAULT_PROTOCOL_MAP, SECURITY_PROTOCOLS
+
     urls, protocols = [], []
     for k, item in enumerate(flags):
         name, sep, protocol = item.partition("=")
@@ -107,6 +105,8 @@ def listener_props(flags: list[str], host: str, base_port: int) -> dict[str, str
 
 
 def _listener_ports(props: dict[str, str], base_port: int) -> list[tuple[str, int]]:
+    from kaflite.cluster.listeners import parse_listeners, parse_protocol_map
+
     if "listeners" not in props:
         return [("", base_port)]
     try:
@@ -119,6 +119,8 @@ def _listener_ports(props: dict[str, str], base_port: int) -> list[tuple[str, in
 
 async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
                  props: dict[str, str], http_port: int = -1, processes: bool = False) -> None:
+    from kaflite.cluster import Cluster
+
     cluster = Cluster(brokers=brokers, data_dir=data_dir, host=host, base_port=base_port,
                       config=props, processes=processes)
     unused = cluster.config.unused()
