@@ -31,8 +31,8 @@ test: $(STAMP) check-java lint
 	@tools/ensure_chromium.sh
 	$(PY) -m pytest -n $(PYTEST_JOBS) --durations=25 --ignore=tests/interop -m "not peer" $(PYTEST_ARGS)
 
-# The peers run as programs of their own (tests marked `peer`: Tansu's broker, kafkajs in
-# Node; about 2 minutes), then kaflite against Apache Kafka (tests/interop, 7-8 minutes on 2
+# The peers (tests marked `peer`: Tansu's broker and kafkajs in Node, as programs of their
+# own, and the verify rounds of confluent-kafka, kafka-python and aiokafka; about 3 minutes), then kaflite against Apache Kafka (tests/interop, 7-8 minutes on 2
 # shared cores): Kafka's jars come from Maven Central into ~/.cache/kaflite
 # (tools/ensure_kafka.sh). One worker there: one cluster at a time. Without Java or Maven
 # the Kafka cases skip, saying why (under CI=true they fail).

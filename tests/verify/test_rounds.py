@@ -53,19 +53,23 @@ RANDOM_CLIENT = os.environ.get("KAFLITE_VERIFY_CLIENT") or \
     _rng.choice(sorted(set(CLIENTS) - {"spark"}))    # spark has its own (slower) round
 
 
-def marks(client: str) -> list[pytest.MarkDecorator]:
+def marks(client: str, in_make_test: bool = False) -> list[pytest.MarkDecorator]:
+    """``in_make_test``: an in-process client's round stays in make test, whoever wrote it."""
     if client == "spark":     # as the tests in tests/spark: PySpark, pyarrow and Java 17+
         missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
         no_java = shutil.which("java") is None and not os.environ.get("JAVA_HOME")
         return [pytest.mark.skipif(bool(missing) or no_java,
                                    reason=f"the spark client needs {missing or 'Java 17+'}")]
+    # Other projects' clients: in make interop, with the peers (about 2 minutes of rounds
+    # that would put make test over its budget); kaflite's own rounds stay in make test.
     out = [pytest.mark.interop] if client in THIRD_PARTY else []
+    if client in THIRD_PARTY and (client == "kafkajs" or not in_make_test):
+        out.append(pytest.mark.peer)
     if client == "kafkajs":   # as tests/cluster/test_kafkajs.py: node and the npm package
         from kaflite.verify.clients._kafkajs import missing
 
         why = missing()
         out.append(pytest.mark.skipif(why is not None, reason=f"kafkajs: {why}"))
-        out.append(pytest.mark.peer)     # a Node process: in make interop, with the peers
     return out
 
 
@@ -144,6 +148,6 @@ def test_txn_under_all_faults(client: str, seed: int) -> None:
 
 @pytest.mark.parametrize("client,seed", [pytest.param(
     RANDOM_CLIENT, RANDOM_SEED, id=f"{RANDOM_CLIENT}-seed{RANDOM_SEED}",
-    marks=marks(RANDOM_CLIENT))])
+    marks=marks(RANDOM_CLIENT, in_make_test=True))])   # one draw: make test runs it
 def test_queue_with_a_new_seed(client: str, seed: int) -> None:
     round_(client, "queue", seed)
