@@ -32,7 +32,8 @@ test: $(STAMP) check-java lint
 	$(PY) -m pytest -n $(PYTEST_JOBS) --durations=25 --ignore=tests/interop -m "not peer" $(PYTEST_ARGS)
 
 # The peers (tests marked `peer`: Tansu's broker and kafkajs in Node, as programs of their
-# own, and the verify rounds of confluent-kafka, kafka-python and aiokafka; about 3 minutes), then kaflite against Apache Kafka (tests/interop, 7-8 minutes on 2
+# own, and the queue and txn verify rounds of confluent-kafka, kafka-python and aiokafka; about 3
+# minutes), then kaflite against Apache Kafka (tests/interop, 7-8 minutes on 2
 # shared cores): Kafka's jars come from Maven Central into ~/.cache/kaflite
 # (tools/ensure_kafka.sh). One worker there: one cluster at a time. Without Java or Maven
 # the Kafka cases skip, saying why (under CI=true they fail).

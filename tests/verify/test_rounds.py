@@ -54,14 +54,15 @@ RANDOM_CLIENT = os.environ.get("KAFLITE_VERIFY_CLIENT") or \
 
 
 def marks(client: str, in_make_test: bool = False) -> list[pytest.MarkDecorator]:
-    """``in_make_test``: an in-process client's round stays in make test, whoever wrote it."""
+    """``in_make_test``: an in-process client's round stays in make test, whoever wrote it
+    (the churn rounds, and the new-seed round)."""
     if client == "spark":     # as the tests in tests/spark: PySpark, pyarrow and Java 17+
         missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
         no_java = shutil.which("java") is None and not os.environ.get("JAVA_HOME")
         return [pytest.mark.skipif(bool(missing) or no_java,
                                    reason=f"the spark client needs {missing or 'Java 17+'}")]
-    # Other projects' clients: in make interop, with the peers (about 2 minutes of rounds
-    # that would put make test over its budget); kaflite's own rounds stay in make test.
+    # Other projects' clients' queue and txn rounds: in make interop, with the peers (a
+    # minute of rounds that would put make test over its budget).
     out = [pytest.mark.interop] if client in THIRD_PARTY else []
     if client in THIRD_PARTY and (client == "kafkajs" or not in_make_test):
         out.append(pytest.mark.peer)
@@ -115,8 +116,8 @@ def test_queue_under_all_faults(client: str, seed: int) -> None:
 
 
 @pytest.mark.parametrize("client,protocol,seed", [
-    pytest.param(c, p, s, id=f"{c}-{p}-seed{s}", marks=marks(c))
-    for (c, p), s in CHURN_SEEDS.items()])
+    pytest.param(c, p, s, id=f"{c}-{p}-seed{s}", marks=marks(c, in_make_test=True))
+    for (c, p), s in CHURN_SEEDS.items()])     # issue 36: every client's churn in make test
 def test_group_churn_under_all_faults(client: str, protocol: str, seed: int) -> None:
     result = round_(client, "queue", seed, group_protocol=protocol, churn=True, consumers=3)
     faults = result.faults
