@@ -40,12 +40,12 @@ from kaflite.client.admin import (
     TransactionListing,
 )
 from kaflite.client.consumer import (
+    CommitCallback,
     ConsumerRecord,
     GroupMembershipOperation,
     RecordList,
     TopicPartition,
 )
-from kaflite.client.consumer._consumer import CommitCallback
 from kaflite.client.consumer._types import K as CK
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp
 from kaflite.client.consumer._types import V as CV

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kaflite.verify._churn import IDLE_PARTITIONS, IDLE_TOPIC, MAX_POLL_INTERVAL_MS
 from kaflite.verify._probe import ApiVersionsProbe
 from kaflite.verify.checker import CheckResult, check
 from kaflite.verify.clients import factory
@@ -43,9 +44,6 @@ from kaflite.verify.history import Drain, History, Meta, Note, Phase, Probe, Rem
 from kaflite.verify.nemesis import KINDS, Nemesis, Targets, plan
 from kaflite.verify.report import exclusions
 from kaflite.verify.workload import (
-    IDLE_PARTITIONS,
-    IDLE_TOPIC,
-    MAX_POLL_INTERVAL_MS,
     Shared,
     consumer_process,
     producer_process,

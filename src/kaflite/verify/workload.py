@@ -37,9 +37,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from kaflite.verify._churn import (
-    IDLE_PARTITIONS,
-    IDLE_TOPIC,
-    MAX_POLL_INTERVAL_MS,
     Episodes,
     Subscriptions,
     crash,
@@ -67,8 +64,7 @@ from kaflite.verify.history import (
 if TYPE_CHECKING:
     from kaflite.verify.nemesis import Nemesis
 
-__all__ = ["IDLE_PARTITIONS", "IDLE_TOPIC", "MAX_POLL_INTERVAL_MS", "Shared",
-           "consumer_process", "producer_process", "transformer_process",
+__all__ = ["Shared", "consumer_process", "producer_process", "transformer_process",
            "txn_producer_process"]
 
 TP = tuple[str, int]

@@ -2,7 +2,12 @@
 
 from kaflite.client.consumer._aborted import AbortedFilter
 from kaflite.client.consumer._assignors import ASSIGNORS
-from kaflite.client.consumer._consumer import CommitFailedError, Consumer, IllegalStateError
+from kaflite.client.consumer._consumer import (
+    CommitCallback,
+    CommitFailedError,
+    Consumer,
+    IllegalStateError,
+)
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._types import (
     ConsumerRecord,
@@ -16,6 +21,6 @@ from kaflite.client.consumer._types import (
 
 # Building blocks for other readers of partitions (the Spark source's executors):
 # read_committed filtering and ListOffsets lookups.
-__all__ = ["ASSIGNORS", "EARLIEST", "LATEST", "AbortedFilter", "CommitFailedError", "Consumer", "ConsumerRecord",
+__all__ = ["ASSIGNORS", "EARLIEST", "LATEST", "AbortedFilter", "CommitCallback", "CommitFailedError", "Consumer", "ConsumerRecord",
            "GroupMembershipOperation", "IllegalStateError", "OffsetAndMetadata", "OffsetAndTimestamp",
            "RebalanceListener", "RecordList", "TopicPartition", "list_offsets"]
