@@ -81,6 +81,24 @@ def test_size_limit() -> None:
     validate_batch(data, max_batch_size=len(data))
 
 
+def test_compressed_records_as_large_as_the_batch_limit_are_accepted() -> None:
+    """A compressed batch decompresses to at most record_count x (max.message.bytes plus
+    a record's framing): three records whose values are exactly the default 1 MiB limit
+    read (franz-go's TestConsumeMaxDecompressBatchBytes produced them; CORRUPT_MESSAGE
+    before), a fourth record's worth more is a bomb."""
+    limit = 1048588    # Kafka's default message.max.bytes
+    value = bytes(1 << 20)
+    data = encode_batch([value] * 3, base_timestamp=1000, compression=Compression.GZIP)
+    assert len(data) < limit
+    batch = validate_batch(data, max_batch_size=limit)
+    assert [len(v or b"") for v in batch.columns().values] == [1 << 20] * 3
+    validate_records(batch)
+    bomb = encode_batch([bytes(3 * limit)], base_timestamp=1000, compression=Compression.GZIP)
+    with pytest.raises(InvalidRecordBatch) as info:
+        validate_records(validate_batch(bomb, max_batch_size=limit))
+    assert info.value.reason is BatchErrorReason.BAD_COMPRESSION
+
+
 def _recrc(data: bytearray) -> None:
     import crc32c
 

@@ -46,6 +46,7 @@ from kaflite.protocol.records._wire import (
     MIN_BATCH_LENGTH,
     MIN_RECORD_SIZE,
     NO_TIMESTAMP,
+    RECORD_FRAMING_MAX,
     TIMESTAMP_TYPE_BIT,
     U32,
     crc32c,
@@ -201,9 +202,12 @@ def validate_batch(
     if codec > MAX_CODEC:
         raise InvalidRecordBatch(BatchErrorReason.COMPRESSION, f"codec id {codec}", pos)
     if codec and max_batch_size is not None:
-        # A batch of n records holds at most n records of max.message.bytes each:
-        # anything that decompresses to more is a bomb, stopped at that size.
-        batch.decompression_limit = min(decompression_limit, count * max_batch_size)
+        # A batch of n records holds at most n records of max.message.bytes each, each
+        # with its framing (a value of exactly max.message.bytes is a producer's limit:
+        # franz-go's TestConsumeMaxDecompressBatchBytes): anything that decompresses to
+        # more is a bomb, stopped at that size.
+        batch.decompression_limit = min(decompression_limit,
+                                        count * (max_batch_size + RECORD_FRAMING_MAX))
     return batch
 
 

@@ -60,6 +60,10 @@ MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 # Smallest encoded record: length, attributes, timestampDelta, offsetDelta,
 # key length, value length, header count: one byte each.
 MIN_RECORD_SIZE = 7
+# Largest framing of a record around its key, value and headers: length (varint, 5),
+# attributes (1), timestampDelta (varlong, 10), offsetDelta, key length, value length
+# and header count (varints, 5 each).
+RECORD_FRAMING_MAX = 36
 
 # -- attribute bits ----------------------------------------------------------------
 
