@@ -319,6 +319,24 @@ def test_regex_subscription_is_resolved_by_the_broker(cluster: Cluster,
     run(main())
 
 
+def test_a_regex_resolves_internal_topics_too(cluster: Cluster) -> None:
+    """Kafka resolves a group's regular expressions against every topic name of its
+    metadata image, the internal ones included (its TopicRegexResolver; franz-go's
+    Test848RegexBrokerResolves expects __consumer_offsets assigned)."""
+    group = uid("g")
+
+    async def main() -> set[str]:
+        async with Consumer(**member_opts(cluster, group)) as c:
+            c.subscribe(pattern="__consumer_offs.*")
+            deadline = time.monotonic() + 20
+            while not c.assignment():
+                assert time.monotonic() < deadline, "nothing assigned"
+                await c.poll(timeout_ms=50)
+            return {tp.topic for tp in c.assignment()}
+
+    assert run(main()) == {"__consumer_offsets"}
+
+
 def test_sync_consumers_share_a_kip848_group(cluster: Cluster) -> None:
     from kaflite.client import sync
 

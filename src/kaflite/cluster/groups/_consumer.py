@@ -93,7 +93,7 @@ class TopicView:
     """What the coordinator needs to know of the cluster's topics."""
 
     lookup: Callable[[str], TopicMeta | None]
-    names: Callable[[], Iterable[str]]          # every non-internal topic
+    names: Callable[[], Iterable[str]]          # every topic, internal ones included
     name_of: Callable[[uuid.UUID], str | None]
 
 

@@ -90,7 +90,9 @@ class GroupCoordinator(ShardedCoordinator[CoordinatorShard]):
         return TopicMeta(topic.topic_id, name, len(topic.partitions))
 
     def _topic_names(self) -> list[str]:
-        return [name for name, t in self.broker.controller.topics.items() if not t.internal]
+        # every topic, the internal ones too: Kafka resolves a group's regular expressions
+        # against all of the metadata image's topic names (TopicRegexResolver)
+        return list(self.broker.controller.topics)
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self.broker.controller.topics_by_id.get(topic_id)
