@@ -241,6 +241,23 @@ async def offsets(conn: BrokerConnection, topic_id: uuid.UUID) -> None:
     assert deleted.results[0].error_code == 0
     listed = await conn.request(ListGroupsRequest(types_filter=["share"]))
     assert listed.groups == []
+    # Alter on no group makes one, as Kafka does (franz-go's TestShareGroupOffsetsAdmin);
+    # an Alter that sets nothing leaves none behind.
+    nothing = await conn.request(AlterShareGroupOffsetsRequest(group_id="made", topics=[
+        asq.AlterShareGroupOffsetsRequestTopic("no-such-topic", [
+            asq.AlterShareGroupOffsetsRequestPartition(0, 3)])]))
+    assert nothing.error_code == 0
+    assert nothing.responses[0].partitions[0].error_code == errors.UnknownTopicOrPartitionError.code
+    assert (await conn.request(ListGroupsRequest(types_filter=["share"]))).groups == []
+    made = await conn.request(AlterShareGroupOffsetsRequest(group_id="made", topics=[
+        asq.AlterShareGroupOffsetsRequestTopic(TOPIC, [
+            asq.AlterShareGroupOffsetsRequestPartition(0, 3)])]))
+    assert made.error_code == 0 and made.responses[0].partitions[0].error_code == 0
+    listed = await conn.request(ListGroupsRequest(types_filter=["share"]))
+    assert [x.group_id for x in listed.groups] == ["made"]
+    seen = await conn.request(DescribeShareGroupOffsetsRequest(groups=[
+        dsq.DescribeShareGroupOffsetsRequestGroup(group_id="made", topics=None)]))
+    assert seen.groups[0].topics[0].partitions[0].start_offset == 3
 
 
 def test_share_faults() -> None:

@@ -65,12 +65,17 @@ class ShareGroupManager:
         self.topics = topics
         self.settings = settings or (lambda group_id: config.defaults)
 
-    def share_group(self, group_id: str) -> ShareGroup:
+    def share_group(self, group_id: str, create: bool = False) -> ShareGroup:
+        """The share group ``group_id``; with ``create``, a new empty one if there is no
+        group of that id (Kafka's ``getOrMaybeCreateShareGroup``: AlterShareGroupOffsets
+        creates the group whose offsets it sets)."""
         group = self.groups.get(group_id)
         if group is None:
             if self.other_group(group_id):
                 raise errors.GroupIdNotFoundError(f"Group {group_id} is not a share group.")
-            raise errors.GroupIdNotFoundError(f"Share group {group_id} not found.")
+            if not create:
+                raise errors.GroupIdNotFoundError(f"Share group {group_id} not found.")
+            group = self.groups[group_id] = ShareGroup(group_id)
         return group
 
     # -- ShareGroupHeartbeat ----------------------------------------------------------------------

@@ -10,7 +10,8 @@ v1 adds the lag: the records from the SPSO to the high watermark not yet
 acknowledged or archived (-1 where this broker has no replica to tell the high
 watermark).
 
-Alter and Delete need an empty group (NON_EMPTY_GROUP otherwise). Alter starts
+Alter and Delete need an empty group (NON_EMPTY_GROUP otherwise); Alter makes the
+group if there is none, as Kafka does (a group of another type is GROUP_ID_NOT_FOUND). Alter starts
 the partition over at the given offset under a new state epoch
 (InitializeShareGroupState); a partition leader still caching the old state is
 fenced (FENCED_STATE_EPOCH) on its next write and reloads. Delete removes the
@@ -63,18 +64,19 @@ def lag(broker: Broker, topic: str, index: int, state: PersistedState) -> int:
     return max(hw - state.start_offset - done, 0)
 
 
-def _share_group(broker: Broker, conn: ServerConnection, group_id: str
+def _share_group(broker: Broker, conn: ServerConnection, group_id: str, create: bool = False
                  ) -> tuple[CoordinatorShard, ShareGroup, SharePartitionManager]:
     shard = shard_for(broker, conn, group_id, label=False)
     if broker.share is None:
         raise errors.CoordinatorNotAvailableError("share groups are not running")
-    return shard, shard.share.share_group(group_id), broker.share
+    return shard, shard.share.share_group(group_id, create), broker.share
 
 
-def _empty_share_group(broker: Broker, conn: ServerConnection, group_id: str
+def _empty_share_group(broker: Broker, conn: ServerConnection, group_id: str,
+                       create: bool = False
                        ) -> tuple[CoordinatorShard, ShareGroup, SharePartitionManager]:
     """A share group whose offsets may change: Kafka refuses while it has members."""
-    found = _share_group(broker, conn, group_id)
+    found = _share_group(broker, conn, group_id, create)
     if found[1].members:
         raise errors.NonEmptyGroupError(f"Share group {group_id} is not empty.")
     return found
@@ -130,8 +132,8 @@ async def handle_describe(broker: Broker, conn: ServerConnection, header: Reques
 
 async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHeader,
                        req: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
-    try:
-        shard, group, mgr = _empty_share_group(broker, conn, req.group_id)
+    try:   # the group is made if there is none (Kafka 4.4's alterShareGroupOffsets)
+        shard, group, mgr = _empty_share_group(broker, conn, req.group_id, create=True)
     except errors.KafkaError as exc:
         return AlterShareGroupOffsetsResponse(error_code=exc.code, error_message=exc.message)
     responses = []
@@ -165,6 +167,8 @@ async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHe
         responses.append(trow)
     if grown:
         await shard.share.record_initialized(group)
+    elif not group.initialized and group.group_epoch == 0:
+        shard.share.groups.pop(req.group_id, None)   # made here, and nothing was set
     return AlterShareGroupOffsetsResponse(throttle_time_ms=0, responses=responses)
 
 
