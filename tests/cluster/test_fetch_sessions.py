@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kaflite.client import Admin
 from kaflite.cluster import Cluster
 from kaflite.net.connection import BrokerConnection
 from kaflite.protocol.messages import FetchRequest, ProduceRequest
@@ -66,5 +67,66 @@ def test_incremental_fetch_session_round_trip() -> None:
                 assert gone_now.error_code == 70
             finally:
                 conn.close()
+
+    asyncio.run(main())
+
+
+def test_a_deleted_topic_is_forgotten_by_its_id() -> None:
+    """A client forgets a deleted topic by its id, which no longer names a topic: the
+    session drops it. Kept, it answered an error at every fetch, and an error ends a long
+    poll at once (franz-go's suite left a 3-broker cluster spinning at 100 % CPU)."""
+    async def main() -> None:
+        async with Cluster(brokers=1) as cluster:
+            kept = cluster.create_topic("kept", partitions=1)
+            doomed = cluster.create_topic("doomed", partitions=2)
+            conn = await BrokerConnection("127.0.0.1", cluster.broker(0).port).open()
+            try:
+                full = await conn.request(FetchRequest(
+                    max_wait_ms=0, min_bytes=1, max_bytes=1 << 24, session_id=0,
+                    session_epoch=0, topics=[
+                        fq.FetchTopic(topic_id=t.topic_id, partitions=[
+                            fq.FetchPartition(partition=p, fetch_offset=0,
+                                              partition_max_bytes=1 << 20)
+                            for p in range(n)])
+                        for t, n in ((kept, 1), (doomed, 2))]))
+                sid = full.session_id
+                assert full.error_code == 0 and sid > 0
+                async with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                    await admin.delete_topics(["doomed"])
+                erring = await conn.request(fetch(kept.topic_id, [], sid, 1))
+                assert [(r.topic_id, sorted(p.partition_index for p in r.partitions))
+                        for r in erring.responses] == [(doomed.topic_id, [0, 1])]
+                assert all(p.error_code for p in erring.responses[0].partitions)
+                gone = [fq.ForgottenTopic(topic_id=doomed.topic_id, partitions=[0, 1])]
+                forgot = await conn.request(fetch(kept.topic_id, [], sid, 2, forgotten=gone))
+                after = await conn.request(fetch(kept.topic_id, [], sid, 3))
+                assert forgot.error_code == 0 and forgot.responses == []
+                assert after.error_code == 0 and after.responses == []
+            finally:
+                conn.close()
+
+    asyncio.run(main())
+
+
+def test_followers_forget_a_deleted_topic_on_their_leaders() -> None:
+    """Each follower's fetch session on a leader drops a deleted topic's partitions."""
+    from tests.conftest import wait_for_async
+
+    async def main() -> None:
+        async with Cluster(brokers=3) as cluster:
+            doomed = cluster.create_topic("doomed", partitions=6, replication_factor=3)
+            cluster.create_topic("kept", partitions=3, replication_factor=3)
+
+            def held() -> set[tuple[int, str]]:
+                return {(b.node_id, sp.topic) for b in cluster.brokers.values()
+                        for s in b.fetch_sessions.sessions.values()
+                        for sp in s.partitions.values() if sp.topic_id == doomed.topic_id}
+
+            await wait_for_async(lambda: len({n for n, _ in held()}) == 3,
+                                 "every leader serving the topic to its followers")
+            async with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                await admin.delete_topics(["doomed"])
+            await wait_for_async(lambda: not held(), "the deleted topic forgotten",
+                                 timeout=20, state=held)
 
     asyncio.run(main())

@@ -151,7 +151,18 @@ def _forget(session: FetchSession, req: FetchRequest, broker: Broker, version: i
     for ft in req.forgotten_topics_data:
         if version >= 13:
             topic = broker.controller.topics_by_id.get(ft.topic_id)
-            name = topic.name if topic is not None else ""
+            if topic is None:
+                # A deleted topic (the usual reason to forget one): its id no longer
+                # names it, so find its partitions by id. Kept, they answered an error at
+                # every fetch, and an error answers a long poll at once: a follower and
+                # its leader fetched in a tight loop for ever (franz-go's suite, which
+                # deletes its topics, left a 3-broker cluster at 100 % CPU).
+                gone = set(ft.partitions)
+                for key in [k for k, sp in session.partitions.items()
+                            if sp.topic_id == ft.topic_id and sp.partition in gone]:
+                    del session.partitions[key]
+                continue
+            name = topic.name
         else:
             name = ft.topic
         for index in ft.partitions:
