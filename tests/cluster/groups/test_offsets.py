@@ -229,3 +229,50 @@ async def test_txn_offset_commit_without_member_fields_is_accepted_by_a_group_wi
         {(TOPIC, 0): errors.IllegalGenerationError.code}
     assert await shard.txn_offsets.commit(txn_req(me, 1)) == {(TOPIC, 0): 0}
     assert written == [7, 7, 7]
+
+
+@run
+async def test_txn_offset_commit_to_a_kip848_group() -> None:
+    """TxnOffsetCommit to a consumer (KIP-848) group is checked against that group (member
+    and member epoch; a stale epoch is ILLEGAL_GENERATION, as Kafka's
+    validateTransactionalOffsetCommit says), and its transaction's commit makes no classic
+    group of the same id. It did: every later commit of the group was then checked against
+    that empty classic group and refused, for ever (franz-go's TestTxnEtl, KIP-848 cases,
+    hung)."""
+    from tests.cluster.groups.consumer_helpers import Topics, join, make_consumer_shard, send
+
+    topics = Topics(**{TOPIC: 2})
+    shard, _timer, _log = make_consumer_shard(topics)
+    joined = await send(shard, join("g", "m1", TOPIC))
+    epoch = joined.member_epoch
+    written: list[int] = []
+
+    async def write_txn(records: list[Any], producer_id: int, producer_epoch: int) -> int:
+        written.append(producer_id)
+        return 0
+
+    shard.txn_offsets.write = write_txn
+
+    def txn_req(member: str, generation: int, group: str = "g") -> TxnOffsetCommitRequest:
+        return TxnOffsetCommitRequest(
+            transactional_id="t", group_id=group, producer_id=7, producer_epoch=0,
+            generation_id=generation, member_id=member,
+            topics=[toq.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
+                toq.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5)])])
+
+    ok = {(TOPIC, 0): 0}
+    assert await shard.txn_offsets.commit(txn_req("m1", epoch)) == ok
+    shard.txn_offsets.complete(7, committed=True)
+    assert "g" not in shard.groups                       # no classic twin
+    assert shard.offsets["g"][(TOPIC, 0)].offset == 5
+    assert await shard.txn_offsets.commit(txn_req("m1", epoch)) == ok      # and again
+    assert await shard.txn_offsets.commit(txn_req("", -1)) == ok           # v0-v2 fields
+    assert await shard.txn_offsets.commit(txn_req("ghost", epoch)) == \
+        {(TOPIC, 0): errors.UnknownMemberIdError.code}
+    assert await shard.txn_offsets.commit(txn_req("m1", epoch + 1)) == \
+        {(TOPIC, 0): errors.IllegalGenerationError.code}
+    # no group of any kind: a generation is refused, none makes a simple group
+    assert await shard.txn_offsets.commit(txn_req("m", 3, "none")) == \
+        {(TOPIC, 0): errors.IllegalGenerationError.code}
+    assert await shard.txn_offsets.commit(txn_req("", -1, "simple")) == ok
+    assert written == [7, 7, 7, 7]

@@ -126,10 +126,12 @@ def find_member(group: ConsumerGroup, member_id: str, req: ConsumerGroupHeartbea
 
 
 def validate_offset_commit(group: ConsumerGroup, member_id: str, epoch: int, api_version: int,
-                           transactional: bool) -> None:
+                           transactional: bool, instance_id: str | None = None) -> None:
     """Kafka's ``ConsumerGroup.validateOffsetCommit``."""
     if epoch < 0 and not group.members:
         return
+    if transactional and epoch == -1 and not member_id and instance_id is None:
+        return   # TxnOffsetCommit v0-v2 carry no member fields: Kafka 4.4 takes them
     member = group.members.get(member_id)
     if member is None:
         raise errors.UnknownMemberIdError(

@@ -14,6 +14,16 @@ UNSTABLE_OFFSET_COMMIT and retries.
 
 The same happens on load: a transactional batch of offsets is held by
 producer id until the control batch that ends the transaction is replayed.
+
+The commit is checked against the group of either kind, as Kafka's
+``OffsetMetadataManager.validateTransactionalOffsetCommit`` does: a consumer (KIP-848)
+group by member and member epoch (a stale epoch is ILLEGAL_GENERATION), a classic one
+by member and generation; no group at all takes a commit without a generation (a
+simple group is made for it) and refuses one with a generation (ILLEGAL_GENERATION).
+Before, only classic groups were looked at: a KIP-848 group's commit made an empty
+classic group of the same id when its transaction committed, and every later commit
+of the group was checked against that one and refused, for ever (franz-go's
+TestTxnEtl, 848 cases, hung).
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from kaflite.cluster.groups._consumer_checks import validate_offset_commit as validate_modern
+from kaflite.cluster.groups._consumer_group import ConsumerGroup
 from kaflite.cluster.groups._group import ClassicGroup
 from kaflite.cluster.groups._offsets import GroupOffsets, TopicPartition, validate_offset_commit
 from kaflite.cluster.groups._records import (
@@ -44,8 +56,11 @@ class TxnWriter(Protocol):
 
 class TxnOffsetManager:
     def __init__(self, groups: dict[str, ClassicGroup], offsets: dict[str, GroupOffsets],
-                 timer: Timer, metadata_max_bytes: int, write: TxnWriter | None) -> None:
+                 timer: Timer, metadata_max_bytes: int, write: TxnWriter | None,
+                 consumer_groups: dict[str, ConsumerGroup] | None = None) -> None:
         self.groups = groups
+        self.consumer_groups: dict[str, ConsumerGroup] = \
+            consumer_groups if consumer_groups is not None else {}
         self.offsets = offsets
         self.timer = timer
         self.metadata_max_bytes = metadata_max_bytes
@@ -68,7 +83,7 @@ class TxnOffsetManager:
         if not by_group or not committed:
             return
         for group_id, offsets in by_group.items():
-            if group_id not in self.groups:
+            if group_id not in self.groups and group_id not in self.consumer_groups:
                 group = self.groups[group_id] = ClassicGroup(group_id)
                 group.state_timestamp = self.timer.now_ms()
             self.offsets.setdefault(group_id, {}).update(offsets)
@@ -81,14 +96,24 @@ class TxnOffsetManager:
         wanted = [(t.name, p) for t in req.topics for p in t.partitions]
         code = 0
         group = self.groups.get(req.group_id)
-        if not req.group_id:
-            code = errors.InvalidGroupIdError.code
-        elif group is not None:
-            try:
+        modern = self.consumer_groups.get(req.group_id)
+        try:
+            if not req.group_id:
+                raise errors.InvalidGroupIdError(req.group_id)
+            if modern is not None:
+                try:
+                    validate_modern(modern, req.member_id, req.generation_id, 5, True,
+                                    req.group_instance_id)
+                except errors.StaleMemberEpochError as exc:
+                    raise errors.IllegalGenerationError(exc.message) from None
+            elif group is not None:
                 validate_offset_commit(group, req.member_id, req.group_instance_id,
                                        req.generation_id, transactional=True)
-            except errors.KafkaError as exc:
-                code = exc.code
+            elif req.generation_id >= 0:
+                raise errors.IllegalGenerationError(
+                    f"Group {req.group_id} does not exist: generation {req.generation_id}.")
+        except errors.KafkaError as exc:
+            code = exc.code
         if code or self.write is None:
             code = code or errors.CoordinatorNotAvailableError.code
             return {(name, p.partition_index): code for name, p in wanted}
