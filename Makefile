@@ -33,9 +33,10 @@ test: $(STAMP) check-java lint
 
 # The peers (tests marked `peer`: Tansu's broker and kafkajs in Node, as programs of their
 # own, and the queue and txn verify rounds of confluent-kafka, kafka-python and aiokafka; about 3
-# minutes), then kaflite against Apache Kafka (tests/interop, 7-8 minutes on 2
-# shared cores): Kafka's jars come from Maven Central into ~/.cache/kaflite
-# (tools/ensure_kafka.sh). One worker there: one cluster at a time. Without Java or Maven
+# minutes), then kaflite against Apache Kafka (tests/interop, 12 minutes on 2 shared
+# cores, franz-go's kgo suite against both included): Kafka's jars come from Maven Central
+# into ~/.cache/kaflite (tools/ensure_kafka.sh), franz-go's tests are built with Go
+# (tools/ensure_franz_go.sh). One worker there: one cluster at a time. Without Java or Maven
 # the Kafka cases skip, saying why (under CI=true they fail).
 interop: $(STAMP)
 	@tools/ensure_kafkajs.sh
