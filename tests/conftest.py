@@ -13,9 +13,7 @@ its own (``pytest_xdist_make_scheduler``) that hands out whole groups: each test
 module is one group, so its module-scoped cluster is started once. The
 tests that start a JVM (Spark) form one group of their own, collected first: one
 JVM at a time, and the longest group starts at once while the other worker takes
-the rest. The verify rounds (15-20 s each, each with a cluster of its own) come
-next, each a group of its own: as one module they were a serial tail of minutes
-at the end of the run.
+the rest.
 """
 
 from __future__ import annotations
@@ -40,21 +38,13 @@ def _runs_a_jvm(nodeid: str) -> bool:
     return nodeid.startswith(JVM_MODULES) or nodeid.startswith(JVM_TESTS)
 
 
-# Long tests that share no module fixture: each is a group of its own.
-ONE_BY_ONE = ("tests/verify/test_rounds.py",)
-
-
 def _group(nodeid: str) -> str:
-    if _runs_a_jvm(nodeid):
-        return "jvm"
-    return nodeid if nodeid.startswith(ONE_BY_ONE) else nodeid.split("::", 1)[0]
+    return "jvm" if _runs_a_jvm(nodeid) else nodeid.split("::", 1)[0]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The JVM tests first, then the one-by-one tests (see the module's docstring); the
-    order is kept within each."""
-    items.sort(key=lambda item: (not _runs_a_jvm(item.nodeid),
-                                 not item.nodeid.startswith(ONE_BY_ONE)))
+    """The JVM tests first (see the module's docstring); the order is kept within."""
+    items.sort(key=lambda item: not _runs_a_jvm(item.nodeid))
 
 
 @pytest.hookimpl(optionalhook=True)     # a pytest-xdist hook: only when it is installed
