@@ -5,6 +5,7 @@ through between its polls."""
 from __future__ import annotations
 
 import random
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -174,7 +175,23 @@ def crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str, 
     else:
         start = shared.history.now()
     _member_healed(shared, process, "crash", rule, start, group)
+    # A killed process does not wait for its library to tear down: the member is gone now,
+    # and its client is abandoned on a thread of its own. confluent-kafka's handle
+    # deallocation (librdkafka's destroy without a consumer close) sometimes blocked
+    # for over a minute, holding the round for the runner's 60 s join bound (seed 9490).
+    threading.Thread(target=_abandon, args=(shared, consumer, process),
+                     name=f"{process}-abandon", daemon=True).start()
+
+
+ABANDON_SLOW_S = 5.0
+
+
+def _abandon(shared: Shared, consumer: ConsumerClient, process: str) -> None:
+    began = time.monotonic()
     try:
         consumer.abandon()
     except Exception as exc:
         shared.note(process, f"crashed close: {exc!r}")
+    took = time.monotonic() - began
+    if took > ABANDON_SLOW_S:
+        shared.note(process, f"the abandoned client took {took:.0f} s to tear down")
