@@ -16,6 +16,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -37,25 +38,30 @@ def _under_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
 
-def _unavailable(reason: str) -> None:
+def unavailable(what: str, reason: str) -> NoReturn:
+    """Skip, saying why; under CI, fail: a machine that lost a peer cannot pass by skipping."""
     if _under_ci():
-        pytest.fail(f"Apache Kafka is unavailable under CI: {reason}")
-    pytest.skip(reason)
+        pytest.fail(f"{what} is unavailable under CI: {reason}")
+    pytest.skip(f"{what} is unavailable: {reason}")
+
+
+def ensured_path(script: Path, what: str, timeout: float) -> Path:
+    """Run a ``tools/ensure_*.sh`` script; the path its last line prints."""
+    try:
+        proc = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        unavailable(what, f"tools/{script.name} did not finish in {timeout:g} s")
+    if proc.returncode != 0:
+        unavailable(what, f"tools/{script.name} failed ({proc.returncode}): "
+                          f"{proc.stderr.strip()[-800:]}")
+    return Path(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="session")
 def kafka_libs() -> Path:
     """The directory of Apache Kafka's jars (fetched on first use)."""
-    try:
-        proc = subprocess.run(["bash", str(ENSURE_KAFKA)], capture_output=True, text=True,
-                              timeout=FETCH_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        _unavailable(f"tools/ensure_kafka.sh did not finish in {FETCH_TIMEOUT_S} s")
-        raise   # not reached: _unavailable skips or fails
-    if proc.returncode != 0:
-        _unavailable(f"tools/ensure_kafka.sh failed ({proc.returncode}): "
-                     f"{proc.stderr.strip()[-800:]}")
-    return Path(proc.stdout.strip().splitlines()[-1])
+    return ensured_path(ENSURE_KAFKA, "Apache Kafka", FETCH_TIMEOUT_S)
 
 
 def make_target(kind: str, request: pytest.FixtureRequest,
@@ -78,7 +84,7 @@ def started(target: ClusterUnderTest) -> Iterator[ClusterUnderTest]:
         target.start()
     except TargetUnavailable as exc:
         target.stop()
-        _unavailable(str(exc))
+        unavailable("Apache Kafka", str(exc))
     except BaseException:
         target.stop()
         raise

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from kaflite.testing import ClusterUnderTest
-from tests.interop.conftest import ROOT, make_target, started
+from tests.interop.conftest import ROOT, ensured_path, make_target, started
 
 pytestmark = pytest.mark.interop
 
@@ -60,24 +60,10 @@ RACY = ["Test848RegexBrokerResolves"]
 _VERDICT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+) \(")
 
 
-def _under_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
-
-
 @pytest.fixture(scope="module")
 def kgo_test() -> Path:
     """The kgo test binary (built on first use)."""
-    try:
-        proc = subprocess.run(["bash", str(ENSURE)], capture_output=True, text=True,
-                              timeout=BUILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc = None
-    if proc is None or proc.returncode != 0:
-        why = "timed out" if proc is None else proc.stderr.strip()[-800:]
-        if _under_ci():
-            pytest.fail(f"franz-go's tests are unavailable under CI: {why}")
-        pytest.skip(f"franz-go's tests are unavailable: {why}")
-    return Path(proc.stdout.strip().splitlines()[-1])
+    return ensured_path(ENSURE, "franz-go's tests", BUILD_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
