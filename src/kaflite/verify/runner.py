@@ -329,11 +329,16 @@ MIN_FAULTS = 3
 
 def _nemesis_window(config: RunConfig, nemesis: Nemesis, shared: Shared) -> None:
     """``config.seconds`` of faults, and longer (up to twice that again) until the
-    nemesis has done its first ``MIN_FAULTS`` steps. Its thread runs steps one at a
-    time, so a slow one holds the rest back: on a loaded machine a whole-cluster
-    crash and restart took a 10 s round's window, and the round ran one fault."""
+    nemesis has reached the first step of each kind in its plan, and at least its first
+    ``MIN_FAULTS`` steps. Its thread runs steps one at a time, so a slow one holds the
+    rest back: on a loaded machine a whole-cluster crash and restart took a 10 s round's
+    window, and the round ran one fault; another round with broker processes ran four
+    faults and never the crash its plan held."""
     _sleep(config.seconds, shared.writers_stop)
-    want = min(MIN_FAULTS, len(nemesis.steps))
+    first: dict[str, int] = {}
+    for i, step in enumerate(nemesis.steps):
+        first.setdefault(step.kind, i)
+    want = min(max(MIN_FAULTS, max(first.values(), default=-1) + 1), len(nemesis.steps))
     deadline = time.monotonic() + 2 * config.seconds
     while nemesis.finished < want and time.monotonic() < deadline \
             and not shared.writers_stop.is_set():

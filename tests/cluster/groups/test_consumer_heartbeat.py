@@ -222,6 +222,44 @@ async def test_offset_commit_and_fetch_check_the_member_epoch() -> None:
 
 
 @run
+async def test_a_commit_with_an_older_epoch_stands_for_partitions_held_since() -> None:
+    """Kafka 4.4 (ConsumerGroup.validateOffsetCommit): a commit that a reconciliation
+    overtook is taken for each partition the member was given at or before its epoch, and
+    refused, partition by partition, for the rest. The epochs survive a coordinator move."""
+    topics = Topics(orders=6)
+    shard, _, log = make_consumer_shard(topics)
+    await send(shard, join("g", "a", TOPIC))                     # a: epoch 1, all six
+    await send(shard, join("g", "b", TOPIC))                     # group epoch 2
+    a = await send(shard, beat("g", "a", 1, owned(topics, {TOPIC: [0, 1, 2, 3, 4, 5]})))
+    keep = (assigned(topics, a) or {})[TOPIC]
+    gone = sorted(set(range(6)) - set(keep))
+    a = await send(shard, beat("g", "a", 1, owned(topics, {TOPIC: keep})))
+    assert a.member_epoch == 2
+    b = await send(shard, beat("g", "b", 2, owned(topics, {})))
+    got = (assigned(topics, b) or {})[TOPIC]
+    assert sorted(got) == gone
+
+    def codes(resp: dict[tuple[str, int], int]) -> dict[int, int]:
+        return {p: code for (_, p), code in resp.items()}
+
+    for s in (shard, reload(topics, log)):
+        # a, one epoch behind: its kept partitions were given at epoch 1, the others are b's.
+        mixed = await s.offset_manager.commit(
+            commit_req("g", {p: 5 for p in range(6)}, member="a", generation=1), 9)
+        stale = errors.StaleMemberEpochError.code
+        assert codes(mixed) == {p: 0 if p in keep else stale for p in range(6)}
+        # b was given its partitions at epoch 2: epoch 1 stands for none of them.
+        old = await s.offset_manager.commit(
+            commit_req("g", {p: 5 for p in got}, member="b", generation=1), 9)
+        assert set(old.values()) == {stale}
+        ahead = await s.offset_manager.commit(
+            commit_req("g", {keep[0]: 5}, member="a", generation=3), 9)
+        assert set(ahead.values()) == {stale}
+        assert s.consumer_groups["g"].members["a"].assignment_epoch(
+            topics.id(TOPIC), keep[0]) == 1
+
+
+@run
 async def test_fenced_member_epoch_fault() -> None:
     topics = Topics(orders=2)
     shard, _, _ = make_consumer_shard(topics)

@@ -271,6 +271,11 @@ async def test_txn_offset_commit_to_a_kip848_group() -> None:
         {(TOPIC, 0): errors.UnknownMemberIdError.code}
     assert await shard.txn_offsets.commit(txn_req("m1", epoch + 1)) == \
         {(TOPIC, 0): errors.IllegalGenerationError.code}
+    # m1 was given partition 0 at its first epoch; an older epoch stands for nothing, and the
+    # partition's refusal is ILLEGAL_GENERATION too (Kafka 4.4's per-partition check).
+    assert shard.consumer.bump_epoch("g") == 1
+    assert await shard.txn_offsets.commit(txn_req("m1", epoch)) == \
+        {(TOPIC, 0): errors.IllegalGenerationError.code}
     # no group of any kind: a generation is refused, none makes a simple group
     assert await shard.txn_offsets.commit(txn_req("m", 3, "none")) == \
         {(TOPIC, 0): errors.IllegalGenerationError.code}

@@ -139,13 +139,13 @@ def test_an_update_holds_what_changed_since_the_snapshot() -> None:
         sp.acknowledge("m", 70, 70, [AckType.ACCEPT])
         await shard.write(KEY, PersistedState(1, sp.start, sp.state_batches(), 0))  # update
         assert log.kinds() == "SUUSU"
-        skey, snapshot, update = decode_state_record(*log.records[-1])
+        skey, snapshot, update, _ = decode_state_record(*log.records[-1])
         assert (skey, snapshot) == (KEY, False)
         assert update is not None
         assert [(b.first, b.last, int(b.state)) for b in update.batches] == [(70, 70, 2)]
         sp.acknowledge("m", 80, 80, [AckType.ACCEPT])
         await shard.write(KEY, PersistedState(1, sp.start, sp.state_batches(), 0))  # update
-        _, _, update = decode_state_record(*log.records[-1])
+        _, _, update, _ = decode_state_record(*log.records[-1])
         assert update is not None                # everything since the snapshot
         assert [(b.first, b.last, int(b.state)) for b in update.batches] == [
             (70, 70, 2), (80, 80, 2)]
@@ -276,14 +276,14 @@ def test_value_layouts_of_kafka_4_1_and_the_4_0_ones_still_load() -> None:
     key, value = encode_snapshot(KEY, state, 70_000, created_ms=111, written_ms=222)
     assert value == struct.pack(">hiiiqqq", 0, 70_000, 3, 4, 10, 111, 222) + \
         bytes([2]) + batch + b"\0"
-    assert decode_state_record(key, value) == (KEY, True, state)
+    assert decode_state_record(key, value) == (KEY, True, state, 111)
     old = struct.pack(">hHiiq", 0, 9, 3, 4, 10) + bytes([2]) + batch + b"\0"
-    assert decode_state_record(key, old) == (KEY, True, state)
+    assert decode_state_record(key, old) == (KEY, True, state, -1)
 
     update = PersistedState(-1, 11, [StateBatch(11, 12, RecordState.ACKNOWLEDGED, 1)], 4)
     ubatch = struct.pack(">qqbh", 11, 12, 2, 1) + b"\0"
     key, value = encode_update(KEY, update, 70_000)
     assert value == struct.pack(">hiiq", 0, 70_000, 4, 11) + bytes([2]) + ubatch + b"\0"
-    assert decode_state_record(key, value) == (KEY, False, update)
+    assert decode_state_record(key, value) == (KEY, False, update, -1)
     old = struct.pack(">hHiq", 0, 9, 4, 11) + bytes([2]) + ubatch + b"\0"
-    assert decode_state_record(key, old) == (KEY, False, update)
+    assert decode_state_record(key, old) == (KEY, False, update, -1)

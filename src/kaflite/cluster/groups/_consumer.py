@@ -43,6 +43,7 @@ from kaflite.cluster.groups._config import GroupConfig
 from kaflite.cluster.groups._consumer_checks import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
+    PartitionCheck,
     find_member,
     known_static_member,
     validate_heartbeat,
@@ -55,6 +56,7 @@ from kaflite.cluster.groups._consumer_group import (
     ConsumerMember,
     MemberState,
     TopicMeta,
+    partitions_of,
 )
 from kaflite.cluster.groups._consumer_records import (
     ConsumerRecord,
@@ -421,7 +423,12 @@ class ConsumerGroupManager:
         return out
 
     # -- offsets (the checks are in ``_consumer_checks``) --------------------------------------
-    validate_offset_commit = staticmethod(validate_offset_commit)
+    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int,
+                               api_version: int, transactional: bool,
+                               instance_id: str | None = None) -> PartitionCheck | None:
+        return validate_offset_commit(group, member_id, epoch, api_version, transactional,
+                                      instance_id, self.topics.lookup)
+
     validate_offset_fetch = staticmethod(validate_offset_fetch)
 
     # -- load / unload ------------------------------------------------------------------------
@@ -450,9 +457,9 @@ class ConsumerGroupManager:
     def bump_epoch(self, group_id: str) -> int:
         """STALE_MEMBER_EPOCH as Kafka produces it: the group epoch moves on and every member
         that can follow without revoking anything is moved there, as if the heartbeat answer
-        carrying its new epoch was lost. Its next commit with the old epoch is stale; its next
-        heartbeat (previous epoch, owned partitions a subset) learns the new one. Returns the
-        number of members moved."""
+        carrying its new epoch was lost, and its partitions given again at that epoch. Its next
+        commit with the old epoch is stale; its next heartbeat (previous epoch, owned
+        partitions a subset) learns the new one. Returns the number of members moved."""
         group = self.consumer_group(group_id)
         out: list[Record] = []
         self.apply([group_epoch(group_id, group.group_epoch + 1)], out)
@@ -463,8 +470,14 @@ class ConsumerGroupManager:
                 continue
             self._reconcile(group, member, group.target.get(member.member_id, {}),
                             dict(member.assigned), out)
-            if group.members[member.member_id].member_epoch != member.member_epoch:
+            now = group.members[member.member_id]
+            if now.member_epoch != member.member_epoch:
                 moved += 1
+                # As if its partitions had been given again at the new epoch: a commit with
+                # the old epoch is refused (Kafka 4.4 would take it for partitions held since).
+                self.apply([current_assignment(group_id, replace(now, epochs={
+                    tp: now.member_epoch for a in (now.assigned, now.pending_revocation)
+                    for tp in partitions_of(a)}))], out)
         self._write(out).add_done_callback(lambda f: _log_write(f, group_id, "epoch bump"))
         return moved
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from kaflite.cluster.groups._consumer_group import ConsumerGroup, ConsumerMember
+from kaflite.cluster.groups._consumer_group import ConsumerGroup, ConsumerMember, TopicMeta
 from kaflite.cluster.groups._reconcile import Owned
 from kaflite.cluster.groups._regex import compile_regex
 from kaflite.protocol import errors
@@ -15,6 +15,7 @@ __all__ = [
     "GENERATED_MEMBER_ID_VERSION",
     "LEAVE_EPOCH",
     "STATIC_LEAVE_EPOCH",
+    "PartitionCheck",
     "check_epoch",
     "find_member",
     "known_static_member",
@@ -27,6 +28,9 @@ __all__ = [
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 GENERATED_MEMBER_ID_VERSION = 1  # KIP-1082: from v1 the client generates its member id
+
+# Kafka's ``CommitPartitionValidator``: raises the error of one committed partition.
+PartitionCheck = Callable[[str, int], None]
 
 
 def validate_heartbeat(req: ConsumerGroupHeartbeatRequest, version: int,
@@ -126,12 +130,16 @@ def find_member(group: ConsumerGroup, member_id: str, req: ConsumerGroupHeartbea
 
 
 def validate_offset_commit(group: ConsumerGroup, member_id: str, epoch: int, api_version: int,
-                           transactional: bool, instance_id: str | None = None) -> None:
-    """Kafka's ``ConsumerGroup.validateOffsetCommit``."""
+                           transactional: bool, instance_id: str | None = None,
+                           lookup: Callable[[str], TopicMeta | None] = lambda name: None
+                           ) -> PartitionCheck | None:
+    """Kafka 4.4's ``ConsumerGroup.validateOffsetCommit``: an error for the whole request is
+    raised; a commit with an older member epoch gets a check for each partition (None: every
+    partition may be committed). ``lookup`` finds a committed topic's id by its name."""
     if epoch < 0 and not group.members:
-        return
+        return None
     if transactional and epoch == -1 and not member_id and instance_id is None:
-        return   # TxnOffsetCommit v0-v2 carry no member fields: Kafka 4.4 takes them
+        return None   # TxnOffsetCommit v0-v2 carry no member fields: Kafka 4.4 takes them
     member = group.members.get(member_id)
     if member is None:
         raise errors.UnknownMemberIdError(
@@ -140,7 +148,28 @@ def validate_offset_commit(group: ConsumerGroup, member_id: str, epoch: int, api
         raise errors.UnsupportedVersionError(
             "OffsetCommit version 9 or above must be used by members using the modern "
             "group protocol")
-    validate_member_epoch(member, epoch)
+    if epoch == member.member_epoch:
+        return None
+    error = errors.IllegalGenerationError if member.classic is not None \
+        else errors.StaleMemberEpochError
+    noun = "generation id" if member.classic is not None else "member epoch"
+    if epoch > member.member_epoch:
+        raise error(f"Received {noun} {epoch} is newer than current member epoch "
+                    f"{member.member_epoch}.")
+
+    def check(topic: str, partition: int) -> None:
+        # A commit that a reconciliation overtook: it stands for the partitions the member
+        # held since that epoch or before (Kafka 4.4, AssignmentEpochs).
+        meta = lookup(topic)
+        given = None if meta is None else member.assignment_epoch(meta.topic_id, partition)
+        if given is None:
+            raise error(f"Partition {topic}-{partition} is not assigned or pending revocation "
+                        "for member.")
+        if epoch < given:
+            raise error(f"Received {noun} {epoch} is older than assignment epoch {given} for "
+                        f"partition {topic}-{partition}.")
+
+    return check
 
 
 def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, epoch: int) -> None:

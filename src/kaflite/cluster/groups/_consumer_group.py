@@ -107,6 +107,17 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # The member epoch at which each partition of ``assigned`` and ``pending_revocation``
+    # was given to the member (Kafka 4.4's AssignmentEpochs); one missing counts as given
+    # at the current member epoch, the strictest choice.
+    epochs: Mapping[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+
+    def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """When the member was given the partition, or None if it does not hold it."""
+        if partition in self.assigned.get(topic_id, ()) or \
+                partition in self.pending_revocation.get(topic_id, ()):
+            return self.epochs.get((topic_id, partition), self.member_epoch)
+        return None
 
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == epoch
@@ -126,9 +137,13 @@ class ConsumerMember:
 
     def same_assignment(self, other: ConsumerMember) -> bool:
         return (self.member_epoch, self.previous_member_epoch, self.state,
-                _norm(self.assigned), _norm(self.pending_revocation)) == \
+                _norm(self.assigned), _norm(self.pending_revocation), self._held_epochs()) == \
             (other.member_epoch, other.previous_member_epoch, other.state,
-             _norm(other.assigned), _norm(other.pending_revocation))
+             _norm(other.assigned), _norm(other.pending_revocation), other._held_epochs())
+
+    def _held_epochs(self) -> dict[tuple[uuid.UUID, int], int | None]:
+        return {(t, p): self.assignment_epoch(t, p)
+                for a in (self.assigned, self.pending_revocation) for t, p in partitions_of(a)}
 
     def with_epoch(self, epoch: int) -> ConsumerMember:
         """Kafka's ``updateMemberEpoch``: the previous epoch follows along."""

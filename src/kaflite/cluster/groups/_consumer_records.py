@@ -146,8 +146,14 @@ def target_member(group_id: str, member_id: str, assignment: Assignment | None
 
 def current_assignment(group_id: str, m: ConsumerMember) -> ConsumerRecord:
     def tps(a: Assignment) -> list[cmav.TopicPartitions]:
-        return [cmav.TopicPartitions(topic_id=t, partitions=sorted(ps))
-                for t, ps in sorted(a.items()) if ps]
+        out = []
+        for t, ps in sorted(a.items()):
+            if ps:
+                order = sorted(ps)
+                out.append(cmav.TopicPartitions(
+                    topic_id=t, partitions=order,
+                    assignment_epochs=[m.epochs.get((t, p), m.member_epoch) for p in order]))
+        return out
 
     value = ConsumerGroupCurrentMemberAssignmentValue(
         member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
@@ -172,6 +178,13 @@ def group_tombstones(group: ConsumerGroup) -> list[ConsumerRecord]:
     out += [ConsumerRecord(MEMBER_METADATA, gid, m, None) for m in group.members]
     out += [partition_metadata(gid, None), group_epoch(gid, None)]
     return out
+
+
+def _assignment_epochs(*lists: list[cmav.TopicPartitions]) -> dict[tuple[uuid.UUID, int], int]:
+    """The AssignmentEpochs a record carries (Kafka 4.4); older records carry none."""
+    return {(tp.topic_id, p): e for tps in lists for tp in tps
+            if len(tp.assignment_epochs) == len(tp.partitions)
+            for p, e in zip(tp.partitions, tp.assignment_epochs, strict=True)}
 
 
 # -- replay -------------------------------------------------------------------------------------
@@ -250,4 +263,6 @@ def replay(groups: dict[str, ConsumerGroup], rec: ConsumerRecord) -> None:
             old, member_epoch=value.member_epoch,
             previous_member_epoch=value.previous_member_epoch, state=state,
             assigned=_assignment(value.assigned_partitions),
-            pending_revocation=_assignment(value.partitions_pending_revocation)))
+            pending_revocation=_assignment(value.partitions_pending_revocation),
+            epochs=_assignment_epochs(value.assigned_partitions,
+                                      value.partitions_pending_revocation)))

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from kaflite.cluster.groups._classic import ClassicGroupManager, Record
 from kaflite.cluster.groups._config import GroupConfig
 from kaflite.cluster.groups._consumer import ConsumerGroupManager
+from kaflite.cluster.groups._consumer_checks import PartitionCheck
 from kaflite.cluster.groups._consumer_group import ConsumerGroup
 from kaflite.cluster.groups._group import ClassicGroup, GroupState
 from kaflite.cluster.groups._records import (
@@ -75,6 +76,16 @@ def validate_offset_commit(group: ClassicGroup, member_id: str, instance_id: str
         raise errors.RebalanceInProgressError(group.group_id)
 
 
+def _refused(check: PartitionCheck | None, tp: TopicPartition) -> int:
+    """The error code ``check`` gives the partition (NONE when it may be committed)."""
+    if check is not None:
+        try:
+            check(*tp)
+        except errors.KafkaError as exc:
+            return exc.code
+    return NONE
+
+
 class OffsetManager:
     def __init__(self, groups: dict[str, ClassicGroup], offsets: dict[str, GroupOffsets],
                  classic: ClassicGroupManager, timer: Timer, config: GroupConfig,
@@ -106,15 +117,16 @@ class OffsetManager:
         wanted = [(t.name, p) for t in req.topics for p in t.partitions]
         result: dict[TopicPartition, int] = {}
         code = NONE
+        check: PartitionCheck | None = None
         group = self.groups.get(req.group_id)
         modern = self.consumer_groups.get(req.group_id)
         if not req.group_id:
             code = errors.InvalidGroupIdError.code
         elif modern is not None and self.consumer is not None:
             try:
-                self.consumer.validate_offset_commit(modern, req.member_id,
-                                                     req.generation_id_or_member_epoch,
-                                                     api_version, False)
+                check = self.consumer.validate_offset_commit(modern, req.member_id,
+                                                             req.generation_id_or_member_epoch,
+                                                             api_version, False)
             except errors.KafkaError as exc:
                 code = exc.code
         elif group is None:
@@ -143,6 +155,8 @@ class OffsetManager:
                 result[tp] = errors.UnknownTopicOrPartitionError.code
             elif len(metadata) > self.config.metadata_max_bytes:
                 result[tp] = errors.OffsetMetadataTooLargeError.code
+            elif (refused := _refused(check, tp)) != NONE:
+                result[tp] = refused
             else:
                 om = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, metadata,
                                        now, expire)

@@ -98,12 +98,29 @@ def _compute(member: ConsumerMember, epoch: int, target_epoch: int, target: Assi
             pending[t] = free
     if revoke and _owns_any(owned, revoke):
         new = replace(member, state=MemberState.UNREVOKED_PARTITIONS, assigned=assigned,
-                      pending_revocation=revoke)
+                      pending_revocation=revoke,
+                      epochs=_epochs(member, (assigned, revoke), {}, epoch))
         return _with_epoch(new, epoch)
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
     new = replace(member, state=state, assigned=merge(assigned, pending) if pending else assigned,
-                  pending_revocation={})
+                  pending_revocation={},
+                  epochs=_epochs(member, (assigned,), pending, target_epoch))
     return _with_epoch(new, target_epoch)
+
+
+def _epochs(member: ConsumerMember, kept: tuple[Assignment, ...], given: Assignment,
+            epoch: int) -> dict[tuple[uuid.UUID, int], int]:
+    """Assignment epochs (Kafka 4.4): a partition the member keeps keeps the epoch it was
+    given at; one given now is given at ``epoch``, the member's epoch from this step."""
+    out: dict[tuple[uuid.UUID, int], int] = {}
+    for a in kept:
+        for t, ps in a.items():
+            for p in ps:
+                out[t, p] = member.epochs.get((t, p), member.member_epoch)
+    for t, ps in given.items():
+        for p in ps:
+            out[t, p] = epoch
+    return out
 
 
 def _with_epoch(member: ConsumerMember, epoch: int) -> ConsumerMember:

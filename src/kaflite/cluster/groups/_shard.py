@@ -92,7 +92,7 @@ class CoordinatorShard(ShardLifecycle):
         self.txn_offsets = TxnOffsetManager(self.groups, self.offsets, timer,
                                             config.metadata_max_bytes,
                                             write if isinstance(write, PartitionWriter) else None,
-                                            self.consumer_groups)
+                                            self.consumer_groups, self.consumer.topics.lookup)
         self.share_groups: dict[str, ShareGroup] = {}
         self.share = ShareGroupManager(
             self.share_groups, lambda gid: gid in self.groups or gid in self.consumer_groups,

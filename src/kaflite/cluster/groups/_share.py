@@ -78,6 +78,14 @@ class ShareGroupManager:
             group = self.groups[group_id] = ShareGroup(group_id)
         return group
 
+    def drop_if_blank(self, group_id: str) -> None:
+        """Forget a group that ``share_group(create=True)`` made if nothing was recorded for
+        it: no member ever joined and no partition was initialised."""
+        group = self.groups.get(group_id)
+        if group is not None and group.group_epoch == 0 and not group.members \
+                and not group.initialized:
+            del self.groups[group_id]
+
     # -- ShareGroupHeartbeat ----------------------------------------------------------------------
     def heartbeat(self, client_id: str, client_host: str, req: ShareGroupHeartbeatRequest
                   ) -> asyncio.Future[ShareGroupHeartbeatResponse]:

@@ -29,10 +29,12 @@ TestTxnEtl, 848 cases, hung).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
+from kaflite.cluster.groups._consumer_checks import PartitionCheck
 from kaflite.cluster.groups._consumer_checks import validate_offset_commit as validate_modern
-from kaflite.cluster.groups._consumer_group import ConsumerGroup
+from kaflite.cluster.groups._consumer_group import ConsumerGroup, TopicMeta
 from kaflite.cluster.groups._group import ClassicGroup
 from kaflite.cluster.groups._offsets import GroupOffsets, TopicPartition, validate_offset_commit
 from kaflite.cluster.groups._records import (
@@ -57,8 +59,10 @@ class TxnWriter(Protocol):
 class TxnOffsetManager:
     def __init__(self, groups: dict[str, ClassicGroup], offsets: dict[str, GroupOffsets],
                  timer: Timer, metadata_max_bytes: int, write: TxnWriter | None,
-                 consumer_groups: dict[str, ConsumerGroup] | None = None) -> None:
+                 consumer_groups: dict[str, ConsumerGroup] | None = None,
+                 lookup: Callable[[str], TopicMeta | None] = lambda name: None) -> None:
         self.groups = groups
+        self.lookup = lookup
         self.consumer_groups: dict[str, ConsumerGroup] = \
             consumer_groups if consumer_groups is not None else {}
         self.offsets = offsets
@@ -95,6 +99,7 @@ class TxnOffsetManager:
         """Write the offsets into the producer's transaction; an error code per partition."""
         wanted = [(t.name, p) for t in req.topics for p in t.partitions]
         code = 0
+        check: PartitionCheck | None = None
         group = self.groups.get(req.group_id)
         modern = self.consumer_groups.get(req.group_id)
         try:
@@ -102,8 +107,8 @@ class TxnOffsetManager:
                 raise errors.InvalidGroupIdError(req.group_id)
             if modern is not None:
                 try:
-                    validate_modern(modern, req.member_id, req.generation_id, 5, True,
-                                    req.group_instance_id)
+                    check = validate_modern(modern, req.member_id, req.generation_id, 5, True,
+                                            req.group_instance_id, self.lookup)
                 except errors.StaleMemberEpochError as exc:
                     raise errors.IllegalGenerationError(exc.message) from None
             elif group is not None:
@@ -127,6 +132,13 @@ class TxnOffsetManager:
             if len(metadata) > self.metadata_max_bytes:
                 result[tp] = errors.OffsetMetadataTooLargeError.code
                 continue
+            if check is not None:
+                try:
+                    check(*tp)
+                except errors.KafkaError as exc:   # Kafka answers a stale epoch so here
+                    result[tp] = errors.IllegalGenerationError.code \
+                        if isinstance(exc, errors.StaleMemberEpochError) else exc.code
+                    continue
             om = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, metadata, now)
             records.append((encode_offset_key(req.group_id, *tp), encode_offset_value(om)))
             written.append((tp, om))

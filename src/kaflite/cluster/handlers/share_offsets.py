@@ -167,8 +167,8 @@ async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHe
         responses.append(trow)
     if grown:
         await shard.share.record_initialized(group)
-    elif not group.initialized and group.group_epoch == 0:
-        shard.share.groups.pop(req.group_id, None)   # made here, and nothing was set
+    else:
+        shard.share.drop_if_blank(req.group_id)
     return AlterShareGroupOffsetsResponse(throttle_time_ms=0, responses=responses)
 
 

@@ -163,26 +163,27 @@ def read_snapshot(value: bytes | memoryview) -> ShareSnapshotValue:
 
 
 def decode_state_record(key: bytes | memoryview, value: bytes | memoryview | None
-                        ) -> tuple[StateKey, bool, PersistedState | None]:
-    """(key, is_snapshot, state or None for a tombstone)."""
+                        ) -> tuple[StateKey, bool, PersistedState | None, int]:
+    """(key, is_snapshot, state or None for a tombstone, a snapshot's create time or -1)."""
     version, r = split_version(key)
     if version == SNAPSHOT_KEY_VERSION:
         k = ShareSnapshotKey.read(r, 0)
         skey = (k.group_id, k.topic_id, k.partition)
         if value is None:
-            return skey, True, None
+            return skey, True, None, -1
         s = read_snapshot(value)
         return skey, True, PersistedState(s.state_epoch, s.start_offset,
-                                          _batches(s.state_batches), s.leader_epoch)
+                                          _batches(s.state_batches), s.leader_epoch), \
+            s.create_timestamp
     if version == UPDATE_KEY_VERSION:
         u = ShareUpdateKey.read(r, UPDATE_KEY_VERSION)
         skey = (u.group_id, u.topic_id, u.partition)
         if value is None:
-            return skey, False, None
+            return skey, False, None, -1
         uv = read_exactly(ShareUpdateValue, memoryview(value)[2:], VALUE_VERSION, _upgrade_update)
         return skey, False, PersistedState(-1, uv.start_offset, _batches(
             [ssv.StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-             for b in uv.state_batches]), uv.leader_epoch)
+             for b in uv.state_batches]), uv.leader_epoch), -1
     raise ValueError(f"unknown __share_group_state key version {version}")
 
 
@@ -230,14 +231,14 @@ class ShareStateShard(ShardLifecycle):
             if key is None:
                 continue
             try:
-                skey, snapshot, state = decode_state_record(key, value)
+                skey, snapshot, state, created_ms = decode_state_record(key, value)
             except Exception as exc:  # one bad record must not lose the partition
                 log.warning("%s-%s: skipping unreadable record: %s", SHARE_STATE_TOPIC,
                             self.index, exc)
                 continue
             self._apply(skey, snapshot, state)
-            if snapshot and state is not None and value is not None:
-                self.created_ms[skey] = read_snapshot(value).create_timestamp
+            if snapshot and state is not None:
+                self.created_ms[skey] = created_ms
             self.records_loaded += 1
 
     def _apply(self, key: StateKey, snapshot: bool, state: PersistedState | None) -> None:

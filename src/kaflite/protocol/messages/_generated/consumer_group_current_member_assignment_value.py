@@ -27,6 +27,7 @@ class TopicPartitions(Struct):
 
     topic_id: uuid.UUID = ZERO_UUID
     partitions: list[int] = field(default_factory=list)
+    assignment_epochs: list[int] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -34,16 +35,30 @@ class TopicPartitions(Struct):
         f_topic_id = r.uuid()
         n = r.compact_array_len()
         f_partitions = r.int32_array(n)
+        f_assignment_epochs: list[int] = []
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
-            unknown += ((tag, bytes(data)),)
-        return cls(f_topic_id, f_partitions, unknown)
+            if tag == 0:
+                tr = Reader(data)
+                n = tr.compact_array_len()
+                f_assignment_epochs = tr.int32_array(n)
+                if f_assignment_epochs == []:
+                    unknown += ((tag, bytes(data)),)
+            else:
+                unknown += ((tag, bytes(data)),)
+        return cls(f_topic_id, f_partitions, f_assignment_epochs, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.uuid(self.topic_id)
         w.compact_array_len(len(self.partitions))
         w.int32_array(self.partitions)
-        w.tagged_fields(self.unknown_tagged_fields)
+        tags: list[tuple[int, BytesLike]] = []
+        if bool(self.assignment_epochs):
+            tw = Writer()
+            tw.compact_array_len(len(self.assignment_epochs))
+            tw.int32_array(self.assignment_epochs)
+            tags.append((0, tw.getvalue()))
+        w.tagged_fields(merge_tags(tags, self.unknown_tagged_fields))
 
 
 @dataclass(slots=True)
@@ -89,6 +104,7 @@ class ConsumerGroupCurrentMemberAssignmentValue(Struct):
 TopicPartitions.FIELDS = (
     FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
     FieldSpec('partitions', 'int32', True, (0, 0), None, None, None, None, False),
+    FieldSpec('assignment_epochs', 'int32', True, (0, 0), None, (0, -1), 0, None, False),
 )
 ConsumerGroupCurrentMemberAssignmentValue.FIELDS = (
     FieldSpec('member_epoch', 'int32', False, (0, 0), None, None, None, None, False),
