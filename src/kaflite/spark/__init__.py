@@ -18,11 +18,15 @@ master is local also points its ``sc.pythonExec`` here. So importing this
 package works before or after the SparkSession is built.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kaflite.spark._env import configure_python
 
 configure_python()
 
-from kaflite.spark._kafka import DataLossError  # noqa: E402
 from kaflite.spark._session import NoJavaError, local_session  # noqa: E402
 from kaflite.spark.datasource import (  # noqa: E402
     AVAILABLE_NOW_WRAPPER,
@@ -32,8 +36,25 @@ from kaflite.spark.datasource import (  # noqa: E402
     register,
     spark_schema,
 )
-from kaflite.spark.options import KafkaOptionError  # noqa: E402
-from kaflite.spark.writer import KafkaWriteError  # noqa: E402
+
+if TYPE_CHECKING:
+    from kaflite.spark._kafka import DataLossError
+    from kaflite.spark.options import KafkaOptionError
+    from kaflite.spark.writer import KafkaWriteError
+
+# The errors live with the client-side modules; they are imported on first use (PEP 562),
+# so that a Python worker unpickling the data source does not import the client.
+_LAZY = {"DataLossError": "kaflite.spark._kafka", "KafkaOptionError": "kaflite.spark.options",
+         "KafkaWriteError": "kaflite.spark.writer"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = ["AVAILABLE_NOW_WRAPPER", "FORMAT", "DataLossError", "KafkaOptionError",
            "KafkaWriteError", "KafliteDataSource", "NoJavaError", "enable_available_now",

@@ -35,16 +35,20 @@ from pyspark.sql.types import (
 )
 
 from kaflite.spark._env import use_driver_python
-from kaflite.spark.options import KafkaOptionError, parse_sink_options, parse_source_options
-from kaflite.spark.reader import KafkaBatchReader
-from kaflite.spark.share import ShareBatchReader, parse_share_options
-from kaflite.spark.share_stream import ShareStreamReader
-from kaflite.spark.stream import HAS_ADMISSION_CONTROL, KafkaStreamReader
-from kaflite.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_save_mode
 
+# The readers and writers (and the client under them) are imported where they are made.
+# Spark runs each planning step in a Python worker process of its own (finding the
+# format, making the source, planning a read, planning a write, committing it); only
+# those that read or write need the client, whose import costs about a second.
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from kaflite.spark.reader import KafkaBatchReader
+    from kaflite.spark.share import ShareBatchReader
+    from kaflite.spark.share_stream import ShareStreamReader
+    from kaflite.spark.stream import KafkaStreamReader
+    from kaflite.spark.writer import KafkaBatchWriter, KafkaStreamWriter
 
 __all__ = ["AVAILABLE_NOW_WRAPPER", "FORMAT", "KafliteDataSource", "enable_available_now", "register",
            "spark_schema"]
@@ -71,6 +75,8 @@ def _include_headers(options: Mapping[str, str]) -> bool:
 
 
 def _check_schema(options: Mapping[str, str], schema: StructType) -> None:
+    from kaflite.spark.options import KafkaOptionError
+
     if schema.simpleString() != spark_schema(_include_headers(options)).simpleString():
         raise KafkaOptionError("Kafka source has a fixed schema and cannot be set with a "
                                "custom one")
@@ -87,6 +93,10 @@ class KafliteDataSource(DataSource):
         return spark_schema(_include_headers(self.options))
 
     def reader(self, schema: StructType) -> KafkaBatchReader | ShareBatchReader:
+        from kaflite.spark.options import parse_source_options
+        from kaflite.spark.reader import KafkaBatchReader
+        from kaflite.spark.share import ShareBatchReader, parse_share_options
+
         _check_schema(self.options, schema)
         share = parse_share_options(self.options)
         if share is not None:
@@ -94,6 +104,11 @@ class KafliteDataSource(DataSource):
         return KafkaBatchReader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader | ShareStreamReader:
+        from kaflite.spark.options import parse_source_options
+        from kaflite.spark.share import parse_share_options
+        from kaflite.spark.share_stream import ShareStreamReader
+        from kaflite.spark.stream import KafkaStreamReader
+
         _check_schema(self.options, schema)
         share = parse_share_options(self.options)
         if share is not None:
@@ -101,10 +116,16 @@ class KafliteDataSource(DataSource):
         return KafkaStreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:
+        from kaflite.spark.options import parse_sink_options
+        from kaflite.spark.writer import KafkaBatchWriter, check_save_mode
+
         check_save_mode(overwrite)
         return KafkaBatchWriter(parse_sink_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:
+        from kaflite.spark.options import parse_sink_options
+        from kaflite.spark.writer import KafkaStreamWriter
+
         return KafkaStreamWriter(parse_sink_options(self.options), schema)
 
 
@@ -145,6 +166,8 @@ def enable_available_now(spark: SparkSession | ConnectSession) -> bool:
     are not replayable can lose or repeat data under it. Returns whether the
     setting was made; on Spark 4.2+ it is not needed and nothing is changed.
     """
+    from kaflite.spark.stream import HAS_ADMISSION_CONTROL
+
     if HAS_ADMISSION_CONTROL:
         return False
     spark.conf.set(AVAILABLE_NOW_WRAPPER, "true")

@@ -48,7 +48,9 @@ from pyspark.sql.types import (
 )
 
 from kaflite.client.producer import RecordMetadata
-from kaflite.client.sync import Producer
+
+if TYPE_CHECKING:
+    from kaflite.client.sync import Producer
 from kaflite.config import resolve
 from kaflite.spark.options import SINK_CLIENT_ID, KafkaOptionError, SinkOptions, client_config
 
@@ -124,6 +126,9 @@ _producers_lock = threading.Lock()
 
 
 def _producer(config: Mapping[str, object]) -> Producer:
+    # Imported here: the planning worker that makes the writer needs no client.
+    from kaflite.client.sync import Producer
+
     key = tuple(sorted((k, str(v)) for k, v in config.items()))
     with _producers_lock:
         p = _producers.get(key)
