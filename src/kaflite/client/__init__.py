@@ -9,8 +9,9 @@ process for each planning step) does not import the admin client (about 0.4 s).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kaflite._lazy import lazy_names
 
 if TYPE_CHECKING:
     from kaflite.client._base import BaseClient
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from kaflite.config import ConfigError
     from kaflite.protocol.connection import AuthenticationError
 
-_WHERE = {
+__getattr__, __dir__ = lazy_names(__name__, {
     "BaseClient": "kaflite.client._base",
     "Admin": "kaflite.client.admin", "ConfigResource": "kaflite.client.admin",
     "NewTopic": "kaflite.client.admin",
@@ -49,7 +50,7 @@ _WHERE = {
                     "kaflite.client.share"),
     "ConfigError": "kaflite.config",
     "AuthenticationError": "kaflite.protocol.connection",
-}
+})
 
 __all__ = ["AcknowledgeType", "Admin", "AuthenticationError", "BaseClient", "BatchMetadata",
            "BufferFull", "CommitFailedError", "ConfigError", "ConfigResource",
@@ -58,15 +59,3 @@ __all__ = ["AcknowledgeType", "Admin", "AuthenticationError", "BaseClient", "Bat
            "RebalanceListener", "RecordList", "RecordMetadata", "ShareConsumer", "ShareRecord",
            "TopicPartition"]
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])

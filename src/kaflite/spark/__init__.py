@@ -20,9 +20,9 @@ package works before or after the SparkSession is built.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kaflite._lazy import lazy_names
 from kaflite.spark._env import configure_python
 
 configure_python()
@@ -44,17 +44,9 @@ if TYPE_CHECKING:
 
 # The errors live with the client-side modules; they are imported on first use (PEP 562),
 # so that a Python worker unpickling the data source does not import the client.
-_LAZY = {"DataLossError": "kaflite.spark._kafka", "KafkaOptionError": "kaflite.spark.options",
-         "KafkaWriteError": "kaflite.spark.writer"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, {
+    "DataLossError": "kaflite.spark._kafka", "KafkaOptionError": "kaflite.spark.options",
+    "KafkaWriteError": "kaflite.spark.writer"})
 
 __all__ = ["AVAILABLE_NOW_WRAPPER", "FORMAT", "DataLossError", "KafkaOptionError",
            "KafkaWriteError", "KafliteDataSource", "NoJavaError", "enable_available_now",

@@ -47,9 +47,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from kaflite.client.producer import RecordMetadata
-
 if TYPE_CHECKING:
+    from kaflite.client.producer import RecordMetadata
     from kaflite.client.sync import Producer
 from kaflite.config import resolve
 from kaflite.spark.options import SINK_CLIENT_ID, KafkaOptionError, SinkOptions, client_config
