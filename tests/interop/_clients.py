@@ -74,3 +74,19 @@ async def read_to_end(servers: str, topic: str, partitions: int,
                 return got
             assert time.monotonic() < deadline, \
                 f"{topic}: stuck at {positions}, ends {ends}, {len(got)} records"
+
+
+async def upsert_scram_user(servers: str, user: str, password: str,
+                            mechanism: str = "SCRAM-SHA-256", iterations: int = 4096
+                            ) -> dict[str, list[tuple[str, int]]]:
+    """Make (or replace) ``user``'s SCRAM credential through the admin client, and wait
+    until the brokers describe it (Kafka's learn of it from the controller)."""
+    async with Admin(bootstrap_servers=servers) as admin:
+        await admin.alter_user_scram_credentials([(user, mechanism, password, iterations)])
+        deadline = time.monotonic() + 20
+        while True:
+            users = await admin.describe_user_scram_credentials([user])
+            if users.get(user):
+                return users
+            assert time.monotonic() < deadline, f"{user}'s credential never appeared"
+            await asyncio.sleep(0.1)

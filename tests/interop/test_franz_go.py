@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from kaflite.testing import ClusterUnderTest
+from tests.interop._clients import run, upsert_scram_user
 from tests.interop.conftest import ROOT, ensured_path, make_target, started
 
 pytestmark = pytest.mark.interop
@@ -37,17 +38,24 @@ RUN_TIMEOUT_S = 900
 RECORDS = 5000
 TARGETS = os.environ.get("KAFLITE_FRANZ_GO_TARGETS", "kaflite-3,kafka-3").split(",")
 
-# Tests that need a listener set up for them (KGO_TEST_SCRAM*, KGO_TEST_OAUTH_SEEDS):
-# franz-go skips them without one, on every target.
-NEEDS_A_LISTENER = {
-    "TestSCRAMAuth": "SKIP", "TestSCRAMAuthBadCredentials": "SKIP", "TestOAuthAuth": "SKIP",
+# The SASL tests (TestSCRAMAuth, TestSCRAMAuthBadCredentials, TestOAuthAuth) need a
+# listener of their own: each target gets a SASL_PLAINTEXT one with SCRAM-SHA-256 (a user
+# made through the admin client) and OAUTHBEARER (Kafka's unsecured JWS validator).
+SASL = "SASL_PLAINTEXT"
+SASL_CONFIG = {
+    "sasl.enabled.mechanisms": "SCRAM-SHA-256,OAUTHBEARER",
+    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
 }
+SCRAM_USER, SCRAM_PASSWORD = "kgo", "kgo-secret"
 # Each target's verdicts other than PASS, with the reason in docs/compatibility.md.
 NOT_PASSING: dict[str, dict[str, str]] = {
-    "kaflite-3": dict(NEEDS_A_LISTENER),
+    "kaflite-3": {},
     # Kafka 4.4.0 advertises Produce below v3 and the test skips then; kaflite advertises
     # v3 up, so the test has something to check here only.
-    "kafka-3": {**NEEDS_A_LISTENER, "TestIssueProduceBrokerTooOldFailsRecords": "SKIP"},
+    "kafka-3": {"TestIssueProduceBrokerTooOldFailsRecords": "SKIP"},
 }
 # Not run: the test's own race. Against a real broker it falls back to __consumer_offsets
 # as its "internal" topic, assigned and read from the start, and counts its records toward
@@ -76,7 +84,10 @@ def package_dir() -> Path:
 
 @pytest.fixture(params=TARGETS)
 def target(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
-    yield from started(make_target(request.param, request))
+    for t in started(make_target(request.param, request, config=SASL_CONFIG,
+                                 listeners=[SASL])):
+        run(upsert_scram_user(t.bootstrap_servers, SCRAM_USER, SCRAM_PASSWORD))
+        yield t
 
 
 def verdicts(output: str) -> dict[str, str]:
@@ -88,7 +99,9 @@ def test_franz_go_kgo_suite(target: ClusterUnderTest, kgo_test: Path, package_di
                             request: pytest.FixtureRequest, tmp_path: Path) -> None:
     name = request.node.callspec.params["target"]
     env = {**os.environ, "KGO_SEEDS": target.bootstrap_servers, "KGO_TEST_RECORDS": str(RECORDS),
-           "KGO_LOG_LEVEL": "none"}
+           "KGO_LOG_LEVEL": "none", "KGO_TEST_SCRAM_SEEDS": target.bootstrap(SASL),
+           "KGO_TEST_SCRAM": f"{SCRAM_USER}:{SCRAM_PASSWORD}",
+           "KGO_TEST_OAUTH_SEEDS": target.bootstrap(SASL)}
     proc = subprocess.run([str(kgo_test), "-test.v", "-test.timeout", f"{RUN_TIMEOUT_S - 30}s",
                            "-test.skip", "^(" + "|".join(RACY) + ")$"],
                           cwd=package_dir, env=env, capture_output=True, text=True,

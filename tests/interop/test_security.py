@@ -26,7 +26,7 @@ from kaflite.security.acl import (
     ResourceType,
 )
 from kaflite.testing import ClusterUnderTest
-from tests.interop._clients import create_topic, run, uid
+from tests.interop._clients import create_topic, run, uid, upsert_scram_user
 from tests.interop.conftest import make_target, started
 
 pytestmark = pytest.mark.interop
@@ -53,18 +53,8 @@ def secured(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
 @pytest.fixture(scope="module")
 def alice(secured: ClusterUnderTest) -> dict[str, object]:
     """alice's SCRAM credentials, made once per target; her client settings."""
-    async def upsert() -> dict[str, list[tuple[str, int]]]:
-        async with Admin(bootstrap_servers=secured.bootstrap_servers) as admin:
-            await admin.alter_user_scram_credentials([("alice", MECHANISM, "alice-secret", 4096)])
-            deadline = time.monotonic() + 20
-            while True:     # Kafka's brokers learn of the credential from the controller
-                users = await admin.describe_user_scram_credentials(["alice"])
-                if users.get("alice"):
-                    return users
-                assert time.monotonic() < deadline, "alice's credential never appeared"
-                await asyncio.sleep(0.1)
-
-    assert run(upsert()) == {"alice": [(MECHANISM, 4096)]}
+    assert run(upsert_scram_user(secured.bootstrap_servers, "alice", "alice-secret",
+                                 MECHANISM)) == {"alice": [(MECHANISM, 4096)]}
     return {"bootstrap_servers": secured.bootstrap(SASL), "security_protocol": SASL,
             "sasl_mechanism": MECHANISM, "sasl_username": "alice",
             "sasl_password": "alice-secret", "client_id": "alice"}

@@ -21,6 +21,7 @@ import pytest
 
 from kaflite.verify.checker import CheckResult
 from kaflite.verify.clients import CLIENTS, factory
+from kaflite.verify.history import Fault, History, Note
 from kaflite.verify.nemesis import KINDS, Targets, plan
 from kaflite.verify.report import render_text, replay_command
 from kaflite.verify.runner import RunConfig, run
@@ -77,6 +78,13 @@ def marks(client: str, in_make_test: bool = False) -> list[pytest.MarkDecorator]
 def round_(client: str, workload: str, seed: int, seconds: float = SECONDS,
            processes: bool = False, group_protocol: str = "classic",
            churn: bool = False, consumers: int = 2) -> CheckResult:
+    return round_and_history(client, workload, seed, seconds, processes, group_protocol,
+                             churn, consumers)[1]
+
+
+def round_and_history(client: str, workload: str, seed: int, seconds: float = SECONDS,
+                      processes: bool = False, group_protocol: str = "classic",
+                      churn: bool = False, consumers: int = 2) -> tuple[History, CheckResult]:
     keep = os.environ.get("KAFLITE_VERIFY_KEEP")    # a directory: keep each round's history
     history = None if not keep else \
         Path(keep) / f"{client}-{workload}-{group_protocol}-{seed}-{os.getpid()}.jsonl"
@@ -85,14 +93,14 @@ def round_(client: str, workload: str, seed: int, seconds: float = SECONDS,
                        group_protocol=group_protocol, churn=churn, consumers=consumers,
                        history=history)
     print(f"verify round: {replay_command(config.meta())}")
-    _, result = run(config)
+    history, result = run(config)
     assert result.valid, (f"\n{render_text(result)}\nreplay: "
                           f"{replay_command(config.meta())}")
     # The round tested something: writes acknowledged and read, faults injected.
     assert result.stats.get("send ok", 0) > 100
     assert result.stats.get("records polled", 0) >= result.stats["send ok"] * 0.5
     assert sum(result.faults.values()) >= 3
-    return result
+    return history, result
 
 
 def test_each_fixed_round_meets_every_kind_of_fault() -> None:
@@ -137,8 +145,14 @@ def test_spark_stream_queue_under_all_faults(seed: int) -> None:
 def test_queue_with_broker_processes_killed() -> None:
     """Each broker in its own process: the nemesis's kill is a SIGKILL of that process
     (restarted from its data directory) and its crash one of the controller process."""
-    faults = round_("kaflite", "queue", PROCESSES_SEED, processes=True).faults
-    assert faults.get("kill", 0) >= 1 and faults.get("crash", 0) >= 1
+    history, result = round_and_history("kaflite", "queue", PROCESSES_SEED, processes=True)
+    faults = result.faults
+    # What the nemesis did and said, when a kind is missing (a fault that could not be
+    # applied is kept with its error, and not counted).
+    told = [(op.time, op.fault, op.error) if isinstance(op, Fault) else (op.time, op.text)
+            for op in history.ops if isinstance(op, Fault)
+            or (isinstance(op, Note) and op.process in ("nemesis", "run"))]
+    assert faults.get("kill", 0) >= 1 and faults.get("crash", 0) >= 1, told
 
 
 @pytest.mark.parametrize("client,seed", [pytest.param(c, s, id=f"{c}-seed{s}", marks=marks(c))

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -33,7 +34,10 @@ def port(cluster: Cluster, listener: str) -> int:
 async def bystander(cluster: Cluster) -> AsyncIterator[Callable[[], Awaitable[int]]]:
     """A producer on the PLAINTEXT listener producing all along; yields a check
     that it is still producing (the records it got acknowledged so far)."""
-    cluster.create_topic(topic := f"bystander-{id(object())}")
+    # (Named by a uuid: ``id(object())`` of a temporary object repeats, as CPython reuses
+    # the freed address, and a second bystander on the module's cluster once got
+    # TOPIC_ALREADY_EXISTS.)
+    cluster.create_topic(topic := f"bystander-{uuid.uuid4().hex[:12]}")
     acked: list[int] = []
     failures: list[BaseException] = []
     stop = asyncio.Event()
