@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -43,6 +44,18 @@ def run(client: SaslClient, server: SaslServer) -> bytes | None:
         return None
     assert answer == b"\x01"
     return reply
+
+
+def refused(server: SaslServer) -> str:
+    """The client's %x01 after the error challenge: the exchange fails with an error that
+    starts with the challenge (all of Kafka's OAuthBearerSaslServer's error), then says why."""
+    with pytest.raises(SaslAuthenticationFailed) as info:
+        server.respond(b"\x01")
+    assert isinstance(server, OAuthBearerServer) and server.reason is not None
+    challenge, _, why = str(info.value).partition(": ")
+    assert json.loads(challenge)["status"] in ("invalid_token", "insufficient_scope")
+    assert why == server.reason and "Bearer" not in str(info.value)
+    return why
 
 
 def claims(sub: str = "alice", life: int = 300, **extra: object) -> dict[str, object]:
@@ -104,9 +117,8 @@ def test_expired_unsecured_token_fails_the_rfc7628_way() -> None:
     reply = run(client, later)
     assert reply is not None and json.loads(reply) == {"status": "invalid_token"}
     assert isinstance(client, OAuthBearerClient) and client.error == reply.decode()
-    with pytest.raises(SaslAuthenticationFailed, match="expired") as info:
-        later.respond(b"\x01")
-    assert "Bearer" not in str(info.value) and not later.complete and later.principal is None
+    assert "expired" in refused(later)
+    assert not later.complete and later.principal is None
 
 
 @pytest.mark.parametrize(("token_claims", "props", "reason"), [
@@ -124,8 +136,7 @@ def test_unsecured_validator_refuses(token_claims: dict[str, object], props: dic
         + "."
     server = oauthbearer_server(props)
     assert run(client_mechanism("OAUTHBEARER", token_cb(token)), server) is not None
-    with pytest.raises(SaslAuthenticationFailed, match=reason):
-        server.respond(b"\x01")
+    assert re.search(reason, refused(server))
 
 
 def test_unsecured_validator_claim_names() -> None:
@@ -140,8 +151,7 @@ def test_unsecured_validator_refuses_signed_tokens() -> None:
     server = oauthbearer_server({})
     token = jwt.sign_token(claims(), EC_KEY)
     assert run(client_mechanism("OAUTHBEARER", token_cb(token)), server) is not None
-    with pytest.raises(SaslAuthenticationFailed, match="alg 'none'"):
-        server.respond(b"\x01")
+    assert re.search("alg 'none'", refused(server))
 
 
 @pytest.mark.parametrize(("key", "kid"), [(RSA_KEY, "rsa1"), (EC_KEY, "ec1"), (EC_KEY, None)])
@@ -167,8 +177,7 @@ def test_signed_token_refused(jwks_file: str, make_token: object, reason: str) -
     assert callable(make_token)
     server = oauthbearer_server(jwks_props(jwks_file))
     assert run(client_mechanism("OAUTHBEARER", token_cb(make_token())), server) is not None
-    with pytest.raises(SaslAuthenticationFailed, match=reason):
-        server.respond(b"\x01")
+    assert re.search(reason, refused(server))
 
 
 def test_clock_skew_is_honoured(jwks_file: str) -> None:
@@ -304,5 +313,4 @@ def test_jwks_url_must_be_readable(tmp_path: Path) -> None:
     server = oauthbearer_server(jwks_props((tmp_path / "missing.json").as_uri()))
     token = jwt.sign_token(claims(), EC_KEY)
     assert run(client_mechanism("OAUTHBEARER", token_cb(token)), server) is not None
-    with pytest.raises(SaslAuthenticationFailed, match="Could not read the JWKS"):
-        server.respond(b"\x01")
+    assert re.search("Could not read the JWKS", refused(server))

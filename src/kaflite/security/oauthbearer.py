@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import threading
 import time
@@ -50,6 +51,7 @@ from kaflite.security.errors import IllegalSaslState, SaslAuthenticationFailed
 __all__ = ["OAuthBearerClient", "OAuthBearerServer", "TokenValidator", "fetch_oidc_token",
            "oauthbearer_client", "oauthbearer_server"]
 
+log = logging.getLogger("kaflite.security.oauthbearer")
 TokenProvider = Callable[[], tuple[str, float, dict[str, str]]]   # token, expiry (s), extensions
 _KEY = re.compile(r"[A-Za-z]+")
 _VALUE = re.compile(r"[\x21-\x7E \t\r\n]+")
@@ -317,7 +319,8 @@ class OAuthBearerServer:
         self._validator = validator
         self._state = "init"
         self._validated: Validated | None = None
-        self.failure: str | None = None     # why the token was refused (safe to show)
+        self.failure: str | None = None     # the error: the challenge sent, and the reason
+        self.reason: str | None = None      # why the token was refused
         self.extensions: dict[str, str] = {}
 
     @property
@@ -344,10 +347,15 @@ class OAuthBearerServer:
         try:
             validated = self._validator.validate(token)
         except jwt.TokenError as exc:
-            self.failure = f"Authentication failed: {exc}"
-            self._state = "error_sent"
+            # The error starts with the error challenge, which is all of Kafka's
+            # OAuthBearerSaslServer's error (clients look for the status in it: franz-go's
+            # TestOAuthAuth); kaflite adds why the token was refused.
             status = "insufficient_scope" if isinstance(exc, ScopeError) else "invalid_token"
-            return json.dumps({"status": status}).encode()
+            challenge = json.dumps({"status": status}, separators=(",", ":"))
+            log.info("OAUTHBEARER token refused (%s): %s", status, exc)
+            self.failure, self.reason = f"{challenge}: {exc}", str(exc)
+            self._state = "error_sent"
+            return challenge.encode()
         if authzid and authzid != validated.principal:
             raise SaslAuthenticationFailed(
                 "Authentication failed: Client requested an authorization id that is "
