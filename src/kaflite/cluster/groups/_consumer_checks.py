@@ -19,6 +19,7 @@ __all__ = [
     "check_epoch",
     "find_member",
     "known_static_member",
+    "refused_code",
     "validate_heartbeat",
     "validate_member_epoch",
     "validate_offset_commit",
@@ -31,6 +32,16 @@ GENERATED_MEMBER_ID_VERSION = 1  # KIP-1082: from v1 the client generates its me
 
 # Kafka's ``CommitPartitionValidator``: raises the error of one committed partition.
 PartitionCheck = Callable[[str, int], None]
+
+
+def refused_code(check: PartitionCheck | None, topic: str, partition: int) -> int:
+    """The error code ``check`` gives the partition (0 when it may be committed)."""
+    if check is not None:
+        try:
+            check(topic, partition)
+        except errors.KafkaError as exc:
+            return exc.code
+    return 0
 
 
 def validate_heartbeat(req: ConsumerGroupHeartbeatRequest, version: int,

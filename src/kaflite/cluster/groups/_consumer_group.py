@@ -112,11 +112,15 @@ class ConsumerMember:
     # at the current member epoch, the strictest choice.
     epochs: Mapping[tuple[uuid.UUID, int], int] = field(default_factory=dict)
 
+    def given_at(self, topic_id: uuid.UUID, partition: int) -> int:
+        """The epoch at which a partition the member holds was given to it."""
+        return self.epochs.get((topic_id, partition), self.member_epoch)
+
     def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
         """When the member was given the partition, or None if it does not hold it."""
         if partition in self.assigned.get(topic_id, ()) or \
                 partition in self.pending_revocation.get(topic_id, ()):
-            return self.epochs.get((topic_id, partition), self.member_epoch)
+            return self.given_at(topic_id, partition)
         return None
 
     def is_reconciled_to(self, epoch: int) -> bool:

@@ -152,7 +152,7 @@ def current_assignment(group_id: str, m: ConsumerMember) -> ConsumerRecord:
                 order = sorted(ps)
                 out.append(cmav.TopicPartitions(
                     topic_id=t, partitions=order,
-                    assignment_epochs=[m.epochs.get((t, p), m.member_epoch) for p in order]))
+                    assignment_epochs=[m.given_at(t, p) for p in order]))
         return out
 
     value = ConsumerGroupCurrentMemberAssignmentValue(

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from kaflite.cluster.groups._classic import ClassicGroupManager, Record
 from kaflite.cluster.groups._config import GroupConfig
 from kaflite.cluster.groups._consumer import ConsumerGroupManager
-from kaflite.cluster.groups._consumer_checks import PartitionCheck
+from kaflite.cluster.groups._consumer_checks import PartitionCheck, refused_code
 from kaflite.cluster.groups._consumer_group import ConsumerGroup
 from kaflite.cluster.groups._group import ClassicGroup, GroupState
 from kaflite.cluster.groups._records import (
@@ -74,16 +74,6 @@ def validate_offset_commit(group: ClassicGroup, member_id: str, instance_id: str
     if not transactional and group.is_in(S.COMPLETING_REBALANCE):
         # The member knows the new generation but has no assignment yet.
         raise errors.RebalanceInProgressError(group.group_id)
-
-
-def _refused(check: PartitionCheck | None, tp: TopicPartition) -> int:
-    """The error code ``check`` gives the partition (NONE when it may be committed)."""
-    if check is not None:
-        try:
-            check(*tp)
-        except errors.KafkaError as exc:
-            return exc.code
-    return NONE
 
 
 class OffsetManager:
@@ -155,7 +145,7 @@ class OffsetManager:
                 result[tp] = errors.UnknownTopicOrPartitionError.code
             elif len(metadata) > self.config.metadata_max_bytes:
                 result[tp] = errors.OffsetMetadataTooLargeError.code
-            elif (refused := _refused(check, tp)) != NONE:
+            elif (refused := refused_code(check, *tp)) != NONE:
                 result[tp] = refused
             else:
                 om = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, metadata,

@@ -116,7 +116,7 @@ def _epochs(member: ConsumerMember, kept: tuple[Assignment, ...], given: Assignm
     for a in kept:
         for t, ps in a.items():
             for p in ps:
-                out[t, p] = member.epochs.get((t, p), member.member_epoch)
+                out[t, p] = member.given_at(t, p)
     for t, ps in given.items():
         for p in ps:
             out[t, p] = epoch

@@ -32,7 +32,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from kaflite.cluster.groups._consumer_checks import PartitionCheck
+from kaflite.cluster.groups._consumer_checks import PartitionCheck, refused_code
 from kaflite.cluster.groups._consumer_checks import validate_offset_commit as validate_modern
 from kaflite.cluster.groups._consumer_group import ConsumerGroup, TopicMeta
 from kaflite.cluster.groups._group import ClassicGroup
@@ -132,13 +132,11 @@ class TxnOffsetManager:
             if len(metadata) > self.metadata_max_bytes:
                 result[tp] = errors.OffsetMetadataTooLargeError.code
                 continue
-            if check is not None:
-                try:
-                    check(*tp)
-                except errors.KafkaError as exc:   # Kafka answers a stale epoch so here
-                    result[tp] = errors.IllegalGenerationError.code \
-                        if isinstance(exc, errors.StaleMemberEpochError) else exc.code
-                    continue
+            refused = refused_code(check, *tp)
+            if refused:   # Kafka answers a stale epoch with ILLEGAL_GENERATION here
+                result[tp] = errors.IllegalGenerationError.code \
+                    if refused == errors.StaleMemberEpochError.code else refused
+                continue
             om = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, metadata, now)
             records.append((encode_offset_key(req.group_id, *tp), encode_offset_value(om)))
             written.append((tp, om))
