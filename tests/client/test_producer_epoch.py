@@ -166,10 +166,15 @@ def test_overtaken_knows_a_later_acknowledged_batch_of_the_same_epoch() -> None:
     assert idem.acked[("t", 0)] == (7, 2, 1)
 
 
-def a_then_b(config: dict[str, object], b_answer_delay_ms: int = 0, flush_s: float = 30
-             ) -> tuple[dict[str, tuple[str | None, int]], list[bytes]]:
-    """A is sent and gets NOT_LEADER_OR_FOLLOWER 200 ms late; B is sent meanwhile (its
-    answer held ``b_answer_delay_ms``). Each record's (error type, offset), and the log."""
+def sent_in_turn(answers: list[tuple[tuple[str | None, int, int], ...]],
+                 config: dict[str, object], flush_s: float = 30
+                 ) -> tuple[dict[str, tuple[str | None, int]], list[bytes]]:
+    """Batches A, B, ... of one partition, each sent while the ones before it are in
+    flight. Before batch i is sent, the rules answers[i] are added: (injected error or
+    None, ms the answers are held, for how many Produce requests). Each record's
+    (error type, offset), and the log."""
+    names = [chr(ord("A") + i) for i in range(len(answers))]
+
     async def main() -> tuple[dict[str, tuple[str | None, int]], list[bytes]]:
         async with Cluster(brokers=1) as cluster:
             cluster.create_topic("t", 1, 1)
@@ -185,13 +190,14 @@ def a_then_b(config: dict[str, object], b_answer_delay_ms: int = 0, flush_s: flo
                                  "linger.ms": 0, "acks": "all", "enable.idempotence": True,
                                  **config}) as p:
                 await p.metadata.ensure_topic("t", 10)
-                cluster.faults.inject_error("Produce", "NOT_LEADER_OR_FOLLOWER", 1, topic="t")
-                cluster.faults.delay("Produce", 200, count=1)   # A's error comes back late
-                p.produce("t", b"A", partition=0, on_delivery=report("A"))
-                await asyncio.sleep(0.05)                         # A is out: B goes next
-                if b_answer_delay_ms:
-                    cluster.faults.delay("Produce", b_answer_delay_ms, count=1)
-                p.produce("t", b"B", partition=0, on_delivery=report("B"))
+                for name, rules in zip(names, answers, strict=True):
+                    for error, held_ms, count in rules:
+                        if error is not None:
+                            cluster.faults.inject_error("Produce", error, count, topic="t")
+                        if held_ms:
+                            cluster.faults.delay("Produce", held_ms, count=count)
+                    p.produce("t", name.encode(), partition=0, on_delivery=report(name))
+                    await asyncio.sleep(0.05)             # out before the next is sent
                 await p.flush(flush_s)
             async with Consumer({"bootstrap.servers": cluster.bootstrap_servers}) as c:
                 tp = TopicPartition("t", 0)
@@ -203,6 +209,14 @@ def a_then_b(config: dict[str, object], b_answer_delay_ms: int = 0, flush_s: flo
             return acks, log
 
     return asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def a_then_b(config: dict[str, object], b_answer_delay_ms: int = 0, flush_s: float = 30
+             ) -> tuple[dict[str, tuple[str | None, int]], list[bytes]]:
+    """A is sent and gets NOT_LEADER_OR_FOLLOWER 200 ms late; B is sent meanwhile (its
+    answer held ``b_answer_delay_ms``). Each record's (error type, offset), and the log."""
+    return sent_in_turn([(("NOT_LEADER_OR_FOLLOWER", 200, 1),),
+                         ((None, b_answer_delay_ms, 1),)], config, flush_s)
 
 
 def test_a_batch_overtaken_by_a_later_one_fails_rather_than_landing_after_it() -> None:
@@ -234,3 +248,26 @@ def test_a_batch_refused_for_a_later_one_whose_answer_was_lost_does_not_hold_its
     assert acks["B"] == (None, 0)
     assert acks["A"] == ("OutOfOrderSequenceNumberError", -1), acks
     assert log == [b"B"]
+
+
+def test_two_batches_refused_for_a_later_one_whose_answer_was_lost_do_not_hold_it(
+        ) -> None:
+    """A gets NOT_LEADER_OR_FOLLOWER; B gets it too; C, sent behind B, is written but
+    its answer is lost (the broker answers a connection's requests in turn: B's answer
+    and C's are each held 1.5 s, and C's comes after the client's 2.4 s request
+    timeout). Retried, A is refused OUT_OF_ORDER_SEQUENCE_NUMBER and waits behind the
+    later batches sent; B, refused too, backed off in front of A as the lower
+    sequence it had to wait for, and A waited behind B: the two took turns at the head
+    of the queue until delivery.timeout.ms (the sync producer's fault test, 16 records
+    timed out, seen in make test). C must go first (DUPLICATE_SEQUENCE_NUMBER, with its
+    offset), then A and B fail as overtaken."""
+    acks, log = sent_in_turn(
+        [(("NOT_LEADER_OR_FOLLOWER", 300, 1),),
+         (("NOT_LEADER_OR_FOLLOWER", 0, 1), (None, 1500, 2)),
+         ()],
+        {"request.timeout.ms": 2400, "retry.backoff.ms": 20, "delivery.timeout.ms": 60000},
+        flush_s=20)
+    assert set(acks) == {"A", "B", "C"}, f"not delivered after a 20 s flush: {acks}"
+    assert acks["C"] == (None, 0)
+    assert acks["A"] == acks["B"] == ("OutOfOrderSequenceNumberError", -1), acks
+    assert log == [b"C"]

@@ -74,7 +74,7 @@ class ProducerBatch:
     __slots__ = ("attempts", "base_offset", "base_sequence", "callbacks", "closed", "created",
                  "done", "encoded", "error", "headers", "keys", "log_append_time", "parent",
                  "partition", "parts", "producer_epoch", "producer_id", "record_errors",
-                 "retry_at", "size", "timestamps", "topic", "values")
+                 "refused_out_of_order", "retry_at", "size", "timestamps", "topic", "values")
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         self.topic = topic
@@ -92,6 +92,8 @@ class ProducerBatch:
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1
+        # its last answer was OUT_OF_ORDER_SEQUENCE_NUMBER under its current sequence
+        self.refused_out_of_order = False
         self.encoded: bytearray | None = None   # (the one copy of its records: see encode)
         self.base_offset = -1
         self.log_append_time = -1

@@ -125,6 +125,7 @@ class IdempotenceState:
             self.next_sequence[tp] = 0
         seq = self.next_sequence.get(tp, 0)
         self.next_sequence[tp] = (seq + len(batch)) & 0x7FFFFFFF
+        batch.refused_out_of_order = False   # a new sequence: no answer for it yet
         self.in_flight.setdefault(tp, []).append(batch)
         return self.producer_id, self.producer_epoch, seq
 

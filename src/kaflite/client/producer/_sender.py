@@ -23,8 +23,9 @@ Each partition's answer goes through the recovery table:
   partition's sequences restart from 0 and the batch is re-queued (other
   partitions settle their batches under the old epoch first: see ``_idempotence``);
 * OUT_OF_ORDER_SEQUENCE_NUMBER behind an earlier batch being retried: back off;
-  before later batches sent already (whose answers were lost): retried behind
-  them, as one of them may be what the broker holds;
+  before later batches sent already (whose answers were lost), or behind an
+  earlier one refused the same way: retried behind the later ones, as one of them
+  may be what the broker holds;
 * OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that a later one of its partition
   overtook (acknowledged first): the batch fails, since written now it would
   follow records sent after it;
@@ -256,6 +257,7 @@ class Sender:
                                          hint.leader_epoch, endpoints)
                 md.request_update(where)
             exc = errors.error_for_code(code, pr.error_message or where)
+            batch.refused_out_of_order = code == OUT_OF_ORDER
             if code == OUT_OF_ORDER and self.idem.enabled and self.idem.overtaken(batch):
                 # a later batch was written first (see _idempotence): sent again, this
                 # one would land after it, so it fails
@@ -295,7 +297,10 @@ class Sender:
         (queued or in flight), and whether to retry it behind those already sent.
 
         * one with a lower sequence: the gap is ours (that batch failed and is being
-          retried): back off, it goes first;
+          retried): back off, it goes first. Unless that one was refused
+          OUT_OF_ORDER_SEQUENCE_NUMBER too: it waits behind the later batches sent, and
+          this one must as well (backing off in front of it, each refused for the
+          other, they held the partition until delivery.timeout.ms);
         * one with a higher sequence, sent before: the broker may hold it already (its
           answer was lost), which is why it refuses this one. Retried first, it comes
           back DUPLICATE_SEQUENCE_NUMBER and this one is then ``overtaken``; or it is
@@ -310,6 +315,8 @@ class Sender:
                     or (other.producer_id, other.producer_epoch) != epoch:
                 continue
             if not after(other.base_sequence, batch.base_sequence):
+                if other.refused_out_of_order:
+                    continue
                 return Action.BACKOFF, False
             later_sent = later_sent or other.attempts > 0
         return (Action.BACKOFF, True) if later_sent else (Action.BUMP_EPOCH, False)
