@@ -71,7 +71,7 @@ def check_story(s: dict, lines: list[str], opts: DemoOptions) -> str:  # type: i
 @pytest.mark.timeout_demo
 def test_demo_with_spark_loses_nothing_tours_every_fault_and_checks_spark(
         tmp_path: Path) -> None:
-    s, lines = run_demo(tmp_path, "--duration", "60")
+    s, lines = run_demo(tmp_path, "--duration", "40")
     assert s["_returncode"] == 0, (s["checks"], s["failed_sends"], s["spark"])
     spark = s["spark"]
     assert spark["ok"] and spark["windows"] >= 10, spark
