@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -172,21 +173,33 @@ def test_a_port_held_by_a_closed_connection_says_so() -> None:
 
 
 def test_the_console_line_says_why_it_is_not_on_9990(tmp_path: Path) -> None:
-    """Issue 40: with 9990 taken the console came up elsewhere without a word."""
-    holder: socket.socket | None = socket.socket()
-    try:
-        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        holder.bind(("127.0.0.1", 9990))
-        holder.listen()
-    except OSError:          # taken already: by someone else, which serves as well
-        holder.close()
-        holder = None
-    try:
-        with KafliteUp("--brokers", "1", "--base-port", "0",
-                       "--data-dir", str(tmp_path / "data")) as up:
-            line = next(x for x in up.lines if x.startswith("console: "))
-            assert "(port 9990 is taken" in line and "--http-port" in line, line
-            assert ":9990/" not in line.split()[1]
-    finally:
-        if holder is not None:
+    """Issue 40: with 9990 taken the console came up elsewhere without a word.
+
+    The test holds 9990 itself when it can. When another test's console holds it (the
+    demo's and the README's take 9990 when free), that one may let it go before
+    ``kaflite up`` binds: make test once saw the console come up on 9990, rightly,
+    with nothing to explain. Then the test tries again, a bounded number of times."""
+    for attempt in range(6):
+        holder: socket.socket | None = socket.socket()
+        try:
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            holder.bind(("127.0.0.1", 9990))
+            holder.listen()
+        except OSError:          # taken already: by someone else, which serves as well
             holder.close()
+            holder = None
+        try:
+            with KafliteUp("--brokers", "1", "--base-port", "0",
+                           "--data-dir", str(tmp_path / f"data-{attempt}")) as up:
+                line = next(x for x in up.lines if x.startswith("console: "))
+        finally:
+            if holder is not None:
+                holder.close()
+        if holder is None and ":9990/" in line.split()[1]:
+            assert "taken" not in line, line     # the other holder let go in time
+            time.sleep(2)
+            continue
+        assert "(port 9990 is taken" in line and "--http-port" in line, line
+        assert ":9990/" not in line.split()[1]
+        return
+    pytest.fail("port 9990 was never taken while kaflite up started (6 tries)")
