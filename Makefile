@@ -13,8 +13,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml hatch_build.py src/kaflite/protocol/records/_walk.c src/kaflite-pyspark.pth
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kaflite needs Python 3.11 or later")'
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,spark,jit]'
+	tools/install_venv.sh $(VENV) test,spark,jit
 	@touch $(STAMP)
 
 # PySpark needs a Java 17+ runtime on PATH or in JAVA_HOME.
