@@ -202,6 +202,28 @@ async def _groups_of(coordinator: GroupCoordinator) -> list[str]:
     return [g for s in coordinator.active_shards() for g in s.groups]
 
 
+def test_join_group_v0_and_v1_as_kafka_4_4_serves_them(cluster: Cluster) -> None:
+    """Kafka 4.4 serves JoinGroup v0-v1 (found by the differential conformance test):
+    v0 has no rebalance timeout (the session timeout serves), v1 has one."""
+    from kaflite.protocol.messages import JoinGroupRequest, SyncGroupRequest
+    from kaflite.protocol.messages import join_group_request as jgq
+    from kaflite.protocol.messages import sync_group_request as sgq
+
+    for version in (0, 1):
+        group = f"oldest-v{version}"
+        port = cluster.brokers[find(cluster, group).node_id].port
+        join = call(port, 11, version, JoinGroupRequest(
+            group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+            member_id="", protocol_type="consumer",
+            protocols=[jgq.JoinGroupRequestProtocol("range", b"meta")]))
+        assert (join.error_code, join.generation_id) == (0, 1), join
+        assert join.leader == join.member_id and join.protocol_name == "range"
+        sync = call(port, 14, 0, SyncGroupRequest(
+            group_id=group, generation_id=1, member_id=join.member_id,
+            assignments=[sgq.SyncGroupRequestAssignment(join.member_id, b"mine")]))
+        assert (sync.error_code, bytes(sync.assignment)) == (0, b"mine")
+
+
 def test_old_versions_join_sync_heartbeat_leave(cluster: Cluster) -> None:
     """JoinGroup v3 (before KIP-394) joins at once; LeaveGroup v1 reports at the top."""
     from kaflite.protocol.messages import (

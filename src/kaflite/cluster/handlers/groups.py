@@ -7,7 +7,10 @@ JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13), DescribeGroups
 the response for the request's version. JoinGroup and SyncGroup responses may
 wait for the rest of the group, as Kafka parks them.
 
-Versions follow Kafka 4.0 (KIP-896 removed JoinGroup v0-v1).
+Versions follow Kafka 4.4, which serves JoinGroup from v0 (KIP-896 had listed
+v0-v1 for removal; Kafka's schema and ApiVersions keep them, as the differential
+conformance test against Kafka 4.4 showed). A v0 join has no rebalance timeout:
+the session timeout serves, as in Kafka.
 """
 
 from __future__ import annotations
@@ -292,7 +295,7 @@ async def delete_share_group(broker: Broker, shard: CoordinatorShard, group_id: 
 
 
 HANDLERS = [
-    Handler(JoinGroupRequest, 2, 9, handle_join_group),
+    Handler(JoinGroupRequest, 0, 9, handle_join_group),
     Handler(HeartbeatRequest, 0, 4, handle_heartbeat),
     Handler(LeaveGroupRequest, 0, 5, handle_leave_group),
     Handler(SyncGroupRequest, 0, 5, handle_sync_group),
