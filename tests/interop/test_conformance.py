@@ -13,7 +13,9 @@ import asyncio
 import contextlib
 import os
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +25,7 @@ from kaflite.testing import ClusterUnderTest
 from kaflite.testing.conformance import Recorded, Recorder, replay, scorecard
 from tests.interop._clients import run
 from tests.interop.conftest import make_target, started
+from tests.interop.test_java_client import drive
 
 pytestmark = pytest.mark.interop
 
@@ -92,7 +95,12 @@ def kaflite1(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
     yield from started(make_target("kaflite-1", request))
 
 
-async def session(servers: str) -> None:
+# Recent record timestamps: older ones are past retention.ms, and the brokers' retention
+# checks (Kafka's first comes 30 s after it starts) would delete them mid-session.
+BASE_MS = int(time.time() * 1000) - 60_000
+
+
+async def session(servers: str, java: Callable[[str], None]) -> None:
     """What an application does in its first minutes: admin, produce, consume in a
     group of each protocol, a transaction, and a few mistakes."""
     topic, other = "conf-main", "conf-other"
@@ -115,7 +123,7 @@ async def session(servers: str) -> None:
                         enable_idempotence=True, linger_ms=0) as p:
         for i in range(12):
             await p.send(topic, f"v{i}".encode(), key=f"k{i % 4}".encode(),
-                         partition=i % 3, timestamp=1_700_000_000_000 + i)
+                         partition=i % 3, timestamp=BASE_MS + i)
     for protocol, group in (("classic", "conf-classic"), ("consumer", "conf-848")):
         async with Consumer(bootstrap_servers=servers, group_id=group,
                             client_id=f"conf-{protocol}", group_protocol=protocol,
@@ -131,10 +139,10 @@ async def session(servers: str) -> None:
                         transactional_id="conf-tid") as t:
         await t.init_transactions()
         t.begin_transaction()
-        await t.send(other, b"committed", partition=0, timestamp=1_700_000_001_000)
+        await t.send(other, b"committed", partition=0, timestamp=BASE_MS + 1000)
         await t.commit_transaction()
         t.begin_transaction()
-        await t.send(other, b"aborted", partition=0, timestamp=1_700_000_002_000)
+        await t.send(other, b"aborted", partition=0, timestamp=BASE_MS + 2000)
         await t.abort_transaction()
     async with Consumer(bootstrap_servers=servers, client_id="conf-reader",
                         isolation_level="read_committed") as c:
@@ -146,6 +154,7 @@ async def session(servers: str) -> None:
                 break
         await c.end_offsets([tp])
     await asyncio.to_thread(librdkafka_session, servers, topic)
+    await asyncio.to_thread(java, servers)
     async with Admin(bootstrap_servers=servers, client_id="conf-admin") as admin:
         await admin.list_groups()
         await admin.describe_groups(["conf-classic"])
@@ -168,7 +177,7 @@ def librdkafka_session(servers: str, topic: str) -> None:
                      "enable.idempotence": True, "linger.ms": 0})
     for i in range(6):
         p.produce(topic, f"rd{i}".encode(), key=b"rd", partition=i % 3,
-                  timestamp=1_700_000_003_000 + i)
+                  timestamp=BASE_MS + 3000 + i)
     assert p.flush(30) == 0
     c = ck.Consumer({"bootstrap.servers": servers, "client.id": "conf-rdkafka",
                      "group.id": "conf-rdkafka", "auto.offset.reset": "earliest",
@@ -197,10 +206,19 @@ def _matches(api: str, path: str) -> tuple[str, str] | None:
 
 
 def test_a_session_recorded_on_kafka_gets_the_same_answers_from_kaflite(
-        kafka1: ClusterUnderTest, kaflite1: ClusterUnderTest) -> None:
+        kafka1: ClusterUnderTest, kaflite1: ClusterUnderTest, kafka_libs: Path,
+        tmp_path: Path) -> None:
+    def java(servers: str) -> None:
+        """Kafka's own Java client: an idempotent producer and a KIP-848 consumer, then
+        a transaction read back under read_committed (tests/interop/java)."""
+        got = drive(kafka_libs, tmp_path / "java.log", "groups", servers, "conf-java",
+                    "consumer", "30")
+        assert got["consumed"] == "30", got
+        drive(kafka_libs, tmp_path / "java.log", "transactions", servers, "conf-java-txn")
+
     recorder = Recorder()
     with Proxy(kafka1.bootstrap_servers, filters=[recorder]) as proxy:
-        run(session(proxy.bootstrap_servers), timeout=180)
+        run(session(proxy.bootstrap_servers, java), timeout=240)
     recording: list[Recorded] = recorder.exchanges
     unanswered = [(r.seq, r.api_key, r.client_id) for r in recording if r.response is None]
     print("requests the client closed its connection on before an answer:", unanswered)
@@ -228,7 +246,8 @@ def test_a_session_recorded_on_kafka_gets_the_same_answers_from_kaflite(
             for o in outcomes:
                 r = o.recorded
                 f.write(f"#{r.seq} c{r.connection} {r.sent_at:.3f} api {r.api_key} v{r.version} "
-                        f"{r.client_id} error={o.error}\n  REQ {r.request}\n  RESP {r.response}\n")
+                        f"{r.client_id} error={o.error}\n  REQ {r.request}\n  RESP {r.response}\n"
+                        f"  KAFLITE {o.answer}\n")
                 for d in o.diffs:
                     f.write(f"  DIFF {d}\n")
     assert not unexplained, "\n".join(unexplained[:60])

@@ -17,8 +17,13 @@ import pytest
 
 from kaflite.protocol import decode_response, encode_request, encode_response
 from kaflite.protocol.messages import REGISTRY, ApiVersionsRequest, ApiVersionsResponse
-from kaflite.protocol.messages._generated.api_versions_response import ApiVersion
+from kaflite.protocol.messages._generated.api_versions_response import (
+    ApiVersion,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
+)
 from kaflite.proxy import Proxy
+from kaflite.proxy.versions import intersect
 
 UNKNOWN = 999
 ADVERTISED = [ApiVersion(api_key=3, min_version=0, max_version=99),    # Metadata, beyond us
@@ -124,3 +129,46 @@ def test_api_versions_answer_leaves_out_default_tags(fake: str) -> None:
     assert body.unknown_tagged_fields == (UNKNOWN_TAG,)
     assert body.finalized_features_epoch == -1 and not body.zk_migration_ready
     assert b"\xff" * 8 not in frame            # no eight-byte FinalizedFeaturesEpoch
+
+
+def test_transaction_version_2_only_where_the_narrowed_versions_carry_it() -> None:
+    """Kafka 4.4 finalizes transaction.version 2; the proxy's codec reads Produce only
+    to v11, so a client told version 2 would send records to partitions it never
+    added (Kafka's Java client then failed TRANSACTION_ABORTABLE through the proxy,
+    tests/interop/test_conformance.py): the proxy says 1."""
+    response = ApiVersionsResponse(
+        api_keys=[ApiVersion(0, 3, 13), ApiVersion(26, 0, 5)],
+        supported_features=[SupportedFeatureKey("transaction.version", 0, 2),
+                            SupportedFeatureKey("metadata.version", 7, 33)],
+        finalized_features=[FinalizedFeatureKey("transaction.version", 2, 2),
+                            FinalizedFeatureKey("metadata.version", 33, 33)])
+    intersect(response)
+    produce = next(a for a in response.api_keys if a.api_key == 0)
+    assert produce.max_version == REGISTRY[0].max_version
+    if produce.max_version >= 12:   # the codec reads transactions v2: nothing to lower
+        assert response.finalized_features[0].max_version_level == 2
+        return
+    assert [(f.name, f.min_version_level, f.max_version_level)
+            for f in response.finalized_features] == [("transaction.version", 1, 1),
+                                                      ("metadata.version", 33, 33)]
+    assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] \
+        == [("transaction.version", 0, 1), ("metadata.version", 7, 33)]
+
+
+def test_an_api_versions_the_proxy_cannot_read_is_answered_v0_unsupported(
+        fake: str) -> None:
+    """KIP-511: Kafka 4.4's Java client sends ApiVersions v5. Forwarded, its answer went
+    through unread, the client saw the upstream's versions and its Metadata was never
+    rewritten. The proxy answers v0 UNSUPPORTED_VERSION with the range it reads."""
+    version = REGISTRY[18].max_version + 1
+    with Proxy(fake) as proxy:
+        host, port = proxy.bootstrap_servers.split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            # header v2 (client id "j", no tags), then two empty compact strings, no tags
+            frame = struct.pack(">hhi", 18, version, 7) + b"\x00\x01j\x00" + b"\x01\x01\x00"
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            _, body = decode_response(read_frame(sock), 18, 0)
+    assert isinstance(body, ApiVersionsResponse)
+    assert body.error_code == 35                                    # UNSUPPORTED_VERSION
+    assert [(a.api_key, a.min_version, a.max_version) for a in body.api_keys] == \
+        [(18, REGISTRY[18].min_version, REGISTRY[18].max_version)]

@@ -48,6 +48,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, cast
 
+from kaflite.cluster.network import api_versions_error_body
 from kaflite.cluster.observe import record_request
 from kaflite.protocol import FrameDecoder, ProtocolError, decode_response, encode_response
 from kaflite.protocol._exceptions import KafkaError
@@ -365,6 +366,19 @@ class Session:
         known = info is not None and info.min_version <= version <= info.max_version
         if not known and api_key != API_VERSIONS and api_key not in proxy.advertised:
             self.fail(f"API key {api_key} v{version}, which the upstream did not advertise")
+            return
+        if not known and api_key == API_VERSIONS:
+            # KIP-511: an ApiVersions the proxy cannot read (Kafka 4.4's Java client sends
+            # v5) is answered here, v0 UNSUPPORTED_VERSION with the versions the proxy
+            # reads, and the client asks again within them. Forwarded, its answer went
+            # through unread: the client saw the upstream's versions, not the ones the
+            # proxy can decode, and its Metadata then went unrewritten, past the proxy.
+            reads = REGISTRY[API_VERSIONS]
+            ex = Exchange(self.record.connection_id, self.record.peer, self.node_id,
+                          API_VERSIONS, 0, corr, self.record.client_id)
+            ex.answer(api_versions_error_body({API_VERSIONS: (reads.min_version,
+                                                               reads.max_version)}))
+            self._answer_locally(_Answer(ex))
             return
         client_id: str | None = self.record.client_id
         request: Struct | None = None

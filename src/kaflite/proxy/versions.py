@@ -12,6 +12,12 @@ cannot parse.
 * SaslHandshake starts at v1: after a v0 handshake the SASL tokens travel
   without a Kafka request header, which a proxy that reads headers cannot
   follow. Every client that speaks v1 uses it when the broker offers it.
+* The finalized ``transaction.version`` is lowered to 1 when the narrowed versions
+  cannot carry transactions v2 (KIP-890: a client of version 2 sends Produce v12+
+  and EndTxn v5+, and adds no partitions itself). Kafka 4.4's Java client, told
+  version 2 but offered Produce v11, sent transactional records to partitions it
+  never added, and its transactions failed TRANSACTION_ABORTABLE. Told 1, it runs
+  them as Kafka's older clients do, which Kafka 4.4 still serves.
 * The answer is written as Kafka writes it: a tagged field that holds its
   default value (FinalizedFeaturesEpoch -1, an empty feature list,
   ZkMigrationReady false) is left out. Some brokers send them anyway (Tansu 0.6
@@ -28,6 +34,10 @@ from kaflite.protocol.messages._generated.api_versions_response import ApiVersio
 __all__ = ["PROXY_MIN_VERSIONS", "advertise_sasl", "intersect", "omit_default_tags"]
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+PRODUCE, END_TXN = 0, 26
+TRANSACTION_VERSION = "transaction.version"
+# KIP-890 part 2: the least versions a client of transaction.version 2 sends
+TXN_V2_NEEDS = {PRODUCE: 12, END_TXN: 5}
 PROXY_MIN_VERSIONS = {SASL_HANDSHAKE: 1}
 # ApiVersionsResponse's own tagged fields (v3+), as its schema names them
 _KNOWN_TAGS = frozenset(f.tag for f in ApiVersionsResponse.FIELDS if f.tag is not None)
@@ -56,7 +66,23 @@ def intersect(response: ApiVersionsResponse) -> dict[int, tuple[int, int]]:
         api.min_version, api.max_version = low, high
         kept.append(api)
     response.api_keys = kept
+    _clamp_transaction_version(response)
     return advertised
+
+
+def _clamp_transaction_version(response: ApiVersionsResponse) -> None:
+    """transaction.version 2 only where the narrowed versions carry it (see above)."""
+    highest = {a.api_key: a.max_version for a in response.api_keys}
+    if all(highest.get(key, -1) >= least for key, least in TXN_V2_NEEDS.items()):
+        return
+    for finalized in response.finalized_features:
+        if finalized.name == TRANSACTION_VERSION and finalized.max_version_level > 1:
+            finalized.max_version_level = 1
+            finalized.min_version_level = min(finalized.min_version_level, 1)
+    for supported in response.supported_features:
+        if supported.name == TRANSACTION_VERSION and supported.max_version > 1:
+            supported.max_version = 1
+            supported.min_version = min(supported.min_version, 1)
 
 
 def advertise_sasl(response: ApiVersionsResponse) -> None:

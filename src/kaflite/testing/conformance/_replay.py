@@ -28,6 +28,7 @@ __all__ = ["Outcome", "replay", "scorecard"]
 @dataclass
 class Outcome:
     recorded: Recorded
+    answer: object | None = None   # the other broker's response
     diffs: list[Diff] = field(default_factory=list)
     error: str | None = None       # the replay could not get an answer
 
@@ -67,6 +68,7 @@ async def _replay_connection(records: list[Recorded], host: str, port: int, t0: 
             except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
                 outcome.error = f"{type(exc).__name__}: {exc}"
                 return
+            outcome.answer = answer
             if rec.response is not None and answer is not None:
                 outcome.diffs = list(diff(rec.response, answer, rec.version,  # type: ignore[arg-type]
                                           ids))
