@@ -114,6 +114,29 @@ def test_log_append_time_stamps_records(cluster: Cluster) -> None:
     assert before - 5 <= ts <= int(time.time() * 1000) + 5
 
 
+def test_retention_runs_at_log_retention_check_interval_ms(tmp_path: Path) -> None:
+    """Kafka checks retention every log.retention.check.interval.ms (5 minutes by
+    default). kaflite checked every 5 s whatever the setting: records stamped a month
+    ago went within seconds of their write, where Kafka keeps them until its check
+    (found by the differential conformance test against Kafka 4.4)."""
+    from confluent_kafka import Producer
+
+    with Cluster(brokers=1, data_dir=tmp_path) as c:     # the default: 300000 ms
+        c.create_topic("old", configs={"segment.bytes": "2000"})
+        p = Producer({"bootstrap.servers": c.bootstrap_servers, "linger.ms": 0,
+                      "batch.size": 600})
+        month_ago = int(time.time() * 1000) - 30 * 86_400_000
+        for i in range(40):
+            p.produce("old", b"%05d" % i * 50, timestamp=month_ago + i)
+        assert p.flush(30) == 0
+        plog = c.broker(0).partitions[("old", 0)].log
+        assert len(plog.segments) > 3       # closed segments past retention.ms
+        deadline = time.monotonic() + 7     # past the 5 s it once took
+        while time.monotonic() < deadline:
+            assert plog.log_start_offset == 0, "retention ran before its check was due"
+            time.sleep(0.2)
+
+
 def test_segment_bytes_and_retention_delete_old_segments(cluster: Cluster) -> None:
     cluster.create_topic("retained", configs={"segment.bytes": "2000"})
     errors = produce(cluster, "retained", [f"{i:05d}".encode() * 50 for i in range(40)],

@@ -58,6 +58,7 @@ log = logging.getLogger("kaflite.cluster.broker")
 # Partitions a periodic pass (ISR upkeep, retention) handles between two yields to the
 # event loop: a pass over 20,000 partitions must not hold the loop the brokers share.
 WALK_CHUNK = 256
+RETENTION_INITIAL_DELAY_S = 30.0   # Kafka's log.initial.task.delay.ms
 
 
 class Broker:
@@ -492,13 +493,23 @@ class Broker:
             await self._checkpoint_high_watermarks_logged()
 
     async def _retention(self) -> None:
+        """Every 5 s at most: compaction and producer expiry; retention every
+        ``log.retention.check.interval.ms`` (5 minutes by default, as Kafka's), the
+        first check after 30 s at most (Kafka's log.initial.task.delay.ms). It once ran
+        every 5 s whatever the setting, and records stamped a week ago went within
+        seconds of their write, where Kafka keeps them until its check."""
         interval = self.config.int("log.retention.check.interval.ms") / 1000
+        next_retention = time.monotonic() + min(interval, RETENTION_INITIAL_DELAY_S)
         while self.running:
             await asyncio.sleep(min(interval, 5.0))
             now_ms = int(time.time() * 1000)
+            retention = time.monotonic() >= next_retention
+            if retention:
+                next_retention = time.monotonic() + interval
             # followers take the leader's log start from its Fetch responses
             async for p in self._led():
                 try:
-                    p.log.housekeeping(now_ms, high_watermark=p.high_watermark)
+                    p.log.housekeeping(now_ms, high_watermark=p.high_watermark,
+                                       retention=retention)
                 except Exception:
                     log.exception("retention failed for %s-%s", p.topic, p.index)

@@ -437,16 +437,21 @@ class PartitionLog(PartitionState):
         self._next_horizon_ms = stats.next_horizon_ms
         return stats
 
-    def housekeeping(self, now_ms: int | None = None, *, high_watermark: int | None = None) -> int:
+    def housekeeping(self, now_ms: int | None = None, *, high_watermark: int | None = None,
+                     retention: bool = True) -> int:
         """The periodic work of Kafka's log manager for this log; returns segments deleted.
 
         Retention when cleanup.policy has ``delete`` (otherwise only segments
-        below the log start offset go), compaction when it has ``compact``, and
-        expiry of producers idle for ``producer.id.expiration.ms``.
+        below the log start offset go), when ``retention`` (the broker's check,
+        every ``log.retention.check.interval.ms``); compaction when it has
+        ``compact``, and expiry of producers idle for ``producer.id.expiration.ms``.
         """
         self._check_open()
         now = wall_clock_ms() if now_ms is None else now_ms
-        if self._config.delete:
+        deleted = 0
+        if not retention:
+            pass
+        elif self._config.delete:
             deleted = self.apply_retention(now, high_watermark=high_watermark)
         else:
             deleted = self.apply_retention(now, -1, -1, high_watermark=high_watermark)
