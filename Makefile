@@ -26,9 +26,11 @@ bytecode: $(STAMP)
 check-java:
 	@$(PY) tools/check_java.py
 
+# mypy's cache lives beside Kafka's jars, outside the clone: a fresh clone's check then
+# takes 2 s instead of 18 (mypy revalidates each cached module by its source's hash).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tools tests benchmarks
-	$(VENV)/bin/mypy
+	MYPY_CACHE_DIR=$${KAFLITE_CACHE:-$$HOME/.cache/kaflite}/mypy $(VENV)/bin/mypy
 
 test: $(STAMP) bytecode check-java lint
 	@tools/ensure_kcat.sh
