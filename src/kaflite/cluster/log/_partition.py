@@ -449,11 +449,9 @@ class PartitionLog(PartitionState):
         self._check_open()
         now = wall_clock_ms() if now_ms is None else now_ms
         deleted = 0
-        if not retention:
-            pass
-        elif self._config.delete:
+        if retention and self._config.delete:
             deleted = self.apply_retention(now, high_watermark=high_watermark)
-        else:
+        elif retention:
             deleted = self.apply_retention(now, -1, -1, high_watermark=high_watermark)
         if self._config.compact:
             self.compact(now)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from kaflite.protocol.messages import Struct
 from kaflite.protocol.messages._runtime import FieldSpec, in_range
 from kaflite.protocol.records import RecordBatch, crc32c, iter_batches
+from kaflite.protocol.records._wire import ATTRIBUTES_OFFSET, CRC_OFFSET, PRODUCER_ID_OFFSET
 
 __all__ = ["Diff", "Identities", "diff", "substitute"]
 
@@ -40,8 +41,8 @@ IGNORED = frozenset({
 # kinds of identity a broker mints, by field name
 MINTED: dict[str, str] = {
     "producer_id": "producer", "member_id": "member", "leader": "member",
-    "group_instance_id": "", "session_id": "session", "generation_id": "generation",
-    "member_epoch": "epoch", "producer_epoch": "", "node_id": "node", "leader_id": "node", "broker_id": "node",
+    "session_id": "session", "generation_id": "generation",
+    "member_epoch": "epoch", "node_id": "node", "leader_id": "node", "broker_id": "node",
     "controller_id": "node", "coordinator_id": "node", "replica_nodes": "node",
     "isr_nodes": "node", "offline_replicas": "node", "eligible_leader_replicas": "node",
     "last_known_elr": "node", "replica_id": "node",
@@ -57,9 +58,6 @@ NOT_MINTED: dict[str, frozenset[object]] = {
     "session": frozenset({-1, 0}),
 }
 ALWAYS_NOT_MINTED = frozenset({-1, None, "", uuid.UUID(int=0)})
-PRODUCER_ID_AT = 43
-ATTRIBUTES_AT = 21
-CRC_AT = 17
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +108,7 @@ def minted_kind(name: str) -> str | None:
     kind = MINTED.get(name)
     if kind is None:
         kind = next((k for n, k in MINTED.items() if name.endswith("_" + n)), None)
-    return kind or None
+    return kind
 
 
 def _kind(spec: FieldSpec) -> str | None:
@@ -251,8 +249,8 @@ def _rewrite_producer_ids(data: bytes, ids: Identities) -> bytes:
     for batch in iter_batches(data):
         mapped = ids.to_kaflite("producer", batch.producer_id)
         if mapped != batch.producer_id and isinstance(mapped, int):
-            _struct.pack_into(">q", out, pos + PRODUCER_ID_AT, mapped)
+            _struct.pack_into(">q", out, pos + PRODUCER_ID_OFFSET, mapped)
             end = pos + 12 + batch.batch_length
-            _struct.pack_into(">I", out, pos + CRC_AT, crc32c(out[pos + ATTRIBUTES_AT:end]))
+            _struct.pack_into(">I", out, pos + CRC_OFFSET, crc32c(out[pos + ATTRIBUTES_OFFSET:end]))
         pos += 12 + batch.batch_length
     return bytes(out)
