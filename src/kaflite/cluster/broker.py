@@ -96,6 +96,8 @@ class Broker:
         self.authorizer = Authorizer.from_config(config.props, controller.acls)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.connections: dict[int, ServerConnection] = {}
+        # closed by their peers, still finishing requests read before the close
+        self.draining: set[ServerConnection] = set()
         self.request_memory = RequestMemory(config.int("queued.max.request.bytes"))
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.logs: LogManager | None = None
@@ -233,7 +235,7 @@ class Broker:
         self.running = False
         for server in self.servers.values():
             server.close()
-        for conn in list(self.connections.values()):
+        for conn in [*self.connections.values(), *self.draining]:
             conn.abort()
         self.fetch_sessions.clear()
         if self.share is not None:

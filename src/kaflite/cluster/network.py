@@ -126,6 +126,11 @@ class ServerConnection(asyncio.BufferedProtocol):
                                      listener=self.listener.name,
                                      security_protocol=self.listener.security_protocol)
         self.closed = False
+        # the peer closed while requests it sent were read and not yet answered: they are
+        # still handled (as Kafka's request handlers finish what its socket server read),
+        # their responses dropped; the broker's own abort cancels them
+        self.draining = False
+        self.handling = False
         self.idle_ms = broker.config.int("connections.max.idle.ms")
         self.queued_bytes = 0   # of the complete frames not yet handled
         self.sasl = (SaslSession(BrokerCredentials(broker.controller, broker.config.props,
@@ -179,17 +184,33 @@ class ServerConnection(asyncio.BufferedProtocol):
             self.transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        by_peer = not self.closed
         self.closed = True
-        self.broker.request_memory.forget(self)
         self.decoder.close()
-        self.queue.clear()
         if self.broker.connections.pop(self.info.connection_id, None) is not None:
             self.info.closed_at = time.time()
             self.broker.closed_connections.append(self.info)
+        worker = self.worker
+        if by_peer and self.broker.running and worker is not None and not worker.done() \
+                and (self.handling or self.queue):
+            # A LeaveGroup or commit sent just before the client closed still takes effect.
+            self.draining = True
+            self.broker.draining.add(self)
+            self.wakeup.set()
+            worker.add_done_callback(lambda _: self._released())
+            return
+        self.queue.clear()
+        self._released()
+        if worker is not None:
+            worker.cancel()
+
+    def _released(self) -> None:
+        """The connection's last request is done: what it held is given back."""
+        self.draining = False
+        self.broker.draining.discard(self)
+        self.broker.request_memory.forget(self)
         if self.broker.share is not None and self.broker.running:
             self.broker.share.connection_closed(self.info.connection_id)
-        if self.worker is not None:
-            self.worker.cancel()
 
     def close(self) -> None:
         self.closed = True
@@ -208,6 +229,9 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def abort(self) -> None:
         self.closed = True
+        if self.draining and self.worker is not None:   # the transport is gone already
+            self.queue.clear()
+            self.worker.cancel()
         if self.transport is not None:
             self.transport.abort()
 
@@ -217,8 +241,10 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     # -- request processing ---------------------------------------------------------
     async def _work(self) -> None:
-        while not self.closed:
+        while not self.closed or self.draining:
             if not self.queue:
+                if self.draining:
+                    return
                 self.wakeup.clear()
                 if not await self._wait_or_idle():
                     log.debug("broker %s: closing idle connection from %s",
@@ -227,6 +253,7 @@ class ServerConnection(asyncio.BufferedProtocol):
                     return
                 continue
             frame = self.queue.popleft()
+            self.handling = True
             try:
                 await self._handle(frame)
                 self.queued_bytes -= len(frame)
@@ -242,6 +269,8 @@ class ServerConnection(asyncio.BufferedProtocol):
                               self.broker.node_id, self.info.peer)
                 self.abort()
                 return
+            finally:
+                self.handling = False
 
     async def _wait_or_idle(self) -> bool:
         """Wait for a request; False once the connection has been idle too long."""
