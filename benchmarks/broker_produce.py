@@ -72,7 +72,7 @@ async def drive(bootstrap: str, topic: str, records: bytes, requests: int, parti
         await conn.request(CreateTopicsRequest(topics=[ct.CreatableTopic(
             name=topic, num_partitions=partitions, replication_factor=1)], timeout_ms=10000))
         req = ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[pq.TopicProduceData(
-            topic, [pq.PartitionProduceData(p, records) for p in range(partitions)])])
+            name=topic, partition_data=[pq.PartitionProduceData(p, records) for p in range(partitions)])])
         gate = asyncio.Semaphore(IN_FLIGHT)
 
         async def one() -> None:

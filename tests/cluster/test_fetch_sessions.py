@@ -24,7 +24,7 @@ def fetch(topic_id, partitions, session_id, epoch, forgotten=None, max_wait=0): 
 
 async def produce(conn: BrokerConnection, topic: str, partition: int, n: int) -> None:
     req = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[pq.TopicProduceData(
-        topic, [pq.PartitionProduceData(partition, encode_batch([b"x"] * n))])])
+        name=topic, partition_data=[pq.PartitionProduceData(partition, encode_batch([b"x"] * n))])])
     resp = await conn.request(req)
     assert resp.responses[0].partition_responses[0].error_code == 0
 

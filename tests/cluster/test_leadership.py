@@ -87,7 +87,7 @@ def test_leaderless_partition_reports_leader_not_available() -> None:
                 assert part.error_code == 5 and part.leader_id == -1  # LEADER_NOT_AVAILABLE
                 assert part.offline_replicas == [1]
                 req = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[pq.TopicProduceData(
-                    "alone", [pq.PartitionProduceData(0, encode_batch([b"x"]))])])
+                    name="alone", partition_data=[pq.PartitionProduceData(0, encode_batch([b"x"]))])])
                 resp = await conn.request(req)
                 assert resp.responses[0].partition_responses[0].error_code == 5
             finally:
@@ -157,7 +157,7 @@ def test_a_follower_refused_by_its_leader_backs_off_then_catches_up() -> None:
                                                topic="refused", include_replicas=True)
             conn = await connect(cluster, leader)
             resp = await conn.request(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
-                pq.TopicProduceData("refused", [pq.PartitionProduceData(
+                pq.TopicProduceData(name="refused", partition_data=[pq.PartitionProduceData(
                     0, encode_batch([b"x"] * 10, timestamps=[int(time.time() * 1000)] * 10))])]))
             assert resp.responses[0].partition_responses[0].error_code == 0
             await wait_for_async(lambda: ("refused", 0) in fetcher.delayed,
@@ -186,7 +186,7 @@ def test_a_leader_that_wrote_nothing_follows_again_after_losing_leadership() -> 
             async def produce(values: list[bytes]) -> int:
                 conn = await connect(cluster, p0.leader)
                 resp = await conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-                    pq.TopicProduceData("back", [pq.PartitionProduceData(0, encode_batch(
+                    pq.TopicProduceData(name="back", partition_data=[pq.PartitionProduceData(0, encode_batch(
                         values, timestamps=[int(time.time() * 1000)] * len(values)))])]))
                 conn.close()
                 return int(resp.responses[0].partition_responses[0].error_code)
@@ -218,7 +218,7 @@ def test_a_new_leader_behind_its_epoch_start_answers_offset_not_available() -> N
             second = next(r for r in state.partitions[0].replicas if r != first)
             conn = await connect(cluster, first)
             resp = await conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-                pq.TopicProduceData("kip207", [pq.PartitionProduceData(
+                pq.TopicProduceData(name="kip207", partition_data=[pq.PartitionProduceData(
                     0, encode_batch([b"x"] * 10, timestamps=[int(time.time() * 1000)] * 10))])]))
             assert resp.responses[0].partition_responses[0].error_code == 0
             conn.close()

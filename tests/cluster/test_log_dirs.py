@@ -21,7 +21,7 @@ def test_each_broker_reports_its_directory_and_replica_sizes() -> None:
             conn = await BrokerConnection("127.0.0.1", cluster.broker(leader0).port).open()
             try:
                 resp = await conn.request(ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[
-                    pq.TopicProduceData("dirs", [pq.PartitionProduceData(
+                    pq.TopicProduceData(name="dirs", partition_data=[pq.PartitionProduceData(
                         0, encode_batch([b"x" * 100] * 10))])]))
                 assert resp.responses[0].partition_responses[0].error_code == 0
             finally:

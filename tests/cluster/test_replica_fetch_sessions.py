@@ -53,7 +53,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counted]:
 
 async def produce(conn: BrokerConnection, topic: str, partition: int) -> None:
     req = ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[pq.TopicProduceData(
-        topic, [pq.PartitionProduceData(partition, encode_batch([b"x"]))])])
+        name=topic, partition_data=[pq.PartitionProduceData(partition, encode_batch([b"x"]))])])
     resp = await conn.request(req)
     assert resp.responses[0].partition_responses[0].error_code == 0
 

@@ -65,7 +65,7 @@ async def produce(conn: BrokerConnection, topic: str, values: list[bytes], *, pi
     records = encode_batch(values, timestamps=[ts] * len(values), producer_id=pid,
                            producer_epoch=epoch, base_sequence=seq, transactional=transactional)
     req = ProduceRequest(acks=-1, timeout_ms=10_000, transactional_id=None,
-                         topic_data=[pq.TopicProduceData(topic, [pq.PartitionProduceData(
+                         topic_data=[pq.TopicProduceData(name=topic, partition_data=[pq.PartitionProduceData(
                              0, records)])])
     resp = await conn.request(req)
     part = resp.responses[0].partition_responses[0]

@@ -71,14 +71,14 @@ def run(rules: list[Rule], api_key: int, version: int, request: Struct,
 
 def produce_request(*partitions: int) -> ProduceRequest:
     return ProduceRequest(acks=1, timeout_ms=1000, topic_data=[pq.TopicProduceData(
-        "t", [pq.PartitionProduceData(p, b"") for p in partitions])])
+        name="t", partition_data=[pq.PartitionProduceData(p, b"") for p in partitions])])
 
 
 def produce_handler(seen: list[int]) -> Callable[[Any], Struct]:
     def handle(req: ProduceRequest) -> ProduceResponse:
         parts = [d.index for t in req.topic_data for d in t.partition_data]
         seen.extend(parts)
-        return ProduceResponse(responses=[pr.TopicProduceResponse("t", [
+        return ProduceResponse(responses=[pr.TopicProduceResponse(name="t", partition_responses=[
             pr.PartitionProduceResponse(p, 0, 100, -1, 0) for p in parts])] if parts else [])
     return handle
 

@@ -214,7 +214,7 @@ async def test_txn_offset_commit_without_member_fields_is_accepted_by_a_group_wi
     def txn_req(member: str = "", generation: int = -1) -> TxnOffsetCommitRequest:
         return TxnOffsetCommitRequest(
             transactional_id="t", group_id="g", producer_id=7, producer_epoch=0,
-            generation_id=generation, member_id=member,
+            generation_id_or_member_epoch=generation, member_id=member,
             topics=[toq.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
                 toq.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5)])])
 
@@ -256,7 +256,7 @@ async def test_txn_offset_commit_to_a_kip848_group() -> None:
     def txn_req(member: str, generation: int, group: str = "g") -> TxnOffsetCommitRequest:
         return TxnOffsetCommitRequest(
             transactional_id="t", group_id=group, producer_id=7, producer_epoch=0,
-            generation_id=generation, member_id=member,
+            generation_id_or_member_epoch=generation, member_id=member,
             topics=[toq.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
                 toq.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5)])])
 

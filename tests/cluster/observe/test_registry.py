@@ -52,7 +52,7 @@ def _loop(cluster: Cluster) -> asyncio.AbstractEventLoop:
 
 def _produce(topic: str, partition: int) -> ProduceRequest:
     return ProduceRequest(acks=1, timeout_ms=5000, topic_data=[pq.TopicProduceData(
-        topic, [pq.PartitionProduceData(partition, encode_batch([b"v"]))])])
+        name=topic, partition_data=[pq.PartitionProduceData(partition, encode_batch([b"v"]))])])
 
 
 def test_bootstrap_role_and_client_software(cluster: Cluster) -> None:

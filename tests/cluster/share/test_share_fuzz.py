@@ -47,7 +47,7 @@ def cluster() -> Iterator[Cluster]:
                     for _ in range(10):
                         resp = await conn.request(ProduceRequest(
                             acks=1, timeout_ms=5000, topic_data=[pq.TopicProduceData(
-                                TOPIC, [pq.PartitionProduceData(0, encode_batch([b"x"] * 5))])]))
+                                name=TOPIC, partition_data=[pq.PartitionProduceData(0, encode_batch([b"x"] * 5))])]))
                         assert resp.responses[0].partition_responses[0].error_code == 0
                 finally:
                     conn.close()

@@ -85,7 +85,7 @@ def test_share_apis_and_their_errors(version: int) -> None:
             try:
                 for _ in range(4):
                     resp = await conn.request(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
-                        pq.TopicProduceData(TOPIC, [pq.PartitionProduceData(
+                        pq.TopicProduceData(name=TOPIC, partition_data=[pq.PartitionProduceData(
                             0, encode_batch([b"v"] * 5))])]))
                     assert resp.responses[0].partition_responses[0].error_code == 0
                 await heartbeats(conn, topic_id)
@@ -273,7 +273,7 @@ def test_share_faults() -> None:
             conn = await BrokerConnection("127.0.0.1", broker.port).open()
             try:
                 resp = await conn.request(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
-                    pq.TopicProduceData(TOPIC, [pq.PartitionProduceData(
+                    pq.TopicProduceData(name=TOPIC, partition_data=[pq.PartitionProduceData(
                         0, encode_batch([b"v"] * 10))])]))
                 assert resp.responses[0].partition_responses[0].error_code == 0
                 held = await conn.request(fetch(topic_id, "m1", 0, batch_size=4))

@@ -107,7 +107,7 @@ def test_a_full_transaction_and_its_markers() -> None:
         writes = len(log.records)
         assert await shard.add_partitions("t", pid, epoch, {("orders", 0)}) == 0
         assert len(log.records) == writes  # nothing new: no write
-        assert await shard.end_txn("t", pid, epoch, commit=True) == 0
+        assert (await shard.end_txn("t", pid, epoch, commit=True)).code == 0
         await settle()
         assert channel.sent == [(pid, epoch, True, 7,
                                  frozenset({("orders", 0), ("orders", 1)}))]
@@ -115,8 +115,8 @@ def test_a_full_transaction_and_its_markers() -> None:
                                         TxnState.COMPLETE_COMMIT]
         assert shard.txns["t"].partitions == set()
         # a retried EndTxn is answered from the outcome
-        assert await shard.end_txn("t", pid, epoch, commit=True) == 0
-        assert await shard.end_txn("t", pid, epoch, commit=False) == INVALID_STATE
+        assert (await shard.end_txn("t", pid, epoch, commit=True)).code == 0
+        assert (await shard.end_txn("t", pid, epoch, commit=False)).code == INVALID_STATE
     run(body)
 
 
@@ -127,15 +127,15 @@ def test_checks_in_kafka_order() -> None:
         _, pid, epoch = await shard.init_producer_id("t", 60000)
         assert await shard.add_partitions("t", pid + 1, epoch, {("x", 0)}) == MAPPING
         assert await shard.add_partitions("t", pid, epoch + 1, {("x", 0)}) == FENCED
-        assert await shard.end_txn("t", pid, epoch, commit=True) == INVALID_STATE  # Empty
+        assert (await shard.end_txn("t", pid, epoch, commit=True)).code == INVALID_STATE  # Empty
         channel.result = False  # markers cannot be written: the txn stays PrepareCommit
         await shard.add_partitions("t", pid, epoch, {("x", 0)})
-        assert await shard.end_txn("t", pid, epoch, commit=True) == 0
+        assert (await shard.end_txn("t", pid, epoch, commit=True)).code == 0
         await settle()
         assert shard.txns["t"].state is TxnState.PREPARE_COMMIT
         assert await shard.add_partitions("t", pid, epoch, {("x", 1)}) == CONCURRENT
-        assert await shard.end_txn("t", pid, epoch, commit=True) == CONCURRENT
-        assert await shard.end_txn("t", pid, epoch, commit=False) == INVALID_STATE
+        assert (await shard.end_txn("t", pid, epoch, commit=True)).code == CONCURRENT
+        assert (await shard.end_txn("t", pid, epoch, commit=False)).code == INVALID_STATE
         assert (await shard.init_producer_id("t", 60000))[0] == CONCURRENT
     run(body)
 
@@ -151,7 +151,7 @@ def test_init_on_an_open_transaction_fences_and_aborts_it() -> None:
         assert shard.txns["t"].state is TxnState.COMPLETE_ABORT
         assert await shard.init_producer_id("t", 60000) == (0, pid, epoch + 2)
         # the old producer is fenced
-        assert await shard.end_txn("t", pid, epoch, commit=True) == FENCED
+        assert (await shard.end_txn("t", pid, epoch, commit=True)).code == FENCED
         assert TxnState.PREPARE_ABORT in log.states("t")
     run(body)
 

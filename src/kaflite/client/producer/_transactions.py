@@ -295,7 +295,7 @@ class TransactionManager:
                 lambda: TxnOffsetCommitRequest(
                     transactional_id=self.transactional_id, group_id=group.group_id,
                     producer_id=idem.producer_id, producer_epoch=idem.producer_epoch,
-                    generation_id=group.generation_id, member_id=group.member_id,
+                    generation_id_or_member_epoch=group.generation_id, member_id=group.member_id,
                     group_instance_id=group.group_instance_id,
                     topics=[toq.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
                             for t, ps in by_topic.items()]),

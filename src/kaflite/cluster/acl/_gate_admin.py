@@ -21,6 +21,7 @@ from kaflite.cluster.acl._gate_base import (
     txn_allowed,
 )
 from kaflite.protocol.messages import (
+    AddPartitionsToTxnResponse,
     AlterConfigsResponse,
     AlterUserScramCredentialsResponse,
     DescribeConfigsResponse,
@@ -48,6 +49,10 @@ def init_producer_id(ctx: Ctx) -> Gate | None:
 
 def add_partitions_to_txn(ctx: Ctx) -> Gate | None:
     req = ctx.request
+    if ctx.version >= 4:    # from partition leaders (KIP-890): CLUSTER_ACTION, as Kafka
+        if ctx.cluster(Op.CLUSTER_ACTION):
+            return None
+        return Gate(AddPartitionsToTxnResponse(error_code=CLUSTER_DENIED))
     if not txn_allowed(ctx, req.v3_and_below_transactional_id):
         return refuse(ctx, TXN_DENIED)
     denied = {t.name for t in req.v3_and_below_topics

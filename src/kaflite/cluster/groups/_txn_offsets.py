@@ -107,16 +107,16 @@ class TxnOffsetManager:
                 raise errors.InvalidGroupIdError(req.group_id)
             if modern is not None:
                 try:
-                    check = validate_modern(modern, req.member_id, req.generation_id, 5, True,
+                    check = validate_modern(modern, req.member_id, req.generation_id_or_member_epoch, 5, True,
                                             req.group_instance_id, self.lookup)
                 except errors.StaleMemberEpochError as exc:
                     raise errors.IllegalGenerationError(exc.message) from None
             elif group is not None:
                 validate_offset_commit(group, req.member_id, req.group_instance_id,
-                                       req.generation_id, transactional=True)
-            elif req.generation_id >= 0:
+                                       req.generation_id_or_member_epoch, transactional=True)
+            elif req.generation_id_or_member_epoch >= 0:
                 raise errors.IllegalGenerationError(
-                    f"Group {req.group_id} does not exist: generation {req.generation_id}.")
+                    f"Group {req.group_id} does not exist: generation {req.generation_id_or_member_epoch}.")
         except errors.KafkaError as exc:
             code = exc.code
         if code or self.write is None:

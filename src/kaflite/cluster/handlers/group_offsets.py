@@ -8,6 +8,11 @@ per group, for a batch of groups. ``require_stable`` (KIP-447): a partition
 with a transactional commit still pending is answered UNSTABLE_OFFSET_COMMIT,
 and the client asks again.
 
+A TxnOffsetCommit whose producer has no transaction open in the group's offsets
+partition is first checked with the transaction coordinator (KIP-890): v5 adds
+that partition to the transaction (transactions v2: the producer sends no
+AddOffsetsToTxn), earlier versions verify that AddOffsetsToTxn added it.
+
 Versions follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-v1, OffsetFetch v0).
 """
 
@@ -19,6 +24,8 @@ from typing import TYPE_CHECKING
 from kaflite.cluster.groups._records import OffsetAndMetadata
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers.groups import shard_for
+from kaflite.cluster.internal_topics import OFFSETS_TOPIC
+from kaflite.cluster.txn import IMPLICIT_OFFSETS_VERSION, txn_offset_commit_error
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
@@ -153,10 +160,31 @@ async def handle_offset_delete(broker: Broker, conn: ServerConnection, header: R
         for name, parts in wanted])
 
 
+async def _verify_offsets_partition(broker: Broker, req: TxnOffsetCommitRequest,
+                                   version: int) -> int:
+    """0, or why the producer's transaction may not take offsets of this group yet."""
+    coordinator, groups = broker.transactions, broker.groups
+    if coordinator is None or groups is None or not req.transactional_id:
+        return NONE
+    if version < IMPLICIT_OFFSETS_VERSION and not coordinator.config.verify_partitions:
+        return NONE
+    tp = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
+    p = broker.partitions.get(tp)
+    if p is None or p.leader != broker.node_id \
+            or p.log.producers.in_transaction(req.producer_id, req.producer_epoch):
+        return NONE     # not the coordinator (the commit says so), or already verified
+    codes = await coordinator.verifier.verify(req.transactional_id, req.producer_id,
+                                              req.producer_epoch, [tp],
+                                              version >= IMPLICIT_OFFSETS_VERSION)
+    return txn_offset_commit_error(codes.get(tp, NONE), version)
+
+
 async def handle_txn_offset_commit(broker: Broker, conn: ServerConnection,
                                    header: RequestHeader,
                                    req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
-    code_of = await _commit(broker, conn, req.group_id, lambda shard: shard.txn_offsets.commit(req))
+    refused = await _verify_offsets_partition(broker, req, header.request_api_version)
+    code_of: Callable[[str, int], int] = (lambda topic, partition: refused) if refused else \
+        await _commit(broker, conn, req.group_id, lambda shard: shard.txn_offsets.commit(req))
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         tcr.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
             tcr.TxnOffsetCommitResponsePartition(
@@ -169,5 +197,5 @@ HANDLERS = [
     Handler(OffsetCommitRequest, 2, 9, handle_offset_commit),
     Handler(OffsetFetchRequest, 1, 9, handle_offset_fetch),
     Handler(OffsetDeleteRequest, 0, 0, handle_offset_delete),
-    Handler(TxnOffsetCommitRequest, 0, 4, handle_txn_offset_commit),
+    Handler(TxnOffsetCommitRequest, 0, IMPLICIT_OFFSETS_VERSION, handle_txn_offset_commit),
 ]

@@ -11,21 +11,33 @@ acks=0 no response is sent at all.
 A partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER with the
 current leader and its endpoint (KIP-951), so the producer can reroute without
 a Metadata round trip.
+
+A producer's first transactional batch in a partition is checked with its
+transaction coordinator before it is appended (``kaflite.cluster.txn._verify``):
+Produce v12 and later add the partition to the transaction (transactions v2,
+KIP-890 part 2), earlier versions only verify that the producer added it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers._util import code_for_exception, leader_hint, now_ms
+from kaflite.cluster.txn import produce_error
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import ProduceRequest, ProduceResponse
 from kaflite.protocol.messages import produce_request as pq
 from kaflite.protocol.messages import produce_response as pr
-from kaflite.protocol.records import Compression, InvalidRecordBatch, batch_codec
+from kaflite.protocol.records import (
+    BatchProducer,
+    Compression,
+    InvalidRecordBatch,
+    batch_codec,
+    batch_producer,
+)
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
@@ -34,11 +46,57 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 ZSTD_MIN_VERSION = 7   # KIP-110: older Produce versions may not carry zstd batches
+IMPLICIT_ADD_VERSION = 12   # KIP-890 part 2: the leader adds the partition to the txn
+
+TP = tuple[str, int]
+
+
+class _Verified(NamedTuple):
+    """The coordinator's answer for one partition, and the producer's marker count
+    when the leader asked (an append after a marker of that producer is refused)."""
+
+    code: int
+    producer_id: int
+    markers: int
+
+
+async def _verify_transactional(broker: Broker, req: ProduceRequest,
+                                version: int) -> dict[TP, _Verified]:
+    """Ask the coordinator about the partitions where the request's producer has no
+    transaction open yet; the other partitions need no answer."""
+    coordinator = broker.transactions
+    tid = req.transactional_id
+    if tid is None or coordinator is None:
+        return {}
+    if version < IMPLICIT_ADD_VERSION and not coordinator.config.verify_partitions:
+        return {}
+    first: BatchProducer | None = None
+    wanted: dict[TP, int] = {}
+    for t in req.topic_data:
+        for d in t.partition_data:
+            header = batch_producer(d.records) if d.records is not None else None
+            if header is None or not header.transactional:
+                continue
+            p = broker.partitions.get((t.name, d.index))
+            if p is None or p.leader != broker.node_id:
+                continue        # the append answers NOT_LEADER_OR_FOLLOWER
+            first = first or header
+            producers = p.log.producers
+            if header.producer_id == first.producer_id \
+                    and not producers.in_transaction(header.producer_id, header.producer_epoch):
+                wanted[(t.name, d.index)] = producers.markers_seen(header.producer_id)
+    if first is None or not wanted:
+        return {}
+    codes = await coordinator.verifier.verify(tid, first.producer_id, first.producer_epoch,
+                                              list(wanted), version >= IMPLICIT_ADD_VERSION)
+    return {tp: _Verified(produce_error(codes.get(tp, 0), version), first.producer_id, seen)
+            for tp, seen in wanted.items()}
 
 
 async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
                              data: pq.PartitionProduceData, acks: int, timeout_s: float,
-                             version: int) -> pr.PartitionProduceResponse:
+                             version: int, verified: _Verified | None
+                             ) -> pr.PartitionProduceResponse:
     index = data.index
     records = data.records
     res = pr.PartitionProduceResponse(index=index, error_code=0, base_offset=-1,
@@ -52,6 +110,14 @@ async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
         if version < ZSTD_MIN_VERSION and batch_codec(records) == Compression.ZSTD:
             raise errors.UnsupportedCompressionTypeError(
                 f"zstd needs Produce v{ZSTD_MIN_VERSION} or later, not v{version}")
+        if verified is not None:
+            if verified.code:
+                raise errors.error_for_code(
+                    verified.code, "the transaction coordinator did not confirm that the "
+                    f"partition is in the transaction (error {verified.code})")
+            if p.log.producers.markers_seen(verified.producer_id) != verified.markers:
+                raise errors.InvalidTxnStateError(
+                    "the transaction ended while its coordinator was asked")
         result = p.log.append_as_leader(records, p.leader_epoch, now_ms=now_ms())
         broker.metrics.produced(topic, len(records), result.record_count)
         res.base_offset = result.base_offset
@@ -88,14 +154,16 @@ async def handle_produce(broker: Broker, conn: ServerConnection, header: Request
     if req.acks not in (0, 1, -1):
         code = errors.InvalidRequiredAcksError.code
         return ProduceResponse(responses=[
-            pr.TopicProduceResponse(t.name, [
+            pr.TopicProduceResponse(name=t.name, partition_responses=[
                 pr.PartitionProduceResponse(d.index, code, -1, -1, -1) for d in t.partition_data])
             for t in req.topic_data])
+    version = header.request_api_version
+    verified = await _verify_transactional(broker, req, version)
     jobs = []
     for t in req.topic_data:
         for d in t.partition_data:
             jobs.append((t.name, _produce_partition(broker, conn, t.name, d, req.acks, timeout_s,
-                                                    header.request_api_version)))
+                                                    version, verified.get((t.name, d.index)))))
     results = await asyncio.gather(*(j for _, j in jobs))
     if req.acks == 0:
         return None
@@ -110,10 +178,11 @@ async def handle_produce(broker: Broker, conn: ServerConnection, header: Request
         if b is not None and address is not None:
             endpoints.append(pr.NodeEndpoint(b.node_id, *address, b.rack))
     return ProduceResponse(
-        responses=[pr.TopicProduceResponse(name, parts) for name, parts in by_topic.items()],
+        responses=[pr.TopicProduceResponse(name=name, partition_responses=parts)
+                   for name, parts in by_topic.items()],
         throttle_time_ms=0,
         node_endpoints=endpoints,
     )
 
 
-HANDLERS = [Handler(ProduceRequest, 3, 11, handle_produce)]
+HANDLERS = [Handler(ProduceRequest, 3, IMPLICIT_ADD_VERSION, handle_produce)]

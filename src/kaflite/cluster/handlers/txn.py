@@ -2,9 +2,12 @@
 idempotent and transactional producers), AddPartitionsToTxn (24), AddOffsetsToTxn
 (25), EndTxn (26), DescribeTransactions (65) and ListTransactions (66).
 
-Versions are those of transaction
-version 1: AddPartitionsToTxn v0-v3 (v4+ is the brokers' batched verification,
-KIP-890) and EndTxn v0-v4 (v5 belongs to transaction version 2).
+AddPartitionsToTxn v0-v3 come from producers of transaction version 1; v4-v5
+from partition leaders (KIP-890), batched by transactional id: ``verify_only``
+asks whether a v1 producer added the partitions before its first batch there
+(part 1), otherwise the leader adds them for a v2 producer (part 2). EndTxn v5
+is transaction version 2's: the coordinator bumps the producer epoch at every
+end, and answers with the producer id and epoch to go on with.
 """
 
 from __future__ import annotations
@@ -71,31 +74,43 @@ async def init_transactional(broker: Broker, conn: ServerConnection,
     return InitProducerIdResponse(error_code=code, producer_id=pid, producer_epoch=epoch)
 
 
-async def handle_add_partitions(broker: Broker, conn: ServerConnection, header: RequestHeader,
-                                req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
-    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
-    unknown = {tp for tp in wanted if broker.controller.partition(*tp) is None}
-    codes: dict[tuple[str, int], int]
-    if unknown:
-        codes = {tp: errors.UnknownTopicOrPartitionError.code if tp in unknown
-                 else errors.OperationNotAttemptedError.code for tp in wanted}
-    else:
-        try:
-            shard = _shard(broker, req.v3_and_below_transactional_id)
-        except errors.KafkaError as exc:
-            code = exc.code
-        else:
-            code = await shard.add_partitions(req.v3_and_below_transactional_id,
-                                              req.v3_and_below_producer_id,
-                                              req.v3_and_below_producer_epoch, set(wanted))
-        codes = dict.fromkeys(wanted, code)
+def _partition_results(codes: dict[tuple[str, int], int]
+                       ) -> list[apr.AddPartitionsToTxnTopicResult]:
     results: dict[str, list[apr.AddPartitionsToTxnPartitionResult]] = {}
     for (topic, index), code in codes.items():
         results.setdefault(topic, []).append(apr.AddPartitionsToTxnPartitionResult(
             partition_index=index, partition_error_code=code))
-    return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=[
-        apr.AddPartitionsToTxnTopicResult(name=t, results_by_partition=r)
-        for t, r in results.items()])
+    return [apr.AddPartitionsToTxnTopicResult(name=t, results_by_partition=r)
+            for t, r in results.items()]
+
+
+async def _add_or_verify(broker: Broker, tid: str, producer_id: int, producer_epoch: int,
+                         wanted: list[tuple[str, int]], verify_only: bool,
+                         client_tv: int) -> dict[tuple[str, int], int]:
+    try:
+        coordinator = _coordinator(broker)
+    except errors.KafkaError as exc:
+        return dict.fromkeys(wanted, exc.code)
+    return await coordinator.add_or_verify(tid, producer_id, producer_epoch, wanted,
+                                           verify_only, client_tv)
+
+
+async def handle_add_partitions(broker: Broker, conn: ServerConnection, header: RequestHeader,
+                                req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    if header.request_api_version <= 3:      # from a producer of transaction version 1
+        wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+        codes = await _add_or_verify(broker, req.v3_and_below_transactional_id,
+                                     req.v3_and_below_producer_id,
+                                     req.v3_and_below_producer_epoch, wanted, False, 1)
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_partition_results(codes))
+    out = []
+    for txn in req.transactions:             # from partition leaders
+        wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+        codes = await _add_or_verify(broker, txn.transactional_id, txn.producer_id,
+                                     txn.producer_epoch, wanted, txn.verify_only, 2)
+        out.append(apr.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                                topic_results=_partition_results(codes)))
+    return AddPartitionsToTxnResponse(results_by_transaction=out)
 
 
 async def handle_add_offsets(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -121,9 +136,10 @@ async def handle_end_txn(broker: Broker, conn: ServerConnection, header: Request
         shard = _shard(broker, req.transactional_id)
     except errors.KafkaError as exc:
         return EndTxnResponse(error_code=exc.code)
-    code = await shard.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
-                               req.committed)
-    return EndTxnResponse(error_code=code)
+    result = await shard.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                 req.committed, 2 if header.request_api_version >= 5 else 1)
+    return EndTxnResponse(error_code=result.code, producer_id=result.producer_id,
+                          producer_epoch=result.producer_epoch)
 
 
 def _describe_one(broker: Broker, tid: str) -> dtr.TransactionState:
@@ -195,9 +211,9 @@ async def handle_init_producer_id(broker: Broker, conn: ServerConnection, header
 
 HANDLERS = [
     Handler(InitProducerIdRequest, 0, 5, handle_init_producer_id),
-    Handler(AddPartitionsToTxnRequest, 0, 3, handle_add_partitions),
+    Handler(AddPartitionsToTxnRequest, 0, 5, handle_add_partitions),
     Handler(AddOffsetsToTxnRequest, 0, 4, handle_add_offsets),
-    Handler(EndTxnRequest, 0, 4, handle_end_txn),
+    Handler(EndTxnRequest, 0, 5, handle_end_txn),
     Handler(DescribeTransactionsRequest, 0, 0, handle_describe_transactions),
     Handler(ListTransactionsRequest, 0, 1, handle_list_transactions),
 ]

@@ -118,6 +118,7 @@ class ProducerStateEntry:
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1
     last_timestamp: int = -1
+    markers: int = 0        # COMMIT/ABORT markers applied since this broker loaded it
 
     @property
     def last_seq(self) -> int:
@@ -159,6 +160,19 @@ class ProducerStateManager:
         self._unreplicated: list[tuple[int, int]] = []
 
     # -- checks on the leader --------------------------------------------------------------
+    def in_transaction(self, producer_id: int, epoch: int) -> bool:
+        """The producer has a transaction open here, at this epoch (a leader then appends
+        its batches without asking the transaction coordinator again)."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.producer_epoch == epoch \
+            and entry.current_txn_first_offset >= 0
+
+    def markers_seen(self, producer_id: int) -> int:
+        """How many transaction markers of this producer were applied: a leader that asked
+        the coordinator compares it before and after (KIP-890's verification guard)."""
+        entry = self.producers.get(producer_id)
+        return entry.markers if entry is not None else 0
+
     def check(
         self,
         producer_id: int,
@@ -271,6 +285,7 @@ class ProducerStateManager:
         except RemoteProtocolError:
             return None  # not a transaction marker (or an emptied control batch)
         first = entry.current_txn_first_offset
+        entry.markers += 1
         entry.update_epoch(info.producer_epoch)
         entry.coordinator_epoch = marker.coordinator_epoch
         entry.current_txn_first_offset = -1

@@ -15,6 +15,9 @@ TXN_DEFAULTS: dict[str, str] = {
     "transaction.state.log.load.buffer.size": "5242880",
     "transactional.id.expiration.ms": "604800000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    # KIP-890 part 1: a leader checks a v1 producer's first transactional batch with
+    # the coordinator (v2 producers' batches are always added by their leaders)
+    "transaction.partition.verification.enable": "true",
 }
 
 # How long a write to __transaction_state may wait for the in-sync replicas.
@@ -30,6 +33,7 @@ class TxnConfig:
     write_timeout_ms: int = WRITE_TIMEOUT_MS
     id_expiration_ms: int = 604800000
     expiry_interval_ms: int = 3600000
+    verify_partitions: bool = True
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> TxnConfig:
@@ -43,4 +47,7 @@ class TxnConfig:
             partitions=TRANSACTIONS.partitions(props),
             id_expiration_ms=get("transactional.id.expiration.ms"),
             expiry_interval_ms=get("transaction.remove.expired.transaction.cleanup.interval.ms"),
+            verify_partitions=props.get(
+                "transaction.partition.verification.enable",
+                TXN_DEFAULTS["transaction.partition.verification.enable"]).lower() == "true",
         )

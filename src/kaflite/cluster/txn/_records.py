@@ -3,9 +3,12 @@
 A record's key is an int16 version (0) then ``TransactionLogKey`` (the
 transactional id); its value is an int16 version then ``TransactionLogValue``:
 producer id and epoch, timeout, state, the partitions in the transaction and
-two timestamps. kaflite writes value version 0 (what a broker writes while the
-cluster runs transaction version 1); version 1 adds tagged fields that a
-reader tolerates. A null value is a tombstone: the transactional id expired.
+two timestamps. Version 1 adds three tagged fields for transactions v2
+(KIP-890): the previous and next producer ids (an epoch that overflowed at the
+end of a transaction moves it to a new producer id) and the transaction version
+the client spoke. kaflite writes version 1 for a v2 transaction and version 0
+otherwise, as Kafka does for a cluster below ``transaction.version`` 2. A null
+value is a tombstone: the transactional id expired.
 """
 
 from __future__ import annotations
@@ -70,6 +73,9 @@ class TxnRecord:
     partitions: frozenset[tuple[str, int]]
     last_update_ms: int
     start_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1      # the id a v2 transaction whose epoch ran out moves to
+    client_tv: int = 0              # the client's transaction version (2: KIP-890 part 2)
 
 
 def encode_txn_key(transactional_id: str) -> bytes:
@@ -87,8 +93,11 @@ def encode_txn_value(rec: TxnRecord) -> bytes:
         transaction_partitions=[tlv.PartitionsSchema(topic=t, partition_ids=ids)
                                 for t, ids in by_topic.items()],
         transaction_last_update_timestamp_ms=rec.last_update_ms,
-        transaction_start_timestamp_ms=rec.start_ms)
-    return _I16.pack(VALUE_VERSION) + value.encode(VALUE_VERSION)
+        transaction_start_timestamp_ms=rec.start_ms,
+        previous_producer_id=rec.previous_producer_id, next_producer_id=rec.next_producer_id,
+        client_transaction_version=rec.client_tv)
+    version = 1 if rec.client_tv >= 2 else VALUE_VERSION
+    return _I16.pack(version) + value.encode(version)
 
 
 def decode_txn_key(data: bytes | bytearray | memoryview) -> str:
@@ -107,4 +116,5 @@ def decode_txn_value(data: bytes | bytearray | memoryview) -> TxnRecord:
                       for i in p.partition_ids)
     return TxnRecord(v.producer_id, v.producer_epoch, v.transaction_timeout_ms,
                      TxnState(v.transaction_status), parts,
-                     v.transaction_last_update_timestamp_ms, v.transaction_start_timestamp_ms)
+                     v.transaction_last_update_timestamp_ms, v.transaction_start_timestamp_ms,
+                     v.previous_producer_id, v.next_producer_id, v.client_transaction_version)

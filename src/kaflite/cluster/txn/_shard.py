@@ -2,8 +2,9 @@
 
 A shard lives while this broker leads its partition at one leader epoch (the
 coordinator epoch written into every marker it sends). It replays the log,
-then answers InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
-with Kafka's checks, in Kafka's order: an unknown id or another producer id is
+then answers InitProducerId, AddPartitionsToTxn (from producers, and from
+partition leaders: transactions v2 and KIP-890's verification), AddOffsetsToTxn
+and EndTxn with Kafka's checks, in Kafka's order: an unknown id or another producer id is
 INVALID_PRODUCER_ID_MAPPING, an older epoch PRODUCER_FENCED, a transition in
 flight (or a transaction still being completed) CONCURRENT_TRANSACTIONS.
 
@@ -19,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kaflite.cluster._internal_log import Record
 from kaflite.cluster._sharded import ShardLifecycle, ShardState
@@ -36,7 +37,7 @@ from kaflite.cluster.txn._records import (
 from kaflite.protocol import errors
 from kaflite.protocol.records import RecordBatch
 
-__all__ = ["TxnShard"]
+__all__ = ["EndTxnResult", "TxnShard"]
 
 log = logging.getLogger("kaflite.cluster.txn")
 
@@ -47,6 +48,13 @@ _CONCURRENT = errors.ConcurrentTransactionsError.code
 _FENCED = errors.ProducerFencedError.code
 _MAPPING = errors.InvalidProducerIdMappingError.code
 _INVALID_STATE = errors.InvalidTxnStateError.code
+_ABORTABLE = errors.TransactionAbortableError.code
+
+
+class EndTxnResult(NamedTuple):
+    code: int
+    producer_id: int = -1       # what the producer goes on with (v2: a bumped epoch)
+    producer_epoch: int = -1
 
 
 class AppendLog(Protocol):
@@ -181,7 +189,9 @@ class TxnShard(ShardLifecycle):
         return meta
 
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
-                             partitions: set[TP]) -> int:
+                             partitions: set[TP], client_tv: int = 1) -> int:
+        """AddPartitionsToTxn (v1: from the producer; v2: from a partition's leader, on the
+        producer's first batch there) and AddOffsetsToTxn."""
         meta = self._check(tid, producer_id, producer_epoch)
         if isinstance(meta, int):
             return meta
@@ -194,30 +204,74 @@ class TxnShard(ShardLifecycle):
         if meta.state not in _DONE:
             return _CONCURRENT
         return await self._transit(meta, state=TxnState.ONGOING, partitions=frozenset(partitions),
-                                   start_ms=_now())
+                                   start_ms=_now(), client_tv=client_tv, next_producer_id=-1)
+
+    def verify_partitions(self, tid: str, producer_id: int, producer_epoch: int,
+                          partitions: set[TP]) -> dict[TP, int]:
+        """KIP-890 part 1: are these partitions in the producer's open transaction? (A
+        leader asks before it appends a v1 producer's first transactional batch.)"""
+        meta = self.txns.get(tid)
+        code = 0
+        if meta is None or meta.producer_id != producer_id:
+            code = _MAPPING
+        elif meta.producer_epoch != producer_epoch:
+            code = _FENCED
+        elif meta.state in _PREPARING:
+            code = _CONCURRENT
+        if code or meta is None:
+            return dict.fromkeys(partitions, code)
+        return {tp: 0 if tp in meta.partitions else _ABORTABLE for tp in partitions}
 
     # -- EndTxn ----------------------------------------------------------------------------
     async def end_txn(self, tid: str, producer_id: int, producer_epoch: int,
-                      commit: bool) -> int:
-        meta = self._check(tid, producer_id, producer_epoch)
-        if isinstance(meta, int):
-            if meta == _CONCURRENT:
-                current = self.txns[tid]
-                wanted = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-                if current.state in _PREPARING and current.state is not wanted:
-                    return _INVALID_STATE
-            return meta
-        if meta.state is TxnState.ONGOING:
-            code = await self._transit(
-                meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
-            if code == 0:
-                self._spawn(self._complete(meta))
-            return code
-        if meta.state is TxnState.COMPLETE_COMMIT:
-            return 0 if commit else _INVALID_STATE
-        if meta.state is TxnState.COMPLETE_ABORT:
-            return _INVALID_STATE if commit else 0
-        return _INVALID_STATE
+                      commit: bool, client_tv: int = 1) -> EndTxnResult:
+        """(error code, producer id, epoch): the producer's id and epoch from now on (in
+        transaction version 2 each end bumps the epoch), or -1, -1 with an error."""
+        meta = self.txns.get(tid)
+        if meta is None:
+            return EndTxnResult(_MAPPING)
+        wanted = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        # a v2 retry: the end it repeats bumped the epoch (or moved to a new producer id)
+        retried_bump = meta.v2 and meta.producer_epoch == producer_epoch + 1 \
+            and meta.producer_id == producer_id
+        retried_overflow = meta.v2 and meta.last_producer_id == producer_id \
+            and producer_epoch == MAX_EPOCH - 1 and meta.producer_epoch == 0
+        if meta.producer_id != producer_id and not retried_overflow:
+            return EndTxnResult(_MAPPING)
+        if retried_bump or retried_overflow:
+            if meta.busy or meta.state in _PREPARING:
+                return EndTxnResult(_CONCURRENT if meta.busy or meta.state is wanted
+                                    else _INVALID_STATE)
+            if meta.state is done:
+                return EndTxnResult(0, meta.producer_id, meta.producer_epoch)
+            return EndTxnResult(_INVALID_STATE)
+        if producer_epoch != meta.producer_epoch:
+            return EndTxnResult(_FENCED)
+        if meta.busy:
+            return EndTxnResult(_CONCURRENT)
+        if meta.state in _PREPARING:
+            return EndTxnResult(_CONCURRENT if meta.state is wanted else _INVALID_STATE)
+        v2 = client_tv >= 2
+        if meta.state is TxnState.ONGOING or (v2 and not commit and meta.state in _DONE):
+            # v2: an abort with nothing added (the first batch never reached its leader)
+            # still ends the transaction, and bumps the epoch as every v2 end does
+            changes: dict[str, object] = {"state": wanted}
+            if v2:
+                changes["client_tv"] = client_tv
+                if meta.producer_epoch + 1 >= MAX_EPOCH - 1:
+                    changes["next_producer_id"] = self._allocate()
+                changes["producer_epoch"] = meta.producer_epoch + 1
+            code = await self._transit(meta, **changes)
+            if code:
+                return EndTxnResult(code)
+            self._spawn(self._complete(meta))
+            if meta.next_producer_id >= 0:
+                return EndTxnResult(0, meta.next_producer_id, 0)
+            return EndTxnResult(0, meta.producer_id, meta.producer_epoch)
+        if meta.state is done:
+            return EndTxnResult(0, meta.producer_id, meta.producer_epoch)
+        return EndTxnResult(_INVALID_STATE)
 
     # -- completing --------------------------------------------------------------------------
     async def _abort(self, meta: TxnMetadata, bump: bool) -> None:
@@ -244,7 +298,10 @@ class TxnShard(ShardLifecycle):
             if not self._current(meta) or meta.state is final:
                 return
             if not meta.busy:
-                code = await self._transit(meta, state=final, partitions=frozenset())
+                moved = {} if meta.next_producer_id < 0 else {   # a v2 epoch overflow
+                    "producer_id": meta.next_producer_id, "producer_epoch": 0,
+                    "next_producer_id": -1}
+                code = await self._transit(meta, state=final, partitions=frozenset(), **moved)
                 if code == 0 or code == errors.NotCoordinatorError.code:
                     return
             await asyncio.sleep(min(0.05 * (attempt + 1), 1.0))

@@ -20,10 +20,12 @@ Broker side (no record decoding)::
 from kaflite.protocol.records._batch import RecordBatch, iter_batches
 from kaflite.protocol.records._broker import (
     BatchErrorReason,
+    BatchProducer,
     InvalidRecordBatch,
     RecordSummary,
     assign_offsets,
     batch_codec,
+    batch_producer,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -80,6 +82,7 @@ __all__ = [
     "NO_SEQUENCE",
     "NO_TIMESTAMP",
     "BatchErrorReason",
+    "BatchProducer",
     "Compression",
     "ControlRecordType",
     "EndTxnMarker",
@@ -95,6 +98,7 @@ __all__ = [
     "assemble_batch",
     "assign_offsets",
     "batch_codec",
+    "batch_producer",
     "compress",
     "crc32c",
     "decompress",

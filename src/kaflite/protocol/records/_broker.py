@@ -23,6 +23,7 @@ import enum
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kaflite.protocol._exceptions import LocalProtocolError, RemoteProtocolError
 from kaflite.protocol.records._batch import RecordBatch
@@ -48,6 +49,7 @@ from kaflite.protocol.records._wire import (
     NO_TIMESTAMP,
     RECORD_FRAMING_MAX,
     TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     U32,
     crc32c,
 )
@@ -135,6 +137,22 @@ def batch_codec(data: BytesLike, pos: int = 0) -> int:
     if len(view) - pos < ATTRIBUTES_OFFSET + 2:
         return -1
     return int(view[pos + ATTRIBUTES_OFFSET + 1]) & COMPRESSION_MASK
+
+
+class BatchProducer(NamedTuple):
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool
+
+
+def batch_producer(data: BytesLike, pos: int = 0) -> BatchProducer | None:
+    """Who wrote the v2 batch at ``pos``, from its header (None if too short to tell)."""
+    view = _view(data)
+    if len(view) - pos < HEADER.size:
+        return None
+    h = HEADER.unpack_from(view, pos)
+    return BatchProducer(h[9], h[10], h[11], bool(h[5] & TRANSACTIONAL_BIT))
 
 
 def validate_batch(

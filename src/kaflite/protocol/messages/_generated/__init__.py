@@ -1340,7 +1340,7 @@ WHERE: dict[str, str] = {
 
 # api_key: (name, request, response, min version, max version, latest version unstable)
 API_TABLE: dict[int, tuple[str, str, str, int, int, bool]] = {
-    0: ('Produce', 'ProduceRequest', 'ProduceResponse', 0, 11, False),
+    0: ('Produce', 'ProduceRequest', 'ProduceResponse', 3, 13, False),
     1: ('Fetch', 'FetchRequest', 'FetchResponse', 0, 17, False),
     2: ('ListOffsets', 'ListOffsetsRequest', 'ListOffsetsResponse', 0, 10, False),
     3: ('Metadata', 'MetadataRequest', 'MetadataResponse', 0, 12, False),
@@ -1368,7 +1368,7 @@ API_TABLE: dict[int, tuple[str, str, str, int, int, bool]] = {
     25: ('AddOffsetsToTxn', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 0, 4, False),
     26: ('EndTxn', 'EndTxnRequest', 'EndTxnResponse', 0, 5, True),
     27: ('WriteTxnMarkers', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 0, 1, False),
-    28: ('TxnOffsetCommit', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 0, 4, False),
+    28: ('TxnOffsetCommit', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 0, 6, False),
     29: ('DescribeAcls', 'DescribeAclsRequest', 'DescribeAclsResponse', 0, 3, False),
     30: ('CreateAcls', 'CreateAclsRequest', 'CreateAclsResponse', 0, 3, False),
     31: ('DeleteAcls', 'DeleteAclsRequest', 'DeleteAclsResponse', 0, 3, False),

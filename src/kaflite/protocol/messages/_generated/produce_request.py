@@ -22,8 +22,8 @@ from kaflite.protocol.messages._generated.produce_response import ProduceRespons
 
 @dataclass(slots=True)
 class PartitionProduceData(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MIN_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     index: int = 0
@@ -52,30 +52,41 @@ class PartitionProduceData(Struct):
 
 @dataclass(slots=True)
 class TopicProduceData(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MIN_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
     partition_data: list[PartitionProduceData] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> TopicProduceData:
-        f_name = (r.compact_string() if v >= 9 else r.string())
+        if v <= 12:
+            f_name = (r.compact_string() if v >= 9 else r.string())
+        else:
+            f_name = ''
+        if v >= 13:
+            f_topic_id = r.uuid()
+        else:
+            f_topic_id = ZERO_UUID
         n = (r.compact_array_len() if v >= 9 else r.array_len())
         f_partition_data = [PartitionProduceData.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 9:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_name, f_partition_data, unknown)
+        return cls(f_name, f_topic_id, f_partition_data, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 9:
-            w.compact_string(self.name)
-        else:
-            w.string(self.name)
+        if v <= 12:
+            if v >= 9:
+                w.compact_string(self.name)
+            else:
+                w.string(self.name)
+        if v >= 13:
+            w.uuid(self.topic_id)
         if v >= 9:
             w.compact_array_len(len(self.partition_data))
             for e_partition_data in self.partition_data:
@@ -92,8 +103,8 @@ class TopicProduceData(Struct):
 class ProduceRequest(Request[ProduceResponse]):
     API_KEY: ClassVar[int] = 0
     RESPONSE: ClassVar[type[Struct]] = ProduceResponse
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MIN_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     transactional_id: str | None = None
@@ -104,10 +115,7 @@ class ProduceRequest(Request[ProduceResponse]):
 
     @classmethod
     def read(cls, r: Reader, v: int) -> ProduceRequest:
-        if v >= 3:
-            f_transactional_id = (r.compact_nullable_string() if v >= 9 else r.nullable_string())
-        else:
-            f_transactional_id = None
+        f_transactional_id = (r.compact_nullable_string() if v >= 9 else r.nullable_string())
         f_acks = r.int16()
         f_timeout_ms = r.int32()
         n = (r.compact_array_len() if v >= 9 else r.array_len())
@@ -119,13 +127,10 @@ class ProduceRequest(Request[ProduceResponse]):
         return cls(f_transactional_id, f_acks, f_timeout_ms, f_topic_data, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 3:
-            if v >= 9:
-                w.compact_nullable_string(self.transactional_id)
-            else:
-                w.nullable_string(self.transactional_id)
-        elif self.transactional_id is not None:
-            raise FieldVersionError(f"ProduceRequest.transactional_id is not supported at version {v}")
+        if v >= 9:
+            w.compact_nullable_string(self.transactional_id)
+        else:
+            w.nullable_string(self.transactional_id)
         w.int16(self.acks)
         w.int32(self.timeout_ms)
         if v >= 9:
@@ -141,16 +146,17 @@ class ProduceRequest(Request[ProduceResponse]):
 
 
 PartitionProduceData.FIELDS = (
-    FieldSpec('index', 'int32', False, (0, 11), None, None, None, None, False),
-    FieldSpec('records', 'records', False, (0, 11), (0, -1), None, None, None, False),
+    FieldSpec('index', 'int32', False, (3, 13), None, None, None, None, False),
+    FieldSpec('records', 'records', False, (3, 13), (0, -1), None, None, None, False),
 )
 TopicProduceData.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 11), None, None, None, None, False),
-    FieldSpec('partition_data', 'PartitionProduceData', True, (0, 11), None, None, None, PartitionProduceData, False),
+    FieldSpec('name', 'string', False, (3, 12), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (13, 13), None, None, None, None, False),
+    FieldSpec('partition_data', 'PartitionProduceData', True, (3, 13), None, None, None, PartitionProduceData, False),
 )
 ProduceRequest.FIELDS = (
-    FieldSpec('transactional_id', 'string', False, (3, 11), (3, -1), None, None, None, False),
-    FieldSpec('acks', 'int16', False, (0, 11), None, None, None, None, False),
-    FieldSpec('timeout_ms', 'int32', False, (0, 11), None, None, None, None, False),
-    FieldSpec('topic_data', 'TopicProduceData', True, (0, 11), None, None, None, TopicProduceData, False),
+    FieldSpec('transactional_id', 'string', False, (3, 13), (3, -1), None, None, None, False),
+    FieldSpec('acks', 'int16', False, (3, 13), None, None, None, None, False),
+    FieldSpec('timeout_ms', 'int32', False, (3, 13), None, None, None, None, False),
+    FieldSpec('topic_data', 'TopicProduceData', True, (3, 13), None, None, None, TopicProduceData, False),
 )

@@ -21,8 +21,8 @@ __all__ = ['BatchIndexAndErrorMessage', 'LeaderIdAndEpoch', 'NodeEndpoint', 'Par
 
 @dataclass(slots=True)
 class BatchIndexAndErrorMessage(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MIN_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     batch_index: int = 0
@@ -63,8 +63,8 @@ class BatchIndexAndErrorMessage(Struct):
 
 @dataclass(slots=True)
 class LeaderIdAndEpoch(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MIN_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     leader_id: int = -1
@@ -102,8 +102,8 @@ class LeaderIdAndEpoch(Struct):
 
 @dataclass(slots=True)
 class PartitionProduceResponse(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MIN_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     index: int = 0
@@ -121,10 +121,7 @@ class PartitionProduceResponse(Struct):
         f_index = r.int32()
         f_error_code = r.int16()
         f_base_offset = r.int64()
-        if v >= 2:
-            f_log_append_time_ms = r.int64()
-        else:
-            f_log_append_time_ms = -1
+        f_log_append_time_ms = r.int64()
         if v >= 5:
             f_log_start_offset = r.int64()
         else:
@@ -155,8 +152,7 @@ class PartitionProduceResponse(Struct):
         w.int32(self.index)
         w.int16(self.error_code)
         w.int64(self.base_offset)
-        if v >= 2:
-            w.int64(self.log_append_time_ms)
+        w.int64(self.log_append_time_ms)
         if v >= 5:
             w.int64(self.log_start_offset)
         if v >= 8:
@@ -184,30 +180,41 @@ class PartitionProduceResponse(Struct):
 
 @dataclass(slots=True)
 class TopicProduceResponse(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MIN_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
     partition_responses: list[PartitionProduceResponse] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> TopicProduceResponse:
-        f_name = (r.compact_string() if v >= 9 else r.string())
+        if v <= 12:
+            f_name = (r.compact_string() if v >= 9 else r.string())
+        else:
+            f_name = ''
+        if v >= 13:
+            f_topic_id = r.uuid()
+        else:
+            f_topic_id = ZERO_UUID
         n = (r.compact_array_len() if v >= 9 else r.array_len())
         f_partition_responses = [PartitionProduceResponse.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 9:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_name, f_partition_responses, unknown)
+        return cls(f_name, f_topic_id, f_partition_responses, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 9:
-            w.compact_string(self.name)
-        else:
-            w.string(self.name)
+        if v <= 12:
+            if v >= 9:
+                w.compact_string(self.name)
+            else:
+                w.string(self.name)
+        if v >= 13:
+            w.uuid(self.topic_id)
         if v >= 9:
             w.compact_array_len(len(self.partition_responses))
             for e_partition_responses in self.partition_responses:
@@ -222,8 +229,8 @@ class TopicProduceResponse(Struct):
 
 @dataclass(slots=True)
 class NodeEndpoint(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MIN_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     node_id: int = 0
@@ -280,8 +287,8 @@ class NodeEndpoint(Struct):
 @dataclass(slots=True)
 class ProduceResponse(Struct):
     API_KEY: ClassVar[int] = 0
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MIN_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     responses: list[TopicProduceResponse] = field(default_factory=list)
@@ -293,10 +300,7 @@ class ProduceResponse(Struct):
     def read(cls, r: Reader, v: int) -> ProduceResponse:
         n = (r.compact_array_len() if v >= 9 else r.array_len())
         f_responses = [TopicProduceResponse.read(r, v) for _ in range(n)]
-        if v >= 1:
-            f_throttle_time_ms = r.int32()
-        else:
-            f_throttle_time_ms = 0
+        f_throttle_time_ms = r.int32()
         f_node_endpoints: list[NodeEndpoint] = []
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 9:
@@ -320,8 +324,7 @@ class ProduceResponse(Struct):
             w.array_len(len(self.responses))
             for e_responses in self.responses:
                 e_responses.write(w, v)
-        if v >= 1:
-            w.int32(self.throttle_time_ms)
+        w.int32(self.throttle_time_ms)
         if v >= 9:
             tags: list[tuple[int, BytesLike]] = []
             if v >= 10 and bool(self.node_endpoints):
@@ -334,35 +337,36 @@ class ProduceResponse(Struct):
 
 
 BatchIndexAndErrorMessage.FIELDS = (
-    FieldSpec('batch_index', 'int32', False, (8, 11), None, None, None, None, False),
-    FieldSpec('batch_index_error_message', 'string', False, (8, 11), (8, -1), None, None, None, False),
+    FieldSpec('batch_index', 'int32', False, (8, 13), None, None, None, None, False),
+    FieldSpec('batch_index_error_message', 'string', False, (8, 13), (8, -1), None, None, None, False),
 )
 LeaderIdAndEpoch.FIELDS = (
-    FieldSpec('leader_id', 'int32', False, (10, 11), None, None, None, None, False),
-    FieldSpec('leader_epoch', 'int32', False, (10, 11), None, None, None, None, False),
+    FieldSpec('leader_id', 'int32', False, (10, 13), None, None, None, None, False),
+    FieldSpec('leader_epoch', 'int32', False, (10, 13), None, None, None, None, False),
 )
 PartitionProduceResponse.FIELDS = (
-    FieldSpec('index', 'int32', False, (0, 11), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 11), None, None, None, None, False),
-    FieldSpec('base_offset', 'int64', False, (0, 11), None, None, None, None, False),
-    FieldSpec('log_append_time_ms', 'int64', False, (2, 11), None, None, None, None, False),
-    FieldSpec('log_start_offset', 'int64', False, (5, 11), None, None, None, None, False),
-    FieldSpec('record_errors', 'BatchIndexAndErrorMessage', True, (8, 11), None, None, None, BatchIndexAndErrorMessage, False),
-    FieldSpec('error_message', 'string', False, (8, 11), (8, -1), None, None, None, False),
-    FieldSpec('current_leader', 'LeaderIdAndEpoch', False, (10, 11), None, (10, -1), 0, LeaderIdAndEpoch, False),
+    FieldSpec('index', 'int32', False, (3, 13), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (3, 13), None, None, None, None, False),
+    FieldSpec('base_offset', 'int64', False, (3, 13), None, None, None, None, False),
+    FieldSpec('log_append_time_ms', 'int64', False, (3, 13), None, None, None, None, False),
+    FieldSpec('log_start_offset', 'int64', False, (5, 13), None, None, None, None, False),
+    FieldSpec('record_errors', 'BatchIndexAndErrorMessage', True, (8, 13), None, None, None, BatchIndexAndErrorMessage, False),
+    FieldSpec('error_message', 'string', False, (8, 13), (8, -1), None, None, None, False),
+    FieldSpec('current_leader', 'LeaderIdAndEpoch', False, (10, 13), None, (10, -1), 0, LeaderIdAndEpoch, False),
 )
 TopicProduceResponse.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 11), None, None, None, None, False),
-    FieldSpec('partition_responses', 'PartitionProduceResponse', True, (0, 11), None, None, None, PartitionProduceResponse, False),
+    FieldSpec('name', 'string', False, (3, 12), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (13, 13), None, None, None, None, False),
+    FieldSpec('partition_responses', 'PartitionProduceResponse', True, (3, 13), None, None, None, PartitionProduceResponse, False),
 )
 NodeEndpoint.FIELDS = (
-    FieldSpec('node_id', 'int32', False, (10, 11), None, None, None, None, False),
-    FieldSpec('host', 'string', False, (10, 11), None, None, None, None, False),
-    FieldSpec('port', 'int32', False, (10, 11), None, None, None, None, False),
-    FieldSpec('rack', 'string', False, (10, 11), (10, -1), None, None, None, False),
+    FieldSpec('node_id', 'int32', False, (10, 13), None, None, None, None, False),
+    FieldSpec('host', 'string', False, (10, 13), None, None, None, None, False),
+    FieldSpec('port', 'int32', False, (10, 13), None, None, None, None, False),
+    FieldSpec('rack', 'string', False, (10, 13), (10, -1), None, None, None, False),
 )
 ProduceResponse.FIELDS = (
-    FieldSpec('responses', 'TopicProduceResponse', True, (0, 11), None, None, None, TopicProduceResponse, False),
-    FieldSpec('throttle_time_ms', 'int32', False, (1, 11), None, None, None, None, False),
-    FieldSpec('node_endpoints', 'NodeEndpoint', True, (10, 11), None, (10, -1), 0, NodeEndpoint, False),
+    FieldSpec('responses', 'TopicProduceResponse', True, (3, 13), None, None, None, TopicProduceResponse, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (3, 13), None, None, None, None, False),
+    FieldSpec('node_endpoints', 'NodeEndpoint', True, (10, 13), None, (10, -1), 0, NodeEndpoint, False),
 )

@@ -23,7 +23,7 @@ from kaflite.protocol.messages._generated.txn_offset_commit_response import TxnO
 @dataclass(slots=True)
 class TxnOffsetCommitRequestPartition(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     partition_index: int = 0
@@ -63,29 +63,40 @@ class TxnOffsetCommitRequestPartition(Struct):
 @dataclass(slots=True)
 class TxnOffsetCommitRequestTopic(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
     partitions: list[TxnOffsetCommitRequestPartition] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> TxnOffsetCommitRequestTopic:
-        f_name = (r.compact_string() if v >= 3 else r.string())
+        if v <= 5:
+            f_name = (r.compact_string() if v >= 3 else r.string())
+        else:
+            f_name = ''
+        if v >= 6:
+            f_topic_id = r.uuid()
+        else:
+            f_topic_id = ZERO_UUID
         n = (r.compact_array_len() if v >= 3 else r.array_len())
         f_partitions = [TxnOffsetCommitRequestPartition.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 3:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_name, f_partitions, unknown)
+        return cls(f_name, f_topic_id, f_partitions, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 3:
-            w.compact_string(self.name)
-        else:
-            w.string(self.name)
+        if v <= 5:
+            if v >= 3:
+                w.compact_string(self.name)
+            else:
+                w.string(self.name)
+        if v >= 6:
+            w.uuid(self.topic_id)
         if v >= 3:
             w.compact_array_len(len(self.partitions))
             for e_partitions in self.partitions:
@@ -103,14 +114,14 @@ class TxnOffsetCommitRequest(Request[TxnOffsetCommitResponse]):
     API_KEY: ClassVar[int] = 28
     RESPONSE: ClassVar[type[Struct]] = TxnOffsetCommitResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     transactional_id: str = ''
     group_id: str = ''
     producer_id: int = 0
     producer_epoch: int = 0
-    generation_id: int = -1
+    generation_id_or_member_epoch: int = -1
     member_id: str = ''
     group_instance_id: str | None = None
     topics: list[TxnOffsetCommitRequestTopic] = field(default_factory=list)
@@ -123,9 +134,9 @@ class TxnOffsetCommitRequest(Request[TxnOffsetCommitResponse]):
         f_producer_id = r.int64()
         f_producer_epoch = r.int16()
         if v >= 3:
-            f_generation_id = r.int32()
+            f_generation_id_or_member_epoch = r.int32()
         else:
-            f_generation_id = -1
+            f_generation_id_or_member_epoch = -1
         if v >= 3:
             f_member_id = r.compact_string()
         else:
@@ -140,7 +151,7 @@ class TxnOffsetCommitRequest(Request[TxnOffsetCommitResponse]):
         if v >= 3:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, f_generation_id, f_member_id, f_group_instance_id, f_topics, unknown)
+        return cls(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, f_generation_id_or_member_epoch, f_member_id, f_group_instance_id, f_topics, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         if v >= 3:
@@ -154,9 +165,9 @@ class TxnOffsetCommitRequest(Request[TxnOffsetCommitResponse]):
         w.int64(self.producer_id)
         w.int16(self.producer_epoch)
         if v >= 3:
-            w.int32(self.generation_id)
-        elif self.generation_id != -1:
-            raise FieldVersionError(f"TxnOffsetCommitRequest.generation_id is not supported at version {v}")
+            w.int32(self.generation_id_or_member_epoch)
+        elif self.generation_id_or_member_epoch != -1:
+            raise FieldVersionError(f"TxnOffsetCommitRequest.generation_id_or_member_epoch is not supported at version {v}")
         if v >= 3:
             w.compact_string(self.member_id)
         elif self.member_id != '':
@@ -178,22 +189,23 @@ class TxnOffsetCommitRequest(Request[TxnOffsetCommitResponse]):
 
 
 TxnOffsetCommitRequestPartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 4), None, None, None, None, False),
-    FieldSpec('committed_offset', 'int64', False, (0, 4), None, None, None, None, False),
-    FieldSpec('committed_leader_epoch', 'int32', False, (2, 4), None, None, None, None, False),
-    FieldSpec('committed_metadata', 'string', False, (0, 4), (0, -1), None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (0, 6), None, None, None, None, False),
+    FieldSpec('committed_offset', 'int64', False, (0, 6), None, None, None, None, False),
+    FieldSpec('committed_leader_epoch', 'int32', False, (2, 6), None, None, None, None, False),
+    FieldSpec('committed_metadata', 'string', False, (0, 6), (0, -1), None, None, None, False),
 )
 TxnOffsetCommitRequestTopic.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 4), None, None, None, None, False),
-    FieldSpec('partitions', 'TxnOffsetCommitRequestPartition', True, (0, 4), None, None, None, TxnOffsetCommitRequestPartition, False),
+    FieldSpec('name', 'string', False, (0, 5), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (6, 6), None, None, None, None, False),
+    FieldSpec('partitions', 'TxnOffsetCommitRequestPartition', True, (0, 6), None, None, None, TxnOffsetCommitRequestPartition, False),
 )
 TxnOffsetCommitRequest.FIELDS = (
-    FieldSpec('transactional_id', 'string', False, (0, 4), None, None, None, None, False),
-    FieldSpec('group_id', 'string', False, (0, 4), None, None, None, None, False),
-    FieldSpec('producer_id', 'int64', False, (0, 4), None, None, None, None, False),
-    FieldSpec('producer_epoch', 'int16', False, (0, 4), None, None, None, None, False),
-    FieldSpec('generation_id', 'int32', False, (3, 4), None, None, None, None, False),
-    FieldSpec('member_id', 'string', False, (3, 4), None, None, None, None, False),
-    FieldSpec('group_instance_id', 'string', False, (3, 4), (3, -1), None, None, None, False),
-    FieldSpec('topics', 'TxnOffsetCommitRequestTopic', True, (0, 4), None, None, None, TxnOffsetCommitRequestTopic, False),
+    FieldSpec('transactional_id', 'string', False, (0, 6), None, None, None, None, False),
+    FieldSpec('group_id', 'string', False, (0, 6), None, None, None, None, False),
+    FieldSpec('producer_id', 'int64', False, (0, 6), None, None, None, None, False),
+    FieldSpec('producer_epoch', 'int16', False, (0, 6), None, None, None, None, False),
+    FieldSpec('generation_id_or_member_epoch', 'int32', False, (3, 6), None, None, None, None, False),
+    FieldSpec('member_id', 'string', False, (3, 6), None, None, None, None, False),
+    FieldSpec('group_instance_id', 'string', False, (3, 6), (3, -1), None, None, None, False),
+    FieldSpec('topics', 'TxnOffsetCommitRequestTopic', True, (0, 6), None, None, None, TxnOffsetCommitRequestTopic, False),
 )

@@ -22,7 +22,7 @@ __all__ = ['TxnOffsetCommitResponse', 'TxnOffsetCommitResponsePartition', 'TxnOf
 @dataclass(slots=True)
 class TxnOffsetCommitResponsePartition(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     partition_index: int = 0
@@ -49,29 +49,40 @@ class TxnOffsetCommitResponsePartition(Struct):
 @dataclass(slots=True)
 class TxnOffsetCommitResponseTopic(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
     partitions: list[TxnOffsetCommitResponsePartition] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> TxnOffsetCommitResponseTopic:
-        f_name = (r.compact_string() if v >= 3 else r.string())
+        if v <= 5:
+            f_name = (r.compact_string() if v >= 3 else r.string())
+        else:
+            f_name = ''
+        if v >= 6:
+            f_topic_id = r.uuid()
+        else:
+            f_topic_id = ZERO_UUID
         n = (r.compact_array_len() if v >= 3 else r.array_len())
         f_partitions = [TxnOffsetCommitResponsePartition.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 3:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_name, f_partitions, unknown)
+        return cls(f_name, f_topic_id, f_partitions, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 3:
-            w.compact_string(self.name)
-        else:
-            w.string(self.name)
+        if v <= 5:
+            if v >= 3:
+                w.compact_string(self.name)
+            else:
+                w.string(self.name)
+        if v >= 6:
+            w.uuid(self.topic_id)
         if v >= 3:
             w.compact_array_len(len(self.partitions))
             for e_partitions in self.partitions:
@@ -88,7 +99,7 @@ class TxnOffsetCommitResponseTopic(Struct):
 class TxnOffsetCommitResponse(Struct):
     API_KEY: ClassVar[int] = 28
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     throttle_time_ms: int = 0
@@ -121,14 +132,15 @@ class TxnOffsetCommitResponse(Struct):
 
 
 TxnOffsetCommitResponsePartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 4), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 4), None, None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (0, 6), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 6), None, None, None, None, False),
 )
 TxnOffsetCommitResponseTopic.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 4), None, None, None, None, False),
-    FieldSpec('partitions', 'TxnOffsetCommitResponsePartition', True, (0, 4), None, None, None, TxnOffsetCommitResponsePartition, False),
+    FieldSpec('name', 'string', False, (0, 5), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (6, 6), None, None, None, None, False),
+    FieldSpec('partitions', 'TxnOffsetCommitResponsePartition', True, (0, 6), None, None, None, TxnOffsetCommitResponsePartition, False),
 )
 TxnOffsetCommitResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 4), None, None, None, None, False),
-    FieldSpec('topics', 'TxnOffsetCommitResponseTopic', True, (0, 4), None, None, None, TxnOffsetCommitResponseTopic, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 6), None, None, None, None, False),
+    FieldSpec('topics', 'TxnOffsetCommitResponseTopic', True, (0, 6), None, None, None, TxnOffsetCommitResponseTopic, False),
 )
