@@ -188,19 +188,19 @@ def test_features_describe_downgrade_and_upgrade(cluster: Cluster) -> None:
     lines = cli("features", "describe", "-b", b).stdout.splitlines()
     rows = {line.split()[1]: line.split() for line in lines}
     assert rows["transaction.version"][2:8] == ["SupportedMinVersion:", "0",
-                                                "SupportedMaxVersion:", "1",
-                                                "FinalizedVersionLevel:", "1"]
+                                                "SupportedMaxVersion:", "2",
+                                                "FinalizedVersionLevel:", "2"]
     refused = runner.invoke(app, ["features", "upgrade", "-b", b,
-                                  "--feature", "transaction.version=2"])
-    assert refused.exit_code == 1 and "supports levels 0 to 1" in refused.stderr
+                                  "--feature", "transaction.version=3"])
+    assert refused.exit_code == 1 and "supports levels 0 to 2" in refused.stderr
     dry = cli("features", "downgrade", "-b", b, "--feature", "transaction.version=0",
               "--dry-run").stdout
     assert "transaction.version can be downgraded to 0." in dry
     with ksync.Admin({"bootstrap.servers": b}) as admin:
-        assert admin.describe_features().finalized["transaction.version"] == 1
+        assert admin.describe_features().finalized["transaction.version"] == 2
         cli("features", "downgrade", "-b", b, "--feature", "transaction.version=0")
         after = admin.describe_features()
         assert "transaction.version" not in after.finalized
-        assert after.supported["transaction.version"] == (0, 1)
-        assert admin.update_features({"transaction.version": 1}) == {"transaction.version": None}
-        assert admin.describe_features().finalized["transaction.version"] == 1
+        assert after.supported["transaction.version"] == (0, 2)
+        assert admin.update_features({"transaction.version": 2}) == {"transaction.version": None}
+        assert admin.describe_features().finalized["transaction.version"] == 2

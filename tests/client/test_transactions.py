@@ -1,11 +1,18 @@
 """The kaflite transactional producer: commit, abort, fencing, offsets in a transaction,
-the sync façade, and its records read by librdkafka's read_committed consumer."""
+the sync façade, and its records read by librdkafka's read_committed consumer.
+
+The main cases run in both transaction versions (KIP-890): at ``transaction.version``
+2, what a new cluster finalizes, the producer adds no partition and no group itself
+(its Produce v12 and TxnOffsetCommit v5 have the brokers do it) and each end bumps
+its epoch; at 1 it sends AddPartitionsToTxn and AddOffsetsToTxn. The brokers' own
+count of each API from the producer's client id tells which protocol ran."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,6 +26,43 @@ from kaflite.protocol import errors
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(params=[2, 1], ids=["txn-v2", "txn-v1"])
+def txn_version(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[int]:
+    """The cluster at transaction.version ``param`` for one test (then back at 2)."""
+    level: int = request.param
+    with ksync.Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        if level != 2:
+            assert admin.update_features({"transaction.version": level}, downgrade="safe") \
+                == {"transaction.version": None}
+        try:
+            yield level
+        finally:
+            if level != 2:
+                admin.update_features({"transaction.version": 2})
+
+
+def requests_from(cluster: Cluster, client_id: str) -> dict[str, int]:
+    """How many requests of each API the brokers had from ``client_id``."""
+    from kaflite.protocol.messages import REGISTRY
+    counts: dict[str, int] = {}
+    for broker in cluster.brokers.values():
+        infos = [c.info for c in broker.connections.values()] + list(broker.closed_connections)
+        for info in infos:
+            if info.client_id == client_id:
+                for api_key, stats in info.apis.items():
+                    name = REGISTRY[api_key].name
+                    counts[name] = counts.get(name, 0) + stats.count
+    return counts
+
+
+def assert_protocol(cluster: Cluster, client_id: str, version: int) -> None:
+    """The producer spoke transaction version ``version``."""
+    sent = requests_from(cluster, client_id)
+    adds = sent.get("AddPartitionsToTxn", 0) + sent.get("AddOffsetsToTxn", 0)
+    assert sent.get("EndTxn", 0) > 0, sent
+    assert (adds == 0) if version == 2 else (adds > 0), sent
 
 
 async def read(servers: str, topic: str, partitions: int, isolation: str,
@@ -41,7 +85,7 @@ async def read(servers: str, topic: str, partitions: int, isolation: str,
             assert time.monotonic() < deadline, f"stuck at {positions}, ends {ends}"
 
 
-def test_commit_abort_and_read_committed(cluster: Cluster) -> None:
+def test_commit_abort_and_read_committed(cluster: Cluster, txn_version: int) -> None:
     topic = _name("ktx")
     cluster.create_topic(topic, 2, 3)
     servers = cluster.bootstrap_servers
@@ -76,6 +120,7 @@ def test_commit_abort_and_read_committed(cluster: Cluster) -> None:
         return committed, everything, p
 
     committed, everything, _ = asyncio.run(run())
+    assert_protocol(cluster, "ktx-producer", txn_version)
     want = {f"c{i}".encode() for i in range(10)} | {b"batch0", b"batch1"}
     assert sorted(committed) == sorted(want)
     assert sorted(everything) == sorted(want | {b"aborted-but-written", b"aborted-too"})
@@ -125,7 +170,7 @@ def test_a_second_producer_fences_the_first(cluster: Cluster) -> None:
     assert asyncio.run(run()) == [b"fresh"]
 
 
-def test_offsets_commit_with_the_transaction(cluster: Cluster) -> None:
+def test_offsets_commit_with_the_transaction(cluster: Cluster, txn_version: int) -> None:
     src, dst, group = _name("kin"), _name("kout"), _name("kgroup")
     cluster.create_topic(src, 1, 3)
     cluster.create_topic(dst, 1, 3)
@@ -137,7 +182,7 @@ def test_offsets_commit_with_the_transaction(cluster: Cluster) -> None:
         async with Consumer({"bootstrap.servers": servers, "group.id": group,
                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
                              "isolation.level": "read_committed"}) as c, \
-                Producer({"bootstrap.servers": servers,
+                Producer({"bootstrap.servers": servers, "client.id": f"koffsets-{txn_version}",
                           "transactional.id": _name("tid")}) as p:
             c.subscribe([src])
             records: list[Any] = []
@@ -164,6 +209,7 @@ def test_offsets_commit_with_the_transaction(cluster: Cluster) -> None:
         return after_abort, after_commit, await read(servers, dst, 1, "read_committed", want=6)
 
     after_abort, after_commit, out = asyncio.run(run())
+    assert_protocol(cluster, f"koffsets-{txn_version}", txn_version)
     assert after_abort is None
     assert after_commit == 6
     assert out == [f"IN{i}".encode() for i in range(6)]
@@ -210,7 +256,10 @@ def test_admin_lists_and_describes_transactions(cluster: Cluster) -> None:
             admin.describe_transactions([_name("nobody")])
 
 
-def test_a_refused_add_partitions_fails_the_records_instead_of_hanging(cluster: Cluster) -> None:
+@pytest.mark.parametrize("txn_version", [1], indirect=True, ids=["txn-v1"])
+def test_a_refused_add_partitions_fails_the_records_instead_of_hanging(
+        cluster: Cluster, txn_version: int) -> None:
+    """Transaction version 1: the producer's own AddPartitionsToTxn is refused."""
     topic = _name("krefused")
     cluster.create_topic(topic, 1, 3)
     servers = cluster.bootstrap_servers

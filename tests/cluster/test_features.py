@@ -1,7 +1,7 @@
 """The feature levels (KIP-584): kaflite's ApiVersions answers (what ``kafka-features
 describe`` and the Java clients read) and UpdateFeatures (``kafka-features
 upgrade|downgrade``). A new cluster finalizes metadata.version, group.version 1 and
-transaction.version 1; KIP-848 groups turned off by the broker's config take
+transaction.version 2; KIP-848 groups turned off by the broker's config take
 ``group.version`` out of the finalized ones; group.version 0 turns them off for all."""
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ def test_api_versions_v3_lists_the_feature_levels(protocols: str) -> None:
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     finalized = {f.name: (f.min_version_level, f.max_version_level)
                  for f in resp.finalized_features}
-    assert supported == {"group.version": (0, 1), "transaction.version": (0, 1),
+    assert supported == {"group.version": (0, 1), "transaction.version": (0, 2),
                          "metadata.version": (METADATA_VERSION, METADATA_VERSION)}
     assert resp.finalized_features_epoch > 0      # above -1: clients keep the levels
-    expected = {"transaction.version": (1, 1),
+    expected = {"transaction.version": (2, 2),
                 "metadata.version": (METADATA_VERSION, METADATA_VERSION)}
     if "consumer" in protocols:
         expected["group.version"] = (1, 1)
@@ -91,7 +91,7 @@ def test_group_version_goes_down_and_up_and_kip848_groups_follow(tmp_path: Path)
         port = c.brokers[1].port
         before = api_versions(port, 3).finalized_features_epoch
         # a downgrade needs a downgrade type; a level kaflite lacks is refused; neither changes
-        resp = update(port, 1, ("group.version", 0, 1), ("transaction.version", 2, 1),
+        resp = update(port, 1, ("group.version", 0, 1), ("transaction.version", 3, 1),
                       ("no.such.feature", 1, 1))
         assert [(r.feature, r.error_code) for r in resp.results] == [
             ("group.version", invalid), ("transaction.version", invalid),

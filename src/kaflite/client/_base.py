@@ -84,11 +84,15 @@ class BaseClient:
         conn = await self.pool.get(node_id, channel)
         return await self._dropping_on_failure(conn, body, conn.request(body, timeout=timeout))
 
-    async def _produce(self, node_id: int, body: ProduceRequest,
-                       timeout: float | None = None) -> ProduceResponse | None:
+    async def _produce(self, node_id: int, body: ProduceRequest, timeout: float | None = None,
+                       max_version: int | None = None) -> ProduceResponse | None:
         """``_request`` for a Produce, which has no response with acks=0."""
         conn = await self.pool.get(node_id, DATA)
-        return await self._dropping_on_failure(conn, body, conn.produce(body, timeout=timeout))
+        version = conn.version_for(ProduceRequest.API_KEY)
+        if max_version is not None:
+            version = min(version, max_version)
+        return await self._dropping_on_failure(
+            conn, body, conn.produce(body, version=version, timeout=timeout))
 
     async def _dropping_on_failure(self, conn: BrokerConnection, body: Struct,
                                    call: Awaitable[T]) -> T:

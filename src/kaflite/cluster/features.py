@@ -4,15 +4,17 @@ the rules of changing them (UpdateFeatures, ``kafka-features upgrade|downgrade``
 The finalized levels live in the controller's metadata (``Controller.features``, one
 ``FeatureLevelRecord`` per change, as KRaft keeps them). A new cluster finalizes
 ``metadata.version`` (the metadata log's record formats), ``group.version`` 1
-(KIP-848 consumer groups) and ``transaction.version`` 1 (transactions with explicit
-AddPartitionsToTxn; version 2, KIP-890's, is not implemented). A cluster formatted
-before this module has records for ``metadata.version`` only: a feature without one
-is at its default, 1. A level of 0 is kept as a record of 0 (so that it is not taken
-for that default), and is not listed as finalized, as Kafka omits a level-0 feature.
+(KIP-848 consumer groups) and ``transaction.version`` 2 (KIP-890 part 2: partition
+leaders add partitions to transactions, each end bumps the producer epoch), as a
+freshly formatted Kafka 4.x cluster does. A cluster formatted before this module
+has records for ``metadata.version`` only: a feature without one is at its default.
+A level of 0 is kept as a record of 0 (so that it is not taken for that default),
+and is not listed as finalized, as Kafka omits a level-0 feature.
 
 Effects: ``group.version`` 0 turns KIP-848 groups off (ConsumerGroupHeartbeat answers
-UNSUPPORTED_VERSION, as Kafka's does); ``transaction.version`` changes what is
-advertised only (1 and 0 run the same transaction protocol here).
+UNSUPPORTED_VERSION, as Kafka's does); ``transaction.version`` tells producers which
+transaction protocol to speak (the Java client and kaflite's use v2 from level 2);
+the brokers serve both, as Kafka's do, for producers that decided before a change.
 
 Changing a level, as Kafka's ``FeatureControlManager.updateFeature``: each feature
 on its own; a level outside what kaflite supports, or lower than the current one
@@ -43,9 +45,9 @@ __all__ = [
 SUPPORTED: dict[str, tuple[int, int]] = {
     "metadata.version": (METADATA_VERSION, METADATA_VERSION),
     "group.version": (0, 1),
-    "transaction.version": (0, 1),
+    "transaction.version": (0, 2),
 }
-DEFAULTS = {"group.version": 1, "transaction.version": 1}
+DEFAULTS = {"group.version": 1, "transaction.version": 2}
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3     # UpdateFeatures' upgrade_type
 
 

@@ -241,6 +241,11 @@ class BrokerConnection:
         return self.state.api_versions
 
     @property
+    def finalized_features(self) -> dict[str, int]:
+        """The feature levels the cluster finalized, as this broker said (KIP-584)."""
+        return self.state.finalized_features
+
+    @property
     def stats(self) -> ConnectionStats:
         return self.state.stats
 

@@ -83,6 +83,7 @@ from kaflite.protocol.messages import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
     Struct,
+    TxnOffsetCommitRequest,
 )
 from kaflite.protocol.primitives import BytesLike
 
@@ -108,6 +109,10 @@ API_VERSIONS = ApiVersionsRequest.API_KEY
 PRODUCE = ProduceRequest.API_KEY
 SASL_HANDSHAKE = SaslHandshakeRequest.API_KEY
 SASL_AUTHENTICATE = SaslAuthenticateRequest.API_KEY
+# The newest versions kaflite sends, where its codec reads and writes newer ones: Produce
+# v13 and TxnOffsetCommit v6 name topics by id alone (KIP-516, KIP-1319), and kaflite's
+# clients name them.
+SENT_MAX = {PRODUCE: 12, TxnOffsetCommitRequest.API_KEY: 5}
 # KIP-368: re-authenticate at a random point in this part of the session (Java's client)
 REAUTH_WINDOW = (0.85, 0.95)
 
@@ -258,6 +263,8 @@ class ClientConnection:
         self.software = software
         self.decoder = FrameDecoder(max_frame_size)
         self.api_versions: dict[int, tuple[int, int]] = {}
+        # the feature levels the cluster finalized (KIP-584), from ApiVersions v3+
+        self.finalized_features: dict[str, int] = {}
         self.stats = ConnectionStats()
         self.ready = False
         self.error: Exception | None = None
@@ -309,7 +316,7 @@ class ClientConnection:
         theirs = self.api_versions.get(api_key)
         if theirs is None:
             raise NoCommonVersion(f"the broker does not support {info.name}")
-        top = min(info.max_version, theirs[1])
+        top = min(info.max_version, theirs[1], SENT_MAX.get(api_key, info.max_version))
         if top < max(info.min_version, theirs[0]):
             raise NoCommonVersion(f"no common version of {info.name} with the broker")
         return top
@@ -437,6 +444,7 @@ class ClientConnection:
         if resp.error_code:
             return self._fail(error_for_code(resp.error_code, "ApiVersions"))
         self.api_versions = ranges
+        self.finalized_features = {f.name: f.max_version_level for f in resp.finalized_features}
         if self._sasl is not None:
             handshake = ranges.get(SASL_HANDSHAKE)
             if handshake is None or handshake[1] < 1 or SASL_AUTHENTICATE not in ranges:

@@ -55,7 +55,12 @@ from kaflite.client.producer._values import (
 )
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.protocol import errors
-from kaflite.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+from kaflite.protocol.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 from kaflite.protocol.records import Compression
 
 __all__ = ["BatchMetadata", "Producer", "Raw"]
@@ -125,11 +130,18 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         if self._idem.enabled and self._txn is None:
             await self._init_producer_id()
         self._sender = Sender(self, self._acc, self._idem, self._compression,
-                              SenderHooks(self._produce, self._init_producer_id,
+                              SenderHooks(self._produce_batches, self._init_producer_id,
                                           self._events.emit, self._txn))
         if self._txn is not None:
             self._txn.fail_queued = self._sender.fail_queued
         self._sender.start()
+
+    async def _produce_batches(self, node_id: int, req: ProduceRequest
+                               ) -> ProduceResponse | None:
+        """A Produce of the sender's batches: at most v11 inside a transaction of
+        transaction version 1, which Produce v12 would add partitions to (KIP-890)."""
+        limit = self._txn.produce_max_version if self._txn is not None else None
+        return await self._produce(node_id, req, max_version=limit)
 
     def _roles(self, node_id: int, channel: str) -> list[str]:
         if channel != DATA:

@@ -17,6 +17,14 @@ transaction ends. ``commit_transaction`` flushes, then ends the transaction
 with EndTxn; ``abort_transaction`` fails what was not sent yet, waits for
 what was, then ends it with EndTxn(abort).
 
+Transactions v2 (KIP-890 part 2), when the coordinator's broker finalizes
+``transaction.version`` 2 and speaks EndTxn v5: the producer adds nothing itself.
+Produce v12 makes each partition's leader add the partition on its first batch,
+TxnOffsetCommit v5 adds the group's offsets partition (no AddOffsetsToTxn), and
+EndTxn v5 answers with the epoch the producer goes on with: each end bumps it.
+Otherwise (v1) Produce stays at v11 and TxnOffsetCommit at v4, which Kafka
+requires of a producer that adds partitions itself.
+
 The coordinator's answers go through the recovery table: NOT_COORDINATOR and
 COORDINATOR_NOT_AVAILABLE look the coordinator up again,
 CONCURRENT_TRANSACTIONS and COORDINATOR_LOAD_IN_PROGRESS back off and retry,
@@ -95,6 +103,11 @@ class ConsumerGroupMetadata:
         self.group_instance_id = group_instance_id
 
 
+V1_MAX_PRODUCE = 11             # KIP-890: Produce v12 adds partitions (transactions v2)
+V1_MAX_TXN_OFFSET_COMMIT = 4    # v5 adds the group's offsets partition
+V2_END_TXN = 5                  # EndTxn that bumps the epoch and returns it
+
+
 class TransactionManager:
     def __init__(self, producer: BaseClient, idem: IdempotenceState, transactional_id: str,
                  timeout_ms: int, wakeup: Callable[[], None], emit: Emit) -> None:
@@ -110,6 +123,7 @@ class TransactionManager:
         self.added: set[TP] = set()
         self.pending: set[TP] = set()
         self.offsets_added = False
+        self.v2 = False     # transactions v2 (KIP-890 part 2), decided at InitProducerId
         self._adding: asyncio.Task[None] | None = None
         # set by the producer: fail the queued batches of partitions that were not added
         self.fail_queued: Callable[[set[TP], BaseException], None] | None = None
@@ -146,8 +160,17 @@ class TransactionManager:
     def record_for(self, tp: TP) -> None:
         """A record is about to be appended to ``tp``: it must be in the transaction."""
         self.check_open()
-        if tp not in self.added:
+        if tp in self.added:
+            return
+        if self.v2:
+            self.added.add(tp)      # its leader adds it, on the first batch
+        else:
             self.pending.add(tp)
+
+    @property
+    def produce_max_version(self) -> int | None:
+        """The newest Produce this producer may send (None: what the broker speaks)."""
+        return None if self.v2 else V1_MAX_PRODUCE
 
     def muted(self) -> set[TP]:
         """Partitions the sender must hold back; starts adding them to the transaction."""
@@ -220,9 +243,22 @@ class TransactionManager:
         idem.producer_id = idem.producer_epoch = -1
         idem.resequence |= set(idem.next_sequence)
         idem.set_producer_id(resp.producer_id, resp.producer_epoch)
+        self.v2 = await self._speaks_v2()
         self.emit("producer", f"transactional id {self.transactional_id}: "
                                    f"producer id {resp.producer_id} epoch {resp.producer_epoch}",
                                    cause="InitProducerId")
+
+    async def _speaks_v2(self) -> bool:
+        """The coordinator's broker finalizes transaction.version 2 and speaks EndTxn v5."""
+        if self.coordinator is None:
+            return False
+        try:
+            conn = await self.producer.pool.get(self.coordinator, COORDINATOR)
+        except (ConnectionClosed, TimeoutError, OSError):
+            return False
+        end_txn = conn.api_versions.get(EndTxnRequest.API_KEY, (0, 0))
+        return conn.finalized_features.get("transaction.version", 0) >= 2 \
+            and end_txn[1] >= V2_END_TXN
 
     async def _add_pending(self) -> None:
         tps = sorted(self.pending)
@@ -276,11 +312,12 @@ class TransactionManager:
         self._require(TxnState.IN_TRANSACTION)
         idem = self.idem
         try:
-            await self._coordinator_request(
-                lambda: AddOffsetsToTxnRequest(
-                    transactional_id=self.transactional_id, producer_id=idem.producer_id,
-                    producer_epoch=idem.producer_epoch, group_id=group.group_id),
-                lambda r: r.error_code, "AddOffsetsToTxn")
+            if not self.v2:     # v2: TxnOffsetCommit v5 adds the offsets partition
+                await self._coordinator_request(
+                    lambda: AddOffsetsToTxnRequest(
+                        transactional_id=self.transactional_id, producer_id=idem.producer_id,
+                        producer_epoch=idem.producer_epoch, group_id=group.group_id),
+                    lambda r: r.error_code, "AddOffsetsToTxn")
             self.offsets_added = True
             by_topic: dict[str, list[toq.TxnOffsetCommitRequestPartition]] = {}
             for (topic, index), offset in sorted(offsets.items()):
@@ -299,7 +336,8 @@ class TransactionManager:
                     group_instance_id=group.group_instance_id,
                     topics=[toq.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
                             for t, ps in by_topic.items()]),
-                codes, "TxnOffsetCommit", key=group.group_id, key_type=GROUP)
+                codes, "TxnOffsetCommit", key=group.group_id, key_type=GROUP,
+                max_version=None if self.v2 else V1_MAX_TXN_OFFSET_COMMIT)
         except Exception as exc:
             self.fail(exc)
             raise
@@ -319,27 +357,31 @@ class TransactionManager:
         self.pending.clear()
         await wait_in_flight()
         failed = self.error is not None
+        bumped = self.v2 and bool(self.added or self.offsets_added)
         await self._end(commit=False)
-        if failed:
+        if failed and not bumped:
             # Batches failed, so the partitions' sequences may have gaps: start the next
-            # transaction under a new epoch (KIP-360).
+            # transaction under a new epoch (KIP-360). A v2 EndTxn bumped it already.
             await self.init_producer_id()
 
     async def _end(self, commit: bool) -> None:
         idem = self.idem
         if self.added or self.offsets_added:
             try:
-                await self._coordinator_request(
+                resp = await self._coordinator_request(
                     lambda: EndTxnRequest(transactional_id=self.transactional_id,
                                           producer_id=idem.producer_id,
                                           producer_epoch=idem.producer_epoch,
                                           committed=commit),
-                    # v5 is transactions v2 (KIP-890): the coordinator then bumps the
-                    # epoch at every end and returns the new one. This producer runs v1
-                    # (explicit AddPartitionsToTxn, Produce <= v11), so, as the Java client
-                    # without transaction.version 2, it sends v4 at most; Apache Kafka 4.x
-                    # answered v5 with a new epoch and fenced our next AddPartitionsToTxn.
-                    lambda r: r.error_code, "EndTxn", max_version=4)
+                    # v5 is transactions v2 (KIP-890): the coordinator bumps the epoch at
+                    # every end and returns the new one. A v1 producer (explicit
+                    # AddPartitionsToTxn, Produce <= v11) sends v4 at most, as the Java
+                    # client does: Apache Kafka answered v5 with a new epoch and fenced
+                    # the next AddPartitionsToTxn.
+                    lambda r: r.error_code, "EndTxn",
+                    max_version=V2_END_TXN if self.v2 else V2_END_TXN - 1)
+                if self.v2 and resp.producer_id >= 0 and resp.producer_epoch >= 0:
+                    idem.set_producer_id(resp.producer_id, resp.producer_epoch)
             except Exception as exc:
                 self.fail(exc)
                 if self.state is not TxnState.FATAL_ERROR:
