@@ -36,10 +36,6 @@ NOT_SERVED = ("kaflite does not serve it (issue 38): AlterReplicaLogDirs (34), t
               "ListClientMetricsResources (74), AddRaftVoter and RemoveRaftVoter (80-81), "
               "the Streams group APIs (88-89) and Kafka 4.4's 93-94")
 EXPLAINED: dict[tuple[str, str], tuple[str, bool]] = {
-    ("ApiVersions", "api_keys[api_key=0].min_version"): (
-        "Kafka 4.4 advertises Produce from v0 though it accepts v3 and up (KIP-896 "
-        "removed v0-v2; its schema says so, and keeps advertising them for librdkafka's "
-        "feature checks); kaflite advertises what it accepts", True),
     ("ApiVersions", "api_keys[api_key=17].min_version"): (
         "Kafka 4.4's broker advertises SaslHandshake from v1; kaflite keeps v0 and "
         "its bare SASL tokens, for the oldest clients", True),
@@ -52,14 +48,11 @@ EXPLAINED: dict[tuple[str, str], tuple[str, bool]] = {
     ("ApiVersions", "api_keys[api_key=7*].min_version"): (
         "Kafka 4.4's share-group APIs start at v1 (KIP-932 as released); kaflite also "
         "serves v0, the 4.0 early-access version", True),
-    ("ApiVersions", "api_keys[api_key=24].max_version|api_keys[api_key=26].max_version"): (
-        "transactions v2 (KIP-890: AddPartitionsToTxn v5, EndTxn v5) are not in kaflite "
-        "yet (issue 38)", True),
     ("ApiVersions", "api_keys[api_key=*]"): (NOT_SERVED, True),
     ("ApiVersions", "supported_features*"): (
-        "kaflite's features: metadata.version 22 (4.0-IV3) only, transaction.version up "
-        "to 1; no kraft.version, share.version, streams.version or "
-        "eligible.leader.replicas.version (issue 38)", True),
+        "kaflite's features: metadata.version 22 (4.0-IV3) only; no kraft.version, "
+        "share.version, streams.version or eligible.leader.replicas.version (issue 38)",
+        True),
     ("ApiVersions", "finalized_features*"): (
         "the finalized levels follow the supported ones (above); the epoch is each "
         "cluster's own count of feature changes", True),

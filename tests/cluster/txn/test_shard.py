@@ -247,3 +247,55 @@ def test_a_bump_request_during_its_fencing_abort_waits_then_gets_the_new_epoch()
         assert await shard.init_producer_id("t", 60000, pid, epoch) == (0, pid, epoch + 1)
         assert (await shard.init_producer_id("t", 60000, pid, epoch - 1))[0] == FENCED
     run(body)
+
+
+# -- transactions v2 (KIP-890 part 2) ----------------------------------------------------
+
+
+def test_v2_ends_bump_the_epoch_and_the_next_end_waits_for_the_markers() -> None:
+    async def body() -> None:
+        shard, log, channel = make_shard()
+        channel.result = False           # markers not written yet: stays PrepareCommit
+        _, pid, epoch = await shard.init_producer_id("t", 60000)
+        assert await shard.add_partitions("t", pid, epoch, {("a", 0)}, client_tv=2) == 0
+        assert await shard.end_txn("t", pid, epoch, True, client_tv=2) == (0, pid, epoch + 1)
+        await settle()
+        assert channel.sent[-1][:3] == (pid, epoch + 1, True)    # markers at the new epoch
+        assert shard.txns["t"].state is TxnState.PREPARE_COMMIT
+        # the producer's next transaction ends (with the new epoch) before those markers
+        # are written: retriable, not a contradiction of the commit
+        assert (await shard.end_txn("t", pid, epoch + 1, False, client_tv=2)).code == CONCURRENT
+        # a retry of the commit itself, with the old epoch: also wait
+        assert (await shard.end_txn("t", pid, epoch, True, client_tv=2)).code == CONCURRENT
+        channel.result = True
+        shard._spawn(shard._complete(shard.txns["t"]))
+        await settle()
+        assert shard.txns["t"].state is TxnState.COMPLETE_COMMIT
+        assert await shard.end_txn("t", pid, epoch, True, client_tv=2) == (0, pid, epoch + 1)
+        # v2: an abort with nothing added still ends the transaction, with a bump
+        assert await shard.end_txn("t", pid, epoch + 1, False, client_tv=2) == \
+            (0, pid, epoch + 2)
+        await settle()
+        assert channel.sent[-1][4] == frozenset()
+        # the log says v2 (value version 1), so a new coordinator knows it
+        reloaded = decode_txn_value(log.records[-1][1] or b"")
+        assert reloaded.client_tv == 2 and reloaded.producer_epoch == epoch + 2
+    run(body)
+
+
+def test_v2_epoch_overflow_moves_to_a_new_producer_id() -> None:
+    async def body() -> None:
+        shard, log, channel = make_shard()
+        _, pid, _ = await shard.init_producer_id("t", 60000)
+        meta = shard.txns["t"]
+        meta.producer_epoch = 32766     # exhausted: only the coordinator may use 32767
+        assert await shard.add_partitions("t", pid, 32766, {("a", 0)}, client_tv=2) == 0
+        code, new_pid, new_epoch = await shard.end_txn("t", pid, 32766, True, client_tv=2)
+        assert (code, new_epoch) == (0, 0) and new_pid != pid
+        await settle()
+        assert channel.sent[-1][:2] == (pid, 32767)    # markers: the old id, last epoch
+        assert (meta.producer_id, meta.producer_epoch, meta.state) == \
+            (new_pid, 0, TxnState.COMPLETE_COMMIT)
+        # the lost answer's retry finds the new id
+        assert await shard.end_txn("t", pid, 32766, True, client_tv=2) == (0, new_pid, 0)
+    run(body)

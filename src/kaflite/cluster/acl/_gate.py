@@ -75,6 +75,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Gate", "check", "fetch_denied"]
 
+TOPIC_IDS_PRODUCE = 13
+
 
 # -- the APIs about topics (the others: _gate_groups, _gate_admin) ----------------------
 def produce(ctx: Ctx) -> Gate | None:
@@ -83,7 +85,9 @@ def produce(ctx: Ctx) -> Gate | None:
         return refuse(ctx, TXN_DENIED)
     # The hot path: every topic allowed (decisions are cached), nothing to take out,
     # and no walk over the request's partitions.
-    if all(ctx.allows(Op.WRITE, RT.TOPIC, t.name) for t in ctx.request.topic_data):
+    by_id = ctx.version >= TOPIC_IDS_PRODUCE      # v13: topics named by id (KIP-516)
+    if all(ctx.allows(Op.WRITE, RT.TOPIC, (ctx.resolve(t.topic_id) or "") if by_id else t.name)
+           for t in ctx.request.topic_data):
         return None
     return strip_topics(ctx, topic_op(Op.WRITE)(ctx))
 

@@ -11,7 +11,7 @@ and the client asks again.
 A TxnOffsetCommit whose producer has no transaction open in the group's offsets
 partition is first checked with the transaction coordinator (KIP-890): v5 adds
 that partition to the transaction (transactions v2: the producer sends no
-AddOffsetsToTxn), earlier versions verify that AddOffsetsToTxn added it.
+AddOffsetsToTxn), earlier versions verify that AddOffsetsToTxn added it. v6 names topics by id (an unknown one: UNKNOWN_TOPIC_ID).
 
 Versions follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-v1, OffsetFetch v0).
 """
@@ -52,6 +52,7 @@ __all__ = ["HANDLERS"]
 
 NONE = 0
 UNSTABLE = errors.UnstableOffsetCommitError.code
+TOPIC_IDS_TXN_OFFSETS = 6     # TxnOffsetCommit v6: topics by id (KIP-1319)
 Wanted = list[tuple[str, list[int]]] | None
 
 
@@ -182,20 +183,29 @@ async def _verify_offsets_partition(broker: Broker, req: TxnOffsetCommitRequest,
 async def handle_txn_offset_commit(broker: Broker, conn: ServerConnection,
                                    header: RequestHeader,
                                    req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
-    refused = await _verify_offsets_partition(broker, req, header.request_api_version)
+    version = header.request_api_version
+    asked = list(req.topics)
+    if version >= TOPIC_IDS_TXN_OFFSETS:    # KIP-1319: topics by id; resolved up front
+        for t in asked:
+            topic = broker.controller.topics_by_id.get(t.topic_id)
+            t.name = topic.name if topic is not None else ""
+        req.topics = [t for t in asked if t.name]
+    refused = await _verify_offsets_partition(broker, req, version)
     code_of: Callable[[str, int], int] = (lambda topic, partition: refused) if refused else \
         await _commit(broker, conn, req.group_id, lambda shard: shard.txn_offsets.commit(req))
+    unknown = errors.UnknownTopicIdError.code
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
-        tcr.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+        tcr.TxnOffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
             tcr.TxnOffsetCommitResponsePartition(
-                partition_index=p.partition_index, error_code=code_of(t.name, p.partition_index))
+                partition_index=p.partition_index,
+                error_code=code_of(t.name, p.partition_index) if t.name else unknown)
             for p in t.partitions])
-        for t in req.topics])
+        for t in asked])
 
 
 HANDLERS = [
     Handler(OffsetCommitRequest, 2, 9, handle_offset_commit),
     Handler(OffsetFetchRequest, 1, 9, handle_offset_fetch),
     Handler(OffsetDeleteRequest, 0, 0, handle_offset_delete),
-    Handler(TxnOffsetCommitRequest, 0, IMPLICIT_OFFSETS_VERSION, handle_txn_offset_commit),
+    Handler(TxnOffsetCommitRequest, 0, TOPIC_IDS_TXN_OFFSETS, handle_txn_offset_commit),
 ]

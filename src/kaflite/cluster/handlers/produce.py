@@ -12,6 +12,8 @@ A partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER with the
 current leader and its endpoint (KIP-951), so the producer can reroute without
 a Metadata round trip.
 
+Produce v13 names topics by id (KIP-516): an id no topic has is UNKNOWN_TOPIC_ID.
+
 A producer's first transactional batch in a partition is checked with its
 transaction coordinator before it is appended (``kaflite.cluster.txn._verify``):
 Produce v12 and later add the partition to the transaction (transactions v2,
@@ -47,6 +49,7 @@ __all__ = ["HANDLERS"]
 
 ZSTD_MIN_VERSION = 7   # KIP-110: older Produce versions may not carry zstd batches
 IMPLICIT_ADD_VERSION = 12   # KIP-890 part 2: the leader adds the partition to the txn
+TOPIC_IDS_VERSION = 13      # KIP-516: topics by id, UNKNOWN_TOPIC_ID for one not known
 
 TP = tuple[str, int]
 
@@ -154,10 +157,21 @@ async def handle_produce(broker: Broker, conn: ServerConnection, header: Request
     if req.acks not in (0, 1, -1):
         code = errors.InvalidRequiredAcksError.code
         return ProduceResponse(responses=[
-            pr.TopicProduceResponse(name=t.name, partition_responses=[
+            pr.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
                 pr.PartitionProduceResponse(d.index, code, -1, -1, -1) for d in t.partition_data])
             for t in req.topic_data])
     version = header.request_api_version
+    unknown_ids: list[pq.TopicProduceData] = []
+    if version >= TOPIC_IDS_VERSION:     # KIP-516: topics named by id; resolved up front
+        named = []
+        for t in req.topic_data:
+            topic = broker.controller.topics_by_id.get(t.topic_id)
+            if topic is None:
+                unknown_ids.append(t)
+            else:
+                t.name = topic.name
+                named.append(t)
+        req.topic_data = named
     verified = await _verify_transactional(broker, req, version)
     jobs = []
     for t in req.topic_data:
@@ -170,6 +184,7 @@ async def handle_produce(broker: Broker, conn: ServerConnection, header: Request
     by_topic: dict[str, list[pr.PartitionProduceResponse]] = {}
     for (name, _), res in zip(jobs, results, strict=True):
         by_topic.setdefault(name, []).append(res)
+    ids = {t.name: t.topic_id for t in req.topic_data}
     endpoints = []
     hinted = {r.current_leader.leader_id for r in results if r.current_leader.leader_id >= 0}
     for node in sorted(hinted):
@@ -177,12 +192,17 @@ async def handle_produce(broker: Broker, conn: ServerConnection, header: Request
         address = b.endpoint(conn.listener.name) if b is not None else None
         if b is not None and address is not None:
             endpoints.append(pr.NodeEndpoint(b.node_id, *address, b.rack))
+    unknown = errors.UnknownTopicIdError.code
     return ProduceResponse(
-        responses=[pr.TopicProduceResponse(name=name, partition_responses=parts)
-                   for name, parts in by_topic.items()],
+        responses=[pr.TopicProduceResponse(name=name, topic_id=ids[name],
+                                           partition_responses=parts)
+                   for name, parts in by_topic.items()] + [
+            pr.TopicProduceResponse(topic_id=t.topic_id, partition_responses=[
+                pr.PartitionProduceResponse(d.index, unknown, -1, -1, -1)
+                for d in t.partition_data]) for t in unknown_ids],
         throttle_time_ms=0,
         node_endpoints=endpoints,
     )
 
 
-HANDLERS = [Handler(ProduceRequest, 3, IMPLICIT_ADD_VERSION, handle_produce)]
+HANDLERS = [Handler(ProduceRequest, 3, TOPIC_IDS_VERSION, handle_produce)]

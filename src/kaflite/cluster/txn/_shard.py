@@ -251,7 +251,11 @@ class TxnShard(ShardLifecycle):
         if meta.busy:
             return EndTxnResult(_CONCURRENT)
         if meta.state in _PREPARING:
-            return EndTxnResult(_CONCURRENT if meta.state is wanted else _INVALID_STATE)
+            # v1: the same epoch repeats this end (or contradicts it); v2: the Prepare
+            # record carries the bumped epoch, so this is the next transaction's end,
+            # which waits for the markers of the last one
+            return EndTxnResult(_CONCURRENT if meta.state is wanted or meta.v2
+                                else _INVALID_STATE)
         v2 = client_tv >= 2
         if meta.state is TxnState.ONGOING or (v2 and not commit and meta.state in _DONE):
             # v2: an abort with nothing added (the first batch never reached its leader)
@@ -259,7 +263,7 @@ class TxnShard(ShardLifecycle):
             changes: dict[str, object] = {"state": wanted}
             if v2:
                 changes["client_tv"] = client_tv
-                if meta.producer_epoch + 1 >= MAX_EPOCH - 1:
+                if meta.producer_epoch >= MAX_EPOCH - 1:   # Kafka's "epoch exhausted"
                     changes["next_producer_id"] = self._allocate()
                 changes["producer_epoch"] = meta.producer_epoch + 1
             code = await self._transit(meta, **changes)
