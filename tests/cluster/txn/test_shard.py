@@ -285,7 +285,7 @@ def test_v2_ends_bump_the_epoch_and_the_next_end_waits_for_the_markers() -> None
 
 def test_v2_epoch_overflow_moves_to_a_new_producer_id() -> None:
     async def body() -> None:
-        shard, log, channel = make_shard()
+        shard, _, channel = make_shard()
         _, pid, _ = await shard.init_producer_id("t", 60000)
         meta = shard.txns["t"]
         meta.producer_epoch = 32766     # exhausted: only the coordinator may use 32767
