@@ -1,6 +1,11 @@
 """Transaction benchmark: kaflite's transactional producer beside confluent-kafka, aiokafka
 and kafka-python, all against the embedded kaflite cluster.
 
+kaflite's producer runs twice: with the cluster at ``transaction.version`` 2 (what a
+new cluster finalizes: the leaders add partitions, KIP-890 part 2) and at 1 (its own
+AddPartitionsToTxn before the first batch of each transaction); the second table
+counts the requests each of them sent per transaction, from the brokers' registry.
+
 Not a test. Starts a 3-broker cluster (replication factor 3, so every commit's
 markers go to replicated leaders), then each client in turn runs T
 transactions of R 100-byte records spread over a 3-partition topic, committing
@@ -28,11 +33,13 @@ from typing import Any
 VALUE = b"x" * 100
 
 
-def kaflite_txn(servers: str, topic: str, txns: int, records: int) -> float:
+def kaflite_txn(servers: str, topic: str, txns: int, records: int,
+                client_id: str = "bench-kaflite") -> float:
     from kaflite.client import Producer
 
     async def main() -> float:
         async with Producer({"bootstrap.servers": servers, "linger.ms": 5,
+                             "client.id": client_id,
                              "transactional.id": f"bench-{uuid.uuid4().hex[:8]}"}) as p:
             t0 = time.perf_counter()
             await p.init_transactions()
@@ -98,8 +105,25 @@ def kafka_python_txn(servers: str, topic: str, txns: int, records: int) -> float
     return secs
 
 
+def at_transaction_version(level: int, run: Callable[[str, str, int, int], float]
+                           ) -> Callable[[str, str, int, int], float]:
+    """``run`` with the cluster's transaction.version at ``level`` (then back at 2)."""
+    def wrapped(servers: str, topic: str, txns: int, records: int) -> float:
+        from kaflite.client import sync
+
+        with sync.Admin({"bootstrap.servers": servers}) as admin:
+            admin.update_features({"transaction.version": level}, downgrade="safe")
+            try:
+                return run(servers, topic, txns, records)
+            finally:
+                admin.update_features({"transaction.version": 2})
+    return wrapped
+
+
 CLIENTS: dict[str, Callable[[str, str, int, int], float]] = {
-    "kaflite": kaflite_txn,
+    "kaflite": functools.partial(kaflite_txn, client_id="bench-kaflite-v2"),
+    "kaflite (txn v1)": at_transaction_version(
+        1, functools.partial(kaflite_txn, client_id="bench-kaflite-v1")),
     "confluent-kafka": confluent_txn,
     "aiokafka": aiokafka_txn,
     "kafka-python": kafka_python_txn,
@@ -125,6 +149,7 @@ def main() -> None:
                 run: Any = functools.partial(fn, servers, topic, args.transactions,
                                              args.records)
                 times.setdefault(name, []).append(run())
+        counts = {c.client_id: c.requests for c in cluster.clients(include_closed=True)}
     n, r = args.transactions, args.records
     base = n / min(times["confluent-kafka"])
     print(f"\n{n} transactions of {r} 100-byte records, 3 brokers, replication factor 3, "
@@ -134,6 +159,13 @@ def main() -> None:
     for name, secs in times.items():
         best, median = n / min(secs), n / statistics.median(secs)
         print(f"| {name} | {best:,.1f} | {median:,.1f} | {best * r:,.0f} | {best / base:.2f}x |")
+    runs = n * max(args.repeat, 1)
+    print("\nkaflite's requests per transaction, as the brokers counted them\n")
+    apis = ["AddPartitionsToTxn", "Produce", "EndTxn", "InitProducerId"]
+    print("| transaction.version | " + " | ".join(apis) + " |\n|---|" + "---:|" * len(apis))
+    for level in (2, 1):
+        sent = counts[f"bench-kaflite-v{level}"]
+        print(f"| {level} | " + " | ".join(f"{sent.get(a, 0) / runs:.2f}" for a in apis) + " |")
 
 
 if __name__ == "__main__":

@@ -45,16 +45,8 @@ def txn_version(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[in
 
 def requests_from(cluster: Cluster, client_id: str) -> dict[str, int]:
     """How many requests of each API the brokers had from ``client_id``."""
-    from kaflite.protocol.messages import REGISTRY
-    counts: dict[str, int] = {}
-    for broker in cluster.brokers.values():
-        infos = [c.info for c in broker.connections.values()] + list(broker.closed_connections)
-        for info in infos:
-            if info.client_id == client_id:
-                for api_key, stats in info.apis.items():
-                    name = REGISTRY[api_key].name
-                    counts[name] = counts.get(name, 0) + stats.count
-    return counts
+    return next(c.requests for c in cluster.clients(include_closed=True)
+                if c.client_id == client_id)
 
 
 def assert_protocol(cluster: Cluster, client_id: str, version: int) -> None:

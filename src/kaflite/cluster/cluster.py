@@ -340,11 +340,12 @@ class Cluster:
         return self._on_loop(lambda: self.registry.connections(
             include_replicas, client_id, broker, include_closed))
 
-    def clients(self) -> list[ClientSnapshot]:
-        """Per-client (client.id + host) fan-out and measured cadences."""
+    def clients(self, include_closed: bool = False) -> list[ClientSnapshot]:
+        """Per-client (client.id + host) fan-out and measured cadences (with
+        ``include_closed``, the latest closed connections count too)."""
         if self.use_processes:
             self.call(self.registry.refresh())
-        return self._on_loop(self.registry.clients)
+        return self._on_loop(lambda: self.registry.clients(include_closed))
 
     # -- sync façade -------------------------------------------------------------------
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:

@@ -497,5 +497,5 @@ class Registry:
                                                                    i.broker_id,
                                                                    i.connection_id))]
 
-    def clients(self) -> list[ClientSnapshot]:
-        return summarize(self.infos(include_replicas=False))
+    def clients(self, include_closed: bool = False) -> list[ClientSnapshot]:
+        return summarize(self.infos(include_replicas=False, include_closed=include_closed))
