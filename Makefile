@@ -4,8 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kaflite-installed
-# Two workers: the suite is paced by waits (rebalances, JVM start), not only by CPU.
-PYTEST_JOBS ?= 2
+# Three workers on two cores: the suite is paced by waits (rebalances, JVM start,
+# timeouts), not only by CPU. Measured on the 2-core machine: 8:56 for make test with
+# 3 workers, 14:56 with 2 (docs/benchmarks.md, "make test"). The peer suite keeps two:
+# its verify rounds each run a cluster and several client processes under faults.
+PYTEST_JOBS ?= 3
+PEER_JOBS ?= 2
 PYTEST_ARGS ?=
 
 .PHONY: test interop demo lint check-java bytecode clean
@@ -47,7 +51,7 @@ test: $(STAMP) bytecode check-java lint
 # the Kafka cases skip, saying why (under CI=true they fail).
 interop: $(STAMP) bytecode
 	@tools/ensure_kafkajs.sh
-	$(PY) -m pytest -n $(PYTEST_JOBS) --durations=10 --ignore=tests/interop -m peer $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PEER_JOBS) --durations=10 --ignore=tests/interop -m peer $(PYTEST_ARGS)
 	@tools/ensure_kafka.sh >/dev/null || echo "note: Apache Kafka is not available; its tests will say why" >&2
 	$(PY) -m pytest tests/interop --durations=15 $(PYTEST_ARGS)
 

@@ -2,7 +2,11 @@
 fetched) against each target: the idempotent producer and a consumer of each group
 protocol (classic, and KIP-848's ``consumer``), and a transactional producer read
 back under read_committed. The driver is ``java/KafkaDriver.java``, run as a single
-source file, so it is compiled against the fetched jars at each run."""
+source file, so it is compiled against the fetched jars at each run.
+
+On kaflite's cluster, which finalizes ``transaction.version`` 2 as Kafka 4.x does, the
+Java producer runs transactions v2 (KIP-890): its partitions are added by their
+leaders, so the brokers never see an AddPartitionsToTxn from it."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kaflite.testing import ClusterUnderTest
+from kaflite.testing import ClusterUnderTest, KafliteCluster
 from kaflite.testing._kafka_node import JVM_OPTS, java_executable
 from tests.interop._clients import uid
 
@@ -54,3 +58,7 @@ def test_java_transactions_read_committed(target: ClusterUnderTest, kafka_libs: 
     got = drive(kafka_libs, tmp_path / "java-client.log", "transactions",
                 target.bootstrap_servers, uid("java-txn"))
     assert got["read_committed"].split(",") == sorted(f"c{i}" for i in range(11))
+    if isinstance(target, KafliteCluster):
+        sent = next(c.requests for c in target.cluster.clients(include_closed=True)
+                    if c.client_id == "java-driver")
+        assert sent.get("EndTxn", 0) >= 3 and "AddPartitionsToTxn" not in sent, sent
