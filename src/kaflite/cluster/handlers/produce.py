@@ -55,12 +55,22 @@ TP = tuple[str, int]
 
 
 class _Verified(NamedTuple):
-    """The coordinator's answer for one partition, and the producer's marker count
-    when the leader asked (an append after a marker of that producer is refused)."""
+    """The coordinator's answer for one partition, and the producer's markers there
+    when the leader asked."""
 
     code: int
     producer_id: int
+    producer_epoch: int
     markers: int
+    implicit: bool      # transactions v2
+
+    def ended_meanwhile(self, seen: tuple[int, int]) -> bool:
+        """A marker applied while the leader asked ended the transaction it joined: in
+        v1 any (the producer added the partition only after its last transaction was
+        complete), in v2 one of a later epoch (each end bumps it, so the markers of the
+        producer's previous transaction carry the epoch of this one)."""
+        count, epoch = seen
+        return count != self.markers and (not self.implicit or epoch > self.producer_epoch)
 
 
 async def _verify_transactional(broker: Broker, req: ProduceRequest,
@@ -84,16 +94,23 @@ async def _verify_transactional(broker: Broker, req: ProduceRequest,
             if p is None or p.leader != broker.node_id:
                 continue        # the append answers NOT_LEADER_OR_FOLLOWER
             first = first or header
-            producers = p.log.producers
-            if header.producer_id == first.producer_id \
-                    and not producers.in_transaction(header.producer_id, header.producer_epoch):
-                wanted[(t.name, d.index)] = producers.markers_seen(header.producer_id)
+            if header.producer_id == first.producer_id and not p.log.producers.in_transaction(
+                    header.producer_id, header.producer_epoch):
+                wanted[(t.name, d.index)] = 0
     if first is None or not wanted:
         return {}
-    codes = await coordinator.verifier.verify(tid, first.producer_id, first.producer_epoch,
-                                              list(wanted), version >= IMPLICIT_ADD_VERSION)
-    return {tp: _Verified(produce_error(codes.get(tp, 0), version), first.producer_id, seen)
-            for tp, seen in wanted.items()}
+    pid = first.producer_id
+
+    def take_guards() -> None:      # the markers of the producer each partition applied
+        for tp in wanted:
+            p = broker.partitions.get(tp)
+            wanted[tp] = p.log.producers.markers_seen(pid)[0] if p is not None else -1
+
+    implicit = version >= IMPLICIT_ADD_VERSION
+    codes = await coordinator.verifier.verify(tid, pid, first.producer_epoch, list(wanted),
+                                              implicit, take_guards)
+    return {tp: _Verified(produce_error(codes.get(tp, 0), version), pid, first.producer_epoch,
+                          seen, implicit) for tp, seen in wanted.items()}
 
 
 async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
@@ -118,7 +135,7 @@ async def _produce_partition(broker: Broker, conn: ServerConnection, topic: str,
                 raise errors.error_for_code(
                     verified.code, "the transaction coordinator did not confirm that the "
                     f"partition is in the transaction (error {verified.code})")
-            if p.log.producers.markers_seen(verified.producer_id) != verified.markers:
+            if verified.ended_meanwhile(p.log.producers.markers_seen(verified.producer_id)):
                 raise errors.InvalidTxnStateError(
                     "the transaction ended while its coordinator was asked")
         result = p.log.append_as_leader(records, p.leader_epoch, now_ms=now_ms())

@@ -119,6 +119,7 @@ class ProducerStateEntry:
     current_txn_first_offset: int = -1
     last_timestamp: int = -1
     markers: int = 0        # COMMIT/ABORT markers applied since this broker loaded it
+    marker_epoch: int = -1  # the epoch of the last of them
 
     @property
     def last_seq(self) -> int:
@@ -167,11 +168,12 @@ class ProducerStateManager:
         return entry is not None and entry.producer_epoch == epoch \
             and entry.current_txn_first_offset >= 0
 
-    def markers_seen(self, producer_id: int) -> int:
-        """How many transaction markers of this producer were applied: a leader that asked
-        the coordinator compares it before and after (KIP-890's verification guard)."""
+    def markers_seen(self, producer_id: int) -> tuple[int, int]:
+        """How many transaction markers of this producer were applied, and the epoch of
+        the last: a leader that asked the coordinator compares them before and after
+        (KIP-890's verification guard)."""
         entry = self.producers.get(producer_id)
-        return entry.markers if entry is not None else 0
+        return (entry.markers, entry.marker_epoch) if entry is not None else (0, -1)
 
     def check(
         self,
@@ -286,6 +288,7 @@ class ProducerStateManager:
             return None  # not a transaction marker (or an emptied control batch)
         first = entry.current_txn_first_offset
         entry.markers += 1
+        entry.marker_epoch = info.producer_epoch
         entry.update_epoch(info.producer_epoch)
         entry.coordinator_epoch = marker.coordinator_epoch
         entry.current_txn_first_offset = -1

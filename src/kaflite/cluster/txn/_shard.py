@@ -17,6 +17,7 @@ Prepare* record finishes the job.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -42,6 +43,8 @@ __all__ = ["EndTxnResult", "TxnShard"]
 log = logging.getLogger("kaflite.cluster.txn")
 
 TP = tuple[str, int]
+# how long an AddPartitionsToTxn waits for a write of the same id in flight
+PENDING_WAIT_S = 0.1
 _PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 _DONE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 _CONCURRENT = errors.ConcurrentTransactionsError.code
@@ -79,6 +82,10 @@ class TxnShard(ShardLifecycle):
         self._allocate = allocate_producer_id
         self._config = config
         self._tasks: set[asyncio.Task[None]] = set()
+        self._changed: dict[str, asyncio.Event] = {}     # set when a write of the id ends
+        # partitions that AddPartitionsToTxn requests waiting for a write want added,
+        # by (transactional id, producer id, epoch): the next write adds them all
+        self._adds_waiting: dict[tuple[str, int, int], set[TP]] = {}
 
     # -- loading ---------------------------------------------------------------------------
     def replay_batch(self, batch: RecordBatch) -> None:
@@ -118,6 +125,18 @@ class TxnShard(ShardLifecycle):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _settle(self, tid: str) -> None:
+        """A write for ``tid`` finished: wake whoever waits for its state to change."""
+        event = self._changed.pop(tid, None)
+        if event is not None:
+            event.set()
+
+    async def _changes(self, tid: str, timeout: float) -> None:
+        """Wait (at most ``timeout``) for the next write of ``tid`` to finish."""
+        event = self._changed.setdefault(tid, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+
     def _current(self, meta: TxnMetadata) -> bool:
         return self.active and self.txns.get(meta.transactional_id) is meta
 
@@ -130,6 +149,8 @@ class TxnShard(ShardLifecycle):
         except BaseException:
             meta.abandon()
             raise
+        finally:
+            self._settle(meta.transactional_id)
         if code == 0 and not self._current(meta):
             code = errors.NotCoordinatorError.code
         if code:
@@ -191,7 +212,35 @@ class TxnShard(ShardLifecycle):
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              partitions: set[TP], client_tv: int = 1) -> int:
         """AddPartitionsToTxn (v1: from the producer; v2: from a partition's leader, on the
-        producer's first batch there) and AddOffsetsToTxn."""
+        producer's first batch there) and AddOffsetsToTxn.
+
+        While another write of the id is in flight (the leaders of a v2 transaction's
+        partitions add them at the same time; the last transaction's end is still
+        written) the request waits for it, up to ``PENDING_WAIT_S``, instead of being
+        answered CONCURRENT_TRANSACTIONS at once and retried after a backoff; the
+        requests waiting together are added in one write."""
+        deadline = time.monotonic() + PENDING_WAIT_S
+        key = (tid, producer_id, producer_epoch)
+        waiting = self._adds_waiting.setdefault(key, set())
+        waiting |= partitions
+        try:
+            while True:
+                # what the other requests waiting here want goes in the same write
+                wanted = partitions | waiting
+                code = await self._add_partitions(tid, producer_id, producer_epoch, wanted,
+                                                  client_tv)
+                if code == 0:
+                    waiting -= wanted
+                left = deadline - time.monotonic()
+                if code != _CONCURRENT or left <= 0 or tid not in self.txns:
+                    return code
+                await self._changes(tid, left)
+        finally:
+            if not waiting or self._adds_waiting.get(key) is not waiting:
+                self._adds_waiting.pop(key, None)
+
+    async def _add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
+                              partitions: set[TP], client_tv: int) -> int:
         meta = self._check(tid, producer_id, producer_epoch)
         if isinstance(meta, int):
             return meta

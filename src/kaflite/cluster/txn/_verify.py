@@ -10,15 +10,25 @@ behalf (part 2). Both are AddPartitionsToTxn v4+ to the coordinator, one
 transactional id per request here, over the inter-broker connections; when this
 broker is the coordinator it asks itself without the network.
 
+A coordinator still writing the producer's last transaction's markers answers
+CONCURRENT_TRANSACTIONS; a v2 producer's next transaction starts right after its
+EndTxn, so the leader asks again every ``add.partitions.to.txn.retry.backoff.ms``
+(20 ms) for up to ``add.partitions.to.txn.retry.backoff.max.ms`` (100 ms), as
+Kafka's brokers do, before it answers the producer (NOT_ENOUGH_REPLICAS, retried
+after the client's own, longer, backoff).
+
 Once the producer's transaction is open in the partition's producer state, its
 later batches there are appended without asking again. The leader refuses the
-append if a marker of that producer was applied while it asked (the transaction it
-verified ended meanwhile).
+append if a marker of that producer was applied while it asked the last time (the
+transaction it verified ended meanwhile).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kaflite.cluster._peers import PeerConnections
@@ -44,6 +54,7 @@ _RETRIABLE = {errors.ConcurrentTransactionsError.code, errors.NetworkExceptionEr
               errors.CoordinatorLoadInProgressError.code,
               errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code}
 TRANSACTION_ABORTABLE_VERSION = 11      # Produce: the first version that knows the error
+_CONCURRENT = errors.ConcurrentTransactionsError.code
 
 
 def produce_error(code: int, produce_version: int) -> int:
@@ -76,13 +87,35 @@ def txn_offset_commit_error(code: int, version: int) -> int:
     return code
 
 
+RETRY_BACKOFF = ("add.partitions.to.txn.retry.backoff.ms", 20)
+RETRY_BACKOFF_MAX = ("add.partitions.to.txn.retry.backoff.max.ms", 100)
+
+
 class TxnVerifier(PeerConnections):
     def __init__(self, broker: Broker, request_timeout_ms: int = 30_000) -> None:
         super().__init__(broker, f"txn-verifier-{broker.node_id}", request_timeout_ms)
+        props = broker.config.props
+        self.backoff_s = int(props.get(RETRY_BACKOFF[0], RETRY_BACKOFF[1])) / 1000
+        self.backoff_max_s = int(props.get(RETRY_BACKOFF_MAX[0], RETRY_BACKOFF_MAX[1])) / 1000
 
     async def verify(self, tid: str, producer_id: int, producer_epoch: int, tps: list[TP],
-                     add: bool) -> dict[TP, int]:
-        """Each partition's code from the coordinator (0: in the transaction now)."""
+                     add: bool, before_each: Callable[[], None] | None = None
+                     ) -> dict[TP, int]:
+        """Each partition's code from the coordinator (0: in the transaction now).
+        ``before_each`` runs before every attempt: a leader takes its verification
+        guard there, as Kafka's does at each retry."""
+        deadline = time.monotonic() + self.backoff_max_s
+        while True:
+            if before_each is not None:
+                before_each()
+            codes = await self._ask(tid, producer_id, producer_epoch, tps, add)
+            if _CONCURRENT not in codes.values() \
+                    or time.monotonic() + self.backoff_s > deadline:
+                return codes
+            await asyncio.sleep(self.backoff_s)
+
+    async def _ask(self, tid: str, producer_id: int, producer_epoch: int, tps: list[TP],
+                   add: bool) -> dict[TP, int]:
         coordinator = self.broker.transactions
         if coordinator is None:
             return dict.fromkeys(tps, errors.CoordinatorNotAvailableError.code)
