@@ -299,3 +299,40 @@ def test_v2_epoch_overflow_moves_to_a_new_producer_id() -> None:
         # the lost answer's retry finds the new id
         assert await shard.end_txn("t", pid, 32766, True, client_tv=2) == (0, new_pid, 0)
     run(body)
+
+
+class SlowLog(FakeLog):
+    """A log whose writes take 10 ms, so that requests overlap them."""
+
+    def __call__(self, records: list[tuple[bytes, bytes | None]]) -> asyncio.Future[int]:
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            self.records += records
+            fut.set_result(0)
+        asyncio.get_running_loop().call_later(0.01, done)
+        return fut
+
+
+def test_adds_during_a_write_wait_for_it_and_go_in_one_write() -> None:
+    """Three leaders add a v2 transaction's partitions at once: no CONCURRENT_TRANSACTIONS
+    (each would be retried after a backoff), and the two that waited share a write."""
+    async def body() -> None:
+        ids = iter(range(1000, 2000))
+        log, channel = SlowLog(), FakeChannel()
+        shard = TxnShard(3, 7, log, channel, lambda: next(ids), TxnConfig())  # type: ignore[arg-type]
+        shard.finish_loading()
+        _, pid, epoch = await shard.init_producer_id("t", 60000)
+        before = len(log.records)
+        codes = await asyncio.gather(*(shard.add_partitions("t", pid, epoch, {("a", p)}, 2)
+                                       for p in range(3)))
+        assert codes == [0, 0, 0]
+        assert shard.txns["t"].partitions == {("a", 0), ("a", 1), ("a", 2)}
+        assert len(log.records) - before == 2
+        # the next transaction's add, while the last one's end is still being written
+        channel.result = True
+        assert (await shard.end_txn("t", pid, epoch, True, client_tv=2)).code == 0
+        assert shard.txns["t"].state is TxnState.PREPARE_COMMIT
+        assert await shard.add_partitions("t", pid, epoch + 1, {("a", 0)}, 2) == 0
+        assert shard.txns["t"].state is TxnState.ONGOING
+    run(body)
