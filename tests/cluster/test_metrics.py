@@ -177,6 +177,17 @@ def test_isr_shrink_and_expand(served: tuple[Cluster, str]) -> None:
     with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"}) as p:
         p.send("shrinking", b"before", partition=0)
     wait_for(lambda: isr(cluster, "shrinking") == [1, 0, 2], what="a full ISR")
+    # A count of ISR changes on broker 1 also moves with partitions the fault never
+    # touches: with replica.lag.time.max.ms at 600, a loaded host drops followers for a
+    # moment and takes them back (once 18 expansions where the fault made 2, with three
+    # pytest workers on two cores). Each such shrink is undone by one expansion; so the
+    # window starts and ends with every partition broker 1 leads fully replicated, and
+    # the counts are compared with each other and with what the fault did at least.
+    def settled() -> bool:
+        return Scrape(url).sum(URP, broker=leader) == 0
+
+    wait_for(settled, what=f"URP 0 on broker {leader}",
+             state=lambda: under_replicated(cluster, leader))
     affected = led_with(cluster, leader, follower, in_isr=True)
     assert ("shrinking", 0) in affected
     before = Scrape(url)
@@ -185,24 +196,24 @@ def test_isr_shrink_and_expand(served: tuple[Cluster, str]) -> None:
         wait_for(lambda: not led_with(cluster, leader, follower, in_isr=True),
                  what=f"broker {follower} out of the ISRs broker {leader} leads")
         during = Scrape(url)
-        assert during.sum(SHRINKS, broker=leader) - before.sum(SHRINKS, broker=leader) == \
+        assert during.sum(SHRINKS, broker=leader) - before.sum(SHRINKS, broker=leader) >= \
             len(affected)
         assert during.sum(URP, broker=leader) >= 1
         assert during.sum(URP, broker=leader) == len(led_with(cluster, leader, follower,
                                                                in_isr=False))
     finally:
         cluster.faults.isolate_replication(follower, isolated=False)
-    # The same partitions back, compared as sets: a count of every partition broker 1 leads
-    # with broker 2 in its ISR also moves with partitions the fault never touched, whose
-    # followers a loaded host drops for a moment (replica.lag.time.max.ms is 600 here).
     wait_for(lambda: set(affected) <= set(led_with(cluster, leader, follower, in_isr=True)),
              what=f"broker {follower} back in the ISRs",
              state=lambda: sorted(set(affected) - set(led_with(cluster, leader, follower,
                                                                   in_isr=True))))
+    wait_for(settled, what=f"URP 0 on broker {leader} again",
+             state=lambda: under_replicated(cluster, leader))
     after = Scrape(url)
-    assert after.sum(EXPANDS, broker=leader) - before.sum(EXPANDS, broker=leader) == \
-        len(affected)
-    assert after.sum(URP, broker=leader) == before.sum(URP, broker=leader)
+    shrinks = after.sum(SHRINKS, broker=leader) - before.sum(SHRINKS, broker=leader)
+    expands = after.sum(EXPANDS, broker=leader) - before.sum(EXPANDS, broker=leader)
+    assert expands == shrinks >= len(affected)
+    assert after.sum(URP, broker=leader) == 0
 
 
 def test_stopped_follower_is_under_replication(served: tuple[Cluster, str]) -> None:
