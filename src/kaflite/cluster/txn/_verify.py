@@ -62,10 +62,15 @@ def produce_error(code: int, produce_version: int) -> int:
     coordinator)."""
     if code in _RETRIABLE:
         return errors.NotEnoughReplicasError.code
+    return _for_version(code, produce_version >= TRANSACTION_ABORTABLE_VERSION)
+
+
+def _for_version(code: int, knows_abortable: bool) -> int:
+    """What both requests answer alike: a fenced producer's INVALID_PRODUCER_EPOCH, and
+    INVALID_TXN_STATE to a version that does not know TRANSACTION_ABORTABLE."""
     if code == errors.ProducerFencedError.code:
         return errors.InvalidProducerEpochError.code
-    if code == errors.TransactionAbortableError.code \
-            and produce_version < TRANSACTION_ABORTABLE_VERSION:
+    if code == errors.TransactionAbortableError.code and not knows_abortable:
         return errors.InvalidTxnStateError.code
     return code
 
@@ -79,12 +84,7 @@ def txn_offset_commit_error(code: int, version: int) -> int:
     verified or added: what the coordinator could not answer yet is retried."""
     if code in _RETRIABLE and code != errors.ConcurrentTransactionsError.code:
         return errors.CoordinatorLoadInProgressError.code
-    if code == errors.ProducerFencedError.code:
-        return errors.InvalidProducerEpochError.code
-    if code == errors.TransactionAbortableError.code \
-            and version < TXN_ABORTABLE_OFFSETS_VERSION:
-        return errors.InvalidTxnStateError.code
-    return code
+    return _for_version(code, version >= TXN_ABORTABLE_OFFSETS_VERSION)
 
 
 RETRY_BACKOFF = ("add.partitions.to.txn.retry.backoff.ms", 20)
