@@ -179,8 +179,10 @@ def crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str, 
     # and its client is abandoned on a thread of its own. confluent-kafka's handle
     # deallocation (librdkafka's destroy without a consumer close) sometimes blocked
     # for over a minute, holding the round for the runner's 60 s join bound (seed 9490).
-    threading.Thread(target=_abandon, args=(shared, consumer, process),
-                     name=f"{process}-abandon", daemon=True).start()
+    teardown = threading.Thread(target=_abandon, args=(shared, consumer, process),
+                                name=f"{process}-abandon", daemon=True)
+    shared.abandoned.append(teardown)
+    teardown.start()
 
 
 ABANDON_SLOW_S = 5.0

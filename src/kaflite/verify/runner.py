@@ -105,6 +105,10 @@ class ClientUnavailable(RuntimeError):
     """The run's client library cannot run on this machine (not installed)."""
 
 
+# how long the run waits, at its end, for crashed members' clients to finish tearing down
+ABANDONED_JOIN_S = 10.0
+
+
 def _thread(name: str, target: Callable[..., None], *args: Any) -> threading.Thread:
     t = threading.Thread(target=target, args=args, name=name, daemon=True)
     t.start()
@@ -182,6 +186,9 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
             if shared.nemesis is not None:
                 shared.nemesis.stop()
             history.add(Probe(time=history.now(), process="probe", stats=probe.stop()))
+            # a crashed member's client still tearing down now never will (a library's
+            # destroy that does not return; _confluent.abandon says which)
+            _join(history, shared.abandoned, ABANDONED_JOIN_S)
         history.add(Phase(time=history.now(), process="run", name="done"))
     finally:
         cluster.stop()

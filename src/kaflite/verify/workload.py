@@ -91,6 +91,8 @@ class Shared:
         # under churn, the topic members add to their subscription and drop again
         self.idle_topic: str | None = None
         self._commit_rngs: dict[str, random.Random] = {}
+        # threads tearing down crashed members' clients (_churn): joined at the run's end
+        self.abandoned: list[threading.Thread] = []
 
     def commits_async(self, process: str) -> bool:
         """Under churn, where the library has them, about half of a member's commits are

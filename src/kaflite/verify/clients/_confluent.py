@@ -116,6 +116,10 @@ class _Producer(ProducerClient):
         self._txn(self.p.abort_transaction, 30)
 
 
+# polls of an abandoned consumer that serve what its library queued before it is destroyed
+ABANDON_DRAIN_POLLS = 5
+
+
 class _Consumer(ConsumerClient):
     def __init__(self, servers: str, client_id: str, group: str | None, isolation: str,
                  listener: Listener | None, group_protocol: str = "classic",
@@ -218,8 +222,21 @@ class _Consumer(ConsumerClient):
         """The handle's deallocation destroys it with RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE,
         releasing the GIL: no leave, no rebalance callbacks. ``close`` instead serves the
         final revoke, whose fallback ``rd_kafka_assign`` can block forever while holding
-        the GIL (confluentinc/librdkafka#4884), hanging the whole interpreter."""
+        the GIL (confluentinc/librdkafka#4884), hanging the whole interpreter.
+
+        First the events librdkafka queued for the application are served, briefly
+        (``ABANDON_DRAIN_POLLS``; what they say is heard by nobody: the recorder is
+        muted, the pending commits forgotten). librdkafka 2.16 destroyed while its group
+        waits for the application's assign call (join-state wait-assign-call, a KIP-848
+        target the member never polled for) never terminates: "waiting for assign call
+        ... before terminating", and its main thread loops with a zero timeout (the
+        timers are stopped at destroy), a core for as long as the process lives. Seen in
+        make test: two abandoned consumers of ``--group-protocol consumer`` rounds burnt
+        26 CPU-minutes of a two-core run (docs/reliability.md)."""
         c = self.c
+        self._pending.clear()
+        for _ in range(ABANDON_DRAIN_POLLS):
+            c.poll(0.02)        # a record polled here is never processed: the member crashed
         del self.c
         if sys.getrefcount(c) > 2:
             raise RuntimeError("the consumer handle is still referenced; not destroyed")
