@@ -117,6 +117,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     # authorization (kaflite.cluster.acl): any non-empty class name turns it on
     "authorizer.class.name": "",
     "allow.everyone.if.no.acl.found": "false",
+    # serve the versions a schema marks unstable (kaflite.cluster.handlers)
+    "unstable.api.versions.enable": "false",
 }
 
 
