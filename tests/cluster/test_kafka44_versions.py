@@ -35,7 +35,8 @@ from kaflite.protocol.messages import metadata_request as mq
 from kaflite.protocol.messages import produce_request as pq
 from kaflite.protocol.records import encode_batch, iter_record_set_records
 
-INIT_PRODUCER_ID, LIST_OFFSETS = 22, 2
+INIT_PRODUCER_ID, LIST_OFFSETS, END_TXN = 22, 2, 26
+CONSUMER_GROUP_HEARTBEAT, READ_SHARE_GROUP_STATE = 68, 84
 UNSTABLE = {"unstable.api.versions.enable": "true"}
 
 
@@ -138,6 +139,9 @@ def test_unstable_versions_are_served_only_when_enabled(unstable: bool) -> None:
                 ranges = {a.api_key: a.max_version for a in resp.api_keys}
                 assert ranges[INIT_PRODUCER_ID] == (6 if unstable else 5)
                 assert ranges[LIST_OFFSETS] == 11                  # stable
+                # versions older schemas flagged unstable, which Kafka 4.4 serves as stable
+                assert (ranges[END_TXN], ranges[CONSUMER_GROUP_HEARTBEAT]) == (5, 1)
+                assert ranges[READ_SHARE_GROUP_STATE] == 0
                 request = conn.request(InitProducerIdRequest(
                     transactional_id=None, transaction_timeout_ms=1000), version=6)
                 if unstable:

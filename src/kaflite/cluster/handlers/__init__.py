@@ -3,10 +3,12 @@
 Every module in this package that defines ``HANDLERS`` (a list of ``Handler``)
 is picked up, so adding an API means adding a module.
 
-A schema may mark its newest version unstable (``latestVersionUnstable``: Kafka
-4.4's InitProducerId v6). As Kafka's broker, kaflite then
-serves and advertises that version only with ``unstable.api.versions.enable``;
-otherwise a request at it is refused as any unsupported version is.
+Kafka 4.4's schemas mark one newest version unstable (``latestVersionUnstable``):
+InitProducerId v6 (KIP-939). As Kafka's broker, kaflite serves and advertises it
+only with ``unstable.api.versions.enable``; otherwise a request at it is refused as
+any unsupported version is. (The shared, older schemas still flag EndTxn v5,
+ConsumerGroupHeartbeat v1 and the share-group state RPCs, which Kafka 4.4 serves as
+stable versions: the list below is Kafka 4.4's, not those flags.)
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ import importlib
 import pkgutil
 
 from kaflite.cluster.handlers._base import AnyHandler, Handler
-from kaflite.protocol.messages import REGISTRY
+from kaflite.protocol.messages import InitProducerIdRequest
 
-__all__ = ["AnyHandler", "Handler", "all_handlers"]
+__all__ = ["UNSTABLE_VERSIONS", "AnyHandler", "Handler", "all_handlers"]
+
+# api key: the version Kafka 4.4 leaves unstable (its schemas' latestVersionUnstable)
+UNSTABLE_VERSIONS = {InitProducerIdRequest.API_KEY: 6}
 
 
 def all_handlers(unstable: bool = False) -> dict[int, AnyHandler]:
-    """Every handler; without ``unstable``, none serves a version its schema calls unstable."""
+    """Every handler; without ``unstable``, none serves a version Kafka 4.4 calls unstable."""
     handlers: dict[int, AnyHandler] = {}
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):
@@ -31,9 +36,8 @@ def all_handlers(unstable: bool = False) -> dict[int, AnyHandler]:
         for h in getattr(module, "HANDLERS", []):
             if h.api_key in handlers:
                 raise RuntimeError(f"API key {h.api_key} has two handlers")
-            api = REGISTRY[h.api_key]
-            if not unstable and api.latest_version_unstable \
-                    and h.max_version == api.max_version:
-                h = dataclasses.replace(h, max_version=h.max_version - 1)
+            newest = UNSTABLE_VERSIONS.get(h.api_key)
+            if not unstable and newest is not None and h.max_version >= newest:
+                h = dataclasses.replace(h, max_version=newest - 1)
             handlers[h.api_key] = h
     return handlers
