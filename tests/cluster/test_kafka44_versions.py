@@ -7,6 +7,8 @@ requests at the exact version (issue 38), and the versions a schema calls unstab
 * DescribeCluster v2 (KIP-1073) lists the fenced brokers too when asked, marked so.
 * InitProducerId v6 is unstable in Kafka 4.4's schema: served and advertised only
   with ``unstable.api.versions.enable``, as Kafka's broker does.
+* AlterPartitionReassignments v1 refuses a new replication factor when told to;
+  DescribeLogDirs v5 says whether a directory is cordoned (never, in kaflite).
 * Fetch v18 (KIP-1166) is served as v17; ListOffsets v11's earliest pending upload
   offset (KIP-1023) is -1 without tiered storage.
 """
@@ -21,14 +23,17 @@ from kaflite.cluster import Cluster
 from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
     ApiVersionsRequest,
     DescribeClusterRequest,
+    DescribeLogDirsRequest,
     FetchRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
 )
+from kaflite.protocol.messages import alter_partition_reassignments_request as apq
 from kaflite.protocol.messages import fetch_request as fq
 from kaflite.protocol.messages import list_offsets_request as lq
 from kaflite.protocol.messages import metadata_request as mq
@@ -197,6 +202,61 @@ def test_fetch_v18_and_list_offsets_v11() -> None:
                 assert await offset_of(-1, 11) == (0, 3, -1, 0)
                 assert await offset_of(-2, 11) == (0, 0, -1, 0)
                 assert await offset_of(-1, 10) == (0, 3, -1, 0)
+            finally:
+                conn.close()
+
+    asyncio.run(main())
+
+
+def test_alter_partition_reassignments_v1_may_forbid_a_new_replication_factor() -> None:
+    async def main() -> None:
+        async with Cluster(brokers=3) as cluster:
+            cluster.create_topic("rf", 3, 2)
+            conn = await _open(cluster, 0)
+            try:
+                def moves(allow: bool, targets: dict[int, list[int]]
+                          ) -> AlterPartitionReassignmentsRequest:
+                    return AlterPartitionReassignmentsRequest(
+                        timeout_ms=10_000, allow_replication_factor_change=allow,
+                        topics=[apq.ReassignableTopic(name="rf", partitions=[
+                            apq.ReassignablePartition(partition_index=p, replicas=r)
+                            for p, r in targets.items()])])
+
+                refused = await conn.request(moves(False, {0: [0, 1, 2], 1: [2]}), version=1)
+                assert refused.allow_replication_factor_change is False
+                got = {p.partition_index: (p.error_code, p.error_message)
+                       for p in refused.responses[0].partitions}
+                code = errors.InvalidReplicationFactorError.code
+                assert got == {0: (code, "The replication factor is changed from 2 to 3"),
+                               1: (code, "The replication factor is changed from 2 to 1")}
+                assert [len(cluster.controller.partition("rf", p).replicas)  # type: ignore[union-attr]
+                        for p in (0, 1)] == [2, 2]                     # nothing moved
+                same = await conn.request(moves(False, {2: [2, 0]}), version=1)
+                assert same.responses[0].partitions[0].error_code == 0
+                allowed = await conn.request(moves(True, {0: [0, 1, 2]}), version=1)
+                assert allowed.allow_replication_factor_change is True
+                assert allowed.responses[0].partitions[0].error_code == 0
+                # v0 cannot carry the flag (its default, true, is all it says): allowed
+                v0 = await conn.request(moves(True, {1: [1]}), version=0)
+                assert v0.responses[0].partitions[0].error_code == 0
+            finally:
+                conn.close()
+
+    asyncio.run(main())
+
+
+def test_describe_log_dirs_v5_reports_the_directory_not_cordoned() -> None:
+    async def main() -> None:
+        async with Cluster(brokers=1) as cluster:
+            cluster.create_topic("dirs", 2, 1)
+            conn = await _open(cluster, 0)
+            try:
+                resp = await conn.request(DescribeLogDirsRequest(topics=None), version=5)
+                (result,) = resp.results
+                assert resp.error_code == 0 and result.error_code == 0
+                assert result.is_cordoned is False and result.total_bytes > 0
+                assert {(t.name, p.partition_index) for t in result.topics
+                        for p in t.partitions} >= {("dirs", 0), ("dirs", 1)}
             finally:
                 conn.close()
 
