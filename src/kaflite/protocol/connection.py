@@ -117,7 +117,6 @@ SENT_MAX = {
     PRODUCE: 12,
     TxnOffsetCommitRequest.API_KEY: 5,
     API_VERSIONS: 4,        # v5: the cluster and node the client means (KIP-1242)
-    3: 12,                  # Metadata v13: a top-level error code (KIP-1102)
     1: 17,                  # Fetch v18: the follower's high watermark (KIP-1166)
     2: 10,                  # ListOffsets v11: earliest pending upload (KIP-1023)
     8: 9,                   # OffsetCommit v10: topics by id
