@@ -15,6 +15,7 @@ import asyncio
 import pytest
 
 from kaflite.cluster import Cluster
+from kaflite.cluster.configs import BrokerConfig
 from kaflite.config import ConfigError
 from kaflite.net.connection import BrokerConnection
 from kaflite.protocol import errors
@@ -76,6 +77,13 @@ def test_two_phase_commit_cannot_be_turned_on() -> None:
 
     with pytest.raises(ConfigError, match="two-phase"):
         asyncio.run(main())
+
+
+def test_the_transaction_settings_are_known_broker_configs() -> None:
+    """(They were reported as unused at ``kaflite up``, though the coordinator reads them.)"""
+    props = {"transaction.two.phase.commit.enable": "false", "transaction.max.timeout.ms": "1",
+             "unstable.api.versions.enable": "true", "no.such.setting": "1"}
+    assert BrokerConfig.from_props(props).unused() == ["no.such.setting"]
 
 
 def test_list_transactions_v2_filters_by_a_transactional_id_pattern() -> None:
