@@ -129,7 +129,7 @@ def test_api_versions_at_unknown_version_gets_a_v0_answer(cluster3: Cluster) -> 
     header, resp = decode_response(data, 18, 0)
     assert header.correlation_id == 42
     assert resp.error_code == 35  # UNSUPPORTED_VERSION
-    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 5)]
 
 
 def _exchange(s: socket.socket, api_key: int, version: int, correlation: int,

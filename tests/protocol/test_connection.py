@@ -51,12 +51,14 @@ def _ready(conn: ClientConnection, **keys: tuple[int, int]) -> None:
     assert isinstance(events[0], Ready)
 
 
-def test_apiversions_first_at_the_newest_version() -> None:
+def test_apiversions_first_at_the_newest_version_kaflite_sends() -> None:
+    """v4: v5's cluster and node check (KIP-1242) is the broker's; the client does not
+    send them yet, so it stays at the version that has none."""
     conn = ClientConnection("me")
     out = conn.start()
     header, body = decode_request(_bytes(out)[4:])
-    assert (header.request_api_key, header.request_api_version) == (
-        API_VERSIONS, REGISTRY[API_VERSIONS].max_version)
+    assert (header.request_api_key, header.request_api_version) == (API_VERSIONS, 4)
+    assert REGISTRY[API_VERSIONS].max_version == 5
     assert header.client_id == "me" and header.correlation_id == out.correlation_id
     assert body.client_software_name == "kaflite"  # type: ignore[attr-defined]
     assert not conn.ready and conn.in_flight == 1

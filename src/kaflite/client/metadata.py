@@ -5,7 +5,9 @@ Theory of operation
 The first refresh goes through ``ConnectionPool.bootstrap()``; every later one
 goes to the least-loaded broker the client already knows, and only when every
 known broker is unreachable does the client re-bootstrap (KIP-899's
-``metadata.recovery.strategy=rebootstrap``).
+``metadata.recovery.strategy=rebootstrap``), or when a Metadata v13 answer's top-level
+error says REBOOTSTRAP_REQUIRED (KIP-1102, as Java's client). An answer with a
+top-level error leaves the cache as it was; the refresh is asked for again.
 
 A refresh happens:
 
@@ -234,10 +236,25 @@ class Metadata:
             if conn is not None:
                 self.pool.discard(conn, "metadata request failed")
             raise
+        if resp.error_code:
+            self._top_level_error(resp.error_code, reason)
+            return
         self._apply(resp, reason)
         if not self._bootstrapped:
             self._bootstrapped = True
             self.pool.adopt_bootstrap()
+
+    def _top_level_error(self, code: int, reason: str | None) -> None:
+        """Metadata v13's top-level error: nothing is applied, the refresh stays due,
+        and REBOOTSTRAP_REQUIRED sends it to the bootstrap servers."""
+        self._pending_reason = self._pending_reason or reason or "metadata error"
+        self.events.emit("metadata", f"metadata refresh answered {error_name(code)}",
+                         cause="top-level error")
+        if code == errors.RebootstrapRequiredError.code \
+                and self.config["metadata.recovery.strategy"] == "rebootstrap":
+            self.events.emit("bootstrap", "re-bootstrap", cause="the broker asked for it "
+                             "(REBOOTSTRAP_REQUIRED)")
+            self._bootstrapped = False
 
     def _request(self) -> MetadataRequest:
         if self.all_topics:

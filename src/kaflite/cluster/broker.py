@@ -91,7 +91,7 @@ class Broker:
         self.inter_broker_listener = inter_broker_listener(config.props, self.listeners)
         self._advertised = (advertised_host, advertised_port)
         self.rack = rack
-        self.handlers = all_handlers()
+        self.handlers = all_handlers(config.bool("unstable.api.versions.enable"))
         # None unless authorizer.class.name is set (kaflite.cluster.acl)
         self.authorizer = Authorizer.from_config(config.props, controller.acls)
         self.partitions: dict[tuple[str, int], Partition] = {}

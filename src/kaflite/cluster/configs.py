@@ -117,6 +117,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     # authorization (kaflite.cluster.acl): any non-empty class name turns it on
     "authorizer.class.name": "",
     "allow.everyone.if.no.acl.found": "false",
+    # serve the versions a schema marks unstable (kaflite.cluster.handlers)
+    "unstable.api.versions.enable": "false",
 }
 
 
@@ -166,10 +168,11 @@ class BrokerConfig:
         """Names set here that no part of kaflite reads (Kafka logs these as unused)."""
         from kaflite.cluster.group_configs import SHARE_GROUP_DEFAULTS
         from kaflite.cluster.groups._config import GROUP_DEFAULTS
+        from kaflite.cluster.txn._config import TXN_DEFAULTS
 
         known = set(BROKER_DEFAULTS) | {c.broker_synonym for c in TOPIC_CONFIGS.values()
                                         if c.broker_synonym} | SECURITY_CONFIGS | \
-            set(GROUP_DEFAULTS) | set(SHARE_GROUP_DEFAULTS)
+            set(GROUP_DEFAULTS) | set(SHARE_GROUP_DEFAULTS) | set(TXN_DEFAULTS)
         return sorted(name for name in set(self.props) - known
                       if not name.startswith("listener.name."))
 

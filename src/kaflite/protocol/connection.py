@@ -111,8 +111,25 @@ SASL_HANDSHAKE = SaslHandshakeRequest.API_KEY
 SASL_AUTHENTICATE = SaslAuthenticateRequest.API_KEY
 # The newest versions kaflite sends, where its codec reads and writes newer ones: Produce
 # v13 and TxnOffsetCommit v6 name topics by id alone (KIP-516, KIP-1319), and kaflite's
-# clients name them.
-SENT_MAX = {PRODUCE: 12, TxnOffsetCommitRequest.API_KEY: 5}
+# clients name them. Kafka 4.4's newer versions of the others (issue 38) are served by
+# the broker; its clients keep to the versions below until they use what they add.
+SENT_MAX = {
+    PRODUCE: 12,
+    TxnOffsetCommitRequest.API_KEY: 5,
+    API_VERSIONS: 4,        # v5: the cluster and node the client means (KIP-1242)
+    1: 17,                  # Fetch v18: the follower's high watermark (KIP-1166)
+    2: 10,                  # ListOffsets v11: earliest pending upload (KIP-1023)
+    8: 9,                   # OffsetCommit v10: topics by id
+    9: 9,                   # OffsetFetch v10: topics by id
+    15: 5,                  # DescribeGroups v6: GROUP_ID_NOT_FOUND (KIP-1043)
+    22: 5,                  # InitProducerId v6: two-phase commit (KIP-939)
+    35: 4,                  # DescribeLogDirs v5: IsCordoned
+    42: 2,                  # DeleteGroups v3: ErrorMessage
+    45: 0,                  # AlterPartitionReassignments v1: AllowReplicationFactorChange
+    60: 1,                  # DescribeCluster v2: fenced brokers (KIP-1073)
+    66: 1,                  # ListTransactions v2: transactional id pattern (KIP-1152)
+    69: 0,                  # ConsumerGroupDescribe v1: MemberType (KIP-1099)
+}
 # KIP-368: re-authenticate at a random point in this part of the session (Java's client)
 REAUTH_WINDOW = (0.85, 0.95)
 
@@ -323,10 +340,10 @@ class ClientConnection:
 
     # -- sending -----------------------------------------------------------------
     def start(self, sasl: SaslMechanism | None = None) -> Outgoing:
-        """The first request of every connection: ApiVersions at kaflite's newest.
+        """The first request of every connection: ApiVersions at the newest kaflite sends.
         With ``sasl``, the connection authenticates with it before it is ready."""
         self._sasl = sasl
-        return self._api_versions(REGISTRY[API_VERSIONS].max_version)
+        return self._api_versions(SENT_MAX[API_VERSIONS])
 
     def reauthenticate(self, sasl: SaslMechanism) -> Outgoing:
         """Start a KIP-368 re-authentication on this ready connection."""

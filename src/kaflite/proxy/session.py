@@ -368,8 +368,8 @@ class Session:
             self.fail(f"API key {api_key} v{version}, which the upstream did not advertise")
             return
         if not known and api_key == API_VERSIONS:
-            # KIP-511: an ApiVersions the proxy cannot read (Kafka 4.4's Java client sends
-            # v5) is answered here, v0 UNSUPPORTED_VERSION with the versions the proxy
+            # KIP-511: an ApiVersions the proxy cannot read (Kafka 4.4's Java client sent
+            # v5 before the codec read it) is answered here, v0 UNSUPPORTED_VERSION with the versions the proxy
             # reads, and the client asks again within them. Forwarded, its answer went
             # through unread: the client saw the upstream's versions, not the ones the
             # proxy can decode, and its Metadata then went unrewritten, past the proxy.

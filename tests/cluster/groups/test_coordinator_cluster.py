@@ -83,7 +83,7 @@ def test_api_versions_list_the_kip848_apis(cluster: Cluster) -> None:
     resp = call(cluster.brokers[0].port, 18, 3, ApiVersionsRequest("raw", "1"))
     versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert versions[68] == (0, 1)       # ConsumerGroupHeartbeat, as Kafka 4.0
-    assert versions[69] == (0, 0)       # ConsumerGroupDescribe
+    assert versions[69] == (0, 1)       # ConsumerGroupDescribe, as Kafka 4.4 (KIP-1099)
 
 
 def test_find_coordinator_creates_the_internal_topics(cluster: Cluster) -> None:

@@ -112,8 +112,6 @@ async def _ask(client: BaseClient, node: int, query: dict[TopicPartition, int],
                 out[tp] = (p.error_code, None)
                 continue
             offset = p.offset
-            if offset < 0 and p.old_style_offsets:
-                offset = p.old_style_offsets[0]
             out[tp] = (0, None if offset < 0 else
                        OffsetAndTimestamp(offset, p.timestamp, p.leader_epoch))
     return out

@@ -7,6 +7,13 @@ The supported ranges and the finalized levels are ``kaflite.cluster.features``'s
 ``group.coordinator.rebalance.protocols`` leaves ``consumer`` out. The finalized
 levels' epoch is the metadata log's next offset, as a KRaft broker gives its metadata
 image's offset: it grows with every change, so a client keeps the newest levels.
+
+From v5 (KIP-1242) a client may name the cluster and the node it means to reach. As
+Kafka 4.4's broker checks it: when the request names a cluster (a null ClusterId is
+no claim, whatever the NodeId) and either that cluster or the NodeId is not this
+broker's, the answer is REBOOTSTRAP_REQUIRED alone (no versions, no features): the
+address now belongs to another broker or cluster, and the client must start again
+from its bootstrap servers.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import TYPE_CHECKING
 from kaflite.cluster import features
 from kaflite.cluster.groups._config import ConsumerGroupConfig
 from kaflite.cluster.handlers._base import Handler
+from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kaflite.protocol.messages._generated.api_versions_response import (
@@ -41,6 +49,10 @@ async def handle(broker: Broker, conn: ServerConnection, header: RequestHeader,
     if req.client_software_name:
         conn.info.software_name = req.client_software_name
         conn.info.software_version = req.client_software_version
+    if header.request_api_version >= 5 and req.cluster_id is not None and (
+            req.cluster_id != broker.controller.cluster_id or req.node_id != broker.node_id):
+        return ApiVersionsResponse(error_code=errors.RebootstrapRequiredError.code,
+                                   throttle_time_ms=0)
     supported, finalized = feature_levels(broker)
     return ApiVersionsResponse(
         error_code=0,
@@ -54,4 +66,4 @@ async def handle(broker: Broker, conn: ServerConnection, header: RequestHeader,
     )
 
 
-HANDLERS = [Handler(ApiVersionsRequest, 0, 4, handle)]
+HANDLERS = [Handler(ApiVersionsRequest, 0, 5, handle)]

@@ -102,7 +102,9 @@ def describe_consumer_group(shard: CoordinatorShard, group_id: str,
             subscribed_topic_names=list(m.subscribed_topic_names),
             subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=_assignment(shard, group, m.assigned),
-            target_assignment=_assignment(shard, group, group.target.get(m.member_id, {})))
+            target_assignment=_assignment(shard, group, group.target.get(m.member_id, {})),
+            # v1 (KIP-1099): 0 for a member on the classic protocol, 1 for a consumer one
+            member_type=0 if m.uses_classic_protocol else 1)
             for m in group.members.values()])
 
 
@@ -120,5 +122,5 @@ async def handle_consumer_group_describe(broker: Broker, conn: ServerConnection,
 
 HANDLERS = [
     Handler(ConsumerGroupHeartbeatRequest, 0, 1, handle_consumer_group_heartbeat),
-    Handler(ConsumerGroupDescribeRequest, 0, 0, handle_consumer_group_describe),
+    Handler(ConsumerGroupDescribeRequest, 0, 1, handle_consumer_group_describe),
 ]

@@ -27,6 +27,10 @@ from the leader's gets ``diverging_epoch`` instead of records, and truncates.
 Fetch sessions (KIP-227): see ``kaflite.cluster.fetch_session``; an incremental
 fetch reads the partitions it names and those of its session that changed (every
 partition once per ``FULL_SCAN_S``), and answers only those with news.
+
+v18 (KIP-1166) lets a fetcher tell the high watermark it knows (a tagged field). Only
+KRaft's own replication reads it: Kafka 4.4's broker serves a v18 Fetch as a v17, and
+so does kaflite.
 """
 
 from __future__ import annotations
@@ -383,4 +387,4 @@ async def handle_fetch(broker: Broker, conn: ServerConnection, header: RequestHe
                          responses=topics, node_endpoints=endpoints)
 
 
-HANDLERS = [Handler(FetchRequest, 4, 17, handle_fetch)]
+HANDLERS = [Handler(FetchRequest, 4, 18, handle_fetch)]

@@ -13,11 +13,15 @@ partition is first checked with the transaction coordinator (KIP-890): v5 adds
 that partition to the transaction (transactions v2: the producer sends no
 AddOffsetsToTxn), earlier versions verify that AddOffsetsToTxn added it. v6 names topics by id (an unknown one: UNKNOWN_TOPIC_ID).
 
+OffsetCommit v10 and OffsetFetch v10 (Kafka 4.4) name topics by id as well: an id no
+topic has gets UNKNOWN_TOPIC_ID for each of its partitions, as from Kafka's KafkaApis.
+
 Versions follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-v1, OffsetFetch v0).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -40,8 +44,10 @@ from kaflite.protocol.messages import (
 )
 from kaflite.protocol.messages import offset_commit_response as ocr
 from kaflite.protocol.messages import offset_delete_response as odr
+from kaflite.protocol.messages import offset_fetch_request as ofq
 from kaflite.protocol.messages import offset_fetch_response as ofr
 from kaflite.protocol.messages import txn_offset_commit_response as tcr
+from kaflite.protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
@@ -53,6 +59,7 @@ __all__ = ["HANDLERS"]
 NONE = 0
 UNSTABLE = errors.UnstableOffsetCommitError.code
 TOPIC_IDS_TXN_OFFSETS = 6     # TxnOffsetCommit v6: topics by id (KIP-1319)
+TOPIC_IDS_OFFSETS = 10        # OffsetCommit and OffsetFetch v10: topics by id
 Wanted = list[tuple[str, list[int]]] | None
 
 
@@ -72,14 +79,23 @@ async def _commit(broker: Broker, conn: ServerConnection, group_id: str,
 async def handle_offset_commit(broker: Broker, conn: ServerConnection, header: RequestHeader,
                                req: OffsetCommitRequest) -> OffsetCommitResponse:
     version = header.request_api_version
+    asked = list(req.topics)
+    if version >= TOPIC_IDS_OFFSETS:     # topics by id: resolved up front, as Kafka's KafkaApis
+        for t in asked:
+            topic = broker.controller.topics_by_id.get(t.topic_id)
+            t.name = topic.name if topic is not None else ""
+        req.topics = [t for t in asked if t.name]
     code_of = await _commit(broker, conn, req.group_id,
                             lambda shard: shard.offset_manager.commit(req, version))
+    unknown = errors.UnknownTopicIdError.code
     topics = []
-    for t in req.topics:
+    for t in asked:
         parts = [ocr.OffsetCommitResponsePartition(
-            partition_index=p.partition_index, error_code=code_of(t.name, p.partition_index))
+            partition_index=p.partition_index,
+            error_code=code_of(t.name, p.partition_index) if t.name else unknown)
             for p in t.partitions]
-        topics.append(ocr.OffsetCommitResponseTopic(name=t.name, partitions=parts))
+        topics.append(ocr.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id,
+                                                    partitions=parts))
     return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
 
@@ -109,9 +125,43 @@ def _fetch_group(broker: Broker, conn: ServerConnection, group_id: str, wanted: 
         return exc.code, []
     found = shard.offset_manager.fetch(group_id, wanted)
     unstable = shard.txn_offsets.unstable if require_stable else lambda g, tp: False
-    return NONE, [ofr.OffsetFetchResponseTopics(name, [
+    return NONE, [ofr.OffsetFetchResponseTopics(name=name, partitions=[
         _partition(p, None, UNSTABLE) if unstable(group_id, (name, p)) else _partition(p, om)
         for p, om in parts]) for name, parts in found]
+
+
+def _fetch_group_by_ids(broker: Broker, conn: ServerConnection, g: ofq.OffsetFetchRequestGroup,
+                        require_stable: bool) -> tuple[int, list[ofr.OffsetFetchResponseTopics]]:
+    """v10: topics named by id. An unknown id's partitions get UNKNOWN_TOPIC_ID; asked for
+    every topic, a group's offsets of a topic that no longer exists are left out (as
+    Kafka's ``fetchAllOffsetsForGroup``, which finds no id for its name)."""
+    controller = broker.controller
+    if g.topics is None:
+        code, topics = _fetch_group(broker, conn, g.group_id, None, require_stable,
+                                    g.member_id, g.member_epoch)
+        for found in topics:
+            state = controller.topics.get(found.name)
+            found.topic_id = state.topic_id if state is not None else ZERO_UUID
+        return code, [found for found in topics if found.topic_id != ZERO_UUID]
+    names: dict[str, uuid.UUID] = {}
+    missing: list[ofr.OffsetFetchResponseTopics] = []
+    wanted: list[tuple[str, list[int]]] = []
+    for t in g.topics:
+        state = controller.topics_by_id.get(t.topic_id)
+        if state is None:
+            missing.append(ofr.OffsetFetchResponseTopics(topic_id=t.topic_id, partitions=[
+                _partition(p, None, errors.UnknownTopicIdError.code)
+                for p in t.partition_indexes]))
+            continue
+        names[state.name] = t.topic_id
+        wanted.append((state.name, list(t.partition_indexes)))
+    code, topics = _fetch_group(broker, conn, g.group_id, wanted, require_stable,
+                                g.member_id, g.member_epoch)
+    if code:
+        return code, []
+    for found in topics:
+        found.topic_id = names[found.name]
+    return code, topics + missing
 
 
 async def handle_offset_fetch(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -120,6 +170,11 @@ async def handle_offset_fetch(broker: Broker, conn: ServerConnection, header: Re
     if version >= 8:
         groups = []
         for g in req.groups:
+            if version >= TOPIC_IDS_OFFSETS:
+                code, topics = _fetch_group_by_ids(broker, conn, g, req.require_stable)
+                groups.append(ofr.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics,
+                                                           error_code=code))
+                continue
             wanted: Wanted = None if g.topics is None else \
                 [(t.name, list(t.partition_indexes)) for t in g.topics]
             code, topics = _fetch_group(broker, conn, g.group_id, wanted, req.require_stable,
@@ -133,7 +188,8 @@ async def handle_offset_fetch(broker: Broker, conn: ServerConnection, header: Re
                                version >= 7 and req.require_stable)
     if code and version < 2:
         # v1 has no top-level error: every requested partition carries it.
-        found = [ofr.OffsetFetchResponseTopics(name, [_partition(p, None, code) for p in parts])
+        found = [ofr.OffsetFetchResponseTopics(name=name, partitions=[
+            _partition(p, None, code) for p in parts])
                  for name, parts in wanted or []]
     legacy = [ofr.OffsetFetchResponseTopic(t.name, [
         ofr.OffsetFetchResponsePartition(p.partition_index, p.committed_offset,
@@ -204,8 +260,8 @@ async def handle_txn_offset_commit(broker: Broker, conn: ServerConnection,
 
 
 HANDLERS = [
-    Handler(OffsetCommitRequest, 2, 9, handle_offset_commit),
-    Handler(OffsetFetchRequest, 1, 9, handle_offset_fetch),
+    Handler(OffsetCommitRequest, 2, TOPIC_IDS_OFFSETS, handle_offset_commit),
+    Handler(OffsetFetchRequest, 1, TOPIC_IDS_OFFSETS, handle_offset_fetch),
     Handler(OffsetDeleteRequest, 0, 0, handle_offset_delete),
     Handler(TxnOffsetCommitRequest, 0, TOPIC_IDS_TXN_OFFSETS, handle_txn_offset_commit),
 ]

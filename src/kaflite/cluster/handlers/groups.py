@@ -11,6 +11,10 @@ Versions follow Kafka 4.4, which serves JoinGroup from v0 (KIP-896 had listed
 v0-v1 for removal; Kafka's schema and ApiVersions keep them, as the differential
 conformance test against Kafka 4.4 showed). A v0 join has no rebalance timeout:
 the session timeout serves, as in Kafka.
+
+DescribeGroups v6 (KIP-1043) answers a group that is not a classic group (unknown,
+or of another kind) GROUP_ID_NOT_FOUND with Kafka's message, where earlier versions
+say only Dead. DeleteGroups v3 carries an error message beside an error code.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS", "client_host", "shard_for"]
 
 NONE = 0
+NOT_FOUND_DESCRIBE_VERSION = 6     # DescribeGroups v6: GROUP_ID_NOT_FOUND (KIP-1043)
 # Without ACLs every operation on a group is allowed: READ, DELETE, DESCRIBE.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NO_OPERATIONS = -(1 << 31)
@@ -176,7 +181,7 @@ async def handle_leave_group(broker: Broker, conn: ServerConnection, header: Req
 
 
 def _describe(broker: Broker, conn: ServerConnection, group_id: str,
-              operations: int) -> dsr.DescribedGroup:
+              operations: int, version: int) -> dsr.DescribedGroup:
     out = dsr.DescribedGroup(error_code=NONE, group_id=group_id, group_state="",
                              protocol_type="", protocol_data="", authorized_operations=operations)
     if not group_id:
@@ -191,6 +196,11 @@ def _describe(broker: Broker, conn: ServerConnection, group_id: str,
     if group is None:
         # Unknown, or a consumer group: DescribeGroups describes classic groups only.
         out.group_state = str(GroupState.DEAD)
+        if version >= NOT_FOUND_DESCRIBE_VERSION:     # KIP-1043, as Kafka 4.4 words it
+            out.error_code = errors.GroupIdNotFoundError.code
+            other = group_id in shard.consumer_groups or group_id in shard.share_groups
+            out.error_message = f"Group {group_id} is not a classic group." if other \
+                else f"Group {group_id} not found."
         return out
     out.group_state = str(group.state)
     out.protocol_type = group.protocol_type or ""
@@ -212,7 +222,8 @@ async def handle_describe_groups(broker: Broker, conn: ServerConnection, header:
                                  req: DescribeGroupsRequest) -> DescribeGroupsResponse:
     ops = GROUP_OPERATIONS if req.include_authorized_operations else NO_OPERATIONS
     return DescribeGroupsResponse(throttle_time_ms=0,
-                                  groups=[_describe(broker, conn, g, ops) for g in req.groups])
+                                  groups=[_describe(broker, conn, g, ops, header.request_api_version)
+                                          for g in req.groups])
 
 
 async def handle_list_groups(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -255,6 +266,7 @@ async def handle_list_groups(broker: Broker, conn: ServerConnection, header: Req
 async def handle_delete_groups(broker: Broker, conn: ServerConnection, header: RequestHeader,
                                req: DeleteGroupsRequest) -> DeleteGroupsResponse:
     results: dict[str, int] = {}
+    messages: dict[str, str] = {}   # v3: why, where a coordinator error says (as Kafka's ApiError)
     by_shard: dict[int, tuple[CoordinatorShard, list[str]]] = {}
     for gid in req.groups_names:
         if not gid:
@@ -264,6 +276,7 @@ async def handle_delete_groups(broker: Broker, conn: ServerConnection, header: R
             shard = shard_for(broker, conn, gid, label=False)
         except errors.KafkaError as exc:
             results[gid] = exc.code
+            messages[gid] = str(exc) or exc.name
             continue
         if gid in shard.share_groups:
             results[gid] = await delete_share_group(broker, shard, gid)
@@ -274,7 +287,8 @@ async def handle_delete_groups(broker: Broker, conn: ServerConnection, header: R
     for part in done:
         results.update(part)
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
-        dgr.DeletableGroupResult(group_id=gid, error_code=results[gid])
+        dgr.DeletableGroupResult(group_id=gid, error_code=results[gid],
+                                 error_message=messages.get(gid) if results[gid] else None)
         for gid in dict.fromkeys(req.groups_names)])
 
 
@@ -299,7 +313,7 @@ HANDLERS = [
     Handler(HeartbeatRequest, 0, 4, handle_heartbeat),
     Handler(LeaveGroupRequest, 0, 5, handle_leave_group),
     Handler(SyncGroupRequest, 0, 5, handle_sync_group),
-    Handler(DescribeGroupsRequest, 0, 5, handle_describe_groups),
+    Handler(DescribeGroupsRequest, 0, NOT_FOUND_DESCRIBE_VERSION, handle_describe_groups),
     Handler(ListGroupsRequest, 0, 5, handle_list_groups),
-    Handler(DeleteGroupsRequest, 0, 2, handle_delete_groups),
+    Handler(DeleteGroupsRequest, 0, 3, handle_delete_groups),
 ]

@@ -8,8 +8,10 @@ how far its log end is behind the partition's high watermark (0 for a leader and
 for a follower that has caught up); no replica is ever "future" (kaflite does not
 move replicas between directories). A request naming topics gets those of their
 partitions that this broker hosts; a null list asks for all of them. From v4 the
-directory's total and usable bytes, from the file system. Authorization (DESCRIBE on
-the cluster) is in ``kaflite.cluster.acl``.
+directory's total and usable bytes, from the file system. From v5, whether the
+directory is cordoned (KIP-1066's ``cordoned.log.dirs``): kaflite has no cordoning,
+so its one directory never is. Authorization (DESCRIBE on the cluster) is in
+``kaflite.cluster.acl``.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ async def handle_describe_log_dirs(broker: Broker, conn: ServerConnection,
     result = dld.DescribeLogDirsResult(
         error_code=0, log_dir=str(directory),
         topics=[dld.DescribeLogDirsTopic(name, parts) for name, parts in topics.items()],
-        total_bytes=usage.total, usable_bytes=usage.free)
+        total_bytes=usage.total, usable_bytes=usage.free, is_cordoned=False)
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[result])
 
 
-HANDLERS = [Handler(DescribeLogDirsRequest, 1, 4, handle_describe_log_dirs)]
+HANDLERS = [Handler(DescribeLogDirsRequest, 1, 5, handle_describe_log_dirs)]

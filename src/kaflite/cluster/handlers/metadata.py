@@ -16,12 +16,18 @@ its controller to create.
 Topic ids in the request are v12's: before it a topic needs a name and no id
 (v10 and v11 carry the field but the response cannot name a topic by id).
 Such a request gets INVALID_REQUEST for each topic, as Kafka's broker answers it.
+
+v13 adds a top-level error code (KIP-1102's REBOOTSTRAP_REQUIRED); Kafka 4.4's broker
+never sets it in a Metadata answer, and neither does kaflite's: it is 0.
+
+DescribeCluster v2 (KIP-1073) may ask for the fenced brokers too: every registered
+broker, those that are not alive (stopped, or past their session) marked fenced.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.controller import MAX_PARTITIONS_PER_REQUEST, TopicState
@@ -41,6 +47,7 @@ from kaflite.protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
+    from kaflite.cluster.metadata_state import BrokerInfo
     from kaflite.cluster.network import ServerConnection
 
 __all__ = ["HANDLERS", "auto_create", "validate_topic_name"]
@@ -67,11 +74,18 @@ def listener_brokers(broker: Broker, conn: ServerConnection
                      ) -> list[tuple[int, str, int, str | None]]:
     """The live brokers at their endpoints of the listener ``conn`` came in on; as
     Kafka, a broker without that listener is left out."""
+    return [(node, host, port, rack) for node, host, port, rack, _ in
+            _endpoints(broker, conn, broker.controller.live_brokers())]
+
+
+def _endpoints(broker: Broker, conn: ServerConnection, brokers: Iterable[BrokerInfo]
+               ) -> list[tuple[int, str, int, str | None, bool]]:
+    """(node, host, port, rack, fenced) of ``brokers`` on ``conn``'s listener."""
     out = []
-    for b in sorted(broker.controller.live_brokers(), key=lambda b: b.node_id):
+    for b in sorted(brokers, key=lambda b: b.node_id):
         address = b.endpoint(conn.listener.name)
         if address is not None:
-            out.append((b.node_id, address[0], address[1], b.rack))
+            out.append((b.node_id, address[0], address[1], b.rack, not b.alive))
     return out
 
 
@@ -175,22 +189,26 @@ async def handle_metadata(broker: Broker, conn: ServerConnection, header: Reques
         controller_id=min((b.node_id for b in controller.live_brokers()), default=-1),
         topics=topics,
         cluster_authorized_operations=NO_OPS,
+        error_code=0,
     )
 
 
 async def handle_describe_cluster(broker: Broker, conn: ServerConnection, header: RequestHeader,
                                   req: DescribeClusterRequest) -> DescribeClusterResponse:
     controller = broker.controller
+    registered = controller.brokers.values() if req.include_fenced_brokers \
+        else controller.live_brokers()
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,
         endpoint_type=req.endpoint_type,
         cluster_id=controller.cluster_id,
         controller_id=min((b.node_id for b in controller.live_brokers()), default=-1),
-        brokers=[dc.DescribeClusterBroker(node, host, port, rack)
-                 for node, host, port, rack in listener_brokers(broker, conn)],
+        brokers=[dc.DescribeClusterBroker(node, host, port, rack, is_fenced=fenced)
+                 for node, host, port, rack, fenced in _endpoints(broker, conn, registered)],
         cluster_authorized_operations=NO_OPS,
     )
 
 
-HANDLERS = [Handler(MetadataRequest, 0, 12, handle_metadata), Handler(DescribeClusterRequest, 0, 1, handle_describe_cluster)]
+HANDLERS = [Handler(MetadataRequest, 0, 13, handle_metadata),
+            Handler(DescribeClusterRequest, 0, 2, handle_describe_cluster)]

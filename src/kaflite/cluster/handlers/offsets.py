@@ -1,4 +1,10 @@
-"""ListOffsets (2), OffsetForLeaderEpoch (23) and DeleteRecords (21)."""
+"""ListOffsets (2), OffsetForLeaderEpoch (23) and DeleteRecords (21).
+
+ListOffsets' special timestamps of tiered storage (KIP-1005's latest tiered offset,
+-5, and from v11 KIP-1023's earliest pending upload offset, -6) have no tiered log
+to look at in kaflite: they are answered as Kafka answers them for a topic without remote storage,
+offset, timestamp and leader epoch all -1.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["HANDLERS"]
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -5, -6
 READ_COMMITTED = 1
 
 
@@ -61,8 +68,9 @@ async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: Re
                     res.offset = fetchable
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     res.offset = p.log_start_offset
-                elif ts == EARLIEST_PENDING_UPLOAD:
+                elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
                     res.offset = -1
+                    res.leader_epoch = -1
                 elif ts == MAX_TIMESTAMP:
                     found = p.log.max_timestamp()
                     if found is not None and found[0] < fetchable:
@@ -73,8 +81,6 @@ async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: Re
                         res.offset, res.timestamp = found
                     elif found is not None:
                         _check_not_lagging(p)
-                if header.request_api_version == 0:
-                    res.old_style_offsets = [res.offset] if res.offset >= 0 else []
             except errors.KafkaError as exc:
                 res.error_code = code_for_exception(exc)
             parts.append(res)
@@ -127,7 +133,7 @@ async def handle_delete_records(broker: Broker, conn: ServerConnection, header: 
 
 
 HANDLERS = [
-    Handler(ListOffsetsRequest, 1, 10, handle_list_offsets),
+    Handler(ListOffsetsRequest, 1, 11, handle_list_offsets),
     Handler(OffsetForLeaderEpochRequest, 2, 4, handle_offset_for_leader_epoch),
     Handler(DeleteRecordsRequest, 0, 2, handle_delete_records),
 ]

@@ -1,4 +1,10 @@
-"""ElectLeaders (43), AlterPartitionReassignments (45), ListPartitionReassignments (46)."""
+"""ElectLeaders (43), AlterPartitionReassignments (45), ListPartitionReassignments (46).
+
+AlterPartitionReassignments v1 may forbid a change of replication factor: a target
+whose size differs from the partition's (from the target of a reassignment under
+way, if there is one) gets INVALID_REPLICATION_FACTOR, in Kafka 4.4's words, after
+the replicas themselves are checked; the answer repeats the request's flag.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +38,18 @@ PREFERRED, UNCLEAN = 0, 1
 def _partition_state(broker: Broker, topic: str, index: int) -> None:
     if broker.controller.partition(topic, index) is None:
         raise errors.UnknownTopicOrPartitionError(f"{topic}-{index}")
+
+
+def _check_factor_unchanged(broker: Broker, topic: str, index: int, target: list[int]) -> None:
+    """As Kafka's ``validatePartitionReplicationFactorUnchanged``."""
+    p = broker.controller.partition(topic, index)
+    if p is None:
+        return
+    current = len((set(p.replicas) | set(p.adding)) - set(p.removing)) \
+        if p.adding or p.removing else len(p.replicas)
+    if current != len(target):
+        raise errors.InvalidReplicationFactorError(
+            f"The replication factor is changed from {current} to {len(target)}")
 
 
 async def handle_elect_leaders(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -76,13 +94,16 @@ async def handle_alter_reassignments(broker: Broker, conn: ServerConnection,
                 if rp.replicas is not None and (not rp.replicas
                                                 or len(set(rp.replicas)) != len(rp.replicas)):
                     raise errors.InvalidReplicaAssignmentError("replicas must be distinct")
+                if rp.replicas is not None and not req.allow_replication_factor_change:
+                    _check_factor_unchanged(broker, t.name, rp.partition_index, rp.replicas)
                 broker.controller.reassign(t.name, rp.partition_index, rp.replicas)
             except errors.KafkaError as exc:
                 res.error_code, res.error_message = code_for_exception(exc), exc.message
             parts.append(res)
         responses.append(apr.ReassignableTopicResponse(name=t.name, partitions=parts))
-    return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0,
-                                               responses=responses)
+    return AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0, error_code=0, responses=responses,
+        allow_replication_factor_change=req.allow_replication_factor_change)
 
 
 async def handle_list_reassignments(broker: Broker, conn: ServerConnection,
@@ -108,6 +129,6 @@ async def handle_list_reassignments(broker: Broker, conn: ServerConnection,
 
 HANDLERS = [
     Handler(ElectLeadersRequest, 0, 2, handle_elect_leaders),
-    Handler(AlterPartitionReassignmentsRequest, 0, 0, handle_alter_reassignments),
+    Handler(AlterPartitionReassignmentsRequest, 0, 1, handle_alter_reassignments),
     Handler(ListPartitionReassignmentsRequest, 0, 0, handle_list_reassignments),
 ]

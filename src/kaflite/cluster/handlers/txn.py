@@ -8,10 +8,23 @@ asks whether a v1 producer added the partitions before its first batch there
 (part 1), otherwise the leader adds them for a v2 producer (part 2). EndTxn v5
 is transaction version 2's: the coordinator bumps the producer epoch at every
 end, and answers with the producer id and epoch to go on with.
+
+InitProducerId v6 (KIP-939, unstable in Kafka 4.4: ``unstable.api.versions.enable``)
+carries Enable2Pc and KeepPreparedTxn. kaflite has no two-phase commit
+(``transaction.two.phase.commit.enable`` cannot be turned on), so it answers as Kafka
+4.4's coordinator does with it off, before looking at the transactional id's state:
+Enable2Pc gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KeepPreparedTxn UNSUPPORTED_VERSION
+(Kafka 4.4 does not implement keeping a prepared transaction either). An idempotent
+producer's (no transactional id) flags are ignored.
+
+ListTransactions v2 (KIP-1152) filters by a transactional id pattern, a Java regular
+expression matched against the whole id; an empty or null pattern matches all, and a
+pattern that does not compile gets INVALID_REGULAR_EXPRESSION.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -58,9 +71,17 @@ def _shard(broker: Broker, tid: str) -> TxnShard:
     return _coordinator(broker).shard_for(tid)
 
 
+def _init_error(code: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
+
+
 async def init_transactional(broker: Broker, conn: ServerConnection,
                              req: InitProducerIdRequest) -> InitProducerIdResponse:
     tid = req.transactional_id or ""
+    if tid and req.enable2_pc:
+        return _init_error(errors.TransactionalIdAuthorizationFailedError.code)
+    if tid and req.keep_prepared_txn:
+        return _init_error(errors.UnsupportedVersionError.code)
     try:
         shard = _shard(broker, tid)
         limit = _coordinator(broker).config.max_timeout_ms
@@ -68,7 +89,7 @@ async def init_transactional(broker: Broker, conn: ServerConnection,
             raise errors.InvalidTransactionTimeoutError(
                 f"transaction.timeout.ms {req.transaction_timeout_ms} is not in (0, {limit}]")
     except errors.KafkaError as exc:
-        return InitProducerIdResponse(error_code=exc.code, producer_id=-1, producer_epoch=-1)
+        return _init_error(exc.code)
     code, pid, epoch = await shard.init_producer_id(tid, req.transaction_timeout_ms,
                                                     req.producer_id, req.producer_epoch)
     return InitProducerIdResponse(error_code=code, producer_id=pid, producer_epoch=epoch)
@@ -176,14 +197,21 @@ async def handle_list_transactions(broker: Broker, conn: ServerConnection,
     wanted = {state for state in states.values() if state is not None}
     try:
         metas = _coordinator(broker).all_transactions()
+        # (Kafka compiles it with RE2/J; Python's re agrees on the common syntax)
+        pattern = re.compile(req.transactional_id_pattern) \
+            if req.transactional_id_pattern else None
     except errors.KafkaError as exc:
         return ListTransactionsResponse(error_code=exc.code, unknown_state_filters=unknown)
+    except re.error:
+        return ListTransactionsResponse(error_code=errors.InvalidRegularExpressionError.code)
     now = int(time.time() * 1000)
     out = []
     for m in metas:
         if req.state_filters and m.state not in wanted:
             continue
         if req.producer_id_filters and m.producer_id not in req.producer_id_filters:
+            continue
+        if pattern is not None and not pattern.fullmatch(m.transactional_id):
             continue
         if req.duration_filter >= 0 and (m.state is not TxnState.ONGOING
                                          or now - m.start_ms < req.duration_filter):
@@ -210,10 +238,10 @@ async def handle_init_producer_id(broker: Broker, conn: ServerConnection, header
 
 
 HANDLERS = [
-    Handler(InitProducerIdRequest, 0, 5, handle_init_producer_id),
+    Handler(InitProducerIdRequest, 0, 6, handle_init_producer_id),
     Handler(AddPartitionsToTxnRequest, 0, 5, handle_add_partitions),
     Handler(AddOffsetsToTxnRequest, 0, 4, handle_add_offsets),
     Handler(EndTxnRequest, 0, 5, handle_end_txn),
     Handler(DescribeTransactionsRequest, 0, 0, handle_describe_transactions),
-    Handler(ListTransactionsRequest, 0, 1, handle_list_transactions),
+    Handler(ListTransactionsRequest, 0, 2, handle_list_transactions),
 ]

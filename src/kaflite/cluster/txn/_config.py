@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kaflite.cluster.internal_topics import TRANSACTIONS
+from kaflite.config import ConfigError
 
 __all__ = ["TXN_DEFAULTS", "TxnConfig"]
 
@@ -18,6 +19,9 @@ TXN_DEFAULTS: dict[str, str] = {
     # KIP-890 part 1: a leader checks a v1 producer's first transactional batch with
     # the coordinator (v2 producers' batches are always added by their leaders)
     "transaction.partition.verification.enable": "true",
+    # KIP-939's two-phase commit: kaflite does not implement it, so it cannot be turned
+    # on; InitProducerId v6 with Enable2Pc is answered as Kafka answers it while it is off
+    "transaction.two.phase.commit.enable": "false",
 }
 
 # How long a write to __transaction_state may wait for the in-sync replicas.
@@ -39,6 +43,10 @@ class TxnConfig:
     def from_props(cls, props: Mapping[str, str]) -> TxnConfig:
         def get(name: str) -> int:
             return int(props.get(name, TXN_DEFAULTS[name]))
+
+        if props.get("transaction.two.phase.commit.enable", "false").lower() == "true":
+            raise ConfigError("transaction.two.phase.commit.enable",
+                              "two-phase commit (KIP-939) is not implemented by kaflite")
 
         return cls(
             max_timeout_ms=get("transaction.max.timeout.ms"),

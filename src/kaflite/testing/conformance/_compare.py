@@ -34,7 +34,7 @@ from kaflite.protocol.records._wire import ATTRIBUTES_OFFSET, CRC_OFFSET, PRODUC
 __all__ = ["Diff", "Identities", "diff", "substitute"]
 
 IGNORED = frozenset({
-    "throttle_time_ms", "cluster_id", "host", "port", "rack", "error_message",
+    "throttle_time_ms", "host", "port", "rack", "error_message",
     "documentation", "session_lifetime_ms", "auth_bytes", "log_append_time_ms",
     "transaction_start_time_ms",
 })
@@ -46,6 +46,9 @@ MINTED: dict[str, str] = {
     "controller_id": "node", "coordinator_id": "node", "replica_nodes": "node",
     "isr_nodes": "node", "offline_replicas": "node", "eligible_leader_replicas": "node",
     "last_known_elr": "node", "replica_id": "node",
+    # each broker's own; paired, so that an ApiVersions v5 naming Kafka's cluster
+    # (KIP-1242) is replayed naming kaflite's
+    "cluster_id": "cluster",
 }
 # the field that identifies an element of an array of structs, in order of preference
 KEYS = ("name", "topic", "topic_name", "partition_index", "partition", "index", "api_key",

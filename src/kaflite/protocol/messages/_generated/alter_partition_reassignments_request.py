@@ -23,7 +23,7 @@ from kaflite.protocol.messages._generated.alter_partition_reassignments_response
 @dataclass(slots=True)
 class ReassignablePartition(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     partition_index: int = 0
@@ -53,7 +53,7 @@ class ReassignablePartition(Struct):
 @dataclass(slots=True)
 class ReassignableTopic(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     name: str = ''
@@ -83,25 +83,34 @@ class AlterPartitionReassignmentsRequest(Request[AlterPartitionReassignmentsResp
     API_KEY: ClassVar[int] = 45
     RESPONSE: ClassVar[type[Struct]] = AlterPartitionReassignmentsResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     timeout_ms: int = 60000
+    allow_replication_factor_change: bool = True
     topics: list[ReassignableTopic] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> AlterPartitionReassignmentsRequest:
         f_timeout_ms = r.int32()
+        if v >= 1:
+            f_allow_replication_factor_change = r.bool()
+        else:
+            f_allow_replication_factor_change = True
         n = r.compact_array_len()
         f_topics = [ReassignableTopic.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_timeout_ms, f_topics, unknown)
+        return cls(f_timeout_ms, f_allow_replication_factor_change, f_topics, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.timeout_ms)
+        if v >= 1:
+            w.bool(self.allow_replication_factor_change)
+        elif self.allow_replication_factor_change != True:
+            raise FieldVersionError(f"AlterPartitionReassignmentsRequest.allow_replication_factor_change is not supported at version {v}")
         w.compact_array_len(len(self.topics))
         for e_topics in self.topics:
             e_topics.write(w, v)
@@ -109,14 +118,15 @@ class AlterPartitionReassignmentsRequest(Request[AlterPartitionReassignmentsResp
 
 
 ReassignablePartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('replicas', 'int32', True, (0, 0), (0, -1), None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('replicas', 'int32', True, (0, 1), (0, -1), None, None, None, False),
 )
 ReassignableTopic.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('partitions', 'ReassignablePartition', True, (0, 0), None, None, None, ReassignablePartition, False),
+    FieldSpec('name', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('partitions', 'ReassignablePartition', True, (0, 1), None, None, None, ReassignablePartition, False),
 )
 AlterPartitionReassignmentsRequest.FIELDS = (
-    FieldSpec('timeout_ms', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('topics', 'ReassignableTopic', True, (0, 0), None, None, None, ReassignableTopic, False),
+    FieldSpec('timeout_ms', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('allow_replication_factor_change', 'bool', False, (1, 1), None, None, None, None, False),
+    FieldSpec('topics', 'ReassignableTopic', True, (0, 1), None, None, None, ReassignableTopic, False),
 )

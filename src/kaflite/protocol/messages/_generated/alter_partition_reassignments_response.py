@@ -22,7 +22,7 @@ __all__ = ['AlterPartitionReassignmentsResponse', 'ReassignablePartitionResponse
 @dataclass(slots=True)
 class ReassignablePartitionResponse(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     partition_index: int = 0
@@ -50,7 +50,7 @@ class ReassignablePartitionResponse(Struct):
 @dataclass(slots=True)
 class ReassignableTopicResponse(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     name: str = ''
@@ -79,10 +79,11 @@ class ReassignableTopicResponse(Struct):
 class AlterPartitionReassignmentsResponse(Struct):
     API_KEY: ClassVar[int] = 45
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     throttle_time_ms: int = 0
+    allow_replication_factor_change: bool = True
     error_code: int = 0
     error_message: str | None = ''
     responses: list[ReassignableTopicResponse] = field(default_factory=list)
@@ -91,6 +92,10 @@ class AlterPartitionReassignmentsResponse(Struct):
     @classmethod
     def read(cls, r: Reader, v: int) -> AlterPartitionReassignmentsResponse:
         f_throttle_time_ms = r.int32()
+        if v >= 1:
+            f_allow_replication_factor_change = r.bool()
+        else:
+            f_allow_replication_factor_change = True
         f_error_code = r.int16()
         f_error_message = r.compact_nullable_string()
         n = r.compact_array_len()
@@ -98,10 +103,12 @@ class AlterPartitionReassignmentsResponse(Struct):
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_throttle_time_ms, f_error_code, f_error_message, f_responses, unknown)
+        return cls(f_throttle_time_ms, f_allow_replication_factor_change, f_error_code, f_error_message, f_responses, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.throttle_time_ms)
+        if v >= 1:
+            w.bool(self.allow_replication_factor_change)
         w.int16(self.error_code)
         w.compact_nullable_string(self.error_message)
         w.compact_array_len(len(self.responses))
@@ -111,17 +118,18 @@ class AlterPartitionReassignmentsResponse(Struct):
 
 
 ReassignablePartitionResponse.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_message', 'string', False, (0, 0), (0, -1), None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 1), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (0, 1), (0, -1), None, None, None, False),
 )
 ReassignableTopicResponse.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('partitions', 'ReassignablePartitionResponse', True, (0, 0), None, None, None, ReassignablePartitionResponse, False),
+    FieldSpec('name', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('partitions', 'ReassignablePartitionResponse', True, (0, 1), None, None, None, ReassignablePartitionResponse, False),
 )
 AlterPartitionReassignmentsResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_message', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('responses', 'ReassignableTopicResponse', True, (0, 0), None, None, None, ReassignableTopicResponse, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('allow_replication_factor_change', 'bool', False, (1, 1), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 1), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('responses', 'ReassignableTopicResponse', True, (0, 1), None, None, None, ReassignableTopicResponse, False),
 )

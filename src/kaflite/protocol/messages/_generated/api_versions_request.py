@@ -25,11 +25,13 @@ class ApiVersionsRequest(Request[ApiVersionsResponse]):
     API_KEY: ClassVar[int] = 18
     RESPONSE: ClassVar[type[Struct]] = ApiVersionsResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     client_software_name: str = ''
     client_software_version: str = ''
+    cluster_id: str | None = None
+    node_id: int = -1
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -42,22 +44,36 @@ class ApiVersionsRequest(Request[ApiVersionsResponse]):
             f_client_software_version = r.compact_string()
         else:
             f_client_software_version = ''
+        if v >= 5:
+            f_cluster_id = r.compact_nullable_string()
+        else:
+            f_cluster_id = None
+        if v >= 5:
+            f_node_id = r.int32()
+        else:
+            f_node_id = -1
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 3:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_client_software_name, f_client_software_version, unknown)
+        return cls(f_client_software_name, f_client_software_version, f_cluster_id, f_node_id, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         if v >= 3:
             w.compact_string(self.client_software_name)
         if v >= 3:
             w.compact_string(self.client_software_version)
+        if v >= 5:
+            w.compact_nullable_string(self.cluster_id)
+        if v >= 5:
+            w.int32(self.node_id)
         if v >= 3:
             w.tagged_fields(self.unknown_tagged_fields)
 
 
 ApiVersionsRequest.FIELDS = (
-    FieldSpec('client_software_name', 'string', False, (3, 4), None, None, None, None, False),
-    FieldSpec('client_software_version', 'string', False, (3, 4), None, None, None, None, False),
+    FieldSpec('client_software_name', 'string', False, (3, 5), None, None, None, None, False),
+    FieldSpec('client_software_version', 'string', False, (3, 5), None, None, None, None, False),
+    FieldSpec('cluster_id', 'string', False, (5, 5), (5, -1), None, None, None, False),
+    FieldSpec('node_id', 'int32', False, (5, 5), None, None, None, None, False),
 )

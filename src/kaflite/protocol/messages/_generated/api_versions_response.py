@@ -22,7 +22,7 @@ __all__ = ['ApiVersion', 'ApiVersionsResponse', 'FinalizedFeatureKey', 'Supporte
 @dataclass(slots=True)
 class ApiVersion(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     api_key: int = 0
@@ -52,7 +52,7 @@ class ApiVersion(Struct):
 @dataclass(slots=True)
 class SupportedFeatureKey(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     name: str = ''
@@ -100,7 +100,7 @@ class SupportedFeatureKey(Struct):
 @dataclass(slots=True)
 class FinalizedFeatureKey(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     name: str = ''
@@ -149,7 +149,7 @@ class FinalizedFeatureKey(Struct):
 class ApiVersionsResponse(Struct):
     API_KEY: ClassVar[int] = 18
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 3
 
     error_code: int = 0
@@ -241,26 +241,26 @@ class ApiVersionsResponse(Struct):
 
 
 ApiVersion.FIELDS = (
-    FieldSpec('api_key', 'int16', False, (0, 4), None, None, None, None, False),
-    FieldSpec('min_version', 'int16', False, (0, 4), None, None, None, None, False),
-    FieldSpec('max_version', 'int16', False, (0, 4), None, None, None, None, False),
+    FieldSpec('api_key', 'int16', False, (0, 5), None, None, None, None, False),
+    FieldSpec('min_version', 'int16', False, (0, 5), None, None, None, None, False),
+    FieldSpec('max_version', 'int16', False, (0, 5), None, None, None, None, False),
 )
 SupportedFeatureKey.FIELDS = (
-    FieldSpec('name', 'string', False, (3, 4), None, None, None, None, False),
-    FieldSpec('min_version', 'int16', False, (3, 4), None, None, None, None, False),
-    FieldSpec('max_version', 'int16', False, (3, 4), None, None, None, None, False),
+    FieldSpec('name', 'string', False, (3, 5), None, None, None, None, False),
+    FieldSpec('min_version', 'int16', False, (3, 5), None, None, None, None, False),
+    FieldSpec('max_version', 'int16', False, (3, 5), None, None, None, None, False),
 )
 FinalizedFeatureKey.FIELDS = (
-    FieldSpec('name', 'string', False, (3, 4), None, None, None, None, False),
-    FieldSpec('max_version_level', 'int16', False, (3, 4), None, None, None, None, False),
-    FieldSpec('min_version_level', 'int16', False, (3, 4), None, None, None, None, False),
+    FieldSpec('name', 'string', False, (3, 5), None, None, None, None, False),
+    FieldSpec('max_version_level', 'int16', False, (3, 5), None, None, None, None, False),
+    FieldSpec('min_version_level', 'int16', False, (3, 5), None, None, None, None, False),
 )
 ApiVersionsResponse.FIELDS = (
-    FieldSpec('error_code', 'int16', False, (0, 4), None, None, None, None, False),
-    FieldSpec('api_keys', 'ApiVersion', True, (0, 4), None, None, None, ApiVersion, False),
-    FieldSpec('throttle_time_ms', 'int32', False, (1, 4), None, None, None, None, False),
-    FieldSpec('supported_features', 'SupportedFeatureKey', True, (3, 4), None, (3, -1), 0, SupportedFeatureKey, False),
-    FieldSpec('finalized_features_epoch', 'int64', False, (3, 4), None, (3, -1), 1, None, False),
-    FieldSpec('finalized_features', 'FinalizedFeatureKey', True, (3, 4), None, (3, -1), 2, FinalizedFeatureKey, False),
-    FieldSpec('zk_migration_ready', 'bool', False, (3, 4), None, (3, -1), 3, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 5), None, None, None, None, False),
+    FieldSpec('api_keys', 'ApiVersion', True, (0, 5), None, None, None, ApiVersion, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (1, 5), None, None, None, None, False),
+    FieldSpec('supported_features', 'SupportedFeatureKey', True, (3, 5), None, (3, -1), 0, SupportedFeatureKey, False),
+    FieldSpec('finalized_features_epoch', 'int64', False, (3, 5), None, (3, -1), 1, None, False),
+    FieldSpec('finalized_features', 'FinalizedFeatureKey', True, (3, 5), None, (3, -1), 2, FinalizedFeatureKey, False),
+    FieldSpec('zk_migration_ready', 'bool', False, (3, 5), None, (3, -1), 3, None, False),
 )

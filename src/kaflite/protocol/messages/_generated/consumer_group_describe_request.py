@@ -25,7 +25,7 @@ class ConsumerGroupDescribeRequest(Request[ConsumerGroupDescribeResponse]):
     API_KEY: ClassVar[int] = 69
     RESPONSE: ClassVar[type[Struct]] = ConsumerGroupDescribeResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     group_ids: list[str] = field(default_factory=list)
@@ -51,6 +51,6 @@ class ConsumerGroupDescribeRequest(Request[ConsumerGroupDescribeResponse]):
 
 
 ConsumerGroupDescribeRequest.FIELDS = (
-    FieldSpec('group_ids', 'string', True, (0, 0), None, None, None, None, False),
-    FieldSpec('include_authorized_operations', 'bool', False, (0, 0), None, None, None, None, False),
+    FieldSpec('group_ids', 'string', True, (0, 1), None, None, None, None, False),
+    FieldSpec('include_authorized_operations', 'bool', False, (0, 1), None, None, None, None, False),
 )

@@ -22,7 +22,7 @@ __all__ = ['Assignment', 'ConsumerGroupDescribeResponse', 'DescribedGroup', 'Mem
 @dataclass(slots=True)
 class TopicPartitions(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -52,7 +52,7 @@ class TopicPartitions(Struct):
 @dataclass(slots=True)
 class Assignment(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     topic_partitions: list[TopicPartitions] = field(default_factory=list)
@@ -77,7 +77,7 @@ class Assignment(Struct):
 @dataclass(slots=True)
 class Member(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     member_id: str = ''
@@ -90,6 +90,7 @@ class Member(Struct):
     subscribed_topic_regex: str | None = None
     assignment: Assignment = field(default_factory=Assignment)
     target_assignment: Assignment = field(default_factory=Assignment)
+    member_type: int = -1
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -105,10 +106,14 @@ class Member(Struct):
         f_subscribed_topic_regex = r.compact_nullable_string()
         f_assignment = Assignment.read(r, v)
         f_target_assignment = Assignment.read(r, v)
+        if v >= 1:
+            f_member_type = r.int8()
+        else:
+            f_member_type = -1
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_member_id, f_instance_id, f_rack_id, f_member_epoch, f_client_id, f_client_host, f_subscribed_topic_names, f_subscribed_topic_regex, f_assignment, f_target_assignment, unknown)
+        return cls(f_member_id, f_instance_id, f_rack_id, f_member_epoch, f_client_id, f_client_host, f_subscribed_topic_names, f_subscribed_topic_regex, f_assignment, f_target_assignment, f_member_type, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_string(self.member_id)
@@ -123,13 +128,15 @@ class Member(Struct):
         w.compact_nullable_string(self.subscribed_topic_regex)
         self.assignment.write(w, v)
         self.target_assignment.write(w, v)
+        if v >= 1:
+            w.int8(self.member_type)
         w.tagged_fields(self.unknown_tagged_fields)
 
 
 @dataclass(slots=True)
 class DescribedGroup(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     error_code: int = 0
@@ -179,7 +186,7 @@ class DescribedGroup(Struct):
 class ConsumerGroupDescribeResponse(Struct):
     API_KEY: ClassVar[int] = 69
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     throttle_time_ms: int = 0
@@ -205,37 +212,38 @@ class ConsumerGroupDescribeResponse(Struct):
 
 
 TopicPartitions.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (0, 0), None, None, None, None, False),
-    FieldSpec('topic_name', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('partitions', 'int32', True, (0, 0), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (0, 1), None, None, None, None, False),
+    FieldSpec('topic_name', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('partitions', 'int32', True, (0, 1), None, None, None, None, False),
 )
 Assignment.FIELDS = (
-    FieldSpec('topic_partitions', 'TopicPartitions', True, (0, 0), None, None, None, TopicPartitions, False),
+    FieldSpec('topic_partitions', 'TopicPartitions', True, (0, 1), None, None, None, TopicPartitions, False),
 )
 Member.FIELDS = (
-    FieldSpec('member_id', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('instance_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('rack_id', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('member_epoch', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('client_id', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('client_host', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('subscribed_topic_names', 'string', True, (0, 0), None, None, None, None, False),
-    FieldSpec('subscribed_topic_regex', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('assignment', 'Assignment', False, (0, 0), None, None, None, Assignment, False),
-    FieldSpec('target_assignment', 'Assignment', False, (0, 0), None, None, None, Assignment, False),
+    FieldSpec('member_id', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('instance_id', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('rack_id', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('member_epoch', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('client_id', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('client_host', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('subscribed_topic_names', 'string', True, (0, 1), None, None, None, None, False),
+    FieldSpec('subscribed_topic_regex', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('assignment', 'Assignment', False, (0, 1), None, None, None, Assignment, False),
+    FieldSpec('target_assignment', 'Assignment', False, (0, 1), None, None, None, Assignment, False),
+    FieldSpec('member_type', 'int8', False, (1, 1), None, None, None, None, False),
 )
 DescribedGroup.FIELDS = (
-    FieldSpec('error_code', 'int16', False, (0, 0), None, None, None, None, False),
-    FieldSpec('error_message', 'string', False, (0, 0), (0, -1), None, None, None, False),
-    FieldSpec('group_id', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('group_state', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('group_epoch', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('assignment_epoch', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('assignor_name', 'string', False, (0, 0), None, None, None, None, False),
-    FieldSpec('members', 'Member', True, (0, 0), None, None, None, Member, False),
-    FieldSpec('authorized_operations', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 1), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('group_id', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('group_state', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('group_epoch', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('assignment_epoch', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('assignor_name', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('members', 'Member', True, (0, 1), None, None, None, Member, False),
+    FieldSpec('authorized_operations', 'int32', False, (0, 1), None, None, None, None, False),
 )
 ConsumerGroupDescribeResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 0), None, None, None, None, False),
-    FieldSpec('groups', 'DescribedGroup', True, (0, 0), None, None, None, DescribedGroup, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('groups', 'DescribedGroup', True, (0, 1), None, None, None, DescribedGroup, False),
 )

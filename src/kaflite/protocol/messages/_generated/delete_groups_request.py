@@ -25,7 +25,7 @@ class DeleteGroupsRequest(Request[DeleteGroupsResponse]):
     API_KEY: ClassVar[int] = 42
     RESPONSE: ClassVar[type[Struct]] = DeleteGroupsResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     groups_names: list[str] = field(default_factory=list)
@@ -55,5 +55,5 @@ class DeleteGroupsRequest(Request[DeleteGroupsResponse]):
 
 
 DeleteGroupsRequest.FIELDS = (
-    FieldSpec('groups_names', 'string', True, (0, 2), None, None, None, None, False),
+    FieldSpec('groups_names', 'string', True, (0, 3), None, None, None, None, False),
 )

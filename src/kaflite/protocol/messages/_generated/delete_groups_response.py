@@ -22,22 +22,27 @@ __all__ = ['DeletableGroupResult', 'DeleteGroupsResponse']
 @dataclass(slots=True)
 class DeletableGroupResult(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     group_id: str = ''
     error_code: int = 0
+    error_message: str | None = None
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> DeletableGroupResult:
         f_group_id = (r.compact_string() if v >= 2 else r.string())
         f_error_code = r.int16()
+        if v >= 3:
+            f_error_message = r.compact_nullable_string()
+        else:
+            f_error_message = None
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 2:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_group_id, f_error_code, unknown)
+        return cls(f_group_id, f_error_code, f_error_message, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         if v >= 2:
@@ -45,6 +50,8 @@ class DeletableGroupResult(Struct):
         else:
             w.string(self.group_id)
         w.int16(self.error_code)
+        if v >= 3:
+            w.compact_nullable_string(self.error_message)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -53,7 +60,7 @@ class DeletableGroupResult(Struct):
 class DeleteGroupsResponse(Struct):
     API_KEY: ClassVar[int] = 42
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     throttle_time_ms: int = 0
@@ -86,10 +93,11 @@ class DeleteGroupsResponse(Struct):
 
 
 DeletableGroupResult.FIELDS = (
-    FieldSpec('group_id', 'string', False, (0, 2), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 2), None, None, None, None, False),
+    FieldSpec('group_id', 'string', False, (0, 3), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 3), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (3, 3), (3, -1), None, None, None, False),
 )
 DeleteGroupsResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 2), None, None, None, None, False),
-    FieldSpec('results', 'DeletableGroupResult', True, (0, 2), None, None, None, DeletableGroupResult, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 3), None, None, None, None, False),
+    FieldSpec('results', 'DeletableGroupResult', True, (0, 3), None, None, None, DeletableGroupResult, False),
 )

@@ -25,11 +25,12 @@ class DescribeClusterRequest(Request[DescribeClusterResponse]):
     API_KEY: ClassVar[int] = 60
     RESPONSE: ClassVar[type[Struct]] = DescribeClusterResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     include_cluster_authorized_operations: bool = False
     endpoint_type: int = 1
+    include_fenced_brokers: bool = False
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -39,10 +40,14 @@ class DescribeClusterRequest(Request[DescribeClusterResponse]):
             f_endpoint_type = r.int8()
         else:
             f_endpoint_type = 1
+        if v >= 2:
+            f_include_fenced_brokers = r.bool()
+        else:
+            f_include_fenced_brokers = False
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_include_cluster_authorized_operations, f_endpoint_type, unknown)
+        return cls(f_include_cluster_authorized_operations, f_endpoint_type, f_include_fenced_brokers, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.bool(self.include_cluster_authorized_operations)
@@ -50,10 +55,15 @@ class DescribeClusterRequest(Request[DescribeClusterResponse]):
             w.int8(self.endpoint_type)
         elif self.endpoint_type != 1:
             raise FieldVersionError(f"DescribeClusterRequest.endpoint_type is not supported at version {v}")
+        if v >= 2:
+            w.bool(self.include_fenced_brokers)
+        elif self.include_fenced_brokers != False:
+            raise FieldVersionError(f"DescribeClusterRequest.include_fenced_brokers is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 
 DescribeClusterRequest.FIELDS = (
-    FieldSpec('include_cluster_authorized_operations', 'bool', False, (0, 1), None, None, None, None, False),
-    FieldSpec('endpoint_type', 'int8', False, (1, 1), None, None, None, None, False),
+    FieldSpec('include_cluster_authorized_operations', 'bool', False, (0, 2), None, None, None, None, False),
+    FieldSpec('endpoint_type', 'int8', False, (1, 2), None, None, None, None, False),
+    FieldSpec('include_fenced_brokers', 'bool', False, (2, 2), None, None, None, None, False),
 )

@@ -22,13 +22,14 @@ __all__ = ['DescribeClusterBroker', 'DescribeClusterResponse']
 @dataclass(slots=True)
 class DescribeClusterBroker(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     broker_id: int = 0
     host: str = ''
     port: int = 0
     rack: str | None = None
+    is_fenced: bool = False
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -37,16 +38,24 @@ class DescribeClusterBroker(Struct):
         f_host = r.compact_string()
         f_port = r.int32()
         f_rack = r.compact_nullable_string()
+        if v >= 2:
+            f_is_fenced = r.bool()
+        else:
+            f_is_fenced = False
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_broker_id, f_host, f_port, f_rack, unknown)
+        return cls(f_broker_id, f_host, f_port, f_rack, f_is_fenced, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.broker_id)
         w.compact_string(self.host)
         w.int32(self.port)
         w.compact_nullable_string(self.rack)
+        if v >= 2:
+            w.bool(self.is_fenced)
+        elif self.is_fenced != False:
+            raise FieldVersionError(f"DescribeClusterBroker.is_fenced is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 
@@ -54,7 +63,7 @@ class DescribeClusterBroker(Struct):
 class DescribeClusterResponse(Struct):
     API_KEY: ClassVar[int] = 60
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     throttle_time_ms: int = 0
@@ -104,18 +113,19 @@ class DescribeClusterResponse(Struct):
 
 
 DescribeClusterBroker.FIELDS = (
-    FieldSpec('broker_id', 'int32', False, (0, 1), None, None, None, None, False),
-    FieldSpec('host', 'string', False, (0, 1), None, None, None, None, False),
-    FieldSpec('port', 'int32', False, (0, 1), None, None, None, None, False),
-    FieldSpec('rack', 'string', False, (0, 1), (0, -1), None, None, None, False),
+    FieldSpec('broker_id', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('host', 'string', False, (0, 2), None, None, None, None, False),
+    FieldSpec('port', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('rack', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('is_fenced', 'bool', False, (2, 2), None, None, None, None, False),
 )
 DescribeClusterResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 1), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 1), None, None, None, None, False),
-    FieldSpec('error_message', 'string', False, (0, 1), (0, -1), None, None, None, False),
-    FieldSpec('endpoint_type', 'int8', False, (1, 1), None, None, None, None, False),
-    FieldSpec('cluster_id', 'string', False, (0, 1), None, None, None, None, False),
-    FieldSpec('controller_id', 'int32', False, (0, 1), None, None, None, None, False),
-    FieldSpec('brokers', 'DescribeClusterBroker', True, (0, 1), None, None, None, DescribeClusterBroker, False),
-    FieldSpec('cluster_authorized_operations', 'int32', False, (0, 1), None, None, None, None, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (0, 2), (0, -1), None, None, None, False),
+    FieldSpec('endpoint_type', 'int8', False, (1, 2), None, None, None, None, False),
+    FieldSpec('cluster_id', 'string', False, (0, 2), None, None, None, None, False),
+    FieldSpec('controller_id', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('brokers', 'DescribeClusterBroker', True, (0, 2), None, None, None, DescribeClusterBroker, False),
+    FieldSpec('cluster_authorized_operations', 'int32', False, (0, 2), None, None, None, None, False),
 )

@@ -25,7 +25,7 @@ class DescribeGroupsRequest(Request[DescribeGroupsResponse]):
     API_KEY: ClassVar[int] = 15
     RESPONSE: ClassVar[type[Struct]] = DescribeGroupsResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 5
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 5
 
     groups: list[str] = field(default_factory=list)
@@ -64,6 +64,6 @@ class DescribeGroupsRequest(Request[DescribeGroupsResponse]):
 
 
 DescribeGroupsRequest.FIELDS = (
-    FieldSpec('groups', 'string', True, (0, 5), None, None, None, None, False),
-    FieldSpec('include_authorized_operations', 'bool', False, (3, 5), None, None, None, None, False),
+    FieldSpec('groups', 'string', True, (0, 6), None, None, None, None, False),
+    FieldSpec('include_authorized_operations', 'bool', False, (3, 6), None, None, None, None, False),
 )

@@ -22,7 +22,7 @@ __all__ = ['DescribeGroupsResponse', 'DescribedGroup', 'DescribedGroupMember']
 @dataclass(slots=True)
 class DescribedGroupMember(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 5
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 5
 
     member_id: str = ''
@@ -83,10 +83,11 @@ class DescribedGroupMember(Struct):
 @dataclass(slots=True)
 class DescribedGroup(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 5
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 5
 
     error_code: int = 0
+    error_message: str | None = None
     group_id: str = ''
     group_state: str = ''
     protocol_type: str = ''
@@ -98,6 +99,10 @@ class DescribedGroup(Struct):
     @classmethod
     def read(cls, r: Reader, v: int) -> DescribedGroup:
         f_error_code = r.int16()
+        if v >= 6:
+            f_error_message = r.compact_nullable_string()
+        else:
+            f_error_message = None
         f_group_id = (r.compact_string() if v >= 5 else r.string())
         f_group_state = (r.compact_string() if v >= 5 else r.string())
         f_protocol_type = (r.compact_string() if v >= 5 else r.string())
@@ -112,10 +117,14 @@ class DescribedGroup(Struct):
         if v >= 5:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations, unknown)
+        return cls(f_error_code, f_error_message, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int16(self.error_code)
+        if v >= 6:
+            w.compact_nullable_string(self.error_message)
+        elif self.error_message is not None:
+            raise FieldVersionError(f"DescribedGroup.error_message is not supported at version {v}")
         if v >= 5:
             w.compact_string(self.group_id)
         else:
@@ -152,7 +161,7 @@ class DescribedGroup(Struct):
 class DescribeGroupsResponse(Struct):
     API_KEY: ClassVar[int] = 15
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 5
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 5
 
     throttle_time_ms: int = 0
@@ -189,23 +198,24 @@ class DescribeGroupsResponse(Struct):
 
 
 DescribedGroupMember.FIELDS = (
-    FieldSpec('member_id', 'string', False, (0, 5), None, None, None, None, False),
-    FieldSpec('group_instance_id', 'string', False, (4, 5), (4, -1), None, None, None, False),
-    FieldSpec('client_id', 'string', False, (0, 5), None, None, None, None, False),
-    FieldSpec('client_host', 'string', False, (0, 5), None, None, None, None, False),
-    FieldSpec('member_metadata', 'bytes', False, (0, 5), None, None, None, None, False),
-    FieldSpec('member_assignment', 'bytes', False, (0, 5), None, None, None, None, False),
+    FieldSpec('member_id', 'string', False, (0, 6), None, None, None, None, False),
+    FieldSpec('group_instance_id', 'string', False, (4, 6), (4, -1), None, None, None, False),
+    FieldSpec('client_id', 'string', False, (0, 6), None, None, None, None, False),
+    FieldSpec('client_host', 'string', False, (0, 6), None, None, None, None, False),
+    FieldSpec('member_metadata', 'bytes', False, (0, 6), None, None, None, None, False),
+    FieldSpec('member_assignment', 'bytes', False, (0, 6), None, None, None, None, False),
 )
 DescribedGroup.FIELDS = (
-    FieldSpec('error_code', 'int16', False, (0, 5), None, None, None, None, False),
-    FieldSpec('group_id', 'string', False, (0, 5), None, None, None, None, False),
-    FieldSpec('group_state', 'string', False, (0, 5), None, None, None, None, False),
-    FieldSpec('protocol_type', 'string', False, (0, 5), None, None, None, None, False),
-    FieldSpec('protocol_data', 'string', False, (0, 5), None, None, None, None, False),
-    FieldSpec('members', 'DescribedGroupMember', True, (0, 5), None, None, None, DescribedGroupMember, False),
-    FieldSpec('authorized_operations', 'int32', False, (3, 5), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 6), None, None, None, None, False),
+    FieldSpec('error_message', 'string', False, (6, 6), (6, -1), None, None, None, False),
+    FieldSpec('group_id', 'string', False, (0, 6), None, None, None, None, False),
+    FieldSpec('group_state', 'string', False, (0, 6), None, None, None, None, False),
+    FieldSpec('protocol_type', 'string', False, (0, 6), None, None, None, None, False),
+    FieldSpec('protocol_data', 'string', False, (0, 6), None, None, None, None, False),
+    FieldSpec('members', 'DescribedGroupMember', True, (0, 6), None, None, None, DescribedGroupMember, False),
+    FieldSpec('authorized_operations', 'int32', False, (3, 6), None, None, None, None, False),
 )
 DescribeGroupsResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (1, 5), None, None, None, None, False),
-    FieldSpec('groups', 'DescribedGroup', True, (0, 5), None, None, None, DescribedGroup, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (1, 6), None, None, None, None, False),
+    FieldSpec('groups', 'DescribedGroup', True, (0, 6), None, None, None, DescribedGroup, False),
 )

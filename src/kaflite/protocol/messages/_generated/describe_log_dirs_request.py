@@ -22,8 +22,8 @@ from kaflite.protocol.messages._generated.describe_log_dirs_response import Desc
 
 @dataclass(slots=True)
 class DescribableLogDirTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     topic: str = ''
@@ -60,8 +60,8 @@ class DescribableLogDirTopic(Struct):
 class DescribeLogDirsRequest(Request[DescribeLogDirsResponse]):
     API_KEY: ClassVar[int] = 35
     RESPONSE: ClassVar[type[Struct]] = DescribeLogDirsResponse
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     topics: list[DescribableLogDirTopic] | None = field(default_factory=list)
@@ -97,9 +97,9 @@ class DescribeLogDirsRequest(Request[DescribeLogDirsResponse]):
 
 
 DescribableLogDirTopic.FIELDS = (
-    FieldSpec('topic', 'string', False, (0, 4), None, None, None, None, False),
-    FieldSpec('partitions', 'int32', True, (0, 4), None, None, None, None, False),
+    FieldSpec('topic', 'string', False, (1, 5), None, None, None, None, False),
+    FieldSpec('partitions', 'int32', True, (1, 5), None, None, None, None, False),
 )
 DescribeLogDirsRequest.FIELDS = (
-    FieldSpec('topics', 'DescribableLogDirTopic', True, (0, 4), (0, -1), None, None, DescribableLogDirTopic, False),
+    FieldSpec('topics', 'DescribableLogDirTopic', True, (1, 5), (0, -1), None, None, DescribableLogDirTopic, False),
 )

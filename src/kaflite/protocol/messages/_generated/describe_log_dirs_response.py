@@ -21,8 +21,8 @@ __all__ = ['DescribeLogDirsPartition', 'DescribeLogDirsResponse', 'DescribeLogDi
 
 @dataclass(slots=True)
 class DescribeLogDirsPartition(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     partition_index: int = 0
@@ -54,8 +54,8 @@ class DescribeLogDirsPartition(Struct):
 
 @dataclass(slots=True)
 class DescribeLogDirsTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     name: str = ''
@@ -92,8 +92,8 @@ class DescribeLogDirsTopic(Struct):
 
 @dataclass(slots=True)
 class DescribeLogDirsResult(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     error_code: int = 0
@@ -101,6 +101,7 @@ class DescribeLogDirsResult(Struct):
     topics: list[DescribeLogDirsTopic] = field(default_factory=list)
     total_bytes: int = -1
     usable_bytes: int = -1
+    is_cordoned: bool = False
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -117,11 +118,15 @@ class DescribeLogDirsResult(Struct):
             f_usable_bytes = r.int64()
         else:
             f_usable_bytes = -1
+        if v >= 5:
+            f_is_cordoned = r.bool()
+        else:
+            f_is_cordoned = False
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 2:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_error_code, f_log_dir, f_topics, f_total_bytes, f_usable_bytes, unknown)
+        return cls(f_error_code, f_log_dir, f_topics, f_total_bytes, f_usable_bytes, f_is_cordoned, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int16(self.error_code)
@@ -141,6 +146,8 @@ class DescribeLogDirsResult(Struct):
             w.int64(self.total_bytes)
         if v >= 4:
             w.int64(self.usable_bytes)
+        if v >= 5:
+            w.bool(self.is_cordoned)
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -148,8 +155,8 @@ class DescribeLogDirsResult(Struct):
 @dataclass(slots=True)
 class DescribeLogDirsResponse(Struct):
     API_KEY: ClassVar[int] = 35
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     throttle_time_ms: int = 0
@@ -189,24 +196,25 @@ class DescribeLogDirsResponse(Struct):
 
 
 DescribeLogDirsPartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 4), None, None, None, None, False),
-    FieldSpec('partition_size', 'int64', False, (0, 4), None, None, None, None, False),
-    FieldSpec('offset_lag', 'int64', False, (0, 4), None, None, None, None, False),
-    FieldSpec('is_future_key', 'bool', False, (0, 4), None, None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (1, 5), None, None, None, None, False),
+    FieldSpec('partition_size', 'int64', False, (1, 5), None, None, None, None, False),
+    FieldSpec('offset_lag', 'int64', False, (1, 5), None, None, None, None, False),
+    FieldSpec('is_future_key', 'bool', False, (1, 5), None, None, None, None, False),
 )
 DescribeLogDirsTopic.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 4), None, None, None, None, False),
-    FieldSpec('partitions', 'DescribeLogDirsPartition', True, (0, 4), None, None, None, DescribeLogDirsPartition, False),
+    FieldSpec('name', 'string', False, (1, 5), None, None, None, None, False),
+    FieldSpec('partitions', 'DescribeLogDirsPartition', True, (1, 5), None, None, None, DescribeLogDirsPartition, False),
 )
 DescribeLogDirsResult.FIELDS = (
-    FieldSpec('error_code', 'int16', False, (0, 4), None, None, None, None, False),
-    FieldSpec('log_dir', 'string', False, (0, 4), None, None, None, None, False),
-    FieldSpec('topics', 'DescribeLogDirsTopic', True, (0, 4), None, None, None, DescribeLogDirsTopic, False),
-    FieldSpec('total_bytes', 'int64', False, (4, 4), None, None, None, None, False),
-    FieldSpec('usable_bytes', 'int64', False, (4, 4), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (1, 5), None, None, None, None, False),
+    FieldSpec('log_dir', 'string', False, (1, 5), None, None, None, None, False),
+    FieldSpec('topics', 'DescribeLogDirsTopic', True, (1, 5), None, None, None, DescribeLogDirsTopic, False),
+    FieldSpec('total_bytes', 'int64', False, (4, 5), None, None, None, None, False),
+    FieldSpec('usable_bytes', 'int64', False, (4, 5), None, None, None, None, False),
+    FieldSpec('is_cordoned', 'bool', False, (5, 5), None, None, None, None, False),
 )
 DescribeLogDirsResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 4), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (3, 4), None, None, None, None, False),
-    FieldSpec('results', 'DescribeLogDirsResult', True, (0, 4), None, None, None, DescribeLogDirsResult, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (1, 5), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (3, 5), None, None, None, None, False),
+    FieldSpec('results', 'DescribeLogDirsResult', True, (1, 5), None, None, None, DescribeLogDirsResult, False),
 )

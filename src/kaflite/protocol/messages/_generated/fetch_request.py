@@ -22,8 +22,8 @@ from kaflite.protocol.messages._generated.fetch_response import FetchResponse
 
 @dataclass(slots=True)
 class ReplicaState(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     replica_id: int = -1
@@ -61,8 +61,8 @@ class ReplicaState(Struct):
 
 @dataclass(slots=True)
 class FetchPartition(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     partition: int = 0
@@ -72,6 +72,7 @@ class FetchPartition(Struct):
     log_start_offset: int = -1
     partition_max_bytes: int = 0
     replica_directory_id: uuid.UUID = ZERO_UUID
+    high_watermark: int = 9223372036854775807
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -92,6 +93,7 @@ class FetchPartition(Struct):
             f_log_start_offset = -1
         f_partition_max_bytes = r.int32()
         f_replica_directory_id: uuid.UUID = ZERO_UUID
+        f_high_watermark: int = 9223372036854775807
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 12:
             for tag, data in r.tagged_fields():
@@ -100,9 +102,14 @@ class FetchPartition(Struct):
                     f_replica_directory_id = tr.uuid()
                     if f_replica_directory_id == ZERO_UUID:
                         unknown += ((tag, bytes(data)),)
+                elif tag == 1 and v >= 18:
+                    tr = Reader(data)
+                    f_high_watermark = tr.int64()
+                    if f_high_watermark == 9223372036854775807:
+                        unknown += ((tag, bytes(data)),)
                 else:
                     unknown += ((tag, bytes(data)),)
-        return cls(f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes, f_replica_directory_id, unknown)
+        return cls(f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes, f_replica_directory_id, f_high_watermark, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.partition)
@@ -122,13 +129,17 @@ class FetchPartition(Struct):
                 tw = Writer()
                 tw.uuid(self.replica_directory_id)
                 tags.append((0, tw.getvalue()))
+            if v >= 18 and self.high_watermark != 9223372036854775807:
+                tw = Writer()
+                tw.int64(self.high_watermark)
+                tags.append((1, tw.getvalue()))
             w.tagged_fields(merge_tags(tags, self.unknown_tagged_fields))
 
 
 @dataclass(slots=True)
 class FetchTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     topic: str = ''
@@ -176,8 +187,8 @@ class FetchTopic(Struct):
 
 @dataclass(slots=True)
 class ForgottenTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     topic: str = ''
@@ -231,8 +242,8 @@ class ForgottenTopic(Struct):
 class FetchRequest(Request[FetchResponse]):
     API_KEY: ClassVar[int] = 1
     RESPONSE: ClassVar[type[Struct]] = FetchResponse
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     cluster_id: str | None = None
@@ -259,14 +270,8 @@ class FetchRequest(Request[FetchResponse]):
         f_replica_state: ReplicaState = ReplicaState()
         f_max_wait_ms = r.int32()
         f_min_bytes = r.int32()
-        if v >= 3:
-            f_max_bytes = r.int32()
-        else:
-            f_max_bytes = 2147483647
-        if v >= 4:
-            f_isolation_level = r.int8()
-        else:
-            f_isolation_level = 0
+        f_max_bytes = r.int32()
+        f_isolation_level = r.int8()
         if v >= 7:
             f_session_id = r.int32()
         else:
@@ -310,10 +315,8 @@ class FetchRequest(Request[FetchResponse]):
             raise FieldVersionError(f"FetchRequest.replica_id is not supported at version {v}")
         w.int32(self.max_wait_ms)
         w.int32(self.min_bytes)
-        if v >= 3:
-            w.int32(self.max_bytes)
-        if v >= 4:
-            w.int8(self.isolation_level)
+        w.int32(self.max_bytes)
+        w.int8(self.isolation_level)
         if v >= 7:
             w.int32(self.session_id)
         if v >= 7:
@@ -356,39 +359,40 @@ class FetchRequest(Request[FetchResponse]):
 
 
 ReplicaState.FIELDS = (
-    FieldSpec('replica_id', 'int32', False, (15, 17), None, None, None, None, False),
-    FieldSpec('replica_epoch', 'int64', False, (15, 17), None, None, None, None, False),
+    FieldSpec('replica_id', 'int32', False, (15, 18), None, None, None, None, False),
+    FieldSpec('replica_epoch', 'int64', False, (15, 18), None, None, None, None, False),
 )
 FetchPartition.FIELDS = (
-    FieldSpec('partition', 'int32', False, (0, 17), None, None, None, None, False),
-    FieldSpec('current_leader_epoch', 'int32', False, (9, 17), None, None, None, None, False),
-    FieldSpec('fetch_offset', 'int64', False, (0, 17), None, None, None, None, False),
-    FieldSpec('last_fetched_epoch', 'int32', False, (12, 17), None, None, None, None, False),
-    FieldSpec('log_start_offset', 'int64', False, (5, 17), None, None, None, None, False),
-    FieldSpec('partition_max_bytes', 'int32', False, (0, 17), None, None, None, None, False),
-    FieldSpec('replica_directory_id', 'uuid', False, (17, 17), None, (17, -1), 0, None, False),
+    FieldSpec('partition', 'int32', False, (4, 18), None, None, None, None, False),
+    FieldSpec('current_leader_epoch', 'int32', False, (9, 18), None, None, None, None, False),
+    FieldSpec('fetch_offset', 'int64', False, (4, 18), None, None, None, None, False),
+    FieldSpec('last_fetched_epoch', 'int32', False, (12, 18), None, None, None, None, False),
+    FieldSpec('log_start_offset', 'int64', False, (5, 18), None, None, None, None, False),
+    FieldSpec('partition_max_bytes', 'int32', False, (4, 18), None, None, None, None, False),
+    FieldSpec('replica_directory_id', 'uuid', False, (17, 18), None, (17, -1), 0, None, False),
+    FieldSpec('high_watermark', 'int64', False, (18, 18), None, (18, -1), 1, None, False),
 )
 FetchTopic.FIELDS = (
-    FieldSpec('topic', 'string', False, (0, 12), None, None, None, None, False),
-    FieldSpec('topic_id', 'uuid', False, (13, 17), None, None, None, None, False),
-    FieldSpec('partitions', 'FetchPartition', True, (0, 17), None, None, None, FetchPartition, False),
+    FieldSpec('topic', 'string', False, (4, 12), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (13, 18), None, None, None, None, False),
+    FieldSpec('partitions', 'FetchPartition', True, (4, 18), None, None, None, FetchPartition, False),
 )
 ForgottenTopic.FIELDS = (
     FieldSpec('topic', 'string', False, (7, 12), None, None, None, None, False),
-    FieldSpec('topic_id', 'uuid', False, (13, 17), None, None, None, None, False),
-    FieldSpec('partitions', 'int32', True, (7, 17), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (13, 18), None, None, None, None, False),
+    FieldSpec('partitions', 'int32', True, (7, 18), None, None, None, None, False),
 )
 FetchRequest.FIELDS = (
-    FieldSpec('cluster_id', 'string', False, (12, 17), (12, -1), (12, -1), 0, None, False),
-    FieldSpec('replica_id', 'int32', False, (0, 14), None, None, None, None, False),
-    FieldSpec('replica_state', 'ReplicaState', False, (15, 17), None, (15, -1), 1, ReplicaState, False),
-    FieldSpec('max_wait_ms', 'int32', False, (0, 17), None, None, None, None, False),
-    FieldSpec('min_bytes', 'int32', False, (0, 17), None, None, None, None, False),
-    FieldSpec('max_bytes', 'int32', False, (3, 17), None, None, None, None, False),
-    FieldSpec('isolation_level', 'int8', False, (4, 17), None, None, None, None, False),
-    FieldSpec('session_id', 'int32', False, (7, 17), None, None, None, None, False),
-    FieldSpec('session_epoch', 'int32', False, (7, 17), None, None, None, None, False),
-    FieldSpec('topics', 'FetchTopic', True, (0, 17), None, None, None, FetchTopic, False),
-    FieldSpec('forgotten_topics_data', 'ForgottenTopic', True, (7, 17), None, None, None, ForgottenTopic, False),
-    FieldSpec('rack_id', 'string', False, (11, 17), None, None, None, None, False),
+    FieldSpec('cluster_id', 'string', False, (12, 18), (12, -1), (12, -1), 0, None, False),
+    FieldSpec('replica_id', 'int32', False, (4, 14), None, None, None, None, False),
+    FieldSpec('replica_state', 'ReplicaState', False, (15, 18), None, (15, -1), 1, ReplicaState, False),
+    FieldSpec('max_wait_ms', 'int32', False, (4, 18), None, None, None, None, False),
+    FieldSpec('min_bytes', 'int32', False, (4, 18), None, None, None, None, False),
+    FieldSpec('max_bytes', 'int32', False, (4, 18), None, None, None, None, False),
+    FieldSpec('isolation_level', 'int8', False, (4, 18), None, None, None, None, False),
+    FieldSpec('session_id', 'int32', False, (7, 18), None, None, None, None, False),
+    FieldSpec('session_epoch', 'int32', False, (7, 18), None, None, None, None, False),
+    FieldSpec('topics', 'FetchTopic', True, (4, 18), None, None, None, FetchTopic, False),
+    FieldSpec('forgotten_topics_data', 'ForgottenTopic', True, (7, 18), None, None, None, ForgottenTopic, False),
+    FieldSpec('rack_id', 'string', False, (11, 18), None, None, None, None, False),
 )

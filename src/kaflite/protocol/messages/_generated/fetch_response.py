@@ -21,8 +21,8 @@ __all__ = ['AbortedTransaction', 'EpochEndOffset', 'FetchResponse', 'FetchableTo
 
 @dataclass(slots=True)
 class EpochEndOffset(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     epoch: int = -1
@@ -60,8 +60,8 @@ class EpochEndOffset(Struct):
 
 @dataclass(slots=True)
 class LeaderIdAndEpoch(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     leader_id: int = -1
@@ -99,8 +99,8 @@ class LeaderIdAndEpoch(Struct):
 
 @dataclass(slots=True)
 class SnapshotId(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     end_offset: int = -1
@@ -126,8 +126,8 @@ class SnapshotId(Struct):
 
 @dataclass(slots=True)
 class AbortedTransaction(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     producer_id: int = 0
@@ -136,14 +136,8 @@ class AbortedTransaction(Struct):
 
     @classmethod
     def read(cls, r: Reader, v: int) -> AbortedTransaction:
-        if v >= 4:
-            f_producer_id = r.int64()
-        else:
-            f_producer_id = 0
-        if v >= 4:
-            f_first_offset = r.int64()
-        else:
-            f_first_offset = 0
+        f_producer_id = r.int64()
+        f_first_offset = r.int64()
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 12:
             for tag, data in r.tagged_fields():
@@ -151,22 +145,16 @@ class AbortedTransaction(Struct):
         return cls(f_producer_id, f_first_offset, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 4:
-            w.int64(self.producer_id)
-        elif self.producer_id != 0:
-            raise FieldVersionError(f"AbortedTransaction.producer_id is not supported at version {v}")
-        if v >= 4:
-            w.int64(self.first_offset)
-        elif self.first_offset != 0:
-            raise FieldVersionError(f"AbortedTransaction.first_offset is not supported at version {v}")
+        w.int64(self.producer_id)
+        w.int64(self.first_offset)
         if v >= 12:
             w.tagged_fields(self.unknown_tagged_fields)
 
 
 @dataclass(slots=True)
 class PartitionData(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     partition_index: int = 0
@@ -187,10 +175,7 @@ class PartitionData(Struct):
         f_partition_index = r.int32()
         f_error_code = r.int16()
         f_high_watermark = r.int64()
-        if v >= 4:
-            f_last_stable_offset = r.int64()
-        else:
-            f_last_stable_offset = -1
+        f_last_stable_offset = r.int64()
         if v >= 5:
             f_log_start_offset = r.int64()
         else:
@@ -198,11 +183,8 @@ class PartitionData(Struct):
         f_diverging_epoch: EpochEndOffset = EpochEndOffset()
         f_current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
         f_snapshot_id: SnapshotId = SnapshotId()
-        if v >= 4:
-            n = (r.compact_nullable_array_len() if v >= 12 else r.nullable_array_len())
-            f_aborted_transactions = None if n < 0 else [AbortedTransaction.read(r, v) for _ in range(n)]
-        else:
-            f_aborted_transactions = []
+        n = (r.compact_nullable_array_len() if v >= 12 else r.nullable_array_len())
+        f_aborted_transactions = None if n < 0 else [AbortedTransaction.read(r, v) for _ in range(n)]
         if v >= 11:
             f_preferred_read_replica = r.int32()
         else:
@@ -234,25 +216,23 @@ class PartitionData(Struct):
         w.int32(self.partition_index)
         w.int16(self.error_code)
         w.int64(self.high_watermark)
-        if v >= 4:
-            w.int64(self.last_stable_offset)
+        w.int64(self.last_stable_offset)
         if v >= 5:
             w.int64(self.log_start_offset)
-        if v >= 4:
-            if v >= 12:
-                if self.aborted_transactions is None:
-                    w.compact_array_len(-1)
-                else:
-                    w.compact_array_len(len(self.aborted_transactions))
-                    for e_aborted_transactions in self.aborted_transactions:
-                        e_aborted_transactions.write(w, v)
+        if v >= 12:
+            if self.aborted_transactions is None:
+                w.compact_array_len(-1)
             else:
-                if self.aborted_transactions is None:
-                    w.array_len(-1)
-                else:
-                    w.array_len(len(self.aborted_transactions))
-                    for e_aborted_transactions in self.aborted_transactions:
-                        e_aborted_transactions.write(w, v)
+                w.compact_array_len(len(self.aborted_transactions))
+                for e_aborted_transactions in self.aborted_transactions:
+                    e_aborted_transactions.write(w, v)
+        else:
+            if self.aborted_transactions is None:
+                w.array_len(-1)
+            else:
+                w.array_len(len(self.aborted_transactions))
+                for e_aborted_transactions in self.aborted_transactions:
+                    e_aborted_transactions.write(w, v)
         if v >= 11:
             w.int32(self.preferred_read_replica)
         elif self.preferred_read_replica != -1:
@@ -280,8 +260,8 @@ class PartitionData(Struct):
 
 @dataclass(slots=True)
 class FetchableTopicResponse(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     topic: str = ''
@@ -329,8 +309,8 @@ class FetchableTopicResponse(Struct):
 
 @dataclass(slots=True)
 class NodeEndpoint(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     node_id: int = 0
@@ -387,8 +367,8 @@ class NodeEndpoint(Struct):
 @dataclass(slots=True)
 class FetchResponse(Struct):
     API_KEY: ClassVar[int] = 1
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 17
+    MIN_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_VERSION: ClassVar[int] = 12
 
     throttle_time_ms: int = 0
@@ -400,10 +380,7 @@ class FetchResponse(Struct):
 
     @classmethod
     def read(cls, r: Reader, v: int) -> FetchResponse:
-        if v >= 1:
-            f_throttle_time_ms = r.int32()
-        else:
-            f_throttle_time_ms = 0
+        f_throttle_time_ms = r.int32()
         if v >= 7:
             f_error_code = r.int16()
         else:
@@ -429,8 +406,7 @@ class FetchResponse(Struct):
         return cls(f_throttle_time_ms, f_error_code, f_session_id, f_responses, f_node_endpoints, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 1:
-            w.int32(self.throttle_time_ms)
+        w.int32(self.throttle_time_ms)
         if v >= 7:
             w.int16(self.error_code)
         if v >= 7:
@@ -457,49 +433,49 @@ class FetchResponse(Struct):
 
 
 EpochEndOffset.FIELDS = (
-    FieldSpec('epoch', 'int32', False, (12, 17), None, None, None, None, False),
-    FieldSpec('end_offset', 'int64', False, (12, 17), None, None, None, None, False),
+    FieldSpec('epoch', 'int32', False, (12, 18), None, None, None, None, False),
+    FieldSpec('end_offset', 'int64', False, (12, 18), None, None, None, None, False),
 )
 LeaderIdAndEpoch.FIELDS = (
-    FieldSpec('leader_id', 'int32', False, (12, 17), None, None, None, None, False),
-    FieldSpec('leader_epoch', 'int32', False, (12, 17), None, None, None, None, False),
+    FieldSpec('leader_id', 'int32', False, (12, 18), None, None, None, None, False),
+    FieldSpec('leader_epoch', 'int32', False, (12, 18), None, None, None, None, False),
 )
 SnapshotId.FIELDS = (
-    FieldSpec('end_offset', 'int64', False, (0, 17), None, None, None, None, False),
-    FieldSpec('epoch', 'int32', False, (0, 17), None, None, None, None, False),
+    FieldSpec('end_offset', 'int64', False, (4, 18), None, None, None, None, False),
+    FieldSpec('epoch', 'int32', False, (4, 18), None, None, None, None, False),
 )
 AbortedTransaction.FIELDS = (
-    FieldSpec('producer_id', 'int64', False, (4, 17), None, None, None, None, False),
-    FieldSpec('first_offset', 'int64', False, (4, 17), None, None, None, None, False),
+    FieldSpec('producer_id', 'int64', False, (4, 18), None, None, None, None, False),
+    FieldSpec('first_offset', 'int64', False, (4, 18), None, None, None, None, False),
 )
 PartitionData.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 17), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 17), None, None, None, None, False),
-    FieldSpec('high_watermark', 'int64', False, (0, 17), None, None, None, None, False),
-    FieldSpec('last_stable_offset', 'int64', False, (4, 17), None, None, None, None, False),
-    FieldSpec('log_start_offset', 'int64', False, (5, 17), None, None, None, None, False),
-    FieldSpec('diverging_epoch', 'EpochEndOffset', False, (12, 17), None, (12, -1), 0, EpochEndOffset, False),
-    FieldSpec('current_leader', 'LeaderIdAndEpoch', False, (12, 17), None, (12, -1), 1, LeaderIdAndEpoch, False),
-    FieldSpec('snapshot_id', 'SnapshotId', False, (12, 17), None, (12, -1), 2, SnapshotId, False),
-    FieldSpec('aborted_transactions', 'AbortedTransaction', True, (4, 17), (4, -1), None, None, AbortedTransaction, False),
-    FieldSpec('preferred_read_replica', 'int32', False, (11, 17), None, None, None, None, False),
-    FieldSpec('records', 'records', False, (0, 17), (0, -1), None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (4, 18), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (4, 18), None, None, None, None, False),
+    FieldSpec('high_watermark', 'int64', False, (4, 18), None, None, None, None, False),
+    FieldSpec('last_stable_offset', 'int64', False, (4, 18), None, None, None, None, False),
+    FieldSpec('log_start_offset', 'int64', False, (5, 18), None, None, None, None, False),
+    FieldSpec('diverging_epoch', 'EpochEndOffset', False, (12, 18), None, (12, -1), 0, EpochEndOffset, False),
+    FieldSpec('current_leader', 'LeaderIdAndEpoch', False, (12, 18), None, (12, -1), 1, LeaderIdAndEpoch, False),
+    FieldSpec('snapshot_id', 'SnapshotId', False, (12, 18), None, (12, -1), 2, SnapshotId, False),
+    FieldSpec('aborted_transactions', 'AbortedTransaction', True, (4, 18), (4, -1), None, None, AbortedTransaction, False),
+    FieldSpec('preferred_read_replica', 'int32', False, (11, 18), None, None, None, None, False),
+    FieldSpec('records', 'records', False, (4, 18), (0, -1), None, None, None, False),
 )
 FetchableTopicResponse.FIELDS = (
-    FieldSpec('topic', 'string', False, (0, 12), None, None, None, None, False),
-    FieldSpec('topic_id', 'uuid', False, (13, 17), None, None, None, None, False),
-    FieldSpec('partitions', 'PartitionData', True, (0, 17), None, None, None, PartitionData, False),
+    FieldSpec('topic', 'string', False, (4, 12), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (13, 18), None, None, None, None, False),
+    FieldSpec('partitions', 'PartitionData', True, (4, 18), None, None, None, PartitionData, False),
 )
 NodeEndpoint.FIELDS = (
-    FieldSpec('node_id', 'int32', False, (16, 17), None, None, None, None, False),
-    FieldSpec('host', 'string', False, (16, 17), None, None, None, None, False),
-    FieldSpec('port', 'int32', False, (16, 17), None, None, None, None, False),
-    FieldSpec('rack', 'string', False, (16, 17), (16, -1), None, None, None, False),
+    FieldSpec('node_id', 'int32', False, (16, 18), None, None, None, None, False),
+    FieldSpec('host', 'string', False, (16, 18), None, None, None, None, False),
+    FieldSpec('port', 'int32', False, (16, 18), None, None, None, None, False),
+    FieldSpec('rack', 'string', False, (16, 18), (16, -1), None, None, None, False),
 )
 FetchResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (1, 17), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (7, 17), None, None, None, None, False),
-    FieldSpec('session_id', 'int32', False, (7, 17), None, None, None, None, False),
-    FieldSpec('responses', 'FetchableTopicResponse', True, (0, 17), None, None, None, FetchableTopicResponse, False),
-    FieldSpec('node_endpoints', 'NodeEndpoint', True, (16, 17), None, (16, -1), 0, NodeEndpoint, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (4, 18), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (7, 18), None, None, None, None, False),
+    FieldSpec('session_id', 'int32', False, (7, 18), None, None, None, None, False),
+    FieldSpec('responses', 'FetchableTopicResponse', True, (4, 18), None, None, None, FetchableTopicResponse, False),
+    FieldSpec('node_endpoints', 'NodeEndpoint', True, (16, 18), None, (16, -1), 0, NodeEndpoint, False),
 )

@@ -25,13 +25,15 @@ class InitProducerIdRequest(Request[InitProducerIdResponse]):
     API_KEY: ClassVar[int] = 22
     RESPONSE: ClassVar[type[Struct]] = InitProducerIdResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 5
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     transactional_id: str | None = ''
     transaction_timeout_ms: int = 0
     producer_id: int = -1
     producer_epoch: int = -1
+    enable2_pc: bool = False
+    keep_prepared_txn: bool = False
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -46,11 +48,19 @@ class InitProducerIdRequest(Request[InitProducerIdResponse]):
             f_producer_epoch = r.int16()
         else:
             f_producer_epoch = -1
+        if v >= 6:
+            f_enable2_pc = r.bool()
+        else:
+            f_enable2_pc = False
+        if v >= 6:
+            f_keep_prepared_txn = r.bool()
+        else:
+            f_keep_prepared_txn = False
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 2:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_transactional_id, f_transaction_timeout_ms, f_producer_id, f_producer_epoch, unknown)
+        return cls(f_transactional_id, f_transaction_timeout_ms, f_producer_id, f_producer_epoch, f_enable2_pc, f_keep_prepared_txn, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         if v >= 2:
@@ -66,13 +76,23 @@ class InitProducerIdRequest(Request[InitProducerIdResponse]):
             w.int16(self.producer_epoch)
         elif self.producer_epoch != -1:
             raise FieldVersionError(f"InitProducerIdRequest.producer_epoch is not supported at version {v}")
+        if v >= 6:
+            w.bool(self.enable2_pc)
+        elif self.enable2_pc != False:
+            raise FieldVersionError(f"InitProducerIdRequest.enable2_pc is not supported at version {v}")
+        if v >= 6:
+            w.bool(self.keep_prepared_txn)
+        elif self.keep_prepared_txn != False:
+            raise FieldVersionError(f"InitProducerIdRequest.keep_prepared_txn is not supported at version {v}")
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
 
 InitProducerIdRequest.FIELDS = (
-    FieldSpec('transactional_id', 'string', False, (0, 5), (0, -1), None, None, None, False),
-    FieldSpec('transaction_timeout_ms', 'int32', False, (0, 5), None, None, None, None, False),
-    FieldSpec('producer_id', 'int64', False, (3, 5), None, None, None, None, False),
-    FieldSpec('producer_epoch', 'int16', False, (3, 5), None, None, None, None, False),
+    FieldSpec('transactional_id', 'string', False, (0, 6), (0, -1), None, None, None, False),
+    FieldSpec('transaction_timeout_ms', 'int32', False, (0, 6), None, None, None, None, False),
+    FieldSpec('producer_id', 'int64', False, (3, 6), None, None, None, None, False),
+    FieldSpec('producer_epoch', 'int16', False, (3, 6), None, None, None, None, False),
+    FieldSpec('enable2_pc', 'bool', False, (6, 6), None, None, None, None, False),
+    FieldSpec('keep_prepared_txn', 'bool', False, (6, 6), None, None, None, None, False),
 )

@@ -23,13 +23,15 @@ __all__ = ['InitProducerIdResponse']
 class InitProducerIdResponse(Struct):
     API_KEY: ClassVar[int] = 22
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 5
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int] = 2
 
     throttle_time_ms: int = 0
     error_code: int = 0
     producer_id: int = -1
     producer_epoch: int = 0
+    ongoing_txn_producer_id: int = -1
+    ongoing_txn_producer_epoch: int = -1
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -38,24 +40,42 @@ class InitProducerIdResponse(Struct):
         f_error_code = r.int16()
         f_producer_id = r.int64()
         f_producer_epoch = r.int16()
+        if v >= 6:
+            f_ongoing_txn_producer_id = r.int64()
+        else:
+            f_ongoing_txn_producer_id = -1
+        if v >= 6:
+            f_ongoing_txn_producer_epoch = r.int16()
+        else:
+            f_ongoing_txn_producer_epoch = -1
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 2:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, unknown)
+        return cls(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, f_ongoing_txn_producer_id, f_ongoing_txn_producer_epoch, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.throttle_time_ms)
         w.int16(self.error_code)
         w.int64(self.producer_id)
         w.int16(self.producer_epoch)
+        if v >= 6:
+            w.int64(self.ongoing_txn_producer_id)
+        elif self.ongoing_txn_producer_id != -1:
+            raise FieldVersionError(f"InitProducerIdResponse.ongoing_txn_producer_id is not supported at version {v}")
+        if v >= 6:
+            w.int16(self.ongoing_txn_producer_epoch)
+        elif self.ongoing_txn_producer_epoch != -1:
+            raise FieldVersionError(f"InitProducerIdResponse.ongoing_txn_producer_epoch is not supported at version {v}")
         if v >= 2:
             w.tagged_fields(self.unknown_tagged_fields)
 
 
 InitProducerIdResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 5), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 5), None, None, None, None, False),
-    FieldSpec('producer_id', 'int64', False, (0, 5), None, None, None, None, False),
-    FieldSpec('producer_epoch', 'int16', False, (0, 5), None, None, None, None, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 6), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 6), None, None, None, None, False),
+    FieldSpec('producer_id', 'int64', False, (0, 6), None, None, None, None, False),
+    FieldSpec('producer_epoch', 'int16', False, (0, 6), None, None, None, None, False),
+    FieldSpec('ongoing_txn_producer_id', 'int64', False, (6, 6), None, None, None, None, False),
+    FieldSpec('ongoing_txn_producer_epoch', 'int16', False, (6, 6), None, None, None, None, False),
 )

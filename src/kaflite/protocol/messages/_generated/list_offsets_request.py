@@ -22,14 +22,13 @@ from kaflite.protocol.messages._generated.list_offsets_response import ListOffse
 
 @dataclass(slots=True)
 class ListOffsetsPartition(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 10
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     partition_index: int = 0
     current_leader_epoch: int = -1
     timestamp: int = 0
-    max_num_offsets: int = 1
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -40,33 +39,25 @@ class ListOffsetsPartition(Struct):
         else:
             f_current_leader_epoch = -1
         f_timestamp = r.int64()
-        if v <= 0:
-            f_max_num_offsets = r.int32()
-        else:
-            f_max_num_offsets = 1
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 6:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_partition_index, f_current_leader_epoch, f_timestamp, f_max_num_offsets, unknown)
+        return cls(f_partition_index, f_current_leader_epoch, f_timestamp, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.partition_index)
         if v >= 4:
             w.int32(self.current_leader_epoch)
         w.int64(self.timestamp)
-        if v <= 0:
-            w.int32(self.max_num_offsets)
-        elif self.max_num_offsets != 1:
-            raise FieldVersionError(f"ListOffsetsPartition.max_num_offsets is not supported at version {v}")
         if v >= 6:
             w.tagged_fields(self.unknown_tagged_fields)
 
 
 @dataclass(slots=True)
 class ListOffsetsTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 10
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     name: str = ''
@@ -105,8 +96,8 @@ class ListOffsetsTopic(Struct):
 class ListOffsetsRequest(Request[ListOffsetsResponse]):
     API_KEY: ClassVar[int] = 2
     RESPONSE: ClassVar[type[Struct]] = ListOffsetsResponse
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 10
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     replica_id: int = 0
@@ -155,18 +146,17 @@ class ListOffsetsRequest(Request[ListOffsetsResponse]):
 
 
 ListOffsetsPartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 10), None, None, None, None, False),
-    FieldSpec('current_leader_epoch', 'int32', False, (4, 10), None, None, None, None, False),
-    FieldSpec('timestamp', 'int64', False, (0, 10), None, None, None, None, False),
-    FieldSpec('max_num_offsets', 'int32', False, (0, 0), None, None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (1, 11), None, None, None, None, False),
+    FieldSpec('current_leader_epoch', 'int32', False, (4, 11), None, None, None, None, False),
+    FieldSpec('timestamp', 'int64', False, (1, 11), None, None, None, None, False),
 )
 ListOffsetsTopic.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 10), None, None, None, None, False),
-    FieldSpec('partitions', 'ListOffsetsPartition', True, (0, 10), None, None, None, ListOffsetsPartition, False),
+    FieldSpec('name', 'string', False, (1, 11), None, None, None, None, False),
+    FieldSpec('partitions', 'ListOffsetsPartition', True, (1, 11), None, None, None, ListOffsetsPartition, False),
 )
 ListOffsetsRequest.FIELDS = (
-    FieldSpec('replica_id', 'int32', False, (0, 10), None, None, None, None, False),
-    FieldSpec('isolation_level', 'int8', False, (2, 10), None, None, None, None, False),
-    FieldSpec('topics', 'ListOffsetsTopic', True, (0, 10), None, None, None, ListOffsetsTopic, False),
-    FieldSpec('timeout_ms', 'int32', False, (10, 10), None, None, None, None, False),
+    FieldSpec('replica_id', 'int32', False, (1, 11), None, None, None, None, False),
+    FieldSpec('isolation_level', 'int8', False, (2, 11), None, None, None, None, False),
+    FieldSpec('topics', 'ListOffsetsTopic', True, (1, 11), None, None, None, ListOffsetsTopic, False),
+    FieldSpec('timeout_ms', 'int32', False, (10, 11), None, None, None, None, False),
 )

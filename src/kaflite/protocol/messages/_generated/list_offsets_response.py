@@ -21,13 +21,12 @@ __all__ = ['ListOffsetsPartitionResponse', 'ListOffsetsResponse', 'ListOffsetsTo
 
 @dataclass(slots=True)
 class ListOffsetsPartitionResponse(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 10
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     partition_index: int = 0
     error_code: int = 0
-    old_style_offsets: list[int] = field(default_factory=list)
     timestamp: int = -1
     offset: int = -1
     leader_epoch: int = -1
@@ -37,19 +36,8 @@ class ListOffsetsPartitionResponse(Struct):
     def read(cls, r: Reader, v: int) -> ListOffsetsPartitionResponse:
         f_partition_index = r.int32()
         f_error_code = r.int16()
-        if v <= 0:
-            n = r.array_len()
-            f_old_style_offsets = [r.int64() for _ in range(n)]
-        else:
-            f_old_style_offsets = []
-        if v >= 1:
-            f_timestamp = r.int64()
-        else:
-            f_timestamp = -1
-        if v >= 1:
-            f_offset = r.int64()
-        else:
-            f_offset = -1
+        f_timestamp = r.int64()
+        f_offset = r.int64()
         if v >= 4:
             f_leader_epoch = r.int32()
         else:
@@ -58,25 +46,13 @@ class ListOffsetsPartitionResponse(Struct):
         if v >= 6:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_partition_index, f_error_code, f_old_style_offsets, f_timestamp, f_offset, f_leader_epoch, unknown)
+        return cls(f_partition_index, f_error_code, f_timestamp, f_offset, f_leader_epoch, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.partition_index)
         w.int16(self.error_code)
-        if v <= 0:
-            w.array_len(len(self.old_style_offsets))
-            for e_old_style_offsets in self.old_style_offsets:
-                w.int64(e_old_style_offsets)
-        elif bool(self.old_style_offsets):
-            raise FieldVersionError(f"ListOffsetsPartitionResponse.old_style_offsets is not supported at version {v}")
-        if v >= 1:
-            w.int64(self.timestamp)
-        elif self.timestamp != -1:
-            raise FieldVersionError(f"ListOffsetsPartitionResponse.timestamp is not supported at version {v}")
-        if v >= 1:
-            w.int64(self.offset)
-        elif self.offset != -1:
-            raise FieldVersionError(f"ListOffsetsPartitionResponse.offset is not supported at version {v}")
+        w.int64(self.timestamp)
+        w.int64(self.offset)
         if v >= 4:
             w.int32(self.leader_epoch)
         elif self.leader_epoch != -1:
@@ -87,8 +63,8 @@ class ListOffsetsPartitionResponse(Struct):
 
 @dataclass(slots=True)
 class ListOffsetsTopicResponse(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 10
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     name: str = ''
@@ -126,8 +102,8 @@ class ListOffsetsTopicResponse(Struct):
 @dataclass(slots=True)
 class ListOffsetsResponse(Struct):
     API_KEY: ClassVar[int] = 2
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 10
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     throttle_time_ms: int = 0
@@ -164,18 +140,17 @@ class ListOffsetsResponse(Struct):
 
 
 ListOffsetsPartitionResponse.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 10), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 10), None, None, None, None, False),
-    FieldSpec('old_style_offsets', 'int64', True, (0, 0), None, None, None, None, False),
-    FieldSpec('timestamp', 'int64', False, (1, 10), None, None, None, None, False),
-    FieldSpec('offset', 'int64', False, (1, 10), None, None, None, None, False),
-    FieldSpec('leader_epoch', 'int32', False, (4, 10), None, None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (1, 11), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (1, 11), None, None, None, None, False),
+    FieldSpec('timestamp', 'int64', False, (1, 11), None, None, None, None, False),
+    FieldSpec('offset', 'int64', False, (1, 11), None, None, None, None, False),
+    FieldSpec('leader_epoch', 'int32', False, (4, 11), None, None, None, None, False),
 )
 ListOffsetsTopicResponse.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 10), None, None, None, None, False),
-    FieldSpec('partitions', 'ListOffsetsPartitionResponse', True, (0, 10), None, None, None, ListOffsetsPartitionResponse, False),
+    FieldSpec('name', 'string', False, (1, 11), None, None, None, None, False),
+    FieldSpec('partitions', 'ListOffsetsPartitionResponse', True, (1, 11), None, None, None, ListOffsetsPartitionResponse, False),
 )
 ListOffsetsResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (2, 10), None, None, None, None, False),
-    FieldSpec('topics', 'ListOffsetsTopicResponse', True, (0, 10), None, None, None, ListOffsetsTopicResponse, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (2, 11), None, None, None, None, False),
+    FieldSpec('topics', 'ListOffsetsTopicResponse', True, (1, 11), None, None, None, ListOffsetsTopicResponse, False),
 )

@@ -25,12 +25,13 @@ class ListTransactionsRequest(Request[ListTransactionsResponse]):
     API_KEY: ClassVar[int] = 66
     RESPONSE: ClassVar[type[Struct]] = ListTransactionsResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     state_filters: list[str] = field(default_factory=list)
     producer_id_filters: list[int] = field(default_factory=list)
     duration_filter: int = -1
+    transactional_id_pattern: str | None = None
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -43,10 +44,14 @@ class ListTransactionsRequest(Request[ListTransactionsResponse]):
             f_duration_filter = r.int64()
         else:
             f_duration_filter = -1
+        if v >= 2:
+            f_transactional_id_pattern = r.compact_nullable_string()
+        else:
+            f_transactional_id_pattern = None
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             unknown += ((tag, bytes(data)),)
-        return cls(f_state_filters, f_producer_id_filters, f_duration_filter, unknown)
+        return cls(f_state_filters, f_producer_id_filters, f_duration_filter, f_transactional_id_pattern, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.compact_array_len(len(self.state_filters))
@@ -59,11 +64,16 @@ class ListTransactionsRequest(Request[ListTransactionsResponse]):
             w.int64(self.duration_filter)
         elif self.duration_filter != -1:
             raise FieldVersionError(f"ListTransactionsRequest.duration_filter is not supported at version {v}")
+        if v >= 2:
+            w.compact_nullable_string(self.transactional_id_pattern)
+        elif self.transactional_id_pattern is not None:
+            raise FieldVersionError(f"ListTransactionsRequest.transactional_id_pattern is not supported at version {v}")
         w.tagged_fields(self.unknown_tagged_fields)
 
 
 ListTransactionsRequest.FIELDS = (
-    FieldSpec('state_filters', 'string', True, (0, 1), None, None, None, None, False),
-    FieldSpec('producer_id_filters', 'int64', True, (0, 1), None, None, None, None, False),
-    FieldSpec('duration_filter', 'int64', False, (1, 1), None, None, None, None, False),
+    FieldSpec('state_filters', 'string', True, (0, 2), None, None, None, None, False),
+    FieldSpec('producer_id_filters', 'int64', True, (0, 2), None, None, None, None, False),
+    FieldSpec('duration_filter', 'int64', False, (1, 2), None, None, None, None, False),
+    FieldSpec('transactional_id_pattern', 'string', False, (2, 2), (2, -1), None, None, None, False),
 )

@@ -22,7 +22,7 @@ __all__ = ['ListTransactionsResponse', 'TransactionState']
 @dataclass(slots=True)
 class TransactionState(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     transactional_id: str = ''
@@ -51,7 +51,7 @@ class TransactionState(Struct):
 class ListTransactionsResponse(Struct):
     API_KEY: ClassVar[int] = 66
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     throttle_time_ms: int = 0
@@ -86,13 +86,13 @@ class ListTransactionsResponse(Struct):
 
 
 TransactionState.FIELDS = (
-    FieldSpec('transactional_id', 'string', False, (0, 1), None, None, None, None, False),
-    FieldSpec('producer_id', 'int64', False, (0, 1), None, None, None, None, False),
-    FieldSpec('transaction_state', 'string', False, (0, 1), None, None, None, None, False),
+    FieldSpec('transactional_id', 'string', False, (0, 2), None, None, None, None, False),
+    FieldSpec('producer_id', 'int64', False, (0, 2), None, None, None, None, False),
+    FieldSpec('transaction_state', 'string', False, (0, 2), None, None, None, None, False),
 )
 ListTransactionsResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (0, 1), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 1), None, None, None, None, False),
-    FieldSpec('unknown_state_filters', 'string', True, (0, 1), None, None, None, None, False),
-    FieldSpec('transaction_states', 'TransactionState', True, (0, 1), None, None, None, TransactionState, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (0, 2), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 2), None, None, None, None, False),
+    FieldSpec('unknown_state_filters', 'string', True, (0, 2), None, None, None, None, False),
+    FieldSpec('transaction_states', 'TransactionState', True, (0, 2), None, None, None, TransactionState, False),
 )

@@ -23,7 +23,7 @@ from kaflite.protocol.messages._generated.metadata_response import MetadataRespo
 @dataclass(slots=True)
 class MetadataRequestTopic(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 12
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     topic_id: uuid.UUID = ZERO_UUID
@@ -62,7 +62,7 @@ class MetadataRequest(Request[MetadataResponse]):
     API_KEY: ClassVar[int] = 3
     RESPONSE: ClassVar[type[Struct]] = MetadataResponse
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 12
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     topics: list[MetadataRequestTopic] | None = field(default_factory=list)
@@ -132,12 +132,12 @@ class MetadataRequest(Request[MetadataResponse]):
 
 
 MetadataRequestTopic.FIELDS = (
-    FieldSpec('topic_id', 'uuid', False, (10, 12), None, None, None, None, False),
-    FieldSpec('name', 'string', False, (0, 12), (10, -1), None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (10, 13), None, None, None, None, False),
+    FieldSpec('name', 'string', False, (0, 13), (10, -1), None, None, None, False),
 )
 MetadataRequest.FIELDS = (
-    FieldSpec('topics', 'MetadataRequestTopic', True, (0, 12), (1, -1), None, None, MetadataRequestTopic, False),
-    FieldSpec('allow_auto_topic_creation', 'bool', False, (4, 12), None, None, None, None, False),
+    FieldSpec('topics', 'MetadataRequestTopic', True, (0, 13), (1, -1), None, None, MetadataRequestTopic, False),
+    FieldSpec('allow_auto_topic_creation', 'bool', False, (4, 13), None, None, None, None, False),
     FieldSpec('include_cluster_authorized_operations', 'bool', False, (8, 10), None, None, None, None, False),
-    FieldSpec('include_topic_authorized_operations', 'bool', False, (8, 12), None, None, None, None, False),
+    FieldSpec('include_topic_authorized_operations', 'bool', False, (8, 13), None, None, None, None, False),
 )

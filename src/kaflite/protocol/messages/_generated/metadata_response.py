@@ -22,7 +22,7 @@ __all__ = ['MetadataResponse', 'MetadataResponseBroker', 'MetadataResponsePartit
 @dataclass(slots=True)
 class MetadataResponseBroker(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 12
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     node_id: int = 0
@@ -65,7 +65,7 @@ class MetadataResponseBroker(Struct):
 @dataclass(slots=True)
 class MetadataResponsePartition(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 12
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     error_code: int = 0
@@ -133,7 +133,7 @@ class MetadataResponsePartition(Struct):
 @dataclass(slots=True)
 class MetadataResponseTopic(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 12
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     error_code: int = 0
@@ -201,7 +201,7 @@ class MetadataResponseTopic(Struct):
 class MetadataResponse(Struct):
     API_KEY: ClassVar[int] = 3
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 12
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int] = 9
 
     throttle_time_ms: int = 0
@@ -210,6 +210,7 @@ class MetadataResponse(Struct):
     controller_id: int = -1
     topics: list[MetadataResponseTopic] = field(default_factory=list)
     cluster_authorized_operations: int = -2147483648
+    error_code: int = 0
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -234,11 +235,15 @@ class MetadataResponse(Struct):
             f_cluster_authorized_operations = r.int32()
         else:
             f_cluster_authorized_operations = -2147483648
+        if v >= 13:
+            f_error_code = r.int16()
+        else:
+            f_error_code = 0
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 9:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations, unknown)
+        return cls(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations, f_error_code, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         if v >= 3:
@@ -270,38 +275,41 @@ class MetadataResponse(Struct):
             w.int32(self.cluster_authorized_operations)
         elif self.cluster_authorized_operations != -2147483648:
             raise FieldVersionError(f"MetadataResponse.cluster_authorized_operations is not supported at version {v}")
+        if v >= 13:
+            w.int16(self.error_code)
         if v >= 9:
             w.tagged_fields(self.unknown_tagged_fields)
 
 
 MetadataResponseBroker.FIELDS = (
-    FieldSpec('node_id', 'int32', False, (0, 12), None, None, None, None, False),
-    FieldSpec('host', 'string', False, (0, 12), None, None, None, None, False),
-    FieldSpec('port', 'int32', False, (0, 12), None, None, None, None, False),
-    FieldSpec('rack', 'string', False, (1, 12), (1, -1), None, None, None, False),
+    FieldSpec('node_id', 'int32', False, (0, 13), None, None, None, None, False),
+    FieldSpec('host', 'string', False, (0, 13), None, None, None, None, False),
+    FieldSpec('port', 'int32', False, (0, 13), None, None, None, None, False),
+    FieldSpec('rack', 'string', False, (1, 13), (1, -1), None, None, None, False),
 )
 MetadataResponsePartition.FIELDS = (
-    FieldSpec('error_code', 'int16', False, (0, 12), None, None, None, None, False),
-    FieldSpec('partition_index', 'int32', False, (0, 12), None, None, None, None, False),
-    FieldSpec('leader_id', 'int32', False, (0, 12), None, None, None, None, False),
-    FieldSpec('leader_epoch', 'int32', False, (7, 12), None, None, None, None, False),
-    FieldSpec('replica_nodes', 'int32', True, (0, 12), None, None, None, None, False),
-    FieldSpec('isr_nodes', 'int32', True, (0, 12), None, None, None, None, False),
-    FieldSpec('offline_replicas', 'int32', True, (5, 12), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 13), None, None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (0, 13), None, None, None, None, False),
+    FieldSpec('leader_id', 'int32', False, (0, 13), None, None, None, None, False),
+    FieldSpec('leader_epoch', 'int32', False, (7, 13), None, None, None, None, False),
+    FieldSpec('replica_nodes', 'int32', True, (0, 13), None, None, None, None, False),
+    FieldSpec('isr_nodes', 'int32', True, (0, 13), None, None, None, None, False),
+    FieldSpec('offline_replicas', 'int32', True, (5, 13), None, None, None, None, False),
 )
 MetadataResponseTopic.FIELDS = (
-    FieldSpec('error_code', 'int16', False, (0, 12), None, None, None, None, False),
-    FieldSpec('name', 'string', False, (0, 12), (12, -1), None, None, None, False),
-    FieldSpec('topic_id', 'uuid', False, (10, 12), None, None, None, None, False),
-    FieldSpec('is_internal', 'bool', False, (1, 12), None, None, None, None, False),
-    FieldSpec('partitions', 'MetadataResponsePartition', True, (0, 12), None, None, None, MetadataResponsePartition, False),
-    FieldSpec('topic_authorized_operations', 'int32', False, (8, 12), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (0, 13), None, None, None, None, False),
+    FieldSpec('name', 'string', False, (0, 13), (12, -1), None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (10, 13), None, None, None, None, False),
+    FieldSpec('is_internal', 'bool', False, (1, 13), None, None, None, None, False),
+    FieldSpec('partitions', 'MetadataResponsePartition', True, (0, 13), None, None, None, MetadataResponsePartition, False),
+    FieldSpec('topic_authorized_operations', 'int32', False, (8, 13), None, None, None, None, False),
 )
 MetadataResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (3, 12), None, None, None, None, False),
-    FieldSpec('brokers', 'MetadataResponseBroker', True, (0, 12), None, None, None, MetadataResponseBroker, False),
-    FieldSpec('cluster_id', 'string', False, (2, 12), (2, -1), None, None, None, False),
-    FieldSpec('controller_id', 'int32', False, (1, 12), None, None, None, None, False),
-    FieldSpec('topics', 'MetadataResponseTopic', True, (0, 12), None, None, None, MetadataResponseTopic, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (3, 13), None, None, None, None, False),
+    FieldSpec('brokers', 'MetadataResponseBroker', True, (0, 13), None, None, None, MetadataResponseBroker, False),
+    FieldSpec('cluster_id', 'string', False, (2, 13), (2, -1), None, None, None, False),
+    FieldSpec('controller_id', 'int32', False, (1, 13), None, None, None, None, False),
+    FieldSpec('topics', 'MetadataResponseTopic', True, (0, 13), None, None, None, MetadataResponseTopic, False),
     FieldSpec('cluster_authorized_operations', 'int32', False, (8, 10), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (13, 13), None, None, None, None, False),
 )

@@ -22,14 +22,13 @@ from kaflite.protocol.messages._generated.offset_commit_response import OffsetCo
 
 @dataclass(slots=True)
 class OffsetCommitRequestPartition(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 8
 
     partition_index: int = 0
     committed_offset: int = 0
     committed_leader_epoch: int = -1
-    commit_timestamp: int = -1
     committed_metadata: str | None = ''
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
@@ -41,26 +40,18 @@ class OffsetCommitRequestPartition(Struct):
             f_committed_leader_epoch = r.int32()
         else:
             f_committed_leader_epoch = -1
-        if 1 <= v <= 1:
-            f_commit_timestamp = r.int64()
-        else:
-            f_commit_timestamp = -1
         f_committed_metadata = (r.compact_nullable_string() if v >= 8 else r.nullable_string())
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 8:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_commit_timestamp, f_committed_metadata, unknown)
+        return cls(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_committed_metadata, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.partition_index)
         w.int64(self.committed_offset)
         if v >= 6:
             w.int32(self.committed_leader_epoch)
-        if 1 <= v <= 1:
-            w.int64(self.commit_timestamp)
-        elif self.commit_timestamp != -1:
-            raise FieldVersionError(f"OffsetCommitRequestPartition.commit_timestamp is not supported at version {v}")
         if v >= 8:
             w.compact_nullable_string(self.committed_metadata)
         else:
@@ -71,30 +62,41 @@ class OffsetCommitRequestPartition(Struct):
 
 @dataclass(slots=True)
 class OffsetCommitRequestTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 8
 
     name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
     partitions: list[OffsetCommitRequestPartition] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> OffsetCommitRequestTopic:
-        f_name = (r.compact_string() if v >= 8 else r.string())
+        if v <= 9:
+            f_name = (r.compact_string() if v >= 8 else r.string())
+        else:
+            f_name = ''
+        if v >= 10:
+            f_topic_id = r.uuid()
+        else:
+            f_topic_id = ZERO_UUID
         n = (r.compact_array_len() if v >= 8 else r.array_len())
         f_partitions = [OffsetCommitRequestPartition.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 8:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_name, f_partitions, unknown)
+        return cls(f_name, f_topic_id, f_partitions, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 8:
-            w.compact_string(self.name)
-        else:
-            w.string(self.name)
+        if v <= 9:
+            if v >= 8:
+                w.compact_string(self.name)
+            else:
+                w.string(self.name)
+        if v >= 10:
+            w.uuid(self.topic_id)
         if v >= 8:
             w.compact_array_len(len(self.partitions))
             for e_partitions in self.partitions:
@@ -111,8 +113,8 @@ class OffsetCommitRequestTopic(Struct):
 class OffsetCommitRequest(Request[OffsetCommitResponse]):
     API_KEY: ClassVar[int] = 8
     RESPONSE: ClassVar[type[Struct]] = OffsetCommitResponse
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 8
 
     group_id: str = ''
@@ -126,19 +128,13 @@ class OffsetCommitRequest(Request[OffsetCommitResponse]):
     @classmethod
     def read(cls, r: Reader, v: int) -> OffsetCommitRequest:
         f_group_id = (r.compact_string() if v >= 8 else r.string())
-        if v >= 1:
-            f_generation_id_or_member_epoch = r.int32()
-        else:
-            f_generation_id_or_member_epoch = -1
-        if v >= 1:
-            f_member_id = (r.compact_string() if v >= 8 else r.string())
-        else:
-            f_member_id = ''
+        f_generation_id_or_member_epoch = r.int32()
+        f_member_id = (r.compact_string() if v >= 8 else r.string())
         if v >= 7:
             f_group_instance_id = (r.compact_nullable_string() if v >= 8 else r.nullable_string())
         else:
             f_group_instance_id = None
-        if 2 <= v <= 4:
+        if v <= 4:
             f_retention_time_ms = r.int64()
         else:
             f_retention_time_ms = -1
@@ -155,13 +151,11 @@ class OffsetCommitRequest(Request[OffsetCommitResponse]):
             w.compact_string(self.group_id)
         else:
             w.string(self.group_id)
-        if v >= 1:
-            w.int32(self.generation_id_or_member_epoch)
-        if v >= 1:
-            if v >= 8:
-                w.compact_string(self.member_id)
-            else:
-                w.string(self.member_id)
+        w.int32(self.generation_id_or_member_epoch)
+        if v >= 8:
+            w.compact_string(self.member_id)
+        else:
+            w.string(self.member_id)
         if v >= 7:
             if v >= 8:
                 w.compact_nullable_string(self.group_instance_id)
@@ -169,7 +163,7 @@ class OffsetCommitRequest(Request[OffsetCommitResponse]):
                 w.nullable_string(self.group_instance_id)
         elif self.group_instance_id is not None:
             raise FieldVersionError(f"OffsetCommitRequest.group_instance_id is not supported at version {v}")
-        if 2 <= v <= 4:
+        if v <= 4:
             w.int64(self.retention_time_ms)
         if v >= 8:
             w.compact_array_len(len(self.topics))
@@ -184,21 +178,21 @@ class OffsetCommitRequest(Request[OffsetCommitResponse]):
 
 
 OffsetCommitRequestPartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 9), None, None, None, None, False),
-    FieldSpec('committed_offset', 'int64', False, (0, 9), None, None, None, None, False),
-    FieldSpec('committed_leader_epoch', 'int32', False, (6, 9), None, None, None, None, False),
-    FieldSpec('commit_timestamp', 'int64', False, (1, 1), None, None, None, None, False),
-    FieldSpec('committed_metadata', 'string', False, (0, 9), (0, -1), None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (2, 10), None, None, None, None, False),
+    FieldSpec('committed_offset', 'int64', False, (2, 10), None, None, None, None, False),
+    FieldSpec('committed_leader_epoch', 'int32', False, (6, 10), None, None, None, None, False),
+    FieldSpec('committed_metadata', 'string', False, (2, 10), (0, -1), None, None, None, False),
 )
 OffsetCommitRequestTopic.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 9), None, None, None, None, False),
-    FieldSpec('partitions', 'OffsetCommitRequestPartition', True, (0, 9), None, None, None, OffsetCommitRequestPartition, False),
+    FieldSpec('name', 'string', False, (2, 9), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (10, 10), None, None, None, None, False),
+    FieldSpec('partitions', 'OffsetCommitRequestPartition', True, (2, 10), None, None, None, OffsetCommitRequestPartition, False),
 )
 OffsetCommitRequest.FIELDS = (
-    FieldSpec('group_id', 'string', False, (0, 9), None, None, None, None, False),
-    FieldSpec('generation_id_or_member_epoch', 'int32', False, (1, 9), None, None, None, None, False),
-    FieldSpec('member_id', 'string', False, (1, 9), None, None, None, None, False),
-    FieldSpec('group_instance_id', 'string', False, (7, 9), (7, -1), None, None, None, False),
+    FieldSpec('group_id', 'string', False, (2, 10), None, None, None, None, False),
+    FieldSpec('generation_id_or_member_epoch', 'int32', False, (2, 10), None, None, None, None, False),
+    FieldSpec('member_id', 'string', False, (2, 10), None, None, None, None, False),
+    FieldSpec('group_instance_id', 'string', False, (7, 10), (7, -1), None, None, None, False),
     FieldSpec('retention_time_ms', 'int64', False, (2, 4), None, None, None, None, False),
-    FieldSpec('topics', 'OffsetCommitRequestTopic', True, (0, 9), None, None, None, OffsetCommitRequestTopic, False),
+    FieldSpec('topics', 'OffsetCommitRequestTopic', True, (2, 10), None, None, None, OffsetCommitRequestTopic, False),
 )

@@ -21,8 +21,8 @@ __all__ = ['OffsetCommitResponse', 'OffsetCommitResponsePartition', 'OffsetCommi
 
 @dataclass(slots=True)
 class OffsetCommitResponsePartition(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 8
 
     partition_index: int = 0
@@ -48,30 +48,41 @@ class OffsetCommitResponsePartition(Struct):
 
 @dataclass(slots=True)
 class OffsetCommitResponseTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 8
 
     name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
     partitions: list[OffsetCommitResponsePartition] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> OffsetCommitResponseTopic:
-        f_name = (r.compact_string() if v >= 8 else r.string())
+        if v <= 9:
+            f_name = (r.compact_string() if v >= 8 else r.string())
+        else:
+            f_name = ''
+        if v >= 10:
+            f_topic_id = r.uuid()
+        else:
+            f_topic_id = ZERO_UUID
         n = (r.compact_array_len() if v >= 8 else r.array_len())
         f_partitions = [OffsetCommitResponsePartition.read(r, v) for _ in range(n)]
         unknown: tuple[tuple[int, bytes], ...] = ()
         if v >= 8:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_name, f_partitions, unknown)
+        return cls(f_name, f_topic_id, f_partitions, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 8:
-            w.compact_string(self.name)
-        else:
-            w.string(self.name)
+        if v <= 9:
+            if v >= 8:
+                w.compact_string(self.name)
+            else:
+                w.string(self.name)
+        if v >= 10:
+            w.uuid(self.topic_id)
         if v >= 8:
             w.compact_array_len(len(self.partitions))
             for e_partitions in self.partitions:
@@ -87,8 +98,8 @@ class OffsetCommitResponseTopic(Struct):
 @dataclass(slots=True)
 class OffsetCommitResponse(Struct):
     API_KEY: ClassVar[int] = 8
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 8
 
     throttle_time_ms: int = 0
@@ -125,14 +136,15 @@ class OffsetCommitResponse(Struct):
 
 
 OffsetCommitResponsePartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 9), None, None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 9), None, None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (2, 10), None, None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (2, 10), None, None, None, None, False),
 )
 OffsetCommitResponseTopic.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 9), None, None, None, None, False),
-    FieldSpec('partitions', 'OffsetCommitResponsePartition', True, (0, 9), None, None, None, OffsetCommitResponsePartition, False),
+    FieldSpec('name', 'string', False, (2, 9), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (10, 10), None, None, None, None, False),
+    FieldSpec('partitions', 'OffsetCommitResponsePartition', True, (2, 10), None, None, None, OffsetCommitResponsePartition, False),
 )
 OffsetCommitResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (3, 9), None, None, None, None, False),
-    FieldSpec('topics', 'OffsetCommitResponseTopic', True, (0, 9), None, None, None, OffsetCommitResponseTopic, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (3, 10), None, None, None, None, False),
+    FieldSpec('topics', 'OffsetCommitResponseTopic', True, (2, 10), None, None, None, OffsetCommitResponseTopic, False),
 )

@@ -22,8 +22,8 @@ from kaflite.protocol.messages._generated.offset_fetch_response import OffsetFet
 
 @dataclass(slots=True)
 class OffsetFetchRequestTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     name: str = ''
@@ -70,20 +70,25 @@ class OffsetFetchRequestTopic(Struct):
 
 @dataclass(slots=True)
 class OffsetFetchRequestTopics(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
     partition_indexes: list[int] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> OffsetFetchRequestTopics:
-        if v >= 8:
+        if 8 <= v <= 9:
             f_name = r.compact_string()
         else:
             f_name = ''
+        if v >= 10:
+            f_topic_id = r.uuid()
+        else:
+            f_topic_id = ZERO_UUID
         if v >= 8:
             n = r.compact_array_len()
             f_partition_indexes = r.int32_array(n)
@@ -93,13 +98,13 @@ class OffsetFetchRequestTopics(Struct):
         if v >= 6:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_name, f_partition_indexes, unknown)
+        return cls(f_name, f_topic_id, f_partition_indexes, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 8:
+        if 8 <= v <= 9:
             w.compact_string(self.name)
-        elif self.name != '':
-            raise FieldVersionError(f"OffsetFetchRequestTopics.name is not supported at version {v}")
+        if v >= 10:
+            w.uuid(self.topic_id)
         if v >= 8:
             w.compact_array_len(len(self.partition_indexes))
             w.int32_array(self.partition_indexes)
@@ -111,8 +116,8 @@ class OffsetFetchRequestTopics(Struct):
 
 @dataclass(slots=True)
 class OffsetFetchRequestGroup(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     group_id: str = ''
@@ -172,8 +177,8 @@ class OffsetFetchRequestGroup(Struct):
 class OffsetFetchRequest(Request[OffsetFetchResponse]):
     API_KEY: ClassVar[int] = 9
     RESPONSE: ClassVar[type[Struct]] = OffsetFetchResponse
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     group_id: str = ''
@@ -255,22 +260,23 @@ class OffsetFetchRequest(Request[OffsetFetchResponse]):
 
 
 OffsetFetchRequestTopic.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 7), None, None, None, None, False),
-    FieldSpec('partition_indexes', 'int32', True, (0, 7), None, None, None, None, False),
+    FieldSpec('name', 'string', False, (1, 7), None, None, None, None, False),
+    FieldSpec('partition_indexes', 'int32', True, (1, 7), None, None, None, None, False),
 )
 OffsetFetchRequestTopics.FIELDS = (
     FieldSpec('name', 'string', False, (8, 9), None, None, None, None, False),
-    FieldSpec('partition_indexes', 'int32', True, (8, 9), None, None, None, None, False),
+    FieldSpec('topic_id', 'uuid', False, (10, 10), None, None, None, None, False),
+    FieldSpec('partition_indexes', 'int32', True, (8, 10), None, None, None, None, False),
 )
 OffsetFetchRequestGroup.FIELDS = (
-    FieldSpec('group_id', 'string', False, (8, 9), None, None, None, None, False),
-    FieldSpec('member_id', 'string', False, (9, 9), (9, -1), None, None, None, False),
-    FieldSpec('member_epoch', 'int32', False, (9, 9), None, None, None, None, False),
-    FieldSpec('topics', 'OffsetFetchRequestTopics', True, (8, 9), (8, -1), None, None, OffsetFetchRequestTopics, False),
+    FieldSpec('group_id', 'string', False, (8, 10), None, None, None, None, False),
+    FieldSpec('member_id', 'string', False, (9, 10), (9, -1), None, None, None, False),
+    FieldSpec('member_epoch', 'int32', False, (9, 10), None, None, None, None, False),
+    FieldSpec('topics', 'OffsetFetchRequestTopics', True, (8, 10), (8, -1), None, None, OffsetFetchRequestTopics, False),
 )
 OffsetFetchRequest.FIELDS = (
-    FieldSpec('group_id', 'string', False, (0, 7), None, None, None, None, False),
-    FieldSpec('topics', 'OffsetFetchRequestTopic', True, (0, 7), (2, 7), None, None, OffsetFetchRequestTopic, False),
-    FieldSpec('groups', 'OffsetFetchRequestGroup', True, (8, 9), None, None, None, OffsetFetchRequestGroup, False),
-    FieldSpec('require_stable', 'bool', False, (7, 9), None, None, None, None, False),
+    FieldSpec('group_id', 'string', False, (1, 7), None, None, None, None, False),
+    FieldSpec('topics', 'OffsetFetchRequestTopic', True, (1, 7), (2, 7), None, None, OffsetFetchRequestTopic, False),
+    FieldSpec('groups', 'OffsetFetchRequestGroup', True, (8, 10), None, None, None, OffsetFetchRequestGroup, False),
+    FieldSpec('require_stable', 'bool', False, (7, 10), None, None, None, None, False),
 )

@@ -21,8 +21,8 @@ __all__ = ['OffsetFetchResponse', 'OffsetFetchResponseGroup', 'OffsetFetchRespon
 
 @dataclass(slots=True)
 class OffsetFetchResponsePartition(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     partition_index: int = 0
@@ -88,8 +88,8 @@ class OffsetFetchResponsePartition(Struct):
 
 @dataclass(slots=True)
 class OffsetFetchResponseTopic(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     name: str = ''
@@ -138,8 +138,8 @@ class OffsetFetchResponseTopic(Struct):
 
 @dataclass(slots=True)
 class OffsetFetchResponsePartitions(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     partition_index: int = 0
@@ -202,20 +202,25 @@ class OffsetFetchResponsePartitions(Struct):
 
 @dataclass(slots=True)
 class OffsetFetchResponseTopics(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
     partitions: list[OffsetFetchResponsePartitions] = field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def read(cls, r: Reader, v: int) -> OffsetFetchResponseTopics:
-        if v >= 8:
+        if 8 <= v <= 9:
             f_name = r.compact_string()
         else:
             f_name = ''
+        if v >= 10:
+            f_topic_id = r.uuid()
+        else:
+            f_topic_id = ZERO_UUID
         if v >= 8:
             n = r.compact_array_len()
             f_partitions = [OffsetFetchResponsePartitions.read(r, v) for _ in range(n)]
@@ -225,13 +230,13 @@ class OffsetFetchResponseTopics(Struct):
         if v >= 6:
             for tag, data in r.tagged_fields():
                 unknown += ((tag, bytes(data)),)
-        return cls(f_name, f_partitions, unknown)
+        return cls(f_name, f_topic_id, f_partitions, unknown)
 
     def write(self, w: Writer, v: int) -> None:
-        if v >= 8:
+        if 8 <= v <= 9:
             w.compact_string(self.name)
-        elif self.name != '':
-            raise FieldVersionError(f"OffsetFetchResponseTopics.name is not supported at version {v}")
+        if v >= 10:
+            w.uuid(self.topic_id)
         if v >= 8:
             w.compact_array_len(len(self.partitions))
             for e_partitions in self.partitions:
@@ -244,8 +249,8 @@ class OffsetFetchResponseTopics(Struct):
 
 @dataclass(slots=True)
 class OffsetFetchResponseGroup(Struct):
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     group_id: str = ''
@@ -296,8 +301,8 @@ class OffsetFetchResponseGroup(Struct):
 @dataclass(slots=True)
 class OffsetFetchResponse(Struct):
     API_KEY: ClassVar[int] = 9
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_VERSION: ClassVar[int] = 6
 
     throttle_time_ms: int = 0
@@ -359,35 +364,36 @@ class OffsetFetchResponse(Struct):
 
 
 OffsetFetchResponsePartition.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (0, 7), None, None, None, None, False),
-    FieldSpec('committed_offset', 'int64', False, (0, 7), None, None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (1, 7), None, None, None, None, False),
+    FieldSpec('committed_offset', 'int64', False, (1, 7), None, None, None, None, False),
     FieldSpec('committed_leader_epoch', 'int32', False, (5, 7), None, None, None, None, False),
-    FieldSpec('metadata', 'string', False, (0, 7), (0, 7), None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (0, 7), None, None, None, None, False),
+    FieldSpec('metadata', 'string', False, (1, 7), (0, 7), None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (1, 7), None, None, None, None, False),
 )
 OffsetFetchResponseTopic.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 7), None, None, None, None, False),
-    FieldSpec('partitions', 'OffsetFetchResponsePartition', True, (0, 7), None, None, None, OffsetFetchResponsePartition, False),
+    FieldSpec('name', 'string', False, (1, 7), None, None, None, None, False),
+    FieldSpec('partitions', 'OffsetFetchResponsePartition', True, (1, 7), None, None, None, OffsetFetchResponsePartition, False),
 )
 OffsetFetchResponsePartitions.FIELDS = (
-    FieldSpec('partition_index', 'int32', False, (8, 9), None, None, None, None, False),
-    FieldSpec('committed_offset', 'int64', False, (8, 9), None, None, None, None, False),
-    FieldSpec('committed_leader_epoch', 'int32', False, (8, 9), None, None, None, None, False),
-    FieldSpec('metadata', 'string', False, (8, 9), (8, -1), None, None, None, False),
-    FieldSpec('error_code', 'int16', False, (8, 9), None, None, None, None, False),
+    FieldSpec('partition_index', 'int32', False, (8, 10), None, None, None, None, False),
+    FieldSpec('committed_offset', 'int64', False, (8, 10), None, None, None, None, False),
+    FieldSpec('committed_leader_epoch', 'int32', False, (8, 10), None, None, None, None, False),
+    FieldSpec('metadata', 'string', False, (8, 10), (8, -1), None, None, None, False),
+    FieldSpec('error_code', 'int16', False, (8, 10), None, None, None, None, False),
 )
 OffsetFetchResponseTopics.FIELDS = (
     FieldSpec('name', 'string', False, (8, 9), None, None, None, None, False),
-    FieldSpec('partitions', 'OffsetFetchResponsePartitions', True, (8, 9), None, None, None, OffsetFetchResponsePartitions, False),
+    FieldSpec('topic_id', 'uuid', False, (10, 10), None, None, None, None, False),
+    FieldSpec('partitions', 'OffsetFetchResponsePartitions', True, (8, 10), None, None, None, OffsetFetchResponsePartitions, False),
 )
 OffsetFetchResponseGroup.FIELDS = (
-    FieldSpec('group_id', 'string', False, (8, 9), None, None, None, None, False),
-    FieldSpec('topics', 'OffsetFetchResponseTopics', True, (8, 9), None, None, None, OffsetFetchResponseTopics, False),
-    FieldSpec('error_code', 'int16', False, (8, 9), None, None, None, None, False),
+    FieldSpec('group_id', 'string', False, (8, 10), None, None, None, None, False),
+    FieldSpec('topics', 'OffsetFetchResponseTopics', True, (8, 10), None, None, None, OffsetFetchResponseTopics, False),
+    FieldSpec('error_code', 'int16', False, (8, 10), None, None, None, None, False),
 )
 OffsetFetchResponse.FIELDS = (
-    FieldSpec('throttle_time_ms', 'int32', False, (3, 9), None, None, None, None, False),
-    FieldSpec('topics', 'OffsetFetchResponseTopic', True, (0, 7), None, None, None, OffsetFetchResponseTopic, False),
+    FieldSpec('throttle_time_ms', 'int32', False, (3, 10), None, None, None, None, False),
+    FieldSpec('topics', 'OffsetFetchResponseTopic', True, (1, 7), None, None, None, OffsetFetchResponseTopic, False),
     FieldSpec('error_code', 'int16', False, (2, 7), None, None, None, None, False),
-    FieldSpec('groups', 'OffsetFetchResponseGroup', True, (8, 9), None, None, None, OffsetFetchResponseGroup, False),
+    FieldSpec('groups', 'OffsetFetchResponseGroup', True, (8, 10), None, None, None, OffsetFetchResponseGroup, False),
 )
