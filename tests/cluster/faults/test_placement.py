@@ -191,7 +191,7 @@ def test_metadata_leader_not_available_is_a_partition_error() -> None:
 def test_offset_commit_coordinator_error_is_per_partition_and_commits_nothing() -> None:
     rules = [Rule("error", 8, error_code=NOT_COORDINATOR, group="g")]
     req = OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=1, member_id="m",
-                              topics=[ocq.OffsetCommitRequestTopic("t", [
+                              topics=[ocq.OffsetCommitRequestTopic("t", partitions=[
                                   ocq.OffsetCommitRequestPartition(0, 5),
                                   ocq.OffsetCommitRequestPartition(1, 6)])])
     committed: list[Any] = []
