@@ -18,6 +18,11 @@ steady and around the broker's crash and return, the loop lag's p99 and worst,
 and how long the ISRs took to be whole again. Cost per metadata change must stay
 flat as partitions grow; the p99 must stay in milliseconds.
 
+The cluster's process collects garbage with ``kaflite.cluster.gc_policy`` (full
+collections walk what is new); ``KAFLITE_GC=cpython`` in the environment runs it with
+CPython's own policy instead, to compare. Collections of 250 ms or more are counted
+from the cluster's log (``KAFLITE_LOOP_STALL_MS``, set to 250 unless given).
+
 Not a test; its figures are in docs/benchmarks.md.
 """
 
@@ -159,6 +164,17 @@ class Profile:
             self.proc.wait(60)
 
 
+GC_LINE = re.compile(r"garbage collection of generation (\d) took (\d+) ms")
+
+
+def long_collections(log: Path) -> list[int]:
+    """The collections of the cluster's process that took ``KAFLITE_LOOP_STALL_MS`` or
+    longer (``cluster/loop_lag.py`` logs them), in ms; all phases."""
+    if not log.is_file():
+        return []
+    return [int(m.group(2)) for m in GC_LINE.finditer(log.read_text(errors="replace"))]
+
+
 def one(size: int, seconds: float, processes: bool,
         profile: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kaflite-scale-") as tmp:
@@ -184,13 +200,13 @@ def one(size: int, seconds: float, processes: bool,
             spy.stop()
             lag_crash = loop_lag(cluster)
             traffic.close()
-            if profile is not None:     # the stacks of the loop's stalls (KAFLITE_LOOP_STALL_MS)
-                log = Path(tmp) / "cluster.log"
-                if log.is_file():
-                    shutil.copy(log, profile / f"{size}-cluster.log")
+            log = Path(tmp) / "cluster.log"
+            if profile is not None and log.is_file():   # the loop's stalls' stacks
+                shutil.copy(log, profile / f"{size}-cluster.log")
             return {"size": size, "create_s": created, "steady": steady, "crash": around,
                     "lag_steady": lag_steady, "lag_crash": lag_crash, "healed_s": healed,
-                    "acked": traffic.acked, "consumed": traffic.consumed}
+                    "acked": traffic.acked, "consumed": traffic.consumed,
+                    "long_gcs": long_collections(log)}
         finally:
             cluster.stop()
 
@@ -204,8 +220,8 @@ def main() -> int:
     ap.add_argument("--profile", type=Path, default=None,
                     help="py-spy the cluster process in each phase (collapsed stacks here)")
     args = ap.parse_args()
-    if args.profile is not None:    # where the loop stalls 250 ms or more: its stack, logged
-        os.environ.setdefault(STALL_ENV, "250")
+    # where the loop stalls 250 ms or more: its stack, and each collection as long, logged
+    os.environ.setdefault(STALL_ENV, "250")
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         r = one(size, args.seconds, args.processes, args.profile)
@@ -213,8 +229,9 @@ def main() -> int:
         print(r, flush=True)
     lines = ["| partitions | create (ms/partition) | ApiVersions p99 / worst, steady (ms) | "
              "ApiVersions p99 / worst, crash (ms) | loop lag p99 / worst (ms) | "
-             "ISRs whole after restart (s) | acked | consumed |",
-             "|---|---|---|---|---|---|---|---|"]
+             "ISRs whole after restart (s) | collections >= 250 ms (count / worst ms) | "
+             "acked | consumed |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s, c = r["steady"], r["crash"]
         lag = r["lag_crash"]
@@ -223,7 +240,8 @@ def main() -> int:
             f"{s.get('apiversions p99 (ms)', '-')} / {s.get('apiversions worst (ms)', '-')} | "
             f"{c.get('apiversions p99 (ms)', '-')} / {c.get('apiversions worst (ms)', '-')} | "
             f"{lag.get('p99', float('nan')):.0f} / {lag.get('worst', float('nan')):.0f} | "
-            f"{r['healed_s']:.1f} | {r['acked']} | {r['consumed']} |")
+            f"{r['healed_s']:.1f} | {len(r['long_gcs'])} / {max(r['long_gcs'], default=0)} | "
+            f"{r['acked']} | {r['consumed']} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out is not None:

@@ -119,8 +119,9 @@ def _listener_ports(props: dict[str, str], base_port: int) -> list[tuple[str, in
 
 async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
                  props: dict[str, str], http_port: int = -1, processes: bool = False) -> None:
-    from kaflite.cluster import Cluster
+    from kaflite.cluster import Cluster, gc_policy
 
+    gc_policy.install()     # this process runs the cluster: full collections walk what is new
     cluster = Cluster(brokers=brokers, data_dir=data_dir, host=host, base_port=base_port,
                       config=props, processes=processes)
     unused = cluster.config.unused()

@@ -185,6 +185,7 @@ async def serve(spec: Json) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     from kaflite._loop import run
+    from kaflite.cluster import gc_policy
     from kaflite.cluster.groups.removals import install_sink_from_env
     from kaflite.protocol.records import _jit
 
@@ -192,6 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     # serve only a coordinator's load of its log: not worth it in each broker process.
     _jit.set_enabled(False)
     install_sink_from_env()     # the removals of its coordinators, where a run asks for them
+    gc_policy.install()
     line = sys.stdin.readline() if argv is None else argv[0]
     sys.exit(run(serve(json.loads(line))))
 

@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 from kaflite._loop import run
-from kaflite.cluster import Cluster
+from kaflite.cluster import Cluster, gc_policy
 from kaflite.cluster.groups.removals import ENV as removals_env
 from kaflite.cluster.groups.removals import install_sink
 from kaflite.cluster.http import HttpApi
@@ -31,6 +31,7 @@ from kaflite.verify.control import REMOVALS_FILE
 
 
 async def serve(args: argparse.Namespace) -> None:
+    gc_policy.install()     # the cluster's process (kaflite.cluster.gc_policy)
     props = dict(item.split("=", 1) for item in args.config)
     # every member a coordinator removes, for the checker (broker processes inherit ENV)
     removals = Path(args.data_dir) / REMOVALS_FILE
