@@ -24,6 +24,7 @@ def test_unknown_property_is_named() -> None:
 @pytest.mark.parametrize(("name", "value"), [
     ("linger.ms", -1), ("acks", "two"), ("compression.type", "brotli"),
     ("enable.idempotence", "maybe"), ("request.timeout.ms", "soon"),
+    ("metadata.recovery.rebootstrap.trigger.ms", -1), ("metadata.recovery.strategy", "retry"),
 ])
 def test_invalid_values_name_the_property(name: str, value: object) -> None:
     with pytest.raises(ConfigError) as info:
@@ -55,3 +56,13 @@ def test_consumer_defaults() -> None:
     assert cfg["partition.assignment.strategy"] == ["range", "cooperative-sticky"]
     assert cfg["rebalance.timeout.ms"] == cfg["max.poll.interval.ms"]
     assert cfg["max.poll.records"] == 500
+
+
+def test_metadata_recovery_defaults_are_javas() -> None:
+    for role in ("producer", "consumer", "admin"):
+        cfg = resolve(role, {"bootstrap.servers": "a:1"})
+        assert cfg["metadata.recovery.strategy"] == "rebootstrap"
+        assert cfg["metadata.recovery.rebootstrap.trigger.ms"] == 300_000
+    assert resolve("admin", {"bootstrap.servers": "a:1"},
+                   metadata_recovery_rebootstrap_trigger_ms=0)[
+        "metadata.recovery.rebootstrap.trigger.ms"] == 0

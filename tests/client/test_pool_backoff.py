@@ -69,3 +69,31 @@ def test_failed_connects_back_off_and_stretch_the_setup_timeout() -> None:
             == [True] * 3
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_connect_one_caller_abandons_fails_the_others_with_a_network_error() -> None:
+    """Two callers share one connect attempt to a broker that accepts the connection and
+    never answers ApiVersions; the first gives up (cancelled by a deadline of its own,
+    as the metadata re-bootstrap trigger does). The second must get a network error it
+    retries, not the first one's cancellation (a producer's batch was lost so), and the
+    abandoned attempt is no failure of the broker's (no backoff)."""
+    async def main() -> None:
+        with socket.socket() as server:      # listening, never accepting: a mute broker
+            server.bind(("127.0.0.1", 0))
+            server.listen()
+            p = pool(request_timeout_ms=30_000)
+            p.update_brokers({7: BrokerAddress(7, "127.0.0.1", server.getsockname()[1])})
+            first = asyncio.ensure_future(p.get(7))
+            await asyncio.sleep(0)
+            second = asyncio.ensure_future(p.get(7))
+            await asyncio.sleep(0.2)
+            first.cancel()
+            done, _ = await asyncio.wait({second}, timeout=10)
+            assert done, "the second caller waited on"
+            with pytest.raises(ConnectionClosed, match="abandoned"):
+                second.result()
+            assert first.cancelled()
+            assert p.ready_at(7) == 0.0
+            await p.close()
+
+    asyncio.run(main())

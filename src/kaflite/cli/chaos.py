@@ -9,6 +9,7 @@
     kaflite chaos move-leader t 0 --to 2
     kaflite chaos move-coordinator my-group
     kaflite chaos bump-epoch my-group / fence-member my-group MEMBER_ID  (KIP-848)
+    kaflite chaos replace-cluster [--hang]      (kaflite up --front-port)
     kaflite chaos list / clear [ID]
 
 Each command prints one line saying what it did (``rule 3: answer Heartbeat with
@@ -246,3 +247,37 @@ def delete_records(topic: str, partition: int,
                   {"topic": topic, "partition": partition, "offset": offset}), as_json,
           lambda r: f"{r['topic']}-{r['partition']}: log start offset is now "
                     f"{r['log_start_offset']}")
+
+
+@app.command("replace-cluster")
+def replace_cluster(
+        hang: Annotated[bool, typer.Option(
+            "--hang", help="the old brokers keep their ports but never answer (default: "
+                           "they stop)")] = False,
+        http: HttpOption = FIND, as_json: JsonOption = False) -> None:
+    """Put a whole new cluster (new id, new ports, the same topics, empty) behind the
+    bootstrap address of a `kaflite up --front-port`; the old brokers go."""
+    result = request(http, "POST", "/cluster/replace", {"retire": "hang" if hang else "stop"})
+    _await_console(http, str(result["new_cluster_id"]))
+    _show(result, as_json,
+          lambda r: f"cluster {r['old_cluster_id']} replaced by {r['new_cluster_id']} "
+                    f"(brokers {r['new_bootstrap']}; topics created again: "
+                    f"{', '.join(r['topics']) or 'none'}; the old brokers "
+                    f"{'hang' if r['retire'] == 'hang' else 'are stopped'})")
+
+
+def _await_console(http: str, cluster_id: str, attempts: int = 100) -> None:
+    """The console restarts on the new cluster: wait (bounded) until it answers for it."""
+    import json
+    import time
+    import urllib.request
+
+    for _ in range(attempts):
+        try:
+            with urllib.request.urlopen(http.rstrip("/") + "/cluster", timeout=5) as resp:
+                if json.loads(resp.read()).get("cluster_id") == cluster_id:
+                    return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    typer.echo(f"(the HTTP API does not answer for cluster {cluster_id} yet)", err=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,6 +22,9 @@ from kaflite.cli._serve import serve_until_interrupted
 from kaflite.cli._state import DEFAULT_HTTP_PORT, ClusterState, Registration
 from kaflite.config import ConfigError
 from kaflite.properties import load_properties
+
+if TYPE_CHECKING:
+    from kaflite.cli._front import FrontedServe
 
 # kaflite.cluster (0.5 s to import) comes in the functions that run or configure one:
 # every other command of the CLI can do without it.
@@ -71,9 +74,21 @@ def up(
     processes: Annotated[bool, typer.Option(
         "--processes", help="run each broker in its own OS process (uses every core); "
         "this process keeps the controller")] = False,
+    front_port: Annotated[int | None, typer.Option(
+        "--front-port", help="bootstrap through a TCP forwarder on this port (0: any free "
+        "port), the brokers on any free ports, so that `kaflite chaos replace-cluster` can "
+        "put a new cluster behind it", show_default=False)] = None,
 ) -> None:
     """Start an embedded Kafka-compatible cluster and print its bootstrap address."""
     props = broker_props(properties, config)
+    if front_port is not None:
+        if processes or data_dir is not None or listener or "listeners" in props:
+            raise typer.BadParameter("goes with none of --processes, --data-dir and "
+                                     "listeners (a replacement cluster starts empty)",
+                                     param_hint="--front-port")
+        if front_port:
+            check_free("the front's", host, front_port)
+        base_port = 0
     if listener:
         props.update(listener_props(listener, host, base_port))
     ports = _listener_ports(props, base_port)
@@ -83,7 +98,7 @@ def up(
                 check_free(f"broker {node}'s{name}", host, port + node)
     if http_port > 0 and http_port != DEFAULT_HTTP_PORT:
         check_free("the HTTP API's", host, http_port)
-    run(_serve(brokers, data_dir, host, base_port, props, http_port, processes))
+    run(_serve(brokers, data_dir, host, base_port, props, http_port, processes, front_port))
 
 
 def listener_props(flags: list[str], host: str, base_port: int) -> dict[str, str]:
@@ -118,16 +133,22 @@ def _listener_ports(props: dict[str, str], base_port: int) -> list[tuple[str, in
 
 
 async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
-                 props: dict[str, str], http_port: int = -1, processes: bool = False) -> None:
+                 props: dict[str, str], http_port: int = -1, processes: bool = False,
+                 front_port: int | None = None) -> None:
     from kaflite.cluster import Cluster, gc_policy
+    from kaflite.cluster.replace import FrontedCluster
 
     gc_policy.install()     # this process runs the cluster: full collections walk what is new
-    cluster = Cluster(brokers=brokers, data_dir=data_dir, host=host, base_port=base_port,
-                      config=props, processes=processes)
+    fronted = None if front_port is None else FrontedCluster(
+        brokers, host=host, front_port=front_port, config=props)
+    cluster = fronted.cluster if fronted is not None else Cluster(
+        brokers=brokers, data_dir=data_dir, host=host, base_port=base_port, config=props,
+        processes=processes)
     unused = cluster.config.unused()
-    await cluster.start()
+    await (fronted.start() if fronted is not None else cluster.start())
     api = None
     registration = None
+    serve: FrontedServe | None = None
     moved = ""     # why the HTTP API is not on the port asked for
     try:
         if http_port >= 0:
@@ -141,16 +162,24 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
                 api = await HttpApi(cluster, host, 0).start()   # 9990 is taken: any port
                 moved = (f" (port {DEFAULT_HTTP_PORT} is taken: {exc.strerror or exc}; "
                          f"--http-port chooses one)")
-        state = ClusterState(cluster.cluster_id, cluster.bootstrap_servers,
+        bootstrap = fronted.bootstrap_servers if fronted else cluster.bootstrap_servers
+        state = ClusterState(cluster.cluster_id, bootstrap,
                              api.url if api else None, os.getpid(),
                              str(data_dir.resolve()) if data_dir is not None else None,
                              api.token if api else None)
         registration = Registration(state).write()
+        if fronted is not None:
+            from kaflite.cli._front import FrontedServe
+
+            serve = FrontedServe(fronted, api, registration)
         typer.echo(f"kaflite cluster {cluster.cluster_id}: {brokers} broker(s)"
                    + (", one process each (pids "
                       f"{', '.join(str(p.pid) for p in cluster.processes.values())})"
                       if processes else ""))
-        typer.echo(f"bootstrap.servers={cluster.bootstrap_servers}")
+        typer.echo(f"bootstrap.servers={bootstrap}")
+        if fronted is not None:
+            typer.echo(f"(a forwarder in front of brokers {cluster.bootstrap_servers}; "
+                       "kaflite chaos replace-cluster puts a new cluster behind it)")
         for spec in cluster.listeners[1:]:
             typer.echo(f"{spec.name} ({spec.security_protocol}): "
                        f"bootstrap.servers={cluster.bootstrap(spec.name)}")
@@ -168,8 +197,10 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
         await serve_until_interrupted("the cluster gracefully")
         typer.echo("stopping...")
     finally:
+        if serve is not None:
+            api, registration = await serve.settle()
         if registration is not None:
             registration.remove()
         if api is not None:
             await api.stop()
-        await cluster.stop()
+        await (fronted.stop() if fronted is not None else cluster.stop())

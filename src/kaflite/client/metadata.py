@@ -3,11 +3,23 @@
 Theory of operation
 -------------------
 The first refresh goes through ``ConnectionPool.bootstrap()``; every later one
-goes to the least-loaded broker the client already knows, and only when every
-known broker is unreachable does the client re-bootstrap (KIP-899's
-``metadata.recovery.strategy=rebootstrap``), or when a Metadata v13 answer's top-level
-error says REBOOTSTRAP_REQUIRED (KIP-1102, as Java's client). An answer with a
-top-level error leaves the cache as it was; the refresh is asked for again.
+goes to the least-loaded broker the client already knows. Under
+``metadata.recovery.strategy=rebootstrap`` (the default) the client forgets those
+brokers and goes back to ``bootstrap.servers``, as Java's ``NetworkClient`` does:
+
+* when every known broker is unreachable (KIP-899);
+* when a refresh has been due for longer than
+  ``metadata.recovery.rebootstrap.trigger.ms`` without an answer from any of
+  them (KIP-1102): the brokers accept connections but do not answer, say. The
+  clock starts when a refresh is first attempted and stops at the next answer
+  applied, so a request in flight is given up at that moment rather than at
+  ``request.timeout.ms``; the client then closes its data connections;
+* when a Metadata v13 answer's top-level error says REBOOTSTRAP_REQUIRED (KIP-1102).
+
+Each re-bootstrap is a ``bootstrap`` event in the client's log, with its cause.
+Under ``none`` none of this happens: the client keeps asking the brokers it knows.
+An answer with a top-level error leaves the cache as it was; the refresh is asked for
+again.
 
 A refresh happens:
 
@@ -95,6 +107,9 @@ class Metadata:
         self._wake: asyncio.Event | None = None
         self._maintainer: asyncio.Task[None] | None = None
         self._bootstrapped = False
+        # when a refresh was first attempted with no answer applied since (Java's
+        # metadataAttemptStartMs): metadata.recovery.rebootstrap.trigger.ms counts from it
+        self._attempt_start: float | None = None
         self._closed = False
         # called after every refresh and every applied leader hint
         self.listeners: list[Callable[[], None]] = []
@@ -226,20 +241,29 @@ class Metadata:
         reason = self._pending_reason
         self._pending_reason = None
         conn: BrokerConnection | None = None
+        if self._attempt_start is None:
+            self._attempt_start = time.monotonic()
         try:
-            conn = await self._metadata_connection()
-            req = self._request()
-            self._asked_all = self.all_topics
-            resp: MetadataResponse = await conn.request(req, version=conn.version_for(3))
+            if self._rebootstrap_due():
+                self.rebootstrap(self._trigger_cause())
+            # Java checks the trigger on every poll; here the attempt is cut short there
+            async with asyncio.timeout_at(self._trigger_at()):
+                conn = await self._metadata_connection()
+                req = self._request()
+                self._asked_all = self.all_topics
+                resp: MetadataResponse = await conn.request(req, version=conn.version_for(3))
         except (ConnectionClosed, OSError, TimeoutError):
             self._pending_reason = self._pending_reason or reason or "refresh failed"
             if conn is not None:
                 self.pool.discard(conn, "metadata request failed")
+            if self._rebootstrap_due():
+                self.rebootstrap(self._trigger_cause())
             raise
         if resp.error_code:
             self._top_level_error(resp.error_code, reason)
             return
         self._apply(resp, reason)
+        self._attempt_start = None
         if not self._bootstrapped:
             self._bootstrapped = True
             self.pool.adopt_bootstrap()
@@ -252,9 +276,7 @@ class Metadata:
                          cause="top-level error")
         if code == errors.RebootstrapRequiredError.code \
                 and self.config["metadata.recovery.strategy"] == "rebootstrap":
-            self.events.emit("bootstrap", "re-bootstrap", cause="the broker asked for it "
-                             "(REBOOTSTRAP_REQUIRED)")
-            self._bootstrapped = False
+            self.rebootstrap("the broker asked for it (REBOOTSTRAP_REQUIRED)")
 
     def _request(self) -> MetadataRequest:
         if self.all_topics:
@@ -279,14 +301,53 @@ class Metadata:
                 return await self.pool.get(node_id)
         if self.config["metadata.recovery.strategy"] == "none":
             raise NoBrokerAvailable("no known broker is reachable")
-        self.events.emit("bootstrap", "re-bootstrap", cause="every known broker is unreachable")
-        self._bootstrapped = False
+        self.rebootstrap("every known broker is unreachable", disconnect=False)
         return await self.pool.bootstrap()
+
+    # -- re-bootstrap (KIP-899, KIP-1102) -----------------------------------------------
+    def rebootstrap(self, cause: str, *, disconnect: bool = True) -> None:
+        """Forget the known brokers for discovery: the next refresh goes to
+        ``bootstrap.servers``. ``disconnect`` closes the data connections first, as
+        Java's client does when the trigger fires ("due to client rebootstrap")."""
+        self.events.emit("bootstrap", "re-bootstrap", cause=cause)
+        if disconnect:
+            for node_id in list(self.pool.brokers):
+                self.pool.close_connection(node_id, why="client re-bootstrap")
+        self.pool.forget_bootstrap()
+        self._bootstrapped = False
+        self._attempt_start = time.monotonic()
+
+    def _trigger_s(self) -> float:
+        return self.config.int("metadata.recovery.rebootstrap.trigger.ms") / 1000
+
+    def _rebootstrap_due(self) -> bool:
+        """Has a refresh gone unanswered for longer than the trigger? (Java's
+        ``needsRebootstrap``, which only the rebootstrap strategy asks.)"""
+        return (self._bootstrapped and self._attempt_start is not None
+                and self.config["metadata.recovery.strategy"] == "rebootstrap"
+                and time.monotonic() - self._attempt_start > self._trigger_s())
+
+    def _trigger_cause(self) -> str:
+        return (f"no metadata from any known broker for more than "
+                f"{self.config.int('metadata.recovery.rebootstrap.trigger.ms')} ms "
+                "(metadata.recovery.rebootstrap.trigger.ms)")
+
+    def _trigger_at(self) -> float | None:
+        """The event loop's time at which the trigger fires, if it can (None: never)."""
+        if (not self._bootstrapped or self._attempt_start is None
+                or self.config["metadata.recovery.strategy"] != "rebootstrap"):
+            return None
+        left = self._attempt_start + self._trigger_s() - time.monotonic()
+        return asyncio.get_running_loop().time() + max(left, 0.0) + 0.001
 
     def _apply(self, resp: MetadataResponse, reason: str | None) -> None:
         brokers = {b.node_id: BrokerAddress(b.node_id, b.host, b.port, b.rack)
                    for b in resp.brokers}
         self.pool.update_brokers(brokers)
+        if self.cluster_id is not None and resp.cluster_id != self.cluster_id:
+            # (Java's client logs the new "Cluster ID" so)
+            self.events.emit("metadata", f"cluster id {self.cluster_id}→{resp.cluster_id}",
+                             cause="another cluster answers")
         self.cluster_id = resp.cluster_id
         self.controller_id = resp.controller_id
         moved: list[str] = []

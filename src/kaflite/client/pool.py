@@ -190,6 +190,12 @@ class ConnectionPool:
             return conn
         raise NoBrokerAvailable("no bootstrap server answered: " + "; ".join(errors))
 
+    def forget_bootstrap(self) -> None:
+        """Close a bootstrap connection still open: a re-bootstrap connects afresh."""
+        conn, self._bootstrap = self._bootstrap, None
+        if conn is not None:
+            conn.close()
+
     def adopt_bootstrap(self) -> None:
         """After discovery: keep the bootstrap connection as a broker's, or close it."""
         conn, self._bootstrap = self._bootstrap, None
@@ -211,6 +217,9 @@ class ConnectionPool:
                 for channel in (DATA, COORDINATOR):
                     self.close_connection(node_id, channel, "broker left the cluster metadata"
                                           if new is None else "broker address changed")
+                    # a new address starts without the old one's backoff (as Java's
+                    # ClusterConnectionStates starts a node anew when its host changes)
+                    self._backoff.pop((node_id, channel), None)
         self.brokers = dict(brokers)
 
     def connection_if_open(self, node_id: int, channel: str = DATA) -> BrokerConnection | None:
@@ -238,7 +247,11 @@ class ConnectionPool:
             try:
                 conn = await self._connect(key, address)
             except BaseException as exc:
-                pending.set_exception(exc)
+                # A caller that gave up (cancelled: a deadline of its own) leaves the
+                # others sharing the attempt a network error they retry, not its cancel.
+                pending.set_exception(ConnectionClosed(
+                    f"the connect to broker {node_id} was abandoned")
+                    if isinstance(exc, asyncio.CancelledError) else exc)
                 with contextlib.suppress(BaseException):
                     pending.exception()
                 raise
@@ -266,6 +279,9 @@ class ConnectionPool:
         conn = self._new(addr.host, addr.port, node_id, backoff.failures)
         try:
             await conn.open()
+        except asyncio.CancelledError:
+            conn.close()     # the caller gave up: no failure of the broker's
+            raise
         except AuthenticationError as exc:
             self._auth_failed(conn, exc)
             raise

@@ -352,6 +352,11 @@ class Cluster:
         assert self._loop_thread is not None, "not started as a sync context manager"
         return self._loop_thread.run(coro, timeout)
 
+    def serve_sync_on(self, loop_thread: LoopThread | None) -> None:
+        """Run this cluster's sync façade on ``loop_thread``: a cluster that an owner
+        started on its own loop (``kaflite.cluster.replace``)."""
+        self._loop_thread = loop_thread
+
     def can_block(self) -> bool:
         """May the caller wait for the cluster's loop? (sync mode, from another thread)"""
         return self._loop_thread is not None and not self._loop_thread.in_loop()

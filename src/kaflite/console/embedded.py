@@ -9,7 +9,7 @@ connection registry, metrics and faults.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from kaflite.client import TopicPartition
@@ -21,7 +21,11 @@ if TYPE_CHECKING:
     from kaflite.cluster.controller import PartitionState, TopicState
     from kaflite.cluster.partition import Partition
 
-__all__ = ["EmbeddedBackend", "cluster_view"]
+__all__ = ["EmbeddedBackend", "ReplaceCluster", "cluster_view"]
+
+# Replaces the cluster behind the bootstrap address (``kaflite up --front-port``), given
+# how to retire the old one; answers what it did (``Replacement.to_dict()``).
+ReplaceCluster = Callable[[str], Awaitable[Json]]
 
 
 class EmbeddedBackend(ClientBackend):
@@ -37,6 +41,7 @@ class EmbeddedBackend(ClientBackend):
         super().__init__(cluster.bootstrap_servers,
                          client_security(cluster) if client_config is None else client_config)
         self.cluster = cluster
+        self.replace_cluster: ReplaceCluster | None = None
 
     @property
     def cluster_object(self) -> Cluster:

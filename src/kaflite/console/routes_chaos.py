@@ -21,6 +21,9 @@ Faults (POST, JSON body; every rule comes back with its ``id``):
 /groups/<group>/bump-epoch          a consumer group's epoch (STALE_MEMBER_EPOCH)
 /groups/<group>/fence-member        {member_id}: its epoch ahead (FENCED_MEMBER_EPOCH)
 /records/delete                     {topic, partition, offset=-1}
+/cluster/replace                    {retire="stop"|"hang"}: a new cluster behind the
+                                    bootstrap address (``kaflite up --front-port``);
+                                    the console restarts on the new one, same port
 ==================================  ================================================
 
 ``DELETE /faults`` and ``DELETE /faults/<id>`` remove rules too.
@@ -37,7 +40,7 @@ from starlette.routing import Route
 
 from kaflite.cluster.cluster import Cluster
 from kaflite.console.backend import NotAvailable
-from kaflite.console.embedded import cluster_view
+from kaflite.console.embedded import EmbeddedBackend, cluster_view
 from kaflite.console.web import ApiError, JsonBody, answer, backend_of, body_of
 
 __all__ = ["chaos_routes"]
@@ -229,6 +232,16 @@ async def get_metrics(request: Request) -> Response:
     return Response(render(console.metrics_registry), media_type=CONTENT_TYPE)
 
 
+async def post_replace(request: Request) -> Response:
+    backend = backend_of(request)
+    hook = backend.replace_cluster if isinstance(backend, EmbeddedBackend) else None
+    if hook is None:
+        raise ApiError(501, "cluster replacement needs a bootstrap address in front of the "
+                            "cluster: kaflite up --front-port PORT")
+    body = await body_of(request)
+    return answer(await hook(str(body.get("retire") or "stop")))
+
+
 async def delete_faults(request: Request) -> Response:
     rule_id = request.path_params.get("rule")
     return answer(_clear(_cluster(request), None if rule_id is None else str(rule_id)))
@@ -250,5 +263,6 @@ def chaos_routes() -> list[Route]:
         Route("/metrics", get_metrics),
         Route("/faults", delete_faults, methods=["DELETE"]),
         Route("/faults/{rule}", delete_faults, methods=["DELETE"]),
+        Route("/cluster/replace", post_replace, methods=["POST"]),
         *(Route(path, _post(handler), methods=["POST"]) for path, handler in posts),
     ]

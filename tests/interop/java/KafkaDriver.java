@@ -6,7 +6,14 @@
 //   groups BOOTSTRAP TOPIC PROTOCOL N   idempotent acks=all producer, then one consumer of
 //                                        group.protocol PROTOCOL (classic or consumer)
 //   transactions BOOTSTRAP TOPIC        commit, abort, commit; a read_committed consumer
+//   rebootstrap BOOTSTRAP TOPIC PARTS N  a producer, a group consumer and an admin
+//                                        (metadata.recovery.strategy=rebootstrap) work on
+//                                        the cluster, print "READY", wait for a line on
+//                                        stdin (the test replaces the cluster meanwhile),
+//                                        then produce and consume N records again
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -40,6 +47,8 @@ public class KafkaDriver {
         switch (mode) {
             case "groups" -> groups(bootstrap, topic, args[3], Integer.parseInt(args[4]));
             case "transactions" -> transactions(bootstrap, topic);
+            case "rebootstrap" -> rebootstrap(bootstrap, topic, Integer.parseInt(args[3]),
+                                              Integer.parseInt(args[4]));
             default -> throw new IllegalArgumentException("unknown mode " + mode);
         }
     }
@@ -151,5 +160,64 @@ public class KafkaDriver {
             }
         }
         System.out.println("RESULT read_committed=" + String.join(",", committed));
+    }
+
+    private static Set<String> drain(KafkaConsumer<String, String> consumer, Set<String> want) {
+        Set<String> seen = new HashSet<>();
+        long deadline = System.currentTimeMillis() + DEADLINE_MS;
+        while (!seen.containsAll(want) && System.currentTimeMillis() < deadline) {
+            for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                seen.add(r.value());
+            }
+        }
+        return seen;
+    }
+
+    private static void rebootstrap(String bootstrap, String topic, int parts, int n) throws Exception {
+        Properties p = common(bootstrap);
+        p.put("metadata.recovery.strategy", "rebootstrap");
+        Properties c = (Properties) p.clone();
+        c.put(ConsumerConfig.GROUP_ID_CONFIG, topic + "-group");
+        c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int i = 0; i < parts; i++) {
+            tps.add(new TopicPartition(topic, i));
+        }
+        try (Admin admin = Admin.create(p);
+             KafkaProducer<String, String> producer = producer(p);
+             KafkaConsumer<String, String> consumer = consumer(c)) {
+            System.out.println("RESULT cluster_before=" + admin.describeCluster().clusterId().get());
+            consumer.subscribe(List.of(topic));
+            Set<String> before = new HashSet<>();
+            for (int i = 0; i < parts; i++) {
+                producer.send(new ProducerRecord<>(topic, i, null, "before-" + i)).get();
+                before.add("before-" + i);
+            }
+            System.out.println("RESULT before_consumed=" + drain(consumer, before).size());
+            System.out.println("READY");
+            System.out.flush();
+            new BufferedReader(new InputStreamReader(System.in)).readLine();
+            // Every position was 1: at 0 again means a member reading the new cluster.
+            long deadline = System.currentTimeMillis() + DEADLINE_MS;
+            boolean settled = false;
+            while (!settled && System.currentTimeMillis() < deadline) {
+                consumer.poll(Duration.ofMillis(200));
+                settled = consumer.assignment().containsAll(tps);
+                for (TopicPartition tp : tps) {
+                    settled = settled && consumer.position(tp) == 0;
+                }
+            }
+            System.out.println("RESULT settled=" + settled);
+            Set<String> after = new HashSet<>();
+            for (int i = 0; i < n; i++) {
+                producer.send(new ProducerRecord<>(topic, "after-" + i)).get();
+                after.add("after-" + i);
+            }
+            System.out.println("RESULT after_produced=" + n);
+            Set<String> seen = drain(consumer, after);
+            seen.retainAll(after);
+            System.out.println("RESULT after_consumed=" + seen.size());
+            System.out.println("RESULT cluster_after=" + admin.describeCluster().clusterId().get());
+        }
     }
 }
