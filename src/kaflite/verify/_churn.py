@@ -175,10 +175,15 @@ def crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str, 
     else:
         start = shared.history.now()
     _member_healed(shared, process, "crash", rule, start, group)
-    # A killed process does not wait for its library to tear down: the member is gone now,
-    # and its client is abandoned on a thread of its own. confluent-kafka's handle
-    # deallocation (librdkafka's destroy without a consumer close) sometimes blocked
-    # for over a minute, holding the round for the runner's 60 s join bound (seed 9490).
+    # A killed process does not wait for its library to tear down: the member is gone now.
+    # A client whose teardown may block (confluent-kafka's destroy; it spun for ever in
+    # wait-assign-call, _confluent.abandon) is abandoned on a thread of its own; the
+    # others here, on the member's thread: an asyncio client's loop is that thread's
+    # alone, and a teardown thread running it killed both members of a kaflite soak
+    # round at their rejoin ("this event loop is already running", seed 1340261601).
+    if not consumer.abandon_on_a_thread:
+        _abandon(shared, consumer, process)
+        return
     teardown = threading.Thread(target=_abandon, args=(shared, consumer, process),
                                 name=f"{process}-abandon", daemon=True)
     shared.abandoned.append(teardown)

@@ -170,6 +170,12 @@ class ConsumerClient(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    # Whether ``abandon`` may block for long, so that a crashed member's client is torn
+    # down on a thread of its own. Only for a client that owns no state of the member's
+    # thread: an asyncio client's loop is driven by that thread alone (``LoopContext``),
+    # and a second thread running it fails ("this event loop is already running").
+    abandon_on_a_thread = False
+
     def abandon(self) -> None:
         """Drop the client as a killed process would: where the library can, with no
         LeaveGroup and no rebalance callbacks; else as ``close``."""

@@ -121,6 +121,8 @@ ABANDON_DRAIN_POLLS = 5
 
 
 class _Consumer(ConsumerClient):
+    abandon_on_a_thread = True      # a destroy can take long (see abandon)
+
     def __init__(self, servers: str, client_id: str, group: str | None, isolation: str,
                  listener: Listener | None, group_protocol: str = "classic",
                  max_poll_interval_ms: int | None = None) -> None:
