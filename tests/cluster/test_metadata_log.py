@@ -290,7 +290,7 @@ def test_a_broker_replica_replaying_the_records_keeps_the_controllers_image(
     def feed(records: list[Struct]) -> None:
         metadata_image.apply_records(replica, metadata_image.records_for_brokers(records))
 
-    c.on_records = feed
+    c.observe_records(feed)
     busy(c)
     c.delete_acls([AclBindingFilter(name="before")])   # removed by its id
     image = metadata_image.image(c)
@@ -299,7 +299,7 @@ def test_a_broker_replica_replaying_the_records_keeps_the_controllers_image(
     assert metadata_image.image(replica) == image
     # one ISR change sends one small record, whatever the size of its topic
     sent: list[str] = []
-    c.on_records = lambda records: sent.extend(metadata_image.records_for_brokers(records))
+    c.observe_records(lambda records: sent.extend(metadata_image.records_for_brokers(records)))
     c.create_topic("big", c.assign_replicas(2000, 3, start=0))
     sent.clear()
     p = c.topics["big"].partitions[1500]

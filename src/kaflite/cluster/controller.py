@@ -102,9 +102,10 @@ class Controller(Leadership):
         # Called after every persisted change: a multi-process cluster sends the
         # change to its broker processes (kaflite.cluster.controller_server).
         self.on_change: Callable[[], None] | None = None
-        # Called first, with the records of every save (the change feed a
-        # multi-process cluster derives its deltas from).
-        self.on_records: Callable[[list[Struct]], None] | None = None
+        # Called first, with the records of every save: the change feed a
+        # multi-process cluster derives its deltas from, and the console's monitor
+        # (``observe_records``).
+        self._record_observers: list[Callable[[list[Struct]], None]] = []
         # batches appended to the metadata log (one per change, or per batched())
         self.writes = 0
         self.records_saved = 0      # records saved with no metadata log (see metadata_offset)
@@ -195,10 +196,21 @@ class Controller(Leadership):
             self.writes += 1
         elif records:
             self.records_saved += len(records)
-        if records and self.on_records is not None:
-            self.on_records(records)
+        if records:
+            for observer in list(self._record_observers):
+                observer(records)
         if self.on_change is not None:
             self.on_change()
+
+    def observe_records(self, observer: Callable[[list[Struct]], None]) -> Callable[[], None]:
+        """Call ``observer`` with the records of every save from now on (in order, before
+        ``on_change``); returns the function that stops it."""
+        self._record_observers.append(observer)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._record_observers.remove(observer)
+        return stop
 
     def _record(self, *records: Struct) -> None:
         self._flush_touched()     # keep the records in the order of the changes

@@ -134,7 +134,7 @@ class ControllerServer:
         self.registered: dict[int, asyncio.Event] = {}
         self.on_rule_hit: Callable[[list[int]], None] | None = None  # fault rules hit
         controller.on_change = self.schedule_flush
-        controller.on_records = self._note_records
+        self._unobserve = controller.observe_records(self._note_records)
 
     async def start(self, host: str = "127.0.0.1") -> int:
         self._loop = asyncio.get_running_loop()
@@ -145,7 +145,7 @@ class ControllerServer:
 
     async def stop(self) -> None:
         self.controller.on_change = None
-        self.controller.on_records = None
+        self._unobserve()
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
