@@ -5,10 +5,10 @@ through between its polls."""
 from __future__ import annotations
 
 import random
-import threading
 import time
 from typing import TYPE_CHECKING
 
+from kaflite.verify._threads import start_daemon
 from kaflite.verify.clients import ConsumerClient, Context
 from kaflite.verify.history import Fault
 
@@ -184,10 +184,8 @@ def crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str, 
     if not consumer.abandon_on_a_thread:
         _abandon(shared, consumer, process)
         return
-    teardown = threading.Thread(target=_abandon, args=(shared, consumer, process),
-                                name=f"{process}-abandon", daemon=True)
-    shared.abandoned.append(teardown)
-    teardown.start()
+    shared.abandoned.append(start_daemon(f"{process}-abandon", _abandon, shared, consumer,
+                                         process))
 
 
 ABANDON_SLOW_S = 5.0

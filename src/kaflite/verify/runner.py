@@ -37,6 +37,7 @@ from typing import Any
 
 from kaflite.verify._churn import IDLE_PARTITIONS, IDLE_TOPIC, MAX_POLL_INTERVAL_MS
 from kaflite.verify._probe import ApiVersionsProbe
+from kaflite.verify._threads import start_daemon
 from kaflite.verify.checker import CheckResult, check
 from kaflite.verify.clients import factory
 from kaflite.verify.control import ClusterProcess
@@ -107,12 +108,6 @@ class ClientUnavailable(RuntimeError):
 
 # how long the run waits, at its end, for crashed members' clients to finish tearing down
 ABANDONED_JOIN_S = 10.0
-
-
-def _thread(name: str, target: Callable[..., None], *args: Any) -> threading.Thread:
-    t = threading.Thread(target=target, args=args, name=name, daemon=True)
-    t.start()
-    return t
 
 
 def _join(history: History, threads: list[threading.Thread], timeout: float) -> None:
@@ -273,10 +268,10 @@ def _queue(config: RunConfig, cluster: ClusterProcess, shared: Shared,
         topics[IDLE_TOPIC] = IDLE_PARTITIONS
         shared.idle_topic = IDLE_TOPIC
     _create(cluster.bootstrap_servers, topics)
-    readers = [_thread(f"consumer-{i}", consumer_process, shared, f"consumer-{i}", topic, group)
+    readers = [start_daemon(f"consumer-{i}", consumer_process, shared, f"consumer-{i}", topic, group)
                for i in range(config.consumers)]
     # Odd producers key each record by its value, even ones send without a key (sticky).
-    writers = [_thread(f"producer-{i}", producer_process, shared, f"producer-{i}", topic,
+    writers = [start_daemon(f"producer-{i}", producer_process, shared, f"producer-{i}", topic,
                        config.rate, i % 2 == 1) for i in range(config.producers)]
     nemesis = _start_nemesis(config, cluster, shared, Targets({topic: config.partitions},
                                                               (group,)))
@@ -298,12 +293,12 @@ def _txn(config: RunConfig, cluster: ClusterProcess, shared: Shared,
     ctp, readers_group = "verify-ctp", "verify-readers"
     n = config.partitions
     _create(cluster.bootstrap_servers, {source: n, sink: n})
-    readers = [_thread(f"reader-{i}", consumer_process, shared, f"reader-{i}", sink,
+    readers = [start_daemon(f"reader-{i}", consumer_process, shared, f"reader-{i}", sink,
                        readers_group, "read_committed") for i in range(config.consumers)]
-    transformers = [_thread(f"transformer-{i}", transformer_process, shared,
+    transformers = [start_daemon(f"transformer-{i}", transformer_process, shared,
                             f"transformer-{i}", source, sink, ctp)
                     for i in range(config.consumers)]
-    writers = [_thread(f"txn-producer-{i}", txn_producer_process, shared, f"txn-producer-{i}",
+    writers = [start_daemon(f"txn-producer-{i}", txn_producer_process, shared, f"txn-producer-{i}",
                        source, config.rate) for i in range(config.producers)]
     txn_ids = tuple(f"txn-producer-{i}" for i in range(config.producers)) + \
         tuple(f"transformer-{i}" for i in range(config.consumers))
