@@ -162,6 +162,16 @@ def test_metadata_by_topic_id_before_v12_is_an_invalid_request(cluster3: Cluster
             topics=[MetadataRequestTopic(name=None, topic_id=topic_id)]))
         assert isinstance(resp, MetadataResponse)
         assert [(t.error_code, t.name) for t in resp.topics] == [(0, "by-id")]
+        # Java's admin asks by id with the name at its default, "": the id decides (it
+        # was answered UNKNOWN_TOPIC_OR_PARTITION for "" with no id, which the client
+        # cannot read by id: IllegalStateException in describeTopics(ofTopicIds))
+        unknown = uuid.uuid4()
+        _, resp = _exchange(s, 3, 13, 13, MetadataRequest(
+            topics=[MetadataRequestTopic(name="", topic_id=topic_id),
+                    MetadataRequestTopic(name="", topic_id=unknown)]))
+        assert isinstance(resp, MetadataResponse)
+        assert [(t.error_code, t.name, t.topic_id) for t in resp.topics] == \
+            [(0, "by-id", topic_id), (100, None, unknown)]
 
 
 def test_a_request_for_billions_of_partitions_is_refused_at_once(cluster3: Cluster) -> None:

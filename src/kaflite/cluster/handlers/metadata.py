@@ -16,6 +16,8 @@ its controller to create.
 Topic ids in the request are v12's: before it a topic needs a name and no id
 (v10 and v11 carry the field but the response cannot name a topic by id).
 Such a request gets INVALID_REQUEST for each topic, as Kafka's broker answers it.
+From v12 a non-zero id is looked up whatever the name field holds (Java's admin
+leaves it "", not null).
 
 v13 adds a top-level error code (KIP-1102's REBOOTSTRAP_REQUIRED); Kafka 4.4's broker
 never sets it in a Metadata answer, and neither does kaflite's: it is 0.
@@ -133,7 +135,9 @@ def _wanted(broker: Broker, wanted: list[mq.MetadataRequestTopic], create: bool 
     controller = broker.controller
     out = []
     for wt in wanted:
-        if wt.name is None and wt.topic_id != ZERO_UUID:
+        # A topic id names the topic whatever the name says: Java's admin asks by id with
+        # the name left at its default, "" (Kafka's KafkaApis looks up every non-zero id).
+        if wt.topic_id != ZERO_UUID:
             t = controller.topics_by_id.get(wt.topic_id)
             if t is None:
                 out.append(mr.MetadataResponseTopic(
