@@ -11,11 +11,18 @@
 //                                        the cluster, print "READY", wait for a line on
 //                                        stdin (the test replaces the cluster meanwhile),
 //                                        then produce and consume N records again
+//   share BOOTSTRAP TOPIC N M           KafkaShareConsumer (KIP-932), explicit acknowledgement:
+//                                        one member reads N records produced before it joined
+//                                        (the group reads from the earliest offset, a group
+//                                        config), accepting all but a few it releases once
+//                                        and one it rejects; then a second member joins and
+//                                        the two split M more records of the one partition
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -25,15 +32,21 @@ import java.util.TreeSet;
 import java.util.concurrent.Future;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -49,6 +62,7 @@ public class KafkaDriver {
             case "transactions" -> transactions(bootstrap, topic);
             case "rebootstrap" -> rebootstrap(bootstrap, topic, Integer.parseInt(args[3]),
                                               Integer.parseInt(args[4]));
+            case "share" -> share(bootstrap, topic, Integer.parseInt(args[3]), Integer.parseInt(args[4]));
             default -> throw new IllegalArgumentException("unknown mode " + mode);
         }
     }
@@ -218,6 +232,137 @@ public class KafkaDriver {
             seen.retainAll(after);
             System.out.println("RESULT after_consumed=" + seen.size());
             System.out.println("RESULT cluster_after=" + admin.describeCluster().clusterId().get());
+        }
+    }
+    private static KafkaShareConsumer<String, String> shareConsumer(String bootstrap, String group,
+                                                                   String clientId) {
+        Properties p = common(bootstrap);
+        p.put("client.id", clientId);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put("share.acknowledgement.mode", "explicit");
+        // a few records a fetch, so that two members of one partition both get some
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "5");
+        return new KafkaShareConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+    }
+
+    /** Each record its own batch: a share fetch acquires whole batches. */
+    private static void produceEach(String bootstrap, String topic, String prefix, int n) throws Exception {
+        Properties p = common(bootstrap);
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        try (KafkaProducer<String, String> producer = producer(p)) {
+            for (int i = 0; i < n; i++) {
+                producer.send(new ProducerRecord<>(topic, 0, null, prefix + i)).get();
+            }
+        }
+    }
+
+    private static void share(String bootstrap, String topic, int n, int m) throws Exception {
+        createTopic(bootstrap, topic, 1);
+        String group = topic + "-share";
+        produceEach(bootstrap, topic, "s", n);
+        try (Admin admin = Admin.create(common(bootstrap))) {
+            // a share group starts at the log's end unless told otherwise
+            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
+            admin.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
+                new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
+                .all().get();
+        }
+        Set<String> release = Set.of("s3", "s5", "s7");
+        String reject = "s9";
+        Map<String, Integer> accepted = new HashMap<>();
+        List<String> deliveries = new ArrayList<>();     // value:delivery count of the released ones
+        int rejectedSeen = 0;
+        try (KafkaShareConsumer<String, String> first = shareConsumer(bootstrap, group, "share-1")) {
+            first.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + DEADLINE_MS;
+            int redelivered = 0;
+            while ((accepted.size() < n - 1 || redelivered < release.size())
+                   && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : first.poll(Duration.ofMillis(200))) {
+                    int count = r.deliveryCount().map(Short::intValue).orElse(-1);
+                    if (release.contains(r.value())) {
+                        deliveries.add(r.value() + ":" + count);
+                    }
+                    if (release.contains(r.value()) && count == 1) {
+                        first.acknowledge(r, AcknowledgeType.RELEASE);
+                    } else if (r.value().equals(reject)) {
+                        rejectedSeen++;
+                        first.acknowledge(r, AcknowledgeType.REJECT);
+                    } else {
+                        if (release.contains(r.value())) {
+                            redelivered++;
+                        }
+                        accepted.merge(r.value(), 1, Integer::sum);
+                        first.acknowledge(r, AcknowledgeType.ACCEPT);
+                    }
+                }
+                first.commitSync();
+            }
+            // once everything is acknowledged, nothing comes back
+            for (int i = 0; i < 5; i++) {
+                for (ConsumerRecord<String, String> r : first.poll(Duration.ofMillis(200))) {
+                    accepted.merge(r.value(), 1, Integer::sum);
+                    first.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                first.commitSync();
+            }
+            System.out.println("RESULT accepted=" + accepted.values().stream().mapToInt(x -> x).sum());
+            System.out.println("RESULT accepted_distinct=" + accepted.size());
+            System.out.println("RESULT rejected_deliveries=" + rejectedSeen);
+            System.out.println("RESULT released_deliveries=" + String.join(",", new TreeSet<>(deliveries)));
+
+            // a second member: the simple assignor gives the one partition to both
+            try (KafkaShareConsumer<String, String> second = shareConsumer(bootstrap, group, "share-2");
+                 Admin admin = Admin.create(common(bootstrap))) {
+                second.subscribe(List.of(topic));
+                deadline = System.currentTimeMillis() + DEADLINE_MS;
+                int assigned = 0;
+                while (assigned < 2 && System.currentTimeMillis() < deadline) {
+                    first.poll(Duration.ofMillis(100));
+                    second.poll(Duration.ofMillis(100));
+                    ShareGroupDescription d = admin.describeShareGroups(List.of(group))
+                        .describedGroups().get(group).get();
+                    assigned = (int) d.members().stream()
+                        .filter(x -> !x.assignment().topicPartitions().isEmpty()).count();
+                }
+                System.out.println("RESULT members_assigned=" + assigned);
+                produceEach(bootstrap, topic, "t", m);
+                List<Map<String, Integer>> got = List.of(new HashMap<>(), new HashMap<>());
+                List<KafkaShareConsumer<String, String>> members = List.of(first, second);
+                deadline = System.currentTimeMillis() + DEADLINE_MS;
+                int total = 0;
+                while (total < m && System.currentTimeMillis() < deadline) {
+                    for (int i = 0; i < 2; i++) {
+                        for (ConsumerRecord<String, String> r : members.get(i).poll(Duration.ofMillis(100))) {
+                            got.get(i).merge(r.value(), 1, Integer::sum);
+                            members.get(i).acknowledge(r, AcknowledgeType.ACCEPT);
+                            total++;
+                        }
+                        members.get(i).commitSync();
+                    }
+                }
+                for (int round = 0; round < 3; round++) {
+                    for (int i = 0; i < 2; i++) {
+                        for (ConsumerRecord<String, String> r : members.get(i).poll(Duration.ofMillis(100))) {
+                            got.get(i).merge(r.value(), 1, Integer::sum);
+                            members.get(i).acknowledge(r, AcknowledgeType.ACCEPT);
+                        }
+                        members.get(i).commitSync();
+                    }
+                }
+                Set<String> union = new HashSet<>(got.get(0).keySet());
+                union.addAll(got.get(1).keySet());
+                int deliveredTwice = 0;
+                for (String v : union) {
+                    if (got.get(0).getOrDefault(v, 0) + got.get(1).getOrDefault(v, 0) > 1) {
+                        deliveredTwice++;
+                    }
+                }
+                System.out.println("RESULT split_distinct=" + union.size());
+                System.out.println("RESULT split_twice=" + deliveredTwice);
+                System.out.println("RESULT split_both=" + (!got.get(0).isEmpty() && !got.get(1).isEmpty()));
+                System.out.println("RESULT split_counts=" + got.get(0).size() + "+" + got.get(1).size());
+            }
         }
     }
 }
