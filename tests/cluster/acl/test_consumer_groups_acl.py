@@ -138,7 +138,9 @@ def test_describe_needs_describe_and_reports_the_allowed_operations(cluster: Clu
 
         desc = describe("admin").result(10)
         assert desc.type.name == "CONSUMER"
-        assert set(desc.authorized_operations) == {CkOp.READ, CkOp.DELETE, CkOp.DESCRIBE}
+        # a super user: every operation Kafka's AclEntry supports on a group
+        assert set(desc.authorized_operations) == {CkOp.READ, CkOp.DELETE, CkOp.DESCRIBE,
+                                                   CkOp.DESCRIBE_CONFIGS, CkOp.ALTER_CONFIGS}
         # alice may only DESCRIBE the group (and not the topic its members read).
         with pytest.raises(ck.KafkaException) as denied:
             describe("alice").result(10)

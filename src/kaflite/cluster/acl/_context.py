@@ -24,7 +24,20 @@ if TYPE_CHECKING:
     from kaflite.cluster.network import ServerConnection
     from kaflite.net.connection import BrokerConnection
 
-__all__ = ["allows", "allows_any", "allows_cluster", "inter_broker", "is_inter_broker"]
+__all__ = ["SUPPORTED_OPERATIONS", "allows", "allows_any", "allows_cluster",
+           "authorized_operations", "inter_broker", "is_inter_broker"]
+
+Op = AclOperation
+# Kafka's AclEntry.supportedOperations: what an ``authorized_operations`` field can hold
+# for each kind of resource (read from the 4.4.0 jars).
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                         Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+    ResourceType.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS,
+                         Op.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                           Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE),
+}
 
 _BROKER_CLIENTS: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
 _SEEN: weakref.WeakKeyDictionary[ServerConnection, bool] = weakref.WeakKeyDictionary()
@@ -65,3 +78,14 @@ def allows_any(broker: Broker, conn: ServerConnection, operation: AclOperation,
         return True
     return is_inter_broker(conn) or authorizer.authorize_any(
         conn.info.principal, conn.info.host, operation, resource_type)
+
+
+def authorized_operations(broker: Broker, conn: ServerConnection, resource_type: ResourceType,
+                          name: str = CLUSTER_NAME) -> int:
+    """Kafka's ``AuthHelper.authorizedOperations``: a bit per supported operation that the
+    caller may perform on the resource; every supported one without an authorizer."""
+    bits = 0
+    for op in SUPPORTED_OPERATIONS[resource_type]:
+        if allows(broker, conn, op, resource_type, name):
+            bits |= 1 << int(op)
+    return bits

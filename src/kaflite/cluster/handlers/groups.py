@@ -23,6 +23,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
+from kaflite.cluster.acl import SUPPORTED_OPERATIONS
 from kaflite.cluster.groups import CoordinatorShard, GroupCoordinator, GroupState, RequestContext
 from kaflite.cluster.groups._classic import join_error
 from kaflite.cluster.handlers._base import Handler
@@ -48,6 +49,7 @@ from kaflite.protocol.messages import delete_groups_response as dgr
 from kaflite.protocol.messages import describe_groups_response as dsr
 from kaflite.protocol.messages import leave_group_request as lgq
 from kaflite.protocol.messages import list_groups_response as lsr
+from kaflite.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
@@ -57,8 +59,9 @@ __all__ = ["HANDLERS", "client_host", "shard_for"]
 
 NONE = 0
 NOT_FOUND_DESCRIBE_VERSION = 6     # DescribeGroups v6: GROUP_ID_NOT_FOUND (KIP-1043)
-# Without ACLs every operation on a group is allowed: READ, DELETE, DESCRIBE.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# Without ACLs every operation Kafka supports on a group is allowed (READ, DESCRIBE,
+# DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS); with them, the gate puts in what they allow.
+GROUP_OPERATIONS = sum(1 << int(op) for op in SUPPORTED_OPERATIONS[ResourceType.GROUP])
 NO_OPERATIONS = -(1 << 31)
 D = TypeVar("D")
 
