@@ -243,3 +243,49 @@ def test_a_new_leader_behind_its_epoch_start_answers_offset_not_available() -> N
             conn.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_list_offsets_answers_the_epoch_of_the_record_found() -> None:
+    """Kafka's UnifiedLog: the latest offset comes with the leader's epoch, the earliest
+    and a record found by timestamp with the epoch they were written in, and a lookup
+    that finds nothing (a timestamp after every record, the largest timestamp of an
+    empty partition) with -1. kaflite answered the leader's epoch to each; found by the
+    Java Admin driver (tests/interop/java/AdminDriver.java) against Kafka 4.4."""
+    async def main() -> None:
+        async with Cluster(brokers=2) as cluster:
+            state = cluster.create_topic("epochs", partitions=2, replication_factor=2)
+            first = state.partitions[0].leader
+            second = next(r for r in state.partitions[0].replicas if r != first)
+            now = int(time.time() * 1000)
+            conn = await connect(cluster, first)
+            resp = await conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                pq.TopicProduceData(name="epochs", partition_data=[pq.PartitionProduceData(
+                    0, encode_batch([b"x"] * 3, timestamps=[now, now + 1, now + 2]))])]))
+            assert resp.responses[0].partition_responses[0].error_code == 0
+            conn.close()
+            assert cluster.move_leader("epochs", 0, second) == second
+            p = cluster.broker(second).partitions[("epochs", 0)]
+            await wait_for_async(lambda: p.high_watermark == 3, "the new leader's watermark")
+            conn = await connect(cluster, second)
+            asked = {"latest": -1, "earliest": -2, "max": -3, "at": now + 1, "after": now + 60_000}
+            req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+                loq.ListOffsetsTopic("epochs", [loq.ListOffsetsPartition(0, -1, ts)])
+                for ts in asked.values()])
+            got = [(t.partitions[0].offset, t.partitions[0].leader_epoch)
+                   for t in (await conn.request(req)).topics]
+            epoch = p.leader_epoch
+            assert epoch > 0
+            assert dict(zip(asked, got, strict=True)) == {
+                "latest": (3, epoch), "earliest": (0, 0), "max": (2, 0), "at": (1, 0),
+                "after": (-1, -1)}
+            conn.close()
+            empty = state.partitions[1].leader
+            conn = await connect(cluster, empty)
+            req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+                loq.ListOffsetsTopic("epochs", [loq.ListOffsetsPartition(1, -1, -3)])])
+            part = (await conn.request(req)).topics[0].partitions[0]
+            assert (part.error_code, part.offset, part.timestamp, part.leader_epoch) == \
+                (0, -1, -1, -1)
+            conn.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

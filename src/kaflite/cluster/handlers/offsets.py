@@ -4,6 +4,11 @@ ListOffsets' special timestamps of tiered storage (KIP-1005's latest tiered offs
 -5, and from v11 KIP-1023's earliest pending upload offset, -6) have no tiered log
 to look at in kaflite: they are answered as Kafka answers them for a topic without remote storage,
 offset, timestamp and leader epoch all -1.
+
+The leader epoch answered (v4+) is Kafka's UnifiedLog's: for the latest offset the
+leader's; for the earliest, the epoch in force at the log start; for a record found
+by timestamp (or the largest timestamp), the epoch it was written in; and -1 when no
+record is found.
 """
 
 from __future__ import annotations
@@ -58,8 +63,7 @@ async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: Re
             try:
                 p = broker.leader_partition(t.name, lp.partition_index, lp.current_leader_epoch)
                 ts = lp.timestamp
-                if header.request_api_version >= 4:
-                    res.leader_epoch = p.leader_epoch
+                epoch = p.leader_epoch
                 # Kafka: read_committed sees offsets below the last stable offset only.
                 fetchable = (p.last_stable_offset if req.isolation_level == READ_COMMITTED
                              else p.high_watermark)
@@ -68,19 +72,24 @@ async def handle_list_offsets(broker: Broker, conn: ServerConnection, header: Re
                     res.offset = fetchable
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     res.offset = p.log_start_offset
+                    epoch = p.log.epoch_for_offset(res.offset)
                 elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
                     res.offset = -1
-                    res.leader_epoch = -1
-                elif ts == MAX_TIMESTAMP:
-                    found = p.log.max_timestamp()
-                    if found is not None and found[0] < fetchable:
-                        res.offset, res.timestamp = found
+                    epoch = -1
                 else:
-                    found = p.log.offset_for_timestamp(ts)
+                    # A record found: the epoch it was written in; none: offset,
+                    # timestamp and epoch all -1, as Kafka's (UnifiedLog answers no
+                    # TimestampAndOffset, and the response keeps its defaults).
+                    found = p.log.max_timestamp() if ts == MAX_TIMESTAMP \
+                        else p.log.offset_for_timestamp(ts)
+                    epoch = -1
                     if found is not None and found[0] < fetchable:
                         res.offset, res.timestamp = found
-                    elif found is not None:
+                        epoch = p.log.epoch_for_offset(res.offset)
+                    elif found is not None and ts != MAX_TIMESTAMP:
                         _check_not_lagging(p)
+                if header.request_api_version >= 4:
+                    res.leader_epoch = epoch
             except errors.KafkaError as exc:
                 res.error_code = code_for_exception(exc)
             parts.append(res)
