@@ -566,7 +566,10 @@ class Admin(AclAdmin, GroupAdmin, BaseClient):
             self, upsertions: Iterable[tuple[str, str, str, int]] = (),
             deletions: Iterable[tuple[str, str]] = ()) -> None:
         """Upsert ``(user, mechanism, password, iterations)`` and delete ``(user, mechanism)``;
-        passwords are salted here (a random salt) and never sent, as Java's admin does."""
+        passwords are salted here (a random salt) and never sent, as Java's admin does.
+        A broker takes one alteration of a user a request (Kafka's ScramControlManager
+        fails a user named twice DUPLICATE_RESOURCE, whatever the mechanisms): a user's
+        second alteration goes in a second request, and so on."""
         import secrets
 
         from kaflite.protocol.messages import AlterUserScramCredentialsRequest
@@ -584,11 +587,25 @@ class Admin(AclAdmin, GroupAdmin, BaseClient):
                 salted_password(mechanism.upper(), password, salt, iterations)
                 if mechanism_type(mechanism) and iterations > 0 else b""))
         dels = [aq.ScramCredentialDeletion(u, mechanism_type(m)) for u, m in deletions]
+        rounds: list[tuple[list[aq.ScramCredentialDeletion], list[aq.ScramCredentialUpsertion]]]
+        rounds = []
+        seen: dict[str, int] = {}
+
+        def round_of(user: str) -> int:
+            n = seen[user] = seen.get(user, -1) + 1
+            if n == len(rounds):
+                rounds.append(([], []))
+            return n
+        for d in dels:
+            rounds[round_of(d.name)][0].append(d)
+        for u in ups:
+            rounds[round_of(u.name)][1].append(u)
         await self.start()
-        resp = await self._request(await self._controller(), AlterUserScramCredentialsRequest(
-            deletions=dels, upsertions=ups))
-        for r in resp.results:
-            _check(r.error_code, f"alter SCRAM credentials of {r.user}", r.error_message)
+        for round_dels, round_ups in rounds:
+            resp = await self._request(await self._controller(), AlterUserScramCredentialsRequest(
+                deletions=round_dels, upsertions=round_ups))
+            for r in resp.results:
+                _check(r.error_code, f"alter SCRAM credentials of {r.user}", r.error_message)
 
     # -- client quotas (KIP-546) -------------------------------------------------------------
     async def describe_client_quotas(self, components: Iterable[QuotaFilterComponent] = (),

@@ -250,18 +250,31 @@ def test_scram_credentials_admin_apis_and_restart(tmp_path: object) -> None:
                 aq.ScramCredentialUpsertion("twice", 1, 4096, salt, b"x" * 32),
                 aq.ScramCredentialUpsertion("twice", 1, 4096, salt, b"y" * 32),
                 aq.ScramCredentialUpsertion("odd", 9, 4096, salt, b"x" * 32),
+                # Kafka's ScramControlManager: once a request per user, whatever the
+                # mechanism (the Java admin's two mechanisms of one user failed so on
+                # Kafka 4.4 and were both applied by kaflite)
+                aq.ScramCredentialUpsertion("both", 1, 4096, salt, b"x" * 32),
+                aq.ScramCredentialUpsertion("both", 2, 4096, salt, b"x" * 64),
             ]), 0)
         assert {r.user: r.error_code for r in res.results} == {
             "ghost": errors.ResourceNotFoundError.code, "erin": 0,
             "weak": errors.UnacceptableCredentialError.code,
             "twice": errors.DuplicateResourceError.code,
-            "odd": errors.UnsupportedSaslMechanismError.code}
+            "odd": errors.UnsupportedSaslMechanismError.code,
+            "both": errors.DuplicateResourceError.code}
+        # a deletion and an upsertion of one user: the same
+        res = await w.request(AlterUserScramCredentialsRequest(
+            deletions=[aq.ScramCredentialDeletion("erin", 2)],
+            upsertions=[aq.ScramCredentialUpsertion("erin", 1, 4096, salt, b"x" * 32)]), 0)
+        assert [(r.user, r.error_code) for r in res.results] == [
+            ("erin", errors.DuplicateResourceError.code)]
         described = await w.request(DescribeUserScramCredentialsRequest(
-            users=[dq.UserName("erin"), dq.UserName("weak")]), 0)
+            users=[dq.UserName("erin"), dq.UserName("weak"), dq.UserName("both")]), 0)
         by_user = {r.user: r for r in described.results}
         assert [(c.mechanism, c.iterations) for c in by_user["erin"].credential_infos] == [
             (2, 8192)]
         assert by_user["weak"].error_code == errors.ResourceNotFoundError.code
+        assert by_user["both"].error_code == errors.ResourceNotFoundError.code
         w.close()
 
     async def login(cluster: Cluster) -> int:

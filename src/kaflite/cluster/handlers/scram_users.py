@@ -6,8 +6,9 @@ RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE. Alter takes already
 salted passwords (the client salts, as Kafka's admin client does): an unknown
 mechanism gets UNSUPPORTED_SASL_MECHANISM, iterations outside 4096..16384 or an
 empty name UNACCEPTABLE_CREDENTIAL, deleting a missing credential
-RESOURCE_NOT_FOUND, a user changed twice for one mechanism DUPLICATE_RESOURCE.
-A user with any error has none of its changes applied, as in Kafka.
+RESOURCE_NOT_FOUND, a user altered twice in one request (whatever the mechanisms)
+DUPLICATE_RESOURCE. A user with any error has none of its changes applied, as in
+Kafka's ScramControlManager.
 """
 
 from __future__ import annotations
@@ -75,41 +76,42 @@ async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHe
                        ) -> AlterUserScramCredentialsResponse:
     controller = broker.controller
     errors_by_user: dict[str, tuple[int, str]] = {}
-    seen: dict[tuple[str, int], int] = {}
-    keys = [(c.name, c.mechanism) for c in req.deletions] + \
-        [(c.name, c.mechanism) for c in req.upsertions]
-    for key in keys:
-        seen[key] = seen.get(key, 0) + 1
-    upserts: list[tuple[str, ScramCredential]] = []
-    deletions: list[tuple[str, str]] = []
+    # As Kafka's ScramControlManager: a user may be altered once a request, whatever the
+    # mechanism. Its second alteration (deletion or upsertion) drops the first and fails
+    # the user DUPLICATE_RESOURCE; a user that already failed is passed over.
+    deletions: dict[str, tuple[str, str]] = {}
+    upserts: dict[str, tuple[str, ScramCredential]] = {}
 
     def fail(user: str, code: int, message: str) -> None:
         errors_by_user.setdefault(user, (code, message))
 
-    def refused(name: str, mechanism_type: int) -> bool:
+    def refused(name: str, mechanism_type: int, twice: bool) -> bool:
         """The checks a deletion and an upsertion share; True (and recorded) if one fails."""
-        if not name:
+        if name in errors_by_user:
+            pass
+        elif twice:
+            fail(name, DUPLICATE, "A user credential cannot be altered twice in the same "
+                                  f"request: {name}")
+        elif not name:
             fail(name, UNACCEPTABLE, "Username must not be empty")
         elif mechanism_type not in MECHANISM_NAMES:
             fail(name, UNSUPPORTED, f"Unknown SCRAM mechanism {mechanism_type}")
-        elif seen[(name, mechanism_type)] > 1:
-            fail(name, DUPLICATE, "A user credential cannot be altered twice in the same "
-                                  f"request: {name}")
         else:
             return False
         return True
 
     for d in req.deletions:
-        if refused(d.name, d.mechanism):
+        if refused(d.name, d.mechanism, deletions.pop(d.name, None) is not None):
             continue
         mechanism = MECHANISM_NAMES[d.mechanism]
         if controller.scram_credential(d.name, mechanism) is None:
             fail(d.name, NOT_FOUND, "Attempt to delete a user credential that does not "
                                     f"exist: {d.name}")
         else:
-            deletions.append((d.name, mechanism))
+            deletions[d.name] = (d.name, mechanism)
     for u in req.upsertions:
-        if refused(u.name, u.mechanism):
+        twice = deletions.pop(u.name, None) is not None or upserts.pop(u.name, None) is not None
+        if refused(u.name, u.mechanism, twice):
             continue
         mechanism = MECHANISM_NAMES[u.mechanism]
         if not MIN_ITERATIONS <= u.iterations <= MAX_ITERATIONS:
@@ -118,11 +120,10 @@ async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHe
         elif not u.salt or not u.salted_password:
             fail(u.name, UNACCEPTABLE, "The salt and the salted password must not be empty")
         else:
-            upserts.append((u.name, salted_credential(mechanism, bytes(u.salt),
-                                                      bytes(u.salted_password), u.iterations)))
-    controller.alter_scram([(n, c) for n, c in upserts if n not in errors_by_user],
-                           [(n, m) for n, m in deletions if n not in errors_by_user])
-    users = dict.fromkeys(name for name, _ in keys)
+            upserts[u.name] = (u.name, salted_credential(mechanism, bytes(u.salt),
+                                                         bytes(u.salted_password), u.iterations))
+    controller.alter_scram(list(upserts.values()), list(deletions.values()))
+    users = dict.fromkeys([c.name for c in req.deletions] + [c.name for c in req.upsertions])
     return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
         ar.AlterUserScramCredentialsResult(
             user=name, error_code=errors_by_user.get(name, (0, ""))[0],
