@@ -15,6 +15,9 @@ Kafka's controller writes at most 10,000 records for one request
 (``MAX_RECORDS_PER_USER_OP``): a CreateAcls that would add more new, distinct
 bindings, or a DeleteAcls whose filters would remove more, fails whole with
 POLICY_VIOLATION in every result (the invalid ones too) and changes nothing.
+
+Without an authorizer (``authorizer.class.name`` unset) the three answer
+SECURITY_DISABLED, as Kafka's AclApis: there is nothing to keep ACLs for.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ __all__ = ["HANDLERS"]
 INVALID = errors.InvalidRequestError.code
 DENIED = errors.ClusterAuthorizationFailedError.code
 TOO_LARGE = errors.PolicyViolationError.code
+DISABLED = errors.SecurityDisabledError.code
+NO_AUTHORIZER = "No Authorizer is configured."
 
 
 def _filter(f: DescribeAclsRequest | dq.DeleteAclsFilter) -> AclBindingFilter:
@@ -66,6 +71,8 @@ def _filter(f: DescribeAclsRequest | dq.DeleteAclsFilter) -> AclBindingFilter:
 
 async def handle_describe(broker: Broker, conn: ServerConnection, header: RequestHeader,
                           req: DescribeAclsRequest) -> DescribeAclsResponse:
+    if broker.authorizer is None:
+        return DescribeAclsResponse(error_code=DISABLED, error_message=NO_AUTHORIZER)
     if not allows_cluster(broker, conn, AclOperation.DESCRIBE):
         return DescribeAclsResponse(error_code=DENIED, error_message=None)
     f = _filter(req)
@@ -87,6 +94,9 @@ async def handle_describe(broker: Broker, conn: ServerConnection, header: Reques
 
 async def handle_create(broker: Broker, conn: ServerConnection, header: RequestHeader,
                         req: CreateAclsRequest) -> CreateAclsResponse:
+    if broker.authorizer is None:
+        return CreateAclsResponse(results=[cr.AclCreationResult(DISABLED, NO_AUTHORIZER)
+                                           for _ in req.creations])
     if not allows_cluster(broker, conn, AclOperation.ALTER):
         return CreateAclsResponse(results=[cr.AclCreationResult(DENIED, None)
                                            for _ in req.creations])
@@ -112,6 +122,9 @@ async def handle_create(broker: Broker, conn: ServerConnection, header: RequestH
 
 async def handle_delete(broker: Broker, conn: ServerConnection, header: RequestHeader,
                         req: DeleteAclsRequest) -> DeleteAclsResponse:
+    if broker.authorizer is None:
+        return DeleteAclsResponse(filter_results=[
+            dr.DeleteAclsFilterResult(DISABLED, NO_AUTHORIZER) for _ in req.filters])
     if not allows_cluster(broker, conn, AclOperation.ALTER):
         return DeleteAclsResponse(filter_results=[dr.DeleteAclsFilterResult(DENIED, None)
                                                   for _ in req.filters])

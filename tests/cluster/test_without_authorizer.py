@@ -1,9 +1,9 @@
-"""The authorized-operations fields without an authorizer: every operation Kafka's
-``AclEntry.supportedOperations`` lists for the resource, as Kafka's
-``AuthHelper.authorizedOperations`` answers when no authorizer is configured. Found by
-the Java Admin driver (tests/interop/java/AdminDriver.java): kaflite answered "not
-requested" (-2^31) for topics and the cluster, and left the config operations out of a
-group's."""
+"""A cluster without an authorizer, as Kafka's answers it. The authorized-operations
+fields hold every operation Kafka's ``AclEntry.supportedOperations`` lists for the
+resource (``AuthHelper.authorizedOperations``), and the ACL APIs answer
+SECURITY_DISABLED. Found by the Java Admin driver (tests/interop/java/AdminDriver.java):
+kaflite answered "not requested" (-2^31) for topics and the cluster, left the config
+operations out of a group's, and kept ACLs that nothing would check."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from kaflite.protocol.messages import (
     Struct,
 )
 from kaflite.protocol.messages import describe_topic_partitions_request as dtq
+from kaflite.security.acl import AclBindingFilter
 from kaflite.security.acl import AclOperation as Op
 
 TOPIC_OPS = {Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
@@ -91,3 +92,36 @@ def test_groups(cluster: Cluster) -> None:
                                                    include_authorized_operations=True), version=5)
     assert isinstance(described, DescribeGroupsResponse)
     assert described.groups[0].authorized_operations == bits(GROUP_OPS)
+
+
+def test_acls_without_an_authorizer_are_security_disabled(cluster: Cluster) -> None:
+    """Kafka's AclApis without an authorizer: every ACL API answers SECURITY_DISABLED
+    (kaflite kept the bindings, which nothing would ever check)."""
+    from kaflite.protocol.messages import (
+        CreateAclsRequest,
+        CreateAclsResponse,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
+    )
+    from kaflite.protocol.messages import create_acls_request as cq
+    from kaflite.protocol.messages import delete_acls_request as dq
+
+    disabled = 54
+    created = ask(cluster, CreateAclsRequest(creations=[cq.AclCreation(
+        resource_type=2, resource_name="ops", resource_pattern_type=3, principal="User:a",
+        host="*", operation=3, permission_type=3)]), version=3)
+    assert isinstance(created, CreateAclsResponse)
+    assert [r.error_code for r in created.results] == [disabled]
+    described = ask(cluster, DescribeAclsRequest(
+        resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+        principal_filter=None, host_filter=None, operation=1, permission_type=1), version=3)
+    assert isinstance(described, DescribeAclsResponse)
+    assert (described.error_code, described.resources) == (disabled, [])
+    deleted = ask(cluster, DeleteAclsRequest(filters=[dq.DeleteAclsFilter(
+        resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+        principal_filter=None, host_filter=None, operation=1, permission_type=1)]), version=3)
+    assert isinstance(deleted, DeleteAclsResponse)
+    assert [r.error_code for r in deleted.filter_results] == [disabled]
+    assert not cluster.controller.acls.describe(AclBindingFilter())
