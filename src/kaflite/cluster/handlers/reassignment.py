@@ -1,5 +1,10 @@
 """ElectLeaders (43), AlterPartitionReassignments (45), ListPartitionReassignments (46).
 
+ElectLeaders: PREFERRED moves leadership to the first replica when it is in the ISR;
+UNCLEAN of a partition that has a leader is ELECTION_NOT_NEEDED, as Kafka's
+ReplicationControlManager answers, and of a leaderless one INVALID_REQUEST (kaflite
+never elects a leader from outside the ISR; Kafka would elect a live replica).
+
 AlterPartitionReassignments v1 may forbid a change of replication factor: a target
 whose size differs from the partition's (from the target of a reassignment under
 way, if there is one) gets INVALID_REPLICATION_FACTOR, in Kafka 4.4's words, after
@@ -68,7 +73,13 @@ async def handle_elect_leaders(broker: Broker, conn: ServerConnection, header: R
             try:
                 _partition_state(broker, topic, index)
                 if req.election_type == UNCLEAN:
-                    raise errors.InvalidRequestError("unclean leader election is disabled")
+                    p = controller.partition(topic, index)
+                    if p is not None and p.leader >= 0:
+                        # as Kafka's ReplicationControlManager: a partition with a leader
+                        # needs no unclean election
+                        raise errors.ElectionNotNeededError(
+                            "Leader election not needed for topic partition")
+                    raise errors.InvalidRequestError("unclean leader election is not supported")
                 if not controller.preferred_election(topic, index):
                     raise errors.ElectionNotNeededError("Leader election not needed for topic "
                                                         "partition")
