@@ -258,6 +258,11 @@ async def offsets(conn: BrokerConnection, topic_id: uuid.UUID) -> None:
     seen = await conn.request(DescribeShareGroupOffsetsRequest(groups=[
         dsq.DescribeShareGroupOffsetsRequestGroup(group_id="made", topics=None)]))
     assert seen.groups[0].topics[0].partitions[0].start_offset == 3
+    # Describe does not look for the group (Kafka's GroupCoordinatorService): none, no
+    # error and no partitions (the Java admin's listShareGroupOffsets answers {})
+    none = await conn.request(DescribeShareGroupOffsetsRequest(groups=[
+        dsq.DescribeShareGroupOffsetsRequestGroup(group_id="no-such-group", topics=None)]))
+    assert (none.groups[0].error_code, none.groups[0].topics) == (0, [])
 
 
 def test_share_faults() -> None:

@@ -8,7 +8,9 @@ coordinator reads it with ReadShareGroupStateSummary. Without topics, Describe
 covers the partitions the group has state for (its ShareGroupStatePartitionMetadata).
 v1 adds the lag: the records from the SPSO to the high watermark not yet
 acknowledged or archived (-1 where this broker has no replica to tell the high
-watermark).
+watermark). As Kafka's, Describe does not look for the group: a group id with no
+share group answers no partitions (all of them asked) or the share coordinator's
+summaries (named ones), without an error.
 
 Alter and Delete need an empty group (NON_EMPTY_GROUP otherwise); Alter makes the
 group if there is none, as Kafka does (a group of another type is GROUP_ID_NOT_FOUND). Alter starts
@@ -90,14 +92,21 @@ async def handle_describe(broker: Broker, conn: ServerConnection, header: Reques
     for g in req.groups:
         row = dsr.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id)
         try:
-            _, group, mgr = _share_group(broker, conn, g.group_id)
+            shard = shard_for(broker, conn, g.group_id, label=False)
+            if broker.share is None:
+                raise errors.CoordinatorNotAvailableError("share groups are not running")
         except errors.KafkaError as exc:
             row.error_code, row.error_message = exc.code, exc.message
             out.append(row)
             continue
+        mgr = broker.share
+        # As Kafka's GroupCoordinatorService: no check that the group exists (or is a
+        # share group); one without state has no partitions to list.
+        group = shard.share.groups.get(g.group_id)
         if g.topics is None:
             wanted = []
-            for topic_id, ps in sorted(group.initialized.items(), key=lambda kv: str(kv[0])):
+            initialized = group.initialized if group is not None else {}
+            for topic_id, ps in sorted(initialized.items(), key=lambda kv: str(kv[0])):
                 topic = broker.controller.topics_by_id.get(topic_id)
                 if topic is not None:
                     wanted.append((topic.name, sorted(ps)))
