@@ -140,12 +140,17 @@ public class AdminDriver {
 
     private static void step(String key, Call call) {
         String value;
+        long began = System.currentTimeMillis();
         try {
             value = n(call.call());
         } catch (Exception e) {
             value = error(e);
         }
         System.out.println("RESULT admin." + key + "=" + value);
+        long took = System.currentTimeMillis() - began;
+        if (took > 2000) {
+            System.out.println("SLOW admin." + key + " " + took + " ms");
+        }
         System.out.flush();
     }
 
@@ -303,8 +308,7 @@ public class AdminDriver {
         step("listTopics", () -> new TreeSet<>(admin.listTopics().names().get().stream()
             .filter(t -> t.startsWith(prefix)).map(AdminDriver::n).toList()));
         step("listTopics.listings", () -> admin.listTopics(new ListTopicsOptions().listInternal(true))
-            .listings().get().stream().filter(l -> l.name().startsWith(prefix) || l.isInternal())
-            .filter(l -> !l.isInternal() || l.name().equals("__consumer_offsets"))
+            .listings().get().stream().filter(l -> l.name().startsWith(prefix))
             .map(l -> n(l.name()) + ":" + l.isInternal()).sorted().toList());
         step("describeTopics", () -> {
             TopicDescription d = admin.describeTopics(List.of(prefix + "-a"),
@@ -358,12 +362,11 @@ public class AdminDriver {
         List<String> brokerKeys = List.of("message.max.bytes", "auto.create.topics.enable",
                                           "log.retention.hours", "num.partitions", "default.replication.factor",
                                           "log.cleaner.threads", "compression.type");
-        Call describe = () -> describeConfigs(Map.of(topic, topicKeys));
-        step("describeConfigs.topic", describe);
-        step("describeConfigs.group", () -> describeConfigs(Map.of(group, groupKeys)));
-        step("describeConfigs.broker", () -> describeConfigs(Map.of(broker, brokerKeys)));
-        step("describeConfigs.unknownTopic", () -> describeConfigs(Map.of(
-            new ConfigResource(ConfigResource.Type.TOPIC, prefix + "-nope"), topicKeys)));
+        configs("describeConfigs.topic", topic, topicKeys, null);
+        configs("describeConfigs.group", group, groupKeys, null);
+        configs("describeConfigs.broker", broker, brokerKeys, null);
+        configs("describeConfigs.unknownTopic", new ConfigResource(ConfigResource.Type.TOPIC, prefix + "-nope"),
+                List.of("retention.ms"), null);
         step("incrementalAlterConfigs.validateOnly", () -> each(admin.incrementalAlterConfigs(Map.of(
             topic, List.of(op("retention.ms", "1", AlterConfigOp.OpType.SET))),
             new AlterConfigsOptions().validateOnly(true)).values()));
@@ -371,10 +374,12 @@ public class AdminDriver {
             op("retention.ms", "7200000", AlterConfigOp.OpType.SET),
             op("max.message.bytes", null, AlterConfigOp.OpType.DELETE),
             op("cleanup.policy", "compact", AlterConfigOp.OpType.APPEND)))).values()));
-        step("incrementalAlterConfigs.topic.described", () -> until(describe,
-            d -> String.valueOf(d).contains("7200000") && String.valueOf(d).contains("compact")));
+        configs("incrementalAlterConfigs.topic.described", topic, topicKeys,
+                got -> got.contains("7200000") && got.contains("compact"));
         step("incrementalAlterConfigs.topic.subtract", () -> admin.incrementalAlterConfigs(Map.of(topic, List.of(
             op("cleanup.policy", "compact", AlterConfigOp.OpType.SUBTRACT)))).all().get());
+        configs("incrementalAlterConfigs.topic.subtracted", topic, List.of("cleanup.policy"),
+                got -> !got.contains("compact"));
         step("incrementalAlterConfigs.errors", () -> each(admin.incrementalAlterConfigs(Map.of(
             topic, List.of(op("no.such.config", "1", AlterConfigOp.OpType.SET)),
             new ConfigResource(ConfigResource.Type.TOPIC, prefix + "-b"),
@@ -384,35 +389,54 @@ public class AdminDriver {
         step("incrementalAlterConfigs.group", () -> admin.incrementalAlterConfigs(Map.of(group, List.of(
             op("share.auto.offset.reset", "earliest", AlterConfigOp.OpType.SET),
             op("share.record.lock.duration.ms", "20000", AlterConfigOp.OpType.SET)))).all().get());
-        step("incrementalAlterConfigs.group.described", () -> until(
-            () -> describeConfigs(Map.of(group, groupKeys)), d -> String.valueOf(d).contains("20000")));
+        configs("incrementalAlterConfigs.group.described", group, groupKeys, got -> got.contains("20000"));
         step("incrementalAlterConfigs.group.unknownKey", () -> admin.incrementalAlterConfigs(Map.of(group,
             List.of(op("no.such.config", "1", AlterConfigOp.OpType.SET)))).all().get());
+        step("incrementalAlterConfigs.group.badValue", () -> admin.incrementalAlterConfigs(Map.of(group,
+            List.of(op("share.auto.offset.reset", "sometimes", AlterConfigOp.OpType.SET)))).all().get());
+        // broker configs: one broker's, then the cluster-wide default; put back afterwards,
+        // since the module's other tests share the cluster
         step("incrementalAlterConfigs.broker", () -> admin.incrementalAlterConfigs(Map.of(broker, List.of(
-            op("log.cleaner.threads", "2", AlterConfigOp.OpType.SET)))).all().get());
+            op("message.max.bytes", "1048600", AlterConfigOp.OpType.SET)))).all().get());
         step("incrementalAlterConfigs.brokerDefault", () -> admin.incrementalAlterConfigs(Map.of(brokers,
             List.of(op("log.retention.ms", "604800001", AlterConfigOp.OpType.SET)))).all().get());
+        configs("incrementalAlterConfigs.broker.described", broker, List.of("message.max.bytes", "log.retention.ms"),
+                got -> got.contains("1048600") && got.contains("604800001"));
+        step("incrementalAlterConfigs.broker.reverted", () -> each(admin.incrementalAlterConfigs(Map.of(
+            broker, List.of(op("message.max.bytes", null, AlterConfigOp.OpType.DELETE)),
+            brokers, List.of(op("log.retention.ms", null, AlterConfigOp.OpType.DELETE)))).values()));
         step("incrementalAlterConfigs.brokerReadOnly", () -> admin.incrementalAlterConfigs(Map.of(broker,
             List.of(op("log.dirs", "/nowhere", AlterConfigOp.OpType.SET)))).all().get());
+    }
+
+    /** One RESULT per config name: "value/source[/ro][/secret]" (after ``until`` holds of
+     * the whole description, when given). */
+    private static void configs(String key, ConfigResource res, List<String> names, Predicate<String> until) {
+        Map<String, String> got;
+        try {
+            got = until == null ? describeConfigs(res, names)
+                : AdminDriver.<Map<String, String>>until(() -> describeConfigs(res, names),
+                                                         d -> until.test(String.valueOf(d)));
+        } catch (Exception e) {
+            System.out.println("RESULT admin." + key + "=" + error(e));
+            return;
+        }
+        got.forEach((name, value) -> System.out.println("RESULT admin." + key + "." + name + "=" + value));
     }
 
     private static AlterConfigOp op(String name, String value, AlterConfigOp.OpType type) {
         return new AlterConfigOp(new ConfigEntry(name, value), type);
     }
 
-    private static String describeConfigs(Map<ConfigResource, List<String>> wanted) throws Exception {
-        Map<ConfigResource, Config> got = admin.describeConfigs(wanted.keySet()).all().get();
-        StringBuilder out = new StringBuilder();
-        for (var entry : wanted.entrySet()) {
-            Config config = got.get(entry.getKey());
-            for (String name : entry.getValue()) {
-                ConfigEntry e = config.get(name);
-                out.append(name).append("=").append(e == null ? "absent"
-                    : e.value() + "/" + e.source() + (e.isReadOnly() ? "/ro" : "") + (e.isSensitive() ? "/secret" : ""))
-                    .append(" ");
-            }
+    private static Map<String, String> describeConfigs(ConfigResource res, List<String> names) throws Exception {
+        Config config = admin.describeConfigs(List.of(res)).all().get().get(res);
+        Map<String, String> out = new TreeMap<>();
+        for (String name : names) {
+            ConfigEntry e = config.get(name);
+            out.put(name, e == null ? "absent" : e.value() + "/" + e.source() + (e.isReadOnly() ? "/ro" : "")
+                + (e.isSensitive() ? "/secret" : ""));
         }
-        return out.toString().trim();
+        return out;
     }
 
     /** Records for the offset methods: P-a partition 0 gets ten, stamped a second apart from
@@ -494,7 +518,7 @@ public class AdminDriver {
         });
     }
 
-    private static String describeGroup(String group) throws Exception {
+    private static String describeGroup(String key, String group) throws Exception {
         ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group),
             new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
             .describedGroups().get(group).get();
@@ -503,11 +527,15 @@ public class AdminDriver {
             members.add(n(m.clientId()) + ":" + m.groupInstanceId().map(AdminDriver::n).orElse("-")
                 + ":" + tps(m.assignment().topicPartitions())
                 + ":target=" + m.targetAssignment().map(t -> tps(t.topicPartitions())).orElse("-")
-                + ":epoch=" + m.memberEpoch().orElse(-99) + ":upgraded=" + m.upgraded().orElse(null));
+                + ":atGroupEpoch=" + m.memberEpoch().equals(d.groupEpoch()) + ":upgraded=" + m.upgraded().orElse(null));
         }
+        // the epochs themselves, apart: how often a broker bumps them is its own business
+        System.out.println("RESULT admin." + key + ".epochs=" + d.groupEpoch().orElse(-99) + "/"
+            + d.targetAssignmentEpoch().orElse(-99) + " members=" + d.members().stream()
+            .map(m -> m.memberEpoch().orElse(-99)).toList()
+            + " targetAtGroupEpoch=" + d.groupEpoch().equals(d.targetAssignmentEpoch()));
         return n(d.groupId()) + " type=" + d.type() + " state=" + d.groupState() + " simple="
             + d.isSimpleConsumerGroup() + " assignor=" + d.partitionAssignor() + " members=" + members
-            + " epochs=" + d.groupEpoch().orElse(-99) + "/" + d.targetAssignmentEpoch().orElse(-99)
             + " coordinator=" + nodes.contains(node(d.coordinator())) + " ops=" + ops(d.authorizedOperations());
     }
 
@@ -533,13 +561,13 @@ public class AdminDriver {
             c.subscribe(List.of(prefix + "-a"));
             await(c, 3);
             c.commitSync(commits);
-            step("describeConsumerGroups.classic", () -> describeGroup(classic));
+            step("describeConsumerGroups.classic", () -> describeGroup("describeConsumerGroups.classic", classic));
         }
         try (KafkaConsumer<String, String> c = consumer(modern, "consumer", null)) {
             c.subscribe(List.of(prefix + "-a"));
             await(c, 3);
             c.commitSync(commits);
-            step("describeConsumerGroups.consumer", () -> describeGroup(modern));
+            step("describeConsumerGroups.consumer", () -> describeGroup("describeConsumerGroups.consumer", modern));
             step("alterConsumerGroupOffsets.activeConsumer", () -> admin.alterConsumerGroupOffsets(modern,
                 Map.of(a0, new OffsetAndMetadata(1))).all().get());
             step("deleteConsumerGroupOffsets.activeConsumer", () -> admin.deleteConsumerGroupOffsets(modern,
@@ -547,9 +575,9 @@ public class AdminDriver {
             step("deleteConsumerGroups.activeConsumer", () -> admin.deleteConsumerGroups(List.of(modern))
                 .all().get());
         }
-        step("describeConsumerGroups.consumerLeft", () -> until(() -> describeGroup(modern),
-            d -> String.valueOf(d).contains("state=EMPTY")));
-        step("describeConsumerGroups.unknown", () -> describeGroup(prefix + "-nope"));
+        step("describeConsumerGroups.consumerLeft", () -> until(() -> describeGroup("describeConsumerGroups.consumerLeft", modern),
+            d -> String.valueOf(d).contains("state=Empty")));
+        step("describeConsumerGroups.unknown", () -> describeGroup("describeConsumerGroups.unknown", prefix + "-nope"));
         step("describeClassicGroups", () -> {
             var d = admin.describeClassicGroups(List.of(classic)).describedGroups().get(classic).get();
             return n(d.groupId()) + " protocol=" + d.protocol() + " data=" + d.protocolData() + " state="
@@ -579,8 +607,8 @@ public class AdminDriver {
         step("removeMembersFromConsumerGroup", () -> admin.removeMembersFromConsumerGroup(classic,
             new RemoveMembersFromConsumerGroupOptions(List.of(new MemberToRemove(prefix + "-inst"))))
             .all().get());
-        step("removeMembersFromConsumerGroup.described", () -> until(() -> describeGroup(classic),
-            d -> String.valueOf(d).contains("state=EMPTY")));
+        step("removeMembersFromConsumerGroup.described", () -> until(() -> describeGroup("removeMembersFromConsumerGroup.described", classic),
+            d -> String.valueOf(d).contains("state=Empty")));
         step("removeMembersFromConsumerGroup.all", () -> admin.removeMembersFromConsumerGroup(classic,
             new RemoveMembersFromConsumerGroupOptions()).all().get());
         // an admin-made group: offsets only
@@ -596,7 +624,7 @@ public class AdminDriver {
         step("deleteConsumerGroupOffsets.unknownGroup", () -> admin.deleteConsumerGroupOffsets(
             prefix + "-nope", Set.of(a1)).all().get());
         step("deleteConsumerGroupOffsets.listed", () -> offsetsOf(classic));
-        step("describeConsumerGroups.adminMade", () -> describeGroup(plain));
+        step("describeConsumerGroups.adminMade", () -> describeGroup("describeConsumerGroups.adminMade", plain));
         step("listConsumerGroups", () -> admin.listConsumerGroups().all().get().stream()
             .filter(g -> g.groupId().startsWith(prefix))
             .map(g -> n(g.groupId()) + ":" + g.type().orElse(null) + ":" + g.groupState().orElse(null)
@@ -705,9 +733,19 @@ public class AdminDriver {
         String user = prefix + "-user";
         step("alterUserScramCredentials", () -> each(admin.alterUserScramCredentials(List.of(
             new UserScramCredentialUpsertion(user, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), "pw"),
-            new UserScramCredentialUpsertion(user, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), "pw"),
             new UserScramCredentialUpsertion(prefix + "-weak",
-                new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1), "pw"))).values()));
+                new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1), "pw"),
+            new UserScramCredentialUpsertion(prefix + "-many",
+                new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100_000), "pw"))).values()));
+        step("alterUserScramCredentials.secondMechanism", () -> admin.alterUserScramCredentials(List.of(
+            new UserScramCredentialUpsertion(user, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), "pw")))
+            .all().get());
+        // one user altered twice in one request
+        step("alterUserScramCredentials.twice", () -> each(admin.alterUserScramCredentials(List.of(
+            new UserScramCredentialUpsertion(prefix + "-twice",
+                new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), "pw"),
+            new UserScramCredentialUpsertion(prefix + "-twice",
+                new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), "pw"))).values()));
         Call scram = () -> {
             Map<String, UserScramCredentialsDescription> got = admin.describeUserScramCredentials().all().get();
             Map<String, String> out = new TreeMap<>();
@@ -844,12 +882,15 @@ public class AdminDriver {
         }
     }
 
-    private static String shareGroup(String group) throws Exception {
+    private static String shareGroup(String key, String group) throws Exception {
         ShareGroupDescription d = admin.describeShareGroups(List.of(group),
             new DescribeShareGroupsOptions().includeAuthorizedOperations(true)).describedGroups().get(group).get();
+        System.out.println("RESULT admin." + key + ".epochs=" + d.groupEpoch() + "/" + d.targetAssignmentEpoch()
+            + " members=" + d.members().stream().map(m -> m.memberEpoch()).toList()
+            + " targetAtGroupEpoch=" + (d.groupEpoch() == d.targetAssignmentEpoch()));
         return n(d.groupId()) + " state=" + d.groupState() + " members=" + d.members().stream()
-            .map(m -> n(m.clientId()) + ":" + tps(m.assignment().topicPartitions())).sorted().toList()
-            + " epochs=" + d.groupEpoch() + "/" + d.targetAssignmentEpoch()
+            .map(m -> n(m.clientId()) + ":" + tps(m.assignment().topicPartitions())
+                 + ":atGroupEpoch=" + (m.memberEpoch() == d.groupEpoch())).sorted().toList()
             + " coordinator=" + nodes.contains(node(d.coordinator())) + " ops=" + ops(d.authorizedOperations());
     }
 
@@ -881,27 +922,31 @@ public class AdminDriver {
                 c.commitSync();
             }
             System.out.println("RESULT share_read=" + got);
-            step("describeShareGroups", () -> shareGroup(group));
-            step("listShareGroupOffsets", () -> until(() -> shareOffsets(group), o -> String.valueOf(o).contains("=5")));
+            step("describeShareGroups", () -> shareGroup("describeShareGroups", group));
+            // the lag is 0 once the acknowledgements are written (both brokers); where the
+            // start offset then stands is printed as it is
+            step("listShareGroupOffsets", () -> until(() -> shareOffsets(group),
+                                                      o -> String.valueOf(o).contains("lag=0")));
             step("alterShareGroupOffsets.active", () -> admin.alterShareGroupOffsets(group, Map.of(s0, 0L))
                 .all().get());
             step("deleteShareGroups.active", () -> admin.deleteShareGroups(List.of(group)).all().get());
             step("listGroups.share", () -> listGroups(ListGroupsOptions.forShareGroups()));
         }
-        step("describeShareGroups.left", () -> until(() -> shareGroup(group),
-            d -> String.valueOf(d).contains("state=EMPTY")));
+        step("describeShareGroups.left", () -> until(() -> shareGroup("describeShareGroups.left", group),
+            d -> String.valueOf(d).contains("state=Empty")));
+        step("listShareGroupOffsets.left", () -> shareOffsets(group));
         step("alterShareGroupOffsets", () -> admin.alterShareGroupOffsets(group, Map.of(s0, 2L)).all().get());
         step("alterShareGroupOffsets.listed", () -> until(() -> shareOffsets(group),
             o -> String.valueOf(o).contains("=2")));
         step("alterShareGroupOffsets.unknownTopic", () -> admin.alterShareGroupOffsets(group, Map.of(
             new TopicPartition(prefix + "-nope", 0), 0L)).all().get());
         step("listShareGroupOffsets.unknown", () -> shareOffsets(prefix + "-nope"));
-        step("describeShareGroups.unknown", () -> shareGroup(prefix + "-nope"));
+        step("describeShareGroups.unknown", () -> shareGroup("describeShareGroups.unknown", prefix + "-nope"));
         step("deleteShareGroupOffsets", () -> admin.deleteShareGroupOffsets(group, Set.of(s0.topic())).all().get());
         step("deleteShareGroupOffsets.listed", () -> shareOffsets(group));
         step("deleteShareGroups", () -> each(admin.deleteShareGroups(List.of(group, prefix + "-nope"))
             .deletedGroups()));
-        step("deleteShareGroups.described", () -> shareGroup(group));
+        step("deleteShareGroups.described", () -> shareGroup("deleteShareGroups.described", group));
     }
 
     private static void cluster() throws Exception {
