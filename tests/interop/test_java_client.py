@@ -168,9 +168,9 @@ def test_java_admin_session(target: ClusterUnderTest, kafka_libs: Path, tmp_path
                 uid("jadm"), driver=ADMIN_DRIVER)
     ADMIN_RESULTS[_kind(target)] = got
     assert got["brokers"] == str(len(target.node_ids))
-    assert got["admin.createTopics"].startswith("{P-a=ok, P-b=ok, P-c=ok, P-d=ok, P-s=ok}")
+    assert got["admin.createTopics"].startswith("{P-a=ok, P-b=ok, P-c=ok, P-d=ok, P-r=ok, P-s=ok}")
     assert got["admin.describeTopics.byId"] == "P-b partitions=1 sameId=true"
-    assert got["admin.deleteTopics.listed"] == "[P-a, P-b, P-s]"
+    assert got["admin.deleteTopics.listed"] == "[P-a, P-b, P-r, P-s]"
     assert got["share_read"] == "5"
 
 

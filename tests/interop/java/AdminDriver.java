@@ -280,7 +280,8 @@ public class AdminDriver {
             NewTopic c = new NewTopic(prefix + "-c", 2, rf);
             NewTopic d = new NewTopic(prefix + "-d", 1, rf);
             NewTopic s = new NewTopic(prefix + "-s", 1, rf);
-            CreateTopicsResult r = admin.createTopics(List.of(a, b, c, d, s));
+            NewTopic ra = new NewTopic(prefix + "-r", 2, rf);
+            CreateTopicsResult r = admin.createTopics(List.of(a, b, c, d, s, ra));
             String out = each(r.values());
             StringBuilder more = new StringBuilder(out);
             for (String t : List.of(a.name(), b.name())) {
@@ -296,8 +297,8 @@ public class AdminDriver {
             }
             return more;
         });
-        for (String t : List.of("-a", "-b", "-c", "-d", "-s")) {
-            awaitTopic(prefix + t, t.equals("-a") ? 3 : t.equals("-c") ? 2 : 1);
+        for (String t : List.of("-a", "-b", "-c", "-d", "-s", "-r")) {
+            awaitTopic(prefix + t, t.equals("-a") ? 3 : t.equals("-c") || t.equals("-r") ? 2 : 1);
         }
         step("createTopics.errors", () -> each(admin.createTopics(List.of(
             new NewTopic(prefix + "-a", 1, rf),
@@ -686,35 +687,38 @@ public class AdminDriver {
     }
 
     private static void reassignments() throws Exception {
-        TopicPartition b0 = new TopicPartition(prefix + "-b", 0);
-        TopicPartition b1 = new TopicPartition(prefix + "-b", 1);
-        List<Integer> before = replicasOf(b0);
+        // P-r: two partitions of every broker (up to three); its first is reordered, which
+        // moves no data, so that its preferred leader is no longer the leader
+        TopicPartition r0 = new TopicPartition(prefix + "-r", 0);
+        TopicPartition r1 = new TopicPartition(prefix + "-r", 1);
+        List<Integer> before = replicasOf(r0);
         List<Integer> reversed = new ArrayList<>(before);
         java.util.Collections.reverse(reversed);
         step("alterPartitionReassignments.reorder", () -> admin.alterPartitionReassignments(Map.of(
-            b0, Optional.of(new NewPartitionReassignment(reversed)))).all().get());
-        step("alterPartitionReassignments.reordered", () -> until(() -> replicasOf(b0), r -> reversed.equals(r))
+            r0, Optional.of(new NewPartitionReassignment(reversed)))).all().get());
+        step("alterPartitionReassignments.reordered", () -> until(() -> replicasOf(r0), r -> reversed.equals(r))
             .equals(reversed));
         step("listPartitionReassignments", () -> admin.listPartitionReassignments().reassignments().get()
             .keySet().stream().filter(tp -> tp.topic().startsWith(prefix)).map(AdminDriver::n).sorted().toList());
-        List<Integer> one = List.of(before.get(0));
+        // one replica of r1's own: a change of replication factor unless there is one broker
+        List<Integer> one = List.of(replicasOf(r1).get(0));
         step("alterPartitionReassignments.noRfChange", () -> admin.alterPartitionReassignments(Map.of(
-            b1, Optional.of(new NewPartitionReassignment(one))),
+            r1, Optional.of(new NewPartitionReassignment(one))),
             new AlterPartitionReassignmentsOptions().allowReplicationFactorChange(false)).all().get());
         step("alterPartitionReassignments.errors", () -> each(admin.alterPartitionReassignments(Map.of(
-            b1, Optional.of(new NewPartitionReassignment(List.of(99))),
-            new TopicPartition(prefix + "-b", 2), Optional.empty(),
+            r1, Optional.of(new NewPartitionReassignment(List.of(99))),
+            new TopicPartition(prefix + "-b", 0), Optional.empty(),
             new TopicPartition(prefix + "-nope", 0), Optional.of(new NewPartitionReassignment(one)))).values()));
-        // the preferred leader of b0 is now its old last replica: an election moves it (with
-        // one broker there is nothing to move)
+        // r0's preferred leader is now its old last replica: an election moves leadership
+        // there (with one broker there is nothing to move)
         step("electLeaders.preferred", () -> electionErrors(admin.electLeaders(ElectionType.PREFERRED, Set.of(
-            b0, b1, new TopicPartition(prefix + "-nope", 0))).partitions().get()));
+            r0, r1, new TopicPartition(prefix + "-nope", 0))).partitions().get()));
         step("electLeaders.preferred.result", () -> until(() -> {
-            TopicPartitionInfo p = admin.describeTopics(List.of(prefix + "-b")).allTopicNames().get()
-                .get(prefix + "-b").partitions().get(0);
+            TopicPartitionInfo p = admin.describeTopics(List.of(r0.topic())).allTopicNames().get()
+                .get(r0.topic()).partitions().get(0);
             return p.leader().id() == p.replicas().get(0).id();
         }, ok -> Boolean.TRUE.equals(ok)));
-        step("electLeaders.unclean", () -> electionErrors(admin.electLeaders(ElectionType.UNCLEAN, Set.of(b1))
+        step("electLeaders.unclean", () -> electionErrors(admin.electLeaders(ElectionType.UNCLEAN, Set.of(r1))
             .partitions().get()));
     }
 
