@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaflite.cluster._inject import mark_error
+from kaflite.cluster.acl._context import authorized_operations
 from kaflite.cluster.acl._gate_base import (
     GROUP_DENIED,
     RT,
@@ -108,18 +109,6 @@ def delete_groups(ctx: Ctx) -> Gate | None:
     return Gate(after=[rewrite])
 
 
-GROUP_OPS = (Op.READ, Op.DELETE, Op.DESCRIBE)   # what describing a group reports
-
-
-def group_operations(ctx: Ctx, group_id: str) -> int:
-    """The ``authorized_operations`` bit field of a group (Kafka's ``authorizedOperations``)."""
-    bits = 0
-    for op in GROUP_OPS:
-        if ctx.allows(op, RT.GROUP, group_id):
-            bits |= 1 << int(op)
-    return bits
-
-
 def describe_group_rows(ctx: Ctx) -> Gate | None:
     """DescribeGroups and ConsumerGroupDescribe: DESCRIBE on each group, else
     GROUP_AUTHORIZATION_FAILED on its row; with ``include_authorized_operations``,
@@ -156,7 +145,8 @@ def describe_group_rows(ctx: Ctx) -> Gate | None:
             rows = list(response.groups)
         for row in rows:
             if with_ops and not row.error_code:
-                row.authorized_operations = group_operations(ctx, row.group_id)
+                row.authorized_operations = authorized_operations(
+                    ctx.broker, ctx.conn, RT.GROUP, row.group_id)
     denied.after.append(rewrite)
     return denied
 
