@@ -157,12 +157,36 @@ def fill_topic(bootstrap: str, records: int, size: int, partitions: int) -> None
 
 
 # -- CPU per thread, from /proc (Linux) ---------------------------------------------------------
+def _descendants() -> set[str]:
+    """The pids of this process's descendants (the broker, Spark's JVM, its Python
+    processes): other people's JVMs and brokers on a shared machine are not counted."""
+    children: dict[str, list[str]] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            text = Path(stat).read_text()
+        except OSError:
+            continue
+        children.setdefault(text[text.rindex(")") + 2:].split()[1], []).append(
+            stat.split("/")[2])
+    found: set[str] = set()
+    todo = [str(os.getpid())]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
 def _thread_cpu() -> dict[str, tuple[str, float]]:
     """CPU seconds of every thread of the processes of interest, keyed by /proc path."""
     hz = os.sysconf("SC_CLK_TCK")
     out: dict[str, tuple[str, float]] = {}
+    ours = _descendants()
     for task in glob.glob("/proc/[0-9]*/task/[0-9]*"):
         pid, tid = task.split("/")[2], task.split("/")[4]
+        if pid not in ours:
+            continue
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
             stat = Path(f"{task}/stat").read_text()
