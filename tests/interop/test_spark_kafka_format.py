@@ -11,7 +11,9 @@ are handed to Spark as local files in ``spark.jars``: the session resolves nothi
 time. Without Java, Maven or PySpark the tests skip, saying why (under CI=true they fail).
 
 One SparkSession for the module: the jars must be on the JVM's classpath from its start,
-so a session started earlier in the same process (without them) cannot be reused.
+so a session started earlier in the same process (without them) cannot be reused. The
+tests take the cluster first, so that the session stops before the brokers do (the
+connector's cached producer would otherwise retry the stopped brokers while it stops).
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def java_clients(cluster: KafliteCluster) -> dict[str, dict[str, int]]:
     return seen
 
 
-def test_batch_write_then_read(spark: Any, cluster: KafliteCluster) -> None:
+def test_batch_write_then_read(cluster: KafliteCluster, spark: Any) -> None:
     """``df.write.format("kafka")`` with keys, partitions and headers, then
     ``spark.read.format("kafka")``: the same records as kaflite's consumer reads."""
     servers = cluster.bootstrap_servers
@@ -179,7 +181,7 @@ def _checkpoint_offsets(checkpoint: Path, topic: str) -> dict[int, int]:
     return {int(p): o for p, o in source[topic].items()}
 
 
-def test_streaming_read_exactly_once_across_restart(spark: Any, cluster: KafliteCluster,
+def test_streaming_read_exactly_once_across_restart(cluster: KafliteCluster, spark: Any,
                                                     tmp_path: Path) -> None:
     """A stream of the ``kafka`` format into a parquet sink, stopped while part of its
     backlog is unread, restarted from its checkpoint after more records arrived: every
@@ -250,7 +252,7 @@ def _failed_tasks(spark: Any, job_group: str) -> int:
     return failed
 
 
-def test_streaming_write_to_kafka_sink(spark: Any, cluster: KafliteCluster,
+def test_streaming_write_to_kafka_sink(cluster: KafliteCluster, spark: Any,
                                        tmp_path: Path) -> None:
     """``writeStream.format("kafka")``: a topic copied to another by a stream, run twice
     from its checkpoint. Spark's Kafka sink is at least once (a retried task sends its
