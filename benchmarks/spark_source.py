@@ -427,8 +427,10 @@ def main() -> int:
         spark.stop()
 
     mb = args.records * args.size / 1e6
-    print(f"\n{args.records:,} records of {args.size} bytes, {args.partitions} partitions, "
-          f"local[2], best of {args.repeat} (confluent-kafka: of {args.confluent_repeat})")
+    read = [name for name in best if name in READS]
+    if read:
+        print(f"\n{args.records:,} records of {args.size} bytes, {args.partitions} partitions, "
+              f"local[2], best of {args.repeat} (confluent-kafka: of {args.confluent_repeat})")
 
     def per_round(slow: str, fast: str, what: str) -> None:
         """The ratio of two columns' times in each round (>1: ``slow`` took longer)."""
@@ -439,7 +441,6 @@ def main() -> int:
 
     per_round("kaflite", "memory", "kaflite time / memory time")
     per_round("kaflite", "kafka", "kaflite time / kafka time (kafka's rows/s / kaflite's)")
-    read = [name for name in best if name in READS]
     if read:
         print(f"{'source':18s}{'rows/s':>14s}{'MB/s':>10s}{'seconds':>10s}{'vs memory':>12s}")
     for name in read:
