@@ -45,13 +45,15 @@ test: $(STAMP) bytecode check-java lint
 # own, and the queue and txn verify rounds of confluent-kafka, kafka-python and aiokafka; about 3
 # minutes), then kaflite against Apache Kafka (tests/interop, 12 minutes on 2 shared
 # cores, franz-go's kgo suite against both included): Kafka's jars come from Maven Central
-# into ~/.cache/kaflite (tools/ensure_kafka.sh), franz-go's tests are built with Go
-# (tools/ensure_franz_go.sh). One worker there: one cluster at a time. Without Java or Maven
+# into ~/.cache/kaflite (tools/ensure_kafka.sh), and so do those of Spark's own Kafka
+# connector (tools/ensure_spark_kafka.sh, for tests/interop/test_spark_kafka_format.py);
+# franz-go's tests are built with Go (tools/ensure_franz_go.sh). One worker there: one cluster at a time. Without Java or Maven
 # the Kafka cases skip, saying why (under CI=true they fail).
 interop: $(STAMP) bytecode
 	@tools/ensure_kafkajs.sh
 	$(PY) -m pytest -n $(PEER_JOBS) --durations=10 --ignore=tests/interop -m peer $(PYTEST_ARGS)
 	@tools/ensure_kafka.sh >/dev/null || echo "note: Apache Kafka is not available; its tests will say why" >&2
+	@PYTHON=$(PY) tools/ensure_spark_kafka.sh >/dev/null || echo "note: Spark's Kafka connector is not available; its tests will say why" >&2
 	$(PY) -m pytest tests/interop --durations=15 $(PYTEST_ARGS)
 
 demo: $(STAMP) bytecode check-java

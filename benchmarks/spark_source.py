@@ -1,4 +1,4 @@
-"""Spark batch read throughput: the kaflite source beside two baselines, in one run.
+"""Spark batch throughput: the kaflite source beside baselines and Spark's own connector.
 
     python benchmarks/spark_source.py [--records 5000000] [--size 100] [--repeat 5] [--cpu]
 
@@ -12,17 +12,32 @@ every column is materialised, nothing is stored):
   ``pyarrow.RecordBatch`` es, prebuilt in each task: Spark's own cost of taking
   Arrow batches from a Python worker; the upper bound for any Python source;
 * **kaflite**: ``spark.read.format("kaflite")``;
+* **kafka**: ``spark.read.format("kafka")``, Spark's own connector (Java,
+  ``spark-sql-kafka-0-10`` and kafka-clients, from ``tools/ensure_spark_kafka.sh``
+  as local jars in ``spark.jars``);
 * **confluent-kafka**: a Python data source whose tasks read the same offset
   ranges with confluent-kafka's ``Consumer.consume`` (librdkafka) and build
   the same Arrow batches from the messages.
 
 The reads run in ``--repeat`` rounds after a warm-up round, each round reading
-once with the memory and the kaflite source in turn; the confluent-kafka
-source then runs its own ``--confluent-repeat`` rounds (its 18-second reads
-would otherwise disturb the reads that follow them). The table shows each
-source's best run in rows/s and MB/s (value bytes), and the ratios; the
-kaflite/memory ratio of every round is printed too. This is a benchmark, not
-a test: the numbers move with whatever else runs on the machine.
+once with the memory, the kaflite and the kafka source in turn; the
+confluent-kafka source then runs its own ``--confluent-repeat`` rounds (its
+18-second reads would otherwise disturb the reads that follow them). The table
+shows each source's best run in rows/s and MB/s (value bytes), and the ratios;
+the kaflite/memory and kafka/kaflite ratios of every round are printed too.
+
+Then the writes (``write-kaflite``, ``write-kafka``): one DataFrame of
+``--write-records`` rows (``spark.range`` with a ``--size``-byte value, no key,
+made in the JVM) written with ``df.write.format("kaflite")`` and with
+``format("kafka")``, each to a fresh topic of ``--partitions`` partitions, in
+``--write-repeat`` rounds after a warm-up round, in turn within a round. Each
+connector runs with its producer's defaults (kaflite: acks=all, idempotent,
+linger.ms 5, batch.size 1 MiB; Spark's, kafka-clients 3.9: acks=all,
+idempotent, linger.ms 0, batch.size 16 KiB). Every written topic is checked to
+hold the rows (not timed), then deleted.
+
+This is a benchmark, not a test: the numbers move with whatever else runs on
+the machine.
 """
 
 from __future__ import annotations
@@ -42,6 +57,9 @@ from pathlib import Path
 from typing import Any
 
 TOPIC = "spark-bench"
+READS = ("memory", "kaflite", "kafka", "confluent-kafka")
+WRITES = {"write-kaflite": "kaflite", "write-kafka": "kafka"}   # --only name: format
+ALL = [*READS, *WRITES]
 
 
 def free_port() -> int:
@@ -74,13 +92,50 @@ def kaflite_broker() -> Iterator[str]:
         shutil.rmtree(data, ignore_errors=True)
 
 
-def fill_topic(bootstrap: str, records: int, size: int, partitions: int) -> None:
-    from confluent_kafka import Producer
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     time.sleep(0.5)
+
+
+def topic_records(bootstrap: str, topic: str, partitions: int) -> int:
+    """The records in ``topic``: the sum of its partitions' high watermarks."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench"})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                   for p in range(partitions))
+    finally:
+        c.close()
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})   # (no info lines)
+    admin.delete_topics([topic])[topic].result(30)
+
+
+def spark_kafka_jars() -> str | None:
+    """Spark's own connector's jars for ``spark.jars`` (``tools/ensure_spark_kafka.sh``),
+    or None, saying why, when they cannot be had."""
+    script = Path(__file__).resolve().parents[1] / "tools" / "ensure_spark_kafka.sh"
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHON": sys.executable})
+    if proc.returncode != 0:
+        print(f"note: Spark's kafka connector is unavailable, its columns are left out: "
+              f"{proc.stderr.strip()[-500:]}", flush=True)
+        return None
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def fill_topic(bootstrap: str, records: int, size: int, partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    create_topic(bootstrap, TOPIC, partitions)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20,
                          "batch.size": int(os.environ.get("BENCH_BATCH_SIZE", "1000000")), "queue.buffering.max.kbytes": 524288,
                          "queue.buffering.max.messages": 1_000_000,
@@ -102,12 +157,36 @@ def fill_topic(bootstrap: str, records: int, size: int, partitions: int) -> None
 
 
 # -- CPU per thread, from /proc (Linux) ---------------------------------------------------------
+def _descendants() -> set[str]:
+    """The pids of this process's descendants (the broker, Spark's JVM, its Python
+    processes): other people's JVMs and brokers on a shared machine are not counted."""
+    children: dict[str, list[str]] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            text = Path(stat).read_text()
+        except OSError:
+            continue
+        children.setdefault(text[text.rindex(")") + 2:].split()[1], []).append(
+            stat.split("/")[2])
+    found: set[str] = set()
+    todo = [str(os.getpid())]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
 def _thread_cpu() -> dict[str, tuple[str, float]]:
     """CPU seconds of every thread of the processes of interest, keyed by /proc path."""
     hz = os.sysconf("SC_CLK_TCK")
     out: dict[str, tuple[str, float]] = {}
+    ours = _descendants()
     for task in glob.glob("/proc/[0-9]*/task/[0-9]*"):
         pid, tid = task.split("/")[2], task.split("/")[4]
+        if pid not in ours:
+            continue
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
             stat = Path(f"{task}/stat").read_text()
@@ -249,22 +328,37 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--confluent-repeat", type=int, default=2,
                     help="rounds of the confluent-kafka source, run after the others")
-    ap.add_argument("--only", nargs="*", default=["memory", "kaflite", "confluent-kafka"])
+    ap.add_argument("--write-records", type=int, default=None,
+                    help="rows per write (default: --records)")
+    ap.add_argument("--write-repeat", type=int, default=3)
+    ap.add_argument("--only", nargs="*", choices=ALL,
+                    default=["memory", "kaflite", "kafka", "confluent-kafka", "write-kaflite",
+                             "write-kafka"])
     ap.add_argument("--cpu", action="store_true",
                     help="also report CPU seconds per thread kind (Linux /proc), mean per read")
     args = ap.parse_args()
+    write_records = args.write_records or args.records
 
     from pyspark.sql import SparkSession
 
     import kaflite.spark
+    from kaflite.spark._session import LOOPBACK_DRIVER
 
+    jars = spark_kafka_jars() if {"kafka", "write-kafka"} & set(args.only) else None
+    if jars is None:
+        args.only = [n for n in args.only if n not in ("kafka", "write-kafka")]
     with kaflite_broker() as bootstrap:
-        fill_topic(bootstrap, args.records, args.size, args.partitions)
-        spark = (SparkSession.builder.master("local[2]").appName("kaflite-spark-bench")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.sql.shuffle.partitions", "2")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .getOrCreate())
+        if set(args.only) & set(READS):
+            fill_topic(bootstrap, args.records, args.size, args.partitions)
+        builder = (SparkSession.builder.master("local[2]").appName("kaflite-spark-bench")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.sql.shuffle.partitions", "2")
+                   .config("spark.ui.showConsoleProgress", "false"))
+        for key, value in LOOPBACK_DRIVER.items():
+            builder = builder.config(key, value)
+        if jars is not None:   # local files: nothing is resolved at run time
+            builder = builder.config("spark.jars", jars)
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         kaflite.spark.register(spark)
         memory, confluent = _sources(args.records, args.size, args.partitions)
@@ -275,13 +369,16 @@ def main() -> int:
             "kaflite": lambda: (spark.read.format("kaflite")
                                 .option("kafka.bootstrap.servers", bootstrap)
                                 .option("subscribe", TOPIC).load()),
+            "kafka": lambda: (spark.read.format("kafka")
+                              .option("kafka.bootstrap.servers", bootstrap)
+                              .option("subscribe", TOPIC).load()),
             "confluent-kafka": lambda: (spark.read.format("bench_confluent")
                                         .option("bootstrap", bootstrap).load()),
         }
-        if "kaflite" in args.only:   # every record, exactly once (not timed)
-            df = readers["kaflite"]()
-            n = df.count()
-            assert n == args.records, f"kaflite read {n:,} records, not {args.records:,}"
+        for name in ("kaflite", "kafka"):   # every record, exactly once (not timed)
+            if name in args.only:
+                n = readers[name]().count()
+                assert n == args.records, f"{name} read {n:,} records, not {args.records:,}"
         # Round-robin: every round reads with memory and kaflite in turn, so that a burst
         # of other work on the machine does not land on one source only. Round 0 warms up
         # the JVM and the Python workers and is not counted. The confluent-kafka source
@@ -290,39 +387,84 @@ def main() -> int:
         # by about 7% when it took part in the same rounds.
         times: dict[str, list[float]] = {name: [] for name in args.only}
         cpu: dict[str, list[dict[str, float]]] = {name: [] for name in args.only}
-        main_sources = [n for n in args.only if n != "confluent-kafka"]
+        main_sources = [n for n in args.only if n in READS and n != "confluent-kafka"]
         phases = [(main_sources, args.repeat)]
         if "confluent-kafka" in args.only:
             phases.append((["confluent-kafka"], args.confluent_repeat))
+        writes = [n for n in args.only if n in WRITES]
+        if writes:
+            phases.append((writes, args.write_repeat))
+        # The rows to write, made in the JVM: the same plan for both sinks.
+        to_write = spark.range(0, write_records, 1, args.partitions).selectExpr(
+            f"CAST(lpad(CAST(id AS STRING), {args.size}, 'x') AS BINARY) AS value")
         for names, repeat in phases:
             for i in range(repeat + 1):
                 for name in names:
+                    topic = f"{TOPIC}-{name}-{i}"
+                    if name in WRITES:
+                        create_topic(bootstrap, topic, args.partitions)
                     before = _thread_cpu() if args.cpu else {}
                     t = time.perf_counter()
-                    readers[name]().write.format("noop").mode("overwrite").save()
+                    if name in WRITES:
+                        (to_write.write.format(WRITES[name])
+                         .option("kafka.bootstrap.servers", bootstrap)
+                         .option("topic", topic).mode("append").save())
+                    else:
+                        readers[name]().write.format("noop").mode("overwrite").save()
                     dt = time.perf_counter() - t
+                    rows = write_records if name in WRITES else args.records
+                    if name in WRITES:   # every row written (not timed)
+                        n = topic_records(bootstrap, topic, args.partitions)
+                        assert n == rows, f"{name} wrote {n:,} records, not {rows:,}"
+                        delete_topic(bootstrap, topic)
                     if i:
                         times[name].append(dt)
                         if args.cpu:
                             cpu[name].append(_cpu_delta(before, _thread_cpu()))
-                    print(f"  round {i} {name:16s} {args.records / dt:12,.0f} rows/s"
+                    print(f"  round {i} {name:16s} {rows / dt:12,.0f} rows/s"
                           + ("  (warm-up)" if not i else ""), flush=True)
         best = {name: min(ts) for name, ts in times.items()}
         spark.stop()
 
     mb = args.records * args.size / 1e6
-    print(f"\n{args.records:,} records of {args.size} bytes, {args.partitions} partitions, "
-          f"local[2], best of {args.repeat} (confluent-kafka: of {args.confluent_repeat})")
-    if "memory" in times and "kaflite" in times:
-        per_round = sorted(k / m for k, m in zip(times["kaflite"], times["memory"],
-                                                 strict=True))
-        print("kaflite / memory per round: " + ", ".join(f"{r:.2f}x" for r in per_round)
-              + f" (median {per_round[len(per_round) // 2]:.2f}x)")
-    print(f"{'source':18s}{'rows/s':>14s}{'MB/s':>10s}{'seconds':>10s}{'vs memory':>12s}")
-    for name, dt in best.items():
-        ratio = best[name] / best["memory"] if "memory" in best else float("nan")
-        print(f"{name:18s}{args.records / dt:14,.0f}{mb / dt:10.1f}{dt:10.2f}"
-              f"{ratio:11.2f}x")
+    read = [name for name in best if name in READS]
+    if read:
+        print(f"\n{args.records:,} records of {args.size} bytes, {args.partitions} partitions, "
+              f"local[2], best of {args.repeat} (confluent-kafka: of {args.confluent_repeat})")
+
+    def per_round(slow: str, fast: str, what: str) -> None:
+        """The ratio of two columns' times in each round (>1: ``slow`` took longer)."""
+        if slow in times and fast in times:
+            ratios = sorted(a / b for a, b in zip(times[slow], times[fast], strict=True))
+            print(f"{what} per round: " + ", ".join(f"{r:.2f}x" for r in ratios)
+                  + f" (median {ratios[len(ratios) // 2]:.2f}x)")
+
+    per_round("kaflite", "memory", "kaflite time / memory time")
+    per_round("kaflite", "kafka", "kaflite time / kafka time (kafka's rows/s / kaflite's)")
+    if read:
+        print(f"{'source':18s}{'rows/s':>14s}{'MB/s':>10s}{'seconds':>10s}{'vs memory':>12s}")
+    for name in read:
+        dt = best[name]
+        ratio = f"{best[name] / best['memory']:.2f}x" if "memory" in best else "-"
+        print(f"{name:18s}{args.records / dt:14,.0f}{mb / dt:10.1f}{dt:10.2f}{ratio:>12s}")
+    if "kaflite" in best and "kafka" in best:
+        print(f"reads: Spark's kafka format is {best['kaflite'] / best['kafka']:.2f}x the speed "
+              "of the kaflite format (best against best)")
+    written = [name for name in best if name in WRITES]
+    if written:
+        wmb = write_records * args.size / 1e6
+        print(f"\nwrites: {write_records:,} rows of {args.size} bytes to a fresh topic of "
+              f"{args.partitions} partitions, best of {args.write_repeat}")
+        per_round("write-kaflite", "write-kafka",
+                  "kaflite time / kafka time (kafka's rows/s / kaflite's)")
+        print(f"{'sink':18s}{'rows/s':>14s}{'MB/s':>10s}{'seconds':>10s}")
+        for name in written:
+            dt = best[name]
+            print(f"{name:18s}{write_records / dt:14,.0f}{wmb / dt:10.1f}{dt:10.2f}")
+        if "write-kaflite" in best and "write-kafka" in best:
+            print(f"writes: Spark's kafka format is "
+                  f"{best['write-kaflite'] / best['write-kafka']:.2f}x the speed of the "
+                  "kaflite format (best against best)")
     if args.cpu:
         print("CPU seconds per read (mean over the rounds):")
         for name, rounds in cpu.items():

@@ -112,6 +112,9 @@ _p("socket.connection.setup.timeout.max.ms", "int", 30_000, minimum=0)
 _p("max.in.flight.requests.per.connection", "int", 5, minimum=1)
 _p("metadata.recovery.strategy", "str", "rebootstrap", choices=("none", "rebootstrap"))
 _p("metadata.recovery.rebootstrap.trigger.ms", "int", 300_000, minimum=0)
+# KIP-1242: say which cluster and node a connection means in ApiVersions v5, so that a
+# broker of another cluster behind the same address answers REBOOTSTRAP_REQUIRED
+_p("metadata.cluster.check.enable", "bool", True)
 # SO_SNDBUF / SO_RCVBUF. Java's defaults are 131072 and 65536; kaflite's are -1 (the OS
 # default, as librdkafka's), because a fixed 64 KiB receive buffer turns off Linux's
 # autotuning and cost a Python reader 40% more CPU per byte fetched (docs/benchmarks.md).

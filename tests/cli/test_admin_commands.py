@@ -124,6 +124,27 @@ def test_configs_describe_brokers_and_option_shapes(cluster: Cluster) -> None:
     assert parse_add_config("a=1, b=[x,y],c=") == {"a": "1", "b": "x,y", "c": ""}
 
 
+def test_configs_of_the_brokers_default_as_kafka_configs_prints_them(cluster: Cluster) -> None:
+    """Lines as Kafka 4.4's kafka-configs prints them (its tool, run against kaflite)."""
+    b = cluster.bootstrap_servers
+    entity = ("--entity-type", "brokers", "--entity-default", "-b", b)
+    assert cli("configs", "alter", *entity, "--add-config", "log.retention.ms=3600000"
+               ).stdout == "Completed updating default config for brokers in the cluster.\n"
+    assert cli("configs", "describe", *entity).stdout == (
+        "Default configs for brokers in the cluster are:\n"
+        "  log.retention.ms=3600000 sensitive=false "
+        "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}\n")
+    # a broker lists its own dynamic configs only; --all shows the default's in force
+    assert cli("configs", "describe", "--broker", "0", "-b", b).stdout == \
+        "Dynamic configs for broker 0 are:\n"
+    assert "  log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG" \
+        in cli("configs", "describe", "--broker", "0", "--all", "-b", b).stdout
+    assert cli("configs", "alter", *entity, "--delete-config", "log.retention.ms").exit_code == 0
+    assert cli("configs", "describe", *entity).stdout == \
+        "Default configs for brokers in the cluster are:\n"
+    assert runner.invoke(app, ["configs", "describe", "--entity-default", "-b", b]).exit_code == 2
+
+
 def test_configs_of_a_group(cluster: Cluster) -> None:
     b = cluster.bootstrap_servers
     assert cli("configs", "describe", "--group", "cg", "-b", b).stdout == \

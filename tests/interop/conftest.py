@@ -45,11 +45,13 @@ def unavailable(what: str, reason: str) -> NoReturn:
     pytest.skip(f"{what} is unavailable: {reason}")
 
 
-def ensured_path(script: Path, what: str, timeout: float) -> Path:
-    """Run a ``tools/ensure_*.sh`` script; the path its last line prints."""
+def ensured_path(script: Path, what: str, timeout: float,
+                 env: dict[str, str] | None = None) -> Path:
+    """Run a ``tools/ensure_*.sh`` script (``env`` added to this process's); the path
+    its last line prints."""
     try:
         proc = subprocess.run(["bash", str(script)], capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, env={**os.environ, **(env or {})})
     except subprocess.TimeoutExpired:
         unavailable(what, f"tools/{script.name} did not finish in {timeout:g} s")
     if proc.returncode != 0:

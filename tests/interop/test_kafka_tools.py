@@ -9,8 +9,8 @@ read by Kafka's reader, CRCs checked).
 Each tool is its main class run from the fetched jars (``_kafka_tools``). One cluster
 for the module, with an authorizer whose super user is the PLAINTEXT principal
 (``User:ANONYMOUS``), so kafka-acls has something to talk to while every other tool
-is allowed everything. Where kaflite lacks what a tool needs, that test is a strict
-xfail on kaflite naming what is missing (the tool's error says so) and passes on Kafka.
+is allowed everything. Every test passes on both targets; the last gap (dynamic broker
+configs, ``kafka-configs --entity-type brokers --alter``) was closed in issue 38.
 """
 
 from __future__ import annotations
@@ -29,11 +29,10 @@ import pytest
 from kaflite.client import AcknowledgeType, Admin, ConfigResource, Producer, ShareConsumer
 from kaflite.protocol.hashing import coordinator_partition, murmur2_partition
 from kaflite.security.acl import AclBindingFilter, ResourceType
-from kaflite.testing import ApacheKafka, ClusterUnderTest, KafliteCluster
+from kaflite.testing import ApacheKafka, ClusterUnderTest
 from tests.interop._clients import create_topic, replicas, run, uid
 from tests.interop._kafka_tools import (
     Batch,
-    Lacking,
     Ran,
     ToolRunner,
     dump_batches,
@@ -66,16 +65,6 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
 def tools(cluster: ClusterUnderTest, kafka_libs: Path,
           tmp_path_factory: pytest.TempPathFactory) -> ToolRunner:
     return ToolRunner(kafka_libs, tmp_path_factory.mktemp("tool-logs"), cluster.bootstrap_servers)
-
-
-def kaflite_lacks(request: pytest.FixtureRequest, cluster: ClusterUnderTest, what: str,
-                  evidence: str) -> str:
-    """A strict xfail on kaflite only, met only by a tool failing with ``evidence`` in
-    its output (``Ran.ok(unless=...)``): any other failure fails the test. Apache Kafka
-    runs the same test and must pass."""
-    if isinstance(cluster, KafliteCluster):
-        request.applymarker(pytest.mark.xfail(strict=True, raises=Lacking, reason=what))
-    return evidence
 
 
 def rows(text: str, first: str) -> list[list[str]]:
@@ -233,16 +222,12 @@ def test_configs_of_a_broker_described(cluster: ClusterUnderTest, tools: ToolRun
     assert re.search(r"^\s+message\.max\.bytes=1048588 sensitive=false", out, re.M), out
 
 
-def test_configs_of_a_broker_altered(request: pytest.FixtureRequest, cluster: ClusterUnderTest,
-                                     tools: ToolRunner) -> None:
-    lacks = kaflite_lacks(request, cluster, "kaflite has no dynamic broker configs: "
-                          "IncrementalAlterConfigs on a BROKER resource answers INVALID_REQUEST",
-                          "InvalidRequestException: dynamic broker configs are not supported")
+def test_configs_of_a_broker_altered(cluster: ClusterUnderTest, tools: ToolRunner) -> None:
     node = str(cluster.node_ids[0])
     entity = ("--entity-type", "brokers", "--entity-name", node)
     altered = tools.admin("kafka-configs", *entity, "--alter",
                           "--add-config", "log.cleaner.io.max.bytes.per.second=10485760.0")
-    assert f"Completed updating config for broker {node}." in altered.ok(lacks)
+    assert f"Completed updating config for broker {node}." in altered.ok()
     out = tools.admin("kafka-configs", *entity, "--describe").ok()
     # Kafka prints the value as a Java double (1.048576E7), the synonym as given
     assert re.search(r"^\s+log\.cleaner\.io\.max\.bytes\.per\.second=\S+ sensitive=false "

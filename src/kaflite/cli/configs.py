@@ -6,6 +6,8 @@
         --add-config consumer.session.timeout.ms=50000   (Kafka 4's group configs; --group g)
     kaflite configs alter --entity-type topics --entity-name t \\
         --add-config retention.ms=60000,cleanup.policy=[compact,delete] --delete-config k
+    kaflite configs alter --entity-type brokers --entity-default \\
+        --add-config log.retention.ms=3600000    (every broker; --entity-name 0: one broker)
 
 ``describe`` prints kafka-configs' layout::
 
@@ -56,11 +58,21 @@ BrokerOpt = Annotated[str | None, typer.Option(
     "--broker", help="same as --entity-type brokers --entity-name BROKER")]
 GroupOpt = Annotated[str | None, typer.Option(
     "--group", help="same as --entity-type groups --entity-name GROUP")]
+DefaultOpt = Annotated[bool, typer.Option(
+    "--entity-default", help="the brokers' cluster-wide default (with --entity-type brokers)")]
+DEFAULT_SOURCE = "DYNAMIC_DEFAULT_BROKER_CONFIG"
 
 
 def entity(entity_type: str | None, entity_name: str | None, topic: str | None,
-           broker: str | None, group: str | None = None) -> tuple[str, str | None]:
-    """(entity type, name or None for all) from Kafka's options or its shortcuts."""
+           broker: str | None, group: str | None = None, default: bool = False
+           ) -> tuple[str, str | None]:
+    """(entity type, name or None for all; "" for the brokers' default) from Kafka's
+    options or its shortcuts."""
+    if default:
+        if entity_type != "brokers" or entity_name is not None:
+            raise typer.BadParameter("--entity-default goes with --entity-type brokers alone",
+                                     param_hint="--entity-default")
+        return "brokers", ""
     given: list[tuple[str, str | None]] = [
         (t, n) for t, n in (("topics", topic), ("brokers", broker), ("groups", group))
         if n is not None]
@@ -115,12 +127,15 @@ def describe_lines(results: list[dict[str, object]], all_configs: bool) -> list[
     lines = []
     for r in results:
         singular = str(r["entity_type"])[:-1]
-        if not r["exists"]:
+        if r["entity_name"] == "":          # the brokers' cluster-wide default
+            lines.append("Default configs for brokers in the cluster are:")
+        elif not r["exists"]:
             lines.append(f"The {singular} '{r['entity_name']}' doesn't exist and doesn't "
                          "have dynamic config.")
             continue
-        lines.append(f"{'All' if all_configs else 'Dynamic'} configs for {singular} "
-                     f"{r['entity_name']} are:")
+        else:
+            lines.append(f"{'All' if all_configs else 'Dynamic'} configs for {singular} "
+                         f"{r['entity_name']} are:")
         configs = r["configs"]
         assert isinstance(configs, list)
         for c in configs:
@@ -143,7 +158,7 @@ async def _names(admin: Admin, kind: str) -> list[str]:
 @app.command("describe")
 def describe(entity_type: EntityType = None, entity_name: EntityName = None,
              topic: TopicOpt = None, broker: BrokerOpt = None, group: GroupOpt = None,
-             bootstrap: Bootstrap = FIND,
+             default: DefaultOpt = False, bootstrap: Bootstrap = FIND,
              all_configs: Annotated[bool, typer.Option(
                  "--all", help="every config, not only those set on the entity")] = False,
              as_json: JsonOption = False, props: ClientProps = None,
@@ -152,10 +167,12 @@ def describe(entity_type: EntityType = None, entity_name: EntityName = None,
     source and synonyms."""
     from kaflite.client.admin import ConfigResource
 
-    kind, name = entity(entity_type, entity_name, topic, broker, group)
+    kind, name = entity(entity_type, entity_name, topic, broker, group, default)
 
     async def go(admin: Admin) -> list[dict[str, object]]:
-        known = await _names(admin, kind) if kind != "groups" or name is None else [name]
+        # a group, or the brokers' default, has configs whether or not it is listed
+        listed = name is None or (kind != "groups" and name != "")
+        known = await _names(admin, kind) if listed else [name or ""]
         names = [name] if name is not None else sorted(known)
         out: list[dict[str, object]] = []
         for n in names:
@@ -165,7 +182,8 @@ def describe(entity_type: EntityType = None, entity_name: EntityName = None,
                 continue
             res = ConfigResource(TYPES[kind], n)
             entries = (await admin.describe_config_entries([res], include_synonyms=True))[res]
-            shown = sorted((e for e in entries if all_configs or e.source == DYNAMIC[kind]),
+            wanted = DEFAULT_SOURCE if n == "" else DYNAMIC[kind]
+            shown = sorted((e for e in entries if all_configs or e.source == wanted),
                            key=lambda e: e.name)
             out.append({"entity_type": kind, "entity_name": n, "exists": True,
                         "configs": [entry_row(e) for e in shown]})
@@ -181,7 +199,7 @@ def describe(entity_type: EntityType = None, entity_name: EntityName = None,
 @app.command("alter")
 def alter(entity_type: EntityType = None, entity_name: EntityName = None,
           topic: TopicOpt = None, broker: BrokerOpt = None, group: GroupOpt = None,
-          bootstrap: Bootstrap = FIND,
+          default: DefaultOpt = False, bootstrap: Bootstrap = FIND,
           add_config: Annotated[str | None, typer.Option(
               "--add-config", help="k=v,k2=[a,b]: configs to set")] = None,
           delete_config: Annotated[str | None, typer.Option(
@@ -192,7 +210,7 @@ def alter(entity_type: EntityType = None, entity_name: EntityName = None,
     from kaflite.client.admin import ConfigResource
     from kaflite.protocol import errors
 
-    kind, name = entity(entity_type, entity_name, topic, broker, group)
+    kind, name = entity(entity_type, entity_name, topic, broker, group, default)
     if name is None:
         raise typer.BadParameter("alter needs one entity: --entity-name", param_hint="--entity-name")
     to_set = parse_add_config(add_config)
@@ -204,7 +222,8 @@ def alter(entity_type: EntityType = None, entity_name: EntityName = None,
 
     async def go(admin: Admin) -> None:
         current = (await admin.describe_config_entries([res]))[res]
-        dynamic = {e.name for e in current if e.source == DYNAMIC[kind]}
+        wanted = DEFAULT_SOURCE if name == "" else DYNAMIC[kind]
+        dynamic = {e.name for e in current if e.source == wanted}
         invalid = [k for k in to_delete if k not in dynamic]
         if invalid:
             raise errors.InvalidConfigError(f"Invalid config(s): {','.join(invalid)}")
@@ -217,4 +236,5 @@ def alter(entity_type: EntityType = None, entity_name: EntityName = None,
         emit_json({"entity_type": kind, "entity_name": name, "set": to_set,
                    "deleted": to_delete})
     else:
-        typer.echo(f"Completed updating config for {kind[:-1]} {name}.")
+        typer.echo("Completed updating default config for brokers in the cluster." if name == ""
+                   else f"Completed updating config for {kind[:-1]} {name}.")

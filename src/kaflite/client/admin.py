@@ -351,7 +351,7 @@ class Admin(AclAdmin, GroupAdmin, BaseClient):
             req = DescribeConfigsRequest(resources=[dcq.DescribeConfigsResource(
                 resource_type=res.type, resource_name=res.name, configuration_keys=None)],
                 include_synonyms=include_synonyms)
-            node = int(res.name) if res.type == BROKER else None
+            node = int(res.name) if res.type == BROKER and res.name else None
             resp = await (self._request(node, req) if node is not None
                           else self._request_any(req))
             for r in resp.results:
@@ -375,7 +375,7 @@ class Admin(AclAdmin, GroupAdmin, BaseClient):
                 configs=[iacq.AlterableConfig(name=k, config_operation=SET if v is not None
                                               else DELETE, value=v)
                          for k, v in configs.items()])])
-            node = int(res.name) if res.type == BROKER else None
+            node = int(res.name) if res.type == BROKER and res.name else None
             resp = await (self._request(node, req) if node is not None
                           else self._request_any(req))
             for r in resp.responses:

@@ -113,6 +113,7 @@ class Metadata:
         self._closed = False
         # called after every refresh and every applied leader hint
         self.listeners: list[Callable[[], None]] = []
+        pool.on_rebootstrap_required = self.rebootstrap
 
     # -- queries ----------------------------------------------------------------------
     def partitions(self, topic: str) -> list[PartitionMetadata] | None:
@@ -348,7 +349,7 @@ class Metadata:
             # (Java's client logs the new "Cluster ID" so)
             self.events.emit("metadata", f"cluster id {self.cluster_id}→{resp.cluster_id}",
                              cause="another cluster answers")
-        self.cluster_id = resp.cluster_id
+        self.cluster_id = self.pool.cluster_id = resp.cluster_id
         self.controller_id = resp.controller_id
         moved: list[str] = []
         seen: set[str] = set()

@@ -48,7 +48,10 @@ from kaflite.client.events import EventLog
 from kaflite.client.recovery import backoff_delay
 from kaflite.config import ClientConfig
 from kaflite.net.connection import AuthenticationError, BrokerConnection, ConnectionClosed
-from kaflite.protocol import REGISTRY
+from kaflite.protocol import REGISTRY, errors
+from kaflite.protocol.messages import ApiVersionsRequest
+
+API_VERSIONS_KEY = ApiVersionsRequest.API_KEY
 
 __all__ = [
     "COORDINATOR",
@@ -124,8 +127,25 @@ class ConnectionPool:
         self.bootstrap_servers = [_split(s) for s in config.strings("bootstrap.servers")]
         self.security = Security(config)
         self.auth_error: AuthenticationError | None = None
+        # the cluster the brokers' connections must belong to (KIP-1242: ApiVersions v5
+        # names it and the node; the metadata sets it), and what a broker's
+        # REBOOTSTRAP_REQUIRED answer calls
+        self.cluster_id: str | None = None
+        self.on_rebootstrap_required: Callable[[str], None] | None = None
+        # the newest ApiVersions version the cluster's brokers said they serve
+        self.api_versions_max = 0
 
     # -- connection factory -------------------------------------------------------
+    def _expect(self, node_id: int | None) -> tuple[str, int] | None:
+        """What ApiVersions v5 names for a connection to ``node_id`` (Java's NetworkClient:
+        a known node of a known cluster, with the check on and re-bootstrap allowed)."""
+        c = self.config
+        if node_id is None or node_id < 0 or self.cluster_id is None \
+                or self.api_versions_max < 5 or not c.bool("metadata.cluster.check.enable") \
+                or c["metadata.recovery.strategy"] == "none":
+            return None
+        return self.cluster_id, node_id
+
     def _new(self, host: str, port: int, node_id: int | None,
              failures: int = 0) -> BrokerConnection:
         c = self.config
@@ -142,6 +162,7 @@ class ConnectionPool:
             ssl_context=self.security.ssl_context,
             sasl=self.security.sasl_factory(),
             emit=self.events.emit,
+            expect=self._expect(node_id),
         )
 
     def _auth_failed(self, conn: BrokerConnection, exc: AuthenticationError) -> None:
@@ -186,6 +207,7 @@ class ConnectionPool:
                 errors.append(f"{host}:{port}: {exc}")
                 continue
             self._bootstrap = conn
+            self.api_versions_max = conn.api_versions.get(API_VERSIONS_KEY, (0, 0))[1]
             self.events.emit("bootstrap", f"connected to bootstrap server {host}:{port}")
             return conn
         raise NoBrokerAvailable("no bootstrap server answered: " + "; ".join(errors))
@@ -285,6 +307,15 @@ class ConnectionPool:
         except AuthenticationError as exc:
             self._auth_failed(conn, exc)
             raise
+        except errors.RebootstrapRequiredError:
+            # another cluster's broker at this address (KIP-1242): discover again; the
+            # callers retry as after any failed connect, once the metadata is new
+            conn.close()
+            why = (f"broker {node_id} at {addr.host}:{addr.port} is not of cluster "
+                   f"{self.cluster_id} (REBOOTSTRAP_REQUIRED)")
+            if self.on_rebootstrap_required is not None:
+                self.on_rebootstrap_required(why)
+            raise ConnectionClosed(why) from None
         except BaseException as exc:
             backoff.failures += 1
             delay = self._backoff_delay(backoff.failures)

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kaflite.cluster import dynamic_configs
 from kaflite.cluster.acl import Authorizer
 from kaflite.cluster.configs import BrokerConfig, effective_topic_configs
 from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, TopicState
@@ -127,7 +128,7 @@ class Broker:
         self.share: SharePartitionManager | None = None
         self.share_coordinator: ShareCoordinator | None = None     # __share_group_state
         self.fetch_sessions = FetchSessionCache()      # KIP-227, for this broker's clients
-        self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
+        self._log_configs: dict[tuple[object, ...], LogConfig] = {}
         self.closed_connections: deque[ConnectionRecord] = deque(maxlen=CLOSED_KEPT)
         self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
@@ -367,16 +368,21 @@ class Broker:
         for fetcher in self.fetchers.values():
             fetcher.remove(p)
 
+    def dynamic_config(self, name: str) -> tuple[str, str] | None:
+        """Broker config ``name``'s dynamic value and source for this broker, if set."""
+        return dynamic_configs.lookup(self.controller.broker_configs, self.node_id, name)
+
     def topic_log_config(self, topic: TopicState) -> LogConfig:
         # Built once per distinct set of topic overrides (the broker's own configs do not
         # change while it runs): a leader election at 5,000 partitions parsed it 3,300
         # times on the event loop, and at 20,000 merging it with the broker's defaults
         # alone was 1.6 s of a broker kill (issue 36).
-        key = tuple(topic.configs.items())
+        key = (self.controller.broker_config_changes, *topic.configs.items())
         config = self._log_configs.get(key)
         if config is None:
             values = {k: v for k, (v, _) in
-                      effective_topic_configs(topic.configs, self.config).items()
+                      effective_topic_configs(topic.configs, self.config,
+                                              self.dynamic_config).items()
                       if v is not None}
             if len(self._log_configs) >= LOG_CONFIG_CACHE:
                 self._log_configs.clear()

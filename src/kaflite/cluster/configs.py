@@ -2,8 +2,10 @@
 
 Topic configs fall back to the broker's ``log.*`` equivalents (Kafka's
 "synonyms"), then to Kafka's defaults. DescribeConfigs reports each value with
-its source: DYNAMIC_TOPIC_CONFIG (set on the topic), STATIC_BROKER_CONFIG (set
-on the broker at start) or DEFAULT_CONFIG.
+its source: DYNAMIC_TOPIC_CONFIG (set on the topic), DYNAMIC_BROKER_CONFIG or
+DYNAMIC_DEFAULT_BROKER_CONFIG (the synonym set while the cluster runs,
+``kaflite.cluster.dynamic_configs``), STATIC_BROKER_CONFIG (set on the broker at
+start) or DEFAULT_CONFIG.
 """
 
 from __future__ import annotations
@@ -17,12 +19,20 @@ from kaflite.config import ConfigError
 
 __all__ = [
     "BROKER_DEFAULTS",
+    "SOURCE_CODES",
     "TOPIC_CONFIGS",
     "BrokerConfig",
     "ConfigDef",
     "effective_topic_configs",
     "validate_topic_configs",
 ]
+
+
+# Kafka's ConfigSource codes (DescribeConfigs, CreateTopics)
+SOURCE_CODES = {"UNKNOWN": 0, "DYNAMIC_TOPIC_CONFIG": 1, "DYNAMIC_BROKER_CONFIG": 2,
+                "DYNAMIC_DEFAULT_BROKER_CONFIG": 3, "STATIC_BROKER_CONFIG": 4,
+                "DEFAULT_CONFIG": 5, "DYNAMIC_BROKER_LOGGER_CONFIG": 6,
+                "CLIENT_METRICS_CONFIG": 7, "DYNAMIC_GROUP_CONFIG": 8}
 
 
 @dataclass(frozen=True)
@@ -199,13 +209,19 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
 
 
 def effective_topic_configs(
-    topic_configs: Mapping[str, str], broker: BrokerConfig
+    topic_configs: Mapping[str, str], broker: BrokerConfig,
+    dynamic: Callable[[str], tuple[str, str] | None] | None = None,
 ) -> dict[str, tuple[str | None, str]]:
-    """Every topic config: ``name -> (value, source)`` in DescribeConfigs terms."""
+    """Every topic config: ``name -> (value, source)`` in DescribeConfigs terms.
+    ``dynamic`` gives a broker config's dynamic value and source, if it has one
+    (``kaflite.cluster.dynamic_configs.lookup``)."""
     out: dict[str, tuple[str | None, str]] = {}
     for name, definition in TOPIC_CONFIGS.items():
         if name in topic_configs:
             out[name] = (topic_configs[name], "DYNAMIC_TOPIC_CONFIG")
+        elif dynamic is not None and definition.broker_synonym is not None and \
+                (found := dynamic(definition.broker_synonym)) is not None:
+            out[name] = found
         elif (synonym := definition.broker_synonym) in broker.props and \
                 broker.props[synonym] != BROKER_DEFAULTS.get(synonym):
             # Set on the broker at start (a default would not be in props or would match).

@@ -49,6 +49,7 @@ from pathlib import Path
 
 from kaflite.cluster import features, metalog
 from kaflite.cluster.acl import AclStore
+from kaflite.cluster.dynamic_configs import BrokerConfigStore
 from kaflite.cluster.leadership import Leadership, Listener
 from kaflite.cluster.metadata_state import AclIds, BrokerInfo, PartitionState, TopicState
 from kaflite.cluster.quotas.entities import Entity, QuotaStore
@@ -81,7 +82,6 @@ class Controller(Leadership):
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicState] = {}
         self.topics_by_id: dict[uuid.UUID, TopicState] = {}
-        self.broker_configs: dict[str, str] = {}
         self.listeners: dict[int, Listener] = {}
         # topic names a CreateTopics is creating (between its validation and its commit)
         self.creating: set[str] = set()
@@ -99,6 +99,10 @@ class Controller(Leadership):
         self.acl_ids = AclIds()
         # group configs (ConfigResource GROUP, kaflite.cluster.group_configs): group -> configs
         self.group_configs: dict[str, dict[str, str]] = {}
+        # dynamic broker configs (kaflite.cluster.dynamic_configs): "" (every broker) or a
+        # broker id -> configs; ``broker_config_changes`` counts the changes (caches key on it)
+        self.broker_configs: BrokerConfigStore = {}
+        self.broker_config_changes = 0
         # Called after every persisted change: a multi-process cluster sends the
         # change to its broker processes (kaflite.cluster.controller_server).
         self.on_change: Callable[[], None] | None = None
@@ -415,6 +419,22 @@ class Controller(Leadership):
         self.save()
         for p in topic.partitions:
             self._notify(topic, p)
+
+    def set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of broker ``name`` ("": every broker's default;
+        already validated), then tell each broker about every partition, whose log
+        configs may follow them."""
+        self._record(*metalog.config_changes(metalog.CONFIG_BROKER, name,
+                                             self.broker_configs.get(name, {}), configs))
+        if configs:
+            self.broker_configs[name] = dict(configs)
+        else:
+            self.broker_configs.pop(name, None)
+        self.broker_config_changes += 1
+        self.save()
+        for topic in list(self.topics.values()):
+            for p in topic.partitions:
+                self._notify(topic, p)
 
     def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
         """Replace a group's dynamic configs (already validated); none left removes it."""

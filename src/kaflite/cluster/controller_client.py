@@ -273,6 +273,9 @@ class RemoteController(Controller):
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self._call("set_topic_configs", {"name": name, "configs": dict(configs)})
 
+    def set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._call("set_broker_configs", {"name": name, "configs": dict(configs)})
+
     def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
         self._call("set_group_configs", {"group": group, "configs": dict(configs)})
 

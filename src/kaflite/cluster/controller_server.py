@@ -351,6 +351,9 @@ class ControllerServer:
         if method == "set_feature":
             c.set_feature(str(a["name"]), int(a["level"]))
             return None
+        if method == "set_broker_configs":
+            c.set_broker_configs(str(a["name"]), dict(a["configs"]))
+            return None
         if method == "set_group_configs":
             c.set_group_configs(str(a["group"]), dict(a["configs"]))
             return None

@@ -98,7 +98,8 @@ def image(controller: Controller) -> dict[str, Json]:
     """Every metadata record of ``controller``, by key."""
     keys = ["cluster", *(f"broker/{n}" for n in controller.brokers),
             *(f"topic/{name}" for name in controller.topics), "scram", "acls", "quotas",
-            *(f"group/{g}" for g in controller.group_configs)]
+            *(f"group/{g}" for g in controller.group_configs),
+            *(f"brokerconfig/{n}" for n in controller.broker_configs)]
     return {key: value for key in keys if (value := entry(controller, key)) is not None}
 
 
@@ -128,6 +129,9 @@ def entry(controller: Controller, key: str) -> Json | None:
         return {"entries": controller.client_quotas.to_json()}
     if kind == "group":
         configs = controller.group_configs.get(name)
+        return None if configs is None else {"configs": dict(configs)}
+    if kind == "brokerconfig":
+        configs = controller.broker_configs.get(name)
         return None if configs is None else {"configs": dict(configs)}
     raise ValueError(f"no metadata image record {key!r}")
 
@@ -176,6 +180,12 @@ def apply(replica: Controller, delta: dict[str, Json | None]) -> None:
                 replica.group_configs.pop(name, None)
             else:
                 replica.group_configs[name] = dict(value["configs"])
+        elif kind == "brokerconfig":
+            if value is None:
+                replica.broker_configs.pop(name, None)
+            else:
+                replica.broker_configs[name] = dict(value["configs"])
+            replica.broker_config_changes += 1
         elif kind == "scram" and value is not None:
             replica.scram = {user: {m: ScramCredential.from_kafka(m, text)
                                     for m, text in creds.items()}

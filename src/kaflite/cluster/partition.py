@@ -248,10 +248,16 @@ class Partition:
 
     async def wait_replicated(self, end_offset: int, timeout: float, min_isr: int) -> None:
         """acks=all: wait until the high watermark reaches ``end_offset``, or raise the
-        error a Produce is answered (lost leadership, the ISR shrank, a timeout)."""
-        if await self.wait_for_hw(end_offset, timeout):
-            return
+        error a Produce is answered (lost leadership, the ISR shrank, a timeout). As
+        Kafka's ``checkEnoughReplicasReachOffset``: a high watermark that covers the write
+        is not enough while the ISR is smaller than ``min_isr`` (an ISR shrunk to the
+        leader moves the high watermark to its log end at once)."""
         name = f"{self.topic}-{self.index}"
+        if await self.wait_for_hw(end_offset, timeout):
+            if len(self.isr) < min_isr:
+                raise errors.NotEnoughReplicasAfterAppendError(
+                    f"{name}: {len(self.isr)} in-sync replicas, min.insync.replicas={min_isr}")
+            return
         if not self.is_leader:
             raise errors.NotLeaderOrFollowerError(name)
         if len(self.isr) < min_isr:

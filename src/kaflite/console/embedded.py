@@ -156,11 +156,16 @@ class EmbeddedBackend(ClientBackend):
         topic = self._topic_state(name)
         rows = await self._partition_rows(topic)
         from kaflite.cluster.configs import effective_topic_configs
+        from kaflite.cluster.dynamic_configs import DEFAULT
 
+        defaults = self.cluster.controller.broker_configs.get(DEFAULT, {})
+
+        def dynamic(key: str) -> tuple[str, str] | None:      # the cluster-wide values
+            return (defaults[key], "DYNAMIC_DEFAULT_BROKER_CONFIG") if key in defaults else None
         configs = [{"name": k, "value": v, "source": source, "sensitive": False,
                     "read_only": False, "default": source == "DEFAULT_CONFIG"}
                    for k, (v, source) in sorted(effective_topic_configs(
-                       topic.configs, self.cluster.config).items())]
+                       topic.configs, self.cluster.config, dynamic).items())]
         return {"name": name, "topic_id": str(topic.topic_id), "internal": topic.internal,
                 "partitions": rows, "configs": configs}
 

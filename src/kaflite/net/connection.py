@@ -190,6 +190,7 @@ class BrokerConnection:
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslFactory | None = None,
         emit: Emit | None = None,
+        expect: tuple[str, int] | None = None,
     ) -> None:
         self.host, self.port, self.node_id = host, port, node_id
         # SO_SNDBUF / SO_RCVBUF; -1 leaves the sizes to the OS (which tunes them)
@@ -200,6 +201,7 @@ class BrokerConnection:
         self.state = ClientConnection(client_id, max_in_flight=max_in_flight,
                                       max_frame_size=max_frame_size,
                                       software=(software_name, software_version))
+        self.state.expect = expect
         self._slots = asyncio.Semaphore(max_in_flight)
         self._futures: dict[int, asyncio.Future[Struct]] = {}
         self._ready: asyncio.Future[None] | None = None

@@ -116,7 +116,10 @@ SASL_AUTHENTICATE = SaslAuthenticateRequest.API_KEY
 SENT_MAX = {
     PRODUCE: 12,
     TxnOffsetCommitRequest.API_KEY: 5,
-    API_VERSIONS: 4,        # v5: the cluster and node the client means (KIP-1242)
+    # v5 (the cluster and node the client means, KIP-1242) only to a cluster known to
+    # serve it (``expect``): a broker that does not know v5 should answer it with
+    # UNSUPPORTED_VERSION, and some (Tansu) close the connection instead
+    API_VERSIONS: 4,
     1: 17,                  # Fetch v18: the follower's high watermark (KIP-1166)
     2: 10,                  # ListOffsets v11: earliest pending upload (KIP-1023)
     8: 9,                   # OffsetCommit v10: topics by id
@@ -291,6 +294,10 @@ class ClientConnection:
         self._ids = itertools.count(1)
         self._awaiting: dict[int, _Awaiting] = {}
         self._negotiation: int | None = None   # the ApiVersions request's correlation id
+        # (cluster id, node id) this connection means to reach, sent in ApiVersions v5
+        # (KIP-1242) to a cluster whose brokers serve it; None: a bootstrap connection,
+        # or the check is off
+        self.expect: tuple[str, int] | None = None
         # -- SASL ------------------------------------------------------------------------
         self._rng = rng
         self._sasl: SaslMechanism | None = None    # the exchange under way
@@ -343,7 +350,7 @@ class ClientConnection:
         """The first request of every connection: ApiVersions at the newest kaflite sends.
         With ``sasl``, the connection authenticates with it before it is ready."""
         self._sasl = sasl
-        return self._api_versions(SENT_MAX[API_VERSIONS])
+        return self._api_versions(5 if self.expect is not None else SENT_MAX[API_VERSIONS])
 
     def reauthenticate(self, sasl: SaslMechanism) -> Outgoing:
         """Start a KIP-368 re-authentication on this ready connection."""
@@ -355,7 +362,10 @@ class ClientConnection:
         return self._handshake()
 
     def _api_versions(self, version: int) -> Outgoing:
-        out = self.send(ApiVersionsRequest(*self.software), API_VERSIONS, version)
+        body = ApiVersionsRequest(*self.software)
+        if self.expect is not None and version >= 5:
+            body.cluster_id, body.node_id = self.expect
+        out = self.send(body, API_VERSIONS, version)
         self._negotiation = out.correlation_id
         return out
 

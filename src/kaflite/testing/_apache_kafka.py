@@ -202,6 +202,28 @@ class ApacheKafka(ClusterUnderTest):
     def kill(self, node_id: int) -> None:
         self.nodes[node_id].kill()
 
+    def shutdown(self, node_id: int) -> None:
+        """Stop node ``node_id`` cleanly (SIGTERM: Kafka's controlled shutdown hands its
+        leaderships over first); SIGKILL after the grace period."""
+        node = self.nodes[node_id]
+        node.terminate()
+        node.wait_or_kill()
+
+    def running(self, node_id: int) -> bool:
+        return node_id in self.nodes and self.nodes[node_id].running
+
+    def kill_all(self) -> None:
+        """SIGKILL every node at once: a power cut of the whole cluster, data kept."""
+        for node in self.nodes.values():
+            node.kill()
+
+    def restart_all(self) -> None:
+        """Start every node that is down, and return once each lists every broker."""
+        down = [n for n, node in self.nodes.items() if not node.running]
+        for node_id in down:
+            self.nodes[node_id].start()
+        self._wait_listed(self.node_ids)
+
     def restart(self, node_id: int) -> None:
         node = self.nodes[node_id]
         node.kill()

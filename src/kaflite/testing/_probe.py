@@ -25,7 +25,7 @@ from kaflite.protocol.messages import (
 from kaflite.protocol.messages import alter_partition_reassignments_request as apr
 from kaflite.protocol.messages import elect_leaders_request as elq
 
-__all__ = ["brokers_seen", "move_leader_by_election", "run_blocking"]
+__all__ = ["brokers_seen", "move_leader_by_election", "partition_states", "run_blocking"]
 
 T = TypeVar("T")
 PROBE_TIMEOUT_S = 5.0
@@ -106,5 +106,22 @@ async def move_leader_by_election(bootstrap: str, topic: str, partition: int,
                 raise TimeoutError(f"{topic}-{partition}: leader still {leader}, not {target} "
                                    f"(ElectLeaders answered {codes})")
             await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+
+
+async def partition_states(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Each partition of ``topic`` as one Metadata answer has it: leader, leader epoch,
+    replicas and ISR, in partition order (empty if the topic is unknown)."""
+    admin = _admin(bootstrap)
+    try:
+        await admin.start()
+        try:
+            meta = (await admin.describe_topics([topic]))[topic]
+        except errors.UnknownTopicOrPartitionError:
+            return []
+        return [{"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
+                 "replicas": list(p.replicas), "isr": list(p.isr)}
+                for p in sorted(meta.partitions, key=lambda p: p.partition)]
     finally:
         await admin.close()

@@ -70,6 +70,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--processes", action="store_true",
                    help="run each broker in its own OS process: the nemesis's kill is a "
                    "SIGKILL of that process, restarted from its data directory")
+    p.add_argument("--target", choices=("kaflite", "kafka"), default="kaflite",
+                   help="the cluster under test: kaflite's, or Apache Kafka's own broker "
+                   "(three KRaft nodes; the nemesis can then kill, stop, crash and move "
+                   "leaders, and leaves out the faults that need kaflite's hooks)")
+    p.add_argument("--kafka-libs", type=Path, default=None, metavar="DIR",
+                   help="Apache Kafka's jars, for --target kafka (tools/ensure_kafka.sh "
+                   "prints the directory)")
     p.add_argument("--check", type=Path, default=None, metavar="HISTORY",
                    help="only check a saved history")
     p.add_argument("--client-logs", action="store_true",
@@ -102,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                        progress_bound=args.progress_bound, data_dir=args.data_dir,
                        history=args.history, processes=args.processes,
                        group_protocol=args.group_protocol, churn=args.churn,
-                       filler_partitions=args.filler_partitions)
+                       filler_partitions=args.filler_partitions, target=args.target,
+                       kafka_libs=args.kafka_libs)
     if args.seed is not None:
         config.seed = args.seed
     console.print(f"seed {config.seed}: {replay_command(config.meta())}", markup=False,

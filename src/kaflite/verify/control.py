@@ -275,3 +275,44 @@ class ClusterProcess:
 
     def clear_rules(self) -> None:
         self.request("DELETE", "/faults")
+
+    # -- the nemesis's faults (``kaflite.verify.targets.FaultTarget``) --------------------
+    name = "kaflite"
+    kinds: frozenset[str] | None = None       # every fault the nemesis knows
+
+    def broker_down(self, broker: int, how: str) -> None:
+        self.post(f"/brokers/{broker}/{how}")          # kill or stop
+
+    def broker_up(self, broker: int) -> None:
+        self.post(f"/brokers/{broker}/restart")
+
+    def isolate(self, broker: int, isolated: bool) -> None:
+        self.post(f"/brokers/{broker}/isolate", {"isolated": isolated})
+
+    def move_leader(self, topic: str, partition: int, to: int | None) -> int:
+        return int(self.post("/leaders/move", {"topic": topic, "partition": partition,
+                                               "to": to})["leader"])
+
+    def move_coordinator(self, key: str, key_type: str, to: int | None) -> int:
+        body: dict[str, Any] = {"key": key, "type": key_type}
+        if to is not None:
+            body["to"] = to
+        return int(self.post("/coordinators/move", body)["coordinator"])
+
+    def add_rule(self, kind: str, body: dict[str, Any]) -> int:
+        """A fault rule (``error``, ``delay``, ``throttle`` or ``drop``); its id."""
+        return int(self.post(f"/faults/{kind}", body)["id"])
+
+    def drop_connections(self, broker: int) -> int:
+        return int(self.post("/faults/drop", {"broker": broker})["dropped"])
+
+    def heal(self) -> None:
+        """Whatever the faults left: the cluster up, rules gone, brokers back and joined."""
+        if not self.running:
+            self.restart()
+        self.clear_rules()
+        for b in self.view()["brokers"]:
+            if b.get("isolated"):
+                self.isolate(int(b["id"]), False)
+            if not b.get("running"):
+                self.broker_up(int(b["id"]))

@@ -51,11 +51,14 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kaflite.protocol.hashing import coordinator_partition
-from kaflite.verify.control import ClusterProcess, ControlError
+from kaflite.verify.control import ControlError
 from kaflite.verify.history import Fault, History, Note
+
+if TYPE_CHECKING:
+    from kaflite.verify.targets import FaultTarget
 
 __all__ = ["ERROR_MENU", "KINDS", "MAX_ACTIVE", "Nemesis", "Step", "Targets", "plan"]
 
@@ -223,9 +226,10 @@ class _Running:
 
 
 class Nemesis:
-    """Runs a schedule against a ``ClusterProcess`` and records every fault."""
+    """Runs a schedule against a ``FaultTarget`` (kaflite's cluster process, or Apache
+    Kafka) and records every fault."""
 
-    def __init__(self, cluster: ClusterProcess, history: History, steps: Sequence[Step],
+    def __init__(self, cluster: FaultTarget, history: History, steps: Sequence[Step],
                  targets: Targets) -> None:
         self.cluster = cluster
         self.history = history
@@ -256,8 +260,8 @@ class Nemesis:
     def cut_client(self, client_id: str) -> int:
         """From now on every request of ``client_id``, to any broker, closes its
         connection: the client is cut off from the cluster (or dead, if it stops too)."""
-        return int(self.cluster.post("/faults/drop", {"api": "*", "count": None,
-                                                      "client_id": client_id})["id"])
+        return self.cluster.add_rule("drop", {"api": "*", "count": None,
+                                              "client_id": client_id})
 
     def reconnect_client(self, rule_id: int) -> None:
         self.cluster.remove_rule(rule_id)
@@ -299,7 +303,7 @@ class Nemesis:
             elif i in self._active:
                 self._heal(self._active[i])
                 self._finish(i)
-        except (ControlError, RuntimeError, KeyError, ValueError) as exc:
+        except (ControlError, RuntimeError, KeyError, ValueError, TimeoutError) as exc:
             run_ = self._active.get(i)
             if run_ is not None and action != "shot":
                 run_.error = f"{action}: {exc}"
@@ -321,15 +325,15 @@ class Nemesis:
         actions: dict[str, Callable[[], None]] = {
             "leader": lambda: self._move_leader(run),
             "coordinator": lambda: self._move_coordinator(run),
-            "kill": lambda: c.post(f"/brokers/{a['broker']}/kill"),
-            "stop": lambda: c.post(f"/brokers/{a['broker']}/stop"),
-            "isolate": lambda: c.post(f"/brokers/{a['broker']}/isolate", {"isolated": True}),
+            "kill": lambda: c.broker_down(a["broker"], "kill"),
+            "stop": lambda: c.broker_down(a["broker"], "stop"),
+            "isolate": lambda: c.isolate(a["broker"], True),
             "crash": c.crash,
             "errors": lambda: None,           # the shots do the work
-            "delay": lambda: run.rules.append(c.post("/faults/delay", {
-                "api": a["api"], "ms": a["ms"], "count": None, "broker": a["broker"]})["id"]),
-            "throttle": lambda: run.rules.append(c.post("/faults/throttle", {
-                "ms": a["ms"], "count": None, "broker": a["broker"]})["id"]),
+            "delay": lambda: run.rules.append(c.add_rule("delay", {
+                "api": a["api"], "ms": a["ms"], "count": None, "broker": a["broker"]})),
+            "throttle": lambda: run.rules.append(c.add_rule("throttle", {
+                "ms": a["ms"], "count": None, "broker": a["broker"]})),
             "drop": lambda: self._drop(run),
         }
         actions[kind]()
@@ -339,9 +343,9 @@ class Nemesis:
         for rule in run.rules:
             c.remove_rule(rule)
         if kind in ("kill", "stop"):
-            c.post(f"/brokers/{a['broker']}/restart")
+            c.broker_up(a["broker"])
         elif kind == "isolate":
-            c.post(f"/brokers/{a['broker']}/isolate", {"isolated": False})
+            c.isolate(a["broker"], False)
         elif kind == "crash":
             c.restart()
 
@@ -352,7 +356,7 @@ class Nemesis:
             body["topic"] = shot["topic"]
         elif shot["scope"] == "group" and self.targets.groups:
             body["group"] = self.targets.groups[0]
-        run.rules.append(self.cluster.post("/faults/error", body)["id"])
+        run.rules.append(self.cluster.add_rule("error", body))
         run.args.setdefault("injected", 0)
         run.args["injected"] += 1
 
@@ -368,46 +372,36 @@ class Nemesis:
             prev = self._previous.get((topic, index))
             to = prev if prev is not None and prev != leader and prev in isr else None
         a.update({"from": leader, "isr": isr, "epoch": state["leader_epoch"], "target": to})
-        result = self.cluster.post("/leaders/move", {"topic": topic, "partition": index,
-                                                     "to": to})
-        a["leader"] = result["leader"]
-        if result["leader"] != leader:
+        a["leader"] = self.cluster.move_leader(topic, index, to)
+        if a["leader"] != leader:
             self._previous[(topic, index)] = leader
 
     def _move_coordinator(self, run: _Running) -> None:
         a = run.args
-        body: dict[str, Any] = {"key": a["key"], "type": a["type"]}
+        to: int | None = None
         if a["to"] == "same":
             topic = "__consumer_offsets" if a["type"] == "group" else "__transaction_state"
             parts = self.cluster.partitions(topic)
             if not parts:
                 raise ControlError(409, f"{topic} does not exist yet")
-            body["to"] = parts[coordinator_partition(a["key"], len(parts))]["leader"]
-        a["coordinator"] = self.cluster.post("/coordinators/move", body)["coordinator"]
+            to = parts[coordinator_partition(a["key"], len(parts))]["leader"]
+        a["coordinator"] = self.cluster.move_coordinator(a["key"], a["type"], to)
 
     def _drop(self, run: _Running) -> None:
         a = run.args
         if "api" in a:
-            run.rules.append(self.cluster.post("/faults/drop", {
-                "api": a["api"], "count": a["count"], "broker": a["broker"]})["id"])
+            run.rules.append(self.cluster.add_rule("drop", {
+                "api": a["api"], "count": a["count"], "broker": a["broker"]}))
         else:
-            a["dropped"] = self.cluster.post("/faults/drop", {"broker": a["broker"]})["dropped"]
+            a["dropped"] = self.cluster.drop_connections(a["broker"])
 
     def _heal_all(self) -> None:
         """Whatever state the faults left: rules gone, brokers back and connected."""
-        c = self.cluster
         for attempt in range(3):
             try:
-                if not c.running:
-                    c.restart()
-                c.clear_rules()
-                for b in c.view()["brokers"]:
-                    if b.get("isolated"):
-                        c.post(f"/brokers/{b['id']}/isolate", {"isolated": False})
-                    if not b.get("running"):
-                        c.post(f"/brokers/{b['id']}/restart")
+                self.cluster.heal()
                 return
-            except (ControlError, RuntimeError) as exc:
+            except (ControlError, RuntimeError, TimeoutError) as exc:
                 self.history.add(Note(time=self.history.now(), process="nemesis",
                                       text=f"heal attempt {attempt + 1} failed: {exc}"))
 

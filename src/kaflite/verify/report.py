@@ -31,6 +31,8 @@ def replay_command(config: dict[str, Any]) -> str:
         parts.append(f"--filler-partitions {config['filler_partitions']}")
     if config.get("processes"):
         parts.append("--processes")
+    if config.get("target", "kaflite") != "kaflite":
+        parts.append(f"--target {config['target']} --kafka-libs {config.get('kafka_libs')}")
     return " ".join(parts)
 
 

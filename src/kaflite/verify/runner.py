@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kaflite.verify._churn import IDLE_PARTITIONS, IDLE_TOPIC, MAX_POLL_INTERVAL_MS
 from kaflite.verify._probe import ApiVersionsProbe
@@ -51,6 +51,9 @@ from kaflite.verify.workload import (
     transformer_process,
     txn_producer_process,
 )
+
+if TYPE_CHECKING:
+    from kaflite.verify.targets import FaultTarget
 
 __all__ = ["CLUSTER_CONFIG", "ClientUnavailable", "RunConfig", "fill_partitions", "run"]
 
@@ -90,6 +93,10 @@ class RunConfig:
     group_protocol: str = "classic"
     churn: bool = False                 # members leave and join again at seeded moments
     filler_partitions: int = 0          # more partitions (RF 3, idle) in the cluster first
+    # the cluster under test: "kaflite", or "kafka" (Apache Kafka's broker, three nodes,
+    # from the jars in kafka_libs: what tools/ensure_kafka.sh prints)
+    target: str = "kaflite"
+    kafka_libs: Path | None = None
 
     def meta(self) -> dict[str, Any]:
         out = asdict(self)
@@ -97,6 +104,7 @@ class RunConfig:
                           ",".join(self.nemesis) if self.nemesis else "none")
         out["data_dir"] = str(self.data_dir) if self.data_dir else None
         out["history"] = str(self.history) if self.history else None
+        out["kafka_libs"] = str(self.kafka_libs) if self.kafka_libs else None
         if self.workload == "txn":
             out["transforms"] = [["vin", "vout"]]
         return out
@@ -147,6 +155,10 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     if known_errors and "errors" in config.nemesis:
         meta["excluded_errors"] = {f"{api} {error}": why
                                    for (api, error), why in known_errors.items()}
+    cluster = _target(config, data_dir)
+    if cluster.kinds is not None:
+        excluded.update({k: f"{cluster.name} takes no such fault without kaflite's broker "
+                            "hooks" for k in config.nemesis if k not in cluster.kinds})
     if excluded:
         meta["excluded_faults"] = excluded
         config = replace(config, nemesis=tuple(k for k in config.nemesis if k not in excluded))
@@ -158,8 +170,6 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     for what, why in exclusions(meta):
         say(f"left out of {config.client}'s {config.workload} run: {what}: {why}")
     history.add(Meta(time=history.now(), process="run", config=meta))
-    cluster = ClusterProcess(data_dir / "cluster", config=CLUSTER_CONFIG,
-                             processes=config.processes)
     try:
         client.start()
         cluster.start()
@@ -196,7 +206,23 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     return history, check(history.ops)
 
 
-def _add_removals(history: History, cluster: ClusterProcess) -> None:
+def _target(config: RunConfig, data_dir: Path) -> FaultTarget:
+    """The cluster the run starts and hurts."""
+    if config.target == "kaflite":
+        return ClusterProcess(data_dir / "cluster", config=CLUSTER_CONFIG,
+                              processes=config.processes)
+    if config.target != "kafka":
+        raise ValueError(f"unknown target {config.target!r}: kaflite or kafka")
+    if config.kafka_libs is None:
+        raise ValueError("--target kafka needs --kafka-libs (the directory "
+                         "tools/ensure_kafka.sh prints)")
+    if config.churn or config.processes:
+        raise ValueError("--churn and --processes need kaflite's own cluster")
+    from kaflite.verify.targets import KafkaTarget
+    return KafkaTarget(config.kafka_libs, dict(CLUSTER_CONFIG))
+
+
+def _add_removals(history: History, cluster: FaultTarget) -> None:
     """The coordinators' side of the membership, on the run's clock: each member they
     removed, under the process whose consumer it was (client ids are ``process.n``)."""
     for r in cluster.removals():
@@ -238,13 +264,13 @@ def fill_partitions(servers: str, partitions: int, per_topic: int = 100,
         _create(servers, {t: topics[t] for t in names[k:k + step]}, timeout_ms=600_000)
 
 
-def _nemesis(config: RunConfig, cluster: ClusterProcess, history: History,
+def _nemesis(config: RunConfig, cluster: FaultTarget, history: History,
              targets: Targets) -> Nemesis:
     steps = plan(random.Random(config.seed), config.nemesis, config.seconds, targets)
     return Nemesis(cluster, history, steps, targets).start()
 
 
-def _start_nemesis(config: RunConfig, cluster: ClusterProcess, shared: Shared,
+def _start_nemesis(config: RunConfig, cluster: FaultTarget, shared: Shared,
                    targets: Targets) -> Nemesis:
     shared.history.add(Phase(time=shared.history.now(), process="run", name="nemesis-start"))
     if "errors" in config.nemesis:
@@ -260,7 +286,7 @@ def _heal(nemesis: Nemesis, history: History, say: Callable[[str], None]) -> Non
     say("nemesis healed")
 
 
-def _queue(config: RunConfig, cluster: ClusterProcess, shared: Shared,
+def _queue(config: RunConfig, cluster: FaultTarget, shared: Shared,
            say: Callable[[str], None]) -> None:
     topic, group, history = "queue", "verify-queue", shared.history
     topics = {topic: config.partitions}
@@ -287,7 +313,7 @@ def _queue(config: RunConfig, cluster: ClusterProcess, shared: Shared,
     _join(history, readers, 60)
 
 
-def _txn(config: RunConfig, cluster: ClusterProcess, shared: Shared,
+def _txn(config: RunConfig, cluster: FaultTarget, shared: Shared,
          say: Callable[[str], None]) -> None:
     source, sink, history = "vin", "vout", shared.history
     ctp, readers_group = "verify-ctp", "verify-readers"

@@ -376,6 +376,14 @@ class Sender:
     def _retry(self, batch: ProducerBatch, exc: BaseException, action: Action,
                behind_sent: bool = False) -> None:
         now = time.monotonic()
+        if now - batch.created > self.delivery_timeout and \
+                isinstance(exc, ConnectionClosed | TimeoutError | OSError):
+            # no broker took it in time: as Java's producer, which expires such a batch in
+            # its accumulator, a DeliveryTimeout (its TimeoutException) naming the failure
+            self._fail(batch, DeliveryTimeout(
+                f"{batch.topic}-{batch.partition}: {len(batch)} records not delivered within "
+                f"delivery.timeout.ms (last: {exc})"))
+            return
         if now - batch.created > self.delivery_timeout or batch.attempts > self.retries:
             self._fail(batch, exc)
             return

@@ -15,6 +15,7 @@ names); unset, no check is made and nothing is paid.
 
 from kaflite.cluster.acl._authorizer import Authorizer, enabled
 from kaflite.cluster.acl._context import (
+    NOT_REQUESTED,
     SUPPORTED_OPERATIONS,
     allows,
     allows_any,
@@ -26,6 +27,6 @@ from kaflite.cluster.acl._context import (
 from kaflite.cluster.acl._gate import Gate, check, fetch_denied
 from kaflite.cluster.acl._store import AclStore
 
-__all__ = ["SUPPORTED_OPERATIONS", "AclStore", "Authorizer", "Gate", "allows", "allows_any",
-           "allows_cluster", "authorized_operations", "check", "enabled", "fetch_denied",
-           "inter_broker", "is_inter_broker"]
+__all__ = ["NOT_REQUESTED", "SUPPORTED_OPERATIONS", "AclStore", "Authorizer", "Gate", "allows",
+           "allows_any", "allows_cluster", "authorized_operations", "check", "enabled",
+           "fetch_denied", "inter_broker", "is_inter_broker"]

@@ -24,20 +24,23 @@ if TYPE_CHECKING:
     from kaflite.cluster.network import ServerConnection
     from kaflite.net.connection import BrokerConnection
 
-__all__ = ["SUPPORTED_OPERATIONS", "allows", "allows_any", "allows_cluster",
+__all__ = ["NOT_REQUESTED", "SUPPORTED_OPERATIONS", "allows", "allows_any", "allows_cluster",
            "authorized_operations", "inter_broker", "is_inter_broker"]
 
 Op = AclOperation
-# Kafka's AclEntry.supportedOperations: what an ``authorized_operations`` field can hold
-# for each kind of resource (read from the 4.4.0 jars).
+#: what a describe reports for a resource of each type (Kafka's ``AclEntry.supportedOperations``;
+#: a 4.4 broker without an authorizer answers 8096 for the cluster, 3576 for a topic)
 SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
-    ResourceType.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+    ResourceType.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE,
                          Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
-    ResourceType.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS,
-                         Op.ALTER_CONFIGS),
-    ResourceType.CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
-                           Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE),
+    # 4.4's AclEntry (javap of kafka-server-4.4.0.jar) lists the config operations too:
+    # a group has configs since KIP-848
+    ResourceType.GROUP: (Op.READ, Op.DELETE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (Op.CREATE, Op.ALTER, Op.DESCRIBE, Op.CLUSTER_ACTION,
+                           Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE),
 }
+#: the ``authorized_operations`` of a describe that did not ask for them (Integer.MIN_VALUE)
+NOT_REQUESTED = -(1 << 31)
 
 _BROKER_CLIENTS: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
 _SEEN: weakref.WeakKeyDictionary[ServerConnection, bool] = weakref.WeakKeyDictionary()
@@ -67,6 +70,17 @@ def allows(broker: Broker, conn: ServerConnection, operation: AclOperation,
         conn.info.principal, conn.info.host, operation, resource_type, name)
 
 
+def authorized_operations(broker: Broker, conn: ServerConnection, resource_type: ResourceType,
+                          name: str) -> int:
+    """The bit field of the operations ``conn``'s principal may do on the resource (Kafka's
+    ``authorizedOperations``): one bit per ``AclOperation`` code."""
+    bits = 0
+    for op in SUPPORTED_OPERATIONS[resource_type]:
+        if allows(broker, conn, op, resource_type, name):
+            bits |= 1 << int(op)
+    return bits
+
+
 def allows_cluster(broker: Broker, conn: ServerConnection, operation: AclOperation) -> bool:
     return allows(broker, conn, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
@@ -78,14 +92,3 @@ def allows_any(broker: Broker, conn: ServerConnection, operation: AclOperation,
         return True
     return is_inter_broker(conn) or authorizer.authorize_any(
         conn.info.principal, conn.info.host, operation, resource_type)
-
-
-def authorized_operations(broker: Broker, conn: ServerConnection, resource_type: ResourceType,
-                          name: str = CLUSTER_NAME) -> int:
-    """Kafka's ``AuthHelper.authorizedOperations``: a bit per supported operation that the
-    caller may perform on the resource; every supported one without an authorizer."""
-    bits = 0
-    for op in SUPPORTED_OPERATIONS[resource_type]:
-        if allows(broker, conn, op, resource_type, name):
-            bits |= 1 << int(op)
-    return bits

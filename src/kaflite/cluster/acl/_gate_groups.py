@@ -109,11 +109,6 @@ def delete_groups(ctx: Ctx) -> Gate | None:
     return Gate(after=[rewrite])
 
 
-def group_operations(ctx: Ctx, group_id: str) -> int:
-    """The ``authorized_operations`` bit field of a group (Kafka's ``authorizedOperations``)."""
-    return authorized_operations(ctx.broker, ctx.conn, RT.GROUP, group_id)
-
-
 def describe_group_rows(ctx: Ctx) -> Gate | None:
     """DescribeGroups and ConsumerGroupDescribe: DESCRIBE on each group, else
     GROUP_AUTHORIZATION_FAILED on its row; with ``include_authorized_operations``,
@@ -150,7 +145,8 @@ def describe_group_rows(ctx: Ctx) -> Gate | None:
             rows = list(response.groups)
         for row in rows:
             if with_ops and not row.error_code:
-                row.authorized_operations = group_operations(ctx, row.group_id)
+                row.authorized_operations = authorized_operations(
+                    ctx.broker, ctx.conn, RT.GROUP, row.group_id)
     denied.after.append(rewrite)
     return denied
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.configs import effective_topic_configs, validate_topic_configs
+from kaflite.cluster.configs import SOURCE_CODES, effective_topic_configs, validate_topic_configs
 from kaflite.cluster.controller import (
     MAX_PARTITIONS_PER_REQUEST,
     TOO_MANY_PARTITIONS,
@@ -59,7 +59,6 @@ __all__ = ["HANDLERS"]
 
 log = logging.getLogger("kaflite.cluster.admin")
 
-SOURCES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG": 5}
 # The first version of each API that answers THROTTLING_QUOTA_EXCEEDED (strict quota).
 STRICT_SINCE = {CreateTopicsRequest.API_KEY: 6, DeleteTopicsRequest.API_KEY: 5,
                 CreatePartitionsRequest.API_KEY: 3}
@@ -136,9 +135,9 @@ async def handle_create_topics(broker: Broker, conn: ServerConnection, header: R
             plan = _plan(broker, t)
             res.num_partitions = len(plan)
             res.replication_factor = len(plan[0])
-            effective = effective_topic_configs(configs, broker.config)
+            effective = effective_topic_configs(configs, broker.config, broker.dynamic_config)
             res.configs = [
-                ctr.CreatableTopicConfigs(name, value, False, SOURCES[source], False)
+                ctr.CreatableTopicConfigs(name, value, False, SOURCE_CODES[source], False)
                 for name, (value, source) in effective.items()
             ]
             if not req.validate_only:

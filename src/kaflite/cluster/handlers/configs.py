@@ -2,8 +2,8 @@
 
 Topic configs are stored on the controller and take effect on every replica at
 once (the controller pushes the topic's new state to its brokers). Broker
-configs are described as they were given at start; altering them dynamically
-is refused with INVALID_REQUEST, except with validate_only. Group configs
+configs are described with the layer each value comes from, and may be changed
+dynamically for one broker or for all (``kaflite.cluster.dynamic_configs``). Group configs
 (resource type GROUP, ``kaflite.cluster.group_configs``) are stored on the
 controller too; the group coordinator reads them on every heartbeat.
 """
@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kaflite.cluster import dynamic_configs
 from kaflite.cluster.configs import (
     BROKER_DEFAULTS,
+    SOURCE_CODES,
     TOPIC_CONFIGS,
     effective_topic_configs,
     validate_topic_configs,
@@ -47,8 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, GROUP_RESOURCE
-SOURCE = {"DYNAMIC_TOPIC_CONFIG": 1, "DYNAMIC_BROKER_CONFIG": 2, "STATIC_BROKER_CONFIG": 4,
-          "DEFAULT_CONFIG": 5, "DYNAMIC_GROUP_CONFIG": 8}
+SOURCE = SOURCE_CODES
 TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7,
          "CLASS": 8, "PASSWORD": 9}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -60,7 +61,8 @@ def _describe_topic(broker: Broker, name: str, keys: list[str] | None,
     if topic is None:
         raise errors.UnknownTopicOrPartitionError(name)
     out = []
-    for key, (value, source) in effective_topic_configs(topic.configs, broker.config).items():
+    for key, (value, source) in effective_topic_configs(topic.configs, broker.config,
+                                                        broker.dynamic_config).items():
         if keys is not None and key not in keys:
             continue
         definition = TOPIC_CONFIGS[key]
@@ -68,12 +70,16 @@ def _describe_topic(broker: Broker, name: str, keys: list[str] | None,
         if synonyms:
             if source == "DYNAMIC_TOPIC_CONFIG":
                 syn.append(dcr.DescribeConfigsSynonym(key, value, SOURCE[source]))
-            if definition.broker_synonym and definition.broker_synonym in broker.config.props:
-                syn.append(dcr.DescribeConfigsSynonym(
-                    definition.broker_synonym, broker.config.props[definition.broker_synonym],
-                    SOURCE["STATIC_BROKER_CONFIG"]
-                    if broker.config.props[definition.broker_synonym]
-                    != BROKER_DEFAULTS.get(definition.broker_synonym) else SOURCE["DEFAULT_CONFIG"]))
+            synonym = definition.broker_synonym
+            if synonym:
+                dynamic = broker.dynamic_config(synonym)
+                if dynamic is not None:
+                    syn.append(dcr.DescribeConfigsSynonym(synonym, dynamic[0], SOURCE[dynamic[1]]))
+                if synonym in broker.config.props:
+                    static = broker.config.props[synonym]
+                    syn.append(dcr.DescribeConfigsSynonym(
+                        synonym, static, SOURCE["STATIC_BROKER_CONFIG"]
+                        if static != BROKER_DEFAULTS.get(synonym) else SOURCE["DEFAULT_CONFIG"]))
             syn.append(dcr.DescribeConfigsSynonym(key, definition.default, SOURCE["DEFAULT_CONFIG"]))
         out.append(dcr.DescribeConfigsResourceResult(
             name=key, value=value, read_only=False,
@@ -99,20 +105,48 @@ def _describe_group(broker: Broker, name: str, keys: list[str] | None,
     return out
 
 
-def _describe_broker(broker: Broker, name: str,
-                     keys: list[str] | None) -> list[dcr.DescribeConfigsResourceResult]:
-    if name and name != str(broker.node_id):
-        raise errors.InvalidRequestError(f"broker {name} cannot describe broker {broker.node_id}")
+def _broker_entry(key: str, layers: list[tuple[str, str]], synonyms: bool
+                  ) -> dcr.DescribeConfigsResourceResult:
+    """One broker config, from its values in Kafka's order of precedence."""
+    value: str | None = layers[0][0]
+    kind = dynamic_configs.config_type(key)
+    sensitive = kind == "PASSWORD"
+    custom = kind is None and key not in BROKER_DEFAULTS and all(
+        source.startswith("DYNAMIC") for _, source in layers)
+    if sensitive or custom:      # a secret, or a name no one knows: Kafka hides the value
+        value = None
+    return dcr.DescribeConfigsResourceResult(
+        name=key, value=value, read_only=kind is None, config_source=SOURCE[layers[0][1]],
+        is_sensitive=sensitive or custom,
+        synonyms=[dcr.DescribeConfigsSynonym(key, None if sensitive or custom else v, SOURCE[s])
+                  for v, s in layers] if synonyms else [],
+        config_type=0 if custom else TYPES[kind or "STRING"])
+
+
+def _describe_broker(broker: Broker, name: str, keys: list[str] | None,
+                     synonyms: bool) -> list[dcr.DescribeConfigsResourceResult]:
+    node = dynamic_configs.resource_node(name, broker.node_id, describe=True)
+    store = broker.controller.broker_configs
+    default = store.get(dynamic_configs.DEFAULT, {})
+    if node is None:        # the cluster-wide default: what was set there, alone
+        return [_broker_entry(k, [(v, dynamic_configs.SOURCE_DEFAULT)], synonyms)
+                for k, v in sorted(default.items()) if keys is None or k in keys]
+    own = store.get(str(node), {})
+    props = broker.config.props
     out = []
-    for key, value in sorted(broker.config.props.items()):
+    for key in sorted(set(props) | set(default) | set(own)):
         if keys is not None and key not in keys:
             continue
-        default = BROKER_DEFAULTS.get(key) == value
-        out.append(dcr.DescribeConfigsResourceResult(
-            name=key, value=value, read_only=True,
-            config_source=SOURCE["DEFAULT_CONFIG" if default else "STATIC_BROKER_CONFIG"],
-            is_sensitive=False, config_type=TYPES["STRING"],
-        ))
+        layers = []
+        if key in own:
+            layers.append((own[key], dynamic_configs.SOURCE_BROKER))
+        if key in default:
+            layers.append((default[key], dynamic_configs.SOURCE_DEFAULT))
+        if key in props and props[key] != BROKER_DEFAULTS.get(key):
+            layers.append((props[key], "STATIC_BROKER_CONFIG"))
+        if key in BROKER_DEFAULTS:
+            layers.append((BROKER_DEFAULTS[key], "DEFAULT_CONFIG"))
+        out.append(_broker_entry(key, layers, synonyms))
     return out
 
 
@@ -131,7 +165,7 @@ async def handle_describe(broker: Broker, conn: ServerConnection, header: Reques
                                                  res.configuration_keys, req.include_synonyms)
             elif res.resource_type == BROKER:
                 result.configs = _describe_broker(broker, res.resource_name,
-                                                  res.configuration_keys)
+                                                  res.configuration_keys, req.include_synonyms)
             else:
                 raise errors.InvalidRequestError(f"unsupported resource type {res.resource_type}")
         except errors.KafkaError as exc:
@@ -143,9 +177,11 @@ async def handle_describe(broker: Broker, conn: ServerConnection, header: Reques
 def _apply(broker: Broker, resource_type: int, name: str, new: dict[str, str],
            validate_only: bool) -> None:
     if resource_type == BROKER:
-        if validate_only:
-            return
-        raise errors.InvalidRequestError("dynamic broker configs are not supported")
+        dynamic_configs.resource_node(name, broker.node_id, describe=False)
+        dynamic_configs.validate(name, new)
+        if not validate_only:
+            broker.controller.set_broker_configs(name, new)
+        return
     if resource_type == GROUP:
         _apply_group(broker, name, new, validate_only)
         return
@@ -176,6 +212,8 @@ def _current(broker: Broker, resource_type: int, name: str) -> dict[str, str]:
     """The dynamic configs a resource has now (what IncrementalAlterConfigs starts from)."""
     if resource_type == GROUP:
         return dict(broker.controller.group_configs.get(name, {}))
+    if resource_type == BROKER:
+        return dict(broker.controller.broker_configs.get(name, {}))
     topic = broker.controller.topics.get(name)
     return dict(topic.configs) if topic is not None else {}
 
@@ -183,8 +221,24 @@ def _current(broker: Broker, resource_type: int, name: str) -> dict[str, str]:
 def _config_type(resource_type: int, name: str) -> str | None:
     if resource_type == GROUP:
         return GROUP_CONFIG_TYPES.get(name)
+    if resource_type == BROKER:
+        return dynamic_configs.config_type(name)
     definition = TOPIC_CONFIGS.get(name)
     return None if definition is None else definition.type
+
+
+def _list_base(broker: Broker, resource_type: int, name: str) -> str:
+    """The value an APPEND or SUBTRACT starts from when the resource has none of its own."""
+    if resource_type == BROKER:
+        found = broker.dynamic_config(name)
+        if found is not None:
+            return found[0]
+        if name in broker.config.props:
+            return broker.config.props[name]
+        synonym_of = [d for d in TOPIC_CONFIGS.values() if d.broker_synonym == name]
+        return (synonym_of[0].default or "") if synonym_of else ""
+    definition = TOPIC_CONFIGS.get(name)
+    return (definition.default or "") if definition is not None else ""
 
 
 async def handle_alter(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -225,8 +279,8 @@ async def handle_incremental(broker: Broker, conn: ServerConnection, header: Req
                 elif c.config_operation in (APPEND, SUBTRACT):
                     if _config_type(res.resource_type, c.name) != "LIST":
                         raise errors.InvalidConfigError(f"{c.name} is not a list config")
-                    items = [x for x in current.get(c.name, TOPIC_CONFIGS[c.name].default or "")
-                             .split(",") if x]
+                    items = [x for x in current.get(c.name, _list_base(
+                        broker, res.resource_type, c.name)).split(",") if x]
                     for v in (c.value or "").split(","):
                         if c.config_operation == APPEND and v not in items:
                             items.append(v)

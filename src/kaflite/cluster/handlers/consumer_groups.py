@@ -19,11 +19,10 @@ import uuid
 from typing import TYPE_CHECKING
 
 from kaflite.cluster import features
-from kaflite.cluster.acl import allows
+from kaflite.cluster.acl import NOT_REQUESTED, allows
 from kaflite.cluster.groups._consumer_group import Assignment, ConsumerGroup
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers.groups import (
-    NO_OPERATIONS,
     client_host,
     describe_each,
     shard_for,
@@ -82,7 +81,7 @@ def _assignment(shard: CoordinatorShard, group: ConsumerGroup,
 
 
 def describe_consumer_group(shard: CoordinatorShard, group_id: str,
-                            operations: int = NO_OPERATIONS) -> cgdr.DescribedGroup:
+                            operations: int = NOT_REQUESTED) -> cgdr.DescribedGroup:
     """One group as ConsumerGroupDescribe answers it (also used by tools)."""
     try:
         group = shard.consumer.consumer_group(group_id)

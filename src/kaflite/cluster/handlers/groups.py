@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
-from kaflite.cluster.acl import SUPPORTED_OPERATIONS
+from kaflite.cluster.acl import NOT_REQUESTED, SUPPORTED_OPERATIONS
 from kaflite.cluster.groups import CoordinatorShard, GroupCoordinator, GroupState, RequestContext
 from kaflite.cluster.groups._classic import join_error
 from kaflite.cluster.handlers._base import Handler
@@ -59,10 +59,10 @@ __all__ = ["HANDLERS", "client_host", "shard_for"]
 
 NONE = 0
 NOT_FOUND_DESCRIBE_VERSION = 6     # DescribeGroups v6: GROUP_ID_NOT_FOUND (KIP-1043)
-# Without ACLs every operation Kafka supports on a group is allowed (READ, DESCRIBE,
-# DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS); with them, the gate puts in what they allow.
+# every operation on a group (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS):
+# what a cluster without an authorizer reports (with one, the request gate puts the
+# principal's own in its place)
 GROUP_OPERATIONS = sum(1 << int(op) for op in SUPPORTED_OPERATIONS[ResourceType.GROUP])
-NO_OPERATIONS = -(1 << 31)
 D = TypeVar("D")
 
 
@@ -88,7 +88,7 @@ def describe_each(broker: Broker, conn: ServerConnection, group_ids: Iterable[st
                   describe: Callable[[CoordinatorShard, str, int], D]) -> list[D]:
     """ConsumerGroupDescribe's and ShareGroupDescribe's loop: each group described by its
     shard, or ``failed(code, group_id, operations)`` (an empty id, or not the coordinator)."""
-    ops = GROUP_OPERATIONS if include_operations else NO_OPERATIONS
+    ops = GROUP_OPERATIONS if include_operations else NOT_REQUESTED
     out = []
     for gid in group_ids:
         if not gid:
@@ -223,7 +223,7 @@ def _describe(broker: Broker, conn: ServerConnection, group_id: str,
 
 async def handle_describe_groups(broker: Broker, conn: ServerConnection, header: RequestHeader,
                                  req: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    ops = GROUP_OPERATIONS if req.include_authorized_operations else NO_OPERATIONS
+    ops = GROUP_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
     return DescribeGroupsResponse(throttle_time_ms=0,
                                   groups=[_describe(broker, conn, g, ops, header.request_api_version)
                                           for g in req.groups])

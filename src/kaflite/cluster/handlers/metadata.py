@@ -19,11 +19,6 @@ Such a request gets INVALID_REQUEST for each topic, as Kafka's broker answers it
 From v12 a non-zero id is looked up whatever the name field holds (Java's admin
 leaves it "", not null).
 
-Asked for them (v8+), each topic's authorized operations, and the cluster's in v8-v10,
-are Kafka's ``AuthHelper.authorizedOperations``: every operation Kafka supports on
-the resource without an authorizer, else those the ACLs allow. DescribeCluster's
-likewise.
-
 v13 adds a top-level error code (KIP-1102's REBOOTSTRAP_REQUIRED); Kafka 4.4's broker
 never sets it in a Metadata answer, and neither does kaflite's: it is 0.
 
@@ -37,7 +32,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.acl import authorized_operations
+from kaflite.cluster.acl import NOT_REQUESTED, authorized_operations
 from kaflite.cluster.controller import MAX_PARTITIONS_PER_REQUEST, TopicState
 from kaflite.cluster.handlers._base import Handler
 from kaflite.protocol import errors
@@ -52,7 +47,7 @@ from kaflite.protocol.messages import describe_cluster_response as dc
 from kaflite.protocol.messages import metadata_request as mq
 from kaflite.protocol.messages import metadata_response as mr
 from kaflite.protocol.primitives import ZERO_UUID
-from kaflite.security.acl import ResourceType
+from kaflite.security.acl import CLUSTER_NAME, ResourceType
 
 if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
@@ -63,7 +58,6 @@ __all__ = ["HANDLERS", "auto_create", "validate_topic_name"]
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 # Kafka's default for authorized operations when not requested.
-NO_OPS = -(1 << 31)
 
 
 def validate_topic_name(name: str) -> None:
@@ -191,14 +185,6 @@ async def handle_metadata(broker: Broker, conn: ServerConnection, header: Reques
                 * broker.config.int("num.partitions") <= MAX_PARTITIONS_PER_REQUEST
         with controller.batched():   # (one write of the metadata)
             topics += _wanted(broker, wanted, create)
-    if version >= 8 and req.include_topic_authorized_operations:
-        for row in topics:
-            if row.name is not None:
-                row.topic_authorized_operations = authorized_operations(
-                    broker, conn, ResourceType.TOPIC, row.name)
-    cluster_ops = NO_OPS
-    if 8 <= version <= 10 and req.include_cluster_authorized_operations:
-        cluster_ops = authorized_operations(broker, conn, ResourceType.CLUSTER)
     brokers = [mr.MetadataResponseBroker(node, host, port, rack)
                for node, host, port, rack in listener_brokers(broker, conn)]
     return MetadataResponse(
@@ -206,10 +192,24 @@ async def handle_metadata(broker: Broker, conn: ServerConnection, header: Reques
         brokers=brokers,
         cluster_id=controller.cluster_id,
         controller_id=min((b.node_id for b in controller.live_brokers()), default=-1),
-        topics=topics,
-        cluster_authorized_operations=cluster_ops,
+        topics=_with_operations(broker, conn, req, topics),
+        cluster_authorized_operations=authorized_operations(
+            broker, conn, ResourceType.CLUSTER, CLUSTER_NAME)
+        if version <= 10 and req.include_cluster_authorized_operations
+        else NOT_REQUESTED,
         error_code=0,
     )
+
+
+def _with_operations(broker: Broker, conn: ServerConnection, req: MetadataRequest,
+                     topics: list[mr.MetadataResponseTopic]) -> list[mr.MetadataResponseTopic]:
+    """v8+: each known topic with the operations the caller may do on it, if asked."""
+    if req.include_topic_authorized_operations:
+        for t in topics:
+            if t.name is not None and t.name in broker.controller.topics:
+                t.topic_authorized_operations = authorized_operations(
+                    broker, conn, ResourceType.TOPIC, t.name)
+    return topics
 
 
 async def handle_describe_cluster(broker: Broker, conn: ServerConnection, header: RequestHeader,
@@ -225,8 +225,9 @@ async def handle_describe_cluster(broker: Broker, conn: ServerConnection, header
         controller_id=min((b.node_id for b in controller.live_brokers()), default=-1),
         brokers=[dc.DescribeClusterBroker(node, host, port, rack, is_fenced=fenced)
                  for node, host, port, rack, fenced in _endpoints(broker, conn, registered)],
-        cluster_authorized_operations=authorized_operations(broker, conn, ResourceType.CLUSTER)
-        if req.include_cluster_authorized_operations else NO_OPS,
+        cluster_authorized_operations=authorized_operations(
+            broker, conn, ResourceType.CLUSTER, CLUSTER_NAME)
+        if req.include_cluster_authorized_operations else NOT_REQUESTED,
     )
 
 

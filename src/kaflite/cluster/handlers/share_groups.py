@@ -12,10 +12,10 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from kaflite.cluster.acl import NOT_REQUESTED
 from kaflite.cluster.groups._share import ShareGroup
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers.groups import (
-    NO_OPERATIONS,
     client_host,
     describe_each,
     shard_for,
@@ -62,7 +62,7 @@ def _assignment(shard: CoordinatorShard, group: ShareGroup,
 
 
 def describe_share_group(shard: CoordinatorShard, group_id: str,
-                         operations: int = NO_OPERATIONS) -> sgdr.DescribedGroup:
+                         operations: int = NOT_REQUESTED) -> sgdr.DescribedGroup:
     """One group as ShareGroupDescribe answers it (also used by tools)."""
     try:
         group = shard.share.share_group(group_id)

@@ -13,18 +13,15 @@ are empty. As Kafka's ``DescribeTopicPartitionsRequestHandler``: a cursor naming
 topic the request does not list is INVALID_REQUEST; a named topic that does not
 exist is UNKNOWN_TOPIC_OR_PARTITION and one the caller may not DESCRIBE is
 TOPIC_AUTHORIZATION_FAILED, while a request for every topic leaves both kinds out.
-Every topic answered carries its authorized operations (the request has no flag for
-them; Kafka's handler always fills them in): all that Kafka supports on a topic
-without an authorizer, else those the ACLs allow.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.acl import allows, authorized_operations
+from kaflite.cluster.acl import NOT_REQUESTED, allows, authorized_operations
 from kaflite.cluster.handlers._base import Handler
-from kaflite.cluster.handlers.metadata import NO_OPS, topic_metadata
+from kaflite.cluster.handlers.metadata import topic_metadata
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
@@ -43,7 +40,7 @@ __all__ = ["HANDLERS", "PARTITION_LIMIT"]
 PARTITION_LIMIT = 2000      # Kafka's max.request.partition.size.limit default
 
 
-def _topic(broker: Broker, name: str, start: int, room: int, operations: int
+def _topic(broker: Broker, conn: ServerConnection, name: str, start: int, room: int
            ) -> tuple[dtp.DescribeTopicPartitionsResponseTopic, int]:
     """The topic's partitions from ``start``, at most ``room``; and how many it had."""
     md = topic_metadata(broker, broker.controller.topics[name])
@@ -54,7 +51,8 @@ def _topic(broker: Broker, name: str, start: int, room: int, operations: int
         for p in md.partitions[start:start + room]]
     return dtp.DescribeTopicPartitionsResponseTopic(
         error_code=0, name=name, topic_id=md.topic_id, is_internal=md.is_internal,
-        partitions=parts, topic_authorized_operations=operations), len(md.partitions)
+        partitions=parts, topic_authorized_operations=authorized_operations(
+            broker, conn, ResourceType.TOPIC, name)), len(md.partitions)
 
 
 async def handle_describe_topic_partitions(
@@ -68,7 +66,7 @@ async def handle_describe_topic_partitions(
         return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=[
             dtp.DescribeTopicPartitionsResponseTopic(
                 error_code=errors.InvalidRequestError.code, name=name, partitions=[],
-                topic_authorized_operations=NO_OPS) for name in named])
+                topic_authorized_operations=NOT_REQUESTED) for name in named])
     known = broker.controller.topics
     after = cursor.topic_name if cursor is not None else ""
     names = [n for n in (sorted(known) if every else named) if n >= after]
@@ -83,15 +81,13 @@ async def handle_describe_topic_partitions(
                     else errors.TopicAuthorizationFailedError.code
                 out.append(dtp.DescribeTopicPartitionsResponseTopic(
                     error_code=code, name=name, partitions=[],
-                    topic_authorized_operations=authorized_operations(
-                        broker, conn, ResourceType.TOPIC, name)))
+                    topic_authorized_operations=NOT_REQUESTED))
             continue
         if room <= 0:
             next_cursor = dtp.Cursor(name, 0)
             break
         start = cursor.partition_index if cursor is not None and name == after else 0
-        topic, total = _topic(broker, name, start, room,
-                              authorized_operations(broker, conn, ResourceType.TOPIC, name))
+        topic, total = _topic(broker, conn, name, start, room)
         out.append(topic)
         room -= len(topic.partitions)
         if start + len(topic.partitions) < total:

@@ -65,7 +65,7 @@ from kaflite.security.scram import MECHANISM_TYPES, ScramCredential
 if TYPE_CHECKING:
     from kaflite.cluster.controller import Controller
 
-__all__ = ["CONFIG_GROUP", "CONFIG_TOPIC", "METADATA_VERSION", "acl_record", "acl_removal",
+__all__ = ["CONFIG_BROKER", "CONFIG_GROUP", "CONFIG_TOPIC", "METADATA_VERSION", "acl_record", "acl_removal",
            "broker_record", "config_changes", "partition_change", "partition_record",
            "producer_ids_record", "quota_records", "replay", "scram_record", "scram_removal",
            "snapshot_records", "topic_records"]
@@ -184,6 +184,8 @@ def snapshot_records(c: Controller) -> Iterator[Struct]:
         yield from topic_records(t)
     for group, configs in c.group_configs.items():
         yield from config_changes(CONFIG_GROUP, group, {}, configs)
+    for name, configs in c.broker_configs.items():
+        yield from config_changes(CONFIG_BROKER, name, {}, configs)
     for user, creds in c.scram.items():
         for cred in creds.values():
             yield scram_record(user, cred)
@@ -252,6 +254,9 @@ def _config(c: Controller, r: ConfigRecord) -> None:
         configs = t.configs
     elif r.resource_type == CONFIG_GROUP:
         configs = c.group_configs.setdefault(r.resource_name, {})
+    elif r.resource_type == CONFIG_BROKER:
+        configs = c.broker_configs.setdefault(r.resource_name, {})
+        c.broker_config_changes += 1
     else:
         return
     if r.value is None:
@@ -260,6 +265,8 @@ def _config(c: Controller, r: ConfigRecord) -> None:
         configs[r.name] = r.value
     if r.resource_type == CONFIG_GROUP and not configs:
         c.group_configs.pop(r.resource_name, None)
+    if r.resource_type == CONFIG_BROKER and not configs:
+        c.broker_configs.pop(r.resource_name, None)
 
 
 def _register_broker(c: Controller, r: RegisterBrokerRecord) -> None:

@@ -1,0 +1,118 @@
+"""Dynamic broker configs: set while the cluster runs, for one broker or for all of them.
+
+As Kafka's ``kafka-configs --entity-type brokers``: IncrementalAlterConfigs and
+AlterConfigs on a BROKER resource named by a broker id (that broker alone,
+DYNAMIC_BROKER_CONFIG) or by the empty string (the cluster-wide default,
+DYNAMIC_DEFAULT_BROKER_CONFIG). The controller keeps them (``Controller.broker_configs``,
+ConfigRecords of resource type BROKER in the metadata log), every broker reads them.
+
+A value resolves in Kafka's order: the broker's own dynamic value, the cluster-wide
+dynamic one, the value the broker was started with, the default. kaflite's brokers
+apply the dynamic values of the topic configs' broker synonyms (``log.retention.ms``,
+``log.segment.bytes``, ``message.max.bytes``, ``min.insync.replicas`` ...) to every
+topic that does not override them, at once. The other configs Kafka can change
+dynamically (thread pools, the cleaner's I/O rate, connection limits) are stored and
+described as Kafka does; kaflite has no such pools or limits to resize. What Kafka
+refuses, kaflite refuses with Kafka's error and message: a config read only at start,
+a broker-only config at the default level, an SSL config without a listener prefix,
+a value of the wrong type, another broker's id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kaflite.cluster._kafka_broker_configs import (
+    BROKER_LEVEL_ONLY,
+    DYNAMIC_TYPES,
+    LISTENER_LEVEL_ONLY,
+    STATIC,
+)
+from kaflite.protocol import errors
+
+__all__ = ["DEFAULT", "SOURCE_BROKER", "SOURCE_DEFAULT", "BrokerConfigStore", "config_type",
+           "lookup", "resource_node", "validate"]
+
+DEFAULT = ""                       # the resource name of the cluster-wide default
+SOURCE_BROKER = "DYNAMIC_BROKER_CONFIG"
+SOURCE_DEFAULT = "DYNAMIC_DEFAULT_BROKER_CONFIG"
+
+#: resource name ("" or a broker id) -> config -> value
+BrokerConfigStore = dict[str, dict[str, str]]
+
+
+def resource_node(name: str, node_id: int, *, describe: bool) -> int | None:
+    """The broker a BROKER resource names (None: the default), checked as Kafka checks it:
+    a broker answers for itself and for the default only."""
+    if name == DEFAULT:
+        return None
+    try:
+        node = int(name)
+    except ValueError:
+        raise errors.InvalidRequestError(
+            f"Node id must be an integer, but it is: {name}") from None
+    if node != node_id:
+        also = " or empty string" if describe else ""
+        raise errors.InvalidRequestError(
+            f"Unexpected broker id, expected {node_id}{also}, but received {name}")
+    return node
+
+
+def config_type(name: str) -> str | None:
+    """Kafka's type of a dynamic broker config (None: not one Kafka knows)."""
+    return DYNAMIC_TYPES.get(name)
+
+
+def _listed(names: list[str]) -> str:
+    return "[" + ", ".join(sorted(names)) + "]"
+
+
+def _value_error(name: str, value: str) -> str | None:
+    kind = DYNAMIC_TYPES.get(name)
+    try:
+        if kind in ("INT", "SHORT", "LONG"):
+            int(value)
+        elif kind == "DOUBLE":
+            float(value)
+        elif kind == "BOOLEAN" and value.strip().lower() not in ("true", "false"):
+            return "Expected value to be either true or false"
+    except ValueError:
+        return f"Not a number of type {kind}"
+    return None
+
+
+def validate(name: str, configs: Mapping[str, str]) -> None:
+    """Refuse what Kafka refuses for BROKER resource ``name`` (raises ``KafkaError``)."""
+    static = [k for k in configs if k in STATIC]
+    if static:
+        raise errors.InvalidRequestError(
+            f"Cannot update these configs dynamically: {_listed(static)}")
+    listener = [k for k in configs if k in LISTENER_LEVEL_ONLY]
+    if listener:
+        raise errors.InvalidRequestError(
+            "These security configs can be dynamically updated only per-listener using "
+            f"the listener prefix: {_listed(listener)}")
+    if name == DEFAULT:
+        broker_only = [k for k in configs if k in BROKER_LEVEL_ONLY]
+        if broker_only:
+            raise errors.InvalidRequestError(
+                "Cannot update these configs at default cluster level, broker id must be "
+                f"specified: {_listed(broker_only)}")
+    for key, value in configs.items():
+        why = _value_error(key, value)
+        if why is not None:
+            raise errors.InvalidRequestError(
+                f"Invalid value {value} for configuration {key}: {why}")
+
+
+def lookup(store: Mapping[str, Mapping[str, str]], node_id: int, name: str
+           ) -> tuple[str, str] | None:
+    """``(value, source)`` of config ``name`` set dynamically for broker ``node_id``
+    (its own value first, then the cluster-wide one); None if neither is set."""
+    own = store.get(str(node_id))
+    if own is not None and name in own:
+        return own[name], SOURCE_BROKER
+    default = store.get(DEFAULT)
+    if default is not None and name in default:
+        return default[name], SOURCE_DEFAULT
+    return None
