@@ -190,6 +190,14 @@ public class AdminDriver {
         }
     }
 
+    private static boolean answered(Object got) {
+        return !(got instanceof Exception);
+    }
+
+    private static boolean sixTopics(Object got) {
+        return got instanceof Collection<?> c && c.size() == 6;
+    }
+
     private static String ops(Set<AclOperation> ops) {
         return ops == null ? "null" : new TreeSet<>(ops.stream().map(Enum::name).toList()).toString();
     }
@@ -306,12 +314,14 @@ public class AdminDriver {
             new NewTopic(prefix + "-rf", 1, (short) (nodes.size() + 1)),
             new NewTopic(prefix + "-cfg", 1, rf).configs(Map.of("no.such.config", "1")),
             new NewTopic(prefix + "-bad", 1, rf).configs(Map.of("retention.ms", "soon")))).values()));
-        step("listTopics", () -> new TreeSet<>(admin.listTopics().names().get().stream()
-            .filter(t -> t.startsWith(prefix)).map(AdminDriver::n).toList()));
-        step("listTopics.listings", () -> admin.listTopics(new ListTopicsOptions().listInternal(true))
+        // Kafka's brokers learn of a change from the controller a little after it is
+        // answered, and the admin asks any of them: what reads a change waits for it
+        step("listTopics", () -> until(() -> new TreeSet<>(admin.listTopics().names().get().stream()
+            .filter(t -> t.startsWith(prefix)).map(AdminDriver::n).toList()), AdminDriver::sixTopics));
+        step("listTopics.listings", () -> until(() -> admin.listTopics(new ListTopicsOptions().listInternal(true))
             .listings().get().stream().filter(l -> l.name().startsWith(prefix))
-            .map(l -> n(l.name()) + ":" + l.isInternal()).sorted().toList());
-        step("describeTopics", () -> {
+            .map(l -> n(l.name()) + ":" + l.isInternal()).sorted().toList(), AdminDriver::sixTopics));
+        step("describeTopics", () -> until(() -> {
             TopicDescription d = admin.describeTopics(List.of(prefix + "-a"),
                 new DescribeTopicsOptions().includeAuthorizedOperations(true)).allTopicNames().get()
                 .get(prefix + "-a");
@@ -326,14 +336,14 @@ public class AdminDriver {
             }
             out.append(" ops=").append(ops(d.authorizedOperations()));
             return out;
-        });
-        step("describeTopics.byId", () -> {
+        }, AdminDriver::answered));
+        step("describeTopics.byId", () -> until(() -> {
             Uuid id = admin.describeTopics(List.of(prefix + "-b")).allTopicNames().get()
                 .get(prefix + "-b").topicId();
             TopicDescription d = admin.describeTopics(TopicCollection.ofTopicIds(List.of(id)))
                 .allTopicIds().get().get(id);
             return n(d.name()) + " partitions=" + d.partitions().size() + " sameId=" + id.equals(d.topicId());
-        });
+        }, AdminDriver::answered));
         step("describeTopics.unknownName", () -> admin.describeTopics(List.of(prefix + "-nope"))
             .allTopicNames().get());
         step("describeTopics.unknownId", () -> admin.describeTopics(
@@ -347,8 +357,8 @@ public class AdminDriver {
             prefix + "-d", NewPartitions.increaseTo(1),
             prefix + "-nope", NewPartitions.increaseTo(2))).values()));
         awaitTopic(prefix + "-b", 3);
-        step("createPartitions.described", () -> admin.describeTopics(List.of(prefix + "-b"))
-            .allTopicNames().get().get(prefix + "-b").partitions().size());
+        step("createPartitions.described", () -> until(() -> admin.describeTopics(List.of(prefix + "-b"))
+            .allTopicNames().get().get(prefix + "-b").partitions().size(), size -> Integer.valueOf(3).equals(size)));
     }
 
     private static void configs() throws Exception {
@@ -363,7 +373,7 @@ public class AdminDriver {
         List<String> brokerKeys = List.of("message.max.bytes", "auto.create.topics.enable",
                                           "log.retention.hours", "num.partitions", "default.replication.factor",
                                           "log.cleaner.threads", "compression.type");
-        configs("describeConfigs.topic", topic, topicKeys, null);
+        configs("describeConfigs.topic", topic, topicKeys, got -> got.contains("3600000"));
         configs("describeConfigs.group", group, groupKeys, null);
         configs("describeConfigs.broker", broker, brokerKeys, null);
         configs("describeConfigs.unknownTopic", new ConfigResource(ConfigResource.Type.TOPIC, prefix + "-nope"),
@@ -790,7 +800,8 @@ public class AdminDriver {
             new ClientQuotaAlteration(new ClientQuotaEntity(Map.of(ClientQuotaEntity.USER, user)),
                 List.of(new ClientQuotaAlteration.Op("consumer_byte_rate", 2048.0))))).all().get());
         step("describeClientQuotas", () -> until(quotas, d -> String.valueOf(d).contains("2048")));
-        step("describeClientQuotas.exact", () -> admin.describeClientQuotas(filter).entities().get().size());
+        step("describeClientQuotas.exact", () -> until(() -> admin.describeClientQuotas(filter).entities().get().size(),
+            size -> Integer.valueOf(1).equals(size)));
         step("alterClientQuotas.remove", () -> admin.alterClientQuotas(List.of(new ClientQuotaAlteration(entity,
             List.of(new ClientQuotaAlteration.Op("producer_byte_rate", null))))).all().get());
         step("describeClientQuotas.afterRemove", () -> until(quotas, d -> !String.valueOf(d).contains("producer")));
