@@ -266,6 +266,16 @@ public class KafkaDriver {
             admin.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
                 new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
                 .all().get();
+            // Kafka's brokers learn of it from the controller a little later, and the group's
+            // coordinator reads it when the partition is first assigned: wait until a few
+            // reads in a row (from whichever broker the admin asks) have it
+            long deadline = System.currentTimeMillis() + DEADLINE_MS;
+            for (int seen = 0; seen < 5 && System.currentTimeMillis() < deadline; ) {
+                ConfigEntry e = admin.describeConfigs(List.of(res)).all().get().get(res)
+                    .get("share.auto.offset.reset");
+                seen = e != null && "earliest".equals(e.value()) ? seen + 1 : 0;
+                Thread.sleep(50);
+            }
         }
         Set<String> release = Set.of("s3", "s5", "s7");
         String reject = "s9";
