@@ -156,6 +156,13 @@ class ConnectionRecord:
     throttles: int = 0
     throttled_ms_total: int = 0
     requests_while_muted: int = 0
+    # -- client telemetry (KIP-714, kaflite.cluster.telemetry): the client instance id
+    # the connection asked for or pushed as, and the latest value of every metric its
+    # instance pushed (shared with the instance), how many pushes and when the last
+    client_instance_id: str | None = None
+    telemetry: dict[str, float] = field(default_factory=dict)
+    telemetry_pushes: int = 0
+    telemetry_at: float | None = None
 
     def throttled(self, ms: int) -> None:
         self.throttle_time_ms = ms
@@ -317,6 +324,10 @@ class ConnectionSnapshot:
     requests_while_muted: int = 0
     share_groups: list[str] = field(default_factory=list)
     share_partitions: list[str] = field(default_factory=list)
+    client_instance_id: str | None = None
+    telemetry: dict[str, float] = field(default_factory=dict)
+    telemetry_pushes: int = 0
+    telemetry_at: float | None = None
 
     @property
     def host(self) -> str:
@@ -388,6 +399,10 @@ def snapshot(info: ConnectionRecord) -> ConnectionSnapshot:
         throttles=info.throttles,
         throttled_ms_total=info.throttled_ms_total,
         requests_while_muted=info.requests_while_muted,
+        client_instance_id=info.client_instance_id,
+        telemetry=dict(sorted(info.telemetry.items())),
+        telemetry_pushes=info.telemetry_pushes,
+        telemetry_at=info.telemetry_at,
     )
 
 
