@@ -193,15 +193,14 @@ class TelemetryManager:
         payload = bytes(req.metrics)
         if payload:
             try:
-                raw = bytes(decompress(req.compression_type, payload, limit=self.max_bytes))
-                if len(raw) > self.max_bytes:
-                    raise errors.TelemetryTooLargeError("decompressed payload too large")
-                values = decode_metrics(raw)
-            except errors.TelemetryTooLargeError as exc:
-                inst.last_error = exc.code
-                return PushTelemetryResponse(error_code=exc.code)
-            except (ProtocolError, ValueError):
-                inst.last_error = errors.InvalidRecordError.code
+                values = decode_metrics(bytes(decompress(req.compression_type, payload,
+                                                         limit=self.max_bytes)))
+            except (ProtocolError, ValueError) as exc:
+                # larger than telemetry.max.bytes once decompressed: the client may push
+                # less; anything else that does not decode: it should stop pushing
+                inst.last_error = (errors.TelemetryTooLargeError.code
+                                   if "exceeds the limit" in str(exc)
+                                   else errors.InvalidRecordError.code)
                 return PushTelemetryResponse(error_code=inst.last_error)
             inst.latest.update(values)
         inst.pushes += 1
