@@ -261,3 +261,41 @@ def test_librdkafka_pushes_its_metrics() -> None:
         finally:
             consumer.close()
             producer.flush(5)
+
+
+def test_client_metrics_cli_prints_kafka_client_metrics_lines() -> None:
+    """The lines are those Kafka 4.4's ClientMetricsCommand printed against kaflite."""
+    from typer.testing import CliRunner
+
+    from kaflite.cli import app
+
+    runner = CliRunner()
+    with Cluster(brokers=1) as cluster:
+        def cli(*args: str, code: int = 0) -> list[str]:
+            result = runner.invoke(app, ["client-metrics", "--bootstrap-server",
+                                         cluster.bootstrap_servers, *args])
+            assert result.exit_code == code, (result.output, result.exception)
+            return result.output.splitlines()
+
+        assert cli("--alter", "--name", "sub1", "--metrics",
+                   "org.apache.kafka.producer.,org.apache.kafka.consumer.", "--interval",
+                   "1000", "--match", "client_id=x.*,client_software_name=librdkafka") == [
+            "Altered client metrics config for sub1."]
+        assert cli("--alter", "--name", "sub2", "--metrics", "*") == [
+            "Altered client metrics config for sub2."]
+        generated = cli("--alter", "--generate-name", "--interval", "2000")[0]
+        new_name = generated.removeprefix("Altered client metrics config for ").rstrip(".")
+        assert uuid.UUID(new_name)
+        assert cli("--describe", "--name", "sub1") == [
+            "Client metrics configs for sub1 are:", "  interval.ms=1000",
+            "  match=client_id=x.*,client_software_name=librdkafka",
+            "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer."]
+        assert cli("--list") == sorted(["sub1", "sub2", new_name])
+        assert cli("--delete", "--name", "sub2") == ["Deleted client metrics config for sub2."]
+        assert "sub2" not in cli("--list")
+        assert cli("--describe", "--name", "sub2") == [
+            "The client metric resource sub2 doesn't exist and doesn't have dynamic config."]
+        assert cli("--alter", "--name", "bad", "--interval", "5", code=1) == [
+            "Error while executing client metrics command : Invalid value 5 for interval.ms, "
+            "interval must be between 100 and 3600000 (1 hour)"]
+        cli("--list", "--name", "sub1", code=2)
