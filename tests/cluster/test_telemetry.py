@@ -12,6 +12,7 @@ import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as otlp
 
+from kaflite.cli.connections import telemetry_text
 from kaflite.client.admin import Admin, ConfigResource
 from kaflite.cluster import Cluster
 from kaflite.cluster.controller import Controller
@@ -258,6 +259,11 @@ def test_librdkafka_pushes_its_metrics() -> None:
                        for k in prod.telemetry), prod.telemetry
             assert any(k.startswith("org.apache.kafka.consumer.") for k in cons.telemetry), \
                 cons.telemetry
+            # `kaflite connections` shows the instance and the count beside the role
+            text = telemetry_text(prod.to_dict()).splitlines()
+            assert text[:2] == [f"instance {prod.client_instance_id}",
+                                f"{len(prod.telemetry)} metrics (x{prod.telemetry_pushes})"]
+            assert "partition-leader" in prod.roles
         finally:
             consumer.close()
             producer.flush(5)
@@ -299,3 +305,18 @@ def test_client_metrics_cli_prints_kafka_client_metrics_lines() -> None:
             "Error while executing client metrics command : Invalid value 5 for interval.ms, "
             "interval must be between 100 and 3600000 (1 hour)"]
         cli("--list", "--name", "sub1", code=2)
+
+
+def test_telemetry_crosses_from_broker_processes_to_the_registry() -> None:
+    """A broker process sends its rows as JSON (observe_wire): the instance id and the
+    pushed metrics travel with them."""
+    from kaflite.cluster.observe import ConnectionRecord, snapshot
+    from kaflite.cluster.observe_wire import record_from_json, record_to_json
+
+    row = ConnectionRecord(7, 1, "127.0.0.1:5555", client_id="c",
+                           client_instance_id=str(uuid.uuid4()),
+                           telemetry={"org.apache.kafka.producer.x": 1.5}, telemetry_pushes=3,
+                           telemetry_at=123.0)
+    back = snapshot(record_from_json(record_to_json(row)))
+    assert (back.client_instance_id, back.telemetry, back.telemetry_pushes,
+            back.telemetry_at) == (row.client_instance_id, row.telemetry, 3, 123.0)
