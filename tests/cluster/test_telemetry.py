@@ -317,6 +317,8 @@ def test_telemetry_crosses_from_broker_processes_to_the_registry() -> None:
                            client_instance_id=str(uuid.uuid4()),
                            telemetry={"org.apache.kafka.producer.x": 1.5}, telemetry_pushes=3,
                            telemetry_at=123.0)
+    row.stats(18).count = row.stats(71).count = row.stats(72).count = 1
+    assert row.roles == ["bootstrap"]       # telemetry alone makes no other role
     back = snapshot(record_from_json(record_to_json(row)))
     assert (back.client_instance_id, back.telemetry, back.telemetry_pushes,
             back.telemetry_at) == (row.client_instance_id, row.telemetry, 3, 123.0)

@@ -13,7 +13,8 @@ connection calls ``record_request``, which
 
   ==================  =========================================================
   bootstrap           only discovery: ApiVersions, Metadata (also FindCoordinator,
-                      DescribeCluster and SASL, which are discovery too)
+                      DescribeCluster and SASL, which are discovery too), with
+                      perhaps the client's telemetry (KIP-714)
   partition-leader    Produce, Fetch, ListOffsets or OffsetForLeaderEpoch answered
                       for a partition this broker leads (the partitions are listed)
   group-coordinator   a member's group API (join, sync, heartbeat, commit, leave)
@@ -73,6 +74,8 @@ FIND_COORDINATOR, SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_CLUSTER = 10, 17, 
 
 DISCOVERY_APIS = frozenset({API_VERSIONS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE,
                             SASL_AUTHENTICATE, DESCRIBE_CLUSTER})
+# KIP-714's requests ride on whatever connection the client picked: they add no role
+TELEMETRY_APIS = frozenset({71, 72})
 PARTITION_LEADER_APIS = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH})
 # Requests a member sends to its group's coordinator (classic, KIP-848, share groups);
 # admin requests (DescribeGroups, OffsetDelete...) do not make a coordinator connection.
@@ -191,7 +194,8 @@ class ConnectionRecord:
         if WRITE_TXN_MARKERS in self.apis:
             roles.append("txn-marker-sender")
         if not roles:
-            roles.append("bootstrap" if set(self.apis) <= DISCOVERY_APIS else "other")
+            roles.append("bootstrap" if set(self.apis) - TELEMETRY_APIS <= DISCOVERY_APIS
+                         else "other")
         return roles
 
     def stats(self, key: int) -> ApiStats:
