@@ -208,6 +208,7 @@ def test_exactly_once_when_a_worker_and_a_broker_are_killed(
     worker (its JVM, its executor, the executor's Python workers) and kill a broker at
     the same moment, then restart both. The query carries on (the lost tasks run
     again) and the sink holds every record exactly once."""
+    pytest.importorskip("psutil")
     from pyspark.sql.functions import col, udf
 
     servers = cluster.bootstrap_servers
@@ -217,43 +218,86 @@ def test_exactly_once_when_a_worker_and_a_broker_are_killed(
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
     @udf("string")
-    def slow(key: str) -> str:     # ~0.5 s a task of 50 rows: batches of ~1 s
-        time.sleep(0.01)
+    def slow(key: str) -> str:     # ~1 s a task of 50 rows: batches of 2-3 s
+        time.sleep(0.02)
         return key
+
+    @udf("int")
+    def attempt() -> int:          # which attempt of its task wrote the row
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        return context.attemptNumber() if context is not None else -1
 
     query = (spark.readStream.format("kaflite")
              .options(**options(servers, subscribe=topic, startingOffsets="earliest",
                                 maxOffsetsPerTrigger="150")).load()
-             .select(slow(col("key").cast("string")).alias("key"), "partition", "offset")
+             .select(slow(col("key").cast("string")).alias("key"), "partition", "offset",
+                     attempt.asNondeterministic()().alias("attempt"))
              .writeStream.format("parquet").option("path", str(out))
              .option("checkpointLocation", str(checkpoint))
              .trigger(processingTime="200 milliseconds").start())
+    tracker = spark.sparkContext.statusTracker()
     try:
         deadline = time.monotonic() + 90
         while not [p for p in query.recentProgress if p["numInputRows"]]:
             assert query.exception() is None and time.monotonic() < deadline
             time.sleep(0.1)
-        while not query.status["isTriggerActive"]:      # the next batch has begun
+        # The broker that leads partition 0 for the executors' fetches.
+        victim = next(c.broker for c in cluster.cluster.connections(client_id=STREAM_CLIENT_ID)
+                      if f"{topic}-0" in c.partitions)
+        while _running_tasks(tracker) < 2:     # both executors inside a micro-batch
+            assert query.exception() is None and time.monotonic() < deadline
             time.sleep(0.02)
-        time.sleep(0.3)
-        during = query.status
         killed_batch = len(query.recentProgress)
-        victim = cluster.node_ids[0]
+        doomed = _children(standalone.worker_pids()[0])
+        t0 = time.monotonic()
         standalone.kill_worker(0)
         cluster.kill(victim)
+        gone = time.monotonic() + 5
+        while [pid for pid in doomed if _alive(pid)]:
+            assert time.monotonic() < gone, f"outlived their worker: {doomed}"
+            time.sleep(0.05)
         time.sleep(1)
         cluster.restart(victim)
         standalone.restart_worker(0)
+        restarted = time.monotonic() - t0
         deadline = time.monotonic() + 120
         while len(sink_rows(spark, out)) < len(keys):
             assert query.exception() is None, query.exception()
             assert time.monotonic() < deadline, (len(sink_rows(spark, out)), len(keys))
             time.sleep(1)
+        caught_up = time.monotonic() - t0
         durations = [p["durationMs"].get("triggerExecution") for p in query.recentProgress]
-        print(f"killed in batch {killed_batch} ({during}); trigger durations ms: {durations}")
+        print(f"killed worker 0 ({len(doomed)} processes) and broker {victim} in batch "
+              f"{killed_batch}; both back in {restarted:.1f} s, backlog done in "
+              f"{caught_up:.1f} s; trigger durations ms: {durations}")
     finally:
         query.stop()
     rows = sink_rows(spark, out)
     assert Counter(r.key for r in rows) == Counter(keys)
     assert len({(r.partition, r.offset) for r in rows}) == len(keys)
     assert standalone.alive_workers() == 2
+    # Tasks that ran again after the kill wrote their rows once, as attempt 1 or later.
+    assert max(r.attempt for r in rows) >= 1, Counter(r.attempt for r in rows)
+
+
+def _running_tasks(tracker: Any) -> int:
+    stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+    return sum(s.numActiveTasks for s in stages if s is not None)
+
+
+def _children(pid: int | None) -> list[int]:
+    import psutil
+
+    assert pid is not None
+    return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -7,7 +7,7 @@ JVM of its own started with PySpark's ``bin/spark-class``.
 
 Everything is small (daemons of 256 MB, workers of one core and 512 MB) and lives in a
 temporary directory that ``stop`` removes. Each worker runs in a process group of its
-own, so ``kill_worker`` SIGKILLs the worker JVM together with the executor JVM it
+own (a session), so ``kill_worker`` SIGKILLs the worker JVM together with the executor JVM it
 launched and that executor's Python workers, as if the machine had gone away.
 
 The executors run this interpreter (``PYSPARK_PYTHON``) and import kaflite from the
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkClusterError", "SparkStandalone", "free_port", "spark_home"]
+__all__ = ["SparkClusterError", "SparkStandalone", "free_port", "session_pids", "spark_home"]
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -59,6 +59,17 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
+
+
+def session_pids(sid: int) -> list[int]:
+    """The processes of session ``sid`` (from /proc; none where there is no /proc)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:       # state, ppid, pgrp, session
+                pids.append(int(stat.parent.name))
+    return pids
 
 
 class SparkStandalone:
@@ -179,12 +190,16 @@ class SparkStandalone:
                 for p in self._workers]
 
     def kill_worker(self, i: int) -> None:
-        """SIGKILL worker ``i``'s JVM, its executors and their Python workers at once."""
+        """SIGKILL worker ``i``'s JVM, its executors and their Python workers at once.
+
+        The worker starts a session of its own; PySpark's daemon moves to a process
+        group of its own within it, so the kill goes to every process of the session."""
         proc = self._workers[i]
         if proc is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in [proc.pid, *session_pids(proc.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         proc.wait()
         self._workers[i] = None
 
