@@ -6,14 +6,10 @@ JVM of its own started with PySpark's ``bin/spark-class``.
         ...spark_cluster.kill_worker(0); spark_cluster.restart_worker(0)...
 
 Everything is small (daemons of 256 MB, workers of one core and 512 MB) and lives in a
-temporary directory that ``stop`` removes. Each worker runs in a process group of its
-own (a session), so ``kill_worker`` SIGKILLs the worker JVM together with the executor JVM it
-launched and that executor's Python workers, as if the machine had gone away.
-
-The executors run this interpreter (``PYSPARK_PYTHON``) and import kaflite from the
-directory this module was loaded from (``PYTHONPATH``, set both in the workers'
-environment and as ``spark.executorEnv.PYTHONPATH``), so a source tree that is not
-installed runs on the executors too.
+temporary directory that ``stop`` removes. Each worker starts a session of its own, so
+``kill_worker`` SIGKILLs the worker JVM with its executor JVM and that executor's Python
+workers, as if the machine had gone. The executors run this interpreter and import
+kaflite from the tree this module came from (``PYTHONPATH``), installed or not.
 """
 
 from __future__ import annotations
@@ -50,8 +46,7 @@ class SparkClusterError(RuntimeError):
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        return int(s.getsockname()[1])
 
 
 def spark_home() -> Path:
@@ -59,6 +54,10 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
+
+
+def python_path() -> str:
+    return os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH", "")) if p)
 
 
 def session_pids(sid: int) -> list[int]:
@@ -83,44 +82,32 @@ class SparkStandalone:
         self.start_timeout = start_timeout
         self.home = spark_home()
         self.root = Path(tempfile.mkdtemp(prefix="kaflite-spark-standalone-"))
-        self.port = free_port()
-        self.webui_port = free_port()
+        self.port, self.webui_port = free_port(), free_port()
+        self.master_url = f"spark://127.0.0.1:{self.port}"
+        self.master_json_url = f"http://127.0.0.1:{self.webui_port}/json/"
         self._master: subprocess.Popen[bytes] | None = None
         self._workers: list[subprocess.Popen[bytes] | None] = [None] * workers
         self._starts = 0
         self._webui_ports: list[int] = [0] * workers
 
-    @property
-    def master_url(self) -> str:
-        return f"spark://127.0.0.1:{self.port}"
-
-    @property
-    def master_json_url(self) -> str:
-        return f"http://127.0.0.1:{self.webui_port}/json/"
-
     # -- processes ---------------------------------------------------------------------
     def _env(self, local_dirs: Path) -> dict[str, str]:
-        env = dict(os.environ)
-        python_path = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH", "")) if p)
-        env.update({"SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
-                    "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOCAL_DIRS": str(local_dirs),
-                    "SPARK_WORKER_DIR": str(local_dirs / "work"),
-                    "SPARK_CONF_DIR": str(self.root / "conf"),
-                    "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": python_path})
+        env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
+               "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOCAL_DIRS": str(local_dirs),
+               "SPARK_WORKER_DIR": str(local_dirs / "work"),
+               "SPARK_CONF_DIR": str(self.root / "conf"),
+               "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": python_path()}
         env.pop("PYSPARK_DRIVER_PYTHON", None)
         return env
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         local_dirs = self.root / name
         (local_dirs / "work").mkdir(parents=True, exist_ok=True)
-        log = open(self.root / f"{name}.log", "ab")   # noqa: SIM115 (the child keeps it)
-        try:
+        with open(self.root / f"{name}.log", "ab") as log:    # the child keeps its copy
             return subprocess.Popen([str(self.home / "bin" / "spark-class"), *args],
                                     env=self._env(local_dirs), stdin=subprocess.DEVNULL,
                                     stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
-        finally:
-            log.close()
 
     def _start_worker(self, i: int) -> None:
         self._starts += 1
@@ -151,8 +138,7 @@ class SparkStandalone:
     def state(self) -> dict[str, Any]:
         """The master's JSON view (workers, applications)."""
         with urllib.request.urlopen(self.master_json_url, timeout=5) as response:
-            state: dict[str, Any] = json.load(response)
-            return state
+            return dict(json.load(response))
 
     def alive_workers(self) -> int:
         """How many of the running worker processes the master lists as ALIVE."""
@@ -190,10 +176,8 @@ class SparkStandalone:
                 for p in self._workers]
 
     def kill_worker(self, i: int) -> None:
-        """SIGKILL worker ``i``'s JVM, its executors and their Python workers at once.
-
-        The worker starts a session of its own; PySpark's daemon moves to a process
-        group of its own within it, so the kill goes to every process of the session."""
+        """SIGKILL worker ``i``'s JVM, its executors and their Python workers: every process
+        of the worker's session (PySpark's daemon leaves the worker's process group)."""
         proc = self._workers[i]
         if proc is None:
             return
@@ -204,8 +188,7 @@ class SparkStandalone:
         self._workers[i] = None
 
     def restart_worker(self, i: int, wait: bool = True) -> None:
-        """Start worker ``i`` again (a new JVM, a new work directory); with ``wait``,
-        return once the master lists every worker ALIVE."""
+        """Worker ``i`` again (a new JVM, work directory); ``wait``: until all are ALIVE."""
         self.kill_worker(i)
         self._start_worker(i)
         if wait:
@@ -213,35 +196,30 @@ class SparkStandalone:
 
     def stop(self) -> None:
         """Stop every process (workers first, then the master) and remove the files."""
-        for i in range(len(self._workers)):
-            self.kill_worker(i)
-        if self._master is not None:
-            self._stop_master(self._master)
-            self._master = None
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    @staticmethod
-    def _stop_master(proc: subprocess.Popen[bytes]) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            for i in range(len(self._workers)):
+                self.kill_worker(i)
+        finally:
+            master, self._master = self._master, None
+            if master is not None:
+                master.terminate()
+                try:
+                    master.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    master.kill()
+                    master.wait()
+            shutil.rmtree(self.root, ignore_errors=True)
 
     # -- a driver ----------------------------------------------------------------------
     def session_conf(self) -> dict[str, str]:
         """Settings for a driver in this process: loopback, small memory, executors of
         one core that run this interpreter and see this source tree."""
-        python_path = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH", "")) if p)
         return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                 "spark.driver.memory": "512m", "spark.executor.memory": self.memory,
                 "spark.executor.cores": str(self.cores),
                 "spark.cores.max": str(self.cores * self.workers),
                 "spark.pyspark.python": sys.executable,
-                "spark.executorEnv.PYTHONPATH": python_path,
+                "spark.executorEnv.PYTHONPATH": python_path(),
                 "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                 "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
                 "spark.sql.streaming.stopTimeout": "30s"}
@@ -257,8 +235,7 @@ class SparkStandalone:
             builder = builder.config(key, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
-        # The driver's context reads PYSPARK_PYTHON only (not spark.pyspark.python) for
-        # the Python its UDFs and registered sources run on the executors: this one.
+        # The context takes its executors' Python from PYSPARK_PYTHON, not from the conf.
         if not os.environ.get("PYSPARK_PYTHON"):
             session.sparkContext.pythonExec = sys.executable
         register(session)
