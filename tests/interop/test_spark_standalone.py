@@ -279,7 +279,9 @@ def test_exactly_once_when_a_worker_and_a_broker_are_killed(
     assert len({(r.partition, r.offset) for r in rows}) == len(keys)
     assert standalone.alive_workers() == 2
     # Tasks that ran again after the kill wrote their rows once, as attempt 1 or later.
-    assert max(r.attempt for r in rows) >= 1, Counter(r.attempt for r in rows)
+    attempts = Counter(r.attempt for r in rows)
+    print(f"rows by task attempt: {dict(attempts)}")
+    assert max(attempts) >= 1, attempts
 
 
 def _running_tasks(tracker: Any) -> int:
