@@ -1,0 +1,536 @@
+"""The anchor for speed (issue 37 §6): the same loads against 3-node Apache Kafka and
+3-broker kaflite, one target after the other, in one run.
+
+    python benchmarks/kafka_anchor.py [--records 200000] [--size 1024]
+        [--targets kafka,kaflite,kaflite-processes] [--loads java-producer,...] [--quick]
+
+Targets, each started, measured and stopped by this script on loopback:
+
+* ``kafka``: Apache Kafka 4.4.0 (``tools/ensure_kafka.sh``'s jars), three KRaft nodes
+  each broker and controller (``kaflite.testing.ApacheKafka``), with the JVM flags of
+  Kafka's own scripts (``kafka-server-start.sh``: 1 GiB heap, G1, C2), not the test
+  harness's small C1-only JVMs (``--kafka-jvm tests`` for those);
+* ``kaflite``: ``kaflite up --brokers 3``, every broker on one event loop in one process;
+* ``kaflite-processes``: ``kaflite up --brokers 3 --processes``, a process per broker.
+
+kaflite runs as ``kaflite up`` in a process of its own rather than as
+``kaflite.testing.KafliteCluster`` in this one, so that its CPU time is its own and it
+is the server users run (``kaflite up`` also sets the collector policy).
+
+On each target: a topic of ``--partitions`` (6) partitions, replication factor 3,
+min.insync.replicas=2; a warm-up (librdkafka producing ``--warmup`` records to another
+topic, untimed, so that Kafka's JIT has compiled its hot paths); then each load, every
+one a process of its own (``anchor_loads.py``):
+
+* ``java-producer``: ``kafka-producer-perf-test`` (``ProducerPerformance``), acks=all;
+* ``rdkafka-producer``, ``kaflite-producer``: the same load from confluent-kafka and
+  kaflite's sync ``Producer``;
+* ``java-consumer``: ``kafka-consumer-perf-test`` (``ConsumerPerformance``);
+* ``rdkafka-consumer``, ``kaflite-consumer``: the same from confluent-kafka and
+  kaflite's sync ``Consumer``. Every consumer reads the records of the first producer
+  load (``java-producer``'s by default), so that all read the same batches.
+
+Broker CPU: utime + stime (``/proc/<pid>/stat``) of the target's processes and their
+descendants, read before and after each load, over the MB (10^6 bytes of record values)
+the load moved. Client CPU: the load process's own (``RUSAGE_CHILDREN``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # anchor_loads, beside this
+from anchor_loads import (
+    LoadResult,
+    java_consumer_args,
+    java_producer_args,
+    parse_java_consumer,
+    parse_java_producer,
+)
+
+from kaflite.testing import ApacheKafka, ClusterUnderTest, TargetUnavailable, Unsupported
+from kaflite.testing._kafka_node import JVM_OPTS, java_executable
+from kaflite.testing._probe import brokers_seen, run_blocking
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = ("kafka", "kaflite", "kaflite-processes")
+PRODUCERS = ("java-producer", "rdkafka-producer", "kaflite-producer")
+CONSUMERS = ("java-consumer", "rdkafka-consumer", "kaflite-consumer")
+LOADS = PRODUCERS + CONSUMERS
+# kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS, with kafka-server-start.sh's heap
+# for the brokers and kafka-{producer,consumer}-perf-test.sh's for the tools
+_PERFORMANCE = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true")
+BROKER_JVM = ("-Xmx1G", "-Xms1G", *_PERFORMANCE)
+TOOL_JVM = ("-Xmx512M", *_PERFORMANCE)
+START_TIMEOUT_S = 120.0
+
+
+# -- CPU time from /proc -----------------------------------------------------------------
+def _stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """utime + stime so far of ``pids`` and all their live descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                children.setdefault(int(_stat(int(entry))[1]), []).append(int(entry))
+    seen: set[int] = set()
+    total, todo = 0, list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        with contextlib.suppress(OSError, IndexError):
+            fields = _stat(pid)
+            total += int(fields[11]) + int(fields[12])
+        todo += children.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's children that have ended and been waited for."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+# -- kaflite up in a process of its own ---------------------------------------------------
+class KafliteUp(ClusterUnderTest):
+    """``kaflite up --brokers N [--processes]`` as a child process, on any free ports,
+    its data and its registration (``KAFLITE_STATE_DIR``) in a temporary directory."""
+
+    def __init__(self, brokers: int = 3, processes: bool = False,
+                 start_timeout: float = START_TIMEOUT_S) -> None:
+        self.name = f"kaflite-{brokers}{'p' if processes else ''}"
+        self._brokers = brokers
+        self._processes = processes
+        self.start_timeout = start_timeout
+        self._dir: Path | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._bootstrap = ""
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(range(self._brokers))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if not self._bootstrap:
+            raise RuntimeError(f"{self.name} is not running")
+        return self._bootstrap
+
+    def _output(self) -> str:
+        if self._dir is None:
+            return ""
+        with contextlib.suppress(OSError):
+            return (self._dir / "up.out").read_text(errors="replace")
+        return ""
+
+    def start(self) -> None:
+        if self._proc is not None:
+            raise RuntimeError(f"{self.name} is already started")
+        self._dir = Path(tempfile.mkdtemp(prefix=f"kaflite-anchor-{self.name}-"))
+        env = {**os.environ, "KAFLITE_STATE_DIR": str(self._dir / "state")}
+        with (self._dir / "up.out").open("wb") as out:
+            # a session of its own: a Ctrl-C here reaches stop(), not the brokers first
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "kaflite.cli", "up", "--brokers", str(self._brokers),
+                 "--base-port", "0", "--http-port", "-1", "--data-dir",
+                 str(self._dir / "data"), *(["--processes"] if self._processes else [])],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while not self._bootstrap:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"kaflite up exited with {self._proc.returncode}:\n"
+                                   f"{self._output()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kaflite up did not start:\n{self._output()[-3000:]}")
+            for line in self._output().splitlines():
+                if line.startswith("bootstrap.servers="):
+                    self._bootstrap = line.removeprefix("bootstrap.servers=").strip()
+            time.sleep(0.1)
+        for address in self._bootstrap.split(","):
+            while run_blocking(brokers_seen(address), 10.0) != set(self.node_ids):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{address} does not list {self.node_ids}")
+                time.sleep(0.25)
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        self._bootstrap = ""
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)   # kaflite up's graceful stop
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        if proc is not None:
+            # broker processes left behind by a killed parent share its process group
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        directory, self._dir = self._dir, None
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def kill(self, node_id: int) -> None:
+        raise Unsupported(f"{self.name}: the anchor benchmark kills no broker")
+
+    def restart(self, node_id: int) -> None:
+        raise Unsupported(f"{self.name}: the anchor benchmark restarts no broker")
+
+    def pids(self) -> list[int]:
+        """The ``kaflite up`` process (its broker processes are its children)."""
+        return [self._proc.pid] if self._proc is not None and self._proc.poll() is None else []
+
+
+def make_target(name: str, libs: Path | None, kafka_jvm: Sequence[str]) -> ClusterUnderTest:
+    if name == "kafka":
+        assert libs is not None
+        return ApacheKafka(libs, brokers=3, jvm_opts=kafka_jvm)
+    return KafliteUp(3, processes=name == "kaflite-processes")
+
+
+def kafka_libs() -> Path:
+    """tools/ensure_kafka.sh's libs/ (it fetches the jars once, then answers at once)."""
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "ensure_kafka.sh")],
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise TargetUnavailable(f"tools/ensure_kafka.sh failed:\n{proc.stderr[-2000:]}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+# -- topics --------------------------------------------------------------------------------
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """RF 3, min.insync.replicas=2; returns once every partition has a leader and three
+    in-sync replicas."""
+    from kaflite.client.admin import NewTopic
+    from kaflite.client.sync import Admin
+
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, partitions, 3,
+                                      {"min.insync.replicas": "2"})])
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(Exception):
+                meta = admin.describe_topics([topic])[topic]
+                if len(meta.partitions) == partitions and all(
+                        p.leader >= 0 and len(p.isr) == 3 for p in meta.partitions):
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic} has no leaders or full ISR after 60 s")
+            time.sleep(0.2)
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    from kaflite.client.sync import Admin
+
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.delete_topics([topic])
+
+
+# -- running one load ------------------------------------------------------------------------
+@dataclass
+class Measured:
+    target: str
+    load: str
+    result: LoadResult
+    size: int
+    broker_cpu_s: float
+    client_cpu_s: float
+    wall_s: float
+
+    @property
+    def mb(self) -> float:
+        return self.result.records * self.size / 1e6
+
+    @property
+    def rate(self) -> float:
+        return self.result.records / self.result.seconds
+
+    @property
+    def mb_s(self) -> float:
+        return self.mb / self.result.seconds
+
+    @property
+    def broker_cpu_per_mb(self) -> float:
+        return self.broker_cpu_s / self.mb
+
+    @property
+    def client_cpu_per_mb(self) -> float:
+        return self.client_cpu_s / self.mb
+
+
+def run_load(load: str, bootstrap: str, topic: str, records: int, size: int, libs: Path | None,
+             logs: Path, timeout: float) -> LoadResult:
+    """One load in a process of its own; raises with its output when it fails."""
+    if load.startswith("java-"):
+        if libs is None:
+            raise TargetUnavailable("the Java loads need Kafka's jars")
+        args = (java_producer_args(bootstrap, topic, records, size) if load == "java-producer"
+                else java_consumer_args(bootstrap, topic, records))
+        cmd = [java_executable(), *TOOL_JVM,
+               f"-Dlog4j2.configurationFile={libs.parent / 'log4j2.properties'}",
+               f"-Dkaflite.kafka.log={logs / (load + '.log')}", "-cp", f"{libs}/*", *args]
+    else:
+        cmd = [sys.executable, str(Path(__file__).resolve().parent / "anchor_loads.py"),
+               load, bootstrap, topic, str(records), str(size)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    (logs / f"{load}.out").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{load} exited with {proc.returncode}:\n{proc.stdout[-2000:]}\n"
+                           f"{proc.stderr[-3000:]}")
+    if load == "java-producer":
+        result = parse_java_producer(proc.stdout)
+    elif load == "java-consumer":
+        result = parse_java_consumer(proc.stdout)
+    else:
+        result = LoadResult.from_json(proc.stdout.strip().splitlines()[-1])
+    if result.records < records:
+        raise RuntimeError(f"{load} moved {result.records} of {records} records:\n"
+                           f"{proc.stdout[-2000:]}")
+    return result
+
+
+def measure(target: ClusterUnderTest, label: str, load: str, topic: str, records: int,
+            size: int, libs: Path | None, logs: Path, timeout: float) -> Measured:
+    pids = target.pids()
+    began = time.monotonic()
+    client_before = children_cpu()
+    broker_before = cpu_seconds(pids)
+    result = run_load(load, target.bootstrap_servers, topic, records, size, libs, logs, timeout)
+    broker = cpu_seconds(pids) - broker_before
+    client = children_cpu() - client_before
+    return Measured(label, load, result, size, broker, client, time.monotonic() - began)
+
+
+def run_target(label: str, target: ClusterUnderTest, loads: Sequence[str], records: int,
+               size: int, partitions: int, warmup: int, libs: Path | None, logs: Path,
+               timeout: float) -> list[Measured]:
+    logs = logs / label
+    logs.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    target.start()
+    print(f"[{label}] started in {time.monotonic() - began:.1f} s: "
+          f"{target.bootstrap_servers} (pids {target.pids()})", flush=True)
+    bootstrap = target.bootstrap_servers
+    if warmup:
+        create_topic(bootstrap, "anchor-warmup", partitions)
+        run_load("rdkafka-producer", bootstrap, "anchor-warmup", warmup, size, libs, logs,
+                 timeout)
+        delete_topic(bootstrap, "anchor-warmup")
+    out: list[Measured] = []
+    source = ""     # the first producer's topic, which every consumer reads
+    producers = [ld for ld in loads if ld in PRODUCERS]
+    consumers = [ld for ld in loads if ld in CONSUMERS]
+    if consumers and not producers:     # fill a topic for them, untimed
+        source = f"anchor-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, source, partitions)
+        run_load("rdkafka-producer", bootstrap, source, records, size, libs, logs, timeout)
+    for load in producers:
+        topic = f"anchor-{load}-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic, partitions)
+        m = measure(target, label, load, topic, records, size, libs, logs, timeout)
+        report(m)
+        out.append(m)
+        if not source:
+            source = topic
+        else:   # not read again: its disk space and dirty pages go now
+            delete_topic(bootstrap, topic)
+    for load in consumers:
+        m = measure(target, label, load, source, records, size, libs, logs, timeout)
+        report(m)
+        out.append(m)
+    return out
+
+
+def report(m: Measured) -> None:
+    lat = m.result.latency_ms
+    lats = (f"  p50 {lat['p50']:.0f} ms  p99 {lat['p99']:.0f} ms  max {lat['max']:.0f} ms"
+            if lat else "")
+    print(f"[{m.target}] {m.load:17} {m.rate:10,.0f} rec/s {m.mb_s:7.1f} MB/s{lats}  "
+          f"broker {m.broker_cpu_per_mb:.3f} CPU-s/MB  client {m.client_cpu_per_mb:.3f} "
+          f"CPU-s/MB  ({m.wall_s:.1f} s){'  ' + m.result.note if m.result.note else ''}",
+          flush=True)
+
+
+# -- the table ----------------------------------------------------------------------------
+def _ms(m: Measured, key: str) -> str:
+    v = m.result.latency_ms.get(key)
+    return f"{v:,.0f}" if v is not None else ""
+
+
+def table(results: list[Measured], loads: Sequence[str], targets: Sequence[str]) -> str:
+    by = {(m.load, m.target): m for m in results}
+    lines = ["| load | target | records/s | MB/s | p50 ms | p99 ms | broker CPU-s/MB "
+             "| client CPU-s/MB | records/s vs Kafka | broker CPU/MB vs Kafka |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for load in loads:
+        base = by.get((load, "kafka"))
+        for target in targets:
+            m = by.get((load, target))
+            if m is None:
+                continue
+            vs = vs_cpu = ""
+            if base is not None and target != "kafka":
+                vs = f"{m.rate / base.rate:.2f}x"
+                vs_cpu = (f"{m.broker_cpu_per_mb / base.broker_cpu_per_mb:.2f}x"
+                          if base.broker_cpu_per_mb > 0 else "")
+            lines.append(f"| {load} | {target} | {m.rate:,.0f} | {m.mb_s:.1f} | {_ms(m, 'p50')} "
+                         f"| {_ms(m, 'p99')} | {m.broker_cpu_per_mb:.3f} | "
+                         f"{m.client_cpu_per_mb:.3f} | {vs} | {vs_cpu} |")
+    return "\n".join(lines)
+
+
+def client_ratios(results: list[Measured]) -> str:
+    """kaflite's client (and librdkafka) against the Java client, all against Kafka."""
+    by = {(m.load, m.target): m for m in results if m.target == "kafka"}
+    lines = []
+    for kind in ("producer", "consumer"):
+        java = by.get((f"java-{kind}", "kafka"))
+        if java is None:
+            continue
+        for client in ("kaflite", "rdkafka"):
+            m = by.get((f"{client}-{kind}", "kafka"))
+            if m is None:
+                continue
+            parts = [f"records/s {m.rate / java.rate:.2f}x"]
+            for key in ("p50", "p99"):
+                a, b = m.result.latency_ms.get(key), java.result.latency_ms.get(key)
+                if a is not None and b:
+                    parts.append(f"{key} {a / b:.2f}x")
+            if java.client_cpu_per_mb > 0:
+                parts.append(f"client CPU/MB {m.client_cpu_per_mb / java.client_cpu_per_mb:.2f}x")
+            lines.append(f"- {client} {kind} / Java {kind}, both against Apache Kafka: "
+                         + ", ".join(parts))
+    return "\n".join(lines)
+
+
+def summary(results: list[Measured], targets: Sequence[str]) -> str:
+    """Per target, the geometric mean over the loads of its records/s ratio to Kafka's."""
+    by = {(m.load, m.target): m for m in results}
+    lines = []
+    for target in targets:
+        if target == "kafka":
+            continue
+        ratios = [m.rate / by[(m.load, "kafka")].rate for m in results
+                  if m.target == target and (m.load, "kafka") in by]
+        cpu = [m.broker_cpu_per_mb / by[(m.load, "kafka")].broker_cpu_per_mb for m in results
+               if m.target == target and (m.load, "kafka") in by
+               and by[(m.load, "kafka")].broker_cpu_per_mb > 0]
+        if ratios:
+            lines.append(f"- {target} / kafka over {len(ratios)} loads (geometric mean): "
+                         f"records/s {statistics.geometric_mean(ratios):.2f}x"
+                         + (f", broker CPU-s per MB {statistics.geometric_mean(cpu):.2f}x"
+                            if cpu else ""))
+    return "\n".join(lines)
+
+
+# -- main -----------------------------------------------------------------------------------
+def _names(text: str, known: Sequence[str], what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown {what}: {', '.join(unknown)} (known: {', '.join(known)})")
+    return [n for n in known if n in names]     # the canonical order
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def stopped_on_exit(target: ClusterUnderTest) -> Iterator[ClusterUnderTest]:
+    try:
+        yield target
+    finally:
+        target.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--records", type=int, default=200_000, help="records per load")
+    ap.add_argument("--size", type=int, default=1024, help="record size in bytes")
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--targets", default=",".join(TARGETS),
+                    help=f"comma-separated, of {', '.join(TARGETS)}")
+    ap.add_argument("--loads", default=",".join(LOADS), help=f"comma-separated, of {', '.join(LOADS)}")
+    ap.add_argument("--warmup", type=int, default=50_000,
+                    help="records librdkafka produces, untimed, before the loads")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds, per load")
+    ap.add_argument("--kafka-jvm", choices=("scripts", "tests"), default="scripts",
+                    help="Kafka's JVM flags: its scripts' (1 GiB, G1, C2) or the test "
+                         "harness's (512 MiB, serial GC, C1 only)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a small run to check the script: 20,000 records, 5,000 warm-up")
+    ap.add_argument("--logs", type=Path, help="keep each load's output here "
+                    "(default: a temporary directory, removed at the end)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.records, args.warmup = min(args.records, 20_000), min(args.warmup, 5_000)
+    targets = _names(args.targets, TARGETS, "targets")
+    loads = _names(args.loads, LOADS, "loads")
+    signal.signal(signal.SIGTERM, _interrupted)
+    needs_jars = "kafka" in targets or any(ld.startswith("java-") for ld in loads)
+    libs = kafka_libs() if needs_jars else None
+    kafka_jvm = BROKER_JVM if args.kafka_jvm == "scripts" else JVM_OPTS
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="kaflite-anchor-logs-"))
+    print(f"{args.records:,} records of {args.size} B per load, {args.partitions} partitions, "
+          f"RF 3, min.insync.replicas=2, acks=all; warm-up {args.warmup:,}; "
+          f"load average {os.getloadavg()[0]:.1f}; logs in {logs}", flush=True)
+    results: list[Measured] = []
+    failed: list[str] = []
+    try:
+        for name in targets:
+            try:
+                with stopped_on_exit(make_target(name, libs, kafka_jvm)) as target:
+                    results += run_target(name, target, loads, args.records, args.size,
+                                          args.partitions, args.warmup, libs, logs,
+                                          args.timeout)
+            except (Exception, subprocess.TimeoutExpired) as exc:   # the next target runs
+                failed.append(name)
+                print(f"[{name}] FAILED: {type(exc).__name__}: {exc}", file=sys.stderr,
+                      flush=True)
+            print(f"[{name}] stopped; load average {os.getloadavg()[0]:.1f}", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted: every target is stopped", file=sys.stderr)
+        return 130
+    finally:
+        if args.logs is None:
+            shutil.rmtree(logs, ignore_errors=True)
+    print(f"\n{args.records:,} records of {args.size} bytes per load; MB = 10^6 bytes of "
+          f"record values; latency from send to acks=all acknowledgement\n")
+    print(table(results, loads, targets))
+    for block in (summary(results, targets), client_ratios(results)):
+        if block:
+            print("\n" + block)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)} (see above)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
