@@ -329,7 +329,7 @@ def measure(target: ClusterUnderTest, label: str, load: str, topic: str, records
 
 def run_target(label: str, target: ClusterUnderTest, loads: Sequence[str], records: int,
                size: int, partitions: int, warmup: int, libs: Path | None, logs: Path,
-               timeout: float) -> list[Measured]:
+               timeout: float, failures: list[str]) -> list[Measured]:
     logs = logs / label
     logs.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
@@ -353,18 +353,36 @@ def run_target(label: str, target: ClusterUnderTest, loads: Sequence[str], recor
     for load in producers:
         topic = f"anchor-{load}-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, partitions)
-        m = measure(target, label, load, topic, records, size, libs, logs, timeout)
-        report(m)
-        out.append(m)
-        if not source:
+        if (m := _attempt(target, label, load, topic, records, size, libs, logs, timeout,
+                          failures)) is not None:
+            out.append(m)
+        if not source and m is not None:
             source = topic
         else:   # not read again: its disk space and dirty pages go now
             delete_topic(bootstrap, topic)
     for load in consumers:
-        m = measure(target, label, load, source, records, size, libs, logs, timeout)
-        report(m)
-        out.append(m)
+        if not source:
+            failures.append(f"{label} {load}: no producer load wrote its records")
+            continue
+        if (m := _attempt(target, label, load, source, records, size, libs, logs, timeout,
+                          failures)) is not None:
+            out.append(m)
     return out
+
+
+def _attempt(target: ClusterUnderTest, label: str, load: str, topic: str, records: int,
+             size: int, libs: Path | None, logs: Path, timeout: float,
+             failures: list[str]) -> Measured | None:
+    """One load, measured and reported; a failure is reported, kept in ``failures``,
+    and the next load runs."""
+    try:
+        m = measure(target, label, load, topic, records, size, libs, logs, timeout)
+    except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+        failures.append(f"{label} {load}: {str(exc).strip().splitlines()[-1][:300]}")
+        print(f"[{label}] {load:17} FAILED: {exc}", file=sys.stderr, flush=True)
+        return None
+    report(m)
+    return m
 
 
 def report(m: Measured) -> None:
@@ -509,9 +527,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with stopped_on_exit(make_target(name, libs, kafka_jvm)) as target:
                     results += run_target(name, target, loads, args.records, args.size,
                                           args.partitions, args.warmup, libs, logs,
-                                          args.timeout)
+                                          args.timeout, failed)
             except (Exception, subprocess.TimeoutExpired) as exc:   # the next target runs
-                failed.append(name)
+                failed.append(f"{name}: {type(exc).__name__}")
                 print(f"[{name}] FAILED: {type(exc).__name__}: {exc}", file=sys.stderr,
                       flush=True)
             print(f"[{name}] stopped; load average {os.getloadavg()[0]:.1f}", flush=True)
@@ -528,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if block:
             print("\n" + block)
     if failed:
-        print(f"\nfailed: {', '.join(failed)} (see above)")
+        print("\nfailed (see above):\n" + "\n".join(f"- {f}" for f in failed))
     return 1 if failed else 0
 
 
