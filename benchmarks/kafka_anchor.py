@@ -1,7 +1,7 @@
 """The anchor for speed (issue 37 §6): the same loads against 3-node Apache Kafka and
 3-broker kaflite, one target after the other, in one run.
 
-    python benchmarks/kafka_anchor.py [--records 200000] [--size 1024]
+    python benchmarks/kafka_anchor.py [--records 200000] [--size 1024] [--repeat 1]
         [--targets kafka,kaflite,kaflite-processes] [--loads java-producer,...] [--quick]
 
 Targets, each started, measured and stopped by this script on loopback:
@@ -19,8 +19,9 @@ is the server users run (``kaflite up`` also sets the collector policy).
 
 On each target: a topic of ``--partitions`` (6) partitions, replication factor 3,
 min.insync.replicas=2; a warm-up (librdkafka producing ``--warmup`` records to another
-topic, untimed, so that Kafka's JIT has compiled its hot paths); then each load, every
-one a process of its own (``anchor_loads.py``):
+topic, untimed, so that the first load does not pay for the brokers' first requests and
+the JVMs' first compilations alone); then ``--repeat`` rounds of the loads, each load a
+process of its own (``anchor_loads.py``), in this order:
 
 * ``java-producer``: ``kafka-producer-perf-test`` (``ProducerPerformance``), acks=all;
 * ``rdkafka-producer``, ``kaflite-producer``: the same load from confluent-kafka and
@@ -32,18 +33,20 @@ one a process of its own (``anchor_loads.py``):
 
 Broker CPU: utime + stime (``/proc/<pid>/stat``) of the target's processes and their
 descendants, read before and after each load, over the MB (10^6 bytes of record values)
-the load moved. Client CPU: the load process's own (``RUSAGE_CHILDREN``).
+the load moved. Client CPU: the load process's own (``RUSAGE_CHILDREN``). The table
+(``anchor_table.py``) gives each load on each target, with its ratios to Apache Kafka's,
+and kaflite's and librdkafka's clients over the Java client, all against Apache Kafka.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import resource
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,6 +65,7 @@ from anchor_loads import (
     parse_java_consumer,
     parse_java_producer,
 )
+from anchor_table import Measured, client_ratios, report, summary, table
 
 from kaflite.testing import ApacheKafka, ClusterUnderTest, TargetUnavailable, Unsupported
 from kaflite.testing._kafka_node import JVM_OPTS, java_executable
@@ -251,41 +255,27 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         admin.delete_topics([topic])
 
 
-# -- running one load ------------------------------------------------------------------------
+# -- running the loads ------------------------------------------------------------------
 @dataclass
-class Measured:
-    target: str
-    load: str
-    result: LoadResult
+class Plan:
+    """What every target runs: the loads, their size, and how each load process runs."""
+
+    loads: Sequence[str]
+    records: int
     size: int
-    broker_cpu_s: float
-    client_cpu_s: float
-    wall_s: float
-
-    @property
-    def mb(self) -> float:
-        return self.result.records * self.size / 1e6
-
-    @property
-    def rate(self) -> float:
-        return self.result.records / self.result.seconds
-
-    @property
-    def mb_s(self) -> float:
-        return self.mb / self.result.seconds
-
-    @property
-    def broker_cpu_per_mb(self) -> float:
-        return self.broker_cpu_s / self.mb
-
-    @property
-    def client_cpu_per_mb(self) -> float:
-        return self.client_cpu_s / self.mb
+    partitions: int
+    warmup: int
+    repeat: int
+    libs: Path | None
+    logs: Path
+    timeout: float
 
 
-def run_load(load: str, bootstrap: str, topic: str, records: int, size: int, libs: Path | None,
-             logs: Path, timeout: float) -> LoadResult:
-    """One load in a process of its own; raises with its output when it fails."""
+def run_load(plan: Plan, load: str, bootstrap: str, topic: str, records: int,
+             log: str) -> LoadResult:
+    """One load in a process of its own; raises with its output when it fails. ``log``
+    names its output file in ``plan.logs``."""
+    libs, size = plan.libs, plan.size
     if load.startswith("java-"):
         if libs is None:
             raise TargetUnavailable("the Java loads need Kafka's jars")
@@ -293,13 +283,13 @@ def run_load(load: str, bootstrap: str, topic: str, records: int, size: int, lib
                 else java_consumer_args(bootstrap, topic, records))
         cmd = [java_executable(), *TOOL_JVM,
                f"-Dlog4j2.configurationFile={libs.parent / 'log4j2.properties'}",
-               f"-Dkaflite.kafka.log={logs / (load + '.log')}", "-cp", f"{libs}/*", *args]
+               f"-Dkaflite.kafka.log={plan.logs / (log + '.log')}", "-cp", f"{libs}/*", *args]
     else:
         cmd = [sys.executable, str(Path(__file__).resolve().parent / "anchor_loads.py"),
                load, bootstrap, topic, str(records), str(size)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=plan.timeout,
                           stdin=subprocess.DEVNULL)
-    (logs / f"{load}.out").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    (plan.logs / f"{log}.out").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"{load} exited with {proc.returncode}:\n{proc.stdout[-2000:]}\n"
                            f"{proc.stderr[-3000:]}")
@@ -315,156 +305,77 @@ def run_load(load: str, bootstrap: str, topic: str, records: int, size: int, lib
     return result
 
 
-def measure(target: ClusterUnderTest, label: str, load: str, topic: str, records: int,
-            size: int, libs: Path | None, logs: Path, timeout: float) -> Measured:
+def measure(plan: Plan, target: ClusterUnderTest, label: str, load: str, topic: str,
+            log: str) -> Measured:
     pids = target.pids()
     began = time.monotonic()
     client_before = children_cpu()
     broker_before = cpu_seconds(pids)
-    result = run_load(load, target.bootstrap_servers, topic, records, size, libs, logs, timeout)
+    result = run_load(plan, load, target.bootstrap_servers, topic, plan.records, log)
     broker = cpu_seconds(pids) - broker_before
     client = children_cpu() - client_before
-    return Measured(label, load, result, size, broker, client, time.monotonic() - began)
+    return Measured(label, load, result, plan.size, broker, client, time.monotonic() - began,
+                    os.getloadavg()[0])
 
 
-def run_target(label: str, target: ClusterUnderTest, loads: Sequence[str], records: int,
-               size: int, partitions: int, warmup: int, libs: Path | None, logs: Path,
-               timeout: float, failures: list[str]) -> list[Measured]:
-    logs = logs / label
-    logs.mkdir(parents=True, exist_ok=True)
+def run_target(plan: Plan, label: str, target: ClusterUnderTest,
+               failures: list[str]) -> list[Measured]:
+    """Start ``target``, warm it up, run every load ``plan.repeat`` times (rounds of all
+    the producers, then all the consumers); the caller stops it."""
+    plan = dataclasses.replace(plan, logs=plan.logs / label)
+    plan.logs.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     target.start()
     print(f"[{label}] started in {time.monotonic() - began:.1f} s: "
           f"{target.bootstrap_servers} (pids {target.pids()})", flush=True)
     bootstrap = target.bootstrap_servers
-    if warmup:
-        create_topic(bootstrap, "anchor-warmup", partitions)
-        run_load("rdkafka-producer", bootstrap, "anchor-warmup", warmup, size, libs, logs,
-                 timeout)
+    if plan.warmup:
+        create_topic(bootstrap, "anchor-warmup", plan.partitions)
+        run_load(plan, "rdkafka-producer", bootstrap, "anchor-warmup", plan.warmup, "warmup")
         delete_topic(bootstrap, "anchor-warmup")
     out: list[Measured] = []
-    source = ""     # the first producer's topic, which every consumer reads
-    producers = [ld for ld in loads if ld in PRODUCERS]
-    consumers = [ld for ld in loads if ld in CONSUMERS]
-    if consumers and not producers:     # fill a topic for them, untimed
-        source = f"anchor-{uuid.uuid4().hex[:8]}"
-        create_topic(bootstrap, source, partitions)
-        run_load("rdkafka-producer", bootstrap, source, records, size, libs, logs, timeout)
-    for load in producers:
-        topic = f"anchor-{load}-{uuid.uuid4().hex[:8]}"
-        create_topic(bootstrap, topic, partitions)
-        if (m := _attempt(target, label, load, topic, records, size, libs, logs, timeout,
-                          failures)) is not None:
-            out.append(m)
-        if not source and m is not None:
-            source = topic
-        else:   # not read again: its disk space and dirty pages go now
-            delete_topic(bootstrap, topic)
-    for load in consumers:
-        if not source:
-            failures.append(f"{label} {load}: no producer load wrote its records")
-            continue
-        if (m := _attempt(target, label, load, source, records, size, libs, logs, timeout,
-                          failures)) is not None:
-            out.append(m)
+    producers = [ld for ld in plan.loads if ld in PRODUCERS]
+    consumers = [ld for ld in plan.loads if ld in CONSUMERS]
+    for n in range(1, plan.repeat + 1):
+        source = ""     # the round's first producer topic, which every consumer reads
+        if consumers and not producers:     # fill a topic for them, untimed
+            source = f"anchor-fill-{uuid.uuid4().hex[:8]}"
+            create_topic(bootstrap, source, plan.partitions)
+            run_load(plan, "rdkafka-producer", bootstrap, source, plan.records, f"fill-{n}")
+        for load in producers:
+            topic = f"anchor-{load}-{uuid.uuid4().hex[:8]}"
+            create_topic(bootstrap, topic, plan.partitions)
+            m = _attempt(plan, target, label, load, topic, n, failures)
+            if m is not None:
+                out.append(m)
+            if not source and m is not None:
+                source = topic
+            else:   # not read again: its disk space and dirty pages go now
+                delete_topic(bootstrap, topic)
+        for load in consumers:
+            if not source:
+                failures.append(f"{label} {load}: no producer load wrote its records")
+                continue
+            if (m := _attempt(plan, target, label, load, source, n, failures)) is not None:
+                out.append(m)
+        if source:
+            delete_topic(bootstrap, source)
     return out
 
 
-def _attempt(target: ClusterUnderTest, label: str, load: str, topic: str, records: int,
-             size: int, libs: Path | None, logs: Path, timeout: float,
-             failures: list[str]) -> Measured | None:
+def _attempt(plan: Plan, target: ClusterUnderTest, label: str, load: str, topic: str,
+             round_: int, failures: list[str]) -> Measured | None:
     """One load, measured and reported; a failure is reported, kept in ``failures``,
     and the next load runs."""
     try:
-        m = measure(target, label, load, topic, records, size, libs, logs, timeout)
+        m = measure(plan, target, label, load, topic, f"{load}-{round_}")
     except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
-        failures.append(f"{label} {load}: {str(exc).strip().splitlines()[-1][:300]}")
+        failures.append(f"{label} {load} (round {round_}): "
+                        f"{str(exc).strip().splitlines()[-1][:300]}")
         print(f"[{label}] {load:17} FAILED: {exc}", file=sys.stderr, flush=True)
         return None
-    report(m)
+    print(report(m, round_), flush=True)
     return m
-
-
-def report(m: Measured) -> None:
-    lat = m.result.latency_ms
-    lats = (f"  p50 {lat['p50']:.0f} ms  p99 {lat['p99']:.0f} ms  max {lat['max']:.0f} ms"
-            if lat else "")
-    print(f"[{m.target}] {m.load:17} {m.rate:10,.0f} rec/s {m.mb_s:7.1f} MB/s{lats}  "
-          f"broker {m.broker_cpu_per_mb:.3f} CPU-s/MB  client {m.client_cpu_per_mb:.3f} "
-          f"CPU-s/MB  ({m.wall_s:.1f} s){'  ' + m.result.note if m.result.note else ''}",
-          flush=True)
-
-
-# -- the table ----------------------------------------------------------------------------
-def _ms(m: Measured, key: str) -> str:
-    v = m.result.latency_ms.get(key)
-    return f"{v:,.0f}" if v is not None else ""
-
-
-def table(results: list[Measured], loads: Sequence[str], targets: Sequence[str]) -> str:
-    by = {(m.load, m.target): m for m in results}
-    lines = ["| load | target | records/s | MB/s | p50 ms | p99 ms | broker CPU-s/MB "
-             "| client CPU-s/MB | records/s vs Kafka | broker CPU/MB vs Kafka |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for load in loads:
-        base = by.get((load, "kafka"))
-        for target in targets:
-            m = by.get((load, target))
-            if m is None:
-                continue
-            vs = vs_cpu = ""
-            if base is not None and target != "kafka":
-                vs = f"{m.rate / base.rate:.2f}x"
-                vs_cpu = (f"{m.broker_cpu_per_mb / base.broker_cpu_per_mb:.2f}x"
-                          if base.broker_cpu_per_mb > 0 else "")
-            lines.append(f"| {load} | {target} | {m.rate:,.0f} | {m.mb_s:.1f} | {_ms(m, 'p50')} "
-                         f"| {_ms(m, 'p99')} | {m.broker_cpu_per_mb:.3f} | "
-                         f"{m.client_cpu_per_mb:.3f} | {vs} | {vs_cpu} |")
-    return "\n".join(lines)
-
-
-def client_ratios(results: list[Measured]) -> str:
-    """kaflite's client (and librdkafka) against the Java client, all against Kafka."""
-    by = {(m.load, m.target): m for m in results if m.target == "kafka"}
-    lines = []
-    for kind in ("producer", "consumer"):
-        java = by.get((f"java-{kind}", "kafka"))
-        if java is None:
-            continue
-        for client in ("kaflite", "rdkafka"):
-            m = by.get((f"{client}-{kind}", "kafka"))
-            if m is None:
-                continue
-            parts = [f"records/s {m.rate / java.rate:.2f}x"]
-            for key in ("p50", "p99"):
-                a, b = m.result.latency_ms.get(key), java.result.latency_ms.get(key)
-                if a is not None and b:
-                    parts.append(f"{key} {a / b:.2f}x")
-            if java.client_cpu_per_mb > 0:
-                parts.append(f"client CPU/MB {m.client_cpu_per_mb / java.client_cpu_per_mb:.2f}x")
-            lines.append(f"- {client} {kind} / Java {kind}, both against Apache Kafka: "
-                         + ", ".join(parts))
-    return "\n".join(lines)
-
-
-def summary(results: list[Measured], targets: Sequence[str]) -> str:
-    """Per target, the geometric mean over the loads of its records/s ratio to Kafka's."""
-    by = {(m.load, m.target): m for m in results}
-    lines = []
-    for target in targets:
-        if target == "kafka":
-            continue
-        ratios = [m.rate / by[(m.load, "kafka")].rate for m in results
-                  if m.target == target and (m.load, "kafka") in by]
-        cpu = [m.broker_cpu_per_mb / by[(m.load, "kafka")].broker_cpu_per_mb for m in results
-               if m.target == target and (m.load, "kafka") in by
-               and by[(m.load, "kafka")].broker_cpu_per_mb > 0]
-        if ratios:
-            lines.append(f"- {target} / kafka over {len(ratios)} loads (geometric mean): "
-                         f"records/s {statistics.geometric_mean(ratios):.2f}x"
-                         + (f", broker CPU-s per MB {statistics.geometric_mean(cpu):.2f}x"
-                            if cpu else ""))
-    return "\n".join(lines)
 
 
 # -- main -----------------------------------------------------------------------------------
@@ -499,6 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=50_000,
                     help="records librdkafka produces, untimed, before the loads")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds, per load")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of every load on each target; the table shows medians")
     ap.add_argument("--kafka-jvm", choices=("scripts", "tests"), default="scripts",
                     help="Kafka's JVM flags: its scripts' (1 GiB, G1, C2) or the test "
                          "harness's (512 MiB, serial GC, C1 only)")
@@ -518,16 +431,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs = args.logs or Path(tempfile.mkdtemp(prefix="kaflite-anchor-logs-"))
     print(f"{args.records:,} records of {args.size} B per load, {args.partitions} partitions, "
           f"RF 3, min.insync.replicas=2, acks=all; warm-up {args.warmup:,}; "
+          f"{args.repeat} round(s); "
           f"load average {os.getloadavg()[0]:.1f}; logs in {logs}", flush=True)
+    plan = Plan(loads, args.records, args.size, args.partitions, args.warmup, args.repeat,
+                libs, logs, args.timeout)
     results: list[Measured] = []
     failed: list[str] = []
     try:
         for name in targets:
             try:
                 with stopped_on_exit(make_target(name, libs, kafka_jvm)) as target:
-                    results += run_target(name, target, loads, args.records, args.size,
-                                          args.partitions, args.warmup, libs, logs,
-                                          args.timeout, failed)
+                    results += run_target(plan, name, target, failed)
             except (Exception, subprocess.TimeoutExpired) as exc:   # the next target runs
                 failed.append(f"{name}: {type(exc).__name__}")
                 print(f"[{name}] FAILED: {type(exc).__name__}: {exc}", file=sys.stderr,
@@ -539,8 +453,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if args.logs is None:
             shutil.rmtree(logs, ignore_errors=True)
-    print(f"\n{args.records:,} records of {args.size} bytes per load; MB = 10^6 bytes of "
-          f"record values; latency from send to acks=all acknowledgement\n")
+    print(f"\n{args.records:,} records of {args.size} bytes per load"
+          f"{f', median of {args.repeat} rounds' if args.repeat > 1 else ''}; MB = 10^6 "
+          f"bytes of record values; latency from send to acks=all acknowledgement\n")
     print(table(results, loads, targets))
     for block in (summary(results, targets), client_ratios(results)):
         if block:
