@@ -77,12 +77,14 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
 
 
 # -- Kafka's tools ---------------------------------------------------------------------
-def java_producer_args(bootstrap: str, topic: str, records: int, size: int) -> list[str]:
+def java_producer_args(bootstrap: str, topic: str, records: int, size: int,
+                       batch_size: int | None = None) -> list[str]:
     """kafka-producer-perf-test with acks=all and the Java producer's other defaults
-    (batch.size 16384, linger.ms 5, idempotence on, buffer.memory 32 MiB)."""
+    (batch.size 16384 unless given, linger.ms 5, idempotence on, buffer.memory 32 MiB)."""
+    props = ["acks=all", *([f"batch.size={batch_size}"] if batch_size else [])]
     return ["org.apache.kafka.tools.ProducerPerformance", "--bootstrap-server", bootstrap,
             "--topic", topic, "--num-records", str(records), "--record-size", str(size),
-            "--throughput", "-1", "--command-property", "acks=all"]
+            "--throughput", "-1", "--command-property", *props]
 
 
 def java_consumer_args(bootstrap: str, topic: str, records: int) -> list[str]:
@@ -178,23 +180,31 @@ def rdkafka_consumer(bootstrap: str, topic: str, records: int, size: int) -> Loa
     start = time.perf_counter()
     consumer.subscribe([topic])
     deadline = time.monotonic() + DEADLINE_S
+    first = 0.0
     while got < records and time.monotonic() < deadline:
         # consume() waits for all 10,000 or the timeout: keep the wait at the tail short
         for m in consumer.consume(10_000, 0.05):
             if m.error() is None:
                 got += 1
                 nbytes += len(m.value() or b"")
+        if got and not first:
+            first = time.perf_counter() - start
     seconds = time.perf_counter() - start
     consumer.close()
-    return _read(got, nbytes, records, size, seconds)
+    return _read(got, nbytes, records, size, seconds, first)
 
 
-def _read(got: int, nbytes: int, records: int, size: int, seconds: float) -> LoadResult:
+def _read(got: int, nbytes: int, records: int, size: int, seconds: float,
+          first: float) -> LoadResult:
+    """The consumers' result; ``first`` is when the first records came (the group join
+    and the first fetch), as kafka-consumer-perf-test reports its join time."""
     if got < records:
         raise RuntimeError(f"read {got} of {records} records in {seconds:.0f} s")
     if nbytes != got * size:
         raise RuntimeError(f"read {nbytes} bytes in {got} records of {size}")
-    return LoadResult(got, seconds)
+    rest = got / (seconds - first) if seconds > first else math.inf
+    return LoadResult(got, seconds, note=f"first records after {first * 1000:.0f} ms, "
+                      f"then {rest:,.0f} rec/s")
 
 
 # -- kaflite's client ------------------------------------------------------------------
@@ -250,12 +260,15 @@ def kaflite_consumer(bootstrap: str, topic: str, records: int, size: int) -> Loa
         start = time.perf_counter()
         consumer.subscribe([topic])
         deadline = time.monotonic() + DEADLINE_S
+        first = 0.0
         while got < records and time.monotonic() < deadline:
             for r in consumer.poll(timeout_ms=100):
                 got += 1
                 nbytes += len(r.value or b"")
+            if got and not first:
+                first = time.perf_counter() - start
         seconds = time.perf_counter() - start
-    return _read(got, nbytes, records, size, seconds)
+    return _read(got, nbytes, records, size, seconds, first)
 
 
 PYTHON_LOADS: dict[str, Callable[[str, str, int, int], LoadResult]] = {

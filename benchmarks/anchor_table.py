@@ -129,8 +129,9 @@ def client_ratios(results: list[Measured]) -> str:
     """kaflite's client (and librdkafka) over the Java client, all against Kafka."""
     by = rows(results)
     lines = []
-    for kind in ("producer", "consumer"):
-        java = by.get((f"java-{kind}", BASE))
+    for kind, java_load in (("producer", "java-producer"), ("producer", "java-producer-1m"),
+                            ("consumer", "java-consumer")):
+        java = by.get((java_load, BASE))
         if java is None:
             continue
         for client in ("kaflite", "rdkafka"):
@@ -141,7 +142,7 @@ def client_ratios(results: list[Measured]) -> str:
             if r.p50 is not None:
                 parts += [f"p50 {_ratio(r.p50, java.p50)}", f"p99 {_ratio(r.p99, java.p99)}"]
             parts.append(f"client CPU-s/MB {_ratio(r.client_cpu_per_mb, java.client_cpu_per_mb)}")
-            lines.append(f"- {client} {kind} / Java {kind}, both against Apache Kafka: "
+            lines.append(f"- {client}-{kind} / {java_load}, both against Apache Kafka: "
                          + ", ".join(parts))
     return "\n".join(lines)
 

@@ -24,6 +24,8 @@ the JVMs' first compilations alone); then ``--repeat`` rounds of the loads, each
 process of its own (``anchor_loads.py``), in this order:
 
 * ``java-producer``: ``kafka-producer-perf-test`` (``ProducerPerformance``), acks=all;
+* ``java-producer-1m``: the same with ``batch.size=1048576``, kaflite's default (and
+  about librdkafka's), so that the clients can be compared batch for batch;
 * ``rdkafka-producer``, ``kaflite-producer``: the same load from confluent-kafka and
   kaflite's sync ``Producer``;
 * ``java-consumer``: ``kafka-consumer-perf-test`` (``ConsumerPerformance``);
@@ -73,7 +75,8 @@ from kaflite.testing._probe import brokers_seen, run_blocking
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("kafka", "kaflite", "kaflite-processes")
-PRODUCERS = ("java-producer", "rdkafka-producer", "kaflite-producer")
+PRODUCERS = ("java-producer", "java-producer-1m", "rdkafka-producer", "kaflite-producer")
+BIG_BATCH = 1_048_576    # java-producer-1m's batch.size: kaflite's default
 CONSUMERS = ("java-consumer", "rdkafka-consumer", "kaflite-consumer")
 LOADS = PRODUCERS + CONSUMERS
 # kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS, with kafka-server-start.sh's heap
@@ -279,8 +282,9 @@ def run_load(plan: Plan, load: str, bootstrap: str, topic: str, records: int,
     if load.startswith("java-"):
         if libs is None:
             raise TargetUnavailable("the Java loads need Kafka's jars")
-        args = (java_producer_args(bootstrap, topic, records, size) if load == "java-producer"
-                else java_consumer_args(bootstrap, topic, records))
+        args = (java_consumer_args(bootstrap, topic, records) if load == "java-consumer"
+                else java_producer_args(bootstrap, topic, records, size,
+                                        BIG_BATCH if load == "java-producer-1m" else None))
         cmd = [java_executable(), *TOOL_JVM,
                f"-Dlog4j2.configurationFile={libs.parent / 'log4j2.properties'}",
                f"-Dkaflite.kafka.log={plan.logs / (log + '.log')}", "-cp", f"{libs}/*", *args]
@@ -293,7 +297,7 @@ def run_load(plan: Plan, load: str, bootstrap: str, topic: str, records: int,
     if proc.returncode != 0:
         raise RuntimeError(f"{load} exited with {proc.returncode}:\n{proc.stdout[-2000:]}\n"
                            f"{proc.stderr[-3000:]}")
-    if load == "java-producer":
+    if load.startswith("java-producer"):
         result = parse_java_producer(proc.stdout)
     elif load == "java-consumer":
         result = parse_java_consumer(proc.stdout)
