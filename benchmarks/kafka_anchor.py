@@ -18,10 +18,11 @@ kaflite runs as ``kaflite up`` in a process of its own rather than as
 is the server users run (``kaflite up`` also sets the collector policy).
 
 On each target: a topic of ``--partitions`` (6) partitions, replication factor 3,
-min.insync.replicas=2; a warm-up (librdkafka producing ``--warmup`` records to another
-topic, untimed, so that the first load does not pay for the brokers' first requests and
-the JVMs' first compilations alone); then ``--repeat`` rounds of the loads, each load a
-process of its own (``anchor_loads.py``), in this order:
+min.insync.replicas=2; a warm-up (librdkafka writing ``--warmup`` records to another
+topic and reading them back, untimed: Apache Kafka's JIT compiles its hot paths in the
+first minute of load, and round 1 without it was up to 2.7x slower than round 2); the
+brokers' idle CPU over 5 s; then ``--repeat`` rounds of the loads, each load a process
+of its own (``anchor_loads.py``), in this order:
 
 * ``java-producer``: ``kafka-producer-perf-test`` (``ProducerPerformance``), acks=all;
 * ``java-producer-1m``: the same with ``batch.size=1048576``, kaflite's default (and
@@ -87,6 +88,8 @@ _PERFORMANCE = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
 BROKER_JVM = ("-Xmx1G", "-Xms1G", *_PERFORMANCE)
 TOOL_JVM = ("-Xmx512M", *_PERFORMANCE)
 START_TIMEOUT_S = 120.0
+IDLE_SETTLE_S = 2.0     # after the warm-up, before the idle CPU is read
+IDLE_S = 5.0            # how long the idle CPU is read
 
 
 # -- CPU time from /proc -----------------------------------------------------------------
@@ -322,10 +325,11 @@ def measure(plan: Plan, target: ClusterUnderTest, label: str, load: str, topic: 
                     os.getloadavg()[0])
 
 
-def run_target(plan: Plan, label: str, target: ClusterUnderTest,
-               failures: list[str]) -> list[Measured]:
-    """Start ``target``, warm it up, run every load ``plan.repeat`` times (rounds of all
-    the producers, then all the consumers); the caller stops it."""
+def run_target(plan: Plan, label: str, target: ClusterUnderTest, failures: list[str],
+               idle: dict[str, float]) -> list[Measured]:
+    """Start ``target``, warm it up, measure its idle CPU (into ``idle``), run every load
+    ``plan.repeat`` times (rounds of all the producers, then all the consumers); the
+    caller stops it."""
     plan = dataclasses.replace(plan, logs=plan.logs / label)
     plan.logs.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
@@ -336,7 +340,16 @@ def run_target(plan: Plan, label: str, target: ClusterUnderTest,
     if plan.warmup:
         create_topic(bootstrap, "anchor-warmup", plan.partitions)
         run_load(plan, "rdkafka-producer", bootstrap, "anchor-warmup", plan.warmup, "warmup")
+        run_load(plan, "rdkafka-consumer", bootstrap, "anchor-warmup", plan.warmup,
+                 "warmup-read")
         delete_topic(bootstrap, "anchor-warmup")
+    # what the brokers cost doing nothing (heartbeats, the controller quorum, timers):
+    # every load's CPU-s include it for the load's duration
+    time.sleep(IDLE_SETTLE_S)
+    before = cpu_seconds(target.pids())
+    time.sleep(IDLE_S)
+    idle[label] = (cpu_seconds(target.pids()) - before) / IDLE_S
+    print(f"[{label}] idle: {idle[label]:.3f} CPU-s per second", flush=True)
     out: list[Measured] = []
     producers = [ld for ld in plan.loads if ld in PRODUCERS]
     consumers = [ld for ld in plan.loads if ld in CONSUMERS]
@@ -411,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--targets", default=",".join(TARGETS),
                     help=f"comma-separated, of {', '.join(TARGETS)}")
     ap.add_argument("--loads", default=",".join(LOADS), help=f"comma-separated, of {', '.join(LOADS)}")
-    ap.add_argument("--warmup", type=int, default=50_000,
+    ap.add_argument("--warmup", type=int, default=300_000,
                     help="records librdkafka produces, untimed, before the loads")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds, per load")
     ap.add_argument("--repeat", type=int, default=1,
@@ -441,11 +454,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 libs, logs, args.timeout)
     results: list[Measured] = []
     failed: list[str] = []
+    idle: dict[str, float] = {}
     try:
         for name in targets:
             try:
                 with stopped_on_exit(make_target(name, libs, kafka_jvm)) as target:
-                    results += run_target(plan, name, target, failed)
+                    results += run_target(plan, name, target, failed, idle)
             except (Exception, subprocess.TimeoutExpired) as exc:   # the next target runs
                 failed.append(f"{name}: {type(exc).__name__}")
                 print(f"[{name}] FAILED: {type(exc).__name__}: {exc}", file=sys.stderr,
@@ -464,6 +478,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for block in (summary(results, targets), client_ratios(results)):
         if block:
             print("\n" + block)
+    if idle:
+        print("\nbrokers idle (CPU-s per second, measured after the warm-up): "
+              + ", ".join(f"{name} {rate:.3f}" for name, rate in idle.items()))
     if failed:
         print("\nfailed (see above):\n" + "\n".join(f"- {f}" for f in failed))
     return 1 if failed else 0
