@@ -78,13 +78,14 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
 
 # -- Kafka's tools ---------------------------------------------------------------------
 def java_producer_args(bootstrap: str, topic: str, records: int, size: int,
-                       batch_size: int | None = None) -> list[str]:
+                       batch_size: int | None = None, throughput: int = -1) -> list[str]:
     """kafka-producer-perf-test with acks=all and the Java producer's other defaults
-    (batch.size 16384 unless given, linger.ms 5, idempotence on, buffer.memory 32 MiB)."""
+    (batch.size 16384 unless given, linger.ms 5, idempotence on, buffer.memory 32 MiB),
+    as fast as it goes or at ``throughput`` records per second."""
     props = ["acks=all", *([f"batch.size={batch_size}"] if batch_size else [])]
     return ["org.apache.kafka.tools.ProducerPerformance", "--bootstrap-server", bootstrap,
             "--topic", topic, "--num-records", str(records), "--record-size", str(size),
-            "--throughput", "-1", "--command-property", *props]
+            "--throughput", str(throughput), "--command-property", *props]
 
 
 def java_consumer_args(bootstrap: str, topic: str, records: int) -> list[str]:

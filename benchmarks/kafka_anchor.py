@@ -29,6 +29,9 @@ of its own (``anchor_loads.py``), in this order:
   about librdkafka's), so that the clients can be compared batch for batch;
 * ``rdkafka-producer``, ``kaflite-producer``: the same load from confluent-kafka and
   kaflite's sync ``Producer``;
+* ``java-producer-paced``: ``kafka-producer-perf-test`` at ``--paced-rate`` records a
+  second (2,000, 2 MB/s) for 10 s: at full speed every producer's latency is mostly
+  the time its records wait in its own 32 MiB buffer; paced, it is the brokers';
 * ``java-consumer``: ``kafka-consumer-perf-test`` (``ConsumerPerformance``);
 * ``rdkafka-consumer``, ``kaflite-consumer``: the same from confluent-kafka and
   kaflite's sync ``Consumer``. Every consumer reads the records of the first producer
@@ -76,8 +79,10 @@ from kaflite.testing._probe import brokers_seen, run_blocking
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("kafka", "kaflite", "kaflite-processes")
-PRODUCERS = ("java-producer", "java-producer-1m", "rdkafka-producer", "kaflite-producer")
+PRODUCERS = ("java-producer", "java-producer-1m", "rdkafka-producer", "kaflite-producer",
+             "java-producer-paced")
 BIG_BATCH = 1_048_576    # java-producer-1m's batch.size: kaflite's default
+PACED_S = 10             # java-producer-paced runs this long, at --paced-rate
 CONSUMERS = ("java-consumer", "rdkafka-consumer", "kaflite-consumer")
 LOADS = PRODUCERS + CONSUMERS
 # kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS, with kafka-server-start.sh's heap
@@ -275,6 +280,7 @@ class Plan:
     libs: Path | None
     logs: Path
     timeout: float
+    paced_rate: int = 2000
 
 
 def run_load(plan: Plan, load: str, bootstrap: str, topic: str, records: int,
@@ -286,8 +292,10 @@ def run_load(plan: Plan, load: str, bootstrap: str, topic: str, records: int,
         if libs is None:
             raise TargetUnavailable("the Java loads need Kafka's jars")
         args = (java_consumer_args(bootstrap, topic, records) if load == "java-consumer"
-                else java_producer_args(bootstrap, topic, records, size,
-                                        BIG_BATCH if load == "java-producer-1m" else None))
+                else java_producer_args(
+                    bootstrap, topic, records, size,
+                    BIG_BATCH if load == "java-producer-1m" else None,
+                    plan.paced_rate if load == "java-producer-paced" else -1))
         cmd = [java_executable(), *TOOL_JVM,
                f"-Dlog4j2.configurationFile={libs.parent / 'log4j2.properties'}",
                f"-Dkaflite.kafka.log={plan.logs / (log + '.log')}", "-cp", f"{libs}/*", *args]
@@ -318,7 +326,8 @@ def measure(plan: Plan, target: ClusterUnderTest, label: str, load: str, topic: 
     began = time.monotonic()
     client_before = children_cpu()
     broker_before = cpu_seconds(pids)
-    result = run_load(plan, load, target.bootstrap_servers, topic, plan.records, log)
+    records = plan.paced_rate * PACED_S if load == "java-producer-paced" else plan.records
+    result = run_load(plan, load, target.bootstrap_servers, topic, records, log)
     broker = cpu_seconds(pids) - broker_before
     client = children_cpu() - client_before
     return Measured(label, load, result, plan.size, broker, client, time.monotonic() - began,
@@ -427,6 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=300_000,
                     help="records librdkafka produces, untimed, before the loads")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds, per load")
+    ap.add_argument("--paced-rate", type=int, default=2000,
+                    help="java-producer-paced's records per second (for 10 s)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of every load on each target; the table shows medians")
     ap.add_argument("--kafka-jvm", choices=("scripts", "tests"), default="scripts",
@@ -451,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{args.repeat} round(s); "
           f"load average {os.getloadavg()[0]:.1f}; logs in {logs}", flush=True)
     plan = Plan(loads, args.records, args.size, args.partitions, args.warmup, args.repeat,
-                libs, logs, args.timeout)
+                libs, logs, args.timeout, args.paced_rate)
     results: list[Measured] = []
     failed: list[str] = []
     idle: dict[str, float] = {}
