@@ -15,7 +15,6 @@ from anchor_loads import LoadResult
 __all__ = ["Measured", "Row", "client_ratios", "report", "rows", "summary", "table"]
 
 BASE = "kafka"
-PACED = ("java-producer-paced",)    # loads whose rate the load sets
 
 
 @dataclass
@@ -30,12 +29,6 @@ class Measured:
     client_cpu_s: float
     wall_s: float
     loadavg: float      # the machine's 1-minute load average as the load ended
-    idle_rate: float = 0.0   # the target's idle CPU-s per second, measured before
-
-    @property
-    def broker_above_idle_per_mb(self) -> float:
-        """The brokers' CPU-s per MB less what they spend idle over as long."""
-        return (self.broker_cpu_s - self.idle_rate * self.wall_s) / self.mb
 
     @property
     def mb(self) -> float:
@@ -64,8 +57,7 @@ def report(m: Measured, round_: int) -> str:
     lats = (f"  p50 {lat['p50']:.0f} ms  p99 {lat['p99']:.0f} ms  max {lat['max']:.0f} ms"
             if lat else "")
     return (f"[{m.target} #{round_}] {m.load:17} {m.rate:10,.0f} rec/s {m.mb_s:7.1f} MB/s"
-            f"{lats}  broker {m.broker_cpu_per_mb:.4f} CPU-s/MB "
-            f"({m.broker_above_idle_per_mb:.4f} above idle)  client "
+            f"{lats}  broker {m.broker_cpu_per_mb:.4f} CPU-s/MB  client "
             f"{m.client_cpu_per_mb:.4f} CPU-s/MB  ({m.wall_s:.1f} s, load {m.loadavg:.1f})"
             f"{'  ' + m.result.note if m.result.note else ''}")
 
@@ -80,7 +72,6 @@ class Row:
     p50: float | None
     p99: float | None
     broker_cpu_per_mb: float
-    broker_above_idle_per_mb: float
     client_cpu_per_mb: float
 
 
@@ -101,7 +92,6 @@ def rows(results: list[Measured]) -> dict[tuple[str, str], Row]:
                        med(ms, lambda m: m.result.latency_ms.get("p50")),
                        med(ms, lambda m: m.result.latency_ms.get("p99")),
                        statistics.median(m.broker_cpu_per_mb for m in ms),
-                       statistics.median(m.broker_above_idle_per_mb for m in ms),
                        statistics.median(m.client_cpu_per_mb for m in ms))
     return out
 
@@ -117,24 +107,21 @@ def _ratio(a: float | None, b: float | None) -> str:
 def table(results: list[Measured], loads: Sequence[str], targets: Sequence[str]) -> str:
     by = rows(results)
     lines = ["| load | target | records/s | MB/s | p50 ms | p99 ms | broker CPU-s/MB "
-             "| above idle | client CPU-s/MB | records/s vs Kafka | broker CPU vs Kafka "
-             "| above idle vs Kafka |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| client CPU-s/MB | records/s vs Kafka | broker CPU-s/MB vs Kafka |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for load in loads:
         base = by.get((load, BASE))
         for target in targets:
             r = by.get((load, target))
             if r is None:
                 continue
-            vs = vs_cpu = vs_above = ""
+            vs = vs_cpu = ""
             if base is not None and target != BASE:
                 vs = _ratio(r.rate, base.rate)
                 vs_cpu = _ratio(r.broker_cpu_per_mb, base.broker_cpu_per_mb)
-                vs_above = _ratio(r.broker_above_idle_per_mb, base.broker_above_idle_per_mb)
             lines.append(f"| {load} | {target} | {r.rate:,.0f} | {r.mb_s:.1f} | {_ms(r.p50)} "
                          f"| {_ms(r.p99)} | {r.broker_cpu_per_mb:.4f} | "
-                         f"{r.broker_above_idle_per_mb:.4f} | {r.client_cpu_per_mb:.4f} "
-                         f"| {vs} | {vs_cpu} | {vs_above} |")
+                         f"{r.client_cpu_per_mb:.4f} | {vs} | {vs_cpu} |")
     return "\n".join(lines)
 
 
@@ -171,20 +158,11 @@ def summary(results: list[Measured], targets: Sequence[str]) -> str:
                  if t == target and (load, BASE) in by]
         if not pairs:
             continue
-        # (a paced load's rate is set by the load, not by the target)
-        rates = [r.rate / b.rate for (load, t), r in by.items() if t == target
-                 and (load, BASE) in by and load not in PACED
-                 for b in (by[(load, BASE)],)]
+        rate = statistics.geometric_mean(r.rate / b.rate for r, b in pairs)
         cpu = [r.broker_cpu_per_mb / b.broker_cpu_per_mb for r, b in pairs
                if b.broker_cpu_per_mb > 0 and r.broker_cpu_per_mb > 0]
-        above = [r.broker_above_idle_per_mb / b.broker_above_idle_per_mb for r, b in pairs
-                 if b.broker_above_idle_per_mb > 0 and r.broker_above_idle_per_mb > 0]
-        parts = [f"records/s {statistics.geometric_mean(rates):.2f}x over {len(rates)} "
-                 "unpaced loads"] if rates else []
-        if cpu:
-            parts.append(f"broker CPU-s per MB {statistics.geometric_mean(cpu):.2f}x")
-        if above:
-            parts.append(f"above idle {statistics.geometric_mean(above):.2f}x")
-        lines.append(f"- {target} / kafka (geometric means over {len(pairs)} loads): "
-                     + ", ".join(parts))
+        lines.append(f"- {target} / kafka over {len(pairs)} loads (geometric mean): "
+                     f"records/s {rate:.2f}x"
+                     + (f", broker CPU-s per MB {statistics.geometric_mean(cpu):.2f}x"
+                        if cpu else ""))
     return "\n".join(lines)

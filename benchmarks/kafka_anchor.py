@@ -371,7 +371,7 @@ def run_target(plan: Plan, label: str, target: ClusterUnderTest, failures: list[
         for load in producers:
             topic = f"anchor-{load}-{uuid.uuid4().hex[:8]}"
             create_topic(bootstrap, topic, plan.partitions)
-            m = _attempt(plan, target, label, load, topic, n, failures, idle[label])
+            m = _attempt(plan, target, label, load, topic, n, failures)
             if m is not None:
                 out.append(m)
             if not source and m is not None:
@@ -382,8 +382,7 @@ def run_target(plan: Plan, label: str, target: ClusterUnderTest, failures: list[
             if not source:
                 failures.append(f"{label} {load}: no producer load wrote its records")
                 continue
-            if (m := _attempt(plan, target, label, load, source, n, failures,
-                              idle[label])) is not None:
+            if (m := _attempt(plan, target, label, load, source, n, failures)) is not None:
                 out.append(m)
         if source:
             delete_topic(bootstrap, source)
@@ -391,12 +390,11 @@ def run_target(plan: Plan, label: str, target: ClusterUnderTest, failures: list[
 
 
 def _attempt(plan: Plan, target: ClusterUnderTest, label: str, load: str, topic: str,
-             round_: int, failures: list[str], idle_rate: float) -> Measured | None:
+             round_: int, failures: list[str]) -> Measured | None:
     """One load, measured and reported; a failure is reported, kept in ``failures``,
     and the next load runs."""
     try:
         m = measure(plan, target, label, load, topic, f"{load}-{round_}")
-        m.idle_rate = idle_rate
     except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
         failures.append(f"{label} {load} (round {round_}): "
                         f"{str(exc).strip().splitlines()[-1][:300]}")
