@@ -15,6 +15,7 @@ from anchor_loads import LoadResult
 __all__ = ["Measured", "Row", "client_ratios", "report", "rows", "summary", "table"]
 
 BASE = "kafka"
+PACED = ("java-producer-paced",)    # loads whose rate the load sets, not the target
 
 
 @dataclass
@@ -158,11 +159,15 @@ def summary(results: list[Measured], targets: Sequence[str]) -> str:
                  if t == target and (load, BASE) in by]
         if not pairs:
             continue
-        rate = statistics.geometric_mean(r.rate / b.rate for r, b in pairs)
+        # a paced load's rate is set by the load, not by the target
+        rates = [r.rate / by[(load, BASE)].rate for (load, t), r in by.items()
+                 if t == target and (load, BASE) in by and load not in PACED]
         cpu = [r.broker_cpu_per_mb / b.broker_cpu_per_mb for r, b in pairs
                if b.broker_cpu_per_mb > 0 and r.broker_cpu_per_mb > 0]
-        lines.append(f"- {target} / kafka over {len(pairs)} loads (geometric mean): "
-                     f"records/s {rate:.2f}x"
-                     + (f", broker CPU-s per MB {statistics.geometric_mean(cpu):.2f}x"
-                        if cpu else ""))
+        parts = ([f"records/s {statistics.geometric_mean(rates):.2f}x over {len(rates)} "
+                  "unpaced loads"] if rates else [])
+        if cpu:
+            parts.append(f"broker CPU-s per MB {statistics.geometric_mean(cpu):.2f}x over "
+                         f"{len(cpu)} loads")
+        lines.append(f"- {target} / kafka (geometric means): " + ", ".join(parts))
     return "\n".join(lines)

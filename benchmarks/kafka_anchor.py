@@ -353,7 +353,8 @@ def run_target(plan: Plan, label: str, target: ClusterUnderTest, failures: list[
                  "warmup-read")
         delete_topic(bootstrap, "anchor-warmup")
     # what the brokers cost doing nothing (heartbeats, the controller quorum, timers):
-    # every load's CPU-s include it for the load's duration
+    # every load's CPU-s include it for the load's duration. A rough figure: read over
+    # 5 s just after the warm-up, a JVM may still be compiling or collecting
     time.sleep(IDLE_SETTLE_S)
     before = cpu_seconds(target.pids())
     time.sleep(IDLE_S)
