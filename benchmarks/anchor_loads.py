@@ -226,12 +226,9 @@ def kaflite_producer(bootstrap: str, topic: str, records: int, size: int) -> Loa
 
     with Producer({"bootstrap.servers": bootstrap, "acks": "all"}) as producer:
         # One record to each partition, untimed, before the load: it opens the connection
-        # to every leader. Without it, a Produce drained while its leader's connection is
-        # still opening can be written after a later batch of its partition, which
-        # Apache Kafka appends first (a new producer's first sequence is not checked)
-        # and then refuses the earlier one (OUT_OF_ORDER_SEQUENCE_NUMBER, "overtaken":
-        # its records fail). docs/benchmarks.md, "Apache Kafka as the anchor", has the
-        # evidence.
+        # to every leader. (It first worked around a producer bug this benchmark found, a
+        # Produce drained while its leader's connection was opening and then overtaken;
+        # fixed in Sender._run; docs/benchmarks.md, "Apache Kafka as the anchor".)
         for partition in producer.partitions_for(topic) or []:
             producer.send(topic, payload, partition=partition)
         produce = producer.produce
