@@ -10,6 +10,7 @@ from kaflite.cli import (
     bench,
     certs,
     chaos,
+    client_metrics,
     configs,
     connections,
     console,
@@ -38,6 +39,7 @@ app = typer.Typer(
 app.command("up")(up.up)
 app.command("demo")(demo.demo)
 app.command("connections")(connections.connections)
+app.command("client-metrics")(client_metrics.client_metrics)
 app.command("console")(console.console)
 app.command("produce")(produce.produce)
 app.command("proxy")(proxy.proxy)

@@ -8,7 +8,9 @@ principal and when the connection last (re-)authenticated (KIP-368). The quota
 column shows each client quota that applies (its limit and the rate the client
 uses, per second; ``request_percentage`` in percent), the last throttle time the
 broker gave, how many throttles, and requests that arrived while the connection
-was muted (a client ignoring its throttle).
+was muted (a client ignoring its throttle). The telemetry column shows the client
+instance id a KIP-714 client asked for or pushed as, how many metrics it pushed (and
+how many times), and a couple of their latest values.
 """
 
 from __future__ import annotations
@@ -69,10 +71,24 @@ def quota_text(c: dict[str, Any]) -> str:
     return "\n".join(lines) or "-"
 
 
+def telemetry_text(c: dict[str, Any], shown: int = 2) -> str:
+    """``instance <id>``, ``N metrics (xP)`` and the first ``shown`` values."""
+    instance = c.get("client_instance_id")
+    if not instance:
+        return "-"
+    metrics: dict[str, float] = c.get("telemetry") or {}
+    lines = [f"instance {instance}"]
+    if c.get("telemetry_pushes"):
+        lines.append(f"{len(metrics)} metrics (x{c['telemetry_pushes']})")
+        lines += [f"{name.removeprefix('org.apache.kafka.')}={value:g}"
+                  for name, value in list(metrics.items())[:shown]]
+    return "\n".join(lines)
+
+
 def connections_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title="client connections", show_lines=False)
     for name in ("client", "broker", "peer", "security", "role", "partitions / groups",
-                 "requests", "errors", "quota", "idle"):
+                 "requests", "errors", "quota", "telemetry", "idle"):
         table.add_column(name, overflow="fold")
     now = time.time()
     closed = sum(1 for c in rows if c.get("closed_at") is not None)
@@ -95,6 +111,7 @@ def connections_table(rows: list[dict[str, Any]]) -> Table:
             str(sum(a["count"] for a in c["apis"].values())),
             ", ".join(f"{k} x{v}" for k, v in errs.items()),
             quota_text(c),
+            telemetry_text(c),
             _idle(c, now),
         )
     return table

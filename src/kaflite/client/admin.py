@@ -26,6 +26,7 @@ from typing import TypedDict
 from kaflite.client import _quotas
 from kaflite.client._acl_admin import AclAdmin
 from kaflite.client._base import BaseClient
+from kaflite.client._client_metrics_admin import ClientMetricsAdmin
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
 from kaflite.client._group_admin import (
     ConsumerGroupDescription,
@@ -210,7 +211,7 @@ class QuorumInfo:
     observers: list[QuorumReplica]
 
 
-class Admin(AclAdmin, GroupAdmin, BaseClient):
+class Admin(AclAdmin, GroupAdmin, ClientMetricsAdmin, BaseClient):
     ROLE = "admin"
 
     def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:

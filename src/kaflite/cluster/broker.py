@@ -41,6 +41,7 @@ from kaflite.cluster.quotas import QuotaManager, QuotaWindows
 from kaflite.cluster.request_memory import RequestMemory
 from kaflite.cluster.share import SharePartitionManager
 from kaflite.cluster.share._coordinator import CoordinatorPersister, ShareCoordinator
+from kaflite.cluster.telemetry import DEFAULT_MAX_BYTES, TelemetryManager
 from kaflite.cluster.txn import TransactionCoordinator
 from kaflite.protocol import errors
 from kaflite.protocol.messages import ApiVersionsResponse
@@ -128,6 +129,9 @@ class Broker:
         self.share: SharePartitionManager | None = None
         self.share_coordinator: ShareCoordinator | None = None     # __share_group_state
         self.fetch_sessions = FetchSessionCache()      # KIP-227, for this broker's clients
+        # client telemetry (KIP-714): subscriptions are the controller's CLIENT_METRICS configs
+        self.telemetry = TelemetryManager(lambda: controller.client_metrics, int(
+            config.props.get("telemetry.max.bytes", DEFAULT_MAX_BYTES)))
         self._log_configs: dict[tuple[object, ...], LogConfig] = {}
         self.closed_connections: deque[ConnectionRecord] = deque(maxlen=CLOSED_KEPT)
         self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)

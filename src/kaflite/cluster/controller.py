@@ -99,6 +99,9 @@ class Controller(Leadership):
         self.acl_ids = AclIds()
         # group configs (ConfigResource GROUP, kaflite.cluster.group_configs): group -> configs
         self.group_configs: dict[str, dict[str, str]] = {}
+        # client metrics subscriptions (ConfigResource CLIENT_METRICS, KIP-714,
+        # kaflite.cluster.client_metrics): subscription name -> configs
+        self.client_metrics: dict[str, dict[str, str]] = {}
         # dynamic broker configs (kaflite.cluster.dynamic_configs): "" (every broker) or a
         # broker id -> configs; ``broker_config_changes`` counts the changes (caches key on it)
         self.broker_configs: BrokerConfigStore = {}
@@ -444,6 +447,17 @@ class Controller(Leadership):
             self.group_configs[group] = dict(configs)
         else:
             self.group_configs.pop(group, None)
+        self.save()
+
+    def set_client_metrics(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a client metrics subscription's configs (already validated); none
+        left deletes the subscription."""
+        self._record(*metalog.config_changes(metalog.CONFIG_CLIENT_METRICS, name,
+                                             self.client_metrics.get(name, {}), configs))
+        if configs:
+            self.client_metrics[name] = dict(configs)
+        else:
+            self.client_metrics.pop(name, None)
         self.save()
 
 

@@ -279,6 +279,9 @@ class RemoteController(Controller):
     def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
         self._call("set_group_configs", {"group": group, "configs": dict(configs)})
 
+    def set_client_metrics(self, name: str, configs: dict[str, str]) -> None:
+        self._call("set_client_metrics", {"name": name, "configs": dict(configs)})
+
     def set_feature(self, name: str, level: int) -> None:
         self._call("set_feature", {"name": name, "level": level})
 

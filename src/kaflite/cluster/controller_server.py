@@ -357,6 +357,9 @@ class ControllerServer:
         if method == "set_group_configs":
             c.set_group_configs(str(a["group"]), dict(a["configs"]))
             return None
+        if method == "set_client_metrics":
+            c.set_client_metrics(str(a["name"]), dict(a["configs"]))
+            return None
         if method == "move_leader":
             return c.move_leader(str(a["topic"]), int(a["partition"]), a.get("to"))
         if method == "preferred_election":

@@ -10,7 +10,8 @@ sides share:
   fencing), ``topic/<name>`` (TopicRecord with its PartitionRecords and
   ConfigRecords), ``scram`` (UserScramCredentialRecords), ``acls``
   (AccessControlEntryRecords), ``quotas`` (ClientQuotaRecords) and
-  ``group/<id>`` (a group's ConfigRecords). A value is
+  ``group/<id>`` (a group's ConfigRecords), ``clientmetrics/<name>`` (a client
+  metrics subscription's ConfigRecords). A value is
   plain JSON.
 * ``diff(old, new)``: the records that changed (a removed one maps to None): the
   delta of the brokers' entries the controller sends after each change;
@@ -99,6 +100,7 @@ def image(controller: Controller) -> dict[str, Json]:
     keys = ["cluster", *(f"broker/{n}" for n in controller.brokers),
             *(f"topic/{name}" for name in controller.topics), "scram", "acls", "quotas",
             *(f"group/{g}" for g in controller.group_configs),
+            *(f"clientmetrics/{n}" for n in controller.client_metrics),
             *(f"brokerconfig/{n}" for n in controller.broker_configs)]
     return {key: value for key in keys if (value := entry(controller, key)) is not None}
 
@@ -132,6 +134,9 @@ def entry(controller: Controller, key: str) -> Json | None:
         return None if configs is None else {"configs": dict(configs)}
     if kind == "brokerconfig":
         configs = controller.broker_configs.get(name)
+        return None if configs is None else {"configs": dict(configs)}
+    if kind == "clientmetrics":
+        configs = controller.client_metrics.get(name)
         return None if configs is None else {"configs": dict(configs)}
     raise ValueError(f"no metadata image record {key!r}")
 
@@ -180,6 +185,11 @@ def apply(replica: Controller, delta: dict[str, Json | None]) -> None:
                 replica.group_configs.pop(name, None)
             else:
                 replica.group_configs[name] = dict(value["configs"])
+        elif kind == "clientmetrics":
+            if value is None:
+                replica.client_metrics.pop(name, None)
+            else:
+                replica.client_metrics[name] = dict(value["configs"])
         elif kind == "brokerconfig":
             if value is None:
                 replica.broker_configs.pop(name, None)

@@ -13,7 +13,8 @@ connection calls ``record_request``, which
 
   ==================  =========================================================
   bootstrap           only discovery: ApiVersions, Metadata (also FindCoordinator,
-                      DescribeCluster and SASL, which are discovery too)
+                      DescribeCluster and SASL, which are discovery too), with
+                      perhaps the client's telemetry (KIP-714)
   partition-leader    Produce, Fetch, ListOffsets or OffsetForLeaderEpoch answered
                       for a partition this broker leads (the partitions are listed)
   group-coordinator   a member's group API (join, sync, heartbeat, commit, leave)
@@ -73,6 +74,8 @@ FIND_COORDINATOR, SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_CLUSTER = 10, 17, 
 
 DISCOVERY_APIS = frozenset({API_VERSIONS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE,
                             SASL_AUTHENTICATE, DESCRIBE_CLUSTER})
+# KIP-714's requests ride on whatever connection the client picked: they add no role
+TELEMETRY_APIS = frozenset({71, 72})
 PARTITION_LEADER_APIS = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH})
 # Requests a member sends to its group's coordinator (classic, KIP-848, share groups);
 # admin requests (DescribeGroups, OffsetDelete...) do not make a coordinator connection.
@@ -156,6 +159,13 @@ class ConnectionRecord:
     throttles: int = 0
     throttled_ms_total: int = 0
     requests_while_muted: int = 0
+    # -- client telemetry (KIP-714, kaflite.cluster.telemetry): the client instance id
+    # the connection asked for or pushed as, and the latest value of every metric its
+    # instance pushed (shared with the instance), how many pushes and when the last
+    client_instance_id: str | None = None
+    telemetry: dict[str, float] = field(default_factory=dict)
+    telemetry_pushes: int = 0
+    telemetry_at: float | None = None
 
     def throttled(self, ms: int) -> None:
         self.throttle_time_ms = ms
@@ -184,7 +194,8 @@ class ConnectionRecord:
         if WRITE_TXN_MARKERS in self.apis:
             roles.append("txn-marker-sender")
         if not roles:
-            roles.append("bootstrap" if set(self.apis) <= DISCOVERY_APIS else "other")
+            roles.append("bootstrap" if set(self.apis) - TELEMETRY_APIS <= DISCOVERY_APIS
+                         else "other")
         return roles
 
     def stats(self, key: int) -> ApiStats:
@@ -317,6 +328,10 @@ class ConnectionSnapshot:
     requests_while_muted: int = 0
     share_groups: list[str] = field(default_factory=list)
     share_partitions: list[str] = field(default_factory=list)
+    client_instance_id: str | None = None
+    telemetry: dict[str, float] = field(default_factory=dict)
+    telemetry_pushes: int = 0
+    telemetry_at: float | None = None
 
     @property
     def host(self) -> str:
@@ -388,6 +403,10 @@ def snapshot(info: ConnectionRecord) -> ConnectionSnapshot:
         throttles=info.throttles,
         throttled_ms_total=info.throttled_ms_total,
         requests_while_muted=info.requests_while_muted,
+        client_instance_id=info.client_instance_id,
+        telemetry=dict(sorted(info.telemetry.items())),
+        telemetry_pushes=info.telemetry_pushes,
+        telemetry_at=info.telemetry_at,
     )
 
 

@@ -37,6 +37,8 @@ def record_to_json(r: ConnectionRecord) -> Json:
         "requests_while_muted": r.requests_while_muted,
         "share_groups": sorted(r.share_groups),
         "share_partitions": [[t, p] for t, p in r.share_partitions],
+        "client_instance_id": r.client_instance_id, "telemetry": dict(r.telemetry),
+        "telemetry_pushes": r.telemetry_pushes, "telemetry_at": r.telemetry_at,
     }
 
 
@@ -64,4 +66,8 @@ def record_from_json(d: Json) -> ConnectionRecord:
         requests_while_muted=int(d["requests_while_muted"]),
         share_groups=set(d.get("share_groups", [])),
         share_partitions={(str(t), int(p)) for t, p in d.get("share_partitions", [])},
+        client_instance_id=d.get("client_instance_id"),
+        telemetry={str(k): float(v) for k, v in d.get("telemetry", {}).items()},
+        telemetry_pushes=int(d.get("telemetry_pushes", 0)),
+        telemetry_at=d.get("telemetry_at"),
     )

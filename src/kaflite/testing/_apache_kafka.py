@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kaflite.testing._kafka_node import KafkaNode, format_nodes
+from kaflite.testing._kafka_node import JVM_OPTS, KafkaNode, format_nodes
 from kaflite.testing._probe import brokers_seen, move_leader_by_election, run_blocking
 from kaflite.testing._target import ClusterUnderTest, TargetUnavailable
 
@@ -99,7 +99,8 @@ class ApacheKafka(ClusterUnderTest):
 
     def __init__(self, libs: str | Path, brokers: int = 1,
                  config: Mapping[str, object] | None = None,
-                 start_timeout: float = START_TIMEOUT_S, listeners: Sequence[str] = ()) -> None:
+                 start_timeout: float = START_TIMEOUT_S, listeners: Sequence[str] = (),
+                 jvm_opts: Sequence[str] = JVM_OPTS) -> None:
         self.libs = Path(libs)
         self.version = kafka_version(self.libs)
         self.name = f"kafka-{self.version}-{brokers}"
@@ -108,6 +109,8 @@ class ApacheKafka(ClusterUnderTest):
         self.start_timeout = start_timeout
         # more client listeners besides PLAINTEXT, each named for its security protocol
         self.listeners = list(listeners)
+        #: every node's JVM flags (``JVM_OPTS``, sized for tests, unless given)
+        self.jvm_opts = tuple(jvm_opts)
         self.nodes: dict[int, KafkaNode] = {}
         self.cluster_id = new_cluster_id()
         self._dir: Path | None = None
@@ -146,7 +149,8 @@ class ApacheKafka(ClusterUnderTest):
                      **self._config}
             self.nodes[node_id] = KafkaNode(node_id, node_ports["PLAINTEXT"],
                                             node_ports["CONTROLLER"], directory, self.libs,
-                                            props, ports=node_ports)
+                                            props, ports=node_ports,
+                                            jvm_opts=self.jvm_opts)
 
     def start(self) -> None:
         if self.nodes:
@@ -233,6 +237,11 @@ class ApacheKafka(ClusterUnderTest):
     def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         return run_blocking(move_leader_by_election(self.bootstrap_servers, topic, partition,
                                                     to, timeout=30.0), 40.0)
+
+    def pids(self) -> list[int]:
+        """Each running node's JVM (broker and controller in one process)."""
+        return [pid for n in self.node_ids if n in self.nodes
+                and (pid := self.nodes[n].pid) is not None]
 
     def log_tails(self) -> str:
         """The end of every node's logs (for a failing test's report)."""

@@ -17,7 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +69,8 @@ class KafkaNode:
     props: Mapping[str, str] = field(default_factory=dict)
     #: every listener's port, by listener name (PLAINTEXT and CONTROLLER included)
     ports: Mapping[str, int] = field(default_factory=dict)
+    #: the JVM's flags (heap, collector, JIT); the default suits tests on 2 cores
+    jvm_opts: Sequence[str] = JVM_OPTS
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -91,9 +93,14 @@ class KafkaNode:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The JVM's process id while it runs."""
+        return self.proc.pid if self.running and self.proc is not None else None
+
     def _java(self, main: str, *args: str) -> list[str]:
         log4j = self.libs.parent / "log4j2.properties"
-        return [java_executable(), *JVM_OPTS, f"-Dlog4j2.configurationFile={log4j}",
+        return [java_executable(), *self.jvm_opts, f"-Dlog4j2.configurationFile={log4j}",
                 f"-Dkaflite.kafka.log={self.log_file}", "-cp", f"{self.libs}/*", main, *args]
 
     def write_properties(self) -> None:

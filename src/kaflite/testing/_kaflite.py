@@ -3,6 +3,7 @@ in a process of its own (``processes=True``, ``kaflite up --processes``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 from kaflite.cluster.cluster import Cluster
@@ -69,3 +70,11 @@ class KafliteCluster(ClusterUnderTest):
 
     def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         return self.cluster.move_leader(topic, partition, to)
+
+    def pids(self) -> list[int]:
+        """This process (the brokers' loop, or with ``processes`` the controller), then
+        each running broker process."""
+        cluster = self.cluster
+        brokers = [pid for n in self.node_ids
+                   if (pid := cluster.broker_pid(n)) is not None and cluster.broker_running(n)]
+        return [os.getpid(), *brokers]

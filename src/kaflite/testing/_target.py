@@ -77,6 +77,13 @@ class ClusterUnderTest(abc.ABC):
         new leader. Targets that cannot raise ``Unsupported``."""
         raise Unsupported(f"{self.name} cannot move a partition's leader")
 
+    def pids(self) -> list[int]:
+        """The OS processes the running brokers (and controllers) live in, for reading
+        their CPU time from ``/proc``; their child processes are not listed. Targets that
+        run in the caller's process list it, which then also holds the caller's own work.
+        Targets that cannot say raise ``Unsupported``."""
+        raise Unsupported(f"{self.name} cannot name its processes")
+
     def __enter__(self) -> Self:
         try:
             self.start()

@@ -23,6 +23,7 @@ from itertools import repeat
 from operator import add
 from typing import Generic, cast
 
+from kaflite.client._aio import cancel_and_wait
 from kaflite.client._base import BaseClient
 from kaflite.client.pool import DATA
 from kaflite.client.producer._accumulator import (
@@ -103,6 +104,9 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         self._key_ser = c.function("key.serializer")
         self._value_ser = c.function("value.serializer")
         self._sender: Sender | None = None
+        # leaders whose connection the sender waits on, and the last failure to open one
+        self._opening: dict[int, asyncio.Task[None]] = {}
+        self._connect_errors: dict[int, BaseException] = {}
         self._waiting: set[asyncio.Task[None]] = set()
         # Records produced while their topic's metadata was not known yet, per topic in
         # send order; one task appends them all once it comes. Later records of the
@@ -131,10 +135,35 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
             await self._init_producer_id()
         self._sender = Sender(self, self._acc, self._idem, self._compression,
                               SenderHooks(self._produce_batches, self._init_producer_id,
-                                          self._events.emit, self._txn))
+                                          self._events.emit, self._txn, self._connected))
         if self._txn is not None:
             self._txn.fail_queued = self._sender.fail_queued
         self._sender.start()
+
+    def _connected(self, node_id: int) -> tuple[bool, BaseException | None]:
+        """The sender's ``connected`` hook: is the leader's connection open? If not, open it
+        (once at a time) and wake the sender when that ends."""
+        if self.pool.connection_if_open(node_id) is not None:
+            self._connect_errors.pop(node_id, None)
+            return True, None
+        if node_id not in self._opening:
+            self._opening[node_id] = asyncio.get_running_loop().create_task(
+                self._open_leader(node_id))
+        return False, self._connect_errors.get(node_id)
+
+    async def _open_leader(self, node_id: int) -> None:
+        try:
+            await self.pool.get(node_id)
+            self._connect_errors.pop(node_id, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:      # the pool backs off and says so in the event log
+            self._connect_errors[node_id] = exc
+            self.metadata.request_update(f"cannot connect to broker {node_id}")
+        finally:
+            self._opening.pop(node_id, None)
+            if self._sender is not None:
+                self._sender.wakeup()
 
     async def _produce_batches(self, node_id: int, req: ProduceRequest
                                ) -> ProduceResponse | None:
@@ -545,4 +574,6 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
                 self._open.clear()
                 self._keyed_open.clear()
                 await self._sender.close(timeout)
+        for task in list(self._opening.values()):
+            await cancel_and_wait(task)
         await super().close()

@@ -88,6 +88,9 @@ class SenderHooks:
     bump_epoch: Callable[[], Awaitable[None]]
     emit: Emit
     txn: TransactionManager | None
+    # True when the connection to the broker is open; else it starts opening it (the
+    # sender is woken when that ends) and says why the last attempt failed, if one did
+    connected: Callable[[int], tuple[bool, BaseException | None]]
 
 
 class Sender:
@@ -99,6 +102,7 @@ class Sender:
         self.compression = compression
         self.bump_epoch = hooks.bump_epoch
         self.produce = hooks.produce
+        self.connected = hooks.connected
         self.emit = hooks.emit
         self.txn: TransactionManager | None = hooks.txn
         cfg = producer.config
@@ -150,6 +154,14 @@ class Sender:
             for node in nodes:
                 if self.in_flight.get(node, 0) >= self.max_in_flight:
                     continue
+                # As Java's NetworkClient.ready: a node's batches are drained (and given
+                # their sequence numbers) only once its connection is open. Drained while
+                # it opened, a later Produce could be written before an earlier one waiting
+                # on the same connect, and a broker that has no state for the producer
+                # takes any first sequence: the earlier one was then OUT_OF_ORDER (found
+                # against Apache Kafka by benchmarks/kafka_anchor.py).
+                if not self.connected(node)[0]:
+                    continue
                 batches = self.acc.drain(node, now, self._leader_of, muted, self.max_request)
                 if batches:
                     try:
@@ -177,9 +189,11 @@ class Sender:
 
     def _expire(self, now: float) -> None:
         for batch in self.acc.expire(now, self.delivery_timeout):
+            leader = self._leader_of(batch.topic, batch.partition)
+            last = self.connected(leader)[1] if leader is not None else None
             self._fail(batch, DeliveryTimeout(
                 f"{batch.topic}-{batch.partition}: {len(batch)} records not delivered within "
-                f"delivery.timeout.ms"))
+                f"delivery.timeout.ms" + (f" (last: {last})" if last is not None else "")))
 
     # -- one request ---------------------------------------------------------------------
     def _send(self, node: int, batches: list[ProducerBatch]) -> None:

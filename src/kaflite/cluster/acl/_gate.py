@@ -188,6 +188,7 @@ POLICIES: dict[int, Policy] = {
                    key="transactional_id", drop=True),        # ListTransactions
     68: consumer_group_heartbeat,
     69: describe_group_rows,                                  # ConsumerGroupDescribe
+    74: cluster_op(Op.DESCRIBE_CONFIGS),                      # ListClientMetricsResources
     # Share groups (KIP-932), as Kafka's KafkaApis: the heartbeat as ConsumerGroupHeartbeat;
     # ShareFetch and ShareAcknowledge READ on the group (READ on each topic: in the handler);
     # the share coordinator's inter-broker APIs CLUSTER_ACTION.

@@ -85,7 +85,8 @@ def end_txn(ctx: Ctx) -> Gate | None:
     return None if txn_allowed(ctx, ctx.request.transactional_id) else refuse(ctx, TXN_DENIED)
 
 
-TOPIC_RESOURCE, BROKER_RESOURCES, GROUP_RESOURCE = 2, (4, 8), 32
+# CLIENT_METRICS subscriptions (16) are the cluster's, as Kafka authorizes them
+TOPIC_RESOURCE, BROKER_RESOURCES, GROUP_RESOURCE = 2, (4, 8, 16), 32
 
 
 def config_denied(ctx: Ctx, op: AclOperation, resource_type: int, name: str) -> int:

@@ -5,7 +5,9 @@ once (the controller pushes the topic's new state to its brokers). Broker
 configs are described with the layer each value comes from, and may be changed
 dynamically for one broker or for all (``kaflite.cluster.dynamic_configs``). Group configs
 (resource type GROUP, ``kaflite.cluster.group_configs``) are stored on the
-controller too; the group coordinator reads them on every heartbeat.
+controller too; the group coordinator reads them on every heartbeat. Client metrics
+subscriptions (resource type CLIENT_METRICS, ``kaflite.cluster.client_metrics``) are
+stored the same way and read by each broker's telemetry manager.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kaflite.cluster import dynamic_configs
+from kaflite.cluster.client_metrics import (
+    CLIENT_METRICS_CONFIG_TYPES,
+    CLIENT_METRICS_RESOURCE,
+    validate_client_metrics,
+)
 from kaflite.cluster.configs import (
     BROKER_DEFAULTS,
     SOURCE_CODES,
@@ -49,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, GROUP_RESOURCE
+CLIENT_METRICS = CLIENT_METRICS_RESOURCE
 SOURCE = SOURCE_CODES
 TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7,
          "CLASS": 8, "PASSWORD": 9}
@@ -103,6 +111,19 @@ def _describe_group(broker: Broker, name: str, keys: list[str] | None,
             name=key, value=value, read_only=False, config_source=SOURCE[source],
             is_sensitive=False, synonyms=syn, config_type=TYPES[GROUP_CONFIG_TYPES[key]]))
     return out
+
+
+def _describe_client_metrics(broker: Broker, name: str, keys: list[str] | None
+                              ) -> list[dcr.DescribeConfigsResourceResult]:
+    """A subscription's stored configs alone, as Kafka describes them (none: no
+    subscription of that name)."""
+    if not name:
+        raise errors.InvalidRequestError("Client metrics subscription name must not be empty")
+    stored = broker.controller.client_metrics.get(name, {})
+    return [dcr.DescribeConfigsResourceResult(
+        name=key, value=value, read_only=False, config_source=SOURCE["CLIENT_METRICS_CONFIG"],
+        is_sensitive=False, synonyms=[], config_type=TYPES[CLIENT_METRICS_CONFIG_TYPES[key]])
+        for key, value in stored.items() if keys is None or key in keys]
 
 
 def _broker_entry(key: str, layers: list[tuple[str, str]], synonyms: bool
@@ -163,6 +184,9 @@ async def handle_describe(broker: Broker, conn: ServerConnection, header: Reques
             elif res.resource_type == GROUP:
                 result.configs = _describe_group(broker, res.resource_name,
                                                  res.configuration_keys, req.include_synonyms)
+            elif res.resource_type == CLIENT_METRICS:
+                result.configs = _describe_client_metrics(broker, res.resource_name,
+                                                          res.configuration_keys)
             elif res.resource_type == BROKER:
                 result.configs = _describe_broker(broker, res.resource_name,
                                                   res.configuration_keys, req.include_synonyms)
@@ -184,6 +208,11 @@ def _apply(broker: Broker, resource_type: int, name: str, new: dict[str, str],
         return
     if resource_type == GROUP:
         _apply_group(broker, name, new, validate_only)
+        return
+    if resource_type == CLIENT_METRICS:
+        valid = validate_client_metrics(name, new)
+        if not validate_only:
+            broker.controller.set_client_metrics(name, valid)
         return
     if resource_type != TOPIC:
         raise errors.InvalidRequestError(f"unsupported resource type {resource_type}")
@@ -212,6 +241,8 @@ def _current(broker: Broker, resource_type: int, name: str) -> dict[str, str]:
     """The dynamic configs a resource has now (what IncrementalAlterConfigs starts from)."""
     if resource_type == GROUP:
         return dict(broker.controller.group_configs.get(name, {}))
+    if resource_type == CLIENT_METRICS:
+        return dict(broker.controller.client_metrics.get(name, {}))
     if resource_type == BROKER:
         return dict(broker.controller.broker_configs.get(name, {}))
     topic = broker.controller.topics.get(name)
@@ -221,6 +252,8 @@ def _current(broker: Broker, resource_type: int, name: str) -> dict[str, str]:
 def _config_type(resource_type: int, name: str) -> str | None:
     if resource_type == GROUP:
         return GROUP_CONFIG_TYPES.get(name)
+    if resource_type == CLIENT_METRICS:
+        return CLIENT_METRICS_CONFIG_TYPES.get(name)
     if resource_type == BROKER:
         return dynamic_configs.config_type(name)
     definition = TOPIC_CONFIGS.get(name)

@@ -9,6 +9,7 @@ it. See ``docs/metadata-log.md``.
 from kaflite.cluster.metalog._codec import LEADER_EPOCH, decode_record, encode_record
 from kaflite.cluster.metalog._image import (
     CONFIG_BROKER,
+    CONFIG_CLIENT_METRICS,
     CONFIG_GROUP,
     CONFIG_TOPIC,
     METADATA_VERSION,
@@ -34,6 +35,7 @@ from kaflite.cluster.metalog._snapshot import list_snapshots, read_snapshot
 
 __all__ = [
     "CONFIG_BROKER",
+    "CONFIG_CLIENT_METRICS",
     "CONFIG_GROUP",
     "CONFIG_TOPIC",
     "DIRECTORY",

@@ -65,13 +65,13 @@ from kaflite.security.scram import MECHANISM_TYPES, ScramCredential
 if TYPE_CHECKING:
     from kaflite.cluster.controller import Controller
 
-__all__ = ["CONFIG_BROKER", "CONFIG_GROUP", "CONFIG_TOPIC", "METADATA_VERSION", "acl_record", "acl_removal",
+__all__ = ["CONFIG_BROKER", "CONFIG_CLIENT_METRICS", "CONFIG_GROUP", "CONFIG_TOPIC", "METADATA_VERSION", "acl_record", "acl_removal",
            "broker_record", "config_changes", "partition_change", "partition_record",
            "producer_ids_record", "quota_records", "replay", "scram_record", "scram_removal",
            "snapshot_records", "topic_records"]
 
 # ConfigResource.Type codes of ConfigRecord.ResourceType
-CONFIG_TOPIC, CONFIG_BROKER, CONFIG_GROUP = 2, 4, 32
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_CLIENT_METRICS, CONFIG_GROUP = 2, 4, 16, 32
 # Kafka 4.0's production metadata.version (MetadataVersion.IBP_4_0_IV0)
 METADATA_VERSION = 22
 _NO_LEADER_CHANGE = -2
@@ -184,6 +184,8 @@ def snapshot_records(c: Controller) -> Iterator[Struct]:
         yield from topic_records(t)
     for group, configs in c.group_configs.items():
         yield from config_changes(CONFIG_GROUP, group, {}, configs)
+    for name, configs in c.client_metrics.items():
+        yield from config_changes(CONFIG_CLIENT_METRICS, name, {}, configs)
     for name, configs in c.broker_configs.items():
         yield from config_changes(CONFIG_BROKER, name, {}, configs)
     for user, creds in c.scram.items():
@@ -254,6 +256,8 @@ def _config(c: Controller, r: ConfigRecord) -> None:
         configs = t.configs
     elif r.resource_type == CONFIG_GROUP:
         configs = c.group_configs.setdefault(r.resource_name, {})
+    elif r.resource_type == CONFIG_CLIENT_METRICS:
+        configs = c.client_metrics.setdefault(r.resource_name, {})
     elif r.resource_type == CONFIG_BROKER:
         configs = c.broker_configs.setdefault(r.resource_name, {})
         c.broker_config_changes += 1
@@ -265,6 +269,8 @@ def _config(c: Controller, r: ConfigRecord) -> None:
         configs[r.name] = r.value
     if r.resource_type == CONFIG_GROUP and not configs:
         c.group_configs.pop(r.resource_name, None)
+    if r.resource_type == CONFIG_CLIENT_METRICS and not configs:
+        c.client_metrics.pop(r.resource_name, None)
     if r.resource_type == CONFIG_BROKER and not configs:
         c.broker_configs.pop(r.resource_name, None)
 

@@ -49,6 +49,8 @@ MINTED: dict[str, str] = {
     # each broker's own; paired, so that an ApiVersions v5 naming Kafka's cluster
     # (KIP-1242) is replayed naming kaflite's
     "cluster_id": "cluster",
+    # KIP-714: each broker derives a client instance's subscription id its own way
+    "subscription_id": "subscription",
 }
 # the field that identifies an element of an array of structs, in order of preference
 KEYS = ("name", "topic", "topic_name", "partition_index", "partition", "index", "api_key",

@@ -33,7 +33,18 @@ const CONN_COLUMNS = [
   { key: "in", label: "bytes in", width: "7em", text: (c) => fmtBytes(c.bytes_in), sort: (c) => c.bytes_in },
   { key: "out", label: "bytes out", width: "7em", text: (c) => fmtBytes(c.bytes_out), sort: (c) => c.bytes_out },
   { key: "reqs", label: "requests", width: "7em", text: (c) => fmtNum(Object.values(c.apis || {}).reduce((n, a) => n + a.count, 0)) },
+  { key: "telemetry", label: "telemetry (KIP-714)", width: "minmax(12em, 2fr)", text: telemetryText, sort: (c) => Object.keys(c.telemetry || {}).length },
 ];
+
+// A connection's pushed client metrics: how many, how many pushes, the first two values;
+// the whole set (name -> latest value) is in the row's JSON (GET /api/connections).
+export function telemetryText(c) {
+  if (!c.client_instance_id) return "";
+  const metrics = Object.entries(c.telemetry || {});
+  if (!c.telemetry_pushes) return `instance ${c.client_instance_id.slice(0, 8)}…`;
+  const head = metrics.slice(0, 2).map(([k, v]) => `${k.replace(/^org\.apache\.kafka\./, "")}=${Number(v).toPrecision(4)}`);
+  return [`${metrics.length} metrics ×${c.telemetry_pushes}`, ...head].join(" · ");
+}
 
 // A connection's role for the picture: its first of leader, coordinator, bootstrap, other.
 export function mainRole(roles) {
