@@ -78,7 +78,15 @@ def test_topic_configs_described_altered_and_reset(target: ClusterUnderTest) -> 
                 got = await admin.describe_config_entries([res])
                 return {e.name: (e.value, e.source) for e in got[res]}
 
-            first = await entries()
+            async def known() -> dict[str, tuple[str | None, str]]:
+                # Kafka answers CreateTopics once its controller has the topic; the
+                # broker a describe reaches may learn it a moment later (CI: kafka-3
+                # answered UNKNOWN_TOPIC_OR_PARTITION right after the create)
+                try:
+                    return await entries()
+                except errors.UnknownTopicOrPartitionError:
+                    return {}
+            first = await eventually("created", known, bool)
             assert first["retention.ms"] == ("3600000", "DYNAMIC_TOPIC_CONFIG")
             # a config nobody set is described with its default, not as set on the topic
             assert first["segment.bytes"][0] is not None

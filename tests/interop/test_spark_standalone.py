@@ -278,10 +278,12 @@ def test_exactly_once_when_a_worker_and_a_broker_are_killed(
     assert Counter(r.key for r in rows) == Counter(keys)
     assert len({(r.partition, r.offset) for r in rows}) == len(keys)
     assert standalone.alive_workers() == 2
-    # Tasks that ran again after the kill wrote their rows once, as attempt 1 or later.
+    # Which task attempts wrote the rows, for the report. Not asserted: in CI the kill
+    # landed while two tasks ran (the wait above) and Spark logged "Lost executor 1 ...
+    # worker lost", yet every row came from attempt 0 (a stage Spark resubmits after an
+    # executor loss numbers its tasks' attempts from 0 again).
     attempts = Counter(r.attempt for r in rows)
     print(f"rows by task attempt: {dict(attempts)}")
-    assert max(attempts) >= 1, attempts
 
 
 def _running_tasks(tracker: Any) -> int:
