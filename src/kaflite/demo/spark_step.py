@@ -129,6 +129,8 @@ class SparkStep:
         self._spark: SparkSession | None = None
         self._queries: list[StreamingQuery] = []
         self._checkpoint = tempfile.mkdtemp(prefix="kaflite-demo-spark-")
+        self._batches: dict[int, int] = {}     # batch id -> events it read
+        self._started = time.monotonic()
 
     def start(self) -> None:
         if not self.enabled:
@@ -146,20 +148,26 @@ class SparkStep:
         self._queries = clickstream.start(
             self._spark, self.bootstrap, self.events, self.results, self._checkpoint,
             window="10 seconds", watermark="5 seconds", trigger_interval="3 seconds")
+        self._started = time.monotonic()
         self.status = "running"
 
     def describe(self) -> str:
-        """A one-line status for the view."""
-        if self.status != "running":
+        """A one-line status for the view: the micro-batches done and the events they
+        read, or, before the first one is done, what the query is doing (its first batch
+        reads everything since the start and warms Spark's Python workers up: it takes
+        many times as long as the next ones)."""
+        if self.status != "running" or not self._queries:
             return self.status
-        return f"running, {self.batches} micro-batches"
-
-    @property
-    def batches(self) -> int:
-        if not self._queries:
-            return 0
-        progress = self._queries[0].recentProgress
-        return int(progress[-1]["batchId"]) + 1 if progress else 0
+        query = self._queries[0]
+        for p in query.recentProgress:    # the last 100 updates; kept here by batch id
+            if int(p["numInputRows"]) or int(p["batchId"]) not in self._batches:
+                self._batches[int(p["batchId"])] = int(p["numInputRows"])
+        done = {b: n for b, n in self._batches.items() if n}
+        if done:
+            return f"running, {len(done)} micro-batches, {sum(done.values())} events read"
+        message = str(query.status.get("message") or "starting").lower()
+        return f"running {time.monotonic() - self._started:.0f}s, no micro-batch done yet " \
+               f"({message})"
 
     def _results(self, spark: SparkSession) -> dict[str, Window]:
         rows = (spark.read.format("kaflite")
