@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import sys
@@ -37,7 +38,7 @@ from kaflite._loop import run
 from kaflite.cluster import Cluster
 from kaflite.demo.logs import capture_python_logging, choose_log_file
 from kaflite.demo.spark_step import SparkStep
-from kaflite.demo.story import WIDTH, Phases, plan_lines, wrap
+from kaflite.demo.story import WIDTH, Phases, fit, plan_lines, wrap
 from kaflite.demo.summary import Summary, build_summary, summary_lines
 from kaflite.demo.tour import Step, Tour, tour_steps
 from kaflite.demo.view import Snapshot, render, status_lines, take_snapshot
@@ -176,14 +177,17 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: P
                          str(log_file))
 
 
-async def _start_console(cluster: Cluster) -> HttpApi:
-    """The web console on loopback: port 9990 when free, else any free port."""
+async def _start_console(cluster: Cluster) -> tuple[HttpApi, str]:
+    """The web console on loopback: port 9990 when free, else any free port; and why it
+    is not on 9990 ("" when it is)."""
     from kaflite.cluster.http import HttpApi
 
     try:
-        return await HttpApi(cluster, "127.0.0.1", 9990).start()
-    except OSError:
-        return await HttpApi(cluster, "127.0.0.1", 0).start()
+        return await HttpApi(cluster, "127.0.0.1", 9990).start(), ""
+    except OSError as exc:
+        api = await HttpApi(cluster, "127.0.0.1", 0).start()
+        why = "in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        return api, f" (port 9990 is {why})"     # (the line stays within 100 columns)
 
 
 def run_demo(opts: DemoOptions) -> int:
@@ -219,8 +223,8 @@ def run_demo(opts: DemoOptions) -> int:
             for line in wrap(f"brokers at {cluster.bootstrap_servers}", indent="    ",
                              subsequent="  "):
                 say(line)
-            api = cluster.call(_start_console(cluster))
-            say(f"    console: {api.console_url}")
+            api, moved = cluster.call(_start_console(cluster))
+            say(fit(f"    console: {api.console_url}{moved}"))
             say("      open it to watch brokers, leaders, the group's lag, the client log and "
                 "each fault live")
             try:
