@@ -285,6 +285,8 @@ def test_sparks_status_says_what_its_first_batch_does_then_counts_batches() -> N
                             status={"message": "Processing new data"})
     step._queries, step.status = [query], "running"   # type: ignore[list-item]
     assert "no micro-batch done yet (processing new data)" in step.describe()
+    query.recentProgress = [{"batchId": 0, "numInputRows": 9760}]
+    assert step.describe() == "running, 1 micro-batch, 9760 events read"
     query.recentProgress = [{"batchId": 0, "numInputRows": 9760},
                             {"batchId": 1, "numInputRows": 700}]
     assert step.describe() == "running, 2 micro-batches, 10460 events read"

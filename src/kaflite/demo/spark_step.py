@@ -164,7 +164,8 @@ class SparkStep:
                 self._batches[int(p["batchId"])] = int(p["numInputRows"])
         done = {b: n for b, n in self._batches.items() if n}
         if done:
-            return f"running, {len(done)} micro-batches, {sum(done.values())} events read"
+            plural = "es" if len(done) > 1 else ""
+            return f"running, {len(done)} micro-batch{plural}, {sum(done.values())} events read"
         message = str(query.status.get("message") or "starting").lower()
         return f"running {time.monotonic() - self._started:.0f}s, no micro-batch done yet " \
                f"({message})"
