@@ -112,7 +112,7 @@ def test_produce_and_consume_draw_a_bar_on_a_terminal_only(cluster: Cluster,
     assert b"consuming" in screen
     # With stderr a pipe (as here), there is no bar at all.
     piped = runner.invoke(app, ["produce", "-t", "bars", "-b", b], input="x\n")
-    assert piped.exit_code == 0 and piped.stderr == "1 records acknowledged by bars\n"
+    assert piped.exit_code == 0 and piped.stderr == "1 record written to bars, acknowledged\n"
 
 
 def test_consume_json_is_one_object_a_record(cluster: Cluster) -> None:

@@ -17,14 +17,13 @@ import json
 import shutil
 import tempfile
 import time
-import traceback
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
-from kaflite.demo.logs import log4j2_config
 from kaflite.pipelines.events import ClickEvent
+from kaflite.pipelines.spark_logs import quiet_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,40 +80,6 @@ def expected_windows(events: Sequence[ClickEvent], watermark: int,
                                 "window_end": start + window_ms, **a,
                                 "revenue": round(a["revenue"], 2)}
             for (page, start), a in acc.items() if start + window_ms <= watermark}
-
-
-def quiet_session(app_name: str, log_file: Path, settings: dict[str, str]) -> SparkSession:
-    """A ``local[2]`` session whose JVM logs to ``log_file``, not to the terminal.
-
-    The JVM starts with its stdout and stderr on ``log_file`` (PySpark's
-    ``launch_gateway`` takes Popen's arguments for this), and with a log4j2
-    configuration that writes every logger there at INFO.
-    """
-    from pyspark import SparkConf, SparkContext, java_gateway
-    from pyspark.sql import SparkSession
-
-    from kaflite.spark._session import LOOPBACK_DRIVER
-
-    conf = SparkConf().setMaster("local[2]").setAppName(app_name)
-    java_options = f"-Dlog4j2.configurationFile={log4j2_config(log_file).as_uri()}"
-    for key, value in {**LOOPBACK_DRIVER, **settings,
-                       "spark.driver.extraJavaOptions": java_options}.items():
-        conf.set(key, value)
-    launch: Callable[..., object] = java_gateway.launch_gateway
-    with log_file.open("ab") as log:  # the JVM keeps its own copy of the descriptor
-        gateway = launch(conf, popen_kwargs={"stdout": log, "stderr": log})
-    context = SparkContext(conf=conf, gateway=gateway)
-    # PySpark's accumulator server (a socketserver thread in this process) prints a
-    # traceback to the terminal when the JVM drops its connection mid-update, a race at
-    # shutdown under load: it goes to the log file too.
-    server = getattr(context, "_accumulatorServer", None)
-    if server is not None:
-        def to_log(request: object, client_address: object) -> None:
-            with log_file.open("a") as out:
-                out.write(f"accumulator server: error on a request from {client_address}\n")
-                traceback.print_exc(file=out)
-        setattr(server, "handle_error", to_log)   # noqa: B010 (an instance's own hook)
-    return SparkSession(context)
 
 
 class SparkStep:
