@@ -229,3 +229,12 @@ def test_clients_fit_the_terminal() -> None:
     assert max(cell_len(line) for line in lines) <= 90
     assert sum("an-applicat" in line and "…" in line for line in lines) == 1
     assert "partition-l" not in out.getvalue() and "leader x3" in out.getvalue()
+
+
+def test_produce_says_what_it_wrote_plainly() -> None:
+    """Issue 40: "5000 records acknowledged by clicks" read oddly."""
+    from kaflite.cli.produce import written
+
+    assert written(5000, "clicks", "all") == "5000 records written to clicks, all acknowledged"
+    assert written(1, "bars", "1") == "1 record written to bars, acknowledged"
+    assert written(3, "t", "0") == "3 records sent to t (acks=0: the brokers confirm none)"

@@ -72,6 +72,9 @@ def test_two_clusters_make_a_plain_command_ask_which(tmp_path: Path) -> None:
         assert "hint: say which with -b/--bootstrap" in proc.stderr
         told = kaflite("topics", "list", "-b", second.value("bootstrap.servers="))
         assert told.returncode == 0, told.stderr
+        # Issue 40: the second `kaflite up` no longer claims the commands find it alone
+        assert any(line.startswith("2 kaflite clusters are running: the commands find this "
+                                   "one with -b ") for line in second.lines), second.lines
         # Issue 40: in the directory that holds one cluster's data, that one is meant.
         here = kaflite("topics", "list", cwd=tmp_path / "one")
         assert here.returncode == 0, here.stderr
