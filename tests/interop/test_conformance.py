@@ -33,7 +33,7 @@ pytestmark = pytest.mark.interop
 # every run). A difference that always shows and no longer does was fixed: take it out.
 NOT_SERVED = ("kaflite does not serve it (issue 38): AlterReplicaLogDirs (34), the "
               "delegation-token APIs (38-41), UnregisterBroker (64), "
-              "ListConfigResources v1 (74; kaflite serves v0), AddRaftVoter and "
+              "AddRaftVoter and "
               "RemoveRaftVoter (80-81), "
               "the Streams group APIs (88-89) and Kafka 4.4's 93-94")
 EXPLAINED: dict[tuple[str, str], tuple[str, bool]] = {

@@ -118,10 +118,6 @@ ADMIN_DIFFERENCES = {
     "admin.*DelegationToken": "kaflite does not serve the delegation-token APIs "
                               "(UnsupportedVersionException); Kafka refuses them on a "
                               "PLAINTEXT connection (UnsupportedByAuthenticationException)",
-    "admin.listConfigResources": "kaflite serves ListConfigResources (key 74) at v0 only, "
-                                 "client metrics resources (KIP-714); listing GROUP and "
-                                 "TOPIC resources needs v1, so the Java client raises "
-                                 "UnsupportedVersionException",
     "admin.describeFeatures.*.metadata.version": _FEATURES,
     "admin.describeFeatures.*.share.version": _FEATURES,
     "admin.describeFeatures.supported.kraft.version": _FEATURES,
