@@ -31,7 +31,7 @@ pytestmark = pytest.mark.interop
 
 # (API, field path pattern) -> (why the two brokers differ there, whether it shows in
 # every run). A difference that always shows and no longer does was fixed: take it out.
-NOT_SERVED = ("kaflite does not serve it (issue 38): AlterReplicaLogDirs (34), the "
+NOT_SERVED = ("kaflite does not serve it (issue 38): the "
               "delegation-token APIs (38-41), UnregisterBroker (64), "
               "AddRaftVoter and "
               "RemoveRaftVoter (80-81), "
