@@ -2,8 +2,9 @@
 
 The run: start a cluster (in its own thread), create ``events`` and
 ``results``, start the clickstream producer and a group of two consumers,
-optionally the Spark pipeline, show the live view while the tour of failures
-plays, then stop producing, let the consumers drain, and check:
+optionally the Spark pipeline; then the records flow (from the "traffic flows"
+phase on, not while Spark starts) and the live view shows them while the tour
+of failures plays; then stop producing, let the consumers drain, and check:
 
 * every acknowledged record was consumed (lost must be 0);
 * the Spark aggregates match a plain computation over the same events;
