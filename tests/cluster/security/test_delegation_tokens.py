@@ -16,7 +16,9 @@ import pytest
 from kaflite.client import Admin, AuthenticationError, Producer
 from kaflite.client._token_admin import DelegationToken
 from kaflite.cluster import Cluster
+from kaflite.net.connection import BrokerConnection
 from kaflite.protocol import errors
+from kaflite.protocol.messages import ApiVersionsRequest
 from kaflite.security.acl import (
     AclBinding,
     AclBindingFilter,
@@ -292,3 +294,45 @@ def test_tokens_survive_a_restart(pki: Pki, tmp_path: Path) -> None:
         assert kept == token
         assert gone.token_id not in c.controller.tokens
         assert call(token_props(c, pki, token), "describe_cluster")["cluster_id"]
+
+
+def test_api_versions_advertise_kafka_44s_token_versions(cluster: Cluster) -> None:
+    async def ask() -> dict[int, tuple[int, int]]:
+        conn = await BrokerConnection("127.0.0.1", cluster.broker(0).bound["PLAINTEXT"],
+                                      client_id="dt-versions").open()
+        try:
+            resp = await conn.request(ApiVersionsRequest(client_software_name="t",
+                                                         client_software_version="1"))
+        finally:
+            conn.close()
+        return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    served = run(ask())
+    assert {k: served[k] for k in (38, 39, 40, 41)} == {38: (1, 3), 39: (1, 2), 40: (1, 2),
+                                                      41: (1, 3)}
+
+
+def test_tokens_reach_every_broker_process(pki: Pki) -> None:
+    with Cluster(brokers=2, processes=True, listeners=LISTENERS, config=config(pki)) as c:
+        first, second = c.bootstrap("SASL_SSL").split(",")
+
+        def at(props: dict[str, Any], address: str) -> dict[str, Any]:
+            return {**props, "bootstrap.servers": address}
+
+        token = call(at(user_props(c, pki, "alice"), first), "create_delegation_token",
+                     renewers=["User:carol"])
+        for address in (first, second):       # each broker process knows it
+            assert call(at(token_props(c, pki, token), address), "describe_cluster")
+        # a broker process started afterwards gets it in the metadata image
+        c.call(c.restart_broker(1))
+        second = c.bootstrap("SASL_SSL").split(",")[1]
+        assert call(at(token_props(c, pki, token), second), "describe_cluster")
+        expiry = call(at(user_props(c, pki, "carol"), second), "renew_delegation_token",
+                      token.hmac, renew_period_ms=120_000)
+        [seen] = call(at(user_props(c, pki, "alice"), first), "describe_delegation_token")
+        assert seen.expiry_timestamp_ms == expiry
+        call(at(user_props(c, pki, "alice"), second), "expire_delegation_token", token.hmac)
+        for address in (first, second):
+            assert call(at(user_props(c, pki, "alice"), address),
+                        "describe_delegation_token") == []
+            with pytest.raises(AuthenticationError):
+                call(at(token_props(c, pki, token), address), "describe_cluster")
