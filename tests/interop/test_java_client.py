@@ -115,9 +115,6 @@ ADMIN_DIFFERENCES = {
     "admin.alterReplicaLogDirs": "kaflite does not serve AlterReplicaLogDirs (one log dir per "
                                  "broker): UnsupportedVersionException; Kafka answers "
                                  "LogDirNotFoundException for the made-up dir",
-    "admin.*DelegationToken": "kaflite does not serve the delegation-token APIs "
-                              "(UnsupportedVersionException); Kafka refuses them on a "
-                              "PLAINTEXT connection (UnsupportedByAuthenticationException)",
     "admin.listConfigResources": "kaflite serves ListConfigResources (key 74) at v0 only, "
                                  "client metrics resources (KIP-714); listing GROUP and "
                                  "TOPIC resources needs v1, so the Java client raises "
