@@ -293,10 +293,10 @@ if TYPE_CHECKING:
     from .leave_group_request import LeaveGroupRequest as LeaveGroupRequest
     from . import leave_group_response as leave_group_response
     from .leave_group_response import LeaveGroupResponse as LeaveGroupResponse
-    from . import list_client_metrics_resources_request as list_client_metrics_resources_request
-    from .list_client_metrics_resources_request import ListClientMetricsResourcesRequest as ListClientMetricsResourcesRequest
-    from . import list_client_metrics_resources_response as list_client_metrics_resources_response
-    from .list_client_metrics_resources_response import ListClientMetricsResourcesResponse as ListClientMetricsResourcesResponse
+    from . import list_config_resources_request as list_config_resources_request
+    from .list_config_resources_request import ListConfigResourcesRequest as ListConfigResourcesRequest
+    from . import list_config_resources_response as list_config_resources_response
+    from .list_config_resources_response import ListConfigResourcesResponse as ListConfigResourcesResponse
     from . import list_groups_request as list_groups_request
     from .list_groups_request import ListGroupsRequest as ListGroupsRequest
     from . import list_groups_response as list_groups_response
@@ -525,8 +525,8 @@ if TYPE_CHECKING:
     from .alter_partition_request import BrokerState as BrokerState
     from .consumer_group_member_metadata_value import ClassicMemberMetadata as ClassicMemberMetadata
     from .consumer_group_member_metadata_value import ClassicProtocol as ClassicProtocol
-    from .list_client_metrics_resources_response import ClientMetricsResource as ClientMetricsResource
     from .describe_client_quotas_request import ComponentData as ComponentData
+    from .list_config_resources_response import ConfigResource as ConfigResource
     from .find_coordinator_response import Coordinator as Coordinator
     from .create_delegation_token_request import CreatableRenewers as CreatableRenewers
     from .create_topics_request import CreatableReplicaAssignment as CreatableReplicaAssignment
@@ -963,10 +963,10 @@ WHERE: dict[str, str] = {
     'leave_group_request': 'leave_group_request',
     'LeaveGroupResponse': 'leave_group_response',
     'leave_group_response': 'leave_group_response',
-    'ListClientMetricsResourcesRequest': 'list_client_metrics_resources_request',
-    'list_client_metrics_resources_request': 'list_client_metrics_resources_request',
-    'ListClientMetricsResourcesResponse': 'list_client_metrics_resources_response',
-    'list_client_metrics_resources_response': 'list_client_metrics_resources_response',
+    'ListConfigResourcesRequest': 'list_config_resources_request',
+    'list_config_resources_request': 'list_config_resources_request',
+    'ListConfigResourcesResponse': 'list_config_resources_response',
+    'list_config_resources_response': 'list_config_resources_response',
     'ListGroupsRequest': 'list_groups_request',
     'list_groups_request': 'list_groups_request',
     'ListGroupsResponse': 'list_groups_response',
@@ -1195,8 +1195,8 @@ WHERE: dict[str, str] = {
     'BrokerState': 'alter_partition_request',
     'ClassicMemberMetadata': 'consumer_group_member_metadata_value',
     'ClassicProtocol': 'consumer_group_member_metadata_value',
-    'ClientMetricsResource': 'list_client_metrics_resources_response',
     'ComponentData': 'describe_client_quotas_request',
+    'ConfigResource': 'list_config_resources_response',
     'Coordinator': 'find_coordinator_response',
     'CreatableRenewers': 'create_delegation_token_request',
     'CreatableReplicaAssignment': 'create_topics_request',
@@ -1422,7 +1422,7 @@ API_TABLE: dict[int, tuple[str, str, str, int, int, bool]] = {
     71: ('GetTelemetrySubscriptions', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 0, 0, False),
     72: ('PushTelemetry', 'PushTelemetryRequest', 'PushTelemetryResponse', 0, 0, False),
     73: ('AssignReplicasToDirs', 'AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse', 0, 0, False),
-    74: ('ListClientMetricsResources', 'ListClientMetricsResourcesRequest', 'ListClientMetricsResourcesResponse', 0, 0, False),
+    74: ('ListConfigResources', 'ListConfigResourcesRequest', 'ListConfigResourcesResponse', 0, 1, False),
     75: ('DescribeTopicPartitions', 'DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse', 0, 0, False),
     76: ('ShareGroupHeartbeat', 'ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse', 0, 1, False),
     77: ('ShareGroupDescribe', 'ShareGroupDescribeRequest', 'ShareGroupDescribeResponse', 0, 1, False),
@@ -1622,8 +1622,8 @@ __all__ = [
     'LeaderChangeMessage',
     'LeaveGroupRequest',
     'LeaveGroupResponse',
-    'ListClientMetricsResourcesRequest',
-    'ListClientMetricsResourcesResponse',
+    'ListConfigResourcesRequest',
+    'ListConfigResourcesResponse',
     'ListGroupsRequest',
     'ListGroupsResponse',
     'ListOffsetsRequest',
@@ -1867,8 +1867,8 @@ __all__ = [
     'leader_change_message',
     'leave_group_request',
     'leave_group_response',
-    'list_client_metrics_resources_request',
-    'list_client_metrics_resources_response',
+    'list_config_resources_request',
+    'list_config_resources_response',
     'list_groups_request',
     'list_groups_response',
     'list_offsets_request',
