@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kaflite.client._base import BaseClient
 from kaflite.protocol import errors
@@ -33,7 +33,7 @@ __all__ = ["DelegationToken", "TokenAdmin"]
 class DelegationToken:
     """A token as the broker describes it (Java's DelegationToken and TokenInformation)."""
     token_id: str
-    hmac: bytes
+    hmac: bytes = field(repr=False)     # the token's password: never in a repr or a log
     owner: str
     requester: str
     renewers: tuple[str, ...]

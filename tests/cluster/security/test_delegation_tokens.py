@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -336,3 +337,29 @@ def test_tokens_reach_every_broker_process(pki: Pki) -> None:
                         "describe_delegation_token") == []
             with pytest.raises(AuthenticationError):
                 call(at(token_props(c, pki, token), address), "describe_cluster")
+
+
+def test_no_hmac_or_secret_in_logs_or_reprs(cluster: Cluster, pki: Pki,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    token = create(cluster, pki, "alice")
+    texts = [repr(token), str(token)]
+
+    async def log_in() -> None:
+        async with Admin(token_props(cluster, pki, token)) as admin:
+            await admin.describe_cluster()
+            texts.extend(str(e) for e in admin.events())
+            texts.extend(repr(c) for c in admin.connections())
+    run(log_in())
+    # expired now (a period of 0), then removed by the sweep, which logs it
+    call(user_props(cluster, pki, "alice"), "expire_delegation_token", token.hmac,
+         expiry_time_period_ms=0)
+    for _ in range(400):    # bounded: the sweep runs every 50 ms
+        if token.token_id not in cluster.controller.tokens:
+            break
+        run(asyncio.sleep(0.01))
+    assert token.token_id not in cluster.controller.tokens
+    texts.append(caplog.text)
+    assert any(token.token_id in t for t in texts)
+    for secret in (token.hmac_b64, SECRET, token.hmac.hex(), repr(token.hmac)[2:-1]):
+        assert not [t for t in texts if secret in t]
