@@ -31,8 +31,7 @@ pytestmark = pytest.mark.interop
 
 # (API, field path pattern) -> (why the two brokers differ there, whether it shows in
 # every run). A difference that always shows and no longer does was fixed: take it out.
-NOT_SERVED = ("kaflite does not serve it (issue 38): the "
-              "delegation-token APIs (38-41), UnregisterBroker (64), "
+NOT_SERVED = ("kaflite does not serve it (issue 38): UnregisterBroker (64), "
               "AddRaftVoter and "
               "RemoveRaftVoter (80-81), "
               "the Streams group APIs (88-89) and Kafka 4.4's 93-94")

@@ -112,9 +112,6 @@ _EPOCHS = ("Kafka 4.4 computes a group's target assignment on a schedule of its 
            "States, members and assignments agree")
 ADMIN_DIFFERENCES = {
     # what kaflite does not serve yet (issue 38)
-    "admin.*DelegationToken": "kaflite does not serve the delegation-token APIs "
-                              "(UnsupportedVersionException); Kafka refuses them on a "
-                              "PLAINTEXT connection (UnsupportedByAuthenticationException)",
     "admin.describeFeatures.*.metadata.version": _FEATURES,
     "admin.describeFeatures.*.share.version": _FEATURES,
     "admin.describeFeatures.supported.kraft.version": _FEATURES,

@@ -35,6 +35,7 @@ from kaflite.client._group_admin import (
     GroupListing,
 )
 from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
+from kaflite.client._token_admin import TokenAdmin
 from kaflite.client.consumer._assignors import decode_assignment
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -205,7 +206,7 @@ class QuorumInfo:
     observers: list[QuorumReplica]
 
 
-class Admin(AclAdmin, GroupAdmin, ConfigResourcesAdmin, BaseClient):
+class Admin(AclAdmin, GroupAdmin, ConfigResourcesAdmin, TokenAdmin, BaseClient):
     ROLE = "admin"
 
     def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:

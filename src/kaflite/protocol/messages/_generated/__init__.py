@@ -139,6 +139,8 @@ if TYPE_CHECKING:
     from .create_topics_response import CreateTopicsResponse as CreateTopicsResponse
     from . import default_principal_data as default_principal_data
     from .default_principal_data import DefaultPrincipalData as DefaultPrincipalData
+    from . import delegation_token_record as delegation_token_record
+    from .delegation_token_record import DelegationTokenRecord as DelegationTokenRecord
     from . import delete_acls_request as delete_acls_request
     from .delete_acls_request import DeleteAclsRequest as DeleteAclsRequest
     from . import delete_acls_response as delete_acls_response
@@ -361,6 +363,8 @@ if TYPE_CHECKING:
     from .register_broker_record import RegisterBrokerRecord as RegisterBrokerRecord
     from . import remove_access_control_entry_record as remove_access_control_entry_record
     from .remove_access_control_entry_record import RemoveAccessControlEntryRecord as RemoveAccessControlEntryRecord
+    from . import remove_delegation_token_record as remove_delegation_token_record
+    from .remove_delegation_token_record import RemoveDelegationTokenRecord as RemoveDelegationTokenRecord
     from . import remove_raft_voter_request as remove_raft_voter_request
     from .remove_raft_voter_request import RemoveRaftVoterRequest as RemoveRaftVoterRequest
     from . import remove_raft_voter_response as remove_raft_voter_response
@@ -805,6 +809,8 @@ WHERE: dict[str, str] = {
     'create_topics_response': 'create_topics_response',
     'DefaultPrincipalData': 'default_principal_data',
     'default_principal_data': 'default_principal_data',
+    'DelegationTokenRecord': 'delegation_token_record',
+    'delegation_token_record': 'delegation_token_record',
     'DeleteAclsRequest': 'delete_acls_request',
     'delete_acls_request': 'delete_acls_request',
     'DeleteAclsResponse': 'delete_acls_response',
@@ -1027,6 +1033,8 @@ WHERE: dict[str, str] = {
     'register_broker_record': 'register_broker_record',
     'RemoveAccessControlEntryRecord': 'remove_access_control_entry_record',
     'remove_access_control_entry_record': 'remove_access_control_entry_record',
+    'RemoveDelegationTokenRecord': 'remove_delegation_token_record',
+    'remove_delegation_token_record': 'remove_delegation_token_record',
     'RemoveRaftVoterRequest': 'remove_raft_voter_request',
     'remove_raft_voter_request': 'remove_raft_voter_request',
     'RemoveRaftVoterResponse': 'remove_raft_voter_response',
@@ -1434,7 +1442,7 @@ API_TABLE: dict[int, tuple[str, str, str, int, int, bool]] = {
 }
 
 # schemas that are not API messages: headers and data formats
-DATA_NAMES: tuple[str, ...] = ('AccessControlEntryRecord', 'ClientQuotaRecord', 'ConfigRecord', 'ConsumerGroupCurrentMemberAssignmentKey', 'ConsumerGroupCurrentMemberAssignmentValue', 'ConsumerGroupMemberMetadataKey', 'ConsumerGroupMemberMetadataValue', 'ConsumerGroupMetadataKey', 'ConsumerGroupMetadataValue', 'ConsumerGroupPartitionMetadataKey', 'ConsumerGroupPartitionMetadataValue', 'ConsumerGroupTargetAssignmentMemberKey', 'ConsumerGroupTargetAssignmentMemberValue', 'ConsumerGroupTargetAssignmentMetadataKey', 'ConsumerGroupTargetAssignmentMetadataValue', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'DefaultPrincipalData', 'FeatureLevelRecord', 'FenceBrokerRecord', 'GroupMetadataKey', 'GroupMetadataValue', 'KRaftVersionRecord', 'LeaderChangeMessage', 'OffsetCommitKey', 'OffsetCommitValue', 'PartitionChangeRecord', 'PartitionRecord', 'ProducerIdsRecord', 'RegisterBrokerRecord', 'RemoveAccessControlEntryRecord', 'RemoveTopicRecord', 'RemoveUserScramCredentialRecord', 'RequestHeader', 'ResponseHeader', 'ShareGroupCurrentMemberAssignmentKey', 'ShareGroupCurrentMemberAssignmentValue', 'ShareGroupMemberMetadataKey', 'ShareGroupMemberMetadataValue', 'ShareGroupMetadataKey', 'ShareGroupMetadataValue', 'ShareGroupPartitionMetadataKey', 'ShareGroupPartitionMetadataValue', 'ShareGroupStatePartitionMetadataKey', 'ShareGroupStatePartitionMetadataValue', 'ShareGroupTargetAssignmentMemberKey', 'ShareGroupTargetAssignmentMemberValue', 'ShareGroupTargetAssignmentMetadataKey', 'ShareGroupTargetAssignmentMetadataValue', 'ShareSnapshotKey', 'ShareSnapshotValue', 'ShareUpdateKey', 'ShareUpdateValue', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'TopicRecord', 'TransactionLogKey', 'TransactionLogValue', 'UnfenceBrokerRecord', 'UserScramCredentialRecord', 'VotersRecord')
+DATA_NAMES: tuple[str, ...] = ('AccessControlEntryRecord', 'ClientQuotaRecord', 'ConfigRecord', 'ConsumerGroupCurrentMemberAssignmentKey', 'ConsumerGroupCurrentMemberAssignmentValue', 'ConsumerGroupMemberMetadataKey', 'ConsumerGroupMemberMetadataValue', 'ConsumerGroupMetadataKey', 'ConsumerGroupMetadataValue', 'ConsumerGroupPartitionMetadataKey', 'ConsumerGroupPartitionMetadataValue', 'ConsumerGroupTargetAssignmentMemberKey', 'ConsumerGroupTargetAssignmentMemberValue', 'ConsumerGroupTargetAssignmentMetadataKey', 'ConsumerGroupTargetAssignmentMetadataValue', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'DefaultPrincipalData', 'DelegationTokenRecord', 'FeatureLevelRecord', 'FenceBrokerRecord', 'GroupMetadataKey', 'GroupMetadataValue', 'KRaftVersionRecord', 'LeaderChangeMessage', 'OffsetCommitKey', 'OffsetCommitValue', 'PartitionChangeRecord', 'PartitionRecord', 'ProducerIdsRecord', 'RegisterBrokerRecord', 'RemoveAccessControlEntryRecord', 'RemoveDelegationTokenRecord', 'RemoveTopicRecord', 'RemoveUserScramCredentialRecord', 'RequestHeader', 'ResponseHeader', 'ShareGroupCurrentMemberAssignmentKey', 'ShareGroupCurrentMemberAssignmentValue', 'ShareGroupMemberMetadataKey', 'ShareGroupMemberMetadataValue', 'ShareGroupMetadataKey', 'ShareGroupMetadataValue', 'ShareGroupPartitionMetadataKey', 'ShareGroupPartitionMetadataValue', 'ShareGroupStatePartitionMetadataKey', 'ShareGroupStatePartitionMetadataValue', 'ShareGroupTargetAssignmentMemberKey', 'ShareGroupTargetAssignmentMemberValue', 'ShareGroupTargetAssignmentMetadataKey', 'ShareGroupTargetAssignmentMetadataValue', 'ShareSnapshotKey', 'ShareSnapshotValue', 'ShareUpdateKey', 'ShareUpdateValue', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'TopicRecord', 'TransactionLogKey', 'TransactionLogValue', 'UnfenceBrokerRecord', 'UserScramCredentialRecord', 'VotersRecord')
 
 # metadata log record type (its apiKey): the record's class name
 METADATA_RECORDS: dict[int, str] = {
@@ -1446,6 +1454,7 @@ METADATA_RECORDS: dict[int, str] = {
     7: 'FenceBrokerRecord',
     8: 'UnfenceBrokerRecord',
     9: 'RemoveTopicRecord',
+    10: 'DelegationTokenRecord',
     11: 'UserScramCredentialRecord',
     12: 'FeatureLevelRecord',
     14: 'ClientQuotaRecord',
@@ -1453,6 +1462,7 @@ METADATA_RECORDS: dict[int, str] = {
     18: 'AccessControlEntryRecord',
     19: 'RemoveAccessControlEntryRecord',
     22: 'RemoveUserScramCredentialRecord',
+    26: 'RemoveDelegationTokenRecord',
 }
 
 
@@ -1535,6 +1545,7 @@ __all__ = [
     'CreateTopicsRequest',
     'CreateTopicsResponse',
     'DefaultPrincipalData',
+    'DelegationTokenRecord',
     'DeleteAclsRequest',
     'DeleteAclsResponse',
     'DeleteGroupsRequest',
@@ -1646,6 +1657,7 @@ __all__ = [
     'ReadShareGroupStateSummaryResponse',
     'RegisterBrokerRecord',
     'RemoveAccessControlEntryRecord',
+    'RemoveDelegationTokenRecord',
     'RemoveRaftVoterRequest',
     'RemoveRaftVoterResponse',
     'RemoveTopicRecord',
@@ -1778,6 +1790,7 @@ __all__ = [
     'create_topics_request',
     'create_topics_response',
     'default_principal_data',
+    'delegation_token_record',
     'delete_acls_request',
     'delete_acls_response',
     'delete_groups_request',
@@ -1889,6 +1902,7 @@ __all__ = [
     'read_share_group_state_summary_response',
     'register_broker_record',
     'remove_access_control_entry_record',
+    'remove_delegation_token_record',
     'remove_raft_voter_request',
     'remove_raft_voter_response',
     'remove_topic_record',
