@@ -23,6 +23,7 @@ from kaflite.cli import (
     produce,
     proxy,
     quotas,
+    requests,
     topics,
     transactions,
     up,
@@ -46,6 +47,7 @@ app.command("console")(console.console)
 app.command("produce")(produce.produce)
 app.command("proxy")(proxy.proxy)
 app.command("consume")(consume.consume)
+app.command("requests")(requests.requests)
 app.command("bench")(bench.bench)
 app.command("certs")(certs.certs)
 app.add_typer(topics.app, name="topics")

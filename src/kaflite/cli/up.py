@@ -78,9 +78,14 @@ def up(
         "--front-port", help="bootstrap through a TCP forwarder on this port (0: any free "
         "port), the brokers on any free ports, so that `kaflite chaos replace-cluster` can "
         "put a new cluster behind it", show_default=False)] = None,
+    request_log: Annotated[bool, typer.Option(
+        "--request-log", help="log every request the brokers serve to __kaflite_requests "
+        "(kaflite.request.log.enable; read it with `kaflite requests`)")] = False,
 ) -> None:
     """Start an embedded Kafka-compatible cluster and print its bootstrap address."""
     props = broker_props(properties, config)
+    if request_log:
+        props["kaflite.request.log.enable"] = "true"
     if front_port is not None:
         if processes or data_dir is not None or listener or "listeners" in props:
             raise typer.BadParameter("goes with none of --processes, --data-dir and "

@@ -38,6 +38,8 @@ from kaflite.cluster.network import ServerConnection, api_versions_error_body
 from kaflite.cluster.observe import CLOSED_KEPT, ConnectionRecord
 from kaflite.cluster.partition import Partition
 from kaflite.cluster.quotas import QuotaManager, QuotaWindows
+from kaflite.cluster.request_log_writer import BrokerRequestLog
+from kaflite.cluster.request_log_writer import enabled as request_log_enabled
 from kaflite.cluster.request_memory import RequestMemory
 from kaflite.cluster.share import SharePartitionManager
 from kaflite.cluster.share._coordinator import CoordinatorPersister, ShareCoordinator
@@ -140,6 +142,8 @@ class Broker:
         # client quotas (kaflite.cluster.quotas): this broker's rates and throttle times
         self.quotas = QuotaManager(controller.client_quotas, QuotaWindows(
             config.int("quota.window.num"), config.int("quota.window.size.seconds") * 1000))
+        # the request log (kaflite.request.log.enable; kaflite.cluster.request_log_writer)
+        self.request_log: BrokerRequestLog | None = None
 
     # -- addresses ---------------------------------------------------------------
     def endpoint(self, listener: str) -> tuple[str, int]:
@@ -212,11 +216,16 @@ class Broker:
         self._tasks.append(loop.create_task(self._maintain_isr()))
         self._tasks.append(loop.create_task(self._retention()))
         self._tasks.append(loop.create_task(self._checkpoint_high_watermarks()))
+        if request_log_enabled(self.config.props):
+            self.request_log = BrokerRequestLog(self, self.config.props)
+            self.request_log.start()
 
     async def stop(self) -> None:
         """Graceful shutdown: hand leadership over, then close everything."""
         if not self.running:
             return
+        if self.request_log is not None:   # while this broker still leads its partitions
+            await self.request_log.close()
         await self.controller.broker_stopped_async(self.node_id)
         await self._checkpoint_high_watermarks_logged()
         await self._shutdown()
@@ -238,6 +247,9 @@ class Broker:
 
     async def _shutdown(self) -> None:
         self.running = False
+        if self.request_log is not None:
+            self.request_log.kill()
+            self.request_log = None
         for server in self.servers.values():
             server.close()
         for conn in [*self.connections.values(), *self.draining]:

@@ -48,6 +48,7 @@ from kaflite.cluster.listeners import (
 )
 from kaflite.cluster.loop_lag import LoopLagMonitor
 from kaflite.cluster.observe import ClientSnapshot, ConnectionSnapshot, Registry
+from kaflite.cluster.request_log_writer import ensure_topic as ensure_request_log
 from kaflite.config import ConfigError
 
 __all__ = ["Cluster"]
@@ -175,6 +176,7 @@ class Cluster:
             self.controller, delegation_tokens.TokenSettings.from_props(self.config.props)))
         if self.use_processes:
             await self._start_processes()
+            ensure_request_log(self.controller, self.config.props)
             self.started = True
             return self
         for node_id in range(self.num_brokers):
@@ -197,6 +199,7 @@ class Cluster:
             self.controller.brokers.setdefault(node_id, broker.info).alive = False
         for broker in self.brokers.values():
             await broker.start()
+        ensure_request_log(self.controller, self.config.props)   # when it is on
         self.started = True
         return self
 

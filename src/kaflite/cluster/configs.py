@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from kaflite.cluster.delegation_tokens import DEFAULTS as DELEGATION_TOKEN_DEFAULTS
 from kaflite.cluster.internal_topics import DEFAULTS as INTERNAL_TOPIC_DEFAULTS
+from kaflite.cluster.request_log_writer import REQUEST_LOG_DEFAULTS
 from kaflite.cluster.share._config import SHARE_DEFAULTS
 from kaflite.config import ConfigError
 
@@ -132,6 +133,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "unstable.api.versions.enable": "false",
     # delegation tokens (kaflite.cluster.delegation_tokens); on with a secret key
     **DELEGATION_TOKEN_DEFAULTS,
+    # kaflite's own: the request log (kaflite.cluster.request_log_writer)
+    **REQUEST_LOG_DEFAULTS,
 }
 
 

@@ -54,6 +54,7 @@ from kaflite.cluster.acl import check as acl_check
 from kaflite.cluster.auth import BrokerCredentials, SaslSession
 from kaflite.cluster.observe import ApiStats, ConnectionRecord, record_request
 from kaflite.cluster.quotas.enforce import after_request
+from kaflite.cluster.request_log import Touched
 from kaflite.protocol import (
     FrameDecoder,
     ProtocolError,
@@ -344,7 +345,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             time.perf_counter() - self.handler_started - self.waited_s))
         if plan is not None and plan.delay_ms:
             await asyncio.sleep(plan.delay_ms / 1000)
-        throttle_ms = max(plan.throttle_ms if plan is not None else 0, quota_ms)
+        throttle_ms = given_throttle_ms = max(plan.throttle_ms if plan is not None else 0,
+                                              quota_ms)
         if throttle_ms:
             self.info.throttled(throttle_ms)
         if throttle_ms and response is not None:
@@ -362,7 +364,15 @@ class ServerConnection(asyncio.BufferedProtocol):
             self.close()
         elapsed = (time.perf_counter() - started) * 1000
         self.broker.metrics.request(api_key, version, elapsed, self.info.replica_id is not None)
-        record_request(self.info, api_key, version, body, response, elapsed, self._resolve)
+        request_log = self.broker.request_log
+        if request_log is None:
+            record_request(self.info, api_key, version, body, response, elapsed, self._resolve)
+        else:   # the same walk collects what the request log's record needs
+            touched: Touched = []
+            record_request(self.info, api_key, version, body, response, elapsed, self._resolve,
+                           touched)
+            request_log.record(self.info, api_key, version, elapsed, given_throttle_ms,
+                               touched)
         if throttle_ms:   # KIP-219: mute the channel
             await asyncio.sleep(max(self.muted_until - time.monotonic(), 0.0))
 

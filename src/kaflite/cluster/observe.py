@@ -237,8 +237,11 @@ def request_group(request: Struct) -> str | None:
 
 def record_request(info: ConnectionRecord, api_key: int, version: int, request: Struct,
                    response: Struct | None, elapsed_ms: float,
-                   resolve: TopicResolver | None = None) -> None:
-    """Account one answered (or dropped) request on ``info``."""
+                   resolve: TopicResolver | None = None,
+                   touched: list[tuple[str | None, int | None, int]] | None = None) -> None:
+    """Account one answered (or dropped) request on ``info``; with a ``touched`` list,
+    add to it the (topic, partition, error code) of every place the response reports
+    an error at (the request log's record, ``kaflite.cluster.request_log``)."""
     stats = info.stats(api_key)
     stats.count += 1
     stats.total_ms += elapsed_ms
@@ -261,6 +264,8 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
         code = getattr(slot.obj, field.name, 0) if field is not None else 0
         if slot.level == "top":
             top_error = code
+        if touched is not None:
+            touched.append((slot.topic, slot.partition, code))
         if code:
             stats.errors[code] = stats.errors.get(code, 0) + 1
         if slot.level == "partition" and slot.topic is not None and slot.partition is not None:

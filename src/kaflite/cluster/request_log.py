@@ -1,0 +1,178 @@
+"""The request log's record: one served request, as the broker or the proxy saw it.
+
+``__kaflite_requests`` (opt-in: ``kaflite.request.log.enable``, or a proxy's
+``request_log``) holds one record per request served. This module is the one
+definition of that record, used by whoever writes it (the brokers,
+``kaflite.cluster.request_log_writer``; the proxy, ``kaflite.proxy.request_log``)
+and whoever reads it (``kaflite requests``):
+
+* ``RequestRecord``: the typed record, with ``encode`` (key, value) and
+  ``decode`` (JSON values; unknown fields are ignored, so a newer writer's
+  records still read);
+* ``build``: the record of one request from the connection registry's row
+  (``observe.ConnectionRecord``: client id, software, principal, listener and the
+  roles the registry inferred) and what ``observe.record_request`` collected while
+  it walked the response (topics, partitions, error codes);
+* ``RequestBuffer``: the bounded in-memory buffer between the request path and the
+  writer. Adding never blocks and never grows it past its capacity: a record that
+  does not fit is dropped and counted (``dropped``).
+
+The key is the client id (the connection id when the client sent none), so one
+client's records stay in order on one partition of the writer's choice.
+
+A request that touches only ``__kaflite_requests`` (a reader fetching it) and a
+follower's replica fetch are not logged: each would add a record that causes the
+next one, a log that feeds itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from kaflite.cluster.observe import ConnectionRecord, api_name, error_name
+
+__all__ = [
+    "MAX_PARTITIONS",
+    "REQUEST_LOG_TOPIC",
+    "RequestBuffer",
+    "RequestRecord",
+    "Touched",
+    "build",
+]
+
+REQUEST_LOG_TOPIC = "__kaflite_requests"
+# A Metadata request for every topic touches every topic: a record lists this many
+# partitions (and topics) at most, and says how many there were.
+MAX_PARTITIONS = 64
+
+# what ``observe.record_request`` collects from a response: (topic, partition, error code)
+Touched = list[tuple[str | None, int | None, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One served request."""
+
+    timestamp: float                 # time.time() when it was answered
+    source: str                      # "broker" or "proxy"
+    broker: int                      # the broker (a proxy: the upstream node, -1 bootstrap)
+    listener: str
+    connection_id: int
+    peer: str
+    client_id: str | None
+    software_name: str | None
+    software_version: str | None
+    principal: str
+    api_key: int
+    api: str
+    version: int
+    roles: list[str] = field(default_factory=list)   # as the registry inferred them
+    topics: list[str] = field(default_factory=list)
+    partitions: list[str] = field(default_factory=list)   # "topic-N"
+    partition_count: int = 0         # all partitions touched (``partitions`` is capped)
+    error_code: int = 0              # the outermost error, else the first one found
+    errors: dict[str, int] = field(default_factory=dict)  # error name -> occurrences
+    latency_ms: float = 0.0
+    throttle_ms: int = 0
+
+    @property
+    def key(self) -> bytes:
+        return (self.client_id or f"connection-{self.connection_id}").encode()
+
+    @property
+    def error(self) -> str | None:
+        return error_name(self.error_code) if self.error_code else None
+
+    def encode(self) -> tuple[bytes, bytes]:
+        """The record's key and value."""
+        return self.key, json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, value: bytes | str) -> RequestRecord:
+        raw = json.loads(value)
+        if not isinstance(raw, dict):
+            raise ValueError("a request log record is a JSON object")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def skipped(info: ConnectionRecord, touched: Touched) -> bool:
+    """Requests that are not logged: replica fetches, and those about the log alone."""
+    if info.replica_id is not None:
+        return True
+    topics = {t for t, _, _ in touched if t is not None}
+    return topics == {REQUEST_LOG_TOPIC}
+
+
+def build(info: ConnectionRecord, api_key: int, version: int, latency_ms: float,
+          throttle_ms: int, touched: Touched, source: str = "broker") -> RequestRecord:
+    """The record of one request just recorded in ``info`` (``observe.record_request``)."""
+    topics: dict[str, None] = {}
+    parts: dict[tuple[str, int], None] = {}
+    counts: dict[int, int] = {}
+    first = 0
+    for topic, partition, code in touched:
+        if topic is not None:
+            topics[topic] = None
+            if partition is not None:
+                parts[(topic, partition)] = None
+        if code:
+            counts[code] = counts.get(code, 0) + 1
+            first = first or code
+    return RequestRecord(
+        timestamp=time.time(), source=source, broker=info.broker_id, listener=info.listener,
+        connection_id=info.connection_id, peer=info.peer, client_id=info.client_id,
+        software_name=info.software_name, software_version=info.software_version,
+        principal=info.principal, api_key=api_key, api=api_name(api_key), version=version,
+        roles=info.roles, topics=list(topics)[:MAX_PARTITIONS],
+        partitions=[f"{t}-{p}" for t, p in list(parts)[:MAX_PARTITIONS]],
+        partition_count=len(parts), error_code=first,
+        errors={error_name(c): n for c, n in sorted(counts.items())},
+        latency_ms=round(latency_ms, 3), throttle_ms=throttle_ms)
+
+
+class RequestBuffer:
+    """Records waiting for the writer: bounded, never blocking, drops counted."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, capacity)
+        self._records: deque[RequestRecord] = deque()
+        self.added = 0
+        self.dropped = 0
+        self.written = 0
+
+    def add(self, record: RequestRecord) -> bool:
+        if len(self._records) >= self.capacity:
+            self.dropped += 1
+            return False
+        self._records.append(record)
+        self.added += 1
+        return True
+
+    def drain(self, limit: int | None = None) -> list[RequestRecord]:
+        """Take up to ``limit`` records (all of them without), oldest first."""
+        n = len(self._records) if limit is None else min(limit, len(self._records))
+        return [self._records.popleft() for _ in range(n)]
+
+    def put_back(self, records: Iterable[RequestRecord]) -> None:
+        """Return records the writer could not write, in front, as far as they fit."""
+        room = self.capacity - len(self._records)
+        back = list(records)
+        keep, lost = back[:max(0, room)], back[max(0, room):]
+        self._records.extendleft(reversed(keep))
+        self.dropped += len(lost)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def stats(self) -> dict[str, int]:
+        return {"buffered": len(self._records), "capacity": self.capacity,
+                "added": self.added, "dropped": self.dropped, "written": self.written}
