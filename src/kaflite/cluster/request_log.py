@@ -49,6 +49,7 @@ REQUEST_LOG_TOPIC = "__kaflite_requests"
 # A Metadata request for every topic touches every topic: a record lists this many
 # partitions (and topics) at most, and says how many there were.
 MAX_PARTITIONS = 64
+FETCH = 1
 
 # what ``observe.record_request`` collects from a response: (topic, partition, error code)
 Touched = list[tuple[str | None, int | None, int]]
@@ -104,12 +105,17 @@ class RequestRecord:
         return asdict(self)
 
 
-def skipped(info: ConnectionRecord, touched: Touched) -> bool:
+def skipped(info: ConnectionRecord, api_key: int, touched: Touched) -> bool:
     """Requests that are not logged: replica fetches, and those about the log alone."""
     if info.replica_id is not None:
         return True
     topics = {t for t, _, _ in touched if t is not None}
-    return topics == {REQUEST_LOG_TOPIC}
+    if topics:
+        return topics == {REQUEST_LOG_TOPIC}
+    # An incremental Fetch (KIP-227) with nothing new names no partition: it is about
+    # the log alone when the log is all this connection fetches.
+    return api_key == FETCH and bool(info.partitions) and \
+        all(t == REQUEST_LOG_TOPIC for t, _ in info.partitions)
 
 
 def build(info: ConnectionRecord, api_key: int, version: int, latency_ms: float,

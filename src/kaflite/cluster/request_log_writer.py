@@ -104,7 +104,7 @@ class BrokerRequestLog:
     # -- the request path ---------------------------------------------------------------
     def record(self, info: ConnectionRecord, api_key: int, version: int, latency_ms: float,
                throttle_ms: int, touched: Touched) -> None:
-        if skipped(info, touched):
+        if skipped(info, api_key, touched):
             return
         self.buffer.add(build(info, api_key, version, latency_ms, throttle_ms, touched))
 

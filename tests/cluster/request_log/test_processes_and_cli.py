@@ -1,0 +1,52 @@
+"""The request log with broker processes, read with ``kaflite requests``."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from kaflite.cli import app
+from kaflite.client.sync import Producer
+from kaflite.cluster import Cluster
+from tests.cluster.request_log._reader import Reader
+
+ON = {"kaflite.request.log.enable": "true", "kaflite.request.log.flush.ms": "50"}
+
+
+def test_broker_processes_log_their_requests_and_the_cli_reads_them() -> None:
+    with Cluster(brokers=2, processes=True, config=ON) as cluster:
+        cluster.create_topic("proc-logged", 2, 1)
+        with Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                       "client.id": "proc-producer"}) as producer:
+            for i in range(4):
+                producer.send("proc-logged", b"v%d" % i, partition=i % 2)
+            producer.flush(10)
+        reader = Reader(cluster.bootstrap_servers)
+        try:
+            seen = reader.wait(lambda rs: {r.broker for r in rs if r.api == "Produce"
+                                           and r.client_id == "proc-producer"} == {0, 1},
+                               "produce records from both broker processes")
+        finally:
+            reader.close()
+        produced = [r for r in seen if r.api == "Produce" and r.client_id == "proc-producer"]
+        assert {p for r in produced for p in r.partitions} == {"proc-logged-0",
+                                                               "proc-logged-1"}
+        assert all(r.roles == ["partition-leader"] for r in produced)
+
+        runner = CliRunner()
+        result = runner.invoke(app, ["requests", "-b", cluster.bootstrap_servers,
+                                     "--client-id", "proc-producer", "--api", "Produce",
+                                     "--json"])
+        assert result.exit_code == 0, result.output
+        rows = [json.loads(line) for line in result.output.splitlines() if line]
+        assert rows and {r["api"] for r in rows} == {"Produce"}
+        assert {r["client_id"] for r in rows} == {"proc-producer"}
+        text = runner.invoke(app, ["requests", "-b", cluster.bootstrap_servers,
+                                   "--client-id", "proc-producer", "--errors"])
+        assert text.exit_code == 0 and text.output == ""     # nothing failed
+        lines = runner.invoke(app, ["requests", "-b", cluster.bootstrap_servers,
+                                    "-C", "proc-producer", "--api", "0", "-c", "1"])
+        assert lines.exit_code == 0
+        [line] = lines.output.splitlines()
+        assert "proc-producer" in line and " Produce v" in line and "proc-logged-" in line
