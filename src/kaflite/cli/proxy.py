@@ -77,6 +77,12 @@ def proxy(
     upstream_sasl_password: Annotated[str | None, typer.Option(
         "--upstream-sasl-password", metavar="PASSWORD",
         envvar="KAFLITE_PROXY_UPSTREAM_PASSWORD")] = None,
+    request_log: Annotated[bool, typer.Option(
+        "--request-log", help="write a record of every request carried to __kaflite_requests "
+        "on the upstream cluster (read it with `kaflite requests`)")] = False,
+    request_log_to: Annotated[str | None, typer.Option(
+        "--request-log-to", metavar="HOST:PORT,...",
+        help="write the request log to this cluster instead (implies --request-log)")] = None,
 ) -> None:
     """Run a Kafka proxy that maps each upstream broker to a port of its own."""
     # imported here: the proxy brings the broker's request handling (0.5 s), which
@@ -117,7 +123,8 @@ def proxy(
         p = Proxy(upstream, listen, naive=naive, filters=chain, http_port=http_port,
                   advertised_host=advertised_host, ssl_context=server_ssl,
                   upstream_ssl=upstream_ssl, sasl=sasl, upstream_sasl=upstream_sasl,
-                  sni_suffix=sni_suffix)
+                  sni_suffix=sni_suffix,
+                  request_log=request_log_to or request_log)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     run(_serve(p))

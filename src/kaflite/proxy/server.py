@@ -36,7 +36,7 @@ import re
 import socket
 import ssl
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
@@ -47,6 +47,7 @@ from kaflite.proxy.filters.base import Filter, FilterChain
 from kaflite.proxy.mapping import BrokerMap
 from kaflite.proxy.metrics import ProxyMetrics
 from kaflite.proxy.registry import ProxyRegistry
+from kaflite.proxy.request_log import ProxyRequestLog
 from kaflite.proxy.sasl import ProxySasl, UpstreamSasl
 from kaflite.proxy.session import Session
 
@@ -76,7 +77,9 @@ class Proxy:
                  sasl: ProxySasl | None = None, upstream_sasl: UpstreamSasl | None = None,
                  sni_suffix: str | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-                 connect_timeout_s: float = 10.0) -> None:
+                 connect_timeout_s: float = 10.0,
+                 request_log: bool | str = False,
+                 request_log_config: Mapping[str, object] | None = None) -> None:
         self.bootstrap = [parse_address(a) for a in upstream.split(",") if a.strip()]
         if not self.bootstrap:
             raise ValueError("no upstream bootstrap server")
@@ -117,6 +120,12 @@ class Proxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: LoopThread | None = None
         self._bound_port = 0
+        # the request log (kaflite.proxy.request_log): True writes it to the upstream
+        # cluster, a string to the cluster with those bootstrap servers
+        self.request_log: ProxyRequestLog | None = None
+        if request_log:
+            self.request_log = ProxyRequestLog(
+                upstream if request_log is True else str(request_log), request_log_config)
 
     # -- addresses ------------------------------------------------------------------------
     @property
@@ -213,6 +222,8 @@ class Proxy:
         server = await self._loop.create_server(lambda: Session(self, None).downstream,
                                                 sock=sock, ssl=self.ssl_context)
         self.servers.append(server)
+        if self.request_log is not None:
+            await self.request_log.start()
         if self.http_port is not None:
             from kaflite.proxy.http import HttpServer
 
@@ -235,6 +246,8 @@ class Proxy:
             await server.wait_closed()
         self.servers.clear()
         self.filters.close()
+        if self.request_log is not None:   # what is buffered is written, then it stops
+            await self.request_log.close()
 
     async def __aenter__(self) -> Proxy:
         return await self.start()

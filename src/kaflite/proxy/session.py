@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, cast
 
 from kaflite.cluster.network import api_versions_error_body
 from kaflite.cluster.observe import record_request
+from kaflite.cluster.request_log import Touched
 from kaflite.protocol import FrameDecoder, ProtocolError, decode_response, encode_response
 from kaflite.protocol._exceptions import KafkaError
 from kaflite.protocol.framing import (
@@ -535,8 +536,14 @@ class Session:
         elapsed = (time.perf_counter() - ex.started) * 1000
         stats = self.record.stats(ex.api_key)
         before = dict(stats.errors)
+        request_log = self.proxy.request_log
+        touched: Touched | None = None if request_log is None else []
         record_request(self.record, ex.api_key, ex.version, request, response, elapsed,
-                       self.proxy.brokers.resolve_topic)
+                       self.proxy.brokers.resolve_topic, touched)
+        if request_log is not None and touched is not None:
+            throttle = getattr(response, "throttle_time_ms", 0) if response is not None else 0
+            request_log.record(self.record, ex.api_key, ex.version, elapsed,
+                               throttle if isinstance(throttle, int) else 0, touched)
         for code, n in stats.errors.items():
             if n != before.get(code, 0):
                 self.proxy.metrics.error(ex.api_key, code, n - before.get(code, 0))
