@@ -126,6 +126,11 @@ _p("client.software.version", "str", "0.1.0")
 _p("allow.auto.create.topics", "bool", True)
 _p("max.frame.bytes", "int", 104_857_600, minimum=1024)
 _p("events.max", "int", 10_000, minimum=0)
+# publish the client's own events to a topic (kaflite.client.events; off by default)
+_p("events.publish", "bool", False)
+_p("events.topic", "str", "__kaflite_client_events")
+_p("events.publish.buffer", "int", 10_000, minimum=1)
+_p("events.publish.interval.ms", "int", 500, minimum=1)
 
 # -- security (librdkafka's names and defaults) ----------------------------------------
 # librdkafka's default mechanism is GSSAPI (Kerberos), which kaflite does not implement:

@@ -8,7 +8,10 @@ reconnects with back-off), and exposes the transparency API:
 * ``connections()``: every open connection, its broker, address, roles,
   requests in flight, bytes, last activity and negotiated API versions;
 * ``events()``: the control-plane transitions so far (also logged to
-  ``kaflite.client.events`` and passed to callbacks from ``on_event``).
+  ``kaflite.client.events`` and passed to callbacks from ``on_event``), typed
+  records; with ``events.publish=true`` they are also written to ``events.topic``
+  (``__kaflite_client_events``) by a publisher of the client's own
+  (``kaflite.client.publisher``), in batches, from a bounded buffer.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Self, TypeVar
 from kaflite.client.events import Event, EventLog
 from kaflite.client.metadata import Metadata
 from kaflite.client.pool import DATA, ConnectionInfo, ConnectionPool
+from kaflite.client.publisher import TopicPublisher
 from kaflite.config import ClientConfig, resolve
 from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.protocol.messages import ProduceRequest, ProduceResponse, Request, Struct
@@ -45,6 +49,23 @@ class BaseClient:
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
+        self.event_publisher: TopicPublisher | None = None
+        if self.config.bool("events.publish"):
+            self.event_publisher = self._event_publisher()
+
+    def _event_publisher(self) -> TopicPublisher:
+        """Publishes this client's events with the same connection settings."""
+        shared = ("bootstrap.servers", "security.protocol", "client.rack")
+        config = {k: self.config[k] for k in self.config
+                  if (k in shared or k.startswith(("sasl.", "ssl.")))
+                  and self.config[k] is not None}
+        publisher = TopicPublisher(
+            config, self.config.string("events.topic"),
+            capacity=self.config.int("events.publish.buffer"),
+            flush_s=self.config.int("events.publish.interval.ms") / 1000,
+            client_id=f"{self.client_id}-events")
+        self._events.subscribe(publisher.add)
+        return publisher
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> Self:
@@ -57,6 +78,8 @@ class BaseClient:
                 await self.metadata.refresh("bootstrap")
                 self.metadata.start()
                 await self._on_start()
+                if self.event_publisher is not None:
+                    await self.event_publisher.start()
                 self._started = True
         return self
 
@@ -67,6 +90,8 @@ class BaseClient:
         if self._closed:
             return
         self._closed = True
+        if self.event_publisher is not None:   # what is buffered goes out first
+            await self.event_publisher.close()
         await self.metadata.close()
         await self.pool.close()
 

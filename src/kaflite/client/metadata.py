@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kaflite.client._aio import cancel_and_wait, wait_event
-from kaflite.client.events import EventLog
+from kaflite.client.events import EventLog, Phase
 from kaflite.client.pool import BrokerAddress, ConnectionPool, NoBrokerAvailable
 from kaflite.client.recovery import error_name
 from kaflite.config import ClientConfig
@@ -179,7 +179,8 @@ class Metadata:
         if epoch <= p.leader_epoch or leader not in self.pool.brokers:
             return False
         self.events.emit("leader", f"leader of {topic}-{partition} moved {p.leader}→{leader} "
-                         f"(epoch {p.leader_epoch}→{epoch})", cause="KIP-951 leader hint")
+                         f"(epoch {p.leader_epoch}→{epoch})", cause="KIP-951 leader hint",
+                         broker=leader, topic=topic, partition=partition)
         p.leader, p.leader_epoch = leader, epoch
         self.version += 1
         self._notify()
@@ -274,7 +275,7 @@ class Metadata:
         and REBOOTSTRAP_REQUIRED sends it to the bootstrap servers."""
         self._pending_reason = self._pending_reason or reason or "metadata error"
         self.events.emit("metadata", f"metadata refresh answered {error_name(code)}",
-                         cause="top-level error")
+                         cause="top-level error", error_code=code)
         if code == errors.RebootstrapRequiredError.code \
                 and self.config["metadata.recovery.strategy"] == "rebootstrap":
             self.rebootstrap("the broker asked for it (REBOOTSTRAP_REQUIRED)")
@@ -310,7 +311,7 @@ class Metadata:
         """Forget the known brokers for discovery: the next refresh goes to
         ``bootstrap.servers``. ``disconnect`` closes the data connections first, as
         Java's client does when the trigger fires ("due to client rebootstrap")."""
-        self.events.emit("bootstrap", "re-bootstrap", cause=cause)
+        self.events.emit("bootstrap", "re-bootstrap", cause=cause, phase=Phase.ACTION)
         if disconnect:
             for node_id in list(self.pool.brokers):
                 self.pool.close_connection(node_id, why="client re-bootstrap")
@@ -396,7 +397,7 @@ class Metadata:
         detail = f"{len(brokers)} brokers, {len(resp.topics)} topics"
         if moved:
             detail += "; leaders moved: " + ", ".join(moved)
-        self.events.emit("metadata", msg, cause=detail)
+        self.events.emit("metadata", msg, cause=detail, reason=reason)
         self._notify()
 
     # -- waiting for topics ---------------------------------------------------------------------

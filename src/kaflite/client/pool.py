@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from kaflite.client._aio import cancel_and_wait
 from kaflite.client._security import Security
-from kaflite.client.events import EventLog
+from kaflite.client.events import EventLog, Phase
 from kaflite.client.recovery import backoff_delay
 from kaflite.config import ClientConfig
 from kaflite.net.connection import AuthenticationError, BrokerConnection, ConnectionClosed
@@ -169,7 +169,8 @@ class ConnectionPool:
         if self.auth_error is None:
             self.auth_error = exc
             self.events.emit("auth", f"authentication with {conn.label} failed "
-                             f"({self.security.describe()})", cause=exc.message)
+                             f"({self.security.describe()})", cause=exc.message,
+                             phase=Phase.ERROR, broker=conn.node_id, error_code=exc.code)
 
     def _setup_timeout_ms(self, failures: int) -> float:
         """Java's connection setup timeout: doubled per consecutive failure, up to the max."""
@@ -208,7 +209,8 @@ class ConnectionPool:
                 continue
             self._bootstrap = conn
             self.api_versions_max = conn.api_versions.get(API_VERSIONS_KEY, (0, 0))[1]
-            self.events.emit("bootstrap", f"connected to bootstrap server {host}:{port}")
+            self.events.emit("bootstrap", f"connected to bootstrap server {host}:{port}",
+                             phase=Phase.ACTION)
             return conn
         raise NoBrokerAvailable("no bootstrap server answered: " + "; ".join(errors))
 
@@ -322,20 +324,22 @@ class ConnectionPool:
             backoff.next_attempt = time.monotonic() + delay
             self.events.emit("connect", f"cannot connect to broker {node_id} at "
                              f"{addr.host}:{addr.port}; retry in {delay * 1000:.0f} ms",
-                             cause=type(exc).__name__)
+                             cause=type(exc).__name__, phase=Phase.ERROR, broker=node_id,
+                             duration_ms=round(delay * 1000, 3))
             raise
         backoff.failures = 0
         backoff.next_attempt = 0.0
         self._conns[key] = conn
         self.events.emit("connect", f"connected to broker {node_id} at {addr.host}:{addr.port}"
-                         + (f" ({channel})" if channel != DATA else ""))
+                         + (f" ({channel})" if channel != DATA else ""), broker=node_id)
         return conn
 
     def _drop(self, key: Key, conn: BrokerConnection, why: str) -> None:
         if self._conns.get(key) is conn:
             del self._conns[key]
             self.events.emit("disconnect", f"connection to broker {key[0]} closed"
-                             + (f" ({key[1]})" if key[1] != DATA else ""), cause=why)
+                             + (f" ({key[1]})" if key[1] != DATA else ""), cause=why,
+                             broker=key[0])
         conn.close()
 
     def close_connection(self, node_id: int, channel: str = DATA, why: str = "closed") -> None:

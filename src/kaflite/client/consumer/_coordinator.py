@@ -55,6 +55,7 @@ from kaflite.client.consumer._group_client import (
     Retry,
 )
 from kaflite.client.consumer._types import GroupMembershipOperation, TopicPartition
+from kaflite.client.events import Phase
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.protocol import errors
@@ -149,23 +150,24 @@ class GroupMember(GroupClient):
         """Apply the recovery table to a coordinator error; returns the action."""
         action = action_for(code)
         if action == Action.REDISCOVER_COORDINATOR:
-            self.mark_coordinator_unknown(f"{error_name(code)} on {what}")
+            self.mark_coordinator_unknown(f"{error_name(code)} on {what}", code)
         elif action == Action.RESET_MEMBER:
             self.member_id = ""
             self.generation = -1
-            self.request_rejoin(f"{error_name(code)} on {what}")
+            self.request_rejoin(f"{error_name(code)} on {what}", code)
         elif action == Action.REJOIN:
-            self.request_rejoin(f"{error_name(code)} on {what}")
+            self.request_rejoin(f"{error_name(code)} on {what}", code)
         elif action == Action.FATAL:
             self.fatal = errors.error_for_code(code, f"{what}: group.instance.id "
                                                f"{self.instance_id} fenced")
             self.state = FATAL
         return action
 
-    def request_rejoin(self, reason: str) -> None:
+    def request_rejoin(self, reason: str, error_code: int | None = None) -> None:
         if self.state != FATAL:
             if self.rejoin_reason is None:
-                self._emit("rebalance", "rejoin needed", cause=reason)
+                self._emit("rebalance", "rejoin needed", cause=reason, error_code=error_code,
+                           phase=Phase.ERROR if error_code else Phase.ACTION)
             self.rejoin_reason = reason
             self.state = UNJOINED
 
@@ -253,7 +255,7 @@ class GroupMember(GroupClient):
                        for a in self.assignors],
             reason=self.rejoin_reason)
         self._emit("rebalance", f"joining group {self.group_id}",
-                   cause=self.rejoin_reason)
+                   cause=self.rejoin_reason, phase=Phase.ACTION)
         self._rebalancing = True
         try:
             await self._join_and_sync(req, topics, deadline)

@@ -30,7 +30,7 @@ from kaflite.client.consumer._types import (
     OffsetAndMetadata,
     TopicPartition,
 )
-from kaflite.client.events import Emit
+from kaflite.client.events import Emit, Phase
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.net.connection import ConnectionClosed
@@ -156,14 +156,19 @@ class GroupClient(abc.ABC):
             return self.instance_id is None
         return membership is GroupMembershipOperation.LEAVE_GROUP
 
-    def _emit(self, kind: str, message: str, cause: str | None = None) -> None:
-        self.hooks.emit(kind, message, cause)
+    def _emit(self, kind: str, message: str, cause: str | None = None, *,
+              phase: Phase | None = None, broker: int | None = None,
+              error_code: int | None = None, duration_ms: float | None = None) -> None:
+        """An event about this group (its ``group`` field is set)."""
+        self.hooks.emit(kind, message, cause, phase=phase, broker=broker, group=self.group_id,
+                        error_code=error_code, duration_ms=duration_ms)
 
     # -- the coordinator -----------------------------------------------------------------
-    def mark_coordinator_unknown(self, cause: str) -> None:
+    def mark_coordinator_unknown(self, cause: str, error_code: int | None = None) -> None:
         if self.coordinator is not None:
             self._emit("coordinator", f"coordinator {self.coordinator} unknown for group "
-                       f"{self.group_id}", cause=cause)
+                       f"{self.group_id}", cause=cause, phase=Phase.ERROR,
+                       broker=self.coordinator, error_code=error_code)
             self.consumer.pool.close_connection(self.coordinator, COORDINATOR, cause)
         self.coordinator = None
 
@@ -198,10 +203,10 @@ class GroupClient(abc.ABC):
             prev = self._last_coordinator
             if prev is not None and prev != node:
                 self._emit("coordinator", f"coordinator moved {prev}→{node}",
-                           cause=f"group {self.group_id}")
+                           cause=f"group {self.group_id}", broker=node)
             else:
                 self._emit("coordinator", f"group coordinator for {self.group_id} is "
-                           f"broker {node}")
+                           f"broker {node}", broker=node)
         self._last_coordinator = node
         return node
 

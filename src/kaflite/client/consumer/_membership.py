@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 from kaflite.client._aio import cancel_and_wait, wait_event
 from kaflite.client.consumer._group_client import CommitFailedError, GroupClient, MemberHooks, Retry
 from kaflite.client.consumer._types import GroupMembershipOperation, TopicPartition
+from kaflite.client.events import Phase
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.net.connection import ConnectionClosed, NoCommonVersion
@@ -117,6 +118,7 @@ class ConsumerMembership(GroupClient):
     API_NAME = "ConsumerGroupHeartbeat"
     NEEDS = "group.protocol=consumer needs Kafka 4"
     JOIN_NOTE = "group.protocol=consumer"
+    _join_started: float | None = None     # monotonic, when the last join was sent
 
     def __init__(self, consumer: BaseClient, hooks: MemberHooks) -> None:
         super().__init__(consumer, hooks)
@@ -167,7 +169,7 @@ class ConsumerMembership(GroupClient):
     def _coordinator_error(self, code: int, what: str) -> Action:
         action = action_for(code)
         if action == Action.REDISCOVER_COORDINATOR:
-            self.mark_coordinator_unknown(f"{error_name(code)} on {what}")
+            self.mark_coordinator_unknown(f"{error_name(code)} on {what}", code)
         elif action in (Action.FENCED, Action.RESET_MEMBER):
             # A commit or fetch learns it first; the heartbeat (sent now) acts on it.
             self._sent = None
@@ -195,7 +197,8 @@ class ConsumerMembership(GroupClient):
 
     def _join(self, why: str) -> None:
         self._emit("rebalance", f"joining group {self.group_id} ({self.JOIN_NOTE})",
-                   cause=why)
+                   cause=why, phase=Phase.ACTION)
+        self._join_started = time.monotonic()
         self._set_epoch(0)
         self._sent = None
         self._owned = (self._owned[0] + 1, frozenset())
@@ -329,8 +332,11 @@ class ConsumerMembership(GroupClient):
         if resp.member_id:
             self.member_id = resp.member_id
         if state_sent is S.JOINING:
+            started = self._join_started
             self._emit("rebalance", f"joined group {self.group_id} as {self.member_id} "
-                       f"(member epoch {resp.member_epoch})")
+                       f"(member epoch {resp.member_epoch})", broker=self.coordinator,
+                       duration_ms=None if started is None
+                       else round((time.monotonic() - started) * 1000, 3))
         self._set_epoch(resp.member_epoch)
         if resp.assignment is not None:
             target: dict[uuid.UUID, frozenset[int]] = {}
