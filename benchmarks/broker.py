@@ -85,7 +85,8 @@ def free_ports(n: int) -> int:
 
 @contextlib.contextmanager
 def kaflite_broker(rev: str | None = None, brokers: int = 1,
-                   processes: bool = False, root: str | None = None) -> Iterator[str]:
+                   processes: bool = False, root: str | None = None,
+                   extra: tuple[str, ...] = ()) -> Iterator[str]:
     """A one-broker kaflite in its own process: this checkout's, or ``rev``'s source
     (``git archive`` of its ``src/`` put first on PYTHONPATH), to compare a change
     with the code before it in one run."""
@@ -103,7 +104,7 @@ def kaflite_broker(rev: str | None = None, brokers: int = 1,
     proc = subprocess.Popen(
         [sys.executable, "-m", "kaflite.cli", "up", "--brokers", str(brokers), "--base-port",
          str(port), "--data-dir", str(Path(data) / "log"), "--http-port", "-1",
-         *(["--processes"] if processes else [])],
+         *(["--processes"] if processes else []), *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
     bootstrap = ",".join(f"127.0.0.1:{port + i}" for i in range(brokers))

@@ -13,8 +13,14 @@ if the produce path had a core to itself. The two brokers alternate, round by
 round, so other load falls on both alike.
 
 Record shapes: 1 KiB and 100 B values, and mixed 50-1500 B values with keys (the
-records the same-shape fast path cannot take). Not a test; results are in
-docs/benchmarks.md.
+records the same-shape fast path cannot take); ``tiny``: ten 100 B records per
+partition a request, so that the per-request work (not the bytes) is measured.
+Not a test; results are in docs/benchmarks.md.
+
+``--request-log`` compares this checkout with the request log on (``kaflite up
+--request-log``: a record per request, buffered and appended to
+``__kaflite_requests``) against the same checkout without it, instead of a
+baseline revision; ``--shapes tiny`` is the shape that shows its cost.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from kaflite.protocol.records import encode_batch
 
 IN_FLIGHT = 5
 SHAPES = ("1 KiB", "100 B", "mixed")
+TINY = "tiny"
 
 
 def batch(shape: str) -> bytes:
@@ -48,8 +55,9 @@ def batch(shape: str) -> bytes:
     now = int(time.time() * 1000)
     values: list[bytes | None] = []
     used = 0
-    while used < 1_000_000:   # under message.max.bytes (1048588)
-        n = {"1 KiB": 1024, "100 B": 100}.get(shape) or rng.randint(50, 1500)
+    limit = 1_000 if shape == TINY else 1_000_000   # under message.max.bytes (1048588)
+    while used < limit:
+        n = {"1 KiB": 1024, "100 B": 100, TINY: 100}.get(shape) or rng.randint(50, 1500)
         values.append(rng.randbytes(n // 2) + bytes(n - n // 2))
         used += n + 20
     keys: list[bytes | None] | None = \
@@ -107,13 +115,23 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=300)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--request-log", action="store_true",
+                    help="compare with the request log on and off, both this checkout")
+    ap.add_argument("--shapes", default=",".join(SHAPES),
+                    help=f"record shapes, comma-separated ({', '.join(SHAPES)}, {TINY})")
     args = ap.parse_args()
     from broker import PIDS
-    names = ("kaflite", f"kaflite@{args.baseline}")
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    if args.request_log:
+        names = ("kaflite+request-log", "kaflite")
+        brokers_cm = (kaflite_broker(extra=("--request-log",)), kaflite_broker())
+    else:
+        names = ("kaflite", f"kaflite@{args.baseline}")
+        brokers_cm = (kaflite_broker(), kaflite_broker(args.baseline))
     runs: dict[tuple[str, str], list[Run]] = {}
-    with kaflite_broker() as now, kaflite_broker(args.baseline) as then:
+    with brokers_cm[0] as now, brokers_cm[1] as then:
         brokers = ((names[0], now), (names[1], then))
-        for shape in SHAPES:
+        for shape in shapes:
             records = batch(shape)
             for i in range(args.repeat):
                 for name, bootstrap in brokers if i % 2 == 0 else brokers[::-1]:
@@ -124,12 +142,12 @@ def main() -> int:
                           f"broker CPU {r.cpu_s:5.2f} s  {r.mb / r.cpu_s:6.0f} MB per CPU-s",
                           flush=True)
     med = statistics.median
-    print(f"\n{args.mb} MB per round, {args.partitions} x 1 MB batches per request, acks=all, "
+    print(f"\n{args.mb} MB per round, {args.partitions} batches per request, acks=all, "
           f"median (best) of {args.repeat} rounds")
     print(f"| records | {names[0]} MB/s | {names[1]} MB/s | {names[0]} MB per CPU-s | "
           f"{names[1]} MB per CPU-s | ratio (per CPU-s) |")
     print("|---|---|---|---|---|---|")
-    for shape in SHAPES:
+    for shape in shapes:
         a, b = runs[(shape, names[0])], runs[(shape, names[1])]
         wall_a = [r.mb / r.wall_s for r in a]
         wall_b = [r.mb / r.wall_s for r in b]

@@ -9,10 +9,12 @@ and whoever reads it (``kaflite requests``):
 * ``RequestRecord``: the typed record, with ``encode`` (key, value) and
   ``decode`` (JSON values; unknown fields are ignored, so a newer writer's
   records still read);
-* ``build``: the record of one request from the connection registry's row
-  (``observe.ConnectionRecord``: client id, software, principal, listener and the
-  roles the registry inferred) and what ``observe.record_request`` collected while
-  it walked the response (topics, partitions, error codes);
+* ``pending``: what the request path keeps of a request (a ``Pending`` tuple: the
+  connection registry's row, ``observe.ConnectionRecord``, with the client id and
+  the roles the registry inferred at that moment, and what
+  ``observe.record_request`` collected while it walked the response: topics,
+  partitions, error codes); ``build`` makes the record of it later, in the writer,
+  where the encoding is done too: the request path pays a tuple and an append;
 * ``RequestBuffer``: the bounded in-memory buffer between the request path and the
   writer. Adding never blocks and never grows it past its capacity: a record that
   does not fit is dropped and counted (``dropped``).
@@ -31,18 +33,21 @@ import json
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
 
 from kaflite.cluster.observe import ConnectionRecord, api_name, error_name
 
 __all__ = [
     "MAX_PARTITIONS",
     "REQUEST_LOG_TOPIC",
+    "Pending",
     "RequestBuffer",
     "RequestRecord",
     "Touched",
     "build",
+    "pending",
+    "skipped",
 ]
 
 REQUEST_LOG_TOPIC = "__kaflite_requests"
@@ -55,7 +60,7 @@ FETCH = 1
 Touched = list[tuple[str | None, int | None, int]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestRecord:
     """One served request."""
 
@@ -91,18 +96,22 @@ class RequestRecord:
 
     def encode(self) -> tuple[bytes, bytes]:
         """The record's key and value."""
-        return self.key, json.dumps(asdict(self), separators=(",", ":")).encode()
+        return self.key, _ENCODER.encode(self.to_dict()).encode()
 
     @classmethod
     def decode(cls, value: bytes | str) -> RequestRecord:
         raw = json.loads(value)
         if not isinstance(raw, dict):
             raise ValueError("a request log record is a JSON object")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in raw.items() if k in known})
+        return cls(**{k: v for k, v in raw.items() if k in _FIELDS})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # (dataclasses.asdict copies deeply: three times the cost of the JSON encoding)
+        return {name: getattr(self, name) for name in _FIELDS}
+
+
+_FIELDS = tuple(f.name for f in fields(RequestRecord))
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def skipped(info: ConnectionRecord, api_key: int, touched: Touched) -> bool:
@@ -118,14 +127,42 @@ def skipped(info: ConnectionRecord, api_key: int, touched: Touched) -> bool:
         all(t == REQUEST_LOG_TOPIC for t, _ in info.partitions)
 
 
-def build(info: ConnectionRecord, api_key: int, version: int, latency_ms: float,
-          throttle_ms: int, touched: Touched, source: str = "broker") -> RequestRecord:
-    """The record of one request just recorded in ``info`` (``observe.record_request``)."""
+class Pending(NamedTuple):
+    """What the request path keeps of a request: taken in a microsecond or two; the
+    record is built and encoded later, by the writer (``build``, ``encode``)."""
+
+    timestamp: float
+    info: ConnectionRecord
+    client_id: str | None
+    roles: list[str]
+    api_key: int
+    version: int
+    latency_ms: float
+    throttle_ms: int
+    touched: Touched
+    source: str = "broker"
+
+    def record(self) -> RequestRecord:
+        return build(self)
+
+    def encode(self) -> tuple[bytes, bytes]:
+        return build(self).encode()
+
+
+def pending(info: ConnectionRecord, api_key: int, version: int, latency_ms: float,
+            throttle_ms: int, touched: Touched, source: str = "broker") -> Pending:
+    """A request just recorded in ``info`` (``observe.record_request``), as it is now."""
+    return Pending(time.time(), info, info.client_id, info.roles, api_key, version,
+                   latency_ms, throttle_ms, touched, source)
+
+
+def build(p: Pending) -> RequestRecord:
+    """The record of a pending request."""
     topics: dict[str, None] = {}
     parts: dict[tuple[str, int], None] = {}
     counts: dict[int, int] = {}
     first = 0
-    for topic, partition, code in touched:
+    for topic, partition, code in p.touched:
         if topic is not None:
             topics[topic] = None
             if partition is not None:
@@ -133,29 +170,31 @@ def build(info: ConnectionRecord, api_key: int, version: int, latency_ms: float,
         if code:
             counts[code] = counts.get(code, 0) + 1
             first = first or code
+    info = p.info
     return RequestRecord(
-        timestamp=time.time(), source=source, broker=info.broker_id, listener=info.listener,
-        connection_id=info.connection_id, peer=info.peer, client_id=info.client_id,
-        software_name=info.software_name, software_version=info.software_version,
-        principal=info.principal, api_key=api_key, api=api_name(api_key), version=version,
-        roles=info.roles, topics=list(topics)[:MAX_PARTITIONS],
-        partitions=[f"{t}-{p}" for t, p in list(parts)[:MAX_PARTITIONS]],
+        timestamp=p.timestamp, source=p.source, broker=info.broker_id,
+        listener=info.listener, connection_id=info.connection_id, peer=info.peer,
+        client_id=p.client_id, software_name=info.software_name,
+        software_version=info.software_version, principal=info.principal,
+        api_key=p.api_key, api=api_name(p.api_key), version=p.version, roles=p.roles,
+        topics=list(topics)[:MAX_PARTITIONS],
+        partitions=[f"{t}-{i}" for t, i in list(parts)[:MAX_PARTITIONS]],
         partition_count=len(parts), error_code=first,
         errors={error_name(c): n for c, n in sorted(counts.items())},
-        latency_ms=round(latency_ms, 3), throttle_ms=throttle_ms)
+        latency_ms=round(p.latency_ms, 3), throttle_ms=p.throttle_ms)
 
 
 class RequestBuffer:
-    """Records waiting for the writer: bounded, never blocking, drops counted."""
+    """Requests waiting for the writer: bounded, never blocking, drops counted."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, capacity)
-        self._records: deque[RequestRecord] = deque()
+        self._records: deque[Pending] = deque()
         self.added = 0
         self.dropped = 0
         self.written = 0
 
-    def add(self, record: RequestRecord) -> bool:
+    def add(self, record: Pending) -> bool:
         if len(self._records) >= self.capacity:
             self.dropped += 1
             return False
@@ -163,12 +202,12 @@ class RequestBuffer:
         self.added += 1
         return True
 
-    def drain(self, limit: int | None = None) -> list[RequestRecord]:
+    def drain(self, limit: int | None = None) -> list[Pending]:
         """Take up to ``limit`` records (all of them without), oldest first."""
         n = len(self._records) if limit is None else min(limit, len(self._records))
         return [self._records.popleft() for _ in range(n)]
 
-    def put_back(self, records: Iterable[RequestRecord]) -> None:
+    def put_back(self, records: Iterable[Pending]) -> None:
         """Return records the writer could not write, in front, as far as they fit."""
         room = self.capacity - len(self._records)
         back = list(records)

@@ -35,10 +35,10 @@ from kaflite.cluster._internal_log import PartitionWriter
 from kaflite.cluster.observe import ConnectionRecord
 from kaflite.cluster.request_log import (
     REQUEST_LOG_TOPIC,
+    Pending,
     RequestBuffer,
-    RequestRecord,
     Touched,
-    build,
+    pending,
     skipped,
 )
 from kaflite.protocol import errors
@@ -106,7 +106,7 @@ class BrokerRequestLog:
                throttle_ms: int, touched: Touched) -> None:
         if skipped(info, api_key, touched):
             return
-        self.buffer.add(build(info, api_key, version, latency_ms, throttle_ms, touched))
+        self.buffer.add(pending(info, api_key, version, latency_ms, throttle_ms, touched))
 
     # -- the writer ----------------------------------------------------------------------
     def start(self) -> None:
@@ -131,23 +131,25 @@ class BrokerRequestLog:
         if not led or not len(self.buffer):
             return 0
         records = self.buffer.drain()
-        by_partition: dict[int, list[RequestRecord]] = {}
+        by_partition: dict[int, list[tuple[Pending, tuple[bytes, bytes]]]] = {}
         for r in records:
-            by_partition.setdefault(led[zlib.crc32(r.key) % len(led)], []).append(r)
+            encoded = r.encode()
+            by_partition.setdefault(led[zlib.crc32(encoded[0]) % len(led)], []).append(
+                (r, encoded))
         written = 0
         pending: list[asyncio.Future[int]] = []
         for index, recs in by_partition.items():
             p = self.broker.partitions.get((REQUEST_LOG_TOPIC, index))
             if p is None or not p.is_leader:
-                self.buffer.put_back(recs)
+                self.buffer.put_back(r for r, _ in recs)
                 continue
             writer = PartitionWriter(self.broker, REQUEST_LOG_TOPIC, index, p.leader_epoch,
                                      WRITE_TIMEOUT_MS)
             for start in range(0, len(recs), BATCH_RECORDS):
                 chunk = recs[start:start + BATCH_RECORDS]
-                fut = writer([r.encode() for r in chunk])
+                fut = writer([e for _, e in chunk])
                 if fut.done() and fut.result():    # refused at once: not led any more
-                    self.buffer.put_back(chunk)
+                    self.buffer.put_back(r for r, _ in chunk)
                     continue
                 written += len(chunk)
                 pending.append(fut)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from kaflite.client.publisher import TopicPublisher
 from kaflite.cluster.observe import ConnectionRecord
-from kaflite.cluster.request_log import REQUEST_LOG_TOPIC, Touched, build, skipped
+from kaflite.cluster.request_log import REQUEST_LOG_TOPIC, Touched, pending, skipped
 
 __all__ = ["ProxyRequestLog"]
 
@@ -38,8 +38,8 @@ class ProxyRequestLog:
                throttle_ms: int, touched: Touched) -> None:
         if skipped(info, api_key, touched):
             return
-        self.publisher.add(build(info, api_key, version, latency_ms, throttle_ms, touched,
-                                 source="proxy"))
+        self.publisher.add(pending(info, api_key, version, latency_ms, throttle_ms, touched,
+                                   source="proxy"))
 
     async def start(self) -> None:
         await self.publisher.start()

@@ -11,7 +11,13 @@ import pytest
 from kaflite.client.sync import Admin
 from kaflite.cluster import Cluster
 from kaflite.cluster.observe import ConnectionRecord
-from kaflite.cluster.request_log import REQUEST_LOG_TOPIC, RequestBuffer, RequestRecord, build
+from kaflite.cluster.request_log import (
+    REQUEST_LOG_TOPIC,
+    RequestBuffer,
+    RequestRecord,
+    build,
+    pending,
+)
 from kaflite.net.connection import BrokerConnection
 from kaflite.protocol.messages import FetchRequest, MetadataRequest, ProduceRequest
 from kaflite.protocol.messages import fetch_request as fq
@@ -109,7 +115,7 @@ def test_reading_the_log_does_not_log_itself(cluster: Cluster) -> None:
 def test_the_buffer_is_bounded_drops_and_counts() -> None:
     buffer = RequestBuffer(3)
     info = ConnectionRecord(1, 0, "127.0.0.1:1", client_id="c")
-    records = [build(info, 3, 12, 1.0, 0, [("t", None, 0)]) for _ in range(5)]
+    records = [pending(info, 3, 12, 1.0, 0, [("t", None, 0)]) for _ in range(5)]
     assert [buffer.add(r) for r in records] == [True, True, True, False, False]
     assert len(buffer) == 3 and buffer.dropped == 2 and buffer.added == 3
     taken = buffer.drain(2)
@@ -133,8 +139,8 @@ def test_a_broker_buffer_drops_when_full() -> None:
 def test_a_record_round_trips() -> None:
     info = ConnectionRecord(7, 2, "10.0.0.1:5", client_id=None, software_name="librdkafka",
                             software_version="2.5", listener="SSL")
-    record = build(info, 0, 11, 3.25, 40, [(None, None, 0), ("a", None, 0), ("a", 1, 6),
-                                          ("a", 2, 0)])
+    record = build(pending(info, 0, 11, 3.25, 40, [(None, None, 0), ("a", None, 0),
+                                                   ("a", 1, 6), ("a", 2, 0)]))
     key, value = record.encode()
     assert key == b"connection-7"
     back = RequestRecord.decode(value)
