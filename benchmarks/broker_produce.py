@@ -70,6 +70,7 @@ class Run:
     mb: float
     wall_s: float
     cpu_s: float
+    requests: int = 0
 
 
 async def drive(bootstrap: str, topic: str, records: bytes, requests: int, partitions: int
@@ -105,7 +106,7 @@ def run_one(bootstrap: str, pid: int, shape: str, records: bytes, mb: int, parti
     before = cpu_seconds(pid)
     wall = asyncio.run(drive(bootstrap, topic, records, requests, partitions))
     cpu = cpu_seconds(pid) - before
-    return Run(requests * partitions * len(records) / (1 << 20), wall, cpu)
+    return Run(requests * partitions * len(records) / (1 << 20), wall, cpu, requests)
 
 
 def main() -> int:
@@ -139,7 +140,9 @@ def main() -> int:
                                 args.partitions)
                     runs.setdefault((shape, name), []).append(r)
                     print(f"{shape:6} round {i + 1} {name:18} {r.mb / r.wall_s:7.0f} MB/s  "
-                          f"broker CPU {r.cpu_s:5.2f} s  {r.mb / r.cpu_s:6.0f} MB per CPU-s",
+                          f"broker CPU {r.cpu_s:5.2f} s  {r.mb / r.cpu_s:6.0f} MB per CPU-s  "
+                          f"{r.requests / r.wall_s:6.0f} requests/s  "
+                          f"{r.requests / r.cpu_s:6.0f} per CPU-s",
                           flush=True)
     med = statistics.median
     print(f"\n{args.mb} MB per round, {args.partitions} batches per request, acks=all, "
@@ -153,9 +156,9 @@ def main() -> int:
         wall_b = [r.mb / r.wall_s for r in b]
         cpu_a = [r.mb / r.cpu_s for r in a]
         cpu_b = [r.mb / r.cpu_s for r in b]
-        print(f"| {shape} | {med(wall_a):.0f} ({max(wall_a):.0f}) | "
-              f"{med(wall_b):.0f} ({max(wall_b):.0f}) | {med(cpu_a):.0f} ({max(cpu_a):.0f}) | "
-              f"{med(cpu_b):.0f} ({max(cpu_b):.0f}) | {med(cpu_a) / med(cpu_b):.2f} "
+        print(f"| {shape} | {med(wall_a):.1f} ({max(wall_a):.1f}) | "
+              f"{med(wall_b):.1f} ({max(wall_b):.1f}) | {med(cpu_a):.1f} ({max(cpu_a):.1f}) | "
+              f"{med(cpu_b):.1f} ({max(cpu_b):.1f}) | {med(cpu_a) / med(cpu_b):.2f} "
               f"({max(cpu_a) / max(cpu_b):.2f}) |")
     return 0
 
