@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
 from kaflite.cli import app
 from kaflite.client.sync import Producer
 from kaflite.cluster import Cluster
+from tests.cli._up import KafliteUp, kaflite
 from tests.cluster.request_log._reader import Reader
 
 ON = {"kaflite.request.log.enable": "true", "kaflite.request.log.flush.ms": "50"}
@@ -50,3 +52,18 @@ def test_broker_processes_log_their_requests_and_the_cli_reads_them() -> None:
         assert lines.exit_code == 0
         [line] = lines.output.splitlines()
         assert "proc-producer" in line and " Produce v" in line and "proc-logged-" in line
+
+
+def test_kaflite_up_request_log_flag(tmp_path: Path) -> None:
+    with KafliteUp("--request-log", "--brokers", "1", "--base-port", "0", "--http-port", "-1",
+                   "--data-dir", str(tmp_path / "data")) as up:
+        bootstrap = up.value("bootstrap.servers=")
+        made = kaflite("topics", "create", "flagged", "-b", bootstrap)
+        assert made.returncode == 0, made.stderr
+        reader = Reader(bootstrap)
+        try:
+            reader.wait(lambda rs: any(r.api == "CreateTopics" and r.topics == ["flagged"]
+                                       and r.roles == ["admin"] for r in rs),
+                        "the CreateTopics of `kaflite topics create`")
+        finally:
+            reader.close()
