@@ -509,6 +509,23 @@ def test_isolate_and_heal_a_broker_from_the_page(page: Page, env: Env) -> None:
     assert not env.cluster.controller.brokers[2].fenced_replication
 
 
+def _recovery_told_once(chaos: Page, victim: int) -> None:
+    """The chaos page's feed after the kill: one line says the broker is down, one line per
+    topic tells its leader and ISR changes (the internal topics' too, folded shut), none
+    twice. (test_recovery_feed.py: a process stopping, then fenced, is still one line.)"""
+    chaos.wait_for_selector(f'#recovery > li.broker[data-broker="{victim}"][data-state="down"]',
+                            timeout=20_000)
+    for topic in (ORDERS, "__consumer_offsets"):
+        chaos.wait_for_selector(f'#recovery > li[data-topic="{topic}"]', timeout=20_000)
+    lines = chaos.locator("#recovery > li").evaluate_all(
+        "ls => ls.map(l => [l.dataset.change, l.dataset.topic || l.dataset.broker])")
+    assert lines.count(["broker", str(victim)]) == 1, lines
+    topics = [name for change, name in lines if change == "partitions"]
+    assert len(topics) == len(set(topics)), lines
+    assert chaos.locator('#recovery > li[data-internal="1"] details[open]').count() == 0
+    assert "leader" in chaos.inner_text(f'#recovery > li[data-topic="{ORDERS}"] summary')
+
+
 def test_kill_a_broker_from_the_page(browser: Browser, page: Page, env: Env) -> None:
     """Last: a broker killed on the chaos page shows as down on an open cluster page, with
     its partitions' new leaders, without a reload; then it is restarted from the page."""
@@ -521,6 +538,7 @@ def test_kill_a_broker_from_the_page(browser: Browser, page: Page, env: Env) -> 
     chaos = page.context.new_page()
     try:
         open_panel(chaos, env.url, "chaos")
+        chaos.wait_for_selector('#recovery-feed[data-live="1"]')     # its stream is open
         chaos.click(f'#chaos-brokers tr[data-broker="{victim}"] button[data-action="kill"]')
         page.wait_for_selector(f'table.brokers tr[data-broker="{victim}"][data-state="down"]',
                                timeout=20_000)
@@ -535,7 +553,7 @@ def test_kill_a_broker_from_the_page(browser: Browser, page: Page, env: Env) -> 
             assert _cell(page, "partitions", f"{ORDERS}-{p}", "leader") == str(now)
         assert page.evaluate("window.__sameDocument") is True     # no reload
         screenshot(page, "cluster-broker-down")
-        chaos.wait_for_selector("#recovery li[data-change]")
+        _recovery_told_once(chaos, victim)
         screenshot(chaos, "chaos")
         chaos.click(f'#chaos-brokers tr[data-broker="{victim}"] button[data-action="restart"]')
         page.wait_for_selector(f'table.brokers tr[data-broker="{victim}"][data-state="up"]',
