@@ -291,13 +291,14 @@ def test_faults_from_the_chaos_page(page: Page, env: Env) -> None:
     page.wait_for_selector("#faults tr[data-rule]", state="detached")
     assert faults.rules() == []
     partition = env.cluster.controller.topics[ORDERS].partitions[1]
-    to = next(b for b in partition.isr if b != partition.leader)
+    before, to = partition.leader, next(b for b in partition.isr if b != partition.leader)
     move = page.locator("#move-leader")
     move.locator("input[name=topic]").fill(ORDERS)
     move.locator("input[name=partition]").fill("1")
     move.locator("input[name=to]").fill(str(to))
     move.locator("button[type=submit]").click()
-    page.wait_for_selector(f'#recovery li[data-change="leader"]:has-text("{ORDERS}-1")')
+    page.wait_for_selector(f'#recovery > li[data-topic="{ORDERS}"] li[data-change="leader"]'
+                           f':has-text("partition 1: leader {before} → {to}")')
     assert env.cluster.controller.topics[ORDERS].partitions[1].leader == to
     bad = page.locator("#inject-delay")
     bad.locator("input[name=api]").fill("Fetch")
@@ -330,7 +331,11 @@ def test_move_a_coordinator_from_the_chaos_page(page: Page, env: Env) -> None:
     move.locator("input[name=key]").fill(READERS)
     move.locator("input[name=to]").fill(str(to))
     move.locator("button[type=submit]").click()
-    page.wait_for_selector(f'#recovery li[data-change="leader"]:has-text("{topic}-{index}")')
+    line = page.locator(f'#recovery > li[data-topic="{topic}"]')    # internal: folded
+    line.wait_for()
+    line.locator("summary").click()
+    line.locator(f'li[data-change="leader"]:has-text("partition {index}: leader {before} → {to}")'
+                 ).wait_for()
     assert faults.coordinator_of(READERS)[2] == to
     page.goto(f"{env.url}#groups")
     _coordinator_shown(page, READERS, to)

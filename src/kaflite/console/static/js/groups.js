@@ -5,13 +5,13 @@ import { VTable, filterBox } from "./vtable.js";
 import { lineChart } from "./plot.js";
 
 const GROUP_COLUMNS = [
-  { key: "group", label: "group", width: "minmax(12em, 3fr)", text: (g) => g.group_id },
-  { key: "type", label: "type", width: "7em", text: (g) => g.type },
-  { key: "protocol", label: "protocol type", width: "8em", text: (g) => g.protocol_type ?? "" },
-  { key: "state", label: "state", width: "10em", text: (g) => g.state },
-  { key: "members", label: "members", width: "6em", text: (g) => g.members, sort: (g) => g.members },
-  { key: "lag", label: "lag", width: "8em", text: (g) => (g.lag === null ? "" : fmtNum(g.lag)), sort: (g) => g.lag ?? -1 },
-  { key: "coordinator", label: "coordinator", width: "7em", text: (g) => g.coordinator ?? "" },
+  { key: "group", label: "group", grow: 2, text: (g) => g.group_id },
+  { key: "type", label: "type", grow: 1, text: (g) => g.type },
+  { key: "protocol", label: "protocol type", grow: 1, text: (g) => g.protocol_type ?? "" },
+  { key: "state", label: "state", grow: 1, text: (g) => g.state },
+  { key: "members", label: "members", grow: 1, text: (g) => g.members, sort: (g) => g.members },
+  { key: "lag", label: "lag", grow: 1, text: (g) => (g.lag === null ? "" : fmtNum(g.lag)), sort: (g) => g.lag ?? -1 },
+  { key: "coordinator", label: "coordinator", grow: 1, text: (g) => g.coordinator ?? "" },
 ];
 
 export function mount(root, selected) {
