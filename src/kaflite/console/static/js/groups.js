@@ -2,6 +2,7 @@
 // lag over time (a chart), reset offsets on an empty group, delete.
 import { ROUTES, act, api, clear, el, field, fmtNum, formData, poll } from "./core.js";
 import { VTable, filterBox } from "./vtable.js";
+import { consumerGroupView } from "./kip848.js";
 import { lineChart } from "./plot.js";
 
 const GROUP_COLUMNS = [
@@ -75,7 +76,8 @@ function groupDetail(box, id, ready) {
     if (err.textContent.startsWith(`group ${id}:`)) err.textContent = "";
     head.textContent = `${g.type} group · protocol ${g.protocol_type ?? ""} ${g.protocol ?? ""} · state ${g.state} · coordinator ${g.coordinator ?? "?"} · lag ${fmtNum(g.lag)}`;
     head.dataset.lag = String(g.lag);
-    clear(members).append(g.members.length === 0 ? el("div.muted", { text: "no members" }) : table(["member id", "client id", "host", "instance id", "assignment"], g.members.map((m) => [
+    if (g.type === "consumer") clear(members).append(consumerGroupView(g));
+    else clear(members).append(g.members.length === 0 ? el("div.muted", { text: "no members" }) : table(["member id", "client id", "host", "instance id", "assignment"], g.members.map((m) => [
       m.member_id, m.client_id, m.host, m.instance_id ?? "",
       m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", ")])));
     clear(offsets).append(table(["topic", "partition", "committed", "log end", "lag", "metadata"], g.offsets.map((o) => [
