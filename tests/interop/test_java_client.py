@@ -112,16 +112,6 @@ _EPOCHS = ("Kafka 4.4 computes a group's target assignment on a schedule of its 
            "States, members and assignments agree")
 ADMIN_DIFFERENCES = {
     # what kaflite does not serve yet (issue 38)
-    "admin.alterReplicaLogDirs": "kaflite does not serve AlterReplicaLogDirs (one log dir per "
-                                 "broker): UnsupportedVersionException; Kafka answers "
-                                 "LogDirNotFoundException for the made-up dir",
-    "admin.*DelegationToken": "kaflite does not serve the delegation-token APIs "
-                              "(UnsupportedVersionException); Kafka refuses them on a "
-                              "PLAINTEXT connection (UnsupportedByAuthenticationException)",
-    "admin.listConfigResources": "kaflite serves ListConfigResources (key 74) at v0 only, "
-                                 "client metrics resources (KIP-714); listing GROUP and "
-                                 "TOPIC resources needs v1, so the Java client raises "
-                                 "UnsupportedVersionException",
     "admin.describeFeatures.*.metadata.version": _FEATURES,
     "admin.describeFeatures.*.share.version": _FEATURES,
     "admin.describeFeatures.supported.kraft.version": _FEATURES,
