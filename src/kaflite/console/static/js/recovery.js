@@ -125,7 +125,7 @@ export function entryText(entry) {
   return text;
 }
 
-// What an entry offers the filters: its kinds and the text the filter box searches.
+// The kinds of change an entry holds, for the kind filter.
 function entryKinds(entry) {
   if (entry.kind === "broker") return ["broker"];
   if (entry.kind === "topic") return ["topic"];
@@ -136,7 +136,7 @@ function entryKinds(entry) {
 // frame, however many arrive (a broker of 20,000 partitions moves many leaders at once).
 export function recoveryFeed() {
   const log = new RecoveryLog();
-  const list = el("ol#recovery", { reversed: true });
+  const list = el("ol#recovery");
   const nodes = new Map();          // entry -> its <li>
   const dirty = new Set();
   let frame = 0;
