@@ -91,9 +91,12 @@ def test_no_column_is_cut_at_a_laptops_width(browser: Browser, console: Console,
                 page.locator('.vtable[data-table="clients"] .vt-row[data-key]').first.click()
                 page.wait_for_selector("#fanout svg.fanout")
             for table, col in SORTED.get(panel, []):
-                page.click(f'.vtable[data-table="{table}"] .vt-head [data-col="{col}"]')
-                page.wait_for_selector(f'.vtable[data-table="{table}"] .vt-head '
-                                       f'[data-col="{col}"][aria-sort="ascending"]')
+                header = f'.vtable[data-table="{table}"] .vt-head [data-col="{col}"]'
+                if panel == "topics":
+                    page.press(header, "Enter")      # from the keyboard: headers take focus
+                else:
+                    page.click(header)
+                page.wait_for_selector(f'{header}[aria-sort="ascending"]')
             page.wait_for_function("() => new Promise(r => requestAnimationFrame(() => r(true)))")
             found = page.evaluate(CUT)
             assert found == {"headers": [], "cells": [], "roles": [], "sideways": []}, \
