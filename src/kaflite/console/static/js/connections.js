@@ -11,7 +11,7 @@ const ms = (v) => (v === null || v === undefined ? "" : `${Number(v).toFixed(0)}
 const CLIENT_COLUMNS = [
   { key: "client", label: "client id", grow: 2, max: 20, text: (c) => c.client_id ?? "(none)" },
   { key: "host", label: "host", text: (c) => c.host },
-  { key: "software", label: "software", grow: 1, max: 16, text: (c) => [c.software_name, c.software_version].filter(Boolean).join(" ") },
+  { key: "software", label: "software", grow: 1, max: 14, text: (c) => [c.software_name, c.software_version].filter(Boolean).join(" ") },
   { key: "principal", label: "principal", text: (c) => c.principal },
   { key: "conns", label: "connections", text: (c) => c.connections, sort: (c) => c.connections },
   { key: "fanout", label: "brokers", grow: 1, text: (c) => Object.entries(c.fan_out).map(([b, n]) => `${b}×${n}`).join(" ") },
