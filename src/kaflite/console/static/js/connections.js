@@ -48,7 +48,7 @@ export function telemetryText(c) {
 
 // A connection's role for the picture: its first of leader, coordinator, bootstrap, other.
 export function mainRole(roles) {
-  for (const want of ["group-coordinator", "txn-coordinator", "partition-leader", "bootstrap"]) {
+  for (const want of ["group-coordinator", "txn-coordinator", "partition-leader", "admin", "bootstrap"]) {
     if (roles.includes(want)) return want;
   }
   if (roles.some((r) => r.includes("coordinator"))) return "group-coordinator";
@@ -123,7 +123,7 @@ export function fanout(client, conns, brokers) {
   const height = Math.max(120, ids.length * rowH + 20);
   const width = 760;
   const svg = document.createElementNS(SVG, "svg");
-  const counts = { "partition-leader": 0, "group-coordinator": 0, "txn-coordinator": 0, bootstrap: 0, other: 0 };
+  const counts = { "partition-leader": 0, "group-coordinator": 0, "txn-coordinator": 0, admin: 0, bootstrap: 0, other: 0 };
   const roleCounts = { leader: 0, coordinator: 0 };
   for (const c of conns) {
     counts[mainRole(c.roles)] += 1;
@@ -164,7 +164,7 @@ export function fanout(client, conns, brokers) {
   add("text", { x: cx + 8, y: cy + 20 }, (client.client_id ?? "(no client id)").slice(0, 26));
   add("text", { x: cx + 8, y: cy + 38 }, `${client.host} · ${conns.length} connections`);
   const legend = el("div.legend", null,
-    ...[["partition-leader", "#2f6fdb"], ["group-coordinator", "#1f8a4c"], ["txn-coordinator", "#b8730a"], ["bootstrap", "#8a96a3"], ["other", "#bbb"]]
+    ...[["partition-leader", "#2f6fdb"], ["group-coordinator", "#1f8a4c"], ["txn-coordinator", "#b8730a"], ["admin", "#7a4fb5"], ["bootstrap", "#8a96a3"], ["other", "#bbb"]]
       .map(([r, c]) => el("span", null, el("i", { style: `background:${c}` }), `${r} ${counts[r]}`)));
   const summary = el("div#fanout-summary", { text:
     `${client.client_id ?? "(no client id)"}: ${roleCounts.leader} partition-leader connection${roleCounts.leader === 1 ? "" : "s"}, ${roleCounts.coordinator} coordinator connection${roleCounts.coordinator === 1 ? "" : "s"}, ${counts.bootstrap} bootstrap-only; ` +
