@@ -302,8 +302,7 @@ class TelemetryReporter:
         else:
             self.state = State.SUBSCRIPTION_NEEDED
             self._due = now + sub.interval_ms / 1000
-        if old is None or (old.subscription_id, old.requested) != (sub.subscription_id,
-                                                                    sub.requested):
+        if (old.requested if old is not None else ()) != sub.requested:
             self.events.emit("telemetry", f"client instance {sub.instance_id}: subscription "
                              f"{sub.subscription_id}, "
                              + (f"{', '.join(sub.requested)} every {sub.interval_ms} ms"
