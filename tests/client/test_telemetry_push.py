@@ -394,3 +394,29 @@ def test_sums_are_pushed_as_deltas_or_cumulative_values() -> None:
     nothing = Subscription(sub.instance_id, 1, 1000, (), True, ())
     assert metrics.collect(nothing.wants) == []
     assert isinstance(queue, Sensor)
+
+
+def test_share_consumer_and_admin_push_when_enabled() -> None:
+    from kaflite.client import ShareConsumer
+
+    async def main() -> None:
+        async with Cluster(brokers=1) as cluster:
+            cluster.create_topic("shared", partitions=1, replication_factor=1)
+            await _subscribe(cluster, "all", {"metrics": "*", "interval.ms": "100",
+                                              "match": "client_id=sh|adm"})
+            servers = cluster.bootstrap_servers
+            share: ShareConsumer[bytes, bytes] = ShareConsumer(
+                {"bootstrap.servers": servers, "group.id": "sh-g", "client.id": "sh"})
+            async with share, Admin(bootstrap_servers=servers, client_id="adm",
+                                    enable_metrics_push=True) as admin:
+                share.subscribe(["shared"])
+
+                def both() -> bool:
+                    s, a = _pushed(cluster, "sh"), _pushed(cluster, "adm")
+                    return s is not None and a is not None and \
+                        C + "connection.creation.rate" in s.telemetry and \
+                        "org.apache.kafka.admin.client.connection.creation.rate" in a.telemetry
+                await _until(both, "the share consumer's and the admin's pushes",
+                             work=lambda: share.poll(100))
+                assert admin.telemetry.state is State.PUSH_NEEDED
+    asyncio.run(main())

@@ -32,7 +32,8 @@ nothing.
   failure is retried after ``retry.backoff.ms`` (doubling), three times, then after the
   interval (300 s before a subscription came).
 * **Close.** The task is cancelled and, if the subscription asks for metrics, one last
-  push marked ``terminating`` goes out (bounded by ``request.timeout.ms``).
+  push marked ``terminating`` goes out on a connection still open (for at most
+  ``request.timeout.ms`` or 5 s, whichever is shorter).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ log = logging.getLogger("kaflite.client.telemetry")
 
 DEFAULT_PUSH_INTERVAL_MS = 300_000
 JITTER = (0.5, 1.5)              # of the first push's interval
+CLOSE_TIMEOUT_S = 5.0            # at most this for the terminating push
 NETWORK_RETRIES = 3              # quick retries of a failed request, then the interval
 GET_KEY = GetTelemetrySubscriptionsRequest.API_KEY
 PUSH_KEY = PushTelemetryRequest.API_KEY
@@ -206,10 +208,12 @@ class TelemetryReporter:
         await cancel_and_wait(self._task)
         self._task = None
         sub = self.subscription
+        # on a connection still open only, and briefly: a close must not wait for a
+        # broker that is gone
         if self.state is not State.DISABLED and self.state is not State.TERMINATED \
-                and sub is not None and sub.requested:
+                and sub is not None and sub.requested and self.pool.least_loaded() is not None:
             with contextlib.suppress(Exception):
-                async with asyncio.timeout(self.request_timeout):
+                async with asyncio.timeout(min(self.request_timeout, CLOSE_TIMEOUT_S)):
                     await self._push(sub, terminating=True)
         if self.state is not State.DISABLED:
             self.state = State.TERMINATED
