@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+import kaflite
 from kaflite.client import TopicPartition
 from kaflite.client.events import CLIENT_EVENTS_TOPIC, Event, EventKind, EventLog, Phase
 from kaflite.client.sync import Consumer, Producer
@@ -74,3 +78,12 @@ def test_publishing_is_off_by_default() -> None:
         p.send("plain", b"x")
         assert p._async.event_publisher is None
         assert CLIENT_EVENTS_TOPIC not in cluster.controller.topics
+
+
+def test_every_kind_the_client_emits_is_an_event_kind() -> None:
+    """A kind the enum does not know would read back as OTHER: each is in the enum."""
+    root = Path(kaflite.__file__).parent
+    kinds = {m.group(1) for path in root.rglob("*.py")
+             for m in re.finditer(r'emit\(\s*"([a-z_-]+)"', path.read_text())}
+    assert {"rebalance", "metadata", "telemetry"} <= kinds
+    assert kinds <= {k.value for k in EventKind}

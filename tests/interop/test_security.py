@@ -202,7 +202,6 @@ def test_a_delegation_token_logs_in_as_its_owner(secured: ClusterUnderTest,
             await admin.create_acls([allow(ResourceType.TOPIC, topic, AclOperation.WRITE)])
         async with Admin(**alice) as as_alice:
             token = await as_alice.create_delegation_token()
-            described = await as_alice.describe_delegation_token()
 
         async def can_write() -> bool:    # the token and the ACL reach the brokers
             try:
@@ -214,6 +213,11 @@ def test_a_delegation_token_logs_in_as_its_owner(secured: ClusterUnderTest,
                 return False
 
         await wait_until("the token writes", can_write)
+        # described once it reached the broker: Kafka's brokers learn a new token from
+        # the metadata log after CreateDelegationToken returns (a describe at once, on
+        # Kafka, came back empty)
+        async with Admin(**alice) as as_alice:
+            described = await as_alice.describe_delegation_token()
         async with Admin(**with_token(token)) as by_token:
             with pytest.raises(errors.DelegationTokenRequestNotAllowedError):
                 await by_token.create_delegation_token()
