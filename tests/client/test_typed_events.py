@@ -87,3 +87,16 @@ def test_every_kind_the_client_emits_is_an_event_kind() -> None:
              for m in re.finditer(r'emit\(\s*"([a-z_-]+)"', path.read_text())}
     assert {"rebalance", "metadata", "telemetry"} <= kinds
     assert kinds <= {k.value for k in EventKind}
+
+
+def test_the_publisher_buffer_is_bounded_and_counts_drops() -> None:
+    from kaflite.client.publisher import TopicPublisher
+
+    publisher = TopicPublisher({"bootstrap.servers": "127.0.0.1:1"}, "t", capacity=2)
+    log = EventLog("bounded")
+    log.subscribe(publisher.add)
+    for i in range(5):
+        log.emit("metadata", f"refresh {i}")
+    assert publisher.stats() == {"buffered": 2, "capacity": 2, "added": 2, "dropped": 3,
+                                 "written": 0, "failed": 0}
+    assert len(log.list()) == 5      # the client's own log is not affected
