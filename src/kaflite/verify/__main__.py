@@ -59,10 +59,11 @@ def parser() -> argparse.ArgumentParser:
                    help="write the history here (JSON lines)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="keep the cluster's data here (default: a removed temporary dir)")
-    p.add_argument("--group-protocol", choices=("classic", "cooperative", "consumer"),
+    p.add_argument("--group-protocol", choices=("classic", "cooperative", "consumer", "share"),
                    default="classic",
                    help="the consumers' group.protocol (consumer: KIP-848; cooperative: "
-                   "classic with the cooperative-sticky assignor, KIP-429)")
+                   "classic with the cooperative-sticky assignor, KIP-429; share: share "
+                   "consumers in a share group, KIP-932)")
     p.add_argument("--churn", action="store_true",
                    help="consumers leave their group and join again at seeded moments")
     p.add_argument("--filler-partitions", type=int, default=0,

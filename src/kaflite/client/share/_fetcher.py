@@ -489,11 +489,13 @@ class ShareFetcher(Generic[K, V]):
         self.on_result(tp, set(acks), exc)
 
     # -- handing out --------------------------------------------------------------------------------
-    def drain(self, max_records: int) -> list[ShareRecord[K, V]]:
-        """Buffered records, oldest first. One whose acquisition lock has ended while it
-        waited here is no longer the member's (the group may have delivered it to
-        another): it is dropped, not handed out."""
-        out: list[ShareRecord[K, V]] = []
+    def drain(self, max_records: int) -> list[tuple[float, ShareRecord[K, V]]]:
+        """Buffered records, oldest first, each with the ``time.monotonic()`` at which its
+        acquisition lock ends at the earliest (the ShareFetch's send time plus the lock
+        duration). One whose lock has ended while it waited here is no longer the
+        member's (the group may have delivered it to another): it is dropped, not handed
+        out."""
+        out: list[tuple[float, ShareRecord[K, V]]] = []
         now = time.monotonic()
         expired: dict[TopicPartition, int] = {}
         while self.buffer and len(out) < max_records:
@@ -507,7 +509,7 @@ class ShareFetcher(Generic[K, V]):
             if lock_ends <= now:
                 expired[tp] = expired.get(tp, 0) + 1
                 continue
-            out.append(record)
+            out.append((lock_ends, record))
         for tp, n in expired.items():
             self.emit("share", f"dropped {n} buffered records of {tp}: their acquisition "
                       "lock ended before the application polled them", cause=None)
