@@ -173,8 +173,9 @@ def _acknowledge(shared: Shared, consumer: ShareConsumerClient, acks: _ShareAcks
 
 
 def _hold(shared: Shared, episodes: Episodes, ctx: Context) -> str | None:
-    """A member fault due now meets the member holding what it was just given; a stall
-    holds it (for STALL_S at most) past its acquisition locks."""
+    """A member fault due now meets the member holding what it was just given: a stall
+    holds it (for STALL_S at most) past its acquisition locks, a leave or crash ends the
+    member (returned) before it acknowledged anything."""
     ending = episodes.step()
     while episodes.stalled and not shared.readers_stop.is_set():
         ctx.sleep(0.2)
@@ -202,17 +203,13 @@ def share_consumer_process(shared: Shared, process: str, topic: str, group: str)
             episodes = Episodes(shared, process, client, group, rng)
             ending = None
             while not shared.readers_stop.is_set() and ending is None:
-                ending = episodes.step()
-                if ending is not None:
-                    break
-                if episodes.stalled:
-                    ctx.sleep(0.2)
-                    continue
+                if episodes.ongoing:        # a cut: the member carries on, cut off
+                    episodes.step()
                 held = _poll(shared, consumer, ctx, process, group, client)
-                if held:
-                    ending = _hold(shared, episodes, ctx)
-                    if ending is None:
-                        _acknowledge(shared, consumer, acks, process, held, choices)
+                # a fault that fell due meets the member now, with what it was just given
+                ending = _hold(shared, episodes, ctx)
+                if ending is None and held:
+                    _acknowledge(shared, consumer, acks, process, held, choices)
             episodes.end()
             _record_events(shared, process, consumer)
             if ending == "crash":
