@@ -44,8 +44,13 @@ acknowledgement they sent with its outcome (``Ack``), their closes and crashes
 * **share-delivery-limit**: a delivery count above ``share.delivery.count.limit``.
 * **share-lost**: a record of the final log that was never accepted nor rejected,
   and never delivered up to the limit (then it is archived, and counted as
-  ``share archived at the limit``). An ACCEPT or REJECT whose outcome is unknown
-  and after which the record never came back is counted as indeterminate.
+  ``share archived at the limit``). An ACCEPT or REJECT whose outcome is unknown,
+  or that was refused although it was sent while the delivery's lock may have held,
+  and after which the record never came back, is counted as indeterminate (``share
+  finished, outcome unknown``): a refusal is no proof that the leader did not take
+  it, as a client sends again what it sent on a connection that dropped before the
+  answer (kaflite's does: the leader took an ACCEPT on a ShareFetch, stopped before
+  answering, and the ACCEPT sent again was refused; verify seed 8384).
 
 ``L`` and the limit are the group's own configs, as the run set and read them back
 (``Meta.config["share_group_configs"]``).
@@ -62,13 +67,16 @@ from typing import Any
 from kaflite.verify._ownership import Finding
 from kaflite.verify.history import Ack, Assign, Drain, Fault, Meta, Op, Poll
 
-__all__ = ["FAULT_GRACE_S", "check_share"]
+__all__ = ["FAULT_GRACE_S", "LOCK_SLACK_S", "check_share"]
 
 Rec = tuple[str, str, int, int]          # (group, topic, partition, offset)
 MEMBER = ("churn", "member-cut", "member-crash", "member-stall")
 # how long after a cluster fault heals its effects may still end a lock (a broker back
 # from a kill takes a while to lead again; a response held by a delay comes late)
 FAULT_GRACE_S = 5.0
+# how late a leader's lock timer may fire (its event loop lags): an acknowledgement sent
+# that long after the lock's latest end may still have been taken
+LOCK_SLACK_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -128,8 +136,11 @@ class _History:
     def hold_end(self, key: Rec, d: _Delivery, later: Sequence[_Delivery]) -> float:
         """The earliest moment ``d`` may have stopped being its member's."""
         ends = [d.time if d.lock_until is None else d.lock_until]
+        # any acknowledgement: a refused one may have been applied all the same (sent,
+        # its answer lost with the connection, sent again and refused: the
+        # leader had taken it the first time)
         ends += [ack.invoked for ack, _ in self.acks.get(key, ())
-                 if ack.client == d.client and ack.outcome != "fail" and ack.invoked >= d.time]
+                 if ack.client == d.client and ack.invoked >= d.time]
         ends += [_after(self.closes.get(d.client, []), d.time)]
         ends += [_after(self.cuts.get(d.process, []), d.time)]
         ends += [o.time for o in later if o.client == d.client]
@@ -196,11 +207,14 @@ def _acks(h: _History, key: Rec, ds: list[_Delivery], limit: int, stats: dict[st
                                             acknowledged=ack.type, at=round(ack.invoked, 3),
                                             but=f"delivered to {b.client} at {b.time:.3f}")))
                 break
-        if ack.type not in ("accept", "reject") or ack.outcome == "fail":
+        if ack.type not in ("accept", "reject"):
             continue
         after = [b for b in ds if b.time > ack.time]
-        if ack.outcome == "info":
-            if not after and fate == "open":
+        if ack.outcome != "ok":
+            # unknown, or refused: a refusal proves nothing if the acknowledgement may
+            # have reached the leader before (sent while its lock may have held)
+            if not after and fate == "open" and a is not None \
+                    and ack.invoked <= a.time + h.lock_s + LOCK_SLACK_S:
                 fate = "indeterminate"
             continue
         fate = "done"

@@ -26,7 +26,8 @@ must fail. A cut or a crash drops the member's connections, and the brokers
 release what it held; a leave closes the consumer, which does the same.
 
 The members mark in ``Shared.share_done`` each record that is finished, as far as
-they know: accepted or rejected (the leader said so), or delivered
+they know: accepted or rejected (the leader said so, or refused it although it was
+sent while the lock held: it may have taken it before, ``_share``), or delivered
 ``share.delivery.count.limit`` times. The runner waits for every record of the
 log to be finished before it stops them.
 """
@@ -60,34 +61,41 @@ class _ShareAcks:
 
     def __init__(self, shared: Shared, process: str, group: str, client: str) -> None:
         self.shared, self.process, self.group, self.client = shared, process, group, client
-        self.pending: dict[tuple[str, int, int], tuple[str, float]] = {}
+        # (topic, partition, offset) -> type, when sent, the lock's earliest end
+        self.pending: dict[tuple[str, int, int], tuple[str, float, float | None]] = {}
         self.lock = threading.Lock()
         self.muted = False      # a crashed member hears nothing more
 
-    def sent(self, chosen: dict[TP, dict[int, str]], invoked: float) -> None:
+    def sent(self, chosen: dict[TP, dict[int, tuple[str, float | None]]],
+             invoked: float) -> None:
         with self.lock:
             for (topic, part), offsets in chosen.items():
-                for offset, kind in offsets.items():
-                    self.pending[(topic, part, offset)] = (kind, invoked)
+                for offset, (kind, lock_until) in offsets.items():
+                    self.pending[(topic, part, offset)] = (kind, invoked, lock_until)
 
     def result(self, tp: TP, offsets: set[int], error: str | None) -> None:
         """A leader answered for ``offsets`` of ``tp`` (the library's callback)."""
+        h = self.shared.history
         with self.lock:
             if self.muted:
                 return
             answered: dict[tuple[str, float], list[int]] = defaultdict(list)
+            maybe: list[int] = []       # refused, but perhaps taken before (_share)
             for offset in offsets:
                 sent = self.pending.pop((tp[0], tp[1], offset), None)
-                if sent is not None:     # else a gap, or a buffered record given back
-                    answered[sent].append(offset)
-        h = self.shared.history
+                if sent is None:        # a gap, or a buffered record given back
+                    continue
+                kind, invoked, lock_until = sent
+                answered[(kind, invoked)].append(offset)
+                if kind in ("accept", "reject") and (error is None or (
+                        lock_until is not None and invoked < lock_until)):
+                    maybe.append(offset)
         for (kind, invoked), offs in sorted(answered.items()):
             h.add(Ack(time=h.now(), process=self.process, type=kind,
                       outcome="fail" if error else "ok", group=self.group, topic=tp[0],
                       partition=tp[1], offsets=tuple(sorted(offs)), invoked=invoked,
                       client=self.client, error=error))
-            if error is None and kind in ("accept", "reject"):
-                self.shared.share_done.update((tp[0], tp[1], o) for o in offs)
+        self.shared.share_done.update((tp[0], tp[1], o) for o in maybe)
 
     def unknown(self, why: str, mute: bool = False) -> None:
         """What is still unanswered has an unknown outcome from now on."""
@@ -95,7 +103,7 @@ class _ShareAcks:
             left, self.pending = self.pending, {}
             self.muted = self.muted or mute
         by: dict[tuple[str, int, str, float], list[int]] = defaultdict(list)
-        for (topic, part, offset), (kind, invoked) in left.items():
+        for (topic, part, offset), (kind, invoked, _) in left.items():
             by[(topic, part, kind, invoked)].append(offset)
         h = self.shared.history
         for (topic, part, kind, invoked), offs in sorted(by.items()):
@@ -157,12 +165,14 @@ def _choose(rng: random.Random, value: int) -> str:
 
 def _acknowledge(shared: Shared, consumer: ShareConsumerClient, acks: _ShareAcks, process: str,
                  held: list[Delivery], rng: random.Random) -> None:
-    chosen: dict[TP, dict[int, str]] = defaultdict(dict)
+    chosen: dict[TP, dict[int, tuple[str, float | None]]] = defaultdict(dict)
+    t0 = shared.history.t0
     try:
-        for topic, part, offset, value, _, _ in held:
+        for topic, part, offset, value, _, lock_until in held:
             kind = _choose(rng, value)
             consumer.acknowledge((topic, part), offset, kind)
-            chosen[(topic, part)][offset] = kind
+            chosen[(topic, part)][offset] = (kind, None if lock_until is None
+                                             else lock_until - t0)
     except Exception as exc:
         shared.note(process, f"acknowledge: {exc!r}")
     acks.sent(chosen, shared.history.now())
