@@ -24,8 +24,10 @@ or commits again (``polled``).
 
 Acknowledgements wait in ``pending`` until a request to the partition's
 current leader takes them; their outcome (the partition's acknowledge error,
-or none) goes to ``on_result``. A request that failed on the wire puts its
-acknowledgements back. RENEW acknowledgements (KIP-1222) travel only in a
+or none) goes to ``on_result``. A request the broker refused as a whole (a share
+session error) puts its acknowledgements back, to go in the next session; one lost
+on the wire reports them with NETWORK_EXCEPTION, their outcome unknown, and does
+not send them again (``_lost``). RENEW acknowledgements (KIP-1222) travel only in a
 ShareAcknowledge (v2, ``IsRenewAck``). Partition errors follow the recovery
 table: NOT_LEADER_OR_FOLLOWER applies the leader hint and refreshes metadata,
 so the next request goes to the new leader.
@@ -278,12 +280,21 @@ class ShareFetcher(Generic[K, V]):
             self.send()
 
     def _lost(self, node: int, session: ShareSession, acks: dict[TopicPartition, Acks],
-              why: str, into: dict[TopicPartition, Acks] | None = None) -> None:
-        """The request failed on the wire: a new connection, a new session; the
-        acknowledgements go again."""
+              why: str, results: dict[TopicPartition, errors.KafkaError | None] | None = None
+              ) -> None:
+        """The request failed on the wire: a new connection, a new session. The
+        acknowledgements it carried are not sent again: their outcome is unknown, and
+        is reported so (NETWORK_EXCEPTION, as Java's consumer completes them in
+        ``handleShareAcknowledgeFailure``). The leader may have taken them, only its
+        answer was lost; what it had not taken it released when the session closed with
+        the connection. Sent again in a new session they were refused
+        (SHARE_SESSION_NOT_FOUND, INVALID_RECORD_STATE) although the leader had
+        accepted them (kaflite.verify, share groups, seeds 8384 and 5448)."""
         self.consumer.pool.close_connection(node, DATA, why)
         session.reset()
-        merge(self.pending if into is None else into, acks)
+        for tp, a in acks.items():
+            self._result(results, tp, a, errors.NetworkExceptionError(
+                f"{why} (broker {node}): the outcome of these acknowledgements is unknown"))
         self.backoff_until[node] = time.monotonic() + self.backoff
         asyncio.get_running_loop().call_later(self.backoff, self.data_ready.set)
         self.consumer.metadata.request_update(f"{why} (broker {node})")
@@ -451,7 +462,7 @@ class ShareFetcher(Generic[K, V]):
             return self._done(node)
         except (ConnectionClosed, TimeoutError, OSError) as exc:
             self._lost(node, session, acks, f"ShareAcknowledge failed: {type(exc).__name__}",
-                       into)
+                       results)
             return self._done(node)
         if resp.error_code:
             self._top_error(node, session, resp.error_code, resp.error_message, acks,
