@@ -151,9 +151,14 @@ class ShareFetcher(Generic[K, V]):
             acks = {tp: self.pending.pop(tp) for tp in acking.get(node, ())}
             session = self.sessions.setdefault(node, ShareSession(node))
             renew = any(t == AcknowledgeType.RENEW for a in acks.values() for t in a.values())
-            # a ShareFetch carries the acknowledgements of the session's partitions
-            riding = session.open and not renew and all(
-                tp in wanted or tp in session.partitions for tp in acks)
+            # A ShareFetch carries the acknowledgements of the partitions it fetches, and
+            # of those only: a partition it names is fetched. The acknowledgements of a
+            # partition no longer assigned (its buffered records, given back) go in a
+            # ShareAcknowledge. Named in a ShareFetch, the leader acquired its records
+            # again for this member, which gave them back again, and so on until the
+            # delivery limit archived them unseen (kaflite.verify share rounds, seeds
+            # 6002 and 7002).
+            riding = session.open and not renew and all(tp in wanted for tp in acks)
             can_fetch = bool(wanted) and not any(tp in self.buffered for tp in wanted) and \
                 not (node in self.idle and not wanted.isdisjoint(self.held))
             # decided now: the task runs after the caller's next steps (another poll
