@@ -12,7 +12,18 @@ from typing import Any
 
 from kaflite.verify._share import check_share
 from kaflite.verify.checker import CheckResult, check
-from kaflite.verify.history import Ack, Assign, Drain, Fault, Meta, Op, Phase, Poll, Send
+from kaflite.verify.history import (
+    Ack,
+    Assign,
+    Drain,
+    Fault,
+    Meta,
+    Op,
+    Phase,
+    Poll,
+    Send,
+    Unseen,
+)
 
 LOCK_S, LIMIT = 4.0, 3
 CONFIGS = {"share.record.lock.duration.ms": str(int(LOCK_S * 1000)),
@@ -232,3 +243,47 @@ def test_the_checker_flags_two_holders_a_lost_and_a_redelivered_record_together(
     findings, _ = check_share(run.history())
     assert sorted(f.kind for f in findings) == ["share-lost", "share-redelivered",
                                                 "share-two-holders"]
+
+
+def unseen(run: Share, member: str, at: float, part: int, *offsets: int) -> Share:
+    run.ops.append(Unseen(time=at, process=member, group="g", topic="t", partition=part,
+                          offsets=offsets, client=f"{member}.0", why="gave back"))
+    return run
+
+
+def test_deliveries_no_poll_shows_count_toward_the_limit() -> None:
+    """A record released twice, then fetched by a member that lost its partition before
+    handing it out: its third delivery, unseen, archived it."""
+    run = Share().clean()
+    run.deliver("c0", 2.0, 0, 1, count=1).ack("c0", 2.1, 0, 1, type="release")
+    run.deliver("c1", 2.2, 0, 1, count=2).ack("c1", 2.3, 0, 1, type="release")
+    assert found(run.check()) == {"share-lost": 1}
+    result = unseen(run, "c0", 2.5, 0, 1).check()
+    assert result.valid, found(result)
+    assert result.stats["share archived at the limit"] == 1
+    assert result.stats["share deliveries unseen"] == 1
+
+
+def test_one_member_giving_a_record_back_again_and_again_counts_once() -> None:
+    """The fault of seeds 6002 and 7002: a member that fetched a partition no longer its
+    own, and gave its records back until the limit archived them."""
+    run = Share().clean()
+    run.deliver("c0", 2.0, 0, 1, count=1).ack("c0", 2.1, 0, 1, type="release")
+    for n in range(3):
+        unseen(run, "c1", 2.5 + n / 10, 0, 1)
+    assert found(run.check()) == {"share-lost": 1}
+
+
+def test_the_kaflite_share_consumers_events_name_what_it_never_handed_out() -> None:
+    from kaflite.client.events import Event
+    from kaflite.client.share._fetcher import offset_ranges
+    from kaflite.verify.clients._kaflite import _unseen
+
+    events = [Event(1.0, "share", f"gave back 5 buffered records of my-topic-3 (offsets "
+                                  f"{offset_ranges([1, 2, 3, 7, 9])})"),
+              Event(2.0, "share", "gave back 1 records of t-0, no longer assigned (offsets 4)"),
+              Event(3.0, "share", "dropped 2 buffered records of t-1 (offsets 5-6): their "
+                                  "acquisition lock ended before the application polled them"),
+              Event(4.0, "share", "share session reset")]
+    assert [(t, topic, part, offs) for t, topic, part, offs, _ in _unseen(events)] == [
+        (1.0, "my-topic", 3, (1, 2, 3, 7, 9)), (2.0, "t", 0, (4,)), (3.0, "t", 1, (5, 6))]

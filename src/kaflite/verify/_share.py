@@ -44,7 +44,10 @@ acknowledgement they sent with its outcome (``Ack``), their closes and crashes
 * **share-delivery-limit**: a delivery count above ``share.delivery.count.limit``.
 * **share-lost**: a record of the final log that was never accepted nor rejected,
   and never delivered up to the limit (then it is archived, and counted as
-  ``share archived at the limit``). An ACCEPT or REJECT whose outcome is unknown,
+  ``share archived at the limit``). Deliveries no application saw count toward the
+  limit too: a member's library gives back what it fetched of a partition taken
+  away from it, or holds at close, and drops what expired in its buffer (``Unseen``,
+  from the library's own events). An ACCEPT or REJECT whose outcome is unknown,
   or that was refused although it was sent while the delivery's lock may have held,
   and after which the record never came back, is counted as indeterminate (``share
   finished, outcome unknown``): a refusal is no proof that the leader did not take
@@ -65,7 +68,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaflite.verify._ownership import Finding
-from kaflite.verify.history import Ack, Assign, Drain, Fault, Meta, Op, Poll
+from kaflite.verify.history import Ack, Assign, Drain, Fault, Meta, Op, Poll, Unseen
 
 __all__ = ["FAULT_GRACE_S", "LOCK_SLACK_S", "check_share"]
 
@@ -97,6 +100,8 @@ class _History:
         self.lock_s = lock_s
         self.deliveries: dict[Rec, list[_Delivery]] = defaultdict(list)
         self.acks: dict[Rec, list[tuple[Ack, int]]] = defaultdict(list)
+        # when, and by which member, a delivery was given back unseen
+        self.unseen: dict[Rec, list[tuple[float, str]]] = defaultdict(list)
         self.closes: dict[str, list[float]] = defaultdict(list)     # client -> times
         self.cuts: dict[str, list[float]] = defaultdict(list)       # process -> starts
         self.faults: list[tuple[float, float]] = []
@@ -111,6 +116,10 @@ class _History:
             elif isinstance(op, Ack):
                 for offset in op.offsets:
                     self.acks[(op.group, op.topic, op.partition, offset)].append((op, offset))
+            elif isinstance(op, Unseen):
+                for offset in op.offsets:
+                    self.unseen[(op.group, op.topic, op.partition, offset)].append(
+                        (op.time, op.client or op.process))
             elif isinstance(op, Assign) and op.type == "close":
                 self.closes[op.client or op.process].append(op.time)
             elif isinstance(op, Fault) and op.error is None:
@@ -185,7 +194,14 @@ def _acks(h: _History, key: Rec, ds: list[_Delivery], limit: int, stats: dict[st
     """The findings of one record's acknowledgements, and what became of it:
     done | archived | indeterminate | open."""
     out: list[Finding] = []
-    fate = "archived" if any(d.count >= limit for d in ds) else "open"
+    # Deliveries no Poll shows count too: those given back after the last one seen, one
+    # per member (a member gives back what it holds of a partition taken away once; the
+    # same record given back by one member again and again is the fault of seeds 6002
+    # and 7002, a member fetching a partition no longer its own, not a count to trust).
+    last = max((d.time for d in ds), default=float("-inf"))
+    seen = max((d.count for d in ds), default=0)
+    more = len({who for t, who in h.unseen.get(key, ()) if t > last})
+    fate = "archived" if seen + more >= limit else "open"
     for ack, _ in sorted(h.acks.get(key, ()), key=lambda a: a[0].invoked):
         stats[f"share {ack.type} {ack.outcome}"] += 1
         mine = [d for d in ds if d.client == ack.client and d.time <= ack.invoked]
@@ -241,6 +257,7 @@ def check_share(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
         return [], {}
     stats: dict[str, int] = defaultdict(int)
     findings: list[Finding] = []
+    stats["share deliveries unseen"] = sum(len(ts) for ts in h.unseen.values())
     for key, ds in sorted(h.deliveries.items()):
         stats["share deliveries"] += len(ds)
         stats["share redeliveries"] += sum(1 for d in ds if d.count > 1)

@@ -14,7 +14,11 @@ multiple of ``POISON`` is always released: it must be delivered
 
 Every acknowledgement is recorded when it is sent and again when the leader's
 answer comes (``Ack``: ``ok``, or ``fail`` with the error); one still unanswered
-when its consumer closes or crashes is ``info``, its outcome unknown.
+when its consumer closes or crashes is ``info``, its outcome unknown. Once a
+consumer closed, the records its library was delivered and never handed out are
+recorded too (``Unseen``: given back with a partition taken away or at close, or
+expired in its buffer), as its events name them: the group counted those
+deliveries, toward the limit as well.
 
 Under churn the member meets the faults of ``_churn.MEMBER_FAULTS`` as the other
 protocols' members do, with one difference: a fault that falls due right after a
@@ -37,13 +41,14 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from kaflite.verify._churn import Episodes, crash
 from kaflite.verify.clients import Context, ShareConsumerClient
 from kaflite.verify.clients._base import TP, Delivery
-from kaflite.verify.history import Ack, Fault, Poll
+from kaflite.verify.history import Ack, Fault, Poll, Unseen
 from kaflite.verify.workload import _record_events, _Recorder
 
 if TYPE_CHECKING:
@@ -182,6 +187,22 @@ def _acknowledge(shared: Shared, consumer: ShareConsumerClient, acks: _ShareAcks
         shared.note(process, f"commit: {exc!r}")
 
 
+def _record_unseen(shared: Shared, process: str, group: str, client: str,
+                   consumer: ShareConsumerClient) -> None:
+    """What the consumer's library was delivered and never handed out, once it closed:
+    deliveries the group counted (toward the limit, too) that no Poll shows."""
+    h = shared.history
+    try:
+        unseen = consumer.unseen()
+    except Exception as exc:
+        shared.note(process, f"unseen: {exc!r}")
+        return
+    offset = h.now() - time.time()      # wall clock -> the run's clock
+    for ts, topic, part, offsets, why in unseen:
+        h.add(Unseen(time=ts + offset, process=process, group=group, topic=topic,
+                     partition=part, offsets=offsets, client=client, why=why))
+
+
 def _hold(shared: Shared, episodes: Episodes, ctx: Context) -> str | None:
     """A member fault due now meets the member holding what it was just given: a stall
     holds it (for STALL_S at most) past its acquisition locks, a leave or crash ends the
@@ -225,6 +246,7 @@ def share_consumer_process(shared: Shared, process: str, topic: str, group: str)
             if ending == "crash":
                 acks.unknown("the member crashed", mute=True)
                 crash(shared, ctx, consumer, process, client, group, recorder)
+                _record_unseen(shared, process, group, client, consumer)
                 recorder = _Recorder(shared, process, group)
                 continue
             recorder.closed()   # from now on the brokers may release what it holds
@@ -233,6 +255,7 @@ def share_consumer_process(shared: Shared, process: str, topic: str, group: str)
             except Exception as exc:
                 shared.note(process, f"close: {exc!r}")
             acks.unknown("no answer before the consumer closed")
+            _record_unseen(shared, process, group, client, consumer)
             if shared.readers_stop.is_set():
                 break
             h.add(Fault(time=h.now(), process=process, fault="churn",

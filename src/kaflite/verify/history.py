@@ -17,6 +17,8 @@ threads can be ordered in real time.
 ``Commit``        a consumer's offset commit for one partition (``ok``/``fail``)
 ``Ack``           a share consumer's acknowledgement of records of one partition:
                   ``accept``/``release``/``reject``, then ``ok``/``fail``/``info``
+``Unseen``        records a share consumer's library was delivered and never handed
+                  to the application (given back, or expired in its buffer)
 ``Assign``        a consumer's assignment changed: ``assign``, ``revoke``, ``lost``,
                   ``seek`` (the application moved the position) or ``close``
 ``Subscribe``     a consumer changed its subscription (group churn)
@@ -49,7 +51,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 __all__ = ["OPS", "Ack", "Assign", "Commit", "Drain", "Fault", "History", "Meta", "Note", "Op",
-           "Phase", "Poll", "Probe", "Removed", "Send", "Subscribe", "Txn", "from_dict", "to_dict"]
+           "Phase", "Poll", "Probe", "Removed", "Send", "Subscribe", "Txn", "Unseen", "from_dict",
+           "to_dict"]
 
 Records = tuple[tuple[int, int], ...]  # (offset, value) pairs
 
@@ -112,6 +115,21 @@ class Ack(Op):
     invoked: float
     client: str | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unseen(Op):
+    """Records a share consumer's library was delivered and gave back, or let expire,
+    without handing them to the application (a partition taken away, the consumer
+    closed, a lock that ended in its buffer): deliveries the group counts, that no
+    ``Poll`` shows. ``time``: when the library said so."""
+    kind: ClassVar[str] = "unseen"
+    group: str
+    topic: str
+    partition: int
+    offsets: tuple[int, ...]
+    client: str | None = None
+    why: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,7 +230,7 @@ class Probe(Op):
 
 
 OPS: dict[str, type[Op]] = {cls.kind: cls for cls in (
-    Meta, Send, Poll, Ack, Commit, Assign, Subscribe, Removed, Txn, Fault, Phase, Drain, Note,
+    Meta, Send, Poll, Ack, Unseen, Commit, Assign, Subscribe, Removed, Txn, Fault, Phase, Drain, Note,
     Probe)}
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Generic, cast
 
 from kaflite.client._aio import cancel_and_wait
@@ -71,12 +71,18 @@ if TYPE_CHECKING:
     from kaflite.client._base import BaseClient
     from kaflite.protocol.messages import share_fetch_response as sfr
 
-__all__ = ["ShareFetcher"]
+__all__ = ["ShareFetcher", "offset_ranges"]
 
 SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 RENEW_VERSION = 2          # AcknowledgeType RENEW and IsRenewAck from v2 (KIP-1222)
 ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
 ResultCallback = Callable[[TopicPartition, set[int], errors.KafkaError | None], None]
+
+
+def offset_ranges(offsets: Iterable[int]) -> str:
+    """``1-4, 7``: the events' way of naming the records given back or dropped."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b, _ in
+                     ack_ranges(dict.fromkeys(offsets, 0)))
 
 
 class ShareFetcher(Generic[K, V]):
@@ -361,9 +367,11 @@ class ShareFetcher(Generic[K, V]):
                     got = True
                 elif pd.acquired_records:
                     # acquired for a partition no longer assigned: give them back
-                    merge(self.pending, {tp: {o: AcknowledgeType.RELEASE
-                                              for r in pd.acquired_records
-                                              for o in range(r.first_offset, r.last_offset + 1)}})
+                    back = [o for r in pd.acquired_records
+                            for o in range(r.first_offset, r.last_offset + 1)]
+                    merge(self.pending, {tp: dict.fromkeys(back, AcknowledgeType.RELEASE)})
+                    self.emit("share", f"gave back {len(back)} records of {tp}, no longer "
+                              f"assigned (offsets {offset_ranges(back)})", cause=None)
         for tp, a in acks.items():
             if tp not in answered:
                 self._report(tp, a, 0, None)
@@ -513,7 +521,7 @@ class ShareFetcher(Generic[K, V]):
         out."""
         out: list[tuple[float, ShareRecord[K, V]]] = []
         now = time.monotonic()
-        expired: dict[TopicPartition, int] = {}
+        expired: dict[TopicPartition, list[int]] = {}
         while self.buffer and len(out) < max_records:
             lock_ends, record = self.buffer.popleft()
             tp = TopicPartition(record.topic, record.partition)
@@ -523,11 +531,12 @@ class ShareFetcher(Generic[K, V]):
             else:
                 del self.buffered[tp]
             if lock_ends <= now:
-                expired[tp] = expired.get(tp, 0) + 1
+                expired.setdefault(tp, []).append(record.offset)
                 continue
             out.append((lock_ends, record))
-        for tp, n in expired.items():
-            self.emit("share", f"dropped {n} buffered records of {tp}: their acquisition "
+        for tp, offsets in expired.items():
+            self.emit("share", f"dropped {len(offsets)} buffered records of {tp} (offsets "
+                      f"{offset_ranges(offsets)}): their acquisition "
                       "lock ended before the application polled them", cause=None)
         return out
 
@@ -546,6 +555,9 @@ class ShareFetcher(Generic[K, V]):
         for tp in tps:
             self.buffered.pop(tp, None)
         merge(self.pending, released)
+        for tp, acks in released.items():
+            self.emit("share", f"gave back {len(acks)} buffered records of {tp} (offsets "
+                      f"{offset_ranges(acks)})", cause=None)
 
     def raise_errors(self) -> None:
         if self.errors:

@@ -225,6 +225,12 @@ class ShareConsumerClient(ABC):
     def events(self) -> list[tuple[float, str]]:
         return []
 
+    def unseen(self) -> list[tuple[float, str, int, tuple[int, ...], str]]:
+        """Records the library was delivered and never handed out (given back with a
+        partition taken away or at close, or expired in its buffer), as far as it says:
+        (wall-clock time, topic, partition, offsets, why)."""
+        return []
+
 
 class ClientFactory(ABC):
     name: str

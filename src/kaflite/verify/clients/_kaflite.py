@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -87,6 +88,25 @@ def _ack_callback(on_result: AckResult) -> Callable[[Any, KafkaError | None], No
             on_result((tp.topic, tp.partition), set(offs),
                       None if error is None else repr(error))
     return done
+
+
+# the share fetcher's events about records it never handed out (_fetcher.offset_ranges)
+_UNSEEN = re.compile(r"^(?:gave back|dropped) \d+ (?:buffered )?records of (.+)-(\d+)"
+                     r"[^(]*\(offsets ([0-9, -]+)\)")
+
+
+def _unseen(events: list[Any]) -> list[tuple[float, str, int, tuple[int, ...], str]]:
+    out = []
+    for e in events:
+        m = _UNSEEN.match(e.message) if e.kind == "share" else None
+        if m is None:
+            continue
+        offsets: list[int] = []
+        for part in m.group(3).split(","):
+            a, _, b = part.strip().partition("-")
+            offsets += range(int(a), int(b or a) + 1)
+        out.append((e.timestamp, m.group(1), int(m.group(2)), tuple(offsets), e.message))
+    return out
 
 
 def _delivery(r: ShareRecord[Any, Any], lock_until: float | None) -> Delivery:
@@ -261,6 +281,9 @@ class _AsyncShareConsumer(ShareConsumerClient):
     def events(self) -> list[tuple[float, str]]:
         return _events(self.c)
 
+    def unseen(self) -> list[tuple[float, str, int, tuple[int, ...], str]]:
+        return _unseen(self.c.events("share"))
+
 
 class KafliteAsync(ClientFactory):
     group_protocols = ("classic", "cooperative", "consumer", "share")
@@ -377,6 +400,9 @@ class _SyncShareConsumer(ShareConsumerClient):
 
     def events(self) -> list[tuple[float, str]]:
         return _events(self.c)
+
+    def unseen(self) -> list[tuple[float, str, int, tuple[int, ...], str]]:
+        return _unseen(self.c.events("share"))
 
 
 class KafliteSync(ClientFactory):
