@@ -87,8 +87,16 @@ def finish(out: Path, lines: list[str], invalid: list[str]) -> int:
     return 1 if invalid else 0
 
 
-def group_rounds(seed: int) -> list[tuple[str, str]]:
-    """Each client that can run here with each group protocol it speaks, shuffled."""
+def group_rounds(seed: int, only: str = "") -> list[tuple[str, str]]:
+    """Each client that can run here with each group protocol it speaks, shuffled;
+    with ``only`` ("client:protocol,..."), just those pairs, in that order."""
+    if only:
+        pairs = [tuple(p.split(":", 1)) for p in only.split(",")]
+        plan = [(c, p) for c, p in pairs if c in _runnable([c])]
+        for c, p in plan:
+            if p not in factory(c).group_protocols:
+                raise SystemExit(f"{c} has no group protocol {p!r}")
+        return plan
     clients = _runnable([c for c in sorted(CLIENTS) if c != "spark"])
     plan = [(c, p) for c in clients for p in factory(c).group_protocols]
     random.Random(seed).shuffle(plan)
@@ -97,7 +105,7 @@ def group_rounds(seed: int) -> list[tuple[str, str]]:
 
 def soak_groups(args: argparse.Namespace, seed: int) -> int:
     rng = random.Random(seed)
-    plan = group_rounds(seed)
+    plan = group_rounds(seed, args.only)
     deadline = time.monotonic() + args.minutes * 60
     rows: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     worst: dict[tuple[str, str], int] = defaultdict(int)
@@ -176,6 +184,9 @@ def main() -> int:
                     help="soak the group protocols with churn instead (see above)")
     ap.add_argument("--filler-partitions", type=int, default=2000)
     ap.add_argument("--nemesis", default="all", help="with --groups: fault kinds, or all")
+    ap.add_argument("--only", default="",
+                    help="with --groups: just these client:protocol pairs, comma-separated "
+                         "(a 30-minute soak of one pair: --minutes 30 --round-seconds 1800)")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     if args.groups:

@@ -81,7 +81,7 @@ API_NAMES |= {
     61: "describe_producers", 64: "unregister_broker", 65: "describe_transactions",
     66: "list_transactions", 68: "consumer_group_heartbeat", 69: "consumer_group_describe",
     71: "get_telemetry_subscriptions", 72: "push_telemetry",
-    74: "list_client_metrics_resources", 75: "describe_topic_partitions",
+    74: "list_config_resources", 75: "describe_topic_partitions",
 }  # fmt: skip
 
 _HEADER = struct.Struct(">hhi")

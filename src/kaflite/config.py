@@ -133,6 +133,9 @@ _p("events.max", "int", 10_000, minimum=0)
 _p("sasl.mechanism", "str", "GSSAPI", check=_mechanism)
 _p("sasl.username", "str", None, nullable=True)
 _p("sasl.password", "str", None, nullable=True, sensitive=True)
+# kaflite's: log in with a delegation token over SCRAM (Java's ScramLoginModule option
+# tokenauth=true): sasl.username is the token id, sasl.password the base64 of its HMAC
+_p("sasl.scram.tokenauth", "bool", False)
 _p("ssl.ca.location", "str", None, nullable=True)
 _p("ssl.certificate.location", "str", None, nullable=True)
 _p("ssl.key.location", "str", None, nullable=True)

@@ -30,8 +30,9 @@ class KafliteUp:
 
     def __init__(self, *args: str, cwd: Path | None = None,
                  env: dict[str, str] | None = None, timeout: float = 60,
-                 command: list[str] | None = None) -> None:
+                 command: list[str] | None = None, ready: str = READY) -> None:
         self.command = command or [sys.executable, "-m", "kaflite.cli", "up", *args]
+        self.ready = ready
         self.cwd, self.timeout = cwd, timeout
         self.env = env if env is not None else dict(os.environ)
         self.lines: list[str] = []
@@ -51,7 +52,7 @@ class KafliteUp:
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
         try:
-            self.read_until(READY)
+            self.read_until(self.ready)
         except BaseException:
             self.stop()   # a start that failed still stops what it started
             raise

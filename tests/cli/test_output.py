@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from typer.testing import CliRunner
 
 from kaflite.cli import app
@@ -111,7 +112,7 @@ def test_produce_and_consume_draw_a_bar_on_a_terminal_only(cluster: Cluster,
     assert b"consuming" in screen
     # With stderr a pipe (as here), there is no bar at all.
     piped = runner.invoke(app, ["produce", "-t", "bars", "-b", b], input="x\n")
-    assert piped.exit_code == 0 and piped.stderr == "1 records acknowledged by bars\n"
+    assert piped.exit_code == 0 and piped.stderr == "1 record written to bars, acknowledged\n"
 
 
 def test_consume_json_is_one_object_a_record(cluster: Cluster) -> None:
@@ -164,3 +165,76 @@ def test_connections_table_marks_closed_connections() -> None:
     (gone,) = [line for line in text.splitlines() if "gone-one" in line]
     (still,) = [line for line in text.splitlines() if "open-one" in line]
     assert "closed 7s ago" in gone and "closed" not in still
+
+
+def _connection_rows(n: int) -> list[dict[str, object]]:
+    import time
+
+    now = time.time()
+    long_id = "spark-source-1f0c9a2e-driver-0-executor-attempt-7-a-very-long-client-id"
+    return [{"client_id": [f"consumer-{i}", long_id][i % 2], "broker": i % 3,
+             "peer": f"127.0.0.1:{40000 + i}", "security_protocol": "SASL_SSL",
+             "sasl_mechanism": "SCRAM-SHA-512", "principal": "User:alice",
+             "roles": ["partition-leader", "group-coordinator"],
+             "partitions": [f"events-{p}" for p in range(5)], "groups": ["demo-group"],
+             "transactional_ids": [], "software_name": "kaflite", "software_version": "1.0",
+             "apis": {"Fetch": {"count": 100 + i, "errors": {"NOT_LEADER_OR_FOLLOWER": 2}}},
+             "last_activity": now - 2, "closed_at": now - 5 if i == 0 else None}
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_connections_fit_the_terminal_one_line_per_connection(width: int) -> None:
+    """Issue 40: at 160 columns whatever the terminal, a client id wrapped over 5 lines in
+    100 columns. Each connection now takes one line within the terminal's width: names
+    are cut with an ellipsis, and what does not fit is hidden, as the caption says."""
+    from rich.console import Console
+
+    from kaflite.cli.connections import connections_table
+
+    rows = _connection_rows(21)
+    out = io.StringIO()
+    Console(file=out, width=width).print(connections_table(rows, width))
+    lines = out.getvalue().splitlines()
+    assert max(cell_len(line) for line in lines) <= width
+    body = [line for line in lines if "127.0.0" in line or " events-" in line]
+    assert len(body) == 21, "\n".join(lines)        # one line per connection
+    assert sum("spark-source-1" in line and "…" in line for line in body) == 10
+    assert "closed 5s ago" in body[0] and not any("closed" in line for line in body[1:])
+    caption = " ".join(" ".join(lines[-3:]).split())
+    assert "1 closed" in caption
+    if width < 160:
+        assert "hidden to fit" in caption and "security" in caption
+        assert "leader, coord" in body[1]            # the registry's role names, shortened
+    # piped (no terminal: the widest table), nothing is cut or hidden
+    wide = io.StringIO()
+    Console(file=wide, width=1000).print(connections_table(rows))
+    text = wide.getvalue()
+    assert rows[1]["client_id"] in text and "User:alice" in text and "hidden" not in text
+    assert "partition-leader, group-coordinator" in text
+
+
+def test_clients_fit_the_terminal() -> None:
+    from rich.console import Console
+
+    from kaflite.cli.connections import clients_table
+
+    rows = [{"client_id": "an-application-with-a-client-id-far-longer-than-a-screen" * 2,
+             "host": "127.0.0.1", "connections": 4, "fan_out": {0: 2, 1: 1, 2: 1},
+             "roles": {"partition-leader": 3, "group-coordinator": 1},
+             "heartbeat_interval_ms": 3000.0, "commit_interval_ms": None, "fetch_rate": 2.5}]
+    out = io.StringIO()
+    Console(file=out, width=90).print(clients_table(rows, 90))
+    lines = out.getvalue().splitlines()
+    assert max(cell_len(line) for line in lines) <= 90
+    assert sum("an-applicat" in line and "…" in line for line in lines) == 1
+    assert "partition-l" not in out.getvalue() and "leader x3" in out.getvalue()
+
+
+def test_produce_says_what_it_wrote_plainly() -> None:
+    """Issue 40: "5000 records acknowledged by clicks" read oddly."""
+    from kaflite.cli.produce import written
+
+    assert written(5000, "clicks", "all") == "5000 records written to clicks, all acknowledged"
+    assert written(1, "bars", "1") == "1 record written to bars, acknowledged"
+    assert written(3, "t", "0") == "3 records sent to t (acks=0: the brokers confirm none)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -72,6 +73,9 @@ def test_two_clusters_make_a_plain_command_ask_which(tmp_path: Path) -> None:
         assert "hint: say which with -b/--bootstrap" in proc.stderr
         told = kaflite("topics", "list", "-b", second.value("bootstrap.servers="))
         assert told.returncode == 0, told.stderr
+        # Issue 40: the second `kaflite up` no longer claims the commands find it alone
+        assert any(line.startswith("2 kaflite clusters are running: the commands find this "
+                                   "one with -b ") for line in second.lines), second.lines
         # Issue 40: in the directory that holds one cluster's data, that one is meant.
         here = kaflite("topics", "list", cwd=tmp_path / "one")
         assert here.returncode == 0, here.stderr
@@ -203,3 +207,35 @@ def test_the_console_line_says_why_it_is_not_on_9990(tmp_path: Path) -> None:
         assert ":9990/" not in line.split()[1]
         return
     pytest.fail("port 9990 was never taken while kaflite up started (6 tries)")
+
+
+def _hold(port: int) -> socket.socket | None:
+    """Listen on ``port`` (None when someone else does already, which serves as well)."""
+    holder = socket.socket()
+    try:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+    except OSError:
+        holder.close()
+        return None
+    return holder
+
+
+def test_kaflite_consoles_line_says_why_it_is_not_on_9991() -> None:
+    """The same for ``kaflite console`` (port 9991 by default); as above, a holder that
+    is not this test may let the port go first: then it tries again (bounded)."""
+    with KafliteUp("--brokers", "1", "--base-port", "0", "--http-port", "-1") as up:
+        for _ in range(6):
+            holder = _hold(9991)
+            try:
+                with KafliteUp(command=[sys.executable, "-m", "kaflite.cli", "console", "-b",
+                                        up.value("bootstrap.servers=")],
+                               ready="Ctrl-C stops the console.") as console:
+                    line = next(x for x in console.lines if x.startswith("console: "))
+            finally:
+                if holder is not None:
+                    holder.close()
+            if ":9991/" not in line.split()[1]:
+                break
+        assert "(port 9991 is taken" in line and "--port chooses one" in line, line

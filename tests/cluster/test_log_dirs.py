@@ -6,7 +6,13 @@ import asyncio
 
 from kaflite.cluster import Cluster
 from kaflite.net.connection import BrokerConnection
-from kaflite.protocol.messages import DescribeLogDirsRequest, ProduceRequest
+from kaflite.protocol import errors
+from kaflite.protocol.messages import (
+    AlterReplicaLogDirsRequest,
+    DescribeLogDirsRequest,
+    ProduceRequest,
+)
+from kaflite.protocol.messages import alter_replica_log_dirs_request as arq
 from kaflite.protocol.messages import describe_log_dirs_request as dlq
 from kaflite.protocol.messages import produce_request as pq
 from kaflite.protocol.records import encode_batch
@@ -50,5 +56,35 @@ def test_each_broker_reports_its_directory_and_replica_sizes() -> None:
                 # named topics: only the partitions asked for that this broker hosts
                 assert [(t.name, [p.partition_index for p in t.partitions])
                         for t in some.results[0].topics] == [("dirs", [0])]
+
+    asyncio.run(main())
+
+
+def test_alter_replica_log_dirs_answers_each_partition_as_kafka() -> None:
+    """One directory per broker: a replica already in it has nothing to move (0), another
+    directory is LOG_DIR_NOT_FOUND, a partition the broker holds no replica of is
+    REPLICA_NOT_AVAILABLE."""
+    async def main() -> None:
+        async with Cluster(brokers=2) as cluster:
+            cluster.create_topic("moved", partitions=2, replication_factor=1)
+            placed = {p: cluster.controller.topics["moved"].partitions[p].replicas[0]
+                      for p in (0, 1)}
+            broker = cluster.broker(placed[0])
+            here = str(broker.data_dir.resolve())
+            conn = await BrokerConnection("127.0.0.1", broker.port).open()
+            try:
+                resp = await conn.request(AlterReplicaLogDirsRequest(dirs=[
+                    arq.AlterReplicaLogDir(here, [arq.AlterReplicaLogDirTopic("moved", [0, 1])]),
+                    arq.AlterReplicaLogDir("/nowhere/else", [
+                        arq.AlterReplicaLogDirTopic("other", [0])])]), version=2)
+            finally:
+                conn.close()
+            got = {(t.topic_name, p.partition_index): p.error_code for t in resp.results
+                   for p in t.partitions}
+            assert got == {
+                ("moved", 0): 0,
+                ("moved", 1): 0 if placed[1] == placed[0]
+                else errors.ReplicaNotAvailableError.code,
+                ("other", 0): errors.LogDirNotFoundError.code}
 
     asyncio.run(main())

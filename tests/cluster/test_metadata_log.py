@@ -3,6 +3,7 @@ restart recovers, what a change costs, torn writes, the JSON file of older kafli
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kaflite.cluster import metadata_image, metalog
+from kaflite.cluster import delegation_tokens, metadata_image, metalog
 from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, TopicState
 from kaflite.protocol.messages._runtime import Struct
 from kaflite.protocol.records import iter_batches
@@ -59,6 +60,7 @@ def state(c: Controller) -> dict[str, object]:
         "acl_ids": sorted((str(i), b.to_json()) for i, b in c.acl_ids.items()),
         "groups": {g: dict(v) for g, v in c.group_configs.items()},
         "features": dict(c.features),
+        "tokens": dict(c.tokens),
     }
 
 
@@ -93,6 +95,14 @@ def busy(c: Controller) -> None:
     c.set_group_configs("g", {"consumer.session.timeout.ms": "45000"})
     c.set_group_configs("h", {"consumer.session.timeout.ms": "50000"})
     c.set_group_configs("h", {})
+    settings = delegation_tokens.TokenSettings("k", 60_000, 30_000, 1_000)
+    kept, renewed, gone = (delegation_tokens.create(settings, "User:alice", "User:admin",
+                                                    ["User:bob"], -1, 1_000 + i)
+                           for i in range(3))
+    for t in (kept, renewed, gone):
+        c.put_token(t)
+    c.put_token(dataclasses.replace(renewed, expiry_ms=renewed.expiry_ms + 5))
+    c.remove_tokens([gone.token_id, "never-there"])
 
 
 def test_a_restart_recovers_every_kind_of_metadata_from_the_log(tmp_path: Path) -> None:

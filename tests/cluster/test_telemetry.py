@@ -23,7 +23,7 @@ from kaflite.protocol import errors
 from kaflite.protocol.messages import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
-    ListClientMetricsResourcesRequest,
+    ListConfigResourcesRequest,
     PushTelemetryRequest,
 )
 from kaflite.protocol.primitives import ZERO_UUID
@@ -104,11 +104,11 @@ def test_subscriptions_are_validated_described_listed_and_replayed() -> None:
                     ("match", "client_id=app-.*", "DYNAMIC_CLIENT_METRICS_CONFIG")}
             conn = await _open(cluster, "lister")
             try:
-                listed = await conn.request(ListClientMetricsResourcesRequest())
-                assert [r.name for r in listed.client_metrics_resources] == ["sub1", "sub2"]
+                listed = await conn.request(ListConfigResourcesRequest(), version=0)
+                assert [r.resource_name for r in listed.config_resources] == ["sub1", "sub2"]
                 await _subscribe(cluster, "sub2", {"metrics": None})     # the last config
-                listed = await conn.request(ListClientMetricsResourcesRequest())
-                assert [r.name for r in listed.client_metrics_resources] == ["sub1"]
+                listed = await conn.request(ListConfigResourcesRequest(), version=0)
+                assert [r.resource_name for r in listed.config_resources] == ["sub1"]
             finally:
                 conn.close()
             # a broker process's replica replays the ConfigRecords (resource type 16)

@@ -42,12 +42,12 @@ def snapshot() -> dict[str, object]:
     clients = {"producer": client(3), "consumer-1": client(4, True, **{"group-coordinator": 1}),
                "consumer-2": client(4, True), DRIVER: client(2), "spark-sink": client(4),
                "spark-source-executor": client(4), "spark-relation-executor": client(5),
-               LONG_ID: client(1)}
+               LONG_ID: client(1), "kaflite-console": client(3, admin=3)}
     return {
         "time": time.time(), "brokers": [(0, True), (1, True), (2, False)],
         "partitions": [(p, p % 2, [0, 1]) for p in range(6)], "clients": clients,
         "reported": {"producer": 3, "consumer-1": 4, "consumer-2": 4},
-        "lag": {0: 3, 1: 0}, "acked": 123456, "consumed": 123450,
+        "lag": {0: 3, 1: 0}, "acked": 123456, "consumed": 123450, "ahead": 0,
         "events": ["consumer-1: leader of events-0 moved 0→1"], "tour": None,
         "spark": "running, 12 micro-batches",
     }
@@ -141,7 +141,8 @@ def test_the_live_view_shows_the_step_and_fits_the_console() -> None:
 def workload() -> SimpleNamespace:
     seen = set(range(10))
     return SimpleNamespace(acked=set(range(10)), consumed=lambda: seen, failed=[],
-                           consumers=[SimpleNamespace(records=10), SimpleNamespace(records=10)])
+                           consumers=[SimpleNamespace(records=10), SimpleNamespace(records=10)],
+                           producing_s=0.5, rate=400)
 
 
 def test_the_summary_has_no_none_and_marks_what_spark_clients_cannot_report() -> None:
@@ -171,6 +172,11 @@ def test_the_summary_has_no_none_and_marks_what_spark_clients_cannot_report() ->
     assert re.search(r"consumer-1 +4 / 4 +group-coordinator x1", text)
     assert re.search(rf"{DRIVER} +2 / - +partition-leader x2", text)
     assert "Python workers" in text
+    # Issue 40: the console's own clients are named as such, with their role
+    assert re.search(r"kaflite-console \(web console\) +3 / - +admin x3", text), text
+    assert "the web console's in the console's server" in " ".join(" ".join(lines).split())
+    # the rate the producer achieved, beside the one it was asked for
+    assert lines[0].startswith("produced 10 in 0.5s (20/s; asked for 400/s)"), lines[0]
     assert lines[-1] == "Spark's, Java's and Python's logs: /tmp/x/demo.log"
 
 
@@ -209,3 +215,82 @@ def test_the_log_file_is_chosen_kept_and_catches_python_warnings(tmp_path: Path)
         logging.getLogger().removeHandler(handler)
         handler.close()
     assert "WARNING kaflite.demo.test (python): a warning for the log file" in kept.read_text()
+
+
+def test_the_counts_never_show_more_consumed_than_acknowledged() -> None:
+    """Issue 40: "acked 16340 consumed 16344". A record is readable once the in-sync
+    replicas have it, so a consumer may read it before the producer hears its ack:
+    those are counted apart, and consumed counts acknowledged records only."""
+    from kaflite.demo.workload import Workload
+
+    w = Workload.__new__(Workload)      # the counting alone: no clients
+    w.acked = set(range(100))
+    w.consumers = [SimpleNamespace(seen=set(range(0, 60))),
+                   SimpleNamespace(seen=set(range(50, 104)))]
+    progress = w.progress()
+    assert (progress.acked, progress.consumed, progress.ahead) == (100, 100, 4)
+    snap = {**snapshot(), "acked": progress.acked, "consumed": progress.consumed,
+            "ahead": progress.ahead}
+    line = status_lines(snap, "step 5/12 traffic flows")[0]
+    assert "acked 100 consumed 100 (+4 read before their ack) lag 3" in line, line
+
+
+def test_the_producer_keeps_to_its_rate_by_the_clock() -> None:
+    """Issue 40: the plan said 400 records/s; a send loop that slept a tick after each
+    batch sent fewer, and nothing said how many per second were sent. The clock says
+    how many are due; after a stall the loop catches up by at most a second's worth."""
+    from kaflite.demo.workload import records_due
+
+    assert records_due(400, 0.05, 0) == 20
+    assert records_due(400, 0.05, 20) == 0
+    assert records_due(400, 10.0, 3000) == 400       # behind by 1000: a second's worth
+    assert records_due(400, 10.0, 4100) == 0         # ahead: nothing
+    sent = 0
+    for tick in range(1, 1201):                       # 60 s in ticks of 50 ms
+        sent += records_due(400, tick / 20, sent)
+    assert sent == 24_000
+
+
+def test_no_record_flows_before_the_traffic_phase() -> None:
+    """Issue 40: "traffic flows" opened with 11,120 records already acknowledged: the
+    producer sent from the moment it started, through Spark's start-up."""
+    import asyncio
+
+    from kaflite.demo.workload import Workload
+
+    async def main() -> None:
+        w = Workload.__new__(Workload)
+        w.producer = SimpleNamespace(start=_nothing)
+        w.add_consumer = _nothing
+        w._producing, w.producing_since = None, None
+        await w.start(consumers=2)
+        assert w._producing is None and w.producing_s == 0.0
+
+    asyncio.run(main())
+
+
+async def _nothing() -> None:
+    return None
+
+
+def test_sparks_status_says_what_its_first_batch_does_then_counts_batches() -> None:
+    """Issue 40: "spark: running, 0 micro-batches" for the whole traffic phase. The first
+    micro-batch reads everything since the start and warms Spark up; until it is done the
+    view says what the query does, then counts batches and events (kept by batch id, as
+    Spark keeps only its last 100 progress updates)."""
+    from kaflite.demo.spark_step import SparkStep
+
+    step = SparkStep("b", "events", "results", enabled=True, log_file=Path("/dev/null"))
+    query = SimpleNamespace(recentProgress=[{"batchId": 0, "numInputRows": 0}],
+                            status={"message": "Processing new data"})
+    step._queries, step.status = [query], "running"   # type: ignore[list-item]
+    assert "no micro-batch done yet (processing new data)" in step.describe()
+    query.recentProgress = [{"batchId": 0, "numInputRows": 9760}]
+    assert step.describe() == "running, 1 micro-batch, 9760 events read"
+    query.recentProgress = [{"batchId": 0, "numInputRows": 9760},
+                            {"batchId": 1, "numInputRows": 700}]
+    assert step.describe() == "running, 2 micro-batches, 10460 events read"
+    query.recentProgress = [{"batchId": 2, "numInputRows": 40},
+                            {"batchId": 2, "numInputRows": 0}]   # then idle
+    assert step.describe() == "running, 3 micro-batches, 10500 events read"
+    step.stop()

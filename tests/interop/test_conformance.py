@@ -31,9 +31,8 @@ pytestmark = pytest.mark.interop
 
 # (API, field path pattern) -> (why the two brokers differ there, whether it shows in
 # every run). A difference that always shows and no longer does was fixed: take it out.
-NOT_SERVED = ("kaflite does not serve it (issue 38): AlterReplicaLogDirs (34), the "
-              "delegation-token APIs (38-41), UnregisterBroker (64), "
-              "ListConfigResources v1 (74; kaflite serves v0), AddRaftVoter and "
+NOT_SERVED = ("kaflite does not serve it (issue 38): UnregisterBroker (64), "
+              "AddRaftVoter and "
               "RemoveRaftVoter (80-81), "
               "the Streams group APIs (88-89) and Kafka 4.4's 93-94")
 EXPLAINED: dict[tuple[str, str], tuple[str, bool]] = {
@@ -89,13 +88,6 @@ def kaflite1(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
     yield from started(make_target("kaflite-1", request))
 
 
-# kaflite's clients send ApiVersions v5 naming the cluster and node of the connection
-# (KIP-1242) since 2026-11-30; replayed, one of those drew REBOOTSTRAP_REQUIRED from
-# kaflite where Kafka answered 0 (CI, "ApiVersions v5 #2"): the replay's pairing of the
-# request's node id is not yet understood, so the recorded kaflite clients leave the
-# check off (the Java client's v5 requests are replayed and agree)
-NO_CHECK: dict[str, object] = {"metadata_cluster_check_enable": False}
-
 # Recent record timestamps: older ones are past retention.ms, and the brokers' retention
 # checks (Kafka's first comes 30 s after it starts) would delete them mid-session.
 BASE_MS = int(time.time() * 1000) - 60_000
@@ -105,7 +97,7 @@ async def session(servers: str, java: Callable[[str], None]) -> None:
     """What an application does in its first minutes: admin, produce, consume in a
     group of each protocol, a transaction, and a few mistakes."""
     topic, other = "conf-main", "conf-other"
-    async with Admin(bootstrap_servers=servers, client_id="conf-admin", **NO_CHECK) as admin:
+    async with Admin(bootstrap_servers=servers, client_id="conf-admin") as admin:
         await admin.create_topics([NewTopic(topic, 3, 1), NewTopic(other, 1, 1)])
         await admin.describe_cluster()
         for _ in range(50):      # Kafka's brokers learn a new topic a moment later
@@ -120,14 +112,14 @@ async def session(servers: str, java: Callable[[str], None]) -> None:
                         admin.describe_topics(["conf-missing"])):
             with contextlib.suppress(Exception):
                 await mistake
-    async with Producer(bootstrap_servers=servers, client_id="conf-producer", **NO_CHECK, acks="all",
+    async with Producer(bootstrap_servers=servers, client_id="conf-producer", acks="all",
                         enable_idempotence=True, linger_ms=0) as p:
         for i in range(12):
             await p.send(topic, f"v{i}".encode(), key=f"k{i % 4}".encode(),
                          partition=i % 3, timestamp=BASE_MS + i)
     for protocol, group in (("classic", "conf-classic"), ("consumer", "conf-848")):
         async with Consumer(bootstrap_servers=servers, group_id=group,
-                            client_id=f"conf-{protocol}", **NO_CHECK, group_protocol=protocol,
+                            client_id=f"conf-{protocol}", group_protocol=protocol,
                             auto_offset_reset="earliest", enable_auto_commit=False) as c:
             c.subscribe([topic])
             got = 0
@@ -136,7 +128,7 @@ async def session(servers: str, java: Callable[[str], None]) -> None:
                 if got >= 12:
                     break
             await c.commit()
-    async with Producer(bootstrap_servers=servers, client_id="conf-txn", **NO_CHECK,
+    async with Producer(bootstrap_servers=servers, client_id="conf-txn",
                         transactional_id="conf-tid") as t:
         await t.init_transactions()
         t.begin_transaction()
@@ -145,7 +137,7 @@ async def session(servers: str, java: Callable[[str], None]) -> None:
         t.begin_transaction()
         await t.send(other, b"aborted", partition=0, timestamp=BASE_MS + 2000)
         await t.abort_transaction()
-    async with Consumer(bootstrap_servers=servers, client_id="conf-reader", **NO_CHECK,
+    async with Consumer(bootstrap_servers=servers, client_id="conf-reader",
                         isolation_level="read_committed") as c:
         tp = TopicPartition(other, 0)
         c.assign([tp])
@@ -156,7 +148,7 @@ async def session(servers: str, java: Callable[[str], None]) -> None:
         await c.end_offsets([tp])
     await asyncio.to_thread(librdkafka_session, servers, topic)
     await asyncio.to_thread(java, servers)
-    async with Admin(bootstrap_servers=servers, client_id="conf-admin", **NO_CHECK) as admin:
+    async with Admin(bootstrap_servers=servers, client_id="conf-admin") as admin:
         await admin.list_groups()
         await admin.describe_groups(["conf-classic"])
         await admin.list_group_offsets("conf-classic")

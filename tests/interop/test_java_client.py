@@ -112,16 +112,6 @@ _EPOCHS = ("Kafka 4.4 computes a group's target assignment on a schedule of its 
            "States, members and assignments agree")
 ADMIN_DIFFERENCES = {
     # what kaflite does not serve yet (issue 38)
-    "admin.alterReplicaLogDirs": "kaflite does not serve AlterReplicaLogDirs (one log dir per "
-                                 "broker): UnsupportedVersionException; Kafka answers "
-                                 "LogDirNotFoundException for the made-up dir",
-    "admin.*DelegationToken": "kaflite does not serve the delegation-token APIs "
-                              "(UnsupportedVersionException); Kafka refuses them on a "
-                              "PLAINTEXT connection (UnsupportedByAuthenticationException)",
-    "admin.listConfigResources": "kaflite serves ListConfigResources (key 74) at v0 only, "
-                                 "client metrics resources (KIP-714); listing GROUP and "
-                                 "TOPIC resources needs v1, so the Java client raises "
-                                 "UnsupportedVersionException",
     "admin.describeFeatures.*.metadata.version": _FEATURES,
     "admin.describeFeatures.*.share.version": _FEATURES,
     "admin.describeFeatures.supported.kraft.version": _FEATURES,
@@ -209,3 +199,53 @@ def test_java_admin_agrees_with_kafka() -> None:
     if every_size <= set(sizes):
         stale = sorted(set(ADMIN_DIFFERENCES) - seen_patterns)
         assert not stale, f"listed differences that no longer show (fixed? take them out): {stale}"
+
+
+def test_java_producer_pushes_telemetry_to_kaflite(kafka_libs: Path, tmp_path: Path) -> None:
+    """KIP-714 with Kafka 4.4's Java producer and its defaults: it asks kaflite for its
+    subscription, pushes the producer metrics the subscription names at its interval,
+    and kaflite decodes them onto the producer's connection in the registry."""
+    import asyncio
+    import time
+
+    from kaflite.client import Admin
+    from kaflite.client.admin import ConfigResource
+    from kaflite.cluster import Cluster
+
+    with Cluster(brokers=1) as cluster:
+        async def subscribe() -> None:
+            async with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                await admin.alter_configs({ConfigResource(16, "java-sub"): {
+                    "metrics": "org.apache.kafka.producer.", "interval.ms": "500",
+                    "match": "client_id=java-telemetry"}})
+        asyncio.run(subscribe())
+        log = tmp_path / "java-telemetry.log"
+        cmd = [java_executable(), *JVM_OPTS,
+               f"-Dlog4j2.configurationFile={kafka_libs.parent}/log4j2.properties",
+               f"-Dkaflite.kafka.log={log}", "-cp", f"{kafka_libs}/*", str(DRIVER),
+               "telemetry", cluster.bootstrap_servers, uid("java-telemetry"), "8000"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pushed = None
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None:
+                seen = [c for c in cluster.connections(client_id="java-telemetry")
+                        if c.telemetry_pushes >= 3]
+                if seen:
+                    pushed = seen[0]
+                    break
+                time.sleep(0.2)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 0, f"{out[-2000:]}\n{err[-3000:]}"
+        assert pushed is not None, [c.to_dict() for c in cluster.connections(
+            client_id="java-telemetry", include_closed=True)]
+        assert pushed.software_name == "apache-kafka-java"
+        assert pushed.client_instance_id
+        names = {k.partition("{")[0] for k in pushed.telemetry}
+        assert names and all(n.startswith("org.apache.kafka.producer.") for n in names), names
+        assert "org.apache.kafka.producer.record.send.total" in names, sorted(names)
+        assert "partition-leader" in pushed.roles

@@ -1,6 +1,6 @@
 """kaflite's client against each target secured the same way: a SASL_PLAINTEXT listener
 with SCRAM-SHA-256 users made through the admin client, Kafka's StandardAuthorizer
-(kaflite's authorizer takes the same settings), and client quotas.
+(kaflite's authorizer takes the same settings), client quotas and delegation tokens.
 
 The PLAINTEXT listener's principal (``User:ANONYMOUS``) is the super user, as the
 brokers and the test's admin client use it; ``alice`` comes in over SCRAM and may do
@@ -16,6 +16,7 @@ import pytest
 
 from kaflite.client import Admin, AuthenticationError, Consumer, Producer
 from kaflite.client._quotas import ClientQuotaAlteration, QuotaFilterComponent
+from kaflite.client._token_admin import DelegationToken
 from kaflite.protocol import errors
 from kaflite.security.acl import (
     AclBinding,
@@ -40,6 +41,8 @@ SECURED = {
         "org.apache.kafka.common.security.scram.ScramLoginModule required;",
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "super.users": "User:ANONYMOUS",
+    # delegation tokens on (KIP-48); Kafka wants it on its controllers too (combined nodes)
+    "delegation.token.secret.key": "interop-token-secret",
 }
 ALICE = "User:alice"
 
@@ -178,3 +181,61 @@ async def writable(p: Producer, topic: str) -> bool:
         return True
     except errors.TopicAuthorizationFailedError:
         return False
+
+
+def test_a_delegation_token_logs_in_as_its_owner(secured: ClusterUnderTest,
+                                                 alice: dict[str, object]) -> None:
+    """alice's token (over SCRAM, tokenauth=true) is alice: her ACL lets it write; a token
+    login may not ask for tokens, nor may PLAINTEXT; expired, it logs in no more."""
+    topic = uid("token")
+    plain = secured.bootstrap_servers
+
+    def with_token(token: DelegationToken) -> dict[str, object]:
+        return {**alice, "sasl_username": token.token_id, "sasl_password": token.hmac_b64,
+                "sasl_scram_tokenauth": True, "client_id": "alice-token"}
+
+    async def main() -> tuple[DelegationToken, list[DelegationToken], int]:
+        await create_topic(plain, topic, 1, 1)
+        async with Admin(bootstrap_servers=plain) as admin:
+            with pytest.raises(errors.DelegationTokenRequestNotAllowedError):
+                await admin.create_delegation_token()
+            await admin.create_acls([allow(ResourceType.TOPIC, topic, AclOperation.WRITE)])
+        async with Admin(**alice) as as_alice:
+            token = await as_alice.create_delegation_token()
+
+        async def can_write() -> bool:    # the token and the ACL reach the brokers
+            try:
+                async with Producer(**with_token(token), enable_idempotence=False,
+                                    max_block_ms=5000) as p:
+                    await p.send(topic, b"by alice's token", partition=0)
+                return True
+            except (AuthenticationError, errors.TopicAuthorizationFailedError):
+                return False
+
+        await wait_until("the token writes", can_write)
+        # described once it reached the broker: Kafka's brokers learn a new token from
+        # the metadata log after CreateDelegationToken returns (a describe at once, on
+        # Kafka, came back empty)
+        async with Admin(**alice) as as_alice:
+            described = await as_alice.describe_delegation_token()
+        async with Admin(**with_token(token)) as by_token:
+            with pytest.raises(errors.DelegationTokenRequestNotAllowedError):
+                await by_token.create_delegation_token()
+        async with Admin(**alice) as as_alice:
+            expiry = await as_alice.expire_delegation_token(token.hmac)
+
+        async def refused() -> bool:
+            try:
+                async with Admin(**with_token(token)) as by_token:
+                    await by_token.list_topics()
+                return False
+            except AuthenticationError:
+                return True
+
+        await wait_until("the expired token is refused", refused)
+        return token, described, expiry
+
+    token, described, expiry = run(main(), timeout=150)
+    assert (token.owner, token.requester) == (ALICE, ALICE)
+    assert token.token_id in {t.token_id for t in described}
+    assert token.issue_timestamp_ms <= expiry

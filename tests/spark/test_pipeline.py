@@ -71,3 +71,29 @@ def test_cli_parses_its_options() -> None:
     args = clickstream.build_parser().parse_args(
         ["--bootstrap", "b:9092", "--master", "local[2]", "--available-now"])
     assert args.master == "local[2]" and args.events == "clicks" and args.available_now
+
+
+def test_kaflite_pipeline_keeps_sparks_logs_off_the_terminal(kafka: Cluster, servers: str,
+                                                             tmp_path: Any) -> None:
+    """Issue 40: ``kaflite pipeline`` printed Spark's WARN lines; they go to the log file
+    it names (as the demo's do), and the terminal has the pipeline's own lines only."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    src, dst = unique("clicks"), unique("clicks-per-minute")
+    kafka.create_topic(src, 1, 1)
+    produce(servers, src, [{"value": json.dumps(e).encode()} for e in events(50)])
+    log = tmp_path / "spark.log"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kaflite.cli", "pipeline", "clickstream", "-b", servers,
+         "--events", src, "--results", dst, "--create", "--available-now",
+         "--master", "local[1]", "--log-file", str(log)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    out = (proc.stdout + proc.stderr).splitlines()
+    assert proc.returncode == 0, out
+    assert out[0] == f"clickstream: Spark's logs go to {log}", out
+    assert any(line.startswith("clickstream: read 50 events") for line in out), out
+    assert not [x for x in out if re.search(r"\b(WARN|INFO|ERROR)\b|log4j|SLF4J|^WARNING", x)]
+    assert "SparkContext: Running Spark version" in log.read_text()

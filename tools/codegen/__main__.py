@@ -162,10 +162,16 @@ def render_errors(tsv: Path, newer: Path) -> str:
 
 def outputs(schemas: Path) -> dict[Path, str]:
     newer = {m.source: m for m in load_all(OVERLAY / "messages") + load_all(OVERLAY / "records")}
+    # a newer schema also replaces an older one of another name for the same API
+    # (Kafka 4.1 renamed ListClientMetricsResources, key 74, to ListConfigResources)
+    renamed = {(m.kind, m.api_key): m for m in newer.values()
+               if m.kind in ("request", "response")}
     shared = load_all(schemas / "messages") + load_all(schemas / "records")
-    names = {m.source for m in shared}
-    messages = [newer.get(m.source, m) for m in shared] + \
-        [m for src, m in sorted(newer.items()) if src not in names] + \
+    replaced = [newer.get(m.source) or (renamed.get((m.kind, m.api_key))
+                                        if m.kind in ("request", "response") else None) or m
+                for m in shared]
+    used = {m.source for m in replaced}
+    messages = replaced + [m for src, m in sorted(newer.items()) if src not in used] + \
         load_all(METADATA)
     files: dict[Path, str] = {}
     for m in messages:

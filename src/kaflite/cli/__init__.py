@@ -15,6 +15,7 @@ from kaflite.cli import (
     connections,
     console,
     consume,
+    delegation_tokens,
     demo,
     features,
     groups,
@@ -40,6 +41,7 @@ app.command("up")(up.up)
 app.command("demo")(demo.demo)
 app.command("connections")(connections.connections)
 app.command("client-metrics")(client_metrics.client_metrics)
+app.command("delegation-tokens")(delegation_tokens.delegation_tokens)
 app.command("console")(console.console)
 app.command("produce")(produce.produce)
 app.command("proxy")(proxy.proxy)

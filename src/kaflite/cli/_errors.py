@@ -47,7 +47,8 @@ def explain(exc: BaseException) -> tuple[str, str] | None:
                 "--http-port; 0 takes any free port)")
     if isinstance(exc, AmbiguousCluster):
         return (str(exc), "say which with -b/--bootstrap (or --http), or "
-                "KAFLITE_CLUSTER=<its data dir>")
+                "KAFLITE_CLUSTER=<its data dir>, or run the command in the directory that "
+                "holds its data")
     if isinstance(exc, NoClusterThere):
         return (str(exc), "start it with `kaflite up --data-dir DIR`, or unset KAFLITE_CLUSTER")
     if isinstance(exc, UnknownTopic):

@@ -24,9 +24,21 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_BOOTSTRAP", "DEFAULT_HTTP", "STATE_FILE", "AmbiguousCluster", "ClusterState",
-           "NoClusterThere", "Registration",
-           "find_bootstrap", "find_http", "find_state", "find_token", "state_dir"]
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "DEFAULT_HTTP",
+    "STATE_FILE",
+    "AmbiguousCluster",
+    "ClusterState",
+    "NoClusterThere",
+    "Registration",
+    "find_bootstrap",
+    "find_http",
+    "find_state",
+    "find_token",
+    "how_found",
+    "state_dir",
+]
 
 STATE_FILE = "kaflite-cluster.json"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -38,7 +50,8 @@ class AmbiguousCluster(Exception):
     """More than one ``kaflite up`` is running and the command was not told which."""
 
     def __init__(self, states: list[ClusterState]) -> None:
-        names = "; ".join(f"pid {s.pid}: {s.bootstrap}" for s in states)
+        names = "; ".join(f"pid {s.pid}: {s.bootstrap}"
+                          + (f", data in {s.data_dir}" if s.data_dir else "") for s in states)
         super().__init__(f"{len(states)} kaflite clusters are running ({names})")
         self.states = states
 
@@ -145,16 +158,24 @@ def find_state() -> ClusterState | None:
         chosen, why = _preferred(live)
         if chosen is None:
             raise AmbiguousCluster(live)
-        sys.stderr.write(f"kaflite: {len(live)} clusters are running; using pid {chosen.pid} "
-                         f"at {chosen.bootstrap} ({why}; -b/--bootstrap chooses another)\n")
+        said = f"kaflite: {len(live)} clusters are running; using pid {chosen.pid} " \
+               f"at {chosen.bootstrap} ({why}; -b/--bootstrap chooses another)\n"
+        if said not in _SAID:     # once per command, however many options look it up
+            _SAID.add(said)
+            sys.stderr.write(said)
         return chosen
     return live[0] if live else None
 
 
-def _preferred(live: list[ClusterState]) -> tuple[ClusterState | None, str]:
-    """Of several running clusters, the one whose data directory is under the current
-    directory, else the one on Kafka's usual port; None when that does not decide."""
-    here = Path.cwd().resolve()
+_SAID: set[str] = set()
+
+
+def _preferred(live: list[ClusterState], here: Path | None = None
+               ) -> tuple[ClusterState | None, str]:
+    """Of several running clusters, the one whose data directory is under ``here`` (the
+    current directory), else the one on Kafka's usual port; None when that does not
+    decide."""
+    here = (here or Path.cwd()).resolve()
     under = [s for s in live if s.data_dir is not None
              and Path(s.data_dir).resolve().is_relative_to(here)]
     if len(under) == 1:
@@ -163,6 +184,20 @@ def _preferred(live: list[ClusterState]) -> tuple[ClusterState | None, str]:
     if len(usual) == 1:
         return usual[0], f"it is on {DEFAULT_BOOTSTRAP}"
     return None, ""
+
+
+def how_found(state: ClusterState, here: Path) -> str:
+    """For ``kaflite up``: how the commands find the cluster it runs (``state``), run in
+    ``here``, now that it is registered."""
+    live = running()
+    if len(live) <= 1:
+        return "the kaflite commands find this cluster by themselves"
+    chosen, _ = _preferred(live, here)
+    if chosen is not None and (chosen.pid, chosen.bootstrap) == (state.pid, state.bootstrap):
+        return (f"{len(live)} kaflite clusters are running: the commands find this one by "
+                f"themselves in {here} (and below); elsewhere -b {state.bootstrap}")
+    return (f"{len(live)} kaflite clusters are running: the commands find this one with "
+            f"-b {state.bootstrap}")
 
 
 def find_bootstrap(given: str | None = None) -> str:

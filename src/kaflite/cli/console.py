@@ -45,12 +45,15 @@ async def _serve(bootstrap: str, host: str, port: int, props: dict[str, str]) ->
     from kaflite.console import ClientBackend, ConsoleServer
 
     backend = ClientBackend(bootstrap, props)
+    moved = ""     # why the console is not on the port asked for
     try:
         server = await ConsoleServer(backend, host, port).start()
-    except OSError:
+    except OSError as exc:
         if port != DEFAULT_CONSOLE_PORT:
             raise
         server = await ConsoleServer(backend, host, 0).start()
+        moved = (f" (port {DEFAULT_CONSOLE_PORT} is taken: {exc.strerror or exc}; "
+                 "--port chooses one)")
     try:
         try:
             cluster_id = (await asyncio.wait_for(backend.info(), 10))["cluster_id"]
@@ -58,7 +61,7 @@ async def _serve(bootstrap: str, host: str, port: int, props: dict[str, str]) ->
         except Exception as exc:  # the console still serves, and shows the error
             typer.echo(f"kaflite console for {bootstrap}: the cluster does not answer yet "
                        f"({type(exc).__name__}: {exc})", err=True)
-        typer.echo(f"console: {server.console_url}")
+        typer.echo(f"console: {server.console_url}{moved}")
         typer.echo(f"API: {server.url}/docs; console token {server.token} "
                    "(state changes need it)")
         await serve_until_interrupted("the console")

@@ -5,11 +5,14 @@
 
 ``clickstream`` runs ``kaflite.pipelines.clickstream``: windowed per-page
 aggregates of the events topic, written to the results topic. It needs the
-``spark`` extra and Java 17+.
+``spark`` extra and Java 17+. Spark's logs go to a file (``--log-file``; named at the
+start), as the demo's do: the terminal shows the pipeline's own lines.
 """
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -62,6 +65,9 @@ def clickstream(
     = None,
     conf: Annotated[list[str] | None, typer.Option(
         "--conf", help="a Spark setting as key=value (repeatable), as spark-submit's")] = None,
+    log_file: Annotated[Path | None, typer.Option(
+        "--log-file", help="Spark's logs (default: pipeline.log in a new temporary "
+        "directory, named at the start)", show_default=False)] = None,
 ) -> None:
     """Per-page counts and revenue in event-time windows, from --events to --results."""
     if starting_offsets not in ("earliest", "latest"):
@@ -82,16 +88,24 @@ def clickstream(
         typer.echo(f"kaflite: the pipeline needs PySpark ({exc})", err=True)
         typer.echo("hint: pip install 'kaflite[spark]'", err=True)
         raise typer.Exit(1) from None
+    from kaflite.demo.logs import capture_python_logging, choose_log_file
+
+    logs = choose_log_file(log_file, None, name="pipeline")
+    typer.echo(f"clickstream: Spark's logs go to {logs}")
+    handler = capture_python_logging(logs)   # py4j's and pyspark's warnings too
     try:
         code = run(Settings(
             bootstrap=bootstrap, events=events, results=results, master=master, window=window,
             watermark=watermark, starting_offsets=starting_offsets,
             max_offsets_per_trigger=max_offsets_per_trigger, checkpoint=checkpoint,
             parquet=parquet, available_now=available_now, trigger_interval=trigger_interval,
-            timeout=timeout, conf=settings), say=typer.echo)
+            timeout=timeout, conf=settings, log_file=str(logs)), say=typer.echo)
     except NoJavaError as exc:
         typer.echo(f"kaflite: {exc}", err=True)
         typer.echo("hint: install a JDK 17+ (e.g. apt-get install openjdk-17-jre-headless) "
                    "or set JAVA_HOME", err=True)
         raise typer.Exit(1) from None
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
     raise typer.Exit(code)

@@ -92,7 +92,15 @@ def produce(
     if as_json:
         emit_json({"topic": topic, "acknowledged": acked})
     else:
-        typer.echo(f"{acked} records acknowledged by {topic}", err=True)
+        typer.echo(written(acked, topic, acks), err=True)
+
+
+def written(n: int, topic: str, acks: str) -> str:
+    """What ``kaflite produce`` says at the end (every record was, or it failed)."""
+    records = "1 record" if n == 1 else f"{n} records"
+    if acks == "0":
+        return f"{records} sent to {topic} (acks=0: the brokers confirm none)"
+    return f"{records} written to {topic}, " + ("acknowledged" if n == 1 else "all acknowledged")
 
 
 def _count_lines(file: Path) -> int | None:

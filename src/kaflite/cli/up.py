@@ -19,7 +19,7 @@ import typer
 from kaflite._loop import run
 from kaflite.cli._ports import check_free
 from kaflite.cli._serve import serve_until_interrupted
-from kaflite.cli._state import DEFAULT_HTTP_PORT, ClusterState, Registration
+from kaflite.cli._state import DEFAULT_HTTP_PORT, ClusterState, Registration, how_found
 from kaflite.config import ConfigError
 from kaflite.properties import load_properties
 
@@ -192,7 +192,7 @@ async def _serve(brokers: int, data_dir: Path | None, host: str, base_port: int,
             typer.echo(f"HTTP API on {api.url} (kaflite connections, kaflite chaos; "
                        f"{api.url}/docs); console token {api.token} (state changes need it)")
             typer.echo(f"Prometheus metrics on {api.url}/metrics")
-        typer.echo("the kaflite commands find this cluster by themselves; from elsewhere: "
+        typer.echo(f"{how_found(state, Path.cwd())}; from elsewhere: "
                    f"KAFLITE_CLUSTER={registration.paths[-1]}")
         await serve_until_interrupted("the cluster gracefully")
         typer.echo("stopping...")

@@ -22,7 +22,8 @@ from kaflite.protocol.connection import SaslMechanism
 
 __all__ = ["Security"]
 
-_SASL_PROPS = ("sasl.username", "sasl.password", "oauth_cb", "sasl.oauthbearer.method",
+_SASL_PROPS = ("sasl.username", "sasl.password", "sasl.scram.tokenauth", "oauth_cb",
+               "sasl.oauthbearer.method",
                "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
                "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope",
                "sasl.oauthbearer.config")
@@ -57,6 +58,9 @@ class Security:
         return client_mechanism(self.mechanism, self._sasl_props)
 
     def _principal(self, config: ClientConfig) -> str | None:
+        if self.mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512") \
+                and config.get("sasl.scram.tokenauth"):
+            return None   # a delegation token's owner, as the broker reads it
         if self.mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
             return f"User:{config['sasl.username']}"
         if self.mechanism is None and self.uses_tls:

@@ -26,7 +26,7 @@ from typing import TypedDict
 from kaflite.client import _quotas
 from kaflite.client._acl_admin import AclAdmin
 from kaflite.client._base import BaseClient
-from kaflite.client._client_metrics_admin import ClientMetricsAdmin
+from kaflite.client._config_resources_admin import ConfigResource, ConfigResourcesAdmin
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
 from kaflite.client._group_admin import (
     ConsumerGroupDescription,
@@ -35,6 +35,7 @@ from kaflite.client._group_admin import (
     GroupListing,
 )
 from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
+from kaflite.client._token_admin import TokenAdmin
 from kaflite.client.consumer._assignors import decode_assignment
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kaflite.client.consumer._types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -95,12 +96,6 @@ class NewTopic:
     replication_factor: int = -1
     configs: dict[str, str] = field(default_factory=dict)
     assignments: dict[int, list[int]] | None = None
-
-
-@dataclass(frozen=True)
-class ConfigResource:
-    type: int   # 2 topic, 4 broker, 32 group
-    name: str
 
 
 @dataclass(frozen=True)
@@ -211,7 +206,7 @@ class QuorumInfo:
     observers: list[QuorumReplica]
 
 
-class Admin(AclAdmin, GroupAdmin, ClientMetricsAdmin, BaseClient):
+class Admin(AclAdmin, GroupAdmin, ConfigResourcesAdmin, TokenAdmin, BaseClient):
     ROLE = "admin"
 
     def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:

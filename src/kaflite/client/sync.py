@@ -29,6 +29,7 @@ from kaflite.client import share as _share
 from kaflite.client._base import BaseClient
 from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
 from kaflite.client._sync_batches import CallerBatches
+from kaflite.client._token_admin import DelegationToken
 from kaflite.client.admin import (
     ConfigEntry,
     ConfigResource,
@@ -458,3 +459,17 @@ class Admin(_SyncClient):
 
     def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
         return self._run(self._async.delete_acls(filters))
+
+    def create_delegation_token(self, renewers: Iterable[str] = (), max_lifetime_ms: int = -1,
+                                owner: str | None = None) -> DelegationToken:
+        return self._run(self._async.create_delegation_token(renewers, max_lifetime_ms, owner))
+
+    def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1) -> int:
+        return self._run(self._async.renew_delegation_token(hmac, renew_period_ms))
+
+    def expire_delegation_token(self, hmac: bytes, expiry_time_period_ms: int = -1) -> int:
+        return self._run(self._async.expire_delegation_token(hmac, expiry_time_period_ms))
+
+    def describe_delegation_token(self, owners: Iterable[str] | None = None
+                                  ) -> list[DelegationToken]:
+        return self._run(self._async.describe_delegation_token(owners))

@@ -10,7 +10,8 @@ custom config, as Kafka accepts it.
 
 from __future__ import annotations
 
-__all__ = ["BROKER_LEVEL_ONLY", "DYNAMIC_TYPES", "LISTENER_LEVEL_ONLY", "STATIC"]
+__all__ = ["BROKER_LEVEL_ONLY", "DYNAMIC_TYPES", "LISTENER_LEVEL_ONLY", "STATIC",
+           "STATIC_PASSWORDS"]
 
 #: name -> type, of every config a Kafka 4.4 broker can change without a restart
 DYNAMIC_TYPES: dict[str, str] = {
@@ -142,6 +143,9 @@ LISTENER_LEVEL_ONLY = frozenset({
     "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password",
     "ssl.truststore.type",
 })
+
+#: of ``STATIC``, those of type PASSWORD: DescribeConfigs never shows their value
+STATIC_PASSWORDS = frozenset({"delegation.token.secret.key"})
 
 #: known to Kafka 4.4, and read only at a broker's start
 STATIC = frozenset({

@@ -26,7 +26,9 @@ SASL (SASL_PLAINTEXT and SASL_SSL listeners):
   ``sasl.users=alice:secret,bob:secret`` (PLAIN and both SCRAMs, derived in
   memory at start).
 * SCRAM credentials live in the controller's metadata
-  (AlterUserScramCredentials, ``kaflite users``) and survive restarts.
+  (AlterUserScramCredentials, ``kaflite users``) and survive restarts; so do
+  delegation tokens (``kaflite.cluster.delegation_tokens``), with which a client
+  logs in over SCRAM (``tokenauth=true``) as the token's owner.
 * ``connections.max.reauth.ms`` (0: sessions never expire) caps a session; an
   OAUTHBEARER token's expiry caps it too.
 
@@ -52,6 +54,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from kaflite.cluster import delegation_tokens
 from kaflite.cluster.listeners import listener_config
 from kaflite.config import ConfigError
 from kaflite.security.errors import IllegalSaslState, SaslAuthenticationFailed
@@ -62,7 +65,13 @@ from kaflite.security.sasl import (
     client_mechanism,
     server_mechanism,
 )
-from kaflite.security.scram import HASHES, CredentialStore, ScramCredential, scram_credential
+from kaflite.security.scram import (
+    HASHES,
+    CredentialStore,
+    ScramCredential,
+    TokenCredential,
+    scram_credential,
+)
 from kaflite.security.tls import server_context
 
 if TYPE_CHECKING:
@@ -182,6 +191,7 @@ class BrokerCredentials:
         self.jaas = {k[5:]: v for k, v in jaas_config(props, listener, "PLAIN").items()
                      if k.startswith("user_")}
         self.users = config_users(props)
+        self.token_secret = props.get(delegation_tokens.SECRET_KEY) or None
         self._derived: dict[tuple[str, str], ScramCredential] = {}
 
     def scram(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -195,6 +205,15 @@ class BrokerCredentials:
 
     def plain(self, user: str) -> str | None:
         return self.jaas.get(user, self.users.get(user))
+
+    def token(self, token_id: str, mechanism: str) -> TokenCredential | None:
+        """A delegation token's login (SCRAM with ``tokenauth=true``): the token must be
+        in the metadata and tokens enabled (``delegation.token.secret.key``)."""
+        info = self.controller.tokens.get(token_id)
+        if info is None or not self.token_secret or mechanism not in HASHES:
+            return None
+        credential = delegation_tokens.token_credential(self.token_secret, token_id, mechanism)
+        return TokenCredential(credential, info.owner.partition(":")[2], info.expiry_ms)
 
 
 # -- between brokers -----------------------------------------------------------------
@@ -259,6 +278,7 @@ class SaslSession:
         self.server: SaslServer | None = None      # the exchange under way
         self.mechanism: str | None = None          # of the current session
         self.principal: str | None = None
+        self.token_authenticated = False           # logged in with a delegation token
         self.expires_at: float | None = None       # time.time() seconds; None: never
         self.raw = False      # SaslHandshake v0: the next frames are bare SASL tokens
         self.authentications = 0
@@ -319,6 +339,7 @@ class SaslSession:
             limits.append(server.expires_at_ms - now_ms)
         lifetime = min(limits) if limits else 0
         self.principal, self.mechanism = principal, server.mechanism
+        self.token_authenticated = bool(getattr(server, "token_authenticated", False))
         self.expires_at = (now_ms + lifetime) / 1000 if lifetime else None
         self.raw = False
         self.authentications += 1

@@ -22,6 +22,7 @@ one, a restarted cluster recovers its topics and data from disk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import shutil
 import tempfile
@@ -32,6 +33,7 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from kaflite._loop import LoopThread
+from kaflite.cluster import delegation_tokens
 from kaflite.cluster.broker import Broker
 from kaflite.cluster.broker_process import BrokerProcess
 from kaflite.cluster.configs import DEVELOPMENT_DEFAULTS, BrokerConfig, validate_topic_configs
@@ -125,6 +127,7 @@ class Cluster:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: LoopThread | None = None   # sync mode: the loop's thread
         self.started = False
+        self._token_sweep: asyncio.Task[None] | None = None
         self.faults = FaultInjector(self)  # fault injection (kaflite.cluster.faults)
         # how late the event loop runs what is due (kaflite.cluster.loop_lag)
         self.loop_lag = LoopLagMonitor()
@@ -167,6 +170,9 @@ class Cluster:
     async def start(self) -> Cluster:
         self._loop = asyncio.get_running_loop()
         self.loop_lag.start()
+        # the controller's removal of expired delegation tokens (Kafka's is its controller's)
+        self._token_sweep = self._loop.create_task(delegation_tokens.sweeper(
+            self.controller, delegation_tokens.TokenSettings.from_props(self.config.props)))
         if self.use_processes:
             await self._start_processes()
             self.started = True
@@ -235,6 +241,11 @@ class Cluster:
 
     async def stop(self) -> None:
         await self.loop_lag.stop()
+        if self._token_sweep is not None:
+            self._token_sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._token_sweep
+            self._token_sweep = None
         for broker in list(self.brokers.values()):
             await broker.stop()
         if self.processes:

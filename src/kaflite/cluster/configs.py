@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from kaflite.cluster.delegation_tokens import DEFAULTS as DELEGATION_TOKEN_DEFAULTS
 from kaflite.cluster.internal_topics import DEFAULTS as INTERNAL_TOPIC_DEFAULTS
 from kaflite.cluster.share._config import SHARE_DEFAULTS
 from kaflite.config import ConfigError
@@ -129,6 +130,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "allow.everyone.if.no.acl.found": "false",
     # serve the versions a schema marks unstable (kaflite.cluster.handlers)
     "unstable.api.versions.enable": "false",
+    # delegation tokens (kaflite.cluster.delegation_tokens); on with a secret key
+    **DELEGATION_TOKEN_DEFAULTS,
 }
 
 
@@ -154,7 +157,7 @@ SECURITY_CONFIGS = frozenset({
     "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.users", "connections.max.reauth.ms",
     "sasl.mechanism.inter.broker.protocol", "sasl.oauthbearer.jwks.endpoint.url",
     "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.expected.audience",
-    "super.users",
+    "super.users", "delegation.token.secret.key",
 })
 
 

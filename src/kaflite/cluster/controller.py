@@ -14,7 +14,8 @@ LEADER_NOT_AVAILABLE until a replica in the ISR comes back. Every leader change
 bumps the leader epoch; every ISR change bumps the partition epoch.
 
 It also keeps the users' SCRAM credentials (salt, iterations, stored and server
-keys; never a password), as KRaft's UserScramCredentialRecord does, and the ACL
+keys; never a password), as KRaft's UserScramCredentialRecord does, the
+delegation tokens (never their HMAC), as its DelegationTokenRecords, and the ACL
 bindings (``acls``, a ``kaflite.cluster.acl.AclStore``), as its
 AccessControlEntryRecords; both are shared by every broker, so a change applies
 everywhere at once.
@@ -47,7 +48,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from kaflite.cluster import features, metalog
+from kaflite.cluster import delegation_tokens, features, metalog
 from kaflite.cluster.acl import AclStore
 from kaflite.cluster.dynamic_configs import BrokerConfigStore
 from kaflite.cluster.leadership import Leadership, Listener
@@ -91,6 +92,8 @@ class Controller(Leadership):
         self.features: dict[str, int] = {}
         # user -> mechanism -> credential (AlterUserScramCredentials)
         self.scram: dict[str, dict[str, ScramCredential]] = {}
+        # delegation tokens by id (DelegationTokenRecord; kaflite.cluster.delegation_tokens)
+        self.tokens: dict[str, delegation_tokens.TokenInfo] = {}
         # client quotas (AlterClientQuotas), as KRaft's ClientQuotaRecord
         self.client_quotas = QuotaStore()
         # ACL bindings (CreateAcls/DeleteAcls), read by every broker's authorizer,
@@ -270,6 +273,20 @@ class Controller(Leadership):
             self.scram.setdefault(user, {})[credential.mechanism] = credential
             self._record(metalog.scram_record(user, credential))
         self.save()
+
+    # -- delegation tokens -----------------------------------------------------------------
+    def put_token(self, info: delegation_tokens.TokenInfo) -> None:
+        """Add or change a token (already checked: CreateDelegationToken, a renewal)."""
+        self.tokens[info.token_id] = info
+        self._record(delegation_tokens.record(info))
+        self.save()
+
+    def remove_tokens(self, token_ids: list[str]) -> None:
+        """Remove these tokens (those still present): an expiry, or the sweep."""
+        gone = [t for t in token_ids if self.tokens.pop(t, None) is not None]
+        if gone:
+            self._record(*(delegation_tokens.removal(t) for t in gone))
+            self.save()
 
     # -- ACLs --------------------------------------------------------------------------
     def create_acls(self, bindings: list[AclBinding]) -> None:

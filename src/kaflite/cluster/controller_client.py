@@ -40,6 +40,8 @@ from kaflite.cluster.controller import (
     PartitionState,
     TopicState,
 )
+from kaflite.cluster.delegation_tokens import TokenInfo
+from kaflite.cluster.delegation_tokens import record as token_record
 from kaflite.cluster.metadata_image import Frames, Json, broker_json, frame
 from kaflite.cluster.quotas.entities import Entity
 from kaflite.protocol import errors
@@ -238,6 +240,12 @@ class RemoteController(Controller):
         self._call("alter_scram", {
             "upserts": [[user, c.mechanism, c.to_kafka()] for user, c in upserts],
             "deletions": [list(d) for d in deletions]})
+
+    def put_token(self, info: TokenInfo) -> None:
+        self._call("put_token", {"record": metadata_image.record_json(token_record(info))})
+
+    def remove_tokens(self, token_ids: list[str]) -> None:
+        self._call("remove_tokens", {"ids": list(token_ids)})
 
     def create_acls(self, bindings: list[AclBinding]) -> None:
         self._call("create_acls", {"bindings": [b.to_json() for b in bindings]})

@@ -12,8 +12,9 @@ connection each, in the framing of ``metadata_image``:
   (``on_partition_change``, ``on_topic_deleted``), as KRaft brokers replay the
   metadata log and act on the partitions they host;
 * a broker's change requests (CreateTopics, AlterPartition, elections, SCRAM,
-  ACLs, client quotas, producer ids, its own registration and controlled shutdown) arrive as
-  calls, run on the ``Controller``, and are answered after the delta they made;
+  delegation tokens, ACLs, client quotas, producer ids, its own registration and
+  controlled shutdown) arrive as calls, run on the ``Controller``, and are answered
+  after the delta they made;
 * heartbeats (as KRaft's BrokerHeartbeat, every ``broker.heartbeat.interval.ms``)
   keep a broker alive; one silent for ``broker.session.timeout.ms`` is fenced,
   and so is one whose connection ends (a SIGKILLed process): its leaderships
@@ -35,11 +36,12 @@ import uuid
 from collections.abc import Callable
 from typing import cast
 
-from kaflite.cluster import metadata_image
+from kaflite.cluster import delegation_tokens, metadata_image
 from kaflite.cluster.controller import Controller, PartitionState, TopicState
 from kaflite.cluster.metadata_image import Frames, Json, broker_from_json, frame
 from kaflite.cluster.quotas.entities import entity_from_pairs
 from kaflite.protocol import errors
+from kaflite.protocol.messages._generated.delegation_token_record import DelegationTokenRecord
 from kaflite.protocol.messages._runtime import Struct
 from kaflite.security.acl import AclBinding
 from kaflite.security.scram import ScramCredential
@@ -322,6 +324,13 @@ class ControllerServer:
         if method == "alter_scram":
             c.alter_scram([(u, ScramCredential.from_kafka(m, t)) for u, m, t in a["upserts"]],
                           [(u, m) for u, m in a["deletions"]])
+            return None
+        if method == "put_token":
+            c.put_token(delegation_tokens.from_record(
+                cast(DelegationTokenRecord, metadata_image.record_from_json(a["record"]))))
+            return None
+        if method == "remove_tokens":
+            c.remove_tokens([str(t) for t in a["ids"]])
             return None
         if method == "create_acls":
             c.create_acls([AclBinding.from_json(row) for row in a["bindings"]])

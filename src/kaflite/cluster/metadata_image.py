@@ -8,7 +8,8 @@ sides share:
 * ``image(controller)``: the metadata as keyed records, like KRaft's record
   types: ``cluster`` (cluster id), ``broker/<id>`` (RegisterBrokerRecord and its
   fencing), ``topic/<name>`` (TopicRecord with its PartitionRecords and
-  ConfigRecords), ``scram`` (UserScramCredentialRecords), ``acls``
+  ConfigRecords), ``scram`` (UserScramCredentialRecords), ``tokens``
+  (DelegationTokenRecords), ``acls``
   (AccessControlEntryRecords), ``quotas`` (ClientQuotaRecords) and
   ``group/<id>`` (a group's ConfigRecords), ``clientmetrics/<name>`` (a client
   metrics subscription's ConfigRecords). A value is
@@ -35,6 +36,7 @@ import uuid
 from collections import deque
 from typing import Any
 
+from kaflite.cluster import delegation_tokens
 from kaflite.cluster.controller import BrokerInfo, Controller, PartitionState, TopicState
 from kaflite.cluster.metalog import decode_record, encode_record, replay
 from kaflite.protocol.messages._generated.fence_broker_record import FenceBrokerRecord
@@ -45,7 +47,8 @@ from kaflite.security.acl import AclBinding
 from kaflite.security.scram import ScramCredential
 
 __all__ = ["Frames", "Json", "apply", "apply_records", "broker_from_json", "diff", "entry",
-           "frame", "image", "partition_from_json", "records_for_brokers"]
+           "frame", "image", "partition_from_json", "record_from_json", "record_json",
+           "records_for_brokers"]
 
 Json = dict[str, Any]   # a decoded JSON object of the internal protocol
 _HEADER = struct.Struct(">I")
@@ -98,7 +101,8 @@ def partition_from_json(topic: str, index: int, v: Json) -> PartitionState:
 def image(controller: Controller) -> dict[str, Json]:
     """Every metadata record of ``controller``, by key."""
     keys = ["cluster", *(f"broker/{n}" for n in controller.brokers),
-            *(f"topic/{name}" for name in controller.topics), "scram", "acls", "quotas",
+            *(f"topic/{name}" for name in controller.topics), "scram", "tokens", "acls",
+            "quotas",
             *(f"group/{g}" for g in controller.group_configs),
             *(f"clientmetrics/{n}" for n in controller.client_metrics),
             *(f"brokerconfig/{n}" for n in controller.broker_configs)]
@@ -123,6 +127,9 @@ def entry(controller: Controller, key: str) -> Json | None:
     if kind == "scram":
         return {"users": {user: {m: c.to_kafka() for m, c in creds.items()}
                           for user, creds in controller.scram.items()}}
+    if kind == "tokens":
+        return {"records": [record_json(delegation_tokens.record(t))
+                            for t in controller.tokens.values()]}
     if kind == "acls":
         # with their ids: a RemoveAccessControlEntryRecord names a binding by its id
         return {"bindings": controller.acls.to_json(),
@@ -141,12 +148,21 @@ def entry(controller: Controller, key: str) -> Json | None:
     raise ValueError(f"no metadata image record {key!r}")
 
 
+def record_json(record: Struct) -> str:
+    """One metadata record for the JSON wire: the base64 of its metadata log value."""
+    return base64.b64encode(encode_record(record)).decode()
+
+
+def record_from_json(row: str) -> Struct:
+    return decode_record(base64.b64decode(row))
+
+
 def records_for_brokers(records: list[Struct]) -> list[str]:
     """The records a broker process replays, encoded for the JSON wire (base64 of
     each record's metadata log value). Broker registrations are left out: brokers
     go as image entries, which carry what no record does (fault injection's
     replication fencing)."""
-    return [base64.b64encode(encode_record(r)).decode() for r in records
+    return [record_json(r) for r in records
             if not isinstance(r, RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord)]
 
 
@@ -154,7 +170,7 @@ def apply_records(replica: Controller, rows: list[str]) -> None:
     """A broker's replica replays the controller's metadata records, as KRaft brokers
     replay the metadata log."""
     for row in rows:
-        replay(replica, decode_record(base64.b64decode(row)))
+        replay(replica, record_from_json(row))
 
 
 def diff(old: dict[str, Json], new: dict[str, Json]) -> dict[str, Json | None]:
@@ -200,6 +216,9 @@ def apply(replica: Controller, delta: dict[str, Json | None]) -> None:
             replica.scram = {user: {m: ScramCredential.from_kafka(m, text)
                                     for m, text in creds.items()}
                              for user, creds in value["users"].items()}
+        elif kind == "tokens" and value is not None:
+            replica.tokens.clear()
+            apply_records(replica, value["records"])
         elif kind == "acls" and value is not None:
             replica.acls.replace(value["bindings"])
             replica.acl_ids.clear()

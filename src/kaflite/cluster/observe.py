@@ -26,6 +26,10 @@ connection calls ``record_request``, which
                       (share groups listed)
   share-partition-    ShareFetch or ShareAcknowledge answered for a partition this
   leader              broker leads (share-partitions listed)
+  admin               none of the above, and an admin request (topics, configs,
+                      ACLs, quotas, listing or describing groups...): a console's or
+                      a tool's admin client
+  other               none of the above (an idempotent producer's InitProducerId...)
   ==================  =========================================================
 
 A role is dropped as soon as the broker says it is no longer the owner:
@@ -77,6 +81,12 @@ DISCOVERY_APIS = frozenset({API_VERSIONS, METADATA, FIND_COORDINATOR, SASL_HANDS
 # KIP-714's requests ride on whatever connection the client picked: they add no role
 TELEMETRY_APIS = frozenset({71, 72})
 PARTITION_LEADER_APIS = frozenset({PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH})
+# What an admin client sends (Kafka's Admin API): a connection with no other role that
+# sends one of these is an admin's (a console's, a tool's). OffsetFetch is here: with no
+# member's request beside it, it is a tool reading a group's offsets.
+ADMIN_APIS = frozenset({
+    9, 15, 16, 19, 20, 21, 29, 30, 31, 32, 33, 34, 35, 37, 38, 39, 40, 41, 42, 43, 44, 45,
+    46, 47, 48, 49, 50, 51, 55, 57, 61, 64, 65, 66, 69, 74, 75, 77, 90, 91, 92})
 # Requests a member sends to its group's coordinator (classic, KIP-848, share groups);
 # admin requests (DescribeGroups, OffsetDelete...) do not make a coordinator connection.
 # OffsetFetch is a read that admin tools send too (kafka-consumer-groups --describe, a
@@ -194,8 +204,9 @@ class ConnectionRecord:
         if WRITE_TXN_MARKERS in self.apis:
             roles.append("txn-marker-sender")
         if not roles:
-            roles.append("bootstrap" if set(self.apis) - TELEMETRY_APIS <= DISCOVERY_APIS
-                         else "other")
+            used = set(self.apis) - TELEMETRY_APIS
+            roles.append("bootstrap" if used <= DISCOVERY_APIS
+                         else "admin" if used & ADMIN_APIS else "other")
         return roles
 
     def stats(self, key: int) -> ApiStats:

@@ -16,52 +16,24 @@ import logging
 import tempfile
 from pathlib import Path
 
+from kaflite.pipelines.spark_logs import log4j2_config
+
 __all__ = ["capture_python_logging", "choose_log_file", "log4j2_config"]
 
-LOG4J2 = """\
-# kaflite demo: every Spark logger, at INFO, to the demo's log file. A file appender, not
-# the console: for a shell (PySpark's gateway is one) Spark filters console appenders
-# down to WARN, whatever the root level says.
-rootLogger.level = info
-rootLogger.appenderRef.file.ref = file
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log_file}
-appender.file.append = true
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d{{HH:mm:ss.SSS}} %p %c{{1}}: %m%n%ex
-# Spark takes a shell's level from its main class's logger (WARN when unset), and says
-# so on stderr; at the root's level it leaves the level alone and says nothing
-logger.shell.name = org.apache.spark.api.python.PythonGatewayServer
-logger.shell.level = info
-# chatty at INFO and of no use here
-logger.jetty.name = org.sparkproject.jetty
-logger.jetty.level = warn
-logger.parquet.name = org.apache.parquet
-logger.parquet.level = warn
-"""
 
-
-def choose_log_file(log_file: Path | None, data_dir: Path | None) -> Path:
-    """The log file: ``log_file`` if given, else ``<data_dir>/logs/demo.log`` if the
-    cluster's data is kept, else ``demo.log`` in a new temporary directory (kept
+def choose_log_file(log_file: Path | None, data_dir: Path | None, name: str = "demo") -> Path:
+    """The log file: ``log_file`` if given, else ``<data_dir>/logs/<name>.log`` if the
+    cluster's data is kept, else ``<name>.log`` in a new temporary directory (kept
     after the run, so the summary can point at it)."""
     if log_file is not None:
         path = log_file
     elif data_dir is not None:
-        path = data_dir / "logs" / "demo.log"
+        path = data_dir / "logs" / f"{name}.log"
     else:
-        path = Path(tempfile.mkdtemp(prefix="kaflite-demo-logs-")) / "demo.log"
+        path = Path(tempfile.mkdtemp(prefix=f"kaflite-{name}-logs-")) / f"{name}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()
     return path.resolve()
-
-
-def log4j2_config(log_file: Path) -> Path:
-    """Write the log4j2 configuration beside ``log_file``; returns its path."""
-    path = log_file.with_name("log4j2.properties")
-    path.write_text(LOG4J2.format(log_file=log_file.as_posix()), encoding="utf-8")
-    return path
 
 
 def capture_python_logging(log_file: Path) -> logging.Handler:

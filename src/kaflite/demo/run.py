@@ -2,8 +2,9 @@
 
 The run: start a cluster (in its own thread), create ``events`` and
 ``results``, start the clickstream producer and a group of two consumers,
-optionally the Spark pipeline, show the live view while the tour of failures
-plays, then stop producing, let the consumers drain, and check:
+optionally the Spark pipeline; then the records flow (from the "traffic flows"
+phase on, not while Spark starts) and the live view shows them while the tour
+of failures plays; then stop producing, let the consumers drain, and check:
 
 * every acknowledged record was consumed (lost must be 0);
 * the Spark aggregates match a plain computation over the same events;
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import sys
@@ -37,10 +39,10 @@ from kaflite._loop import run
 from kaflite.cluster import Cluster
 from kaflite.demo.logs import capture_python_logging, choose_log_file
 from kaflite.demo.spark_step import SparkStep
-from kaflite.demo.story import WIDTH, Phases, plan_lines, wrap
+from kaflite.demo.story import WIDTH, Phases, fit, plan_lines, wrap
 from kaflite.demo.summary import Summary, build_summary, summary_lines
 from kaflite.demo.tour import Step, Tour, tour_steps
-from kaflite.demo.view import render, status_lines, take_snapshot
+from kaflite.demo.view import Snapshot, render, status_lines, take_snapshot
 from kaflite.demo.workload import Workload
 
 if TYPE_CHECKING:
@@ -102,6 +104,16 @@ def _tour_listener(phases: Phases, say: Say) -> Callable[[Step], None]:
     return tell
 
 
+async def _snapshot(cluster: Cluster, workload: Workload, tour: Tour | None,
+                    spark: SparkStep) -> Snapshot:
+    """The view's snapshot: the workload's counts here, on its loop, in one go (its
+    callbacks run on this loop); Spark's status and the cluster's state in a thread."""
+    progress = workload.progress()
+    spark_text = await asyncio.to_thread(spark.describe)
+    return await asyncio.to_thread(take_snapshot, cluster, workload, progress, tour, EVENTS,
+                                   spark_text)
+
+
 async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: Phases,
                 log_file: Path) -> Summary:
     say = phases.say
@@ -114,7 +126,7 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: P
                  f"in group {GROUP} (group.protocol={opts.group_protocol})")
     workload = Workload(bootstrap, EVENTS, GROUP, rate=opts.rate,
                         group_protocol=opts.group_protocol)
-    await workload.start(consumers=2)
+    await workload.start(consumers=2)     # (the records flow from "traffic flows" on)
     tour = Tour(cluster, workload, EVENTS, GROUP, victim=opts.victim,
                 listener=_tour_listener(phases, say)) if opts.tour else None
     spark = SparkStep(bootstrap, EVENTS, RESULTS, enabled=opts.spark, log_file=log_file)
@@ -123,9 +135,10 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: P
                      "source, per-page counts in 10s windows, into results")
     await asyncio.to_thread(spark.start)
     start = time.monotonic()
-    phases.begin("traffic flows", "status " + ("live below" if console.is_terminal
-                                               and not opts.json_out
-                                               else f"every {STATUS_EVERY:.0f}s"))
+    phases.begin("traffic flows", f"{opts.rate} records/s for {opts.duration:.0f}s; status "
+                 + ("live below" if console.is_terminal and not opts.json_out
+                    else f"every {STATUS_EVERY:.0f}s"))
+    workload.start_producing()
     tour_task = asyncio.create_task(tour.run(opts.duration, start)) if tour else None
     tty = console.is_terminal and not opts.json_out
     live = Live(console=console, refresh_per_second=2, transient=False) if tty else None
@@ -134,8 +147,7 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: P
             live.start()
         last_line = 0.0
         while time.monotonic() - start < opts.duration:
-            snap = await asyncio.to_thread(take_snapshot, cluster, workload, tour, EVENTS,
-                                           spark.describe())
+            snap = await _snapshot(cluster, workload, tour, spark)
             if live is not None:
                 live.update(render(snap, phases.current))
             elif time.monotonic() - last_line >= STATUS_EVERY:
@@ -153,8 +165,7 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: P
             phases.begin("check Spark's windows",
                          "every window the watermark closed, against a plain count of the events")
         spark_result = await asyncio.to_thread(spark.finish, workload.events)
-        snap = await asyncio.to_thread(take_snapshot, cluster, workload, tour, EVENTS,
-                                       spark.describe())
+        snap = await _snapshot(cluster, workload, tour, spark)
         if live is not None:
             live.update(render(snap, phases.current))
     finally:
@@ -167,14 +178,17 @@ async def _main(opts: DemoOptions, cluster: Cluster, console: Console, phases: P
                          str(log_file))
 
 
-async def _start_console(cluster: Cluster) -> HttpApi:
-    """The web console on loopback: port 9990 when free, else any free port."""
+async def _start_console(cluster: Cluster) -> tuple[HttpApi, str]:
+    """The web console on loopback: port 9990 when free, else any free port; and why it
+    is not on 9990 ("" when it is)."""
     from kaflite.cluster.http import HttpApi
 
     try:
-        return await HttpApi(cluster, "127.0.0.1", 9990).start()
-    except OSError:
-        return await HttpApi(cluster, "127.0.0.1", 0).start()
+        return await HttpApi(cluster, "127.0.0.1", 9990).start(), ""
+    except OSError as exc:
+        api = await HttpApi(cluster, "127.0.0.1", 0).start()
+        why = "in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        return api, f" (port 9990 is {why})"     # (the line stays within 100 columns)
 
 
 def run_demo(opts: DemoOptions) -> int:
@@ -210,8 +224,8 @@ def run_demo(opts: DemoOptions) -> int:
             for line in wrap(f"brokers at {cluster.bootstrap_servers}", indent="    ",
                              subsequent="  "):
                 say(line)
-            api = cluster.call(_start_console(cluster))
-            say(f"    console: {api.console_url}")
+            api, moved = cluster.call(_start_console(cluster))
+            say(fit(f"    console: {api.console_url}{moved}"))
             say("      open it to watch brokers, leaders, the group's lag, the client log and "
                 "each fault live")
             try:

@@ -17,14 +17,13 @@ import json
 import shutil
 import tempfile
 import time
-import traceback
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
-from kaflite.demo.logs import log4j2_config
 from kaflite.pipelines.events import ClickEvent
+from kaflite.pipelines.spark_logs import quiet_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,40 +82,6 @@ def expected_windows(events: Sequence[ClickEvent], watermark: int,
             for (page, start), a in acc.items() if start + window_ms <= watermark}
 
 
-def quiet_session(app_name: str, log_file: Path, settings: dict[str, str]) -> SparkSession:
-    """A ``local[2]`` session whose JVM logs to ``log_file``, not to the terminal.
-
-    The JVM starts with its stdout and stderr on ``log_file`` (PySpark's
-    ``launch_gateway`` takes Popen's arguments for this), and with a log4j2
-    configuration that writes every logger there at INFO.
-    """
-    from pyspark import SparkConf, SparkContext, java_gateway
-    from pyspark.sql import SparkSession
-
-    from kaflite.spark._session import LOOPBACK_DRIVER
-
-    conf = SparkConf().setMaster("local[2]").setAppName(app_name)
-    java_options = f"-Dlog4j2.configurationFile={log4j2_config(log_file).as_uri()}"
-    for key, value in {**LOOPBACK_DRIVER, **settings,
-                       "spark.driver.extraJavaOptions": java_options}.items():
-        conf.set(key, value)
-    launch: Callable[..., object] = java_gateway.launch_gateway
-    with log_file.open("ab") as log:  # the JVM keeps its own copy of the descriptor
-        gateway = launch(conf, popen_kwargs={"stdout": log, "stderr": log})
-    context = SparkContext(conf=conf, gateway=gateway)
-    # PySpark's accumulator server (a socketserver thread in this process) prints a
-    # traceback to the terminal when the JVM drops its connection mid-update, a race at
-    # shutdown under load: it goes to the log file too.
-    server = getattr(context, "_accumulatorServer", None)
-    if server is not None:
-        def to_log(request: object, client_address: object) -> None:
-            with log_file.open("a") as out:
-                out.write(f"accumulator server: error on a request from {client_address}\n")
-                traceback.print_exc(file=out)
-        setattr(server, "handle_error", to_log)   # noqa: B010 (an instance's own hook)
-    return SparkSession(context)
-
-
 class SparkStep:
     def __init__(self, bootstrap: str, events: str, results: str, enabled: bool,
                  log_file: Path) -> None:
@@ -129,6 +94,8 @@ class SparkStep:
         self._spark: SparkSession | None = None
         self._queries: list[StreamingQuery] = []
         self._checkpoint = tempfile.mkdtemp(prefix="kaflite-demo-spark-")
+        self._batches: dict[int, int] = {}     # batch id -> events it read
+        self._started = time.monotonic()
 
     def start(self) -> None:
         if not self.enabled:
@@ -146,20 +113,27 @@ class SparkStep:
         self._queries = clickstream.start(
             self._spark, self.bootstrap, self.events, self.results, self._checkpoint,
             window="10 seconds", watermark="5 seconds", trigger_interval="3 seconds")
+        self._started = time.monotonic()
         self.status = "running"
 
     def describe(self) -> str:
-        """A one-line status for the view."""
-        if self.status != "running":
+        """A one-line status for the view: the micro-batches done and the events they
+        read, or, before the first one is done, what the query is doing (its first batch
+        reads everything since the start and warms Spark's Python workers up: it takes
+        many times as long as the next ones)."""
+        if self.status != "running" or not self._queries:
             return self.status
-        return f"running, {self.batches} micro-batches"
-
-    @property
-    def batches(self) -> int:
-        if not self._queries:
-            return 0
-        progress = self._queries[0].recentProgress
-        return int(progress[-1]["batchId"]) + 1 if progress else 0
+        query = self._queries[0]
+        for p in query.recentProgress:    # the last 100 updates; kept here by batch id
+            if int(p["numInputRows"]) or int(p["batchId"]) not in self._batches:
+                self._batches[int(p["batchId"])] = int(p["numInputRows"])
+        done = {b: n for b, n in self._batches.items() if n}
+        if done:
+            plural = "es" if len(done) > 1 else ""
+            return f"running, {len(done)} micro-batch{plural}, {sum(done.values())} events read"
+        message = str(query.status.get("message") or "starting").lower()
+        return f"running {time.monotonic() - self._started:.0f}s, no micro-batch done yet " \
+               f"({message})"
 
     def _results(self, spark: SparkSession) -> dict[str, Window]:
         rows = (spark.read.format("kaflite")

@@ -3,13 +3,15 @@
 ``build_summary`` makes the dictionary ``kaflite demo --json`` prints;
 ``summary_lines`` the same for people, in lines of at most ``WIDTH`` columns.
 A value nobody measured is left out (never ``None``): Spark's clients live in
-Spark's Python workers, so only the brokers' side of their connections is known.
+Spark's Python workers, and the web console's in its server, so only the
+brokers' side of their connections is known.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
+from kaflite.console.backend import is_console
 from kaflite.demo.story import WIDTH, fit, pack, wrap
 
 if TYPE_CHECKING:
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from kaflite.demo.view import Snapshot
     from kaflite.demo.workload import Workload
 
-__all__ = ["Summary", "build_summary", "summary_lines"]
+__all__ = ["Summary", "build_summary", "client_name", "summary_lines"]
 
 
 class ClientSummary(TypedDict):
@@ -46,6 +48,8 @@ class Summary(TypedDict):
     """What ``kaflite demo --json`` prints."""
 
     produced: int
+    producing_s: float      # how long the producer sent records
+    rate: int               # the records per second it was asked for
     consumed: int
     lost: int
     duplicates: int
@@ -96,6 +100,8 @@ def build_summary(workload: Workload, tour: Tour | None, snap: Snapshot,
     }
     return {
         "produced": len(acked),
+        "producing_s": round(workload.producing_s, 1),
+        "rate": workload.rate,
         "consumed": len(consumed & acked),
         "lost": len(acked - consumed),
         "duplicates": total_seen - len(consumed),
@@ -110,6 +116,11 @@ def build_summary(workload: Workload, tour: Tour | None, snap: Snapshot,
     }
 
 
+def client_name(client_id: str) -> str:
+    """A client id as the demo shows it: the web console's own clients say so."""
+    return f"{client_id} (web console)" if is_console(client_id) else client_id
+
+
 def _roles(roles: dict[str, int]) -> str:
     return ", ".join(f"{r} x{n}" for r, n in sorted(roles.items())) or "no role yet"
 
@@ -121,24 +132,31 @@ def summary_lines(summary: Summary, width: int = WIDTH) -> list[tuple[str, str]]
     def add(lines: list[str], style: str = "") -> None:
         out.extend((line, style) for line in lines)
 
-    add([fit(f"produced {summary['produced']}  consumed {summary['consumed']}  "
-             f"lost {summary['lost']}  duplicates {summary['duplicates']}", width)])
+    took = summary["producing_s"]
+    rate = f"{summary['produced'] / took:.0f}/s" if took else "-"
+    add(wrap(f"produced {summary['produced']} in {took:.1f}s ({rate}; asked for "
+             f"{summary['rate']}/s)  consumed {summary['consumed']}  lost {summary['lost']}  "
+             f"duplicates {summary['duplicates']}", width))
     add(wrap(f"spark: {summary['spark']['detail']}", width))
     clients = summary["clients"]
     if clients:
         add(["connections (the brokers' count / the client's own count) and roles:"])
-        name_width = min(32, max(len(cid) for cid in clients))
-        unreported = False
+        names = {cid: client_name(cid) for cid in clients}
+        name_width = min(32, max(len(name) for name in names.values()))
+        unreported: set[str] = set()
         for cid, c in sorted(clients.items()):
             own = c.get("reported_by_client")
-            unreported |= own is None
-            head = f"  {fit(cid, name_width):<{name_width}}  {c['connections']} / "
+            if own is None:
+                unreported.add("console" if is_console(cid) else "spark")
+            head = f"  {fit(names[cid], name_width):<{name_width}}  {c['connections']} / "
             head += ("-" if own is None else str(own)) + " "
             add(pack(head, [_roles(c["roles"])], width, indent=" " * (name_width + 4)))
         if unreported:
-            add(wrap("  (- : the client runs inside Spark's Python workers, which the demo "
-                     "cannot ask; the brokers' count is the only one)", width,
-                     subsequent="  "), "dim")
+            where = {"spark": "Spark's clients run in Spark's Python workers",
+                     "console": "the web console's in the console's server"}
+            add(wrap("  (- : a client the demo cannot ask: "
+                     + ", ".join(where[w] for w in sorted(unreported, reverse=True))
+                     + "; the brokers' count is the only one)", width, subsequent="  "), "dim")
     for step in summary["tour"]:
         add(wrap(f"tour: {step['step']}: {step['happened']}", width))
         for seen in step["observed"][-2:]:

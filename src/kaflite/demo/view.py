@@ -19,12 +19,13 @@ from rich.table import Table
 from rich.text import Text
 
 from kaflite.demo.story import WIDTH, fit, pack
+from kaflite.demo.summary import client_name
 
 if TYPE_CHECKING:
     from kaflite.cluster import Cluster
     from kaflite.cluster.observe import ClientSnapshot
     from kaflite.demo.tour import Tour
-    from kaflite.demo.workload import Workload
+    from kaflite.demo.workload import Progress, Workload
 
 __all__ = ["Snapshot", "render", "status_lines", "take_snapshot"]
 
@@ -38,14 +39,17 @@ class Snapshot(TypedDict):
     reported: dict[str, int]                            # connections each own client counts
     lag: dict[int, int]
     acked: int
-    consumed: int
+    consumed: int       # acknowledged records a consumer has read
+    ahead: int          # records read before their acknowledgment reached the producer
     events: list[str]
     tour: Tour | None
     spark: str
 
 
-def take_snapshot(cluster: Cluster, workload: Workload, tour: Tour | None, topic: str,
-                  spark: str) -> Snapshot:
+def take_snapshot(cluster: Cluster, workload: Workload, progress: Progress, tour: Tour | None,
+                  topic: str, spark: str) -> Snapshot:
+    """The view's snapshot; ``progress`` is the workload's counts, taken on its loop
+    (``Workload.progress``) so that acknowledged and consumed are of one moment."""
     controller = cluster.controller
     brokers = [(b.node_id, b.alive) for b in sorted(controller.brokers.values(),
                                                     key=lambda b: b.node_id)]
@@ -64,8 +68,9 @@ def take_snapshot(cluster: Cluster, workload: Workload, tour: Tour | None, topic
         "clients": clients,
         "reported": {name: len(client.connections()) for name, client in own.items()},
         "lag": workload.lag(),
-        "acked": len(workload.acked),
-        "consumed": len(workload.consumed()),
+        "acked": progress.acked,
+        "consumed": progress.consumed,
+        "ahead": progress.ahead,
         "events": [e[2] for e in events[-10:]],
         "tour": tour,
         "spark": spark,
@@ -89,7 +94,7 @@ SHORT_ROLES = {"group-coordinator": "coordinator", "partition-leader": "leader"}
 
 def _connections_panel(s: Snapshot) -> Panel:
     table = Table(expand=True, box=None, pad_edge=False)
-    longest = max((len(cid) for cid in s["clients"]), default=6)
+    longest = max((len(client_name(cid)) for cid in s["clients"]), default=6)
     table.add_column("client", overflow="fold", min_width=min(30, longest))
     table.add_column("brokers/self", no_wrap=True)
     table.add_column("fan-out")
@@ -101,7 +106,7 @@ def _connections_panel(s: Snapshot) -> Panel:
         roles = ", ".join(f"{SHORT_ROLES.get(r, r)} {n}" for r, n in sorted(c.roles.items()))
         reported = s["reported"].get(cid)
         throttled = f"{c.throttles}x {c.throttled_ms_total} ms" if c.throttles else "-"
-        table.add_row(cid, f"{c.connections}/{reported if reported is not None else '-'}",
+        table.add_row(client_name(cid), f"{c.connections}/{reported if reported is not None else '-'}",
                       fan, roles, c.principal.removeprefix("User:"), throttled)
     return Panel(table, title="Connections: which connection is which")
 
@@ -122,8 +127,7 @@ def _cadence_panel(s: Snapshot) -> Panel:
         table.add_row(cid, ms(c.heartbeat_interval_ms), ms(c.commit_interval_ms), rate)
     lag = " ".join(f"p{p}:{v}" for p, v in sorted(s["lag"].items())) or "-"
     body = Group(table, Text(f"lag per partition: {lag}"),
-                 Text(f"acknowledged {s['acked']}  consumed {s['consumed']}  "
-                      f"spark: {s['spark']}"))
+                 Text(f"{counts(s)}  spark: {s['spark']}"))
     return Panel(body, title="Cadences")
 
 
@@ -152,18 +156,26 @@ def render(s: Snapshot, step: str) -> Group:
     return Group(Text(step, style="bold"), grid, _connections_panel(s), events, _tour_panel(s))
 
 
+def counts(s: Snapshot) -> str:
+    """``acked A consumed C``: C of the A acknowledged records were read; records read
+    before their acknowledgment reached the producer are counted apart, never in C."""
+    text = f"acked {s['acked']} consumed {s['consumed']}"
+    if s["ahead"]:
+        text += f" (+{s['ahead']} read before their ack)"
+    return text
+
+
 def status_lines(s: Snapshot, step: str, width: int = WIDTH) -> list[str]:
     """The snapshot as plain lines of at most ``width`` columns: the phase and the counts,
     then brokers, leaders and Spark, then each client's connections."""
     clock = time.strftime("%H:%M:%S", time.localtime(s["time"]))
     lag = sum(s["lag"].values())
-    lines = [fit(f"[{clock}] {step} | acked {s['acked']} consumed {s['consumed']} lag {lag}",
-                 width)]
+    lines = [fit(f"[{clock}] {step} | {counts(s)} lag {lag}", width)]
     brokers = " ".join(f"{n}" if alive else f"{n}(down)" for n, alive in s["brokers"])
     leaders = " ".join(f"p{p}:{'-' if leader < 0 else leader}"
                        for p, leader, _ in s["partitions"])
     lines += pack("   ", [f"brokers {brokers or '-'}", f"leaders {leaders or '-'}",
                           f"spark: {s['spark']}"], width, indent="    ", sep=" |")
-    conns = [f"{cid} {c.connections}" for cid, c in sorted(s["clients"].items())]
+    conns = [f"{client_name(cid)} {c.connections}" for cid, c in sorted(s["clients"].items())]
     lines += pack("    connections:", conns or ["none"], width, indent="      ")
     return lines

@@ -3,6 +3,17 @@
 Every record carries a sequence number, so at the end we know exactly which
 acknowledged records each consumer saw: produced, consumed, lost and
 duplicated are counted, not estimated.
+
+The clients start first (``start``) and the records flow from ``start_producing``
+on, at ``rate`` per second by the clock (``records_due``): a send loop that falls
+behind (a busy machine, a full buffer while a leader moves) catches up, by at
+most a second's worth at once.
+
+A record can reach a consumer before its acknowledgment reaches the producer:
+it is readable once every in-sync replica has it, and the leader's answer to the
+producer travels at the same moment as its answer to a waiting fetch. So the
+live counts (``progress``) say how many acknowledged records were consumed, and
+apart from them how many were read before their acknowledgment arrived.
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ from dataclasses import dataclass, field
 from kaflite.client import Consumer, Producer, RecordMetadata
 from kaflite.pipelines.events import ClickEvent, click_event, encode
 
-__all__ = ["DemoEvent", "Workload"]
+__all__ = ["DemoEvent", "Progress", "Workload", "records_due"]
 
 
 class DemoEvent(ClickEvent):
@@ -25,6 +36,21 @@ class DemoEvent(ClickEvent):
 
     seq: int
 
+
+
+def records_due(rate: float, elapsed: float, sent: int) -> int:
+    """How many records to send now, ``elapsed`` seconds into producing at ``rate``/s
+    with ``sent`` sent: what the clock asks for, at most one second's worth."""
+    return max(0, min(int(rate * elapsed) - sent, max(1, int(rate))))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The producer's and the consumers' counts, taken at one moment."""
+
+    acked: int          # records the producer has an acknowledgment for
+    consumed: int       # of those, the ones a consumer has read
+    ahead: int          # records read whose acknowledgment had not reached the producer
 
 
 @dataclass
@@ -56,13 +82,27 @@ class Workload:
         self._rng = random.Random()
         self._stop = asyncio.Event()
         self._producing: asyncio.Task[None] | None = None
+        self.producing_since: float | None = None     # monotonic
+        self.producing_until: float | None = None
 
     # -- producer ------------------------------------------------------------------
     async def start(self, consumers: int = 2) -> None:
+        """Start the producer and the consumers; no record flows before ``start_producing``."""
         await self.producer.start()
-        self._producing = asyncio.create_task(self._produce())
         for _ in range(consumers):
             await self.add_consumer()
+
+    def start_producing(self) -> None:
+        if self._producing is None:
+            self.producing_since = time.monotonic()
+            self._producing = asyncio.create_task(self._produce())
+
+    @property
+    def producing_s(self) -> float:
+        """How long records were sent for (so far, while producing)."""
+        if self.producing_since is None:
+            return 0.0
+        return (self.producing_until or time.monotonic()) - self.producing_since
 
     def _record(self) -> tuple[bytes, bytes, DemoEvent]:
         seq = self._next
@@ -73,9 +113,9 @@ class Workload:
 
     async def _produce(self) -> None:
         tick = 0.05
-        per_tick = max(1, int(self.rate * tick))
+        start = time.monotonic()
         while not self._stop.is_set():
-            for _ in range(per_tick):
+            for _ in range(records_due(self.rate, time.monotonic() - start, self._next)):
                 key, value, event = self._record()
 
                 def done(err: BaseException | None, md: RecordMetadata | None,
@@ -86,7 +126,7 @@ class Workload:
                     else:
                         self.failed.append(f"{event['seq']}: {err!r}")
 
-                while True:
+                while not self._stop.is_set():   # (a record not sent is not acked either)
                     try:
                         self.producer.produce(self.topic, value, key=key, on_delivery=done)
                         break
@@ -98,6 +138,7 @@ class Workload:
         self._stop.set()
         if self._producing is not None:
             await self._producing
+            self.producing_until = time.monotonic()
         await self.producer.flush(120)
 
     # -- consumers -----------------------------------------------------------------
@@ -139,6 +180,13 @@ class Workload:
         for c in self.consumers:
             out |= c.seen
         return out
+
+    def progress(self) -> Progress:
+        """The counts at this moment. Call it on the workload's event loop: the delivery
+        callbacks and the consumers change them there, so nothing moves while it counts."""
+        consumed = self.consumed()
+        read = len(consumed & self.acked)
+        return Progress(len(self.acked), read, len(consumed) - read)
 
     def lag(self) -> dict[int, int]:
         """Per-partition lag summed over the consumers that own each partition."""

@@ -46,6 +46,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kaflite.pipelines.events import EVENT_SCHEMA
@@ -156,6 +157,7 @@ class Settings:
     trigger_interval: str = "10 seconds"
     timeout: float | None = None
     conf: dict[str, str] = field(default_factory=dict)
+    log_file: str | None = None     # Spark's logs go there, not to the terminal
 
 
 def run(settings: Settings, say: Callable[[str], None] = print) -> int:
@@ -173,13 +175,18 @@ def run(settings: Settings, say: Callable[[str], None] = print) -> int:
 
     require_java()
     s = settings
-    builder = (SparkSession.builder.master(s.master).appName("kaflite-clickstream")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.ui.showConsoleProgress", "false"))
-    for key, value in s.conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    conf = {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false",
+            **s.conf}
+    if s.log_file is not None:
+        from kaflite.pipelines.spark_logs import quiet_session
+
+        spark = quiet_session("kaflite-clickstream", Path(s.log_file), conf, master=s.master)
+    else:
+        builder = SparkSession.builder.master(s.master).appName("kaflite-clickstream")
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
     kaflite.spark.register(spark)
     checkpoint = s.checkpoint or tempfile.mkdtemp(prefix="clickstream-checkpoint-")
     failed: list[str] = []
@@ -236,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trigger-interval", default="10 seconds")
     p.add_argument("--timeout", type=float, default=None,
                    help="stop after this many seconds (default: when the queries end)")
+    p.add_argument("--log-file", default=None,
+                   help="send Spark's logs to this file, not to the terminal")
     return p
 
 
@@ -248,7 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             starting_offsets=args.starting_offsets,
             max_offsets_per_trigger=args.max_offsets_per_trigger, checkpoint=args.checkpoint,
             parquet=args.parquet, available_now=args.available_now,
-            trigger_interval=args.trigger_interval, timeout=args.timeout))
+            trigger_interval=args.trigger_interval, timeout=args.timeout,
+            log_file=args.log_file))
     except KeyboardInterrupt:
         return 130
 

@@ -83,9 +83,11 @@ def client_mechanism(mechanism: str, props: Mapping[str, object]) -> SaslClient:
     mechanism = mechanism.upper()
     if mechanism == "PLAIN":
         return PlainClient(_text(props, "sasl.username"), _text(props, "sasl.password"))
-    if mechanism in HASHES:
+    if mechanism in HASHES:     # sasl.scram.tokenauth: a delegation token's login (KIP-48)
+        tokenauth = str(props.get("sasl.scram.tokenauth", "false")).lower() == "true"
         return ScramClient(mechanism, _text(props, "sasl.username"),
-                           _text(props, "sasl.password"))
+                           _text(props, "sasl.password"),
+                           extensions={"tokenauth": "true"} if tokenauth else None)
     if mechanism == "OAUTHBEARER":
         return oauthbearer_client(props)
     raise _unsupported(mechanism)

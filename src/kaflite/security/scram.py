@@ -15,8 +15,11 @@ The exchange, three messages each way::
     server-final   v=<server signature>
 
 ``ScramClient`` and ``ScramServer`` are the two state machines. Channel binding is not
-supported (gs2 flag ``n``, or ``y`` from a client that could bind), Kafka's extensions
-(``tokenauth=true``...) are parsed and ignored. Proofs and signatures are compared in
+supported (gs2 flag ``n``, or ``y`` from a client that could bind). Of Kafka's extensions
+the server knows ``tokenauth=true`` (KIP-48): the user name is then a delegation token's
+id, checked against the credential the store derives from the token
+(``CredentialStore.token``), and the session's principal is the token's owner; other
+extensions are ignored. Proofs and signatures are compared in
 constant time. An unknown user still gets a server-first, with a salt derived from a
 per-process secret, and then fails exactly as a wrong password does, so users cannot be
 enumerated. Bad input raises only the errors of ``kaflite.security.errors``.
@@ -36,7 +39,7 @@ from kaflite.security.errors import IllegalSaslState, SaslAuthenticationFailed
 
 __all__ = ["HASHES", "MAX_ITERATIONS", "MECHANISM_TYPES", "MIN_ITERATIONS",
            "CredentialStore", "PasswordServer", "ScramClient", "ScramCredential", "ScramServer",
-           "StaticCredentialStore", "salted_credential", "salted_password",
+           "StaticCredentialStore", "TokenCredential", "salted_credential", "salted_password",
            "scram_credential"]
 
 HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -120,10 +123,19 @@ def scram_credential(mechanism: str, password: str, iterations: int = 4096,
                              salted_password(mechanism, password, salt, iterations), iterations)
 
 
+@dataclass(frozen=True)
+class TokenCredential:
+    """What a delegation token login is checked against, and who it makes the client."""
+    credential: ScramCredential
+    owner: str              # the owner's name: the session is User:<owner>
+    expires_at_ms: int      # the token's expiry timestamp: it caps the session
+
+
 class CredentialStore(Protocol):
     """Where a server looks users up."""
     def scram(self, user: str, mechanism: str) -> ScramCredential | None: ...
     def plain(self, user: str) -> str | None: ...     # PLAIN passwords from config (JAAS-style)
+    def token(self, token_id: str, mechanism: str) -> TokenCredential | None: ...
 
 
 @dataclass
@@ -147,6 +159,9 @@ class StaticCredentialStore:
 
     def plain(self, user: str) -> str | None:
         return self.plain_passwords.get(user)
+
+    def token(self, token_id: str, mechanism: str) -> TokenCredential | None:
+        return None     # no delegation tokens here
 
 
 # -- message syntax -------------------------------------------------------------------------
@@ -309,6 +324,10 @@ class PasswordServer:
     def expires_at_ms(self) -> int | None:
         return None   # a password login does not expire; the listener's lifetime applies
 
+    @property
+    def token_authenticated(self) -> bool:
+        return False  # a delegation token login (SCRAM's tokenauth) says otherwise
+
 
 class ScramServer(PasswordServer):
     """The server's side: ``respond(client_first)`` returns the server-first,
@@ -327,11 +346,26 @@ class ScramServer(PasswordServer):
         self._nonce = ""
         self._client_first_bare = ""
         self._server_first = ""
+        self._token: TokenCredential | None = None
 
     @property
     def username(self) -> str | None:
         """The user the client claims (known after the client-first, before the proof)."""
         return self._user
+
+    @property
+    def principal(self) -> str | None:
+        if not self.complete:
+            return None
+        return f"User:{self._token.owner if self._token is not None else self._user}"
+
+    @property
+    def expires_at_ms(self) -> int | None:
+        return self._token.expires_at_ms if self._token is not None else None
+
+    @property
+    def token_authenticated(self) -> bool:
+        return self._token is not None
 
     def _failure(self) -> SaslAuthenticationFailed:
         return SaslAuthenticationFailed(
@@ -363,10 +397,12 @@ class ScramServer(PasswordServer):
         attrs = _attributes(",".join(head[:2]), "client-first message")
         if len(attrs) < 2 or attrs[0][0] != "n" or attrs[1][0] != "r":
             raise IllegalSaslState("Invalid SCRAM client-first message")
+        extensions: dict[str, str] = {}
         for extension in head[2].split(",") if len(head) > 2 else ():
-            key, sep, _ = extension.partition("=")   # Kafka's: tokenauth=true...
+            key, sep, value = extension.partition("=")   # Kafka's: tokenauth=true...
             if not sep or not key.isascii() or not key.isalnum() or key == "m":
                 raise IllegalSaslState("Invalid SCRAM client-first message: bad extension")
+            extensions[key] = value
         user = _decode_name(attrs[0][1])
         if not user:
             raise IllegalSaslState("Invalid SCRAM client-first message: empty username")
@@ -379,7 +415,11 @@ class ScramServer(PasswordServer):
         self._user, self._gs2_header = user, f"{flag},{authzid},"
         self._nonce = attrs[1][1] + self._server_nonce
         self._client_first_bare = bare
-        self._credential = self._store.scram(user, self.mechanism)
+        if extensions.get("tokenauth", "").lower() == "true":   # Boolean.parseBoolean
+            self._token = self._store.token(user, self.mechanism)
+            self._credential = self._token.credential if self._token is not None else None
+        else:
+            self._credential = self._store.scram(user, self.mechanism)
         if self._credential is not None and self._credential.mechanism != self.mechanism:
             self._credential = None
         if self._credential is None:    # answer as for a real user, fail at the proof

@@ -21,13 +21,16 @@ from typing import Any, TypeVar
 import pytest
 
 from kaflite.client import Admin, Consumer, NewTopic, Producer
+from kaflite.client._quotas import ClientQuotaAlteration
 from kaflite.cluster import Cluster
 from kaflite.net.connection import BrokerConnection
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
+    AlterReplicaLogDirsRequest,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
 )
+from kaflite.protocol.messages import alter_replica_log_dirs_request as arq
 from kaflite.protocol.messages import describe_topic_partitions_request as dtq
 from kaflite.security.acl import (
     AclBinding,
@@ -322,3 +325,38 @@ def test_describe_topic_partitions_shows_only_what_the_caller_may_describe(
             break
         cursor = dtq.Cursor(page.next_cursor.topic_name, page.next_cursor.partition_index)
     assert seen in described and hidden not in described
+
+
+def test_quotas_and_log_dirs_need_cluster_acls(cluster: Cluster) -> None:
+    """As Kafka's KafkaApis: DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster,
+    AlterClientQuotas ALTER_CONFIGS (every entry refused, nothing changed), and
+    AlterReplicaLogDirs ALTER (every partition refused). A user without them could
+    otherwise lift their own quotas, or throttle everyone else's."""
+    mine = ClientQuotaAlteration({"user": "alice"}, {"producer_byte_rate": 1.0})
+
+    async def go() -> list[str]:
+        out = []
+        async with Admin(props(cluster, "alice")) as admin:
+            for call in (admin.describe_client_quotas(), admin.alter_client_quotas([mine])):
+                try:
+                    await call
+                    out.append("ok")
+                except errors.KafkaError as exc:
+                    out.append(type(exc).__name__)
+        return out
+
+    async def move() -> set[int]:
+        host, port = cluster.bootstrap("SASL_PLAINTEXT").split(",")[0].rsplit(":", 1)
+        conn = await BrokerConnection(host, int(port),
+                                      sasl=lambda: PlainClient("alice", USERS["alice"])).open()
+        try:
+            resp = await conn.request(AlterReplicaLogDirsRequest(dirs=[arq.AlterReplicaLogDir(
+                "/some/dir", [arq.AlterReplicaLogDirTopic("t", [0, 1])])]), version=2)
+        finally:
+            conn.close()
+        return {p.error_code for t in resp.results for p in t.partitions} | {
+            len([p for t in resp.results for p in t.partitions])}
+
+    assert run(go()) == ["ClusterAuthorizationFailedError"] * 2
+    assert admin_call(cluster, "describe_client_quotas") == {}
+    assert run(move()) == {errors.ClusterAuthorizationFailedError.code, 2}

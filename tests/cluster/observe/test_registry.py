@@ -247,3 +247,31 @@ def test_offset_fetch_is_a_read_not_a_coordinator_role() -> None:
     assert info.groups == {"g"} and "group-coordinator" in info.roles
     record_request(info, 9, 8, *fetch(errors.NotCoordinatorError.code), 1.0)
     assert info.groups == set() and "group-coordinator" not in info.roles
+
+
+def test_an_admin_clients_connection_has_the_admin_role() -> None:
+    """Issue 40: the console's own connections (ListGroups to every broker) showed as
+    "other"; an admin request with no other role makes the connection an admin's, and
+    an idempotent producer's InitProducerId stays "other"."""
+    from kaflite.cluster.observe import record_request
+    from kaflite.protocol.messages import (
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+    )
+
+    console = ConnectionRecord(1, 0, "10.0.0.1:1", client_id="kaflite-console")
+    record_request(console, 18, 3, *_api_versions(), 1.0)
+    assert console.roles == ["bootstrap"]
+    record_request(console, 16, 5, ListGroupsRequest(), ListGroupsResponse(), 1.0)
+    assert console.roles == ["admin"]
+    producer = ConnectionRecord(2, 0, "10.0.0.1:2", client_id="producer")
+    record_request(producer, 22, 5, InitProducerIdRequest(), InitProducerIdResponse(), 1.0)
+    assert producer.roles == ["other"]
+
+
+def _api_versions() -> tuple[Any, Any]:
+    from kaflite.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+
+    return ApiVersionsRequest(), ApiVersionsResponse()

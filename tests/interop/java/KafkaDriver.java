@@ -63,6 +63,7 @@ public class KafkaDriver {
             case "rebootstrap" -> rebootstrap(bootstrap, topic, Integer.parseInt(args[3]),
                                               Integer.parseInt(args[4]));
             case "share" -> share(bootstrap, topic, Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+            case "telemetry" -> telemetry(bootstrap, topic, Integer.parseInt(args[3]));
             default -> throw new IllegalArgumentException("unknown mode " + mode);
         }
     }
@@ -132,6 +133,24 @@ public class KafkaDriver {
         }
         System.out.println("RESULT consumed=" + records);
         System.out.println("RESULT distinct=" + seen.size());
+    }
+
+    /** A producer with the defaults (enable.metrics.push=true, KIP-714) sending one record
+     *  every 100 ms for {@code millis}: the broker's subscription decides what it pushes. */
+    private static void telemetry(String bootstrap, String topic, int millis) throws Exception {
+        createTopic(bootstrap, topic, 1);
+        Properties p = common(bootstrap);
+        p.put("client.id", "java-telemetry");
+        int sent = 0;
+        try (KafkaProducer<String, String> producer = producer(p)) {
+            long end = System.currentTimeMillis() + millis;
+            while (System.currentTimeMillis() < end) {
+                producer.send(new ProducerRecord<>(topic, "k", "v" + sent)).get();
+                sent++;
+                Thread.sleep(100);
+            }
+        }
+        System.out.println("RESULT produced=" + sent);
     }
 
     private static void transactions(String bootstrap, String topic) throws Exception {

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING
 from kaflite.cluster.acl._context import allows, allows_cluster
 from kaflite.cluster.acl._gate_admin import (
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
+    alter_replica_log_dirs,
     alter_scram,
     describe_configs,
     end_txn,
@@ -171,6 +173,7 @@ POLICIES: dict[int, Policy] = {
     28: txn_offset_commit,
     32: describe_configs,
     33: alter_configs, 44: alter_configs,                     # and IncrementalAlterConfigs
+    34: alter_replica_log_dirs,
     35: cluster_op(Op.DESCRIBE),                              # DescribeLogDirs
     37: strip(Op.ALTER),                                      # CreatePartitions
     42: delete_groups,
@@ -178,6 +181,8 @@ POLICIES: dict[int, Policy] = {
     45: cluster_op(Op.ALTER),                                 # AlterPartitionReassignments
     46: cluster_op(Op.DESCRIBE),                              # ListPartitionReassignments
     47: chain(group_op(Op.DELETE), strip(Op.READ)),           # OffsetDelete
+    48: cluster_op(Op.DESCRIBE_CONFIGS),                      # DescribeClientQuotas
+    49: alter_client_quotas,
     50: cluster_op(Op.DESCRIBE),                              # DescribeUserScramCredentials
     51: alter_scram,
     55: cluster_op(Op.DESCRIBE),                              # DescribeQuorum
@@ -188,7 +193,7 @@ POLICIES: dict[int, Policy] = {
                    key="transactional_id", drop=True),        # ListTransactions
     68: consumer_group_heartbeat,
     69: describe_group_rows,                                  # ConsumerGroupDescribe
-    74: cluster_op(Op.DESCRIBE_CONFIGS),                      # ListClientMetricsResources
+    74: cluster_op(Op.DESCRIBE_CONFIGS),                      # ListConfigResources
     # Share groups (KIP-932), as Kafka's KafkaApis: the heartbeat as ConsumerGroupHeartbeat;
     # ShareFetch and ShareAcknowledge READ on the group (READ on each topic: in the handler);
     # the share coordinator's inter-broker APIs CLUSTER_ACTION.
@@ -202,9 +207,26 @@ POLICIES: dict[int, Policy] = {
     91: group_op(Op.READ),                                    # AlterShareGroupOffsets
     92: group_op(Op.DELETE),                                  # DeleteShareGroupOffsets
 }
-# Not here: ApiVersions and SASL (before anyone is known), Fetch, DescribeProducers and
-# DescribeTopicPartitions (in their handlers: a page counts only what may be described),
-# DescribeCluster (Kafka checks nothing), the ACL APIs (in their handlers).
+# The APIs a broker serves without a policy here, and why; every other API it serves
+# must have one (tests/cluster/acl/test_policies.py): an API with neither would be open
+# to any user.
+UNGATED: dict[int, str] = {
+    1: "Fetch: per partition, in its handler (fetch_denied)",
+    17: "SaslHandshake: before anyone is known",
+    18: "ApiVersions: before anyone is known",
+    36: "SaslAuthenticate: before anyone is known",
+    29: "DescribeAcls: in its handler", 30: "CreateAcls: in its handler",
+    31: "DeleteAcls: in its handler",
+    38: "CreateDelegationToken: in its handler (CREATE_TOKENS on another owner, KIP-373)",
+    39: "RenewDelegationToken: in its handler (the owner and renewers)",
+    40: "ExpireDelegationToken: in its handler (the owner and renewers)",
+    41: "DescribeDelegationToken: in its handler (per token)",
+    60: "DescribeCluster: Kafka checks nothing",
+    61: "DescribeProducers: per topic, in its handler",
+    71: "GetTelemetrySubscriptions: any client (KIP-714), as Kafka",
+    72: "PushTelemetry: any client (KIP-714), as Kafka",
+    75: "DescribeTopicPartitions: in its handler (a page counts only what may be described)",
+}
 
 
 def check(broker: Broker, conn: ServerConnection, api_key: int, version: int,

@@ -1,4 +1,5 @@
-"""The request gate's policies for transactions, configs and SCRAM credentials."""
+"""The request gate's policies for transactions, configs, SCRAM credentials, client
+quotas and log directories."""
 
 from __future__ import annotations
 
@@ -22,14 +23,18 @@ from kaflite.cluster.acl._gate_base import (
 )
 from kaflite.protocol.messages import (
     AddPartitionsToTxnResponse,
+    AlterClientQuotasResponse,
     AlterConfigsResponse,
+    AlterReplicaLogDirsResponse,
     AlterUserScramCredentialsResponse,
     DescribeConfigsResponse,
     IncrementalAlterConfigsResponse,
     Struct,
     WriteTxnMarkersResponse,
 )
+from kaflite.protocol.messages import alter_client_quotas_response as acq
 from kaflite.protocol.messages import alter_configs_response as acr
+from kaflite.protocol.messages import alter_replica_log_dirs_response as arl
 from kaflite.protocol.messages import alter_user_scram_credentials_response as ausr
 from kaflite.protocol.messages import incremental_alter_configs_response as iacr
 from kaflite.protocol.messages import write_txn_markers_response as wr
@@ -158,3 +163,26 @@ def write_txn_markers(ctx: Ctx) -> Gate | None:
                     partition_index=p, error_code=CLUSTER_DENIED)
                     for p in t.partition_indexes]) for t in m.topics]))
     return Gate(response)
+
+
+def alter_client_quotas(ctx: Ctx) -> Gate | None:
+    """ALTER_CONFIGS on the cluster, or every entry CLUSTER_AUTHORIZATION_FAILED."""
+    if ctx.cluster(Op.ALTER_CONFIGS):
+        return None
+    return Gate(AlterClientQuotasResponse(entries=[
+        acq.EntryData(error_code=CLUSTER_DENIED, error_message=None, entity=[
+            acq.EntityData(e.entity_type, e.entity_name) for e in entry.entity])
+        for entry in ctx.request.entries]))
+
+
+def alter_replica_log_dirs(ctx: Ctx) -> Gate | None:
+    """ALTER on the cluster, or every partition named CLUSTER_AUTHORIZATION_FAILED."""
+    if ctx.cluster(Op.ALTER):
+        return None
+    topics: dict[str, list[arl.AlterReplicaLogDirPartitionResult]] = {}
+    for target in ctx.request.dirs:
+        for t in target.topics:
+            topics.setdefault(t.name, []).extend(
+                arl.AlterReplicaLogDirPartitionResult(p, CLUSTER_DENIED) for p in t.partitions)
+    return Gate(AlterReplicaLogDirsResponse(results=[
+        arl.AlterReplicaLogDirTopicResult(name, parts) for name, parts in topics.items()]))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kaflite.cluster import dynamic_configs
+from kaflite.cluster._kafka_broker_configs import STATIC_PASSWORDS
 from kaflite.cluster.client_metrics import (
     CLIENT_METRICS_CONFIG_TYPES,
     CLIENT_METRICS_RESOURCE,
@@ -131,7 +132,7 @@ def _broker_entry(key: str, layers: list[tuple[str, str]], synonyms: bool
     """One broker config, from its values in Kafka's order of precedence."""
     value: str | None = layers[0][0]
     kind = dynamic_configs.config_type(key)
-    sensitive = kind == "PASSWORD"
+    sensitive = kind == "PASSWORD" or key in STATIC_PASSWORDS
     custom = kind is None and key not in BROKER_DEFAULTS and all(
         source.startswith("DYNAMIC") for _, source in layers)
     if sensitive or custom:      # a secret, or a name no one knows: Kafka hides the value
@@ -141,7 +142,7 @@ def _broker_entry(key: str, layers: list[tuple[str, str]], synonyms: bool
         is_sensitive=sensitive or custom,
         synonyms=[dcr.DescribeConfigsSynonym(key, None if sensitive or custom else v, SOURCE[s])
                   for v, s in layers] if synonyms else [],
-        config_type=0 if custom else TYPES[kind or "STRING"])
+        config_type=0 if custom else TYPES["PASSWORD" if sensitive else kind or "STRING"])
 
 
 def _describe_broker(broker: Broker, name: str, keys: list[str] | None,

@@ -16,8 +16,8 @@ controller writes for it (KIP-500, KIP-631), built here from the model objects
   change that completes a reassignment and moves the leader);
 * configs of topics and groups: ConfigRecord, a null value removing the key;
 * brokers: RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord;
-* SCRAM credentials, client quotas, ACLs, the producer id counter and the
-  metadata.version: their own record types.
+* SCRAM credentials, delegation tokens, client quotas, ACLs, the producer id
+  counter and the metadata.version: their own record types.
 
 ``snapshot_records`` writes a whole model as such records (a KIP-630 snapshot's
 content) and ``replay`` applies one record to a model, so a model rebuilt from a
@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from kaflite.cluster import delegation_tokens
 from kaflite.cluster.metadata_state import BrokerInfo, PartitionState, TopicState
 from kaflite.cluster.quotas.entities import Entity, entity_from_pairs
 from kaflite.protocol.messages._generated.access_control_entry_record import (
@@ -37,6 +38,7 @@ from kaflite.protocol.messages._generated.access_control_entry_record import (
 )
 from kaflite.protocol.messages._generated.client_quota_record import ClientQuotaRecord, EntityData
 from kaflite.protocol.messages._generated.config_record import ConfigRecord
+from kaflite.protocol.messages._generated.delegation_token_record import DelegationTokenRecord
 from kaflite.protocol.messages._generated.feature_level_record import FeatureLevelRecord
 from kaflite.protocol.messages._generated.fence_broker_record import FenceBrokerRecord
 from kaflite.protocol.messages._generated.partition_change_record import PartitionChangeRecord
@@ -48,6 +50,9 @@ from kaflite.protocol.messages._generated.register_broker_record import (
 )
 from kaflite.protocol.messages._generated.remove_access_control_entry_record import (
     RemoveAccessControlEntryRecord,
+)
+from kaflite.protocol.messages._generated.remove_delegation_token_record import (
+    RemoveDelegationTokenRecord,
 )
 from kaflite.protocol.messages._generated.remove_topic_record import RemoveTopicRecord
 from kaflite.protocol.messages._generated.remove_user_scram_credential_record import (
@@ -191,6 +196,8 @@ def snapshot_records(c: Controller) -> Iterator[Struct]:
     for user, creds in c.scram.items():
         for cred in creds.values():
             yield scram_record(user, cred)
+    for token in c.tokens.values():
+        yield delegation_tokens.record(token)
     for entity, values in c.client_quotas.entries.items():
         yield from quota_records(entity, values, set())
     for acl_id, binding in c.acl_ids.items():
@@ -303,6 +310,14 @@ def _remove_scram(c: Controller, r: RemoveUserScramCredentialRecord) -> None:
         c.scram.pop(r.name, None)
 
 
+def _token(c: Controller, r: DelegationTokenRecord) -> None:
+    c.tokens[r.token_id] = delegation_tokens.from_record(r)
+
+
+def _remove_token(c: Controller, r: RemoveDelegationTokenRecord) -> None:
+    c.tokens.pop(r.token_id, None)
+
+
 def _quota(c: Controller, r: ClientQuotaRecord) -> None:
     entity = entity_from_pairs([(e.entity_type, e.entity_name) for e in r.entity])
     if r.remove:
@@ -340,4 +355,5 @@ _REPLAY: dict[type[Struct], Callable[[Controller, Any], None]] = {
     RemoveUserScramCredentialRecord: _remove_scram, ClientQuotaRecord: _quota,
     AccessControlEntryRecord: _acl, RemoveAccessControlEntryRecord: _remove_acl,
     ProducerIdsRecord: _producer_ids, FeatureLevelRecord: _feature,
+    DelegationTokenRecord: _token, RemoveDelegationTokenRecord: _remove_token,
 }

@@ -30,6 +30,7 @@ class Recorded:
     client_id: str | None
     request: Struct
     response: Struct | None = None
+    answered_at: float | None = None   # when the response passed the proxy
 
 
 class Recorder(Filter):
@@ -56,5 +57,6 @@ class Recorder(Filter):
 
     def on_response(self, exchange: Exchange) -> None:
         rec = exchange.notes.get(self.name)
-        if isinstance(rec, Recorded):
+        if isinstance(rec, Recorded) and self._t0 is not None:
             rec.response = exchange.response
+            rec.answered_at = time.perf_counter() - self._t0

@@ -3,7 +3,11 @@
 Each recorded connection gets a connection of its own to the other broker; its
 requests go in their recorded order, each at its recorded offset in time (or when
 the answer before it came, if later), with Kafka's identities rewritten into the
-ones the other broker minted so far (``substitute``). Each answer is compared with
+ones the other broker minted so far (``substitute``). A request also waits until
+every answer the client had already received, on any connection, when it sent it
+in the recording has come back in the replay and been compared: that is where
+the pairs of identities it names are learnt (the node a KIP-1242 ApiVersions names
+comes from a Metadata answer on the bootstrap connection). Each answer is compared with
 the recorded one (``diff``). Timing matters for the requests that wait (a Fetch's
 long poll, a JoinGroup): replaying at the recorded pace keeps their answers
 comparable.
@@ -12,6 +16,7 @@ comparable.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import itertools
 import time
 from collections import defaultdict
@@ -54,12 +59,40 @@ class _Wire:
         self.writer.close()
 
 
+class _Seen:
+    """The answers replayed so far, by the time they came in the recording."""
+
+    def __init__(self, recording: list[Recorded]) -> None:
+        answered = sorted((r.answered_at, r.seq) for r in recording
+                          if r.answered_at is not None)
+        self._times = [t for t, _ in answered]
+        self._seqs = [seq for _, seq in answered]
+        self._done = {seq: asyncio.Event() for seq in self._seqs}
+
+    def settle(self, rec: Recorded) -> None:
+        event = self._done.get(rec.seq)
+        if event is not None:
+            event.set()
+
+    async def before(self, rec: Recorded) -> None:
+        """Wait for every answer the client had received before it sent ``rec``
+        (its own connection's come first anyway). Acyclic: each of them was sent
+        before ``rec`` was."""
+        n = bisect.bisect_left(self._times, rec.sent_at)
+        for seq in self._seqs[:n]:
+            await self._done[seq].wait()
+
+
 async def _replay_connection(records: list[Recorded], host: str, port: int, t0: float,
-                             ids: Identities, out: dict[int, Outcome]) -> None:
+                             ids: Identities, out: dict[int, Outcome], seen: _Seen) -> None:
     wire: _Wire | None = None
+    pending = iter(records)
+    current: Recorded | None = None
     try:
         wire = _Wire(*await asyncio.open_connection(host, port))
-        for rec in records:
+        for rec in pending:
+            current = rec
+            await seen.before(rec)
             await asyncio.sleep(max(0.0, t0 + rec.sent_at - time.monotonic()))
             outcome = out[rec.seq] = Outcome(rec)
             substitute(rec.request, rec.version, ids)
@@ -72,9 +105,13 @@ async def _replay_connection(records: list[Recorded], host: str, port: int, t0: 
             if rec.response is not None and answer is not None:
                 outcome.diffs = list(diff(rec.response, answer, rec.version,  # type: ignore[arg-type]
                                           ids))
+            seen.settle(rec)
+            current = None
     finally:
         if wire is not None:
             wire.close()
+        for rec in itertools.chain([current] if current else [], pending):
+            seen.settle(rec)    # not replayed: nobody waits for them
 
 
 async def replay(recording: list[Recorded], bootstrap: str) -> list[Outcome]:
@@ -86,7 +123,8 @@ async def replay(recording: list[Recorded], bootstrap: str) -> list[Outcome]:
     ids = Identities()
     out: dict[int, Outcome] = {}
     t0 = time.monotonic()
-    await asyncio.gather(*(_replay_connection(recs, host, int(port), t0, ids, out)
+    seen = _Seen(recording)
+    await asyncio.gather(*(_replay_connection(recs, host, int(port), t0, ids, out, seen)
                            for recs in by_connection.values()))
     return [out[seq] for seq in sorted(out)]
 

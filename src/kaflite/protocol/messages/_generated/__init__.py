@@ -139,6 +139,8 @@ if TYPE_CHECKING:
     from .create_topics_response import CreateTopicsResponse as CreateTopicsResponse
     from . import default_principal_data as default_principal_data
     from .default_principal_data import DefaultPrincipalData as DefaultPrincipalData
+    from . import delegation_token_record as delegation_token_record
+    from .delegation_token_record import DelegationTokenRecord as DelegationTokenRecord
     from . import delete_acls_request as delete_acls_request
     from .delete_acls_request import DeleteAclsRequest as DeleteAclsRequest
     from . import delete_acls_response as delete_acls_response
@@ -291,10 +293,10 @@ if TYPE_CHECKING:
     from .leave_group_request import LeaveGroupRequest as LeaveGroupRequest
     from . import leave_group_response as leave_group_response
     from .leave_group_response import LeaveGroupResponse as LeaveGroupResponse
-    from . import list_client_metrics_resources_request as list_client_metrics_resources_request
-    from .list_client_metrics_resources_request import ListClientMetricsResourcesRequest as ListClientMetricsResourcesRequest
-    from . import list_client_metrics_resources_response as list_client_metrics_resources_response
-    from .list_client_metrics_resources_response import ListClientMetricsResourcesResponse as ListClientMetricsResourcesResponse
+    from . import list_config_resources_request as list_config_resources_request
+    from .list_config_resources_request import ListConfigResourcesRequest as ListConfigResourcesRequest
+    from . import list_config_resources_response as list_config_resources_response
+    from .list_config_resources_response import ListConfigResourcesResponse as ListConfigResourcesResponse
     from . import list_groups_request as list_groups_request
     from .list_groups_request import ListGroupsRequest as ListGroupsRequest
     from . import list_groups_response as list_groups_response
@@ -361,6 +363,8 @@ if TYPE_CHECKING:
     from .register_broker_record import RegisterBrokerRecord as RegisterBrokerRecord
     from . import remove_access_control_entry_record as remove_access_control_entry_record
     from .remove_access_control_entry_record import RemoveAccessControlEntryRecord as RemoveAccessControlEntryRecord
+    from . import remove_delegation_token_record as remove_delegation_token_record
+    from .remove_delegation_token_record import RemoveDelegationTokenRecord as RemoveDelegationTokenRecord
     from . import remove_raft_voter_request as remove_raft_voter_request
     from .remove_raft_voter_request import RemoveRaftVoterRequest as RemoveRaftVoterRequest
     from . import remove_raft_voter_response as remove_raft_voter_response
@@ -521,8 +525,8 @@ if TYPE_CHECKING:
     from .alter_partition_request import BrokerState as BrokerState
     from .consumer_group_member_metadata_value import ClassicMemberMetadata as ClassicMemberMetadata
     from .consumer_group_member_metadata_value import ClassicProtocol as ClassicProtocol
-    from .list_client_metrics_resources_response import ClientMetricsResource as ClientMetricsResource
     from .describe_client_quotas_request import ComponentData as ComponentData
+    from .list_config_resources_response import ConfigResource as ConfigResource
     from .find_coordinator_response import Coordinator as Coordinator
     from .create_delegation_token_request import CreatableRenewers as CreatableRenewers
     from .create_topics_request import CreatableReplicaAssignment as CreatableReplicaAssignment
@@ -805,6 +809,8 @@ WHERE: dict[str, str] = {
     'create_topics_response': 'create_topics_response',
     'DefaultPrincipalData': 'default_principal_data',
     'default_principal_data': 'default_principal_data',
+    'DelegationTokenRecord': 'delegation_token_record',
+    'delegation_token_record': 'delegation_token_record',
     'DeleteAclsRequest': 'delete_acls_request',
     'delete_acls_request': 'delete_acls_request',
     'DeleteAclsResponse': 'delete_acls_response',
@@ -957,10 +963,10 @@ WHERE: dict[str, str] = {
     'leave_group_request': 'leave_group_request',
     'LeaveGroupResponse': 'leave_group_response',
     'leave_group_response': 'leave_group_response',
-    'ListClientMetricsResourcesRequest': 'list_client_metrics_resources_request',
-    'list_client_metrics_resources_request': 'list_client_metrics_resources_request',
-    'ListClientMetricsResourcesResponse': 'list_client_metrics_resources_response',
-    'list_client_metrics_resources_response': 'list_client_metrics_resources_response',
+    'ListConfigResourcesRequest': 'list_config_resources_request',
+    'list_config_resources_request': 'list_config_resources_request',
+    'ListConfigResourcesResponse': 'list_config_resources_response',
+    'list_config_resources_response': 'list_config_resources_response',
     'ListGroupsRequest': 'list_groups_request',
     'list_groups_request': 'list_groups_request',
     'ListGroupsResponse': 'list_groups_response',
@@ -1027,6 +1033,8 @@ WHERE: dict[str, str] = {
     'register_broker_record': 'register_broker_record',
     'RemoveAccessControlEntryRecord': 'remove_access_control_entry_record',
     'remove_access_control_entry_record': 'remove_access_control_entry_record',
+    'RemoveDelegationTokenRecord': 'remove_delegation_token_record',
+    'remove_delegation_token_record': 'remove_delegation_token_record',
     'RemoveRaftVoterRequest': 'remove_raft_voter_request',
     'remove_raft_voter_request': 'remove_raft_voter_request',
     'RemoveRaftVoterResponse': 'remove_raft_voter_response',
@@ -1187,8 +1195,8 @@ WHERE: dict[str, str] = {
     'BrokerState': 'alter_partition_request',
     'ClassicMemberMetadata': 'consumer_group_member_metadata_value',
     'ClassicProtocol': 'consumer_group_member_metadata_value',
-    'ClientMetricsResource': 'list_client_metrics_resources_response',
     'ComponentData': 'describe_client_quotas_request',
+    'ConfigResource': 'list_config_resources_response',
     'Coordinator': 'find_coordinator_response',
     'CreatableRenewers': 'create_delegation_token_request',
     'CreatableReplicaAssignment': 'create_topics_request',
@@ -1414,7 +1422,7 @@ API_TABLE: dict[int, tuple[str, str, str, int, int, bool]] = {
     71: ('GetTelemetrySubscriptions', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 0, 0, False),
     72: ('PushTelemetry', 'PushTelemetryRequest', 'PushTelemetryResponse', 0, 0, False),
     73: ('AssignReplicasToDirs', 'AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse', 0, 0, False),
-    74: ('ListClientMetricsResources', 'ListClientMetricsResourcesRequest', 'ListClientMetricsResourcesResponse', 0, 0, False),
+    74: ('ListConfigResources', 'ListConfigResourcesRequest', 'ListConfigResourcesResponse', 0, 1, False),
     75: ('DescribeTopicPartitions', 'DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse', 0, 0, False),
     76: ('ShareGroupHeartbeat', 'ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse', 0, 1, False),
     77: ('ShareGroupDescribe', 'ShareGroupDescribeRequest', 'ShareGroupDescribeResponse', 0, 1, False),
@@ -1434,7 +1442,7 @@ API_TABLE: dict[int, tuple[str, str, str, int, int, bool]] = {
 }
 
 # schemas that are not API messages: headers and data formats
-DATA_NAMES: tuple[str, ...] = ('AccessControlEntryRecord', 'ClientQuotaRecord', 'ConfigRecord', 'ConsumerGroupCurrentMemberAssignmentKey', 'ConsumerGroupCurrentMemberAssignmentValue', 'ConsumerGroupMemberMetadataKey', 'ConsumerGroupMemberMetadataValue', 'ConsumerGroupMetadataKey', 'ConsumerGroupMetadataValue', 'ConsumerGroupPartitionMetadataKey', 'ConsumerGroupPartitionMetadataValue', 'ConsumerGroupTargetAssignmentMemberKey', 'ConsumerGroupTargetAssignmentMemberValue', 'ConsumerGroupTargetAssignmentMetadataKey', 'ConsumerGroupTargetAssignmentMetadataValue', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'DefaultPrincipalData', 'FeatureLevelRecord', 'FenceBrokerRecord', 'GroupMetadataKey', 'GroupMetadataValue', 'KRaftVersionRecord', 'LeaderChangeMessage', 'OffsetCommitKey', 'OffsetCommitValue', 'PartitionChangeRecord', 'PartitionRecord', 'ProducerIdsRecord', 'RegisterBrokerRecord', 'RemoveAccessControlEntryRecord', 'RemoveTopicRecord', 'RemoveUserScramCredentialRecord', 'RequestHeader', 'ResponseHeader', 'ShareGroupCurrentMemberAssignmentKey', 'ShareGroupCurrentMemberAssignmentValue', 'ShareGroupMemberMetadataKey', 'ShareGroupMemberMetadataValue', 'ShareGroupMetadataKey', 'ShareGroupMetadataValue', 'ShareGroupPartitionMetadataKey', 'ShareGroupPartitionMetadataValue', 'ShareGroupStatePartitionMetadataKey', 'ShareGroupStatePartitionMetadataValue', 'ShareGroupTargetAssignmentMemberKey', 'ShareGroupTargetAssignmentMemberValue', 'ShareGroupTargetAssignmentMetadataKey', 'ShareGroupTargetAssignmentMetadataValue', 'ShareSnapshotKey', 'ShareSnapshotValue', 'ShareUpdateKey', 'ShareUpdateValue', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'TopicRecord', 'TransactionLogKey', 'TransactionLogValue', 'UnfenceBrokerRecord', 'UserScramCredentialRecord', 'VotersRecord')
+DATA_NAMES: tuple[str, ...] = ('AccessControlEntryRecord', 'ClientQuotaRecord', 'ConfigRecord', 'ConsumerGroupCurrentMemberAssignmentKey', 'ConsumerGroupCurrentMemberAssignmentValue', 'ConsumerGroupMemberMetadataKey', 'ConsumerGroupMemberMetadataValue', 'ConsumerGroupMetadataKey', 'ConsumerGroupMetadataValue', 'ConsumerGroupPartitionMetadataKey', 'ConsumerGroupPartitionMetadataValue', 'ConsumerGroupTargetAssignmentMemberKey', 'ConsumerGroupTargetAssignmentMemberValue', 'ConsumerGroupTargetAssignmentMetadataKey', 'ConsumerGroupTargetAssignmentMetadataValue', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'DefaultPrincipalData', 'DelegationTokenRecord', 'FeatureLevelRecord', 'FenceBrokerRecord', 'GroupMetadataKey', 'GroupMetadataValue', 'KRaftVersionRecord', 'LeaderChangeMessage', 'OffsetCommitKey', 'OffsetCommitValue', 'PartitionChangeRecord', 'PartitionRecord', 'ProducerIdsRecord', 'RegisterBrokerRecord', 'RemoveAccessControlEntryRecord', 'RemoveDelegationTokenRecord', 'RemoveTopicRecord', 'RemoveUserScramCredentialRecord', 'RequestHeader', 'ResponseHeader', 'ShareGroupCurrentMemberAssignmentKey', 'ShareGroupCurrentMemberAssignmentValue', 'ShareGroupMemberMetadataKey', 'ShareGroupMemberMetadataValue', 'ShareGroupMetadataKey', 'ShareGroupMetadataValue', 'ShareGroupPartitionMetadataKey', 'ShareGroupPartitionMetadataValue', 'ShareGroupStatePartitionMetadataKey', 'ShareGroupStatePartitionMetadataValue', 'ShareGroupTargetAssignmentMemberKey', 'ShareGroupTargetAssignmentMemberValue', 'ShareGroupTargetAssignmentMetadataKey', 'ShareGroupTargetAssignmentMetadataValue', 'ShareSnapshotKey', 'ShareSnapshotValue', 'ShareUpdateKey', 'ShareUpdateValue', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'TopicRecord', 'TransactionLogKey', 'TransactionLogValue', 'UnfenceBrokerRecord', 'UserScramCredentialRecord', 'VotersRecord')
 
 # metadata log record type (its apiKey): the record's class name
 METADATA_RECORDS: dict[int, str] = {
@@ -1446,6 +1454,7 @@ METADATA_RECORDS: dict[int, str] = {
     7: 'FenceBrokerRecord',
     8: 'UnfenceBrokerRecord',
     9: 'RemoveTopicRecord',
+    10: 'DelegationTokenRecord',
     11: 'UserScramCredentialRecord',
     12: 'FeatureLevelRecord',
     14: 'ClientQuotaRecord',
@@ -1453,6 +1462,7 @@ METADATA_RECORDS: dict[int, str] = {
     18: 'AccessControlEntryRecord',
     19: 'RemoveAccessControlEntryRecord',
     22: 'RemoveUserScramCredentialRecord',
+    26: 'RemoveDelegationTokenRecord',
 }
 
 
@@ -1535,6 +1545,7 @@ __all__ = [
     'CreateTopicsRequest',
     'CreateTopicsResponse',
     'DefaultPrincipalData',
+    'DelegationTokenRecord',
     'DeleteAclsRequest',
     'DeleteAclsResponse',
     'DeleteGroupsRequest',
@@ -1611,8 +1622,8 @@ __all__ = [
     'LeaderChangeMessage',
     'LeaveGroupRequest',
     'LeaveGroupResponse',
-    'ListClientMetricsResourcesRequest',
-    'ListClientMetricsResourcesResponse',
+    'ListConfigResourcesRequest',
+    'ListConfigResourcesResponse',
     'ListGroupsRequest',
     'ListGroupsResponse',
     'ListOffsetsRequest',
@@ -1646,6 +1657,7 @@ __all__ = [
     'ReadShareGroupStateSummaryResponse',
     'RegisterBrokerRecord',
     'RemoveAccessControlEntryRecord',
+    'RemoveDelegationTokenRecord',
     'RemoveRaftVoterRequest',
     'RemoveRaftVoterResponse',
     'RemoveTopicRecord',
@@ -1778,6 +1790,7 @@ __all__ = [
     'create_topics_request',
     'create_topics_response',
     'default_principal_data',
+    'delegation_token_record',
     'delete_acls_request',
     'delete_acls_response',
     'delete_groups_request',
@@ -1854,8 +1867,8 @@ __all__ = [
     'leader_change_message',
     'leave_group_request',
     'leave_group_response',
-    'list_client_metrics_resources_request',
-    'list_client_metrics_resources_response',
+    'list_config_resources_request',
+    'list_config_resources_response',
     'list_groups_request',
     'list_groups_response',
     'list_offsets_request',
@@ -1889,6 +1902,7 @@ __all__ = [
     'read_share_group_state_summary_response',
     'register_broker_record',
     'remove_access_control_entry_record',
+    'remove_delegation_token_record',
     'remove_raft_voter_request',
     'remove_raft_voter_response',
     'remove_topic_record',
