@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kaflite.verify._share import check_share
 from kaflite.verify.checker import CheckResult, check
 from kaflite.verify.history import (
@@ -287,3 +289,17 @@ def test_the_kaflite_share_consumers_events_name_what_it_never_handed_out() -> N
               Event(4.0, "share", "share session reset")]
     assert [(t, topic, part, offs) for t, topic, part, offs, _ in _unseen(events)] == [
         (1.0, "my-topic", 3, (1, 2, 3, 7, 9)), (2.0, "t", 0, (4,)), (3.0, "t", 1, (5, 6))]
+
+
+def test_a_share_run_says_what_its_group_runs_with() -> None:
+    from kaflite.verify._churn import CUT_S, STALL_S
+    from kaflite.verify.runner import SHARE_GROUP_CONFIGS, RunConfig, run
+
+    meta = RunConfig(group_protocol="share").meta()
+    assert meta["share_group_configs"] == SHARE_GROUP_CONFIGS
+    # the locks end within a stall or a cut, and the checker reads them from there
+    assert int(SHARE_GROUP_CONFIGS["share.record.lock.duration.ms"]) < \
+        min(STALL_S, CUT_S) * 1000
+    assert "share_group_configs" not in RunConfig().meta()
+    with pytest.raises(ValueError, match="queue workload"):
+        run(RunConfig(workload="txn", group_protocol="share"))
