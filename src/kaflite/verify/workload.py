@@ -96,8 +96,7 @@ class Shared:
         self._commit_rngs: dict[str, random.Random] = {}
         # threads tearing down crashed members' clients (_churn): joined at the run's end
         self.abandoned: list[threading.Thread] = []
-        # share groups (_share_member): the records finished as far as the members know,
-        # and the group's share.delivery.count.limit
+        # share groups (_share_member): records the members know finished; the limit
         self.share_done: set[tuple[str, int, int]] = set()
         self.share_delivery_limit = 0
 
