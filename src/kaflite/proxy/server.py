@@ -44,6 +44,7 @@ from kaflite._loop import LoopThread
 from kaflite.cluster.observe import ClientSnapshot, ConnectionSnapshot
 from kaflite.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from kaflite.proxy.filters.base import Filter, FilterChain
+from kaflite.proxy.filters.rules import RulesFilter
 from kaflite.proxy.mapping import BrokerMap
 from kaflite.proxy.metrics import ProxyMetrics
 from kaflite.proxy.registry import ProxyRegistry
@@ -82,7 +83,10 @@ class Proxy:
             raise ValueError("no upstream bootstrap server")
         self.listen_host, self.listen_port = parse_address(listen)
         self.naive = naive
-        self.filters = FilterChain(filters)
+        # kaflite's fault rules, added and removed at runtime (``filters/rules.py``): last
+        # in the chain, where a broker would see the request
+        self.faults = RulesFilter()
+        self.filters = FilterChain([*filters, self.faults])
         self.ssl_context = ssl_context
         self.upstream_ssl = upstream_ssl
         self.sni_suffix = sni_suffix.strip(".").lower() if sni_suffix else None
@@ -250,6 +254,20 @@ class Proxy:
 
     def clients(self) -> list[ClientSnapshot]:
         return self._call(self.registry.clients)
+
+    def drop_connections(self, broker: int | None = None, client_id: str | None = None
+                         ) -> int:
+        """Close the client connections to upstream node ``broker`` (any, by default) of
+        ``client_id`` (any) now, as a broker's ``drop_connections`` fault does: how many."""
+        def drop() -> int:
+            hit = [s for s in self.sessions if not s.closed
+                   and (broker is None or s.reached_node() == broker)
+                   and (client_id is None or s.record.client_id == client_id)]
+            for session in hit:
+                session.fail(f"dropped (a fault on broker {broker})")
+            return len(hit)
+
+        return self._call(drop)
 
     def _call(self, fn: Callable[[], T]) -> T:
         thread = self._thread
