@@ -14,6 +14,11 @@ proxy first sees it in a response (``BrokerMap``): a connection to that port
 goes to that broker, so a client's connection to "broker 2" really ends at
 broker 2.
 
+``proxy.faults`` (``filters/rules.py``) takes kaflite's cluster fault rules at
+runtime (errors, delays, throttles, dropped requests, scoped to an upstream broker
+or not), and ``drop_connections(broker)`` closes the client connections to one
+broker now: what ``kaflite.verify`` injects into a cluster that has no such hooks.
+
 ``naive=True`` is the shared VIP of the seeds: every broker is advertised at
 the one bootstrap address (as brokers whose ``advertised.listeners`` name a load
 balancer), and each connection goes to the next upstream broker in turn. A
