@@ -111,3 +111,13 @@ def test_rules_added_at_runtime_hit_one_broker_and_go(cluster3: Cluster, proxy: 
     assert faults.applied == applied
     got = consume_exact(cluster3.bootstrap_servers, topic, "px-rules-g", len(written))
     assert sorted(got) == sorted(written)          # each exactly once
+
+
+def test_a_bootstrap_connection_counts_as_the_node_it_reached() -> None:
+    from kaflite.proxy.mapping import BrokerMap
+
+    brokers = BrokerMap("127.0.0.1", lambda node: 0)
+    brokers.upstream.update({1: ("localhost", 9001), 2: ("127.0.0.1", 9002)})
+    assert brokers.node_at("127.0.0.1", 9001) == 1      # the host spelled another way
+    assert brokers.node_at("127.0.0.1", 9002) == 2
+    assert brokers.node_at("127.0.0.1", 9003) is None   # not learned (yet)
