@@ -114,6 +114,9 @@ class RunConfig:
     # from the jars in kafka_libs: what tools/ensure_kafka.sh prints)
     target: str = "kaflite"
     kafka_libs: Path | None = None
+    # kaflite's proxy in front of Kafka injects the traffic faults (errors, delay,
+    # throttle, drop) as it does for kaflite's cluster (targets.KafkaTarget)
+    via_proxy: bool = False
 
     def meta(self) -> dict[str, Any]:
         out = asdict(self)
@@ -172,14 +175,17 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     excluded = {k: why for k, why in client.known_issues.get(config.workload, {}).items()
                 if k in config.nemesis}
     meta = config.meta()
-    known_errors = client.known_errors.get(config.workload, {})
+    cluster = _target(config, data_dir)
+    known_errors = {**client.known_errors.get(config.workload, {}), **cluster.excluded_errors}
     if known_errors and "errors" in config.nemesis:
         meta["excluded_errors"] = {f"{api} {error}": why
                                    for (api, error), why in known_errors.items()}
-    cluster = _target(config, data_dir)
     if cluster.kinds is not None:
-        excluded.update({k: f"{cluster.name} takes no such fault without kaflite's broker "
-                            "hooks" for k in config.nemesis if k not in cluster.kinds})
+        excluded.update({k: cluster.left_out.get(k, f"{cluster.name} takes no such fault")
+                         for k in config.nemesis if k not in cluster.kinds})
+    if cluster.means:     # how each fault the run can apply is applied
+        meta["fault_means"] = {k: cluster.means[k] for k in config.nemesis
+                               if k in cluster.means and k not in excluded}
     if excluded:
         meta["excluded_faults"] = excluded
         config = replace(config, nemesis=tuple(k for k in config.nemesis if k not in excluded))
@@ -229,6 +235,9 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
 
 def _target(config: RunConfig, data_dir: Path) -> FaultTarget:
     """The cluster the run starts and hurts."""
+    if config.via_proxy and config.target != "kafka":
+        raise ValueError("--via-proxy puts kaflite's proxy in front of --target kafka "
+                         "(kaflite's own cluster takes every fault itself)")
     if config.target == "kaflite":
         return ClusterProcess(data_dir / "cluster", config=CLUSTER_CONFIG,
                               processes=config.processes)
@@ -240,7 +249,7 @@ def _target(config: RunConfig, data_dir: Path) -> FaultTarget:
     if config.churn or config.processes:
         raise ValueError("--churn and --processes need kaflite's own cluster")
     from kaflite.verify.targets import KafkaTarget
-    return KafkaTarget(config.kafka_libs, dict(CLUSTER_CONFIG))
+    return KafkaTarget(config.kafka_libs, dict(CLUSTER_CONFIG), via_proxy=config.via_proxy)
 
 
 def _add_removals(history: History, cluster: FaultTarget) -> None:
@@ -295,7 +304,8 @@ def _start_nemesis(config: RunConfig, cluster: FaultTarget, shared: Shared,
                    targets: Targets) -> Nemesis:
     shared.history.add(Phase(time=shared.history.now(), process="run", name="nemesis-start"))
     if "errors" in config.nemesis:
-        known = shared.factory.known_errors.get(config.workload, {})
+        known = {*shared.factory.known_errors.get(config.workload, {}),
+                 *cluster.excluded_errors}
         targets = replace(targets, excluded_errors=frozenset(known))
     shared.nemesis = _nemesis(config, cluster, shared.history, targets)
     return shared.nemesis
