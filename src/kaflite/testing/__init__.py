@@ -18,5 +18,5 @@ from kaflite.testing._kfake import KFake
 from kaflite.testing._tansu import Tansu, tansu_binary
 from kaflite.testing._target import ClusterUnderTest, TargetUnavailable, Unsupported
 
-__all__ = ["ApacheKafka", "ClusterUnderTest", "KFake", "KafliteCluster", "TargetUnavailable",
-           "Tansu", "Unsupported", "kafka_version", "tansu_binary"]
+__all__ = ["ApacheKafka", "ClusterUnderTest", "KFake", "KafliteCluster", "Tansu",
+           "TargetUnavailable", "Unsupported", "kafka_version", "tansu_binary"]

