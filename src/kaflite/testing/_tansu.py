@@ -81,7 +81,7 @@ class Tansu(ClusterUnderTest):
 
     @property
     def node_ids(self) -> list[int]:
-        if self._proc is None:
+        if self.port is None:
             raise RuntimeError(f"{self.name} is not running")
         if self._node_id is None:
             raise Unsupported(f"{self.name} with authentication answers Metadata only after "
