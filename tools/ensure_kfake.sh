@@ -19,10 +19,10 @@ if ! command -v go >/dev/null 2>&1; then
   exit 1
 fi
 mkdir -p "$cache"
-if ! (cd "$dir" && go build -o "$binary.part" .) >&2; then
+if ! (cd "$dir" && go build -o "$binary.part.$$" .) >&2; then
   echo "note: could not build tests/interop/kfake" >&2
-  rm -f "$binary.part"
+  rm -f "$binary.part.$$"
   exit 1
 fi
-mv "$binary.part" "$binary"
+mv "$binary.part.$$" "$binary"
 echo "$binary"

@@ -68,6 +68,7 @@ class KFake(ClusterUnderTest):
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._stderr: Path | None = None
         self._lock = threading.Lock()
+        self._reader: threading.Thread | None = None
 
     @property
     def node_ids(self) -> list[int]:
@@ -88,8 +89,9 @@ class KFake(ClusterUnderTest):
             self._proc = subprocess.Popen(
                 [str(self.binary), "-brokers", str(self._count)], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
-        threading.Thread(target=self._read, args=(self._proc,), daemon=True,
-                         name=f"{self.name}-stdout").start()
+        self._reader = threading.Thread(target=self._read, args=(self._proc,), daemon=True,
+                                        name=f"{self.name}-stdout")
+        self._reader.start()
         ready = self._line(self.start_timeout).split()
         if not ready or ready[0] != "ready":
             raise RuntimeError(f"{self.name} did not start: {' '.join(ready)} {self._why()}")
@@ -172,7 +174,10 @@ class KFake(ClusterUnderTest):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=STOP_GRACE_S)
-            if proc.stdout is not None:
+            reader, self._reader = self._reader, None
+            if reader is not None:
+                reader.join(STOP_GRACE_S)    # the process is gone: its stdout ends
+            if proc.stdout is not None and (reader is None or not reader.is_alive()):
                 proc.stdout.close()
         self.addresses = {}
         self.controller = None
