@@ -144,6 +144,14 @@ PEERS = [t for t in os.environ.get("KAFLITE_INTEROP_PEERS", "tansu-1,kfake-3").s
 MATRIX = TARGETS + PEERS
 
 
+def limited(target: ClusterUnderTest, reasons: dict[str, str]) -> None:
+    """Skip, with the reason, where ``target`` (by the kind its name starts with:
+    ``tansu``, ``kfake``...) is known not to do what the test needs."""
+    for kind, reason in reasons.items():
+        if target.name.startswith(kind):
+            pytest.skip(f"{target.name}: {reason}")
+
+
 def matrix_fixture() -> Callable[[pytest.FixtureRequest], Iterator[ClusterUnderTest]]:
     """A module-scoped ``target`` fixture over ``MATRIX``: assign it to ``target`` in a
     module whose tests also run on Tansu and kfake."""
