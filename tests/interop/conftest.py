@@ -106,13 +106,13 @@ def make_target(kind: str, request: pytest.FixtureRequest,
                            config=config, listeners=listeners or ())
     if config or listeners:
         raise ValueError(f"{kind} takes no broker config or extra listeners")
-    if name == "kfake":
-        return KFake(request.getfixturevalue("kfake_binary"), brokers=brokers)
-    if name == "tansu" and brokers == 1:
-        try:
+    try:
+        if name == "kfake":
+            return KFake(request.getfixturevalue("kfake_binary"), brokers=brokers)
+        if name == "tansu" and brokers == 1:
             return Tansu(tansu_binary())
-        except TargetUnavailable as exc:
-            unavailable("Tansu", str(exc))
+    except TargetUnavailable as exc:
+        unavailable(kind, str(exc))
     raise ValueError(f"unknown target {kind!r}")
 
 
