@@ -94,6 +94,8 @@ ALIASES = {"sasl.mechanisms": "sasl.mechanism", "sasl.user": "sasl.username",
            "security.protocol.type": "security.protocol"}
 # values a user may spell in lower case (librdkafka accepts "sasl_ssl")
 _UPPER = ("security.protocol", "sasl.mechanism")
+# a common property whose default differs for one role: (role, name) -> default
+ROLE_DEFAULTS: dict[tuple[str, str], ConfigValue] = {("admin", "enable.metrics.push"): False}
 _ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
 # -- common ------------------------------------------------------------------------
@@ -126,6 +128,10 @@ _p("client.software.version", "str", "0.1.0")
 _p("allow.auto.create.topics", "bool", True)
 _p("max.frame.bytes", "int", 104_857_600, minimum=1024)
 _p("events.max", "int", 10_000, minimum=0)
+# KIP-714: push the client's metrics to the cluster when a subscription asks for them
+# (kaflite.client.telemetry). On by default, but off for the admin client, as Java's
+# AdminClientConfig has it (ROLE_DEFAULTS).
+_p("enable.metrics.push", "bool", True)
 
 # -- security (librdkafka's names and defaults) ----------------------------------------
 # librdkafka's default mechanism is GSSAPI (Kerberos), which kaflite does not implement:
@@ -360,7 +366,7 @@ def resolve(role: str, config: Mapping[str, object] | None = None,
         out[name] = coerced
     for name, prop in PROPERTIES.items():
         if name not in out and (COMMON in prop.roles or role in prop.roles):
-            out[name] = prop.default
+            out[name] = ROLE_DEFAULTS.get((role, name), prop.default)
     servers = out.get("bootstrap.servers")
     if not isinstance(servers, list) or not servers:
         raise ConfigError("bootstrap.servers", "is required")

@@ -118,6 +118,14 @@ def test_lag_history_and_a_consumer_protocol_group() -> None:
                 group = c.get("/api/groups/modern").json()
                 assert group["type"] == "consumer" and group["group_epoch"] >= 1
                 assert len(group["members"]) == 1
+                # KIP-848: one member that has taken both partitions, at the target epoch
+                [member] = group["members"]
+                both = [{"topic": "hist", "partition": p} for p in (0, 1)]
+                assert member["assignment"] == member["target_assignment"] == both
+                assert member["member_epoch"] == group["assignment_epoch"]
+                assert (member["member_state"], member["waiting_for"]) == ("stable", [])
+                assert member["subscribed_topics"] == ["hist"]
+                assert (group["assignor"], group["reconciling"]) == ("uniform", 0)
                 points: list[dict[str, float]] = []
                 for _ in range(100):          # the sampler runs every 0.2 s here
                     points = c.get("/api/groups/modern/lag-history").json()["points"]

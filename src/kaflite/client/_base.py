@@ -9,18 +9,25 @@ reconnects with back-off), and exposes the transparency API:
   requests in flight, bytes, last activity and negotiated API versions;
 * ``events()``: the control-plane transitions so far (also logged to
   ``kaflite.client.events`` and passed to callbacks from ``on_event``).
+
+It also keeps the client's metrics (``metrics``: connections made, each broker's
+request latency, and what its subclass records) and pushes them to the cluster when a
+client metrics subscription asks for them (KIP-714, ``kaflite.client.telemetry``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Self, TypeVar
 
 from kaflite.client.events import Event, EventLog
 from kaflite.client.metadata import Metadata
+from kaflite.client.metrics import AVG_MAX, ClientMetrics, Sensor
 from kaflite.client.pool import DATA, ConnectionInfo, ConnectionPool
+from kaflite.client.telemetry import TelemetryReporter
 from kaflite.config import ClientConfig, resolve
 from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.protocol.messages import ProduceRequest, ProduceResponse, Request, Struct
@@ -29,6 +36,12 @@ __all__ = ["BaseClient"]
 
 R = TypeVar("R", bound=Struct)
 T = TypeVar("T")
+
+# where Java's telemetry names each client's metrics (its metric groups: producer-metrics,
+# consumer-metrics, admin-client-metrics)
+METRICS_PREFIX = {"producer": "org.apache.kafka.producer.",
+                  "consumer": "org.apache.kafka.consumer.",
+                  "admin": "org.apache.kafka.admin.client."}
 
 
 class BaseClient:
@@ -42,6 +55,13 @@ class BaseClient:
         self.pool = ConnectionPool(self.config, self._events)
         self.metadata = Metadata(self.config, self.pool, self._events,
                                  all_topics=self.ALL_TOPICS)
+        self.metrics = ClientMetrics(METRICS_PREFIX[self.ROLE])
+        self.pool.on_connection = self.metrics.sensor(
+            "connection.creation", ("rate", "total")).record
+        self._node_latency: dict[int, Sensor] = {}
+        self.pool.on_latency = self._record_latency
+        self.telemetry = TelemetryReporter(self.config, self.pool, self.metrics,
+                                           self._events, self._telemetry_resource())
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
@@ -58,6 +78,7 @@ class BaseClient:
                 self.metadata.start()
                 await self._on_start()
                 self._started = True
+                self.telemetry.start()
         return self
 
     async def _on_start(self) -> None:
@@ -67,8 +88,22 @@ class BaseClient:
         if self._closed:
             return
         self._closed = True
+        await self.telemetry.close()
         await self.metadata.close()
         await self.pool.close()
+
+    def _telemetry_resource(self) -> dict[str, str]:
+        """The labels of the client's telemetry resource (Java's ClientTelemetryProvider;
+        subclasses add theirs)."""
+        rack = self.config.string("client.rack")
+        return {"client_rack": rack} if rack else {}
+
+    def _record_latency(self, node_id: int, seconds: float) -> None:
+        sensor = self._node_latency.get(node_id)
+        if sensor is None:
+            sensor = self._node_latency[node_id] = self.metrics.sensor(
+                "node.request.latency", AVG_MAX, (("node.id", node_id),))
+        sensor.record(seconds * 1000)
 
     async def __aenter__(self) -> Self:
         return await self.start()
@@ -121,6 +156,12 @@ class BaseClient:
     def connections(self) -> list[ConnectionInfo]:
         """Every open connection: broker, address, roles, in flight, bytes, versions."""
         return self.pool.connections()
+
+    async def client_instance_id(self, timeout: float = 0.0) -> uuid.UUID | None:
+        """The id the cluster gave this client for its telemetry (KIP-714), waiting up to
+        ``timeout`` seconds for it; None without one (``enable.metrics.push`` off, a
+        broker without telemetry, or not yet)."""
+        return await self.telemetry.wait_instance_id(timeout)
 
     def events(self, kind: str | None = None) -> list[Event]:
         """Control-plane transitions so far, oldest first."""

@@ -134,6 +134,9 @@ class ConnectionPool:
         self.on_rebootstrap_required: Callable[[str], None] | None = None
         # the newest ApiVersions version the cluster's brokers said they serve
         self.api_versions_max = 0
+        # the client's metrics: a connection made, a request's round trip to a broker
+        self.on_connection: Callable[[], None] | None = None
+        self.on_latency: Callable[[int, float], None] | None = None
 
     # -- connection factory -------------------------------------------------------
     def _expect(self, node_id: int | None) -> tuple[str, int] | None:
@@ -163,7 +166,12 @@ class ConnectionPool:
             sasl=self.security.sasl_factory(),
             emit=self.events.emit,
             expect=self._expect(node_id),
+            on_latency=self.on_latency,
         )
+
+    def _connection_made(self) -> None:
+        if self.on_connection is not None:
+            self.on_connection()
 
     def _auth_failed(self, conn: BrokerConnection, exc: AuthenticationError) -> None:
         if self.auth_error is None:
@@ -207,6 +215,7 @@ class ConnectionPool:
                 errors.append(f"{host}:{port}: {exc}")
                 continue
             self._bootstrap = conn
+            self._connection_made()
             self.api_versions_max = conn.api_versions.get(API_VERSIONS_KEY, (0, 0))[1]
             self.events.emit("bootstrap", f"connected to bootstrap server {host}:{port}")
             return conn
@@ -327,6 +336,7 @@ class ConnectionPool:
         backoff.failures = 0
         backoff.next_attempt = 0.0
         self._conns[key] = conn
+        self._connection_made()
         self.events.emit("connect", f"connected to broker {node_id} at {addr.host}:{addr.port}"
                          + (f" ({channel})" if channel != DATA else ""))
         return conn

@@ -17,6 +17,7 @@ for every record.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
@@ -99,6 +100,10 @@ class _SyncClient:
         async def get() -> list[ConnectionInfo]:
             return list(self._async.connections())
         return self._run(get())
+
+    def client_instance_id(self, timeout: float = 0.0) -> uuid.UUID | None:
+        """The client's telemetry instance id (KIP-714; see ``BaseClient``)."""
+        return self._run(self._async.client_instance_id(timeout))
 
     def events(self, kind: str | None = None) -> list[Event]:
         async def get() -> list[Event]:

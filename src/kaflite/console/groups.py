@@ -13,7 +13,9 @@ import asyncio
 import contextlib
 
 from kaflite.cli.groups import Described, _describe, plan_reset
+from kaflite.client._group_admin import ConsumerGroupDescription
 from kaflite.client.admin import GroupListing
+from kaflite.client.consumer._types import TopicPartition
 from kaflite.console.backend import ClientBackend
 from kaflite.console.web import ApiError, Json
 from kaflite.protocol import errors
@@ -94,21 +96,55 @@ async def describe_group(backend: ClientBackend, group: str) -> Json:
                             "member_id": r["consumer_id"]} for r in described.offsets]
     lags = [r["lag"] for r in offsets if isinstance(r["lag"], int)]
     coordinator = desc.coordinator.node_id if desc.coordinator is not None else None
+    members: list[Json] = [{"member_id": m.member_id, "client_id": m.client_id,
+                            "host": m.client_host, "instance_id": m.group_instance_id,
+                            "assignment": _tps(sorted(m.assignment))} for m in desc.members]
     out: Json = {
         "group_id": group,
         "type": "consumer" if described.modern is not None else "classic",
         "protocol_type": desc.protocol_type, "protocol": desc.protocol, "state": desc.state,
         "coordinator": coordinator,
-        "members": [{"member_id": m.member_id, "client_id": m.client_id,
-                     "host": m.client_host, "instance_id": m.group_instance_id,
-                     "assignment": [{"topic": tp.topic, "partition": tp.partition}
-                                    for tp in sorted(m.assignment)]}
-                    for m in desc.members],
-        "offsets": offsets, "lag": sum(lags)}
+        "members": members, "offsets": offsets, "lag": sum(lags)}
     if described.modern is not None:
-        out["group_epoch"] = described.modern.group_epoch
-        out["assignment_epoch"] = described.modern.assignment_epoch
+        fields, by_member = _consumer_group(described.modern)
+        out.update(fields)
+        for member in members:
+            member.update(by_member.get(str(member["member_id"]), {}))
     return out
+
+
+def _tps(tps: list[TopicPartition]) -> list[Json]:
+    return [{"topic": tp.topic, "partition": tp.partition} for tp in tps]
+
+
+def _consumer_group(g: ConsumerGroupDescription) -> tuple[Json, dict[str, Json]]:
+    """A consumer (KIP-848) group's epochs and, per member, its epoch, its current and
+    target assignments and its state, told from them as Kafka's coordinator moves a
+    member: ``unrevoked_partitions`` (behind the target epoch: it keeps its epoch until
+    it has revoked what the target gives to others; those partitions are not in its
+    described assignment), ``unreleased_partitions`` (at the target epoch, waiting for
+    partitions of its target that another member has not released yet), ``stable``
+    (at the target epoch, owning its target). ``waiting_for``: the partitions of its
+    target it does not own yet, each with the member that holds it when one shows it."""
+    owner = {tp: m.member_id for m in g.members for tp in m.assignment}
+    members: dict[str, Json] = {}
+    for m in g.members:
+        owned, target = set(m.assignment), set(m.target_assignment)
+        waiting = sorted(target - owned)
+        state = ("unrevoked_partitions" if m.member_epoch < g.assignment_epoch
+                 else "unreleased_partitions" if waiting
+                 else "stable" if m.member_epoch == g.assignment_epoch else "unknown")
+        members[m.member_id] = {
+            "member_epoch": m.member_epoch, "member_state": state, "rack": m.rack_id,
+            "subscribed_topics": list(m.subscribed_topic_names),
+            "subscribed_regex": m.subscribed_topic_regex,
+            "target_assignment": _tps(sorted(target)),
+            "waiting_for": [{"topic": tp.topic, "partition": tp.partition,
+                             "held_by": owner.get(tp)} for tp in waiting]}
+    return {"group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
+            "assignor": g.assignor,
+            "reconciling": sum(1 for m in members.values() if m["member_state"] != "stable")
+            }, members
 
 
 def _share_group(described: Described) -> Json:

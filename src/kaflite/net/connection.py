@@ -71,6 +71,8 @@ __all__ = ["AuthenticationError", "BrokerConnection", "ConnectionClosed", "Conne
 
 SaslFactory = Callable[[], SaslMechanism]
 Emit = Callable[[str, str], object]     # (kind, message): the client's event log
+# (node id, seconds from writing a request to its response): the client's metrics
+Latency = Callable[[int, float], None]
 
 R = TypeVar("R", bound=Struct)
 
@@ -191,6 +193,7 @@ class BrokerConnection:
         sasl: SaslFactory | None = None,
         emit: Emit | None = None,
         expect: tuple[str, int] | None = None,
+        on_latency: Latency | None = None,
     ) -> None:
         self.host, self.port, self.node_id = host, port, node_id
         # SO_SNDBUF / SO_RCVBUF; -1 leaves the sizes to the OS (which tunes them)
@@ -215,6 +218,7 @@ class BrokerConnection:
         self.ssl_context = ssl_context
         self.sasl = sasl
         self.emit = emit
+        self.on_latency = on_latency
         self.tls: str | None = None     # "TLSv1.3 TLS_AES_256_GCM_SHA384" once handshaken
         self._reauth: asyncio.Future[None] | None = None
         self._reauth_timer: asyncio.TimerHandle | None = None
@@ -424,7 +428,7 @@ class BrokerConnection:
                     await self._reauthenticate()
                 if self._closed is not None:
                     raise ConnectionClosed(str(self._closed))
-                self.last_used = time.monotonic()
+                self.last_used = sent = time.monotonic()
                 out = self.state.send(body, api_key, version)
                 if out.expects_response:
                     future: asyncio.Future[Struct] = \
@@ -436,11 +440,15 @@ class BrokerConnection:
                 return None
             try:
                 async with asyncio.timeout(timeout or self.request_timeout):
-                    return await future
+                    response = await future
             except BaseException:  # timed out or cancelled: the answer is not wanted
                 self._futures.pop(out.correlation_id, None)
                 self.state.abandon(out.correlation_id)
                 raise
+            node = self.node_id
+            if self.on_latency is not None and node is not None and node >= 0:
+                self.on_latency(node, time.monotonic() - sent)
+            return response
 
     def _write(self, out: Outgoing) -> None:
         proto = self._protocol

@@ -28,6 +28,7 @@ offset polled, or committed in a transaction), which the runner waits on.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import threading
@@ -70,6 +71,7 @@ __all__ = ["Shared", "consumer_process", "producer_process", "transformer_proces
 TP = tuple[str, int]
 MAX_NOTES = 20          # client errors noted per process (the rest are counted)
 TICK = 0.02             # seconds between a producer's bursts
+RESTART_PAUSE_S = 0.5   # before a failed producer is replaced
 
 
 class Shared:
@@ -267,41 +269,59 @@ def _record_commit(shared: Shared, process: str, group: str, offsets: dict[TP, i
 
 def producer_process(shared: Shared, process: str, topic: str, rate: float,
                      keyed: bool = False) -> None:
+    """Send ``rate`` values a second until the writers stop. A producer that fails for
+    good (librdkafka's fatal idempotence errors) is replaced by a new one, as an
+    application would: its unacknowledged values stay indeterminate, and the round
+    goes on producing (a producer that died at 208 s of a 30-minute soak once left the
+    rest of the round without a write)."""
     ctx = shared.factory.context()
     acks = _Acks(shared, process, topic)
-    burst = max(1, round(rate * TICK))
     try:
-        producer = shared.factory.producer(ctx, shared.servers, process)
-        due = time.monotonic()
         while not shared.writers_stop.is_set():
-            due += TICK
-            for _ in range(burst):
-                value = next(shared.values)
-                on_ack = acks.invoke(value)
-                try:
-                    producer.send(topic, value, on_ack, keyed)
-                except Exception as exc:   # refused before it was queued
-                    acks.failed(value, repr(exc))
-                    shared.note(process, f"send: {exc!r}")
-            # Paced by the clock: a client's tick may return early (librdkafka's poll
-            # returns once it served a delivery report).
-            for _ in range(100):
-                left = due - time.monotonic()
-                if left <= 0:
-                    break
-                producer.tick(left)
-            due = max(due, time.monotonic() - 1)   # no catching up after a long stall
-        try:
-            producer.flush(30)
-        finally:
-            acks.unacknowledged("no acknowledgement after the final flush")
-            _record_events(shared, process, producer)
-            producer.close()
-    except Exception as exc:
-        shared.note(process, f"producer failed: {exc!r}")
-        acks.unacknowledged(f"producer failed: {exc!r}")
+            producer = None
+            try:
+                producer = shared.factory.producer(ctx, shared.servers, process)
+                _produce(shared, process, topic, rate, keyed, producer, acks)
+                return
+            except Exception as exc:
+                shared.note(process, f"producer failed: {exc!r}")
+                if producer is not None:
+                    with contextlib.suppress(Exception):
+                        producer.close()
+                acks.unacknowledged(f"producer failed: {exc!r}")
+                shared.writers_stop.wait(RESTART_PAUSE_S)
     finally:
         ctx.close()
+
+
+def _produce(shared: Shared, process: str, topic: str, rate: float, keyed: bool,
+             producer: ProducerClient, acks: _Acks) -> None:
+    burst = max(1, round(rate * TICK))
+    due = time.monotonic()
+    while not shared.writers_stop.is_set():
+        due += TICK
+        for _ in range(burst):
+            value = next(shared.values)
+            on_ack = acks.invoke(value)
+            try:
+                producer.send(topic, value, on_ack, keyed)
+            except Exception as exc:   # refused before it was queued
+                acks.failed(value, repr(exc))
+                shared.note(process, f"send: {exc!r}")
+        # Paced by the clock: a client's tick may return early (librdkafka's poll
+        # returns once it served a delivery report).
+        for _ in range(100):
+            left = due - time.monotonic()
+            if left <= 0:
+                break
+            producer.tick(left)
+        due = max(due, time.monotonic() - 1)   # no catching up after a long stall
+    try:
+        producer.flush(30)
+    finally:
+        acks.unacknowledged("no acknowledgement after the final flush")
+        _record_events(shared, process, producer)
+        producer.close()
 
 
 def _new_consumer(shared: Shared, ctx: Context, process: str, client: str, group: str,

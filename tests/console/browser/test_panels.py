@@ -291,13 +291,14 @@ def test_faults_from_the_chaos_page(page: Page, env: Env) -> None:
     page.wait_for_selector("#faults tr[data-rule]", state="detached")
     assert faults.rules() == []
     partition = env.cluster.controller.topics[ORDERS].partitions[1]
-    to = next(b for b in partition.isr if b != partition.leader)
+    before, to = partition.leader, next(b for b in partition.isr if b != partition.leader)
     move = page.locator("#move-leader")
     move.locator("input[name=topic]").fill(ORDERS)
     move.locator("input[name=partition]").fill("1")
     move.locator("input[name=to]").fill(str(to))
     move.locator("button[type=submit]").click()
-    page.wait_for_selector(f'#recovery li[data-change="leader"]:has-text("{ORDERS}-1")')
+    page.wait_for_selector(f'#recovery > li[data-topic="{ORDERS}"] li[data-change="leader"]'
+                           f':has-text("partition 1: leader {before} → {to}")')
     assert env.cluster.controller.topics[ORDERS].partitions[1].leader == to
     bad = page.locator("#inject-delay")
     bad.locator("input[name=api]").fill("Fetch")
@@ -330,7 +331,11 @@ def test_move_a_coordinator_from_the_chaos_page(page: Page, env: Env) -> None:
     move.locator("input[name=key]").fill(READERS)
     move.locator("input[name=to]").fill(str(to))
     move.locator("button[type=submit]").click()
-    page.wait_for_selector(f'#recovery li[data-change="leader"]:has-text("{topic}-{index}")')
+    line = page.locator(f'#recovery > li[data-topic="{topic}"]')    # internal: folded
+    line.wait_for()
+    line.locator("summary").click()
+    line.locator(f'li[data-change="leader"]:has-text("partition {index}: leader {before} → {to}")'
+                 ).wait_for()
     assert faults.coordinator_of(READERS)[2] == to
     page.goto(f"{env.url}#groups")
     _coordinator_shown(page, READERS, to)
@@ -509,6 +514,23 @@ def test_isolate_and_heal_a_broker_from_the_page(page: Page, env: Env) -> None:
     assert not env.cluster.controller.brokers[2].fenced_replication
 
 
+def _recovery_told_once(chaos: Page, victim: int) -> None:
+    """The chaos page's feed after the kill: one line says the broker is down, one line per
+    topic tells its leader and ISR changes (the internal topics' too, folded shut), none
+    twice. (test_recovery_feed.py: a process stopping, then fenced, is still one line.)"""
+    chaos.wait_for_selector(f'#recovery > li.broker[data-broker="{victim}"][data-state="down"]',
+                            timeout=20_000)
+    for topic in (ORDERS, "__consumer_offsets"):
+        chaos.wait_for_selector(f'#recovery > li[data-topic="{topic}"]', timeout=20_000)
+    lines = chaos.locator("#recovery > li").evaluate_all(
+        "ls => ls.map(l => [l.dataset.change, l.dataset.topic || l.dataset.broker])")
+    assert lines.count(["broker", str(victim)]) == 1, lines
+    topics = [name for change, name in lines if change == "partitions"]
+    assert len(topics) == len(set(topics)), lines
+    assert chaos.locator('#recovery > li[data-internal="1"] details[open]').count() == 0
+    assert "leader" in chaos.inner_text(f'#recovery > li[data-topic="{ORDERS}"] summary')
+
+
 def test_kill_a_broker_from_the_page(browser: Browser, page: Page, env: Env) -> None:
     """Last: a broker killed on the chaos page shows as down on an open cluster page, with
     its partitions' new leaders, without a reload; then it is restarted from the page."""
@@ -521,6 +543,7 @@ def test_kill_a_broker_from_the_page(browser: Browser, page: Page, env: Env) -> 
     chaos = page.context.new_page()
     try:
         open_panel(chaos, env.url, "chaos")
+        chaos.wait_for_selector('#recovery-feed[data-live="1"]')     # its stream is open
         chaos.click(f'#chaos-brokers tr[data-broker="{victim}"] button[data-action="kill"]')
         page.wait_for_selector(f'table.brokers tr[data-broker="{victim}"][data-state="down"]',
                                timeout=20_000)
@@ -535,7 +558,7 @@ def test_kill_a_broker_from_the_page(browser: Browser, page: Page, env: Env) -> 
             assert _cell(page, "partitions", f"{ORDERS}-{p}", "leader") == str(now)
         assert page.evaluate("window.__sameDocument") is True     # no reload
         screenshot(page, "cluster-broker-down")
-        chaos.wait_for_selector("#recovery li[data-change]")
+        _recovery_told_once(chaos, victim)
         screenshot(chaos, "chaos")
         chaos.click(f'#chaos-brokers tr[data-broker="{victim}"] button[data-action="restart"]')
         page.wait_for_selector(f'table.brokers tr[data-broker="{victim}"][data-state="up"]',

@@ -89,6 +89,13 @@ class Consumer(BaseClient, Generic[K, V]):
         self._iter_buffer: Iterator[ConsumerRecord[K, V]] = iter(())
         self._commit_tasks: set[asyncio.Task[None]] = set()
         self._last_async_commit: asyncio.Task[None] | None = None
+        # KIP-714's consumer metrics: the fraction of time poll waited (Java's
+        # poll-idle-ratio) and, in a group, the number of partitions assigned
+        self._poll_idle = self.metrics.sensor("poll.idle.ratio", ("avg",))
+        self._last_poll_start: float | None = None
+        if self._group is not None:
+            self.metrics.gauge("coordinator.assigned.partitions",
+                               lambda: len(self._subs.assignment))
 
     async def _on_start(self) -> None:
         self.pool.role_providers.append(self._roles)
@@ -401,7 +408,25 @@ class Consumer(BaseClient, Generic[K, V]):
         whose ``ConsumerRecord`` objects are made as they are iterated.
         """
         await self.start()
-        deadline = time.monotonic() + timeout_ms / 1000
+        started = time.monotonic()
+        try:
+            return await self._getmany(started, partitions, timeout_ms, max_records)
+        finally:
+            self._record_poll(started)
+
+    def _record_poll(self, started: float) -> None:
+        """Java's poll idle ratio: the time in this poll over that plus the time since
+        the previous poll began."""
+        ended = time.monotonic()
+        since_last = started - self._last_poll_start if self._last_poll_start else 0.0
+        self._last_poll_start = started
+        if ended - started + since_last > 0:
+            self._poll_idle.record((ended - started) / (ended - started + since_last))
+
+    async def _getmany(self, started: float, partitions: tuple[TopicPartition, ...],
+                       timeout_ms: int, max_records: int | None
+                       ) -> dict[TopicPartition, RecordList[K, V]]:
+        deadline = started + timeout_ms / 1000
         limit = max_records or self._max_poll_records
         fetcher = self._fetcher
         while True:
@@ -457,6 +482,15 @@ class Consumer(BaseClient, Generic[K, V]):
                     self.commit_async()
         if self._subs.needing_position():
             await self._update_positions()
+
+    def _telemetry_resource(self) -> dict[str, str]:
+        labels = super()._telemetry_resource()
+        for name, label in (("group.id", "group_id"), ("group.instance.id",
+                                                       "group_instance_id")):
+            value = self.config.optional_string(name)
+            if value:
+                labels[label] = value
+        return labels
 
     async def close(self, membership: GroupMembershipOperation = GroupMembershipOperation.DEFAULT
                     ) -> None:

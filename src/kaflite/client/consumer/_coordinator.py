@@ -209,6 +209,7 @@ class GroupMember(GroupClient):
                                          "to another member now")
 
     async def _join_loop(self) -> None:
+        started = time.monotonic()
         while self.state != STABLE:
             if self.fatal is not None:
                 return
@@ -216,6 +217,8 @@ class GroupMember(GroupClient):
                 await self._join_once(time.monotonic() + self.rebalance_timeout / 1000)
             if self.state != STABLE:
                 await asyncio.sleep(self.backoff)
+        # as Java's successful-rebalance sensor: from the first JoinGroup to the assignment
+        self.rebalance_latency.record((time.monotonic() - started) * 1000)
 
     def _subscription_changed(self) -> bool:
         return self._topics() != self.joined_topics

@@ -54,6 +54,7 @@ from kaflite.client.consumer._aborted import AbortedFilter
 from kaflite.client.consumer._subscription import SubscriptionState
 from kaflite.client.consumer._types import K, RecordList, Segment, TopicPartition, V
 from kaflite.client.events import Emit
+from kaflite.client.metrics import AVG_MAX
 from kaflite.client.recovery import Action, action_for, backoff_delay, error_name
 from kaflite.net.connection import ConnectionClosed
 from kaflite.net.fetch_session import FetchSession
@@ -147,6 +148,8 @@ class Fetcher(Generic[K, V]):
         self.key_deser = c.function("key.deserializer")
         self.value_deser = c.function("value.deserializer")
         self._closed = False
+        # KIP-714: a Fetch's round trip (Java's fetch-manager fetch-latency)
+        self.fetch_latency = consumer.metrics.sensor("fetch.manager.fetch.latency", AVG_MAX)
 
     # -- sending fetches -------------------------------------------------------------------
     def send_fetches(self) -> None:
@@ -228,6 +231,7 @@ class Fetcher(Generic[K, V]):
                                      for tp in wanted):
                 version = 12  # the broker gave no topic ids: fetch by name
             req = self._request(node, wanted, version)
+            sent = time.monotonic()
             try:
                 resp: FetchResponse = await conn.request(
                     req, version=version,
@@ -237,6 +241,7 @@ class Fetcher(Generic[K, V]):
                 self.sessions.pop(node, None)
                 consumer.metadata.request_update(f"Fetch to broker {node} failed")
                 return
+            self.fetch_latency.record((time.monotonic() - sent) * 1000)
             self._handle(node, resp, wanted, gens, version)
             self.in_flight.pop(node, None)
             self.send_fetches()  # run ahead: the next Fetch before this one is decoded

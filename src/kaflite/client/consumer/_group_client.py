@@ -31,6 +31,7 @@ from kaflite.client.consumer._types import (
     TopicPartition,
 )
 from kaflite.client.events import Emit
+from kaflite.client.metrics import AVG_MAX
 from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.net.connection import ConnectionClosed
@@ -112,6 +113,11 @@ class GroupClient(abc.ABC):
         self.last_poll = time.monotonic()
         self._finding: asyncio.Task[int] | None = None
         self._last_coordinator: int | None = None
+        # KIP-714's coordinator metrics: an OffsetCommit's round trip, and a rebalance's
+        # time from its start until the member has its new assignment
+        self.commit_latency = consumer.metrics.sensor("coordinator.commit.latency", AVG_MAX)
+        self.rebalance_latency = consumer.metrics.sensor("coordinator.rebalance.latency",
+                                                         ("avg", "max", "total"))
 
     # -- what each protocol says ------------------------------------------------------------
     @abc.abstractmethod
@@ -244,6 +250,7 @@ class GroupClient(abc.ABC):
                 member_id=member_id, group_instance_id=instance_id,
                 topics=[ocq.OffsetCommitRequestTopic(name=t, partitions=ps)
                         for t, ps in by_topic.items()])
+            sent = time.monotonic()
             try:
                 resp: OffsetCommitResponse = await self._coord_request(req, deadline)
             except Retry:
@@ -251,6 +258,7 @@ class GroupClient(abc.ABC):
                     raise errors.RequestTimedOutError("OffsetCommit timed out") from None
                 await asyncio.sleep(self.backoff)
                 continue
+            self.commit_latency.record((time.monotonic() - sent) * 1000)
             codes = {p.error_code for t in resp.topics for p in t.partitions} - {0}
             if not codes:
                 return

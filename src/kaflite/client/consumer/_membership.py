@@ -375,9 +375,12 @@ class ConsumerMembership(GroupClient):
             self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
 
     async def _reconcile_loop(self) -> None:
+        started = time.monotonic()
         while self._target is not None and not self._closing:
             target, self._target = self._target, None
             await self._reconcile(target)
+        if not self._closing:   # a rebalance: from the new target to its reconciliation
+            self.rebalance_latency.record((time.monotonic() - started) * 1000)
 
     async def _resolve(self, target: dict[uuid.UUID, frozenset[int]]
                        ) -> dict[uuid.UUID, str]:

@@ -25,6 +25,7 @@ from typing import Generic, cast
 
 from kaflite.client._aio import cancel_and_wait
 from kaflite.client._base import BaseClient
+from kaflite.client.metrics import AVG_MAX
 from kaflite.client.pool import DATA
 from kaflite.client.producer._accumulator import (
     RECORD_OVERHEAD,
@@ -126,6 +127,10 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         self._keyed_open: dict[str, tuple[int, dict[bytes, int], list[ProducerBatch | None]]] = {}
         # Bytes of the records in _pending: they count against buffer.memory too.
         self._pending_bytes = 0
+        # KIP-714's producer metrics: the time a batch waited before it was sent, and
+        # the throttle time each Produce answer asked for
+        self._queue_time = self.metrics.sensor("record.queue.time", AVG_MAX)
+        self._throttle_time = self.metrics.sensor("produce.throttle.time", AVG_MAX)
 
     async def _on_start(self) -> None:
         self.pool.role_providers.append(self._roles)
@@ -135,7 +140,8 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
             await self._init_producer_id()
         self._sender = Sender(self, self._acc, self._idem, self._compression,
                               SenderHooks(self._produce_batches, self._init_producer_id,
-                                          self._events.emit, self._txn, self._connected))
+                                          self._events.emit, self._txn, self._connected,
+                                          self._queue_time.record))
         if self._txn is not None:
             self._txn.fail_queued = self._sender.fail_queued
         self._sender.start()
@@ -170,7 +176,17 @@ class Producer(FastPaths[K, V], BaseClient, Generic[K, V]):
         """A Produce of the sender's batches: at most v11 inside a transaction of
         transaction version 1, which Produce v12 would add partitions to (KIP-890)."""
         limit = self._txn.produce_max_version if self._txn is not None else None
-        return await self._produce(node_id, req, max_version=limit)
+        resp = await self._produce(node_id, req, max_version=limit)
+        if resp is not None:
+            self._throttle_time.record(resp.throttle_time_ms)
+        return resp
+
+    def _telemetry_resource(self) -> dict[str, str]:
+        labels = super()._telemetry_resource()
+        txn_id = self.config.optional_string("transactional.id")
+        if txn_id is not None:
+            labels["transactional_id"] = txn_id
+        return labels
 
     def _roles(self, node_id: int, channel: str) -> list[str]:
         if channel != DATA:

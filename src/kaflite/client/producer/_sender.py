@@ -91,6 +91,8 @@ class SenderHooks:
     # True when the connection to the broker is open; else it starts opening it (the
     # sender is woken when that ends) and says why the last attempt failed, if one did
     connected: Callable[[int], tuple[bool, BaseException | None]]
+    # the milliseconds a batch waited in the accumulator before it was sent (a metric)
+    queue_time: Callable[[float], None] | None = None
 
 
 class Sender:
@@ -104,6 +106,7 @@ class Sender:
         self.produce = hooks.produce
         self.connected = hooks.connected
         self.emit = hooks.emit
+        self.queue_time = hooks.queue_time
         self.txn: TransactionManager | None = hooks.txn
         cfg = producer.config
         self.acks = cfg.int("acks")
@@ -199,6 +202,7 @@ class Sender:
     def _send(self, node: int, batches: list[ProducerBatch]) -> None:
         by_topic: dict[str, list[pq.PartitionProduceData]] = {}
         sending = []
+        queue_time, now = self.queue_time, time.monotonic()
         for batch in batches:
             pid, epoch, seq = self.idem.assign(batch)
             try:
@@ -207,6 +211,8 @@ class Sender:
                 self._fail(batch, exc)
                 continue
             batch.attempts += 1
+            if queue_time is not None:   # as Java: from its creation to this drain
+                queue_time((now - batch.created) * 1000)
             sending.append(batch)
             by_topic.setdefault(batch.topic, []).append(
                 pq.PartitionProduceData(index=batch.partition, records=data))

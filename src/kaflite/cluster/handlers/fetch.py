@@ -22,7 +22,9 @@ to ``max_wait_ms``, on every partition it asked for, and is answered as soon as
 one of them gets new data.
 
 A follower that sends ``last_fetched_epoch`` (v12+) and whose log has diverged
-from the leader's gets ``diverging_epoch`` instead of records, and truncates.
+from the leader's gets ``diverging_epoch`` instead of records, and truncates. Such a
+fetch, like one out of range, does not record the follower's position: only a valid
+fetch can bring a follower back into the ISR or move the high watermark.
 
 Fetch sessions (KIP-227): see ``kaflite.cluster.fetch_session``; an incremental
 fetch reads the partitions it names and those of its session that changed (every
@@ -89,17 +91,10 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
             raise errors.TopicAuthorizationFailedError(topic)
         p = broker.leader_partition(topic, index, sp.current_leader_epoch)
         offset = sp.fetch_offset
-        if replica_id >= 0 and p.update_follower(replica_id, offset, session):
-            broker.alter_isr(p, [*p.isr, replica_id])
-        outside_isr = replica_id >= 0 and replica_id not in p.isr
-        lso = p.last_stable_offset
-        if replica_id >= 0:
-            max_offset = p.log_end_offset
-        else:
+        if replica_id < 0:
             conn.info.partitions.add((topic, index))
-            max_offset = lso if isolation == READ_COMMITTED else p.high_watermark
         out.high_watermark = p.high_watermark
-        out.last_stable_offset = lso
+        out.last_stable_offset = p.last_stable_offset
         out.log_start_offset = p.log_start_offset
         last_epoch = sp.last_fetched_epoch
         if last_epoch >= 0:
@@ -111,6 +106,19 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
             raise errors.OffsetOutOfRangeError(
                 f"{topic}-{index}: offset {offset} outside "
                 f"[{p.log_start_offset}, {p.log_end_offset}]")
+        # A follower's position counts (for the ISR and the high watermark) only once its
+        # fetch is known not to have diverged, as Kafka's Partition.fetchRecords: a
+        # diverged follower's offset names records the leader does not have.
+        if replica_id >= 0 and p.update_follower(replica_id, offset, session):
+            broker.alter_isr(p, [*p.isr, replica_id])
+        outside_isr = replica_id >= 0 and replica_id not in p.isr
+        lso = p.last_stable_offset
+        if replica_id >= 0:
+            max_offset = p.log_end_offset
+        else:
+            max_offset = lso if isolation == READ_COMMITTED else p.high_watermark
+        out.high_watermark = p.high_watermark
+        out.last_stable_offset = lso
         if offset < max_offset and budget > 0:
             limit = min(sp.partition_max_bytes, budget)
             result = p.log.read(offset, limit, max_offset=max_offset, min_one_batch=first)

@@ -1,6 +1,6 @@
 // The router: one panel at a time, chosen by the URL's #fragment; a panel is a module
 // whose mount(root) draws it and returns a function that stops its live updates.
-import { clear, info, setToken, token } from "./core.js";
+import { SNAPSHOT, clear, info, setToken, token } from "./core.js";
 
 const PANELS = {
   cluster: () => import("./cluster.js"),
@@ -37,12 +37,16 @@ function initToken() {
   const input = document.getElementById("token");
   input.value = token();
   input.addEventListener("change", () => setToken(input.value.trim()));
-  // Keep the token out of the address bar once it is stored.
-  if (new URLSearchParams(location.search).has("token")) {
-    history.replaceState(null, "", location.pathname + location.hash);
+  // Keep the token out of the address bar once it is stored (and ?snapshot in it).
+  const query = new URLSearchParams(location.search);
+  if (query.has("token")) {
+    query.delete("token");
+    const rest = query.toString();
+    history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : "") + location.hash);
   }
 }
 
+if (SNAPSHOT) document.documentElement.dataset.snapshot = "1";
 window.addEventListener("hashchange", show);
 initToken();
 info().then((i) => {

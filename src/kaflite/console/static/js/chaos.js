@@ -2,13 +2,14 @@
 // coordinator; inject an error, a delay or a throttle. The recovery shows as it happens.
 import { ROUTES, act, api, clear, el, field, formData, info, poll, stream } from "./core.js";
 import { brokerState } from "./cluster.js";
+import { recoveryFeed } from "./recovery.js";
 
 const num = (v) => (v === undefined ? undefined : Number.isNaN(Number(v)) ? v : Number(v));
 
 export function mount(root) {
   const err = el("div.error-text");
   const brokersBox = el("div#chaos-brokers");
-  const feed = el("ol#recovery", { reversed: true });
+  const feed = recoveryFeed();
   const faultsBox = el("div#faults");
   const stops = [];
   let alive = true;
@@ -56,7 +57,7 @@ export function mount(root) {
       el("section.card", null, el("h2", { text: "Brokers" }), brokersBox, err),
       el("section.card", null, el("h2", { text: "Faults" }), ...forms),
       el("section.card", null, el("h2", { text: "Active fault rules" }), faultsBox)),
-    el("section.card.grow", null, el("h2", { text: "Recovery, as it happens" }), feed)));
+    el("section.card.grow", null, el("h2", { text: "Recovery, as it happens" }), feed.root)));
 
   function brokerAction(id, action, body) {
     return async () => {
@@ -100,14 +101,7 @@ export function mount(root) {
   }
 
   function onChange(ev) {
-    const t = new Date((ev.t ?? Date.now() / 1000) * 1000).toISOString().slice(11, 23);
-    let text;
-    if (ev.change === "broker") text = `broker ${ev.broker}: ${ev.running === false || ev.alive === false ? "down" : ev.isolated ? "isolated" : "up"}`;
-    else if (ev.change === "leader") text = `${ev.topic}-${ev.partition}: leader ${ev.previous ?? "none"} → ${ev.leader < 0 ? "none" : ev.leader} (epoch ${ev.leader_epoch})`;
-    else if (ev.change === "isr") text = `${ev.topic}-${ev.partition}: ISR ${ev.isr.join(",")}`;
-    else text = `topic ${ev.topic} ${ev.created ? "created" : "deleted"}`;
-    feed.prepend(el("li", { "data-change": ev.change }, `${t} ${text}`));
-    while (feed.children.length > 500) feed.lastChild.remove();
+    feed.add(ev);
     if (ev.change === "broker") refreshBrokers().catch(() => {});
   }
 
@@ -119,10 +113,11 @@ export function mount(root) {
       root.dataset.ready = "1";
       return;
     }
-    stops.push(poll(refreshBrokers, 2000), poll(refreshFaults, 5000), stream({ cluster: onChange }));
+    stops.push(poll(refreshBrokers, 2000), poll(refreshFaults, 5000), stream({ cluster: onChange, open: () => { feed.root.dataset.live = "1"; } }));
   });
   return () => {
     alive = false;
+    feed.stop();
     stops.forEach((s) => s());
   };
 }

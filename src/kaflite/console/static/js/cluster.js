@@ -27,19 +27,19 @@ const pick = (p, ...names) => {
 };
 
 export const PARTITION_COLUMNS = [
-  { key: "topic", label: "topic", width: "minmax(10em, 2fr)", text: (p) => p.topic },
-  { key: "partition", label: "partition", width: "6em", text: (p) => p.partition, sort: (p) => p.partition },
-  { key: "leader", label: "leader", width: "5em", text: (p) => (p.leader === null || p.leader < 0 ? "none" : p.leader),
+  { key: "topic", label: "topic", grow: 2, text: (p) => p.topic },
+  { key: "partition", label: "partition", text: (p) => p.partition, sort: (p) => p.partition },
+  { key: "leader", label: "leader", text: (p) => (p.leader === null || p.leader < 0 ? "none" : p.leader),
     cls: (p) => (p.leader === null || p.leader < 0 ? "no-leader" : "") },
-  { key: "epoch", label: "epoch", width: "5em", text: (p) => pick(p, "leader_epoch") ?? "" },
-  { key: "replicas", label: "replicas", width: "minmax(7em, 1fr)", text: (p) => (p.replicas || []).join(",") },
-  { key: "isr", label: "ISR", width: "minmax(7em, 1fr)", text: (p) => (p.isr || []).join(","),
+  { key: "epoch", label: "epoch", text: (p) => pick(p, "leader_epoch") ?? "" },
+  { key: "replicas", label: "replicas", grow: 1, text: (p) => (p.replicas || []).join(",") },
+  { key: "isr", label: "ISR", grow: 1, text: (p) => (p.isr || []).join(","),
     cls: (p) => ((p.isr || []).length < (p.replicas || []).length ? "under-replicated" : "") },
-  { key: "start", label: "log start", width: "7em", text: (p) => fmtNum(pick(p, "log_start_offset")), sort: (p) => pick(p, "log_start_offset") ?? -1 },
-  { key: "end", label: "log end", width: "7em", text: (p) => fmtNum(pick(p, "log_end_offset")), sort: (p) => pick(p, "log_end_offset") ?? -1 },
-  { key: "hw", label: "HW", width: "7em", text: (p) => fmtNum(pick(p, "high_watermark")), sort: (p) => pick(p, "high_watermark") ?? -1 },
-  { key: "lso", label: "LSO", width: "7em", text: (p) => fmtNum(pick(p, "last_stable_offset")), sort: (p) => pick(p, "last_stable_offset") ?? -1 },
-  { key: "size", label: "size", width: "7em", text: (p) => fmtBytes(pick(p, "size_bytes", "size")), sort: (p) => pick(p, "size_bytes", "size") ?? -1 },
+  { key: "start", label: "log start", text: (p) => fmtNum(pick(p, "log_start_offset")), sort: (p) => pick(p, "log_start_offset") ?? -1 },
+  { key: "end", label: "log end", text: (p) => fmtNum(pick(p, "log_end_offset")), sort: (p) => pick(p, "log_end_offset") ?? -1 },
+  { key: "hw", label: "HW", text: (p) => fmtNum(pick(p, "high_watermark")), sort: (p) => pick(p, "high_watermark") ?? -1 },
+  { key: "lso", label: "LSO", text: (p) => fmtNum(pick(p, "last_stable_offset")), sort: (p) => pick(p, "last_stable_offset") ?? -1 },
+  { key: "size", label: "size", text: (p) => fmtBytes(pick(p, "size_bytes", "size")), sort: (p) => pick(p, "size_bytes", "size") ?? -1 },
 ];
 
 export function brokerTable(cluster) {

@@ -9,31 +9,31 @@ const SVG = "http://www.w3.org/2000/svg";
 const ms = (v) => (v === null || v === undefined ? "" : `${Number(v).toFixed(0)} ms`);
 
 const CLIENT_COLUMNS = [
-  { key: "client", label: "client id", width: "minmax(12em, 2fr)", text: (c) => c.client_id ?? "(none)" },
-  { key: "host", label: "host", width: "8em", text: (c) => c.host },
-  { key: "software", label: "software", width: "minmax(10em, 1fr)", text: (c) => [c.software_name, c.software_version].filter(Boolean).join(" ") },
-  { key: "principal", label: "principal", width: "9em", text: (c) => c.principal },
-  { key: "conns", label: "connections", width: "7em", text: (c) => c.connections, sort: (c) => c.connections },
-  { key: "fanout", label: "brokers", width: "minmax(8em, 1fr)", text: (c) => Object.entries(c.fan_out).map(([b, n]) => `${b}×${n}`).join(" ") },
-  { key: "roles", label: "roles", width: "minmax(12em, 2fr)", text: (c) => Object.entries(c.roles).map(([r, n]) => `${r}×${n}`).join(" ") },
-  { key: "hb", label: "heartbeat", width: "7em", text: (c) => ms(c.heartbeat_interval_ms) },
-  { key: "commit", label: "commit", width: "7em", text: (c) => ms(c.commit_interval_ms) },
-  { key: "fetch", label: "fetch/s", width: "6em", text: (c) => (c.fetch_rate === null || c.fetch_rate === undefined ? "" : Number(c.fetch_rate).toFixed(1)) },
+  { key: "client", label: "client id", grow: 2, max: 20, text: (c) => c.client_id ?? "(none)" },
+  { key: "host", label: "host", text: (c) => c.host },
+  { key: "software", label: "software", grow: 1, max: 14, text: (c) => [c.software_name, c.software_version].filter(Boolean).join(" ") },
+  { key: "principal", label: "principal", text: (c) => c.principal },
+  { key: "conns", label: "connections", text: (c) => c.connections, sort: (c) => c.connections },
+  { key: "fanout", label: "brokers", grow: 1, text: (c) => Object.entries(c.fan_out).map(([b, n]) => `${b}×${n}`).join(" ") },
+  { key: "roles", label: "roles", grow: 2, max: 32, text: (c) => Object.entries(c.roles).map(([r, n]) => `${r}×${n}`).join(" ") },
+  { key: "hb", label: "heartbeat", text: (c) => ms(c.heartbeat_interval_ms) },
+  { key: "commit", label: "commit", text: (c) => ms(c.commit_interval_ms) },
+  { key: "fetch", label: "fetch/s", text: (c) => (c.fetch_rate === null || c.fetch_rate === undefined ? "" : Number(c.fetch_rate).toFixed(1)) },
 ];
 
 const CONN_COLUMNS = [
-  { key: "id", label: "id", width: "5em", text: (c) => c.connection_id, sort: (c) => c.connection_id },
-  { key: "broker", label: "broker", width: "5em", text: (c) => c.broker, sort: (c) => c.broker },
-  { key: "peer", label: "peer", width: "11em", text: (c) => c.peer },
-  { key: "client", label: "client id", width: "minmax(10em, 2fr)", text: (c) => c.client_id ?? "" },
-  { key: "principal", label: "principal", width: "9em", text: (c) => c.principal },
-  { key: "roles", label: "roles", width: "minmax(10em, 1fr)", text: (c) => c.roles.join(", ") },
-  { key: "parts", label: "partitions", width: "minmax(8em, 1fr)", text: (c) => c.partitions.join(" ") },
-  { key: "groups", label: "groups", width: "8em", text: (c) => c.groups.join(" ") },
-  { key: "in", label: "bytes in", width: "7em", text: (c) => fmtBytes(c.bytes_in), sort: (c) => c.bytes_in },
-  { key: "out", label: "bytes out", width: "7em", text: (c) => fmtBytes(c.bytes_out), sort: (c) => c.bytes_out },
-  { key: "reqs", label: "requests", width: "7em", text: (c) => fmtNum(Object.values(c.apis || {}).reduce((n, a) => n + a.count, 0)) },
-  { key: "telemetry", label: "telemetry (KIP-714)", width: "minmax(12em, 2fr)", text: telemetryText, sort: (c) => Object.keys(c.telemetry || {}).length },
+  { key: "id", label: "id", text: (c) => c.connection_id, sort: (c) => c.connection_id },
+  { key: "broker", label: "broker", text: (c) => c.broker, sort: (c) => c.broker },
+  { key: "peer", label: "peer", text: (c) => c.peer },
+  { key: "client", label: "client id", grow: 2, max: 18, text: (c) => c.client_id ?? "" },
+  { key: "principal", label: "principal", text: (c) => c.principal },
+  { key: "roles", label: "roles", grow: 1, max: 28, text: (c) => c.roles.join(", ") },
+  { key: "parts", label: "partitions", grow: 1, max: 14, text: (c) => c.partitions.join(" ") },
+  { key: "groups", label: "groups", max: 12, text: (c) => c.groups.join(" ") },
+  { key: "in", label: "bytes in", text: (c) => fmtBytes(c.bytes_in), sort: (c) => c.bytes_in },
+  { key: "out", label: "bytes out", text: (c) => fmtBytes(c.bytes_out), sort: (c) => c.bytes_out },
+  { key: "reqs", label: "requests", text: (c) => fmtNum(Object.values(c.apis || {}).reduce((n, a) => n + a.count, 0)) },
+  { key: "telemetry", label: "telemetry (KIP-714)", grow: 2, max: 16, text: telemetryText, sort: (c) => Object.keys(c.telemetry || {}).length },
 ];
 
 // A connection's pushed client metrics: how many, how many pushes, the first two values;
@@ -48,7 +48,7 @@ export function telemetryText(c) {
 
 // A connection's role for the picture: its first of leader, coordinator, bootstrap, other.
 export function mainRole(roles) {
-  for (const want of ["group-coordinator", "txn-coordinator", "partition-leader", "bootstrap"]) {
+  for (const want of ["group-coordinator", "txn-coordinator", "partition-leader", "admin", "bootstrap"]) {
     if (roles.includes(want)) return want;
   }
   if (roles.some((r) => r.includes("coordinator"))) return "group-coordinator";
@@ -123,7 +123,7 @@ export function fanout(client, conns, brokers) {
   const height = Math.max(120, ids.length * rowH + 20);
   const width = 760;
   const svg = document.createElementNS(SVG, "svg");
-  const counts = { "partition-leader": 0, "group-coordinator": 0, "txn-coordinator": 0, bootstrap: 0, other: 0 };
+  const counts = { "partition-leader": 0, "group-coordinator": 0, "txn-coordinator": 0, admin: 0, bootstrap: 0, other: 0 };
   const roleCounts = { leader: 0, coordinator: 0 };
   for (const c of conns) {
     counts[mainRole(c.roles)] += 1;
@@ -164,7 +164,7 @@ export function fanout(client, conns, brokers) {
   add("text", { x: cx + 8, y: cy + 20 }, (client.client_id ?? "(no client id)").slice(0, 26));
   add("text", { x: cx + 8, y: cy + 38 }, `${client.host} · ${conns.length} connections`);
   const legend = el("div.legend", null,
-    ...[["partition-leader", "#2f6fdb"], ["group-coordinator", "#1f8a4c"], ["txn-coordinator", "#b8730a"], ["bootstrap", "#8a96a3"], ["other", "#bbb"]]
+    ...[["partition-leader", "#2f6fdb"], ["group-coordinator", "#1f8a4c"], ["txn-coordinator", "#b8730a"], ["admin", "#7a4fb5"], ["bootstrap", "#8a96a3"], ["other", "#bbb"]]
       .map(([r, c]) => el("span", null, el("i", { style: `background:${c}` }), `${r} ${counts[r]}`)));
   const summary = el("div#fanout-summary", { text:
     `${client.client_id ?? "(no client id)"}: ${roleCounts.leader} partition-leader connection${roleCounts.leader === 1 ? "" : "s"}, ${roleCounts.coordinator} coordinator connection${roleCounts.coordinator === 1 ? "" : "s"}, ${counts.bootstrap} bootstrap-only; ` +

@@ -152,9 +152,16 @@ export async function act(label, fn, errorBox) {
 }
 
 // -- live data -------------------------------------------------------------------------------
+// ?snapshot: the page draws its panel once and then keeps still: no event stream, no
+// polling. A headless `chromium --screenshot --virtual-time-budget=…` (CI thumbnails, a
+// scripted check with --dump-dom) then finishes: virtual time stands still while any
+// request is open, and a live page always has one (its stream).
+export const SNAPSHOT = new URLSearchParams(location.search).has("snapshot");
+
 // stream({kind: handler}): one Server-Sent-Events connection for the kinds named, each event
 // handed to its handler as parsed JSON. Returns a stop function.
 export function stream(handlers) {
+  if (SNAPSHOT) return () => {};
   const kinds = Object.keys(handlers).filter((k) => k !== "open");
   const source = new EventSource(`${ROUTES.stream}?kinds=${kinds.join(",")}`);
   source.addEventListener("hello", () => {
@@ -177,11 +184,11 @@ export function poll(fn, interval) {
     if (stopped) return;
     try {
       await fn();
-      setStatus(`updated ${new Date().toISOString().slice(11, 19)} UTC`);
+      setStatus(`${SNAPSHOT ? "snapshot" : "updated"} ${new Date().toISOString().slice(11, 19)} UTC`);
     } catch (err) {
       setStatus(`offline: ${err.message}`);
     }
-    if (!stopped) timer = setTimeout(tick, typeof interval === "function" ? interval() : interval);
+    if (!stopped && !SNAPSHOT) timer = setTimeout(tick, typeof interval === "function" ? interval() : interval);
   };
   tick();
   return () => {

@@ -2,16 +2,17 @@
 // lag over time (a chart), reset offsets on an empty group, delete.
 import { ROUTES, act, api, clear, el, field, fmtNum, formData, poll } from "./core.js";
 import { VTable, filterBox } from "./vtable.js";
+import { consumerGroupView } from "./kip848.js";
 import { lineChart } from "./plot.js";
 
 const GROUP_COLUMNS = [
-  { key: "group", label: "group", width: "minmax(12em, 3fr)", text: (g) => g.group_id },
-  { key: "type", label: "type", width: "7em", text: (g) => g.type },
-  { key: "protocol", label: "protocol type", width: "8em", text: (g) => g.protocol_type ?? "" },
-  { key: "state", label: "state", width: "10em", text: (g) => g.state },
-  { key: "members", label: "members", width: "6em", text: (g) => g.members, sort: (g) => g.members },
-  { key: "lag", label: "lag", width: "8em", text: (g) => (g.lag === null ? "" : fmtNum(g.lag)), sort: (g) => g.lag ?? -1 },
-  { key: "coordinator", label: "coordinator", width: "7em", text: (g) => g.coordinator ?? "" },
+  { key: "group", label: "group", grow: 2, text: (g) => g.group_id },
+  { key: "type", label: "type", grow: 1, text: (g) => g.type },
+  { key: "protocol", label: "protocol type", grow: 1, text: (g) => g.protocol_type ?? "" },
+  { key: "state", label: "state", grow: 1, text: (g) => g.state },
+  { key: "members", label: "members", grow: 1, text: (g) => g.members, sort: (g) => g.members },
+  { key: "lag", label: "lag", grow: 1, text: (g) => (g.lag === null ? "" : fmtNum(g.lag)), sort: (g) => g.lag ?? -1 },
+  { key: "coordinator", label: "coordinator", grow: 1, text: (g) => g.coordinator ?? "" },
 ];
 
 export function mount(root, selected) {
@@ -75,7 +76,8 @@ function groupDetail(box, id, ready) {
     if (err.textContent.startsWith(`group ${id}:`)) err.textContent = "";
     head.textContent = `${g.type} group · protocol ${g.protocol_type ?? ""} ${g.protocol ?? ""} · state ${g.state} · coordinator ${g.coordinator ?? "?"} · lag ${fmtNum(g.lag)}`;
     head.dataset.lag = String(g.lag);
-    clear(members).append(g.members.length === 0 ? el("div.muted", { text: "no members" }) : table(["member id", "client id", "host", "instance id", "assignment"], g.members.map((m) => [
+    if (g.type === "consumer") clear(members).append(consumerGroupView(g));
+    else clear(members).append(g.members.length === 0 ? el("div.muted", { text: "no members" }) : table(["member id", "client id", "host", "instance id", "assignment"], g.members.map((m) => [
       m.member_id, m.client_id, m.host, m.instance_id ?? "",
       m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", ")])));
     clear(offsets).append(table(["topic", "partition", "committed", "log end", "lag", "metadata"], g.offsets.map((o) => [

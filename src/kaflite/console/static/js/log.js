@@ -7,12 +7,12 @@ const MAX_ROWS = 5000;
 const time = (t) => new Date(t * 1000).toISOString().slice(11, 23);
 
 const COLUMNS = [
-  { key: "t", label: "time (UTC)", width: "8em", text: (e) => time(e.t), sort: (e) => e.id },
-  { key: "source", label: "source", width: "6em", text: (e) => e.source },
-  { key: "client", label: "client id", width: "minmax(10em, 1fr)", text: (e) => e.client_id ?? "" },
-  { key: "broker", label: "broker", width: "5em", text: (e) => e.broker ?? "" },
-  { key: "kind", label: "kind", width: "8em", text: (e) => e.kind, cls: (e) => (e.kind === "error" ? "state-down" : "") },
-  { key: "message", label: "message", width: "minmax(20em, 4fr)", text: (e) => e.message + (e.cause ? ` (cause: ${e.cause})` : "") },
+  { key: "t", label: "time (UTC)", text: (e) => time(e.t), sort: (e) => e.id },
+  { key: "source", label: "source", text: (e) => e.source },
+  { key: "client", label: "client id", grow: 1, text: (e) => e.client_id ?? "" },
+  { key: "broker", label: "broker", text: (e) => e.broker ?? "" },
+  { key: "kind", label: "kind", text: (e) => e.kind, cls: (e) => (e.kind === "error" ? "state-down" : "") },
+  { key: "message", label: "message", grow: 4, max: 48, text: (e) => e.message + (e.cause ? ` (cause: ${e.cause})` : "") },
 ];
 
 export function mount(root) {

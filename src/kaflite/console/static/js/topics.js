@@ -4,13 +4,13 @@ import { configTable } from "./cluster.js";
 import { VTable, filterBox } from "./vtable.js";
 
 const TOPIC_COLUMNS = [
-  { key: "name", label: "topic", width: "minmax(12em, 3fr)", text: (t) => t.name },
-  { key: "partitions", label: "partitions", width: "7em", text: (t) => t.partitions, sort: (t) => t.partitions },
-  { key: "rf", label: "replication", width: "7em", text: (t) => t.replication_factor },
-  { key: "urp", label: "under-replicated", width: "9em", text: (t) => t.under_replicated ?? "",
+  { key: "name", label: "topic", grow: 2, text: (t) => t.name },
+  { key: "partitions", label: "partitions", grow: 1, text: (t) => t.partitions, sort: (t) => t.partitions },
+  { key: "rf", label: "replication", grow: 1, text: (t) => t.replication_factor },
+  { key: "urp", label: "under-replicated", grow: 1, text: (t) => t.under_replicated ?? "",
     cls: (t) => (t.under_replicated ? "under-replicated" : "") },
-  { key: "messages", label: "messages", width: "8em", text: (t) => fmtNum(t.messages), sort: (t) => t.messages ?? -1 },
-  { key: "size", label: "size", width: "8em", text: (t) => fmtBytes(t.size_bytes), sort: (t) => t.size_bytes ?? -1 },
+  { key: "messages", label: "messages", grow: 1, text: (t) => fmtNum(t.messages), sort: (t) => t.messages ?? -1 },
+  { key: "size", label: "size", grow: 1, text: (t) => fmtBytes(t.size_bytes), sort: (t) => t.size_bytes ?? -1 },
 ];
 
 // "a=1\nb=2" -> {a: "1", b: "2"}; a line without "=" is an error the server never sees.

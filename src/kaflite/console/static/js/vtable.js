@@ -1,10 +1,13 @@
 // A virtualised table: only the rows in view exist in the DOM (a pool of row elements that
 // is re-used as the table scrolls), and an update rewrites only the cells whose text changed.
-// It keeps a page fast with 10,000 partitions or 1,000 connections.
+// It keeps a page fast with 10,000 partitions or 1,000 connections. Its columns fit their
+// headers and cells (colfit.js); a header click sorts, and says so (aria-sort, an arrow).
+import { ColumnFit } from "./colfit.js";
 import { el } from "./core.js";
 
 export class VTable {
-  // columns: [{key, label, width ("6em" | "1fr"), text(row) -> string, cls(row) -> string}]
+  // columns: [{key, label, text(row) -> string, cls(row) -> string, sort(row) -> value,
+  //            grow (a share of the width left), max (em: the widest a cell is fitted)}]
   constructor(columns, { key, rowHeight = 24, height = "60vh", onClick, name } = {}) {
     this.columns = columns;
     this.keyOf = key;
@@ -17,18 +20,29 @@ export class VTable {
     this.sortDir = 1;
     this.pool = [];
     this.frame = 0;
-    const template = columns.map((c) => c.width || "minmax(6em, 1fr)").join(" ");
+    this.fit = new ColumnFit(columns);
+    this.measureView = false;
     this.root = el("div.vtable", { "data-table": name || "" });
     this.root.__vtable = this; // for benchmarks/console_render.py
-    this.root.style.setProperty("--cols", template);
+    this.root.style.setProperty("--cols", this.fit.template());
     this.root.style.maxHeight = height;
-    this.head = el("div.vt-head");
+    this.head = el("div.vt-head", { role: "row" });
     for (const c of columns) {
-      const h = el("div.vt-cell", { "data-col": c.key, title: c.title || c.label, text: c.label });
+      const h = el("div.vt-cell", { "data-col": c.key, title: c.title || c.label, text: c.label,
+        role: "columnheader", tabindex: 0, "aria-sort": "none" });
       h.addEventListener("click", () => this.sortBy(c.key));
+      h.addEventListener("keydown", (ev) => {
+        if (ev.key === "Enter" || ev.key === " ") {
+          ev.preventDefault();
+          this.sortBy(c.key);
+        }
+      });
       this.head.append(h);
     }
     this.body = el("div.vt-body");
+    // A cell outside the rows, for the fonts the column fit measures with.
+    this.probe = el("div.vt-cell", { "aria-hidden": "true", style: "position:absolute;visibility:hidden" });
+    this.body.append(this.probe);
     this.count = el("div.vt-count");
     this.root.append(this.head, this.body);
     this.root.addEventListener("scroll", () => this.schedule(), { passive: true });
@@ -51,6 +65,10 @@ export class VTable {
   sortBy(key) {
     this.sortDir = this.sortKey === key ? -this.sortDir : 1;
     this.sortKey = key;
+    for (const h of this.head.children) {
+      h.setAttribute("aria-sort", h.dataset.col !== key ? "none" : this.sortDir > 0 ? "ascending" : "descending");
+    }
+    if (this.fit.sorted(key)) this.applyFit();
     this.refilter();
   }
 
@@ -72,6 +90,7 @@ export class VTable {
       });
     }
     this.view = view;
+    this.measureView = true;
     this.count.textContent = view.length === this.rows.length ? `${view.length} rows` : `${view.length} of ${this.rows.length} rows`;
     this.body.style.height = `${Math.max(1, view.length) * this.rowHeight}px`;
     this.schedule();
@@ -85,12 +104,33 @@ export class VTable {
     });
   }
 
+  // Fit the columns to their headers, the rows in view and (after a change of rows) a
+  // sample of them all; the grid changes only when a column grew.
+  fitColumns(first, n) {
+    const fresh = !this.fit.ready;
+    if (!this.fit.attach(this.head.firstChild, this.probe)) return;
+    let grew = this.fit.measure(this.view.slice(first, first + n)) || fresh;
+    if (this.measureView) {
+      this.measureView = false;
+      grew = this.fit.measure(this.view) || grew;
+    }
+    if (grew) this.applyFit();
+  }
+
+  applyFit() {
+    this.root.style.setProperty("--cols", this.fit.template());
+    // as wide as the columns' least (no wider: max-content would size every fr track by
+      // the widest column's share), the head and the rows alike
+    this.head.style.minWidth = this.body.style.minWidth = `${this.fit.total()}px`;
+  }
+
   // Render now (tests and the benchmark call it through renderNow to time one full pass).
   render() {
     const top = Math.max(0, this.root.scrollTop - this.head.offsetHeight);
     const visible = Math.ceil((this.root.clientHeight || 600) / this.rowHeight) + 2;
     const first = Math.min(Math.floor(top / this.rowHeight), Math.max(0, this.view.length - 1));
     const n = Math.max(0, Math.min(visible, this.view.length - first));
+    this.fitColumns(first, n);
     while (this.pool.length < n) {
       const row = el("div.vt-row");
       row._cells = this.columns.map((c) => {
