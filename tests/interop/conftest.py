@@ -9,8 +9,8 @@ cases are skipped with the reason; under ``CI=true`` they fail instead, so a CI
 machine that lost a peer cannot pass by skipping.
 
 The client feature modules run against ``TARGETS`` (kaflite and Apache Kafka). The
-modules whose tests also fit the other brokers (``MATRIX``: Tansu and kfake besides)
-declare ``target = matrix_fixture()``; what one of those brokers cannot do is skipped
+modules whose tests also fit the other brokers (``PEERS``: Tansu and kfake) declare
+``target = matrix_fixture()``; what one of those brokers cannot do is skipped
 with the reason, never passed in silence.
 
 Each cluster fixture is module-scoped: a module's tests share one start. The
@@ -141,7 +141,6 @@ TARGETS = os.environ.get("KAFLITE_INTEROP_TARGETS",
 # ``target = matrix_fixture()``; KAFLITE_INTEROP_PEERS=... (comma-separated, or empty)
 # changes them.
 PEERS = [t for t in os.environ.get("KAFLITE_INTEROP_PEERS", "tansu-1,kfake-3").split(",") if t]
-MATRIX = TARGETS + PEERS
 
 
 def limited(target: ClusterUnderTest, reasons: dict[str, str]) -> None:
@@ -152,20 +151,22 @@ def limited(target: ClusterUnderTest, reasons: dict[str, str]) -> None:
             pytest.skip(f"{target.name}: {reason}")
 
 
-def matrix_fixture() -> Callable[[pytest.FixtureRequest], Iterator[ClusterUnderTest]]:
-    """A module-scoped ``target`` fixture over ``MATRIX``: assign it to ``target`` in a
-    module whose tests also run on Tansu and kfake."""
-
-    @pytest.fixture(scope="module", params=MATRIX)
-    def target(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
-        yield from started(make_target(request.param, request))
-
-    return target
-
-
 # The modules whose three-broker runs add little (a second client façade, share groups)
 # stay on one broker: a three-node Kafka start costs 10-15 s a module on 2 cores.
 ONE_BROKER = [t for t in TARGETS if t.split("-")[1].removesuffix("p") == "1"] or TARGETS
+
+
+def matrix_fixture(kinds: list[str] | None = None, name: str = "target"
+                   ) -> Callable[[pytest.FixtureRequest], Iterator[ClusterUnderTest]]:
+    """A module-scoped fixture ``name`` over ``kinds`` (default ``TARGETS``) and the
+    ``PEERS``: assign it to that name in a module whose tests also run on Tansu and
+    kfake (``target = matrix_fixture()``)."""
+
+    @pytest.fixture(scope="module", params=[*(kinds or TARGETS), *PEERS], name=name)
+    def fixture(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
+        yield from started(make_target(request.param, request))
+
+    return fixture
 
 
 @pytest.fixture(scope="module", params=TARGETS)
