@@ -21,11 +21,13 @@ from kaflite.client import Admin, Producer
 from kaflite.testing import (
     ClusterUnderTest,
     KFake,
+    Proxied,
     Tansu,
     TargetUnavailable,
     Unsupported,
     tansu_binary,
 )
+from kaflite.testing._probe import brokers_seen, run_blocking
 from tests.interop._clients import create_topic, read_to_end, run, uid
 from tests.interop.conftest import ENSURE_KFAKE, ensured_path, unavailable
 
@@ -164,3 +166,28 @@ def test_kfake_serves_kills_restarts_moves_and_stops_cleanly(kfake: KFake) -> No
     kfake.stop()
     assert gone(pid)
     kfake.stop()
+
+
+def test_tansu_behind_the_proxy_is_cut_off_and_back_with_its_data() -> None:
+    try:
+        binary = tansu_binary()
+    except TargetUnavailable as exc:
+        unavailable("Tansu", str(exc))
+    proxied = Proxied(Tansu(binary))
+    with proxied:
+        [node] = proxied.node_ids
+        assert proxied.restart_keeps_data and proxied.pids() == proxied.inner.pids()
+        topic = uid("proxied")
+        assert run(round_trip(proxied, topic)) == want()
+        assert run_blocking(brokers_seen(proxied.bootstrap_servers), 10) == {node}
+
+        proxied.kill(node)
+        # a client gets no answer through the proxy; the broker itself still serves
+        assert run_blocking(brokers_seen(proxied.bootstrap_servers), 10) is None
+        assert proxied.outage.closed > 0
+        assert run(values(proxied.inner.bootstrap_servers, topic, 50)) == want()
+
+        proxied.restart(node)
+        assert run(values(proxied.bootstrap_servers, topic, 50)) == want()
+        pids = proxied.pids()
+    assert all(gone(pid) for pid in pids)
