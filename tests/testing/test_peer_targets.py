@@ -1,7 +1,8 @@
 """The ``Tansu`` and ``KFake`` targets themselves: each starts, kaflite's client reaches
 every broker it lists and round-trips records through it, ``kill``/``restart``/
 ``move_leader`` do what they say (or raise ``Unsupported`` with the reason), and
-``stop`` leaves no process behind.
+``stop`` leaves no process behind. ``Proxied(Tansu)`` cuts the broker off from the
+clients and lets them back, its data kept.
 
 Marked ``peer`` (with ``make interop``): kfake is built with Go and Tansu comes as a
 binary of its own; without them these skip with the reason (under ``CI=true`` they fail).
