@@ -33,6 +33,7 @@ from kaflite.testing import (
     ClusterUnderTest,
     KafliteCluster,
     KFake,
+    Proxied,
     Tansu,
     TargetUnavailable,
     tansu_binary,
@@ -95,7 +96,10 @@ def make_target(kind: str, request: pytest.FixtureRequest,
     """``kaflite-N``, ``kaflite-Np`` (a process per broker), ``kafka-N``, ``tansu-1`` or
     ``kfake-N``: N brokers of that kind (not started), with ``config`` (Kafka's names)
     and ``listeners`` besides PLAINTEXT (each named for its security protocol); Tansu
-    and kfake take neither."""
+    and kfake take neither. ``...+proxy`` puts the target behind kaflite's proxy, which
+    then does its kills (``Proxied``)."""
+    if kind.endswith("+proxy"):
+        return Proxied(make_target(kind.removesuffix("+proxy"), request, config, listeners))
     name, _, count = kind.partition("-")
     brokers = int(count.removesuffix("p"))
     if name == "kaflite":
