@@ -29,7 +29,6 @@ DURING = 50
 OUTAGE_S = 2.0
 
 
-
 @pytest.fixture(scope="module", params=[*ONE_BROKER, *(
     f"{t}+proxy" if t.startswith("tansu") else t for t in PEERS)])
 def target(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
