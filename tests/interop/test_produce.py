@@ -11,8 +11,12 @@ import pytest
 from kaflite.client import Producer, RecordMetadata
 from kaflite.testing import ClusterUnderTest
 from tests.interop._clients import create_topic, read_to_end, replicas, run, uid
+from tests.interop.conftest import matrix_fixture
 
 pytestmark = pytest.mark.interop
+
+# kaflite, Apache Kafka, Tansu and kfake (tests/interop/conftest.py)
+target = matrix_fixture()
 
 PARTITIONS = 3
 RECORDS = 300

@@ -12,8 +12,14 @@ from kaflite.client import Consumer, Producer, TopicPartition
 from kaflite.protocol import errors
 from kaflite.testing import ClusterUnderTest
 from tests.interop._clients import create_topic, read_to_end, replicas, run, uid
+from tests.interop.conftest import limited, matrix_fixture
 
 pytestmark = pytest.mark.interop
+
+# kaflite, Apache Kafka, Tansu and kfake (tests/interop/conftest.py); where a peer
+# deviates from Kafka the test checks the deviation it knows, then skips with it
+# (docs/compatibility.md, "The client x broker matrix").
+target = matrix_fixture()
 
 PARTITIONS = 2
 
@@ -49,6 +55,11 @@ def test_commit_and_abort_seen_correctly_by_read_committed(target: ClusterUnderT
     committed, everything = run(main())
     want = {f"committed-{i}".encode() for i in range(30)}
     aborted = {f"aborted-{i}".encode() for i in range(10)}
+    if target.name.startswith("tansu"):
+        assert sorted(committed) == sorted(want | aborted)
+        pytest.skip(f"{target.name}: Tansu 0.6 answers a read_committed fetch with the "
+                    "aborted batches and no aborted_transactions, so they reach the "
+                    "consumer (as checked)")
     assert sorted(committed) == sorted(want)
     assert sorted(everything) == sorted(want | aborted)
 
@@ -79,8 +90,15 @@ def test_offsets_in_a_transaction_commit_with_it(target: ClusterUnderTest) -> No
 
 
 def test_a_second_producer_fences_the_first(target: ClusterUnderTest) -> None:
+    limited(target, {"tansu": "Tansu 0.6 closes the connection on each EndTxn of the "
+                              "fenced producer, which retries until max.block.ms (60 s)"})
     topic, tid = uid("txn-fence"), uid("tid")
     servers = target.bootstrap_servers
+    # kfake takes the zombie's commit for a KIP-890 retry of the abort that fencing did
+    # (its epoch is one behind and no transaction is open: txns.go, doEnd)
+    kfake = target.name.startswith("kfake")
+    fenced = (errors.InvalidTxnStateError,) if kfake else (errors.ProducerFencedError,
+                                                            errors.InvalidProducerEpochError)
 
     async def main() -> list[bytes]:
         await create_topic(servers, topic, 1, replicas(target))
@@ -91,7 +109,7 @@ def test_a_second_producer_fences_the_first(target: ClusterUnderTest) -> None:
             old.begin_transaction()
             await old.send(topic, b"zombie", partition=0)
             await new.init_transactions()   # bumps the epoch, aborting the zombie's
-            with pytest.raises((errors.ProducerFencedError, errors.InvalidProducerEpochError)):
+            with pytest.raises(fenced):
                 await old.commit_transaction()
             new.begin_transaction()
             await new.send(topic, b"fresh", partition=0)
@@ -103,3 +121,7 @@ def test_a_second_producer_fences_the_first(target: ClusterUnderTest) -> None:
                 await read_to_end(servers, topic, 1, "read_committed", want=1)]
 
     assert run(main()) == [b"fresh"]
+    if kfake:
+        pytest.skip(f"{target.name}: the fenced producer's commit fails with "
+                    "INVALID_TXN_STATE, not PRODUCER_FENCED (kfake's KIP-890 retry "
+                    "detection); the rest holds (as checked)")

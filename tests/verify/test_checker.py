@@ -121,8 +121,10 @@ def test_a_clean_history_is_valid() -> None:
 
 
 def test_every_kind_has_a_description() -> None:
-    assert len(KINDS) == 18 and "G1a" in KINDS and "stuck" in KINDS and "two-owners" in KINDS
+    assert len(KINDS) == 23 and "G1a" in KINDS and "stuck" in KINDS and "two-owners" in KINDS
     assert "silent-expiry" in KINDS
+    assert {"share-two-holders", "share-stale-ack", "share-redelivered", "share-delivery-limit",
+            "share-lost"} <= set(KINDS)
 
 
 # -- writes -------------------------------------------------------------------------------

@@ -342,6 +342,9 @@ class ShareConsumer(_SyncClient, Generic[CK, CV]):
     def acquisition_lock_timeout_ms(self) -> int | None:
         return self._async.acquisition_lock_timeout_ms()
 
+    def acquisition_lock_deadline(self, record: _share.ShareRecord[CK, CV]) -> float | None:
+        return self._async.acquisition_lock_deadline(record)
+
     def set_acknowledgement_commit_callback(
             self, callback: _share.AcknowledgementCommitCallback | None) -> None:
         """The callback runs on the client's event loop thread."""

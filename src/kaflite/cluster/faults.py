@@ -68,27 +68,17 @@ while no such service is registered it returns False.
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kaflite.cluster._inject import (
-    RequestPlan,
-    Rule,
-    SessionPartitions,
-    _consume,
-    finish_response,
-    plan_request,
-)
-from kaflite.cluster._msgscope import TopicResolver
+from kaflite.cluster._inject import Rule
 from kaflite.cluster.internal_topics import OFFSETS, SHARE_KEY, TRANSACTIONS, find_coordinator
+from kaflite.cluster.rules import RuleBook, api_key_of
 from kaflite.cluster.share._state import state_key
 from kaflite.protocol import errors
-from kaflite.protocol.messages import REGISTRY, Struct, api_by_name
 
 if TYPE_CHECKING:
-    from kaflite.cluster.broker import Broker
     from kaflite.cluster.cluster import Cluster
     from kaflite.cluster.metadata_image import Json
     from kaflite.cluster.partition import Partition
@@ -102,117 +92,6 @@ T = TypeVar("T")
 
 class FaultUnavailable(RuntimeError):
     """The fault cannot be applied (no such service, topic or broker)."""
-
-
-def api_key_of(api: int | str | None) -> int | None:
-    """An API key from a key, a numeric string or a Kafka API name ("Produce")."""
-    if api is None or isinstance(api, int):
-        if api is not None and api not in REGISTRY:
-            raise ValueError(f"unknown API key {api}")
-        return api
-    text = api.strip()
-    if text.lstrip("-").isdigit():
-        return api_key_of(int(text))
-    try:
-        return api_by_name(text).api_key
-    except KeyError:
-        lowered = {info.name.lower(): k for k, info in REGISTRY.items()}
-        key = lowered.get(text.lower().replace("_", "").replace("-", ""))
-        if key is None:
-            raise ValueError(f"unknown API {api!r}") from None
-        return key
-
-
-class RuleBook:
-    """The request-level rules, as the brokers' connections consult them.
-
-    A cluster's ``FaultInjector`` is one; in a multi-process cluster each broker
-    process holds a copy (``replace``), and reports the rules it hit
-    (``on_hit``) back to the controller process, which counts them down.
-    """
-
-    def __init__(self) -> None:
-        self._rules: list[Rule] = []
-        self._lock = threading.Lock()
-        self.on_hit: Callable[[list[int]], None] | None = None
-
-    @property
-    def active(self) -> bool:
-        return bool(self._rules)
-
-    def add(self, rule: Rule) -> Rule:
-        with self._lock:
-            self._rules.append(rule)
-        self._changed()
-        return rule
-
-    def rules(self) -> list[Rule]:
-        with self._lock:
-            return list(self._rules)
-
-    def remove(self, rule_id: int) -> bool:
-        with self._lock:
-            for rule in self._rules:
-                if rule.id == rule_id:
-                    self._rules.remove(rule)
-                    break
-            else:
-                return False
-        self._changed()
-        return True
-
-    def clear(self) -> int:
-        with self._lock:
-            n = len(self._rules)
-            self._rules.clear()
-        self._changed()
-        return n
-
-    def replace(self, rules: list[Rule]) -> None:
-        with self._lock:
-            self._rules = list(rules)
-
-    def _changed(self) -> None:
-        """A rule was added or removed (the cluster's injector tells broker processes)."""
-
-    def consume(self, rule_ids: list[int]) -> None:
-        """Count down the rules a broker process hit."""
-        with self._lock:
-            for rule in [r for r in self._rules if r.id in rule_ids]:
-                _consume(rule, self._rules)
-        self._changed()
-
-    # -- the connection's hooks (called on the broker's loop) ----------------------------
-    def plan(self, broker: Broker, client_id: str | None, is_replica: bool, api_key: int,
-             version: int, request: Struct, resolve: TopicResolver | None
-             ) -> RequestPlan | None:
-        with self._lock:
-            before = self._hits()
-            out = plan_request(self._rules, broker.node_id, client_id, is_replica, api_key,
-                               version, request, resolve)
-        self._report(before)
-        return out
-
-    def finish(self, plan: RequestPlan, api_key: int, version: int, request: Struct,
-               response: Struct, resolve: TopicResolver | None,
-               session_partitions: SessionPartitions | None = None) -> Struct:
-        with self._lock:
-            before = self._hits()
-            out = finish_response(plan, self._rules, api_key, version, request, response,
-                                  resolve, session_partitions)
-        self._report(before)
-        return out
-
-    def _hits(self) -> dict[int, int] | None:
-        return {r.id: r.hits for r in self._rules} if self.on_hit is not None else None
-
-    def _report(self, before: dict[int, int] | None) -> None:
-        if before is None or self.on_hit is None:
-            return
-        after = {r.id: r.hits for r in self.rules()}
-        hit = [i for i, n in before.items() if after.get(i, n + 1) != n]
-        if hit:
-            self.on_hit(hit)
 
 
 class FaultInjector(RuleBook):

@@ -317,8 +317,9 @@ class ServerConnection(asyncio.BufferedProtocol):
         faults = self.broker.faults
         plan: RequestPlan | None = None
         if faults is not None and faults.active:
-            plan = faults.plan(self.broker, header.client_id, self.info.replica_id is not None,
-                               api_key, version, body, self._resolve)
+            plan = faults.plan(self.broker.node_id, header.client_id,
+                               self.info.replica_id is not None, api_key, version, body,
+                               self._resolve)
         if plan is not None and plan.drop:
             record_request(self.info, api_key, version, body, None, 0.0)
             self.abort()

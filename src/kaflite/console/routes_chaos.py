@@ -39,6 +39,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kaflite.cluster.cluster import Cluster
+from kaflite.cluster.rules import rule_from_body
 from kaflite.console.backend import NotAvailable
 from kaflite.console.embedded import EmbeddedBackend, cluster_view
 from kaflite.console.web import ApiError, JsonBody, answer, backend_of, body_of
@@ -60,13 +61,6 @@ def _oint(body: JsonBody, name: str) -> int | None:
     return None if value is None else int(str(value))
 
 
-def _count(body: JsonBody, default: int | None) -> int | None:
-    if "count" not in body:
-        return default
-    value = body["count"]
-    return None if value is None else int(str(value))
-
-
 def _str(body: JsonBody, name: str) -> str:
     if body.get(name) is None:
         raise ApiError(400, f"{name} is required")
@@ -82,37 +76,21 @@ def _int(value: object) -> int:
     return int(str(value))
 
 
-async def _error(c: Cluster, r: Request, body: JsonBody) -> object:
-    return c.faults.inject_error(
-        _opt(body, "api"), _str(body, "error"), _count(body, 1), level=_opt(body, "level"),
-        topic=_opt(body, "topic"), partition=_oint(body, "partition"),
-        group=_opt(body, "group"), client_id=_opt(body, "client_id"),
-        broker=_oint(body, "broker")).to_dict()
-
-
-async def _delay(c: Cluster, r: Request, body: JsonBody) -> object:
-    return c.faults.delay(
-        _opt(body, "api"), _int(_str(body, "ms")), _count(body, None),
-        topic=_opt(body, "topic"), partition=_oint(body, "partition"),
-        group=_opt(body, "group"), client_id=_opt(body, "client_id"),
-        broker=_oint(body, "broker")).to_dict()
-
-
-async def _throttle(c: Cluster, r: Request, body: JsonBody) -> object:
-    return c.faults.throttle(_int(_str(body, "ms")), _opt(body, "api"), _count(body, None),
-                             client_id=_opt(body, "client_id"),
-                             broker=_oint(body, "broker")).to_dict()
+def _rule(kind: str) -> Handler:
+    async def add(c: Cluster, r: Request, body: JsonBody) -> object:
+        try:
+            rule = rule_from_body(kind, body)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        return c.faults.add(rule).to_dict()
+    return add
 
 
 async def _drop(c: Cluster, r: Request, body: JsonBody) -> object:
     if body.get("api") is None:
         return {"dropped": await c.faults.drop_connections_async(
             broker=_oint(body, "broker"), client_id=_opt(body, "client_id"))}
-    api = _str(body, "api")
-    return c.faults.drop_requests(
-        None if api == "*" else api, _count(body, 1), topic=_opt(body, "topic"),
-        group=_opt(body, "group"), client_id=_opt(body, "client_id"),
-        broker=_oint(body, "broker")).to_dict()
+    return await _rule("drop")(c, r, body)
 
 
 async def _deny(c: Cluster, r: Request, body: JsonBody) -> object:
@@ -249,7 +227,8 @@ async def delete_faults(request: Request) -> Response:
 
 def chaos_routes() -> list[Route]:
     posts: list[tuple[str, Handler]] = [
-        ("/faults/error", _error), ("/faults/delay", _delay), ("/faults/throttle", _throttle),
+        ("/faults/error", _rule("error")), ("/faults/delay", _rule("delay")),
+        ("/faults/throttle", _rule("throttle")),
         ("/faults/drop", _drop), ("/faults/deny-topic", _deny), ("/faults/clear", _clear_post),
         ("/brokers/{broker:int}/isolate", _isolate),
         ("/brokers/{broker:int}/{action}", _broker),

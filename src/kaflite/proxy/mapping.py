@@ -75,6 +75,14 @@ class BrokerMap:
     def upstream_of(self, node_id: int) -> tuple[str, int] | None:
         return self.upstream.get(node_id)
 
+    def node_at(self, host: str, port: int) -> int | None:
+        """The node at an upstream address, if one answer named it (by port where the
+        host is spelled another way: 127.0.0.1 or localhost)."""
+        by_port = [n for n, (h, p) in self.upstream.items() if p == port]
+        exact = [n for n in by_port if self.upstream[n][0] == host]
+        found = exact or by_port
+        return found[0] if len(found) == 1 else None
+
     def resolve_topic(self, topic_id: uuid.UUID) -> str | None:
         return self.topic_names.get(topic_id)
 

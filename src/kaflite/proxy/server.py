@@ -14,6 +14,11 @@ proxy first sees it in a response (``BrokerMap``): a connection to that port
 goes to that broker, so a client's connection to "broker 2" really ends at
 broker 2.
 
+``proxy.faults`` (``filters/rules.py``) takes kaflite's cluster fault rules at
+runtime (errors, delays, throttles, dropped requests, scoped to an upstream broker
+or not), and ``drop_connections(broker)`` closes the client connections to one
+broker now: what ``kaflite.verify`` injects into a cluster that has no such hooks.
+
 ``naive=True`` is the shared VIP of the seeds: every broker is advertised at
 the one bootstrap address (as brokers whose ``advertised.listeners`` name a load
 balancer), and each connection goes to the next upstream broker in turn. A
@@ -44,6 +49,7 @@ from kaflite._loop import LoopThread
 from kaflite.cluster.observe import ClientSnapshot, ConnectionSnapshot
 from kaflite.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from kaflite.proxy.filters.base import Filter, FilterChain
+from kaflite.proxy.filters.rules import RulesFilter
 from kaflite.proxy.mapping import BrokerMap
 from kaflite.proxy.metrics import ProxyMetrics
 from kaflite.proxy.registry import ProxyRegistry
@@ -85,7 +91,10 @@ class Proxy:
             raise ValueError("no upstream bootstrap server")
         self.listen_host, self.listen_port = parse_address(listen)
         self.naive = naive
-        self.filters = FilterChain(filters)
+        # kaflite's fault rules, added and removed at runtime (``filters/rules.py``): last
+        # in the chain, where a broker would see the request
+        self.faults = RulesFilter()
+        self.filters = FilterChain([*filters, self.faults])
         self.ssl_context = ssl_context
         self.upstream_ssl = upstream_ssl
         self.sni_suffix = sni_suffix.strip(".").lower() if sni_suffix else None
@@ -263,6 +272,20 @@ class Proxy:
 
     def clients(self) -> list[ClientSnapshot]:
         return self._call(self.registry.clients)
+
+    def drop_connections(self, broker: int | None = None, client_id: str | None = None
+                         ) -> int:
+        """Close the client connections to upstream node ``broker`` (any, by default) of
+        ``client_id`` (any) now, as a broker's ``drop_connections`` fault does: how many."""
+        def drop() -> int:
+            hit = [s for s in self.sessions if not s.closed
+                   and (broker is None or s.reached_node() == broker)
+                   and (client_id is None or s.record.client_id == client_id)]
+            for session in hit:
+                session.fail(f"dropped (a fault on broker {broker})")
+            return len(hit)
+
+        return self._call(drop)
 
     def _call(self, fn: Callable[[], T]) -> T:
         thread = self._thread

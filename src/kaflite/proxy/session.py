@@ -244,6 +244,7 @@ class Session:
         self.record: ConnectionRecord = proxy.registry.opened("?", node_id, proxy.security_name)
         self.closed = False
         self.upstream_node: int | None = node_id
+        self.upstream_address: tuple[str, int] | None = None
         self._upstream_paused: set[str] = set()
         self.early: list[list[BytesLike]] = []   # requests that came before the upstream
         self.sasl: SaslSession | None = proxy.sasl.session() if proxy.sasl else None
@@ -292,6 +293,7 @@ class Session:
                 return
             self.upstream = upstream
             self.upstream_node = node
+            self.upstream_address = (host, port)
             assert upstream.transport is not None
             local = upstream.transport.get_extra_info("sockname")
             if isinstance(local, tuple):
@@ -322,6 +324,13 @@ class Session:
             return decode_response(frame, api_key, 1)[1]
 
         await login(creds, call)
+
+    def reached_node(self) -> int | None:
+        """The broker this connection reaches: its node, or for a bootstrap connection
+        the node at the address it reached, once the proxy has learned it."""
+        if self.upstream_node is None and self.upstream_address is not None:
+            self.upstream_node = self.proxy.brokers.node_at(*self.upstream_address)
+        return self.upstream_node
 
     def fail(self, why: str) -> None:
         if not self.closed:
@@ -402,7 +411,8 @@ class Session:
             self.fail(why)
             return
         ex = Exchange(self.record.connection_id, self.record.peer, self.node_id, api_key,
-                      version, corr, client_id, request, resolve=proxy.brokers.resolve_topic)
+                      version, corr, client_id, request, resolve=proxy.brokers.resolve_topic,
+                      upstream_node=self.reached_node())
         if self.sasl is not None and api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) \
                 and request is not None:
             self._sasl_answer(ex, request)
@@ -557,6 +567,10 @@ class Session:
         else:
             self._ready(answer)
 
+    def _mute(self, seconds: float) -> None:
+        self.downstream.pause("throttle")
+        asyncio.get_running_loop().call_later(seconds, self.downstream.resume, "throttle")
+
     def _ready(self, answer: _Answer) -> None:
         answer.ready = True
         pending = self.pending
@@ -567,6 +581,8 @@ class Session:
                 self.record.bytes_out += size
                 self.proxy.metrics.response(size)
                 self.downstream.write(done.chunks)
+                if done.exchange.mute_s > 0:   # KIP-219: the mute starts as it leaves
+                    self._mute(done.exchange.mute_s)
         if len(pending) < MAX_PENDING // 2:
             self.downstream.resume("pending")
         if answer.exchange.close:

@@ -1,7 +1,7 @@
 """``ClusterUnderTest``: the one interface over every broker kaflite is tested against.
 
 The interop tests and the benchmarks are written once, against this class, and run
-against kaflite's own cluster and against Apache Kafka (later Tansu and kfake). What
+against kaflite's own cluster, Apache Kafka, Tansu and franz-go's kfake. What
 a target cannot do it says by raising ``Unsupported``, so a test can skip that case
 with the reason rather than pretend.
 
@@ -39,6 +39,11 @@ class ClusterUnderTest(abc.ABC):
     #: a short label for test ids and reports, e.g. ``kaflite-3`` or ``kafka-4.4.0-1``
     name: str
 
+    #: whether a broker brought back by ``restart`` still has its data; False where the
+    #: target keeps it only in memory (Tansu here), so that a test relying on it can
+    #: skip with the reason instead of failing
+    restart_keeps_data: bool = True
+
     @property
     @abc.abstractmethod
     def node_ids(self) -> list[int]: ...
@@ -71,6 +76,11 @@ class ClusterUnderTest(abc.ABC):
     def restart(self, node_id: int) -> None:
         """Start broker ``node_id`` again after ``kill``; return once the cluster lists
         it again."""
+
+    def unkillable(self) -> dict[int, str]:
+        """The brokers that ``kill`` would refuse (``Unsupported``), each with the reason;
+        a test that needs to kill a partition's leader moves it off them first."""
+        return {}
 
     def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
         """Make ``to`` (or any other in-sync replica) the partition's leader; returns the

@@ -59,10 +59,11 @@ def parser() -> argparse.ArgumentParser:
                    help="write the history here (JSON lines)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="keep the cluster's data here (default: a removed temporary dir)")
-    p.add_argument("--group-protocol", choices=("classic", "cooperative", "consumer"),
+    p.add_argument("--group-protocol", choices=("classic", "cooperative", "consumer", "share"),
                    default="classic",
                    help="the consumers' group.protocol (consumer: KIP-848; cooperative: "
-                   "classic with the cooperative-sticky assignor, KIP-429)")
+                   "classic with the cooperative-sticky assignor, KIP-429; share: share "
+                   "consumers in a share group, KIP-932)")
     p.add_argument("--churn", action="store_true",
                    help="consumers leave their group and join again at seeded moments")
     p.add_argument("--filler-partitions", type=int, default=0,
@@ -77,6 +78,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kafka-libs", type=Path, default=None, metavar="DIR",
                    help="Apache Kafka's jars, for --target kafka (tools/ensure_kafka.sh "
                    "prints the directory)")
+    p.add_argument("--via-proxy", action="store_true",
+                   help="with --target kafka: kaflite's proxy in front of Kafka injects the "
+                   "traffic faults (errors, delay, throttle, drop) from the same rules as "
+                   "kaflite's cluster takes; the clients bootstrap from the proxy")
     p.add_argument("--check", type=Path, default=None, metavar="HISTORY",
                    help="only check a saved history")
     p.add_argument("--client-logs", action="store_true",
@@ -110,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                        history=args.history, processes=args.processes,
                        group_protocol=args.group_protocol, churn=args.churn,
                        filler_partitions=args.filler_partitions, target=args.target,
-                       kafka_libs=args.kafka_libs)
+                       kafka_libs=args.kafka_libs, via_proxy=args.via_proxy)
     if args.seed is not None:
         config.seed = args.seed
     console.print(f"seed {config.seed}: {replay_command(config.meta())}", markup=False,

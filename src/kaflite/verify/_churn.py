@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from kaflite.verify._threads import start_daemon
-from kaflite.verify.clients import ConsumerClient, Context
+from kaflite.verify.clients import ConsumerClient, Context, ShareConsumerClient
 from kaflite.verify.history import Fault
 
 if TYPE_CHECKING:
@@ -162,8 +162,8 @@ class Subscriptions:
             self.shared.note(self.process, f"subscribe {topics}: {exc!r}")
 
 
-def crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str, client: str,
-           group: str, recorder: _Recorder) -> None:
+def crash(shared: Shared, ctx: Context, consumer: ConsumerClient | ShareConsumerClient,
+          process: str, client: str, group: str, recorder: _Recorder) -> None:
     """The member dies: it stops polling, reaches no broker, and holds nothing from now
     on (its library's later callbacks are not recorded). After the cut its client is
     abandoned as a killed process's is: no goodbyes, where its library allows that."""
@@ -191,7 +191,8 @@ def crash(shared: Shared, ctx: Context, consumer: ConsumerClient, process: str, 
 ABANDON_SLOW_S = 5.0
 
 
-def _abandon(shared: Shared, consumer: ConsumerClient, process: str) -> None:
+def _abandon(shared: Shared, consumer: ConsumerClient | ShareConsumerClient,
+             process: str) -> None:
     began = time.monotonic()
     try:
         consumer.abandon()

@@ -34,7 +34,7 @@ torn-txn                 a transaction partly visible in the committed view, or 
 unseen                   in the log, but never read by a group that read the topic
 unprocessed              committed in a consume-transform-produce input, never in
                          the committed output
-stuck                    a group did not reach a partition's last record within the
+stuck                    a consumer group did not reach a partition's last record within the
                          progress bound after its writers stopped (alive but stuck)
 two-owners               a member polled or committed a partition the coordinator had
                          given to another member, and let it go by revoking it or
@@ -42,6 +42,15 @@ two-owners               a member polled or committed a partition the coordinato
 silent-expiry            a member the coordinator removed (session expired, fenced)
                          went on polling or committing a partition it held, long
                          after: it was never told (``_expiry``)
+share-two-holders        share groups (``_share``): a record delivered to a member
+                         while another still held it (its lock unexpired, not
+                         acknowledged, no fault to end the lock early)
+share-stale-ack          the leader took an acknowledgement from a member that no
+                         longer held the record (delivered to another since)
+share-redelivered        a record delivered again after its ACCEPT or REJECT succeeded
+share-delivery-limit     a delivery count above share.delivery.count.limit
+share-lost               in the log, never accepted, rejected, nor delivered up to the
+                         limit (and archived)
 incomplete               the history cannot be checked (no drain of a written topic)
 =======================  =============================================================
 
@@ -61,6 +70,7 @@ from itertools import pairwise
 from typing import Any
 
 from kaflite.verify._ownership import check_ownership
+from kaflite.verify._share import check_share
 from kaflite.verify.history import (
     Assign,
     Commit,
@@ -95,6 +105,11 @@ DESCRIPTIONS: dict[str, str] = {
     "stuck": "a group never reached the log end after the faults (alive but stuck)",
     "two-owners": "a member acted on a partition given to another, never told it lost it",
     "silent-expiry": "a member the coordinator removed went on using its partitions",
+    "share-two-holders": "a record delivered to a share member while another held it",
+    "share-stale-ack": "an acknowledgement taken from a member that no longer held the record",
+    "share-redelivered": "a record delivered again after it was accepted or rejected",
+    "share-delivery-limit": "a record delivered more times than the group's limit",
+    "share-lost": "in the log, never accepted, rejected or archived by a share group",
     "incomplete": "the history cannot be checked",
 }
 KINDS = tuple(DESCRIPTIONS)
@@ -187,14 +202,15 @@ def check(ops: Sequence[Op], progress_bound: float | None = None) -> CheckResult
     _check_groups(found, ops, physical, committed, bound)
     _check_transforms(found, meta, committed)
     owned, ownership_stats = check_ownership(ops)
-    for finding in owned:
+    shared, share_stats = check_share(ops)
+    for finding in owned + shared:
         found.add(finding.kind, finding.key, **finding.example)
 
     faults: dict[str, int] = defaultdict(int)
     for op in ops:
         if isinstance(op, Fault) and op.error is None:
             faults[op.fault] += 1
-    stats = _stats(ops) | ownership_stats
+    stats = _stats(ops) | ownership_stats | share_stats
     counts = {k: found.counts.get(k, 0) for k in KINDS}
     return CheckResult(valid=not any(counts.values()), counts=counts,
                        examples={k: v for k, v in found.examples.items() if v},
@@ -313,7 +329,7 @@ def _segments(ops: Sequence[Op]) -> list[tuple[str, str, Key, list[Poll]]]:
                 close(op.process, (op.topic, part))
                 if op.type in ("assign", "seek"):
                     open_[(op.process, (op.topic, part))] = []
-        elif isinstance(op, Poll):
+        elif isinstance(op, Poll) and not op.deliveries:   # a share group's: _share
             open_.setdefault((op.process, (op.topic, op.partition)), []).append(op)
     for process, key in list(open_):
         close(process, key)
@@ -468,7 +484,7 @@ def _check_groups(found: _Found, ops: Sequence[Op], physical: _Log, committed: _
     isolation: dict[tuple[str, str], str] = {}
     owner: dict[tuple[str, str, int], str] = {}
     for op in ops:
-        if isinstance(op, Poll) and op.group is not None:
+        if isinstance(op, Poll) and op.group is not None and not op.deliveries:
             read[(op.group, op.topic)].update(v for _, v in op.records)
             isolation[(op.group, op.topic)] = op.isolation
             if op.records:

@@ -26,8 +26,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import IO, Any, Self
 
 __all__ = ["REMOVALS_FILE", "ClusterProcess", "ControlError", "free_ports"]
@@ -279,6 +280,9 @@ class ClusterProcess:
     # -- the nemesis's faults (``kaflite.verify.targets.FaultTarget``) --------------------
     name = "kaflite"
     kinds: frozenset[str] | None = None       # every fault the nemesis knows
+    left_out: Mapping[str, str] = MappingProxyType({})
+    excluded_errors: Mapping[tuple[str, str], str] = MappingProxyType({})
+    means: Mapping[str, str] = MappingProxyType({})   # each through the control API
 
     def broker_down(self, broker: int, how: str) -> None:
         self.post(f"/brokers/{broker}/{how}")          # kill or stop

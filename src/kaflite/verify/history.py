@@ -15,6 +15,10 @@ threads can be ordered in real time.
 ``Poll``          what one poll of one consumer returned for one partition:
                   ``(offset, value)`` pairs in the order handed out
 ``Commit``        a consumer's offset commit for one partition (``ok``/``fail``)
+``Ack``           a share consumer's acknowledgement of records of one partition:
+                  ``accept``/``release``/``reject``, then ``ok``/``fail``/``info``
+``Unseen``        records a share consumer's library was delivered and never handed
+                  to the application (given back, or expired in its buffer)
 ``Assign``        a consumer's assignment changed: ``assign``, ``revoke``, ``lost``,
                   ``seek`` (the application moved the position) or ``close``
 ``Subscribe``     a consumer changed its subscription (group churn)
@@ -46,8 +50,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-__all__ = ["OPS", "Assign", "Commit", "Drain", "Fault", "History", "Meta", "Note", "Op",
-           "Phase", "Poll", "Probe", "Removed", "Send", "Subscribe", "Txn", "from_dict", "to_dict"]
+__all__ = ["OPS", "Ack", "Assign", "Commit", "Drain", "Fault", "History", "Meta", "Note", "Op",
+           "Phase", "Poll", "Probe", "Removed", "Send", "Subscribe", "Txn", "Unseen", "from_dict",
+           "to_dict"]
 
 Records = tuple[tuple[int, int], ...]  # (offset, value) pairs
 
@@ -87,6 +92,44 @@ class Poll(Op):
     partition: int
     records: Records
     isolation: str = "read_uncommitted"
+    # share groups (KIP-932) only: each record's delivery count, and when the
+    # acquisition locks of these records end at the earliest (run clock)
+    deliveries: tuple[int, ...] = ()
+    lock_until: float | None = None
+    client: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ack(Op):
+    """A share consumer's acknowledgement of records it was delivered (KIP-932), for one
+    partition: ``accept``, ``release`` or ``reject``. ``invoked``: when the member sent
+    it; ``time``: when the partition's leader answered (``ok``, or ``fail`` with its
+    error), or when the member gave up waiting (``info``: the outcome is unknown)."""
+    kind: ClassVar[str] = "ack"
+    type: str
+    outcome: str
+    group: str
+    topic: str
+    partition: int
+    offsets: tuple[int, ...]
+    invoked: float
+    client: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unseen(Op):
+    """Records a share consumer's library was delivered and gave back, or let expire,
+    without handing them to the application (a partition taken away, the consumer
+    closed, a lock that ended in its buffer): deliveries the group counts, that no
+    ``Poll`` shows. ``time``: when the library said so."""
+    kind: ClassVar[str] = "unseen"
+    group: str
+    topic: str
+    partition: int
+    offsets: tuple[int, ...]
+    client: str | None = None
+    why: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,7 +230,7 @@ class Probe(Op):
 
 
 OPS: dict[str, type[Op]] = {cls.kind: cls for cls in (
-    Meta, Send, Poll, Commit, Assign, Subscribe, Removed, Txn, Fault, Phase, Drain, Note,
+    Meta, Send, Poll, Ack, Unseen, Commit, Assign, Subscribe, Removed, Txn, Fault, Phase, Drain, Note,
     Probe)}
 
 

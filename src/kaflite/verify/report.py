@@ -33,6 +33,8 @@ def replay_command(config: dict[str, Any]) -> str:
         parts.append("--processes")
     if config.get("target", "kaflite") != "kaflite":
         parts.append(f"--target {config['target']} --kafka-libs {config.get('kafka_libs')}")
+    if config.get("via_proxy"):
+        parts.append("--via-proxy")
     return " ".join(parts)
 
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from kaflite.verify._churn import IDLE_PARTITIONS, IDLE_TOPIC, MAX_POLL_INTERVAL_MS
 from kaflite.verify._probe import ApiVersionsProbe
+from kaflite.verify._share_member import share_consumer_process
 from kaflite.verify._threads import start_daemon
 from kaflite.verify.checker import CheckResult, check
 from kaflite.verify.clients import factory
@@ -55,7 +56,7 @@ from kaflite.verify.workload import (
 if TYPE_CHECKING:
     from kaflite.verify.targets import FaultTarget
 
-__all__ = ["CLUSTER_CONFIG", "ClientUnavailable", "RunConfig", "fill_partitions", "run"]
+__all__ = ["CLUSTER_CONFIG", "SHARE_GROUP_CONFIGS", "ClientUnavailable", "RunConfig", "fill_partitions", "run"]
 
 WORKLOADS = ("queue", "txn")
 CLUSTER_CONFIG = {
@@ -70,6 +71,22 @@ CLUSTER_CONFIG = {
     "group.consumer.min.session.timeout.ms": 1000,
     "group.consumer.heartbeat.interval.ms": 500,
     "group.consumer.min.heartbeat.interval.ms": 100,
+    # share groups (--group-protocol share) take their settings from group configs
+    # (SHARE_GROUP_CONFIGS), within these bounds
+    "group.share.min.session.timeout.ms": 1000,
+    "group.share.min.heartbeat.interval.ms": 100,
+    "group.share.min.record.lock.duration.ms": 1000,
+}
+# The share group's configs (IncrementalAlterConfigs on the group, before any member
+# joins): sessions as the other protocols' members get them, records from the log's
+# start, acquisition locks shorter than a churning member's stall or cut
+# (_churn.STALL_S, CUT_S), and few deliveries before a record is archived.
+SHARE_GROUP_CONFIGS = {
+    "share.auto.offset.reset": "earliest",
+    "share.session.timeout.ms": "6000",
+    "share.heartbeat.interval.ms": "500",
+    "share.record.lock.duration.ms": "4000",
+    "share.delivery.count.limit": "3",
 }
 
 
@@ -89,7 +106,7 @@ class RunConfig:
     history: Path | None = None         # where to write the history (JSON lines)
     processes: bool = False             # each broker in its own process: kill = SIGKILL
     # the groups' members: classic (eager: range), cooperative (classic with KIP-429's
-    # cooperative-sticky) or consumer (KIP-848)
+    # cooperative-sticky), consumer (KIP-848) or share (a share group, KIP-932)
     group_protocol: str = "classic"
     churn: bool = False                 # members leave and join again at seeded moments
     filler_partitions: int = 0          # more partitions (RF 3, idle) in the cluster first
@@ -97,6 +114,9 @@ class RunConfig:
     # from the jars in kafka_libs: what tools/ensure_kafka.sh prints)
     target: str = "kaflite"
     kafka_libs: Path | None = None
+    # kaflite's proxy in front of Kafka injects the traffic faults (errors, delay,
+    # throttle, drop) as it does for kaflite's cluster (targets.KafkaTarget)
+    via_proxy: bool = False
 
     def meta(self) -> dict[str, Any]:
         out = asdict(self)
@@ -107,6 +127,8 @@ class RunConfig:
         out["kafka_libs"] = str(self.kafka_libs) if self.kafka_libs else None
         if self.workload == "txn":
             out["transforms"] = [["vin", "vout"]]
+        if self.group_protocol == "share":
+            out["share_group_configs"] = dict(SHARE_GROUP_CONFIGS)
         return out
 
 
@@ -138,6 +160,8 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
         raise ClientUnavailable(f"{config.client} cannot run here: {why}")
     if config.workload == "txn" and not client.transactions:
         raise ValueError(f"the txn workload does not run with {config.client}")
+    if config.group_protocol == "share" and config.workload != "queue":
+        raise ValueError("share groups run in the queue workload only")
     if config.group_protocol not in client.group_protocols:
         raise ValueError(f"{config.client} has no group.protocol={config.group_protocol} "
                          f"(it has {', '.join(client.group_protocols)})")
@@ -151,14 +175,17 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
     excluded = {k: why for k, why in client.known_issues.get(config.workload, {}).items()
                 if k in config.nemesis}
     meta = config.meta()
-    known_errors = client.known_errors.get(config.workload, {})
+    cluster = _target(config, data_dir)
+    known_errors = {**client.known_errors.get(config.workload, {}), **cluster.excluded_errors}
     if known_errors and "errors" in config.nemesis:
         meta["excluded_errors"] = {f"{api} {error}": why
                                    for (api, error), why in known_errors.items()}
-    cluster = _target(config, data_dir)
     if cluster.kinds is not None:
-        excluded.update({k: f"{cluster.name} takes no such fault without kaflite's broker "
-                            "hooks" for k in config.nemesis if k not in cluster.kinds})
+        excluded.update({k: cluster.left_out.get(k, f"{cluster.name} takes no such fault")
+                         for k in config.nemesis if k not in cluster.kinds})
+    if cluster.means:     # how each fault the run can apply is applied
+        meta["fault_means"] = {k: cluster.means[k] for k in config.nemesis
+                               if k in cluster.means and k not in excluded}
     if excluded:
         meta["excluded_faults"] = excluded
         config = replace(config, nemesis=tuple(k for k in config.nemesis if k not in excluded))
@@ -208,6 +235,9 @@ def run(config: RunConfig, on_phase: Callable[[str], None] | None = None
 
 def _target(config: RunConfig, data_dir: Path) -> FaultTarget:
     """The cluster the run starts and hurts."""
+    if config.via_proxy and config.target != "kafka":
+        raise ValueError("--via-proxy puts kaflite's proxy in front of --target kafka "
+                         "(kaflite's own cluster takes every fault itself)")
     if config.target == "kaflite":
         return ClusterProcess(data_dir / "cluster", config=CLUSTER_CONFIG,
                               processes=config.processes)
@@ -219,7 +249,7 @@ def _target(config: RunConfig, data_dir: Path) -> FaultTarget:
     if config.churn or config.processes:
         raise ValueError("--churn and --processes need kaflite's own cluster")
     from kaflite.verify.targets import KafkaTarget
-    return KafkaTarget(config.kafka_libs, dict(CLUSTER_CONFIG))
+    return KafkaTarget(config.kafka_libs, dict(CLUSTER_CONFIG), via_proxy=config.via_proxy)
 
 
 def _add_removals(history: History, cluster: FaultTarget) -> None:
@@ -274,7 +304,8 @@ def _start_nemesis(config: RunConfig, cluster: FaultTarget, shared: Shared,
                    targets: Targets) -> Nemesis:
     shared.history.add(Phase(time=shared.history.now(), process="run", name="nemesis-start"))
     if "errors" in config.nemesis:
-        known = shared.factory.known_errors.get(config.workload, {})
+        known = {*shared.factory.known_errors.get(config.workload, {}),
+                 *cluster.excluded_errors}
         targets = replace(targets, excluded_errors=frozenset(known))
     shared.nemesis = _nemesis(config, cluster, shared.history, targets)
     return shared.nemesis
@@ -290,11 +321,16 @@ def _queue(config: RunConfig, cluster: FaultTarget, shared: Shared,
            say: Callable[[str], None]) -> None:
     topic, group, history = "queue", "verify-queue", shared.history
     topics = {topic: config.partitions}
-    if config.churn and shared.factory.resubscribes:
+    share = config.group_protocol == "share"
+    if config.churn and shared.factory.resubscribes and not share:
         topics[IDLE_TOPIC] = IDLE_PARTITIONS
         shared.idle_topic = IDLE_TOPIC
     _create(cluster.bootstrap_servers, topics)
-    readers = [start_daemon(f"consumer-{i}", consumer_process, shared, f"consumer-{i}", topic, group)
+    if share:
+        _share_group_configs(cluster.bootstrap_servers, group)
+        shared.share_delivery_limit = int(SHARE_GROUP_CONFIGS["share.delivery.count.limit"])
+    member = share_consumer_process if share else consumer_process
+    readers = [start_daemon(f"consumer-{i}", member, shared, f"consumer-{i}", topic, group)
                for i in range(config.consumers)]
     # Odd producers key each record by its value, even ones send without a key (sticky).
     writers = [start_daemon(f"producer-{i}", producer_process, shared, f"producer-{i}", topic,
@@ -308,9 +344,45 @@ def _queue(config: RunConfig, cluster: FaultTarget, shared: Shared,
     history.add(Phase(time=history.now(), process="run", name="writers-done", topic=topic))
     last = _drain(shared, topic, config.partitions, transactional=False)
     say("drained; waiting for the group to catch up")
-    _catch_up(shared, group, topic, last, config.progress_bound)
+    if share:
+        _share_catch_up(shared, topic, config.progress_bound)
+    else:
+        _catch_up(shared, group, topic, last, config.progress_bound)
     shared.readers_stop.set()
     _join(history, readers, 60)
+
+
+def _share_group_configs(servers: str, group: str) -> None:
+    """Set the share group's configs, and read them back: the checker judges the run by
+    what the group runs with (``RunConfig.meta``'s ``share_group_configs``)."""
+    from kaflite.client import ConfigResource
+    from kaflite.client.sync import Admin
+
+    resource = ConfigResource(32, group)     # a GROUP resource
+    admin = Admin({"bootstrap.servers": servers})
+    try:
+        admin.alter_configs({resource: SHARE_GROUP_CONFIGS})
+        got = admin.describe_configs([resource])[resource]
+    finally:
+        admin.close()
+    wrong = {k: (v, got.get(k)) for k, v in SHARE_GROUP_CONFIGS.items() if got.get(k) != v}
+    if wrong:
+        raise RuntimeError(f"the share group does not run with its configs: {wrong}")
+
+
+def _share_catch_up(shared: Shared, topic: str, bound: float) -> None:
+    """Wait until the members have finished (accepted, rejected, or seen delivered up to
+    the delivery limit) every record of the drained log, for ``bound`` seconds."""
+    h = shared.history
+    want = {(topic, d.partition, o) for d in h.of(Drain)
+            if d.topic == topic and d.isolation == "read_uncommitted" for o, _ in d.records}
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        if want.issubset(shared.share_done):
+            h.add(Phase(time=h.now(), process="run", name="caught-up", topic=topic))
+            return
+        time.sleep(0.1)
+    h.add(Phase(time=h.now(), process="run", name="not-caught-up", topic=topic))
 
 
 def _txn(config: RunConfig, cluster: FaultTarget, shared: Shared,

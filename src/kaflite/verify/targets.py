@@ -6,10 +6,25 @@ broker (three KRaft nodes, each broker and controller, ``kaflite.testing.ApacheK
 and injects what a real deployment suffers without help: a broker killed (SIGKILL) or
 stopped (SIGTERM, Kafka's controlled shutdown) and started again, the whole cluster
 killed at once and started again, and leadership moved (a reassignment that puts the
-new leader first, then a preferred election, as ``kafka-leader-election`` does). The
-other faults (injected errors, delays, throttles, dropped connections, isolation,
-coordinator moves) need kaflite's broker hooks; on Kafka they are left out of the plan
-and the run says so.
+new leader first, then a preferred election, as ``kafka-leader-election`` does).
+
+With ``via_proxy`` (``--via-proxy``) kaflite's proxy stands in front of the three
+nodes (``kaflite.proxy.Proxy``, in this process), the workload's clients bootstrap
+from it, and it injects the traffic faults the nemesis sends to kaflite's cluster,
+from the very same rule bodies (``kaflite.cluster.rules.rule_from_body``): errors,
+delays, throttles and dropped requests as rules of the proxy's ``RulesFilter``
+(scoped to a broker: the traffic to that node only), and a drop of a broker's
+connections as the proxy closing its client connections to that node. It is an
+option, not the default: a bare run measures Kafka and the client alone, with no
+second implementation in the path, and stays the reference.
+
+Left out on Kafka, proxy or not (``LEFT_OUT`` says why): an isolation cuts a
+broker off replication, which Kafka's brokers do among themselves on their own
+listeners, not through the proxy; a coordinator move is no traffic fault either
+(kaflite's cluster moves the leadership of the group's ``__consumer_offsets``
+partition; on Kafka that is a reassignment and an election of an internal topic's
+partition, not written yet). An injected UNKNOWN_MEMBER_ID is left out through the
+proxy (``PROXY_EXCLUDED_ERRORS``).
 
 Broker numbers in the plan are indices (0, 1, 2); each target maps them to its ids
 (Kafka's nodes are 1, 2, 3).
@@ -17,16 +32,39 @@ Broker numbers in the plan are indices (0, 1, 2); each target maps them to its i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from kaflite.cluster.rules import rule_from_body
 from kaflite.testing import ApacheKafka
 from kaflite.testing._probe import move_leader_by_election, partition_states, run_blocking
 
-__all__ = ["KAFKA_KINDS", "FaultTarget", "KafkaTarget", "Unsupported"]
+if TYPE_CHECKING:
+    from kaflite.proxy import Proxy
+
+__all__ = ["KAFKA_KINDS", "LEFT_OUT", "PROXY_EXCLUDED_ERRORS", "PROXY_KINDS", "FaultTarget",
+           "KafkaTarget", "Unsupported"]
 
 #: the faults a bare Apache Kafka cluster can be given
 KAFKA_KINDS = frozenset({"kill", "stop", "crash", "leader"})
+#: the faults kaflite's proxy in front of it adds (``--via-proxy``)
+PROXY_KINDS = frozenset({"errors", "delay", "throttle", "drop"})
+#: why each other fault is left out on Kafka
+LEFT_OUT = {
+    "isolate": "an isolation cuts a broker off replication, which Kafka's brokers do among "
+               "themselves on their own listeners, past any proxy",
+    "coordinator": "a coordinator move is no traffic fault (it moves the leadership of an "
+                   "internal topic's partition); not written for Kafka yet",
+}
+_BARE = ("a bare Kafka takes no such fault (it needs kaflite's broker hooks, or kaflite's "
+         "proxy in front: --via-proxy)")
+#: injected errors the proxy cannot give as a broker does
+PROXY_EXCLUDED_ERRORS = {
+    (api, "UNKNOWN_MEMBER_ID"): "through the proxy, Kafka's coordinator would not forget the "
+    "member (kaflite's cluster does: Kafka answers it only for a member it dropped), and the "
+    "old member would hold the group's rebalance for its session timeout"
+    for api in ("Heartbeat", "OffsetCommit")}
 
 
 class Unsupported(RuntimeError):
@@ -38,6 +76,9 @@ class FaultTarget(Protocol):
 
     name: str
     kinds: frozenset[str] | None
+    left_out: Mapping[str, str]                          # kind -> why it is not taken
+    excluded_errors: Mapping[tuple[str, str], str]       # (api, error) -> why not injected
+    means: Mapping[str, str]                             # kind -> how it is injected
 
     @property
     def bootstrap_servers(self) -> str: ...
@@ -62,18 +103,35 @@ class FaultTarget(Protocol):
 
 
 class KafkaTarget:
-    """Apache Kafka, three nodes on loopback, as a ``FaultTarget``."""
+    """Apache Kafka, three nodes on loopback, as a ``FaultTarget``; with ``via_proxy``,
+    behind kaflite's proxy, which injects the traffic faults."""
 
     name = "kafka"
-    kinds: frozenset[str] | None = KAFKA_KINDS
 
-    def __init__(self, libs: str | Path, config: dict[str, Any]) -> None:
+    def __init__(self, libs: str | Path, config: dict[str, Any],
+                 via_proxy: bool = False) -> None:
         self.kafka = ApacheKafka(libs, brokers=3, config=config)
         self.crashes = 0
+        self.via_proxy = via_proxy
+        self.proxy: Proxy | None = None
+        self.kinds: frozenset[str] | None = KAFKA_KINDS | (PROXY_KINDS if via_proxy
+                                                          else frozenset())
+        self.left_out: Mapping[str, str] = {
+            k: LEFT_OUT.get(k, _BARE) for k in (*LEFT_OUT, *PROXY_KINDS)
+            if k not in self.kinds}
+        self.excluded_errors: Mapping[tuple[str, str], str] = \
+            PROXY_EXCLUDED_ERRORS if via_proxy else {}
+        self.means: Mapping[str, str] = {
+            "kill": "SIGKILL of a node's JVM", "stop": "SIGTERM (controlled shutdown)",
+            "crash": "SIGKILL of every node", "leader": "reassignment and preferred election"
+        } | ({k: "kaflite's proxy in front of Kafka" for k in PROXY_KINDS} if via_proxy
+             else {})
 
     @property
     def bootstrap_servers(self) -> str:
-        return self.kafka.bootstrap_servers
+        """Where the workload's clients bootstrap: the proxy, when there is one."""
+        return self.kafka.bootstrap_servers if self.proxy is None \
+            else self.proxy.bootstrap_servers
 
     @property
     def running(self) -> bool:
@@ -81,10 +139,25 @@ class KafkaTarget:
 
     def start(self) -> KafkaTarget:
         self.kafka.start()
+        if self.via_proxy:
+            from kaflite.proxy import Proxy
+
+            proxy = Proxy(self.kafka.bootstrap_servers)
+            try:
+                proxy.__enter__()
+            except BaseException:
+                self.kafka.stop()
+                raise
+            self.proxy = proxy
         return self
 
     def stop(self) -> None:
-        self.kafka.stop()
+        proxy, self.proxy = self.proxy, None
+        try:
+            if proxy is not None:
+                proxy.__exit__(None, None, None)
+        finally:
+            self.kafka.stop()
 
     def _node(self, broker: int) -> int:
         return self.kafka.node_ids[broker]
@@ -106,35 +179,51 @@ class KafkaTarget:
         self.kafka.restart_all()
 
     def partitions(self, topic: str) -> list[dict[str, Any]]:
-        return run_blocking(partition_states(self.bootstrap_servers, topic), 30.0)
+        return run_blocking(partition_states(self.kafka.bootstrap_servers, topic), 30.0)
 
     def move_leader(self, topic: str, partition: int, to: int | None) -> int:
-        return run_blocking(move_leader_by_election(self.bootstrap_servers, topic, partition,
-                                                    to, timeout=20.0), 30.0)
+        return run_blocking(move_leader_by_election(self.kafka.bootstrap_servers, topic,
+                                                    partition, to, timeout=20.0), 30.0)
 
     def heal(self) -> None:
+        self.clear_rules()
         self.kafka.restart_all()
 
     def removals(self) -> list[dict[str, Any]]:
         return []       # Kafka's coordinators keep no such record
 
-    def clear_rules(self) -> None:
-        return None     # no rules were ever added
+    def _unsupported(self, kind: str) -> Unsupported:
+        return Unsupported(f"Apache Kafka cannot be given a fault {kind!r}: "
+                           f"{self.left_out.get(kind, _BARE)}")
 
-    def remove_rule(self, rule_id: int) -> None:
-        return None
+    def _faults(self, kind: str) -> Proxy:
+        if self.proxy is None:
+            raise self._unsupported(kind)
+        return self.proxy
 
-    def _unsupported(self, what: str) -> Unsupported:
-        return Unsupported(f"Apache Kafka cannot be given {what} (it needs kaflite's hooks)")
-
-    def isolate(self, broker: int, isolated: bool) -> None:
-        raise self._unsupported("an isolation")
-
-    def move_coordinator(self, key: str, key_type: str, to: int | None) -> int:
-        raise self._unsupported("a coordinator move")
-
+    # -- through the proxy ----------------------------------------------------------------
     def add_rule(self, kind: str, body: dict[str, Any]) -> int:
-        raise self._unsupported(f"a {kind} rule")
+        """The nemesis's rule body, as kaflite's cluster takes it (broker: an index)."""
+        proxy = self._faults({"error": "errors"}.get(kind, kind))
+        body = dict(body)
+        if body.get("broker") is not None:
+            body["broker"] = self._node(int(body["broker"]))
+        return proxy.faults.add(rule_from_body(kind, body)).id
 
     def drop_connections(self, broker: int) -> int:
-        raise self._unsupported("dropped connections")
+        return self._faults("drop").drop_connections(self._node(broker))
+
+    def remove_rule(self, rule_id: int) -> None:
+        if self.proxy is not None:
+            self.proxy.faults.remove(rule_id)
+
+    def clear_rules(self) -> None:
+        if self.proxy is not None:
+            self.proxy.faults.clear()
+
+    # -- never ------------------------------------------------------------------------------
+    def isolate(self, broker: int, isolated: bool) -> None:
+        raise self._unsupported("isolate")
+
+    def move_coordinator(self, key: str, key_type: str, to: int | None) -> int:
+        raise self._unsupported("coordinator")

@@ -48,6 +48,7 @@ from kaflite.verify.clients import (
     ConsumerClient,
     Context,
     ProducerClient,
+    ShareConsumerClient,
     TxnFailure,
 )
 from kaflite.verify.history import (
@@ -95,6 +96,9 @@ class Shared:
         self._commit_rngs: dict[str, random.Random] = {}
         # threads tearing down crashed members' clients (_churn): joined at the run's end
         self.abandoned: list[threading.Thread] = []
+        # share groups (_share_member): records the members know finished; the limit
+        self.share_done: set[tuple[str, int, int]] = set()
+        self.share_delivery_limit = 0
 
     def commits_async(self, process: str) -> bool:
         """Under churn, where the library has them, about half of a member's commits are
@@ -199,7 +203,8 @@ class _Recorder:
                          topic=topic, partitions=(), client=self.client))
 
 
-def _record_events(shared: Shared, process: str, client: ProducerClient | ConsumerClient,
+def _record_events(shared: Shared, process: str,
+                   client: ProducerClient | ConsumerClient | ShareConsumerClient,
                    limit: int = 2000) -> None:
     """The client's own events (kaflite's ``events()``) as notes, on the run's clock."""
     try:

@@ -177,6 +177,23 @@ def test_acquired_records_are_persisted_as_available() -> None:
     assert again.state_of(0) is RecordState.AVAILABLE and again.delivery_count(0) == 1
 
 
+def test_a_record_restored_at_the_delivery_limit_is_archived_not_delivered_again() -> None:
+    """Its last acquisition was written (AVAILABLE, with its count) and the leader moved
+    before the holder acknowledged it: that delivery ended as a lock expiry ends one,
+    and at the limit the record is archived. It used to be delivered once more, with a
+    count past the limit (kaflite.verify share rounds, seeds 6002 and 6003)."""
+    sp = make(limit=2)
+    sp.acquire("a", log((0, 1)), 100)
+    sp.acknowledge("a", 0, 1, [AckType.RELEASE])
+    sp.acquire("b", log((0, 1)), 100)           # the second and last delivery
+    again = make(limit=2)                        # the next leader
+    again.restore(sp.start, sp.state_batches(), 0)
+    assert again.delivery_count(0) == 2 and again.state_of(0) is RecordState.AVAILABLE
+    assert again.acquire("c", log((0, 1), (2, 2)), 100) == [Acquired(2, 2, 1)]
+    assert again.state_of(0) is RecordState.ARCHIVED and again.start == 2
+    assert again.check() == []
+
+
 OPS = st.lists(st.one_of(
     st.tuples(st.just("acquire"), st.sampled_from("abc"), st.integers(1, 8), st.booleans()),
     st.tuples(st.just("ack"), st.sampled_from("abc"), st.integers(-2, 40), st.integers(0, 6),

@@ -120,6 +120,8 @@ class ShareConsumer(BaseClient, Generic[K, V]):
         # RENEW: kept, with a renewed lock, for a final acknowledgement later)
         self._delivered: dict[TopicPartition, dict[int, int | None]] = {}
         self._renew: dict[TopicPartition, dict[int, int]] = {}
+        # when the acquisition lock of each delivered record ends, at the earliest
+        self._lock_ends: dict[TopicPartition, dict[int, float]] = {}
         self._callback: AcknowledgementCommitCallback | None = None
         self._commit_tasks: set[asyncio.Task[Results]] = set()
         self._polled = False
@@ -213,6 +215,15 @@ class ShareConsumer(BaseClient, Generic[K, V]):
         timeout = self._fetcher.lock_timeout_ms
         return timeout if timeout > 0 else None
 
+    def acquisition_lock_deadline(self, record: ShareRecord[K, V]) -> float | None:
+        """The ``time.monotonic()`` at which the acquisition lock of a record of the last
+        poll(s) ends at the earliest: when the ShareFetch that acquired it was sent, plus
+        the lock duration the broker gave (the broker took the lock no sooner). None for
+        a record this consumer holds no longer (acknowledged, or never delivered here).
+        A RENEW does not move it: the broker's answer alone knows the new lock."""
+        return self._lock_ends.get(TopicPartition(record.topic, record.partition), {}).get(
+            record.offset)
+
     def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None
                                             ) -> None:
         """``callback({partition: offsets}, error)`` once a leader answered each
@@ -244,7 +255,7 @@ class ShareConsumer(BaseClient, Generic[K, V]):
         if not self._explicit:
             accepted = {tp: dict.fromkeys(d, int(AcknowledgeType.ACCEPT))
                         for tp, d in self._delivered.items()}
-            self._delivered = {}
+            self._delivered, self._lock_ends = {}, {}
             self._fetcher.acknowledge(accepted)
             self._fetcher.polled(set())
             return
@@ -254,10 +265,13 @@ class ShareConsumer(BaseClient, Generic[K, V]):
                     if t is not None and t != AcknowledgeType.RENEW}
             if done:
                 chosen[tp] = done
+                ends = self._lock_ends.get(tp, {})
                 for o in done:
                     del d[o]
+                    ends.pop(o, None)
             if not d:
                 del self._delivered[tp]
+                self._lock_ends.pop(tp, None)
         self._fetcher.acknowledge(chosen)
         self._fetcher.polled(set(self._delivered))
 
@@ -276,14 +290,15 @@ class ShareConsumer(BaseClient, Generic[K, V]):
             fetcher.raise_errors()
             member.last_poll = time.monotonic()
             await member.ensure_active_group(deadline - time.monotonic())
-            out = fetcher.drain(self._max_poll_records) if fetcher.buffer else []
-            if out:
-                for r in out:
-                    self._delivered.setdefault(TopicPartition(r.topic, r.partition), {})[
-                        r.offset] = None
+            timed = fetcher.drain(self._max_poll_records) if fetcher.buffer else []
+            if timed:
+                for lock_ends, r in timed:
+                    tp = TopicPartition(r.topic, r.partition)
+                    self._delivered.setdefault(tp, {})[r.offset] = None
+                    self._lock_ends.setdefault(tp, {})[r.offset] = lock_ends
                 fetcher.polled(set(self._delivered))
                 fetcher.send()   # the acknowledgements of the last poll go now
-                return out
+                return [r for _, r in timed]
             fetcher.data_ready.clear()
             fetcher.send()
             remaining = deadline - time.monotonic()

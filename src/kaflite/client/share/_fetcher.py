@@ -24,8 +24,10 @@ or commits again (``polled``).
 
 Acknowledgements wait in ``pending`` until a request to the partition's
 current leader takes them; their outcome (the partition's acknowledge error,
-or none) goes to ``on_result``. A request that failed on the wire puts its
-acknowledgements back. RENEW acknowledgements (KIP-1222) travel only in a
+or none) goes to ``on_result``. A request the broker refused as a whole (a share
+session error) puts its acknowledgements back, to go in the next session; one lost
+on the wire reports them with NETWORK_EXCEPTION, their outcome unknown, and does
+not send them again (``_lost``). RENEW acknowledgements (KIP-1222) travel only in a
 ShareAcknowledge (v2, ``IsRenewAck``). Partition errors follow the recovery
 table: NOT_LEADER_OR_FOLLOWER applies the leader hint and refreshes metadata,
 so the next request goes to the new leader.
@@ -36,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Generic, cast
 
 from kaflite.client._aio import cancel_and_wait
@@ -69,12 +71,18 @@ if TYPE_CHECKING:
     from kaflite.client._base import BaseClient
     from kaflite.protocol.messages import share_fetch_response as sfr
 
-__all__ = ["ShareFetcher"]
+__all__ = ["ShareFetcher", "offset_ranges"]
 
 SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 RENEW_VERSION = 2          # AcknowledgeType RENEW and IsRenewAck from v2 (KIP-1222)
 ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
 ResultCallback = Callable[[TopicPartition, set[int], errors.KafkaError | None], None]
+
+
+def offset_ranges(offsets: Iterable[int]) -> str:
+    """``1-4, 7``: the events' way of naming the records given back or dropped."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b, _ in
+                     ack_ranges(dict.fromkeys(offsets, 0)))
 
 
 class ShareFetcher(Generic[K, V]):
@@ -149,9 +157,14 @@ class ShareFetcher(Generic[K, V]):
             acks = {tp: self.pending.pop(tp) for tp in acking.get(node, ())}
             session = self.sessions.setdefault(node, ShareSession(node))
             renew = any(t == AcknowledgeType.RENEW for a in acks.values() for t in a.values())
-            # a ShareFetch carries the acknowledgements of the session's partitions
-            riding = session.open and not renew and all(
-                tp in wanted or tp in session.partitions for tp in acks)
+            # A ShareFetch carries the acknowledgements of the partitions it fetches, and
+            # of those only: a partition it names is fetched. The acknowledgements of a
+            # partition no longer assigned (its buffered records, given back) go in a
+            # ShareAcknowledge. Named in a ShareFetch, the leader acquired its records
+            # again for this member, which gave them back again, and so on until the
+            # delivery limit archived them unseen (kaflite.verify share rounds, seeds
+            # 6002 and 7002).
+            riding = session.open and not renew and all(tp in wanted for tp in acks)
             can_fetch = bool(wanted) and not any(tp in self.buffered for tp in wanted) and \
                 not (node in self.idle and not wanted.isdisjoint(self.held))
             # decided now: the task runs after the caller's next steps (another poll
@@ -278,12 +291,21 @@ class ShareFetcher(Generic[K, V]):
             self.send()
 
     def _lost(self, node: int, session: ShareSession, acks: dict[TopicPartition, Acks],
-              why: str, into: dict[TopicPartition, Acks] | None = None) -> None:
-        """The request failed on the wire: a new connection, a new session; the
-        acknowledgements go again."""
+              why: str, results: dict[TopicPartition, errors.KafkaError | None] | None = None
+              ) -> None:
+        """The request failed on the wire: a new connection, a new session. The
+        acknowledgements it carried are not sent again: their outcome is unknown, and
+        is reported so (NETWORK_EXCEPTION, as Java's consumer completes them in
+        ``handleShareAcknowledgeFailure``). The leader may have taken them, only its
+        answer was lost; what it had not taken it released when the session closed with
+        the connection. Sent again in a new session they were refused
+        (SHARE_SESSION_NOT_FOUND, INVALID_RECORD_STATE) although the leader had
+        accepted them (kaflite.verify, share groups, seeds 8384 and 5448)."""
         self.consumer.pool.close_connection(node, DATA, why)
         session.reset()
-        merge(self.pending if into is None else into, acks)
+        for tp, a in acks.items():
+            self._result(results, tp, a, errors.NetworkExceptionError(
+                f"{why} (broker {node}): the outcome of these acknowledgements is unknown"))
         self.backoff_until[node] = time.monotonic() + self.backoff
         asyncio.get_running_loop().call_later(self.backoff, self.data_ready.set)
         self.consumer.metadata.request_update(f"{why} (broker {node})")
@@ -345,9 +367,11 @@ class ShareFetcher(Generic[K, V]):
                     got = True
                 elif pd.acquired_records:
                     # acquired for a partition no longer assigned: give them back
-                    merge(self.pending, {tp: {o: AcknowledgeType.RELEASE
-                                              for r in pd.acquired_records
-                                              for o in range(r.first_offset, r.last_offset + 1)}})
+                    back = [o for r in pd.acquired_records
+                            for o in range(r.first_offset, r.last_offset + 1)]
+                    merge(self.pending, {tp: dict.fromkeys(back, AcknowledgeType.RELEASE)})
+                    self.emit("share", f"gave back {len(back)} records of {tp}, no longer "
+                              f"assigned (offsets {offset_ranges(back)})", cause=None)
         for tp, a in acks.items():
             if tp not in answered:
                 self._report(tp, a, 0, None)
@@ -451,7 +475,7 @@ class ShareFetcher(Generic[K, V]):
             return self._done(node)
         except (ConnectionClosed, TimeoutError, OSError) as exc:
             self._lost(node, session, acks, f"ShareAcknowledge failed: {type(exc).__name__}",
-                       into)
+                       results)
             return self._done(node)
         if resp.error_code:
             self._top_error(node, session, resp.error_code, resp.error_message, acks,
@@ -489,13 +513,15 @@ class ShareFetcher(Generic[K, V]):
         self.on_result(tp, set(acks), exc)
 
     # -- handing out --------------------------------------------------------------------------------
-    def drain(self, max_records: int) -> list[ShareRecord[K, V]]:
-        """Buffered records, oldest first. One whose acquisition lock has ended while it
-        waited here is no longer the member's (the group may have delivered it to
-        another): it is dropped, not handed out."""
-        out: list[ShareRecord[K, V]] = []
+    def drain(self, max_records: int) -> list[tuple[float, ShareRecord[K, V]]]:
+        """Buffered records, oldest first, each with the ``time.monotonic()`` at which its
+        acquisition lock ends at the earliest (the ShareFetch's send time plus the lock
+        duration). One whose lock has ended while it waited here is no longer the
+        member's (the group may have delivered it to another): it is dropped, not handed
+        out."""
+        out: list[tuple[float, ShareRecord[K, V]]] = []
         now = time.monotonic()
-        expired: dict[TopicPartition, int] = {}
+        expired: dict[TopicPartition, list[int]] = {}
         while self.buffer and len(out) < max_records:
             lock_ends, record = self.buffer.popleft()
             tp = TopicPartition(record.topic, record.partition)
@@ -505,11 +531,12 @@ class ShareFetcher(Generic[K, V]):
             else:
                 del self.buffered[tp]
             if lock_ends <= now:
-                expired[tp] = expired.get(tp, 0) + 1
+                expired.setdefault(tp, []).append(record.offset)
                 continue
-            out.append(record)
-        for tp, n in expired.items():
-            self.emit("share", f"dropped {n} buffered records of {tp}: their acquisition "
+            out.append((lock_ends, record))
+        for tp, offsets in expired.items():
+            self.emit("share", f"dropped {len(offsets)} buffered records of {tp} (offsets "
+                      f"{offset_ranges(offsets)}): their acquisition "
                       "lock ended before the application polled them", cause=None)
         return out
 
@@ -528,6 +555,9 @@ class ShareFetcher(Generic[K, V]):
         for tp in tps:
             self.buffered.pop(tp, None)
         merge(self.pending, released)
+        for tp, acks in released.items():
+            self.emit("share", f"gave back {len(acks)} buffered records of {tp} (offsets "
+                      f"{offset_ranges(acks)})", cause=None)
 
     def raise_errors(self) -> None:
         if self.errors:

@@ -21,7 +21,9 @@ REJECT to ARCHIVED, RELEASE back to AVAILABLE, RENEW (KIP-1222) keeps them with
 a fresh lock, GAP (a hole in a compacted log) to ARCHIVED. A lock that expires,
 or a member whose session ends, releases its records as RELEASE does. A record
 released once it has been delivered ``delivery_count_limit`` times is ARCHIVED
-instead: it is never delivered again. The SPSO then moves past every leading
+instead: it is never delivered again, nor is one found AVAILABLE at the limit
+(its last lock lost with a leader that moved: the state written at its acquisition
+holds it as AVAILABLE with its count). The SPSO then moves past every leading
 ACKNOWLEDGED or ARCHIVED record.
 
 No more than ``max_record_locks`` records are in flight at once (Kafka's
@@ -235,7 +237,13 @@ class SharePartition:
                     rec = self.records[o] = _Record(RecordState.AVAILABLE, 0)
                 if rec.state is not RecordState.AVAILABLE:
                     continue
-                if span.control:
+                if span.control or rec.delivery_count >= self.delivery_count_limit:
+                    # A record available that was delivered the limit times already
+                    # lost its last lock with a leader that moved or restarted (the
+                    # state written at its acquisition says AVAILABLE, with the count):
+                    # that delivery ended as a lock expiry does, and a record released
+                    # at the limit is archived. Acquired, its count would pass the limit
+                    # (kaflite.verify, share groups, seeds 6002 and 6003).
                     rec.state = RecordState.ARCHIVED
                     changed = True
                     continue

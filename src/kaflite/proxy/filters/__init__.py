@@ -8,6 +8,9 @@ items with ``|``. The shipped filters:
 * ``topic-prefix`` (``prefix.py``): a virtual cluster on a topic prefix.
 
 ``register(name, factory)`` adds one of your own.
+
+Every proxy also has ``rules`` (``rules.py``), last in its chain, as ``proxy.faults``:
+kaflite's cluster fault rules, added and removed at runtime.
 """
 
 from __future__ import annotations

@@ -48,9 +48,13 @@ class Exchange:
     delay_s: float = 0.0               # hold the response back this long
     drop_response: bool = False        # never answer (the client times out)
     close: bool = False                # close the client's connection
+    mute_s: float = 0.0                # once answered, read nothing more from the client
+                                       # for this long (a KIP-219 throttle)
     started: float = field(default_factory=time.perf_counter)
     notes: dict[str, object] = field(default_factory=dict)   # filters' own state
     resolve: TopicResolver | None = None   # topic id -> name, as the proxy learned them
+    upstream_node: int | None = None   # the broker the request goes to, where known (a
+                                       # bootstrap connection's, once its address is known)
 
     def answer(self, response: Struct) -> None:
         """Answer the request here, without forwarding it upstream."""

@@ -22,11 +22,12 @@ from kaflite.verify.clients._base import (
     Context,
     Listener,
     ProducerClient,
+    ShareConsumerClient,
     TxnFailure,
 )
 
 __all__ = ["CLIENTS", "ClientFactory", "ConsumerClient", "Context", "Listener",
-           "ProducerClient", "TxnFailure", "factory"]
+           "ProducerClient", "ShareConsumerClient", "TxnFailure", "factory"]
 
 
 def make_kaflite() -> ClientFactory:

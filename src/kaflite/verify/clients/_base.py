@@ -18,8 +18,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["CLASSIC", "AckFn", "ClientFactory", "CommitDone", "ConsumerClient", "Context", "Listener",
-           "ProducerClient", "Record", "TxnFailure", "decode", "encode"]
+__all__ = ["CLASSIC", "SHARE_ACKS", "AckFn", "AckResult", "ClientFactory", "CommitDone",
+           "ConsumerClient", "Context", "Delivery", "Listener", "ProducerClient", "Record",
+           "ShareConsumerClient", "TxnFailure", "decode", "encode"]
 
 # The classic protocol's flavours a run can ask for: partition.assignment.strategy
 CLASSIC = {"classic": "range", "cooperative": "cooperative-sticky"}
@@ -186,6 +187,51 @@ class ConsumerClient(ABC):
         return []
 
 
+# A record delivered to a share consumer: topic, partition, offset, value, its delivery
+# count, and when its acquisition lock ends at the earliest (time.monotonic(); None if the
+# library does not say)
+Delivery = tuple[str, int, int, int, int, float | None]
+# a leader's answer to acknowledgements: partition, the offsets it answers for, error
+AckResult = Callable[[TP, set[int], str | None], None]
+SHARE_ACKS = ("accept", "release", "reject")
+
+
+class ShareConsumerClient(ABC):
+    """A member of a share group (KIP-932), acknowledging each record explicitly."""
+
+    abandon_on_a_thread = False     # as ConsumerClient's
+
+    @abstractmethod
+    def subscribe(self, topics: list[str]) -> None: ...
+
+    @abstractmethod
+    def poll(self, timeout: float) -> list[Delivery]: ...
+
+    @abstractmethod
+    def acknowledge(self, tp: TP, offset: int, type_: str) -> None:
+        """Acknowledge a record of the last poll (``SHARE_ACKS``); sent by ``commit``."""
+
+    @abstractmethod
+    def commit(self, asynchronous: bool) -> None:
+        """Send the acknowledgements (and, unless ``asynchronous``, wait for the answers);
+        each leader's answer goes to the factory's ``on_result``."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def abandon(self) -> None:
+        self.close()
+
+    def events(self) -> list[tuple[float, str]]:
+        return []
+
+    def unseen(self) -> list[tuple[float, str, int, tuple[int, ...], str]]:
+        """Records the library was delivered and never handed out (given back with a
+        partition taken away or at close, or expired in its buffer), as far as it says:
+        (wall-clock time, topic, partition, offsets, why)."""
+        return []
+
+
 class ClientFactory(ABC):
     name: str
     transactions = False
@@ -199,7 +245,8 @@ class ClientFactory(ABC):
     # without consumer groups reads every partition in each reader: it runs one.
     readers_per_group: int | None = None
     # The group protocols its consumers speak, and the one a run chose (``RunConfig``).
-    group_protocols: tuple[str, ...] = ("classic",)     # and "cooperative", "consumer"
+    # "share": a share group (KIP-932) of ``share_consumer``s
+    group_protocols: tuple[str, ...] = ("classic",)     # and "cooperative", "consumer", "share"
     group_protocol = "classic"
     # The consumers' max.poll.interval.ms, when a run sets one (group churn stalls
     # members past it), and whether the library has such a limit at all.
@@ -230,3 +277,8 @@ class ClientFactory(ABC):
     @abstractmethod
     def consumer(self, ctx: Context, servers: str, client_id: str, group: str | None,
                  isolation: str, listener: Listener | None) -> ConsumerClient: ...
+
+    def share_consumer(self, ctx: Context, servers: str, client_id: str, group: str,
+                       on_result: AckResult) -> ShareConsumerClient:
+        """A share group member (only where ``group_protocols`` has ``share``)."""
+        raise NotImplementedError(f"{self.name} has no share consumer")

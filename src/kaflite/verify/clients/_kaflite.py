@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -14,18 +15,23 @@ from kaflite.client import (
 )
 from kaflite.client import sync as ksync
 from kaflite.client.producer import RecordMetadata
+from kaflite.client.share import AcknowledgeType, ShareConsumer, ShareRecord
+from kaflite.protocol.errors import KafkaError
 from kaflite.verify.clients._base import (
     CLASSIC,
     TP,
     AckFn,
+    AckResult,
     ClientFactory,
     CommitDone,
     ConsumerClient,
     Context,
+    Delivery,
     Listener,
     LoopContext,
     ProducerClient,
     Record,
+    ShareConsumerClient,
     TxnFailure,
     decode,
     encode,
@@ -59,6 +65,52 @@ def consumer_config(servers: str, client_id: str, group: str | None, isolation: 
     if max_poll_interval_ms is not None:
         config["max.poll.interval.ms"] = max_poll_interval_ms
     return config
+
+
+def share_config(servers: str, client_id: str, group: str,
+                 max_poll_interval_ms: int | None = None) -> dict[str, Any]:
+    """A share group member that acknowledges every record itself (explicit mode)."""
+    config: dict[str, Any] = {"bootstrap.servers": servers, "client.id": client_id,
+                              "group.id": group, "share.acknowledgement.mode": "explicit",
+                              "default.api.timeout.ms": 20_000}
+    if max_poll_interval_ms is not None:
+        config["max.poll.interval.ms"] = max_poll_interval_ms
+    return config
+
+
+ACK_TYPES = {"accept": AcknowledgeType.ACCEPT, "release": AcknowledgeType.RELEASE,
+             "reject": AcknowledgeType.REJECT}
+
+
+def _ack_callback(on_result: AckResult) -> Callable[[Any, KafkaError | None], None]:
+    def done(offsets: Any, error: KafkaError | None) -> None:
+        for tp, offs in offsets.items():
+            on_result((tp.topic, tp.partition), set(offs),
+                      None if error is None else repr(error))
+    return done
+
+
+# the share fetcher's events about records it never handed out (_fetcher.offset_ranges)
+_UNSEEN = re.compile(r"^(?:gave back|dropped) \d+ (?:buffered )?records of (.+)-(\d+)"
+                     r"[^(]*\(offsets ([0-9, -]+)\)")
+
+
+def _unseen(events: list[Any]) -> list[tuple[float, str, int, tuple[int, ...], str]]:
+    out = []
+    for e in events:
+        m = _UNSEEN.match(e.message) if e.kind == "share" else None
+        if m is None:
+            continue
+        offsets: list[int] = []
+        for part in m.group(3).split(","):
+            a, _, b = part.strip().partition("-")
+            offsets += range(int(a), int(b or a) + 1)
+        out.append((e.timestamp, m.group(1), int(m.group(2)), tuple(offsets), e.message))
+    return out
+
+
+def _delivery(r: ShareRecord[Any, Any], lock_until: float | None) -> Delivery:
+    return (r.topic, r.partition, r.offset, decode(r.value), r.delivery_count, lock_until)
 
 
 def _txn_failure(producer: Producer | Any, exc: BaseException) -> TxnFailure:
@@ -198,8 +250,43 @@ class _AsyncConsumer(ConsumerClient):
         return _events(self.c)
 
 
+class _AsyncShareConsumer(ShareConsumerClient):
+    def __init__(self, ctx: LoopContext, config: dict[str, Any], on_result: AckResult) -> None:
+        self.ctx = ctx
+        self.c: ShareConsumer[Any, Any] = ShareConsumer(config)
+        self.c.set_acknowledgement_commit_callback(_ack_callback(on_result))
+        self.last: dict[tuple[str, int, int], ShareRecord[Any, Any]] = {}
+        ctx.run(self.c.start(), 30)
+
+    def subscribe(self, topics: list[str]) -> None:
+        self.ctx.call(self.c.subscribe, topics)
+
+    def poll(self, timeout: float) -> list[Delivery]:
+        got = self.ctx.run(self.c.poll(int(timeout * 1000)), timeout + 60)
+        self.last = {(r.topic, r.partition, r.offset): r for r in got}
+        return [_delivery(r, self.c.acquisition_lock_deadline(r)) for r in got]
+
+    def acknowledge(self, tp: TP, offset: int, type_: str) -> None:
+        self.ctx.call(self.c.acknowledge, self.last[(tp[0], tp[1], offset)], ACK_TYPES[type_])
+
+    def commit(self, asynchronous: bool) -> None:
+        if asynchronous:
+            self.ctx.call(self.c.commit_async)
+        else:
+            self.ctx.run(self.c.commit_sync(), 60)
+
+    def close(self) -> None:
+        self.ctx.run(self.c.close(), 60)
+
+    def events(self) -> list[tuple[float, str]]:
+        return _events(self.c)
+
+    def unseen(self) -> list[tuple[float, str, int, tuple[int, ...], str]]:
+        return _unseen(self.c.events("share"))
+
+
 class KafliteAsync(ClientFactory):
-    group_protocols = ("classic", "cooperative", "consumer")
+    group_protocols = ("classic", "cooperative", "consumer", "share")
     name = "kaflite"
     transactions = True
     async_commits = True
@@ -217,6 +304,11 @@ class KafliteAsync(ClientFactory):
                               consumer_config(servers, client_id, group, isolation,
                                               self.group_protocol, self.max_poll_interval_ms),
                               listener)
+
+    def share_consumer(self, ctx: Context, servers: str, client_id: str, group: str,
+                       on_result: AckResult) -> ShareConsumerClient:
+        return _AsyncShareConsumer(cast(LoopContext, ctx), share_config(
+            servers, client_id, group, self.max_poll_interval_ms), on_result)
 
 
 # -- the blocking façade --------------------------------------------------------------------
@@ -279,8 +371,42 @@ class _SyncConsumer(ConsumerClient):
         return _events(self.c)
 
 
+class _SyncShareConsumer(ShareConsumerClient):
+    def __init__(self, config: dict[str, Any], on_result: AckResult) -> None:
+        self.c: ksync.ShareConsumer[Any, Any] = ksync.ShareConsumer(config)
+        self.c.set_acknowledgement_commit_callback(_ack_callback(on_result))
+        self.last: dict[tuple[str, int, int], ShareRecord[Any, Any]] = {}
+        self.c.start()
+
+    def subscribe(self, topics: list[str]) -> None:
+        self.c.subscribe(topics)
+
+    def poll(self, timeout: float) -> list[Delivery]:
+        got = self.c.poll(int(timeout * 1000))
+        self.last = {(r.topic, r.partition, r.offset): r for r in got}
+        return [_delivery(r, self.c.acquisition_lock_deadline(r)) for r in got]
+
+    def acknowledge(self, tp: TP, offset: int, type_: str) -> None:
+        self.c.acknowledge(self.last[(tp[0], tp[1], offset)], ACK_TYPES[type_])
+
+    def commit(self, asynchronous: bool) -> None:
+        if asynchronous:
+            self.c.commit_async()
+        else:
+            self.c.commit_sync()
+
+    def close(self) -> None:
+        self.c.close()
+
+    def events(self) -> list[tuple[float, str]]:
+        return _events(self.c)
+
+    def unseen(self) -> list[tuple[float, str, int, tuple[int, ...], str]]:
+        return _unseen(self.c.events("share"))
+
+
 class KafliteSync(ClientFactory):
-    group_protocols = ("classic", "cooperative", "consumer")
+    group_protocols = ("classic", "cooperative", "consumer", "share")
     name = "kaflite-sync"
     async_commits = True
 
@@ -293,3 +419,8 @@ class KafliteSync(ClientFactory):
         return _SyncConsumer(consumer_config(servers, client_id, group, isolation,
                                               self.group_protocol, self.max_poll_interval_ms),
                               listener)
+
+    def share_consumer(self, ctx: Context, servers: str, client_id: str, group: str,
+                       on_result: AckResult) -> ShareConsumerClient:
+        return _SyncShareConsumer(share_config(servers, client_id, group,
+                                               self.max_poll_interval_ms), on_result)
