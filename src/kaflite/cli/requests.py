@@ -25,14 +25,17 @@ from kaflite._loop import run
 from kaflite.cli._options import FIND, Bootstrap, ClientProps, CommandConfig, client_props
 from kaflite.cli._output import json_line
 from kaflite.cli._topics import topic_partitions
-from kaflite.cluster.request_log import REQUEST_LOG_TOPIC, RequestRecord
 
 if TYPE_CHECKING:
     from kaflite.client import Consumer, TopicPartition
+    from kaflite.cluster.request_log import RequestRecord
 
 __all__ = ["format_line", "matcher", "requests"]
 
 IDLE_EXIT_S = 0.5     # without --follow: at the end and idle this long, stop
+# kaflite.cluster.request_log.REQUEST_LOG_TOPIC, not imported: importing kaflite.cluster
+# loads the whole broker, which every other command does without
+REQUEST_LOG_TOPIC = "__kaflite_requests"
 
 
 def requests(
@@ -98,6 +101,7 @@ async def _read(bootstrap: str, topic: str, keep: Callable[[RequestRecord], bool
                 render: Callable[[RequestRecord], str], follow: bool, count: int | None,
                 extra: dict[str, str], props: list[str] | None) -> None:
     from kaflite.client import Consumer, TopicPartition
+    from kaflite.cluster.request_log import RequestRecord
 
     partitions = await topic_partitions(bootstrap, topic, False, props)
     config = {"bootstrap.servers": bootstrap, "client.id": "kaflite-requests",

@@ -67,3 +67,18 @@ def test_kaflite_up_request_log_flag(tmp_path: Path) -> None:
                         "the CreateTopics of `kaflite topics create`")
         finally:
             reader.close()
+
+
+def test_the_cli_names_the_same_topic_without_loading_the_broker() -> None:
+    import subprocess
+    import sys
+
+    from kaflite.cli import requests
+    from kaflite.cluster.request_log import REQUEST_LOG_TOPIC
+
+    assert requests.REQUEST_LOG_TOPIC == REQUEST_LOG_TOPIC
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, kaflite.cli; "
+         "print('kaflite.cluster.broker' in sys.modules)"],
+        capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    assert loaded == "False"
