@@ -12,19 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kaflite.client._admin_base import check as _raise
 from kaflite.client._base import BaseClient
-from kaflite.protocol import errors
 from kaflite.protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from kaflite.protocol.messages import create_acls_request as cq
 from kaflite.protocol.messages import delete_acls_request as dq
 from kaflite.security.acl import AclBinding, AclBindingFilter
 
 __all__ = ["AclAdmin"]
-
-
-def _raise(code: int, what: str, message: str | None) -> None:
-    if code:
-        raise errors.error_for_code(code, f"{what}: {message}" if message else what)
 
 
 class AclAdmin(BaseClient):

@@ -15,8 +15,8 @@ import base64
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kaflite.client._admin_base import check as _check
 from kaflite.client._base import BaseClient
-from kaflite.protocol import errors
 from kaflite.protocol.messages import (
     CreateDelegationTokenRequest,
     DescribeDelegationTokenRequest,
@@ -52,11 +52,6 @@ def _principal(text: str) -> tuple[str, str]:
     if not sep or not kind:
         raise ValueError(f"{text!r} is not a principal (expected Type:name, e.g. User:alice)")
     return kind, name
-
-
-def _check(code: int, what: str) -> None:
-    if code:
-        raise errors.error_for_code(code, what)
 
 
 class TokenAdmin(BaseClient):

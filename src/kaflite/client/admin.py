@@ -25,7 +25,7 @@ from typing import TypedDict
 
 from kaflite.client import _quotas
 from kaflite.client._acl_admin import AclAdmin
-from kaflite.client._base import BaseClient
+from kaflite.client._admin_base import check as _check
 from kaflite.client._config_resources_admin import ConfigResource, ConfigResourcesAdmin
 from kaflite.client._find_coordinator import GROUP, TRANSACTION, find_coordinator
 from kaflite.client._group_admin import (
@@ -35,6 +35,7 @@ from kaflite.client._group_admin import (
     GroupListing,
 )
 from kaflite.client._quotas import ClientQuotaAlteration, QuotaEntity, QuotaFilterComponent
+from kaflite.client._scram_admin import ScramAdmin
 from kaflite.client._token_admin import TokenAdmin
 from kaflite.client.consumer._assignors import decode_assignment
 from kaflite.client.consumer._offsets import EARLIEST, LATEST, list_offsets
@@ -160,11 +161,6 @@ class TransactionListing:
     coordinator_id: int
 
 
-def _check(code: int, what: str, message: str | None = None) -> None:
-    if code:
-        raise errors.error_for_code(code, f"{what}: {message}" if message else what)
-
-
 class ClusterDescription(TypedDict):
     """What ``describe_cluster`` answers (DescribeCluster's fields)."""
 
@@ -206,20 +202,13 @@ class QuorumInfo:
     observers: list[QuorumReplica]
 
 
-class Admin(AclAdmin, GroupAdmin, ConfigResourcesAdmin, TokenAdmin, BaseClient):
+class Admin(AclAdmin, GroupAdmin, ConfigResourcesAdmin, TokenAdmin, ScramAdmin):
     ROLE = "admin"
 
     def __init__(self, config: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().__init__(config, **kwargs)
         self.timeout_ms = self.config.int("default.api.timeout.ms")
         self.metadata.auto_create = False   # as Java's AdminClient: describing never creates
-
-    async def _controller(self) -> int:
-        await self.start()
-        if self.metadata.controller_id < 0:
-            await self.metadata.refresh("controller unknown")
-        node = self.metadata.controller_id
-        return node if node >= 0 else next(iter(self.pool.brokers))
 
     # -- topics ------------------------------------------------------------------------------
     async def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False) -> None:
@@ -538,70 +527,6 @@ class Admin(AclAdmin, GroupAdmin, ConfigResourcesAdmin, TokenAdmin, BaseClient):
                     _check(p.error_code, f"delete records {t.name}-{p.partition_index}")
                     out[TopicPartition(t.name, p.partition_index)] = p.low_watermark
         return out
-
-    # -- SCRAM users (KIP-554) -------------------------------------------------------------
-    async def describe_user_scram_credentials(self, users: Iterable[str] | None = None
-                                              ) -> dict[str, list[tuple[str, int]]]:
-        """``{user: [(mechanism, iterations), ...]}``; every user when ``users`` is None."""
-        from kaflite.protocol.messages import DescribeUserScramCredentialsRequest
-        from kaflite.protocol.messages import describe_user_scram_credentials_request as dq
-        from kaflite.security.scram import MECHANISM_TYPES
-        await self.start()
-        names = {t: m for m, t in MECHANISM_TYPES.items()}
-        resp = await self._request(await self._controller(), DescribeUserScramCredentialsRequest(
-            users=None if users is None else [dq.UserName(u) for u in users]))
-        _check(resp.error_code, "describe SCRAM credentials", resp.error_message)
-        out = {}
-        for r in resp.results:
-            _check(r.error_code, f"describe SCRAM credentials of {r.user}", r.error_message)
-            out[r.user] = [(names.get(c.mechanism, str(c.mechanism)), c.iterations)
-                           for c in r.credential_infos]
-        return out
-
-    async def alter_user_scram_credentials(
-            self, upsertions: Iterable[tuple[str, str, str, int]] = (),
-            deletions: Iterable[tuple[str, str]] = ()) -> None:
-        """Upsert ``(user, mechanism, password, iterations)`` and delete ``(user, mechanism)``;
-        passwords are salted here (a random salt) and never sent, as Java's admin does.
-        A broker takes one alteration of a user a request (Kafka's ScramControlManager
-        fails a user named twice DUPLICATE_RESOURCE, whatever the mechanisms): a user's
-        second alteration goes in a second request, and so on."""
-        import secrets
-
-        from kaflite.protocol.messages import AlterUserScramCredentialsRequest
-        from kaflite.protocol.messages import alter_user_scram_credentials_request as aq
-        from kaflite.security.scram import MECHANISM_TYPES, salted_password
-
-        def mechanism_type(mechanism: str) -> int:
-            return MECHANISM_TYPES.get(mechanism.upper(), 0)
-
-        ups = []
-        for user, mechanism, password, iterations in upsertions:
-            salt = secrets.token_bytes(32)
-            ups.append(aq.ScramCredentialUpsertion(
-                user, mechanism_type(mechanism), iterations, salt,
-                salted_password(mechanism.upper(), password, salt, iterations)
-                if mechanism_type(mechanism) and iterations > 0 else b""))
-        dels = [aq.ScramCredentialDeletion(u, mechanism_type(m)) for u, m in deletions]
-        rounds: list[tuple[list[aq.ScramCredentialDeletion], list[aq.ScramCredentialUpsertion]]]
-        rounds = []
-        seen: dict[str, int] = {}
-
-        def round_of(user: str) -> int:
-            n = seen[user] = seen.get(user, -1) + 1
-            if n == len(rounds):
-                rounds.append(([], []))
-            return n
-        for d in dels:
-            rounds[round_of(d.name)][0].append(d)
-        for u in ups:
-            rounds[round_of(u.name)][1].append(u)
-        await self.start()
-        for round_dels, round_ups in rounds:
-            resp = await self._request(await self._controller(), AlterUserScramCredentialsRequest(
-                deletions=round_dels, upsertions=round_ups))
-            for r in resp.results:
-                _check(r.error_code, f"alter SCRAM credentials of {r.user}", r.error_message)
 
     # -- client quotas (KIP-546) -------------------------------------------------------------
     async def describe_client_quotas(self, components: Iterable[QuotaFilterComponent] = (),
