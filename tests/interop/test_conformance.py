@@ -31,10 +31,9 @@ pytestmark = pytest.mark.interop
 
 # (API, field path pattern) -> (why the two brokers differ there, whether it shows in
 # every run). A difference that always shows and no longer does was fixed: take it out.
-NOT_SERVED = ("kaflite does not serve it (issue 38): UnregisterBroker (64), "
-              "AddRaftVoter and "
-              "RemoveRaftVoter (80-81), "
-              "the Streams group APIs (88-89) and Kafka 4.4's 93-94")
+NOT_SERVED = ("kaflite does not serve it, by decision (docs/architecture.md): KRaft's "
+              "AddRaftVoter and RemoveRaftVoter (80-81) and UnregisterController (94), "
+              "and the Streams group APIs (88-89, 93)")
 EXPLAINED: dict[tuple[str, str], tuple[str, bool]] = {
     ("ApiVersions", "api_keys[api_key=17].min_version"): (
         "Kafka 4.4's broker advertises SaslHandshake from v1; kaflite keeps v0 and "

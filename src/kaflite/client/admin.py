@@ -61,6 +61,7 @@ from kaflite.protocol.messages import (
     ListTransactionsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
+    UnregisterBrokerRequest,
     UpdateFeaturesRequest,
 )
 from kaflite.protocol.messages import create_partitions_request as cpq
@@ -272,6 +273,14 @@ class Admin(AclAdmin, GroupAdmin, ConfigResourcesAdmin, TokenAdmin, ScramAdmin):
         return {"cluster_id": resp.cluster_id, "controller_id": resp.controller_id,
                 "brokers": [BrokerAddress(b.broker_id, b.host, b.port, b.rack)
                             for b in resp.brokers]}
+
+    async def unregister_broker(self, node_id: int) -> None:
+        """Remove a broker's registration (``kafka-cluster unregister``, Java's
+        ``Admin.unregisterBroker``): it leaves the cluster's metadata until it registers
+        again. BrokerIdNotRegisteredError for an id that is not registered."""
+        await self.start()
+        resp = await self._request_any(UnregisterBrokerRequest(broker_id=node_id))
+        _check(resp.error_code, f"unregister broker {node_id}", resp.error_message)
 
     async def describe_features(self) -> FeatureMetadata:
         """The cluster's feature levels, from a broker's ApiVersions (v3+), as

@@ -384,6 +384,9 @@ class Admin(_SyncClient):
     def describe_cluster(self) -> _admin.ClusterDescription:
         return self._run(self._async.describe_cluster())
 
+    def unregister_broker(self, node_id: int) -> None:
+        self._run(self._async.unregister_broker(node_id))
+
     def describe_metadata_quorum(self) -> _admin.QuorumInfo:
         return self._run(self._async.describe_metadata_quorum())
 

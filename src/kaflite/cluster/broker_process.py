@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from kaflite.cluster.controller_server import BrokerUnavailable, ControllerServer
 from kaflite.cluster.listeners import ListenerSpec
 from kaflite.cluster.metadata_image import Json
+from kaflite.cluster.metadata_state import BrokerInfo
 
 if TYPE_CHECKING:
     from kaflite.cluster.controller_client import RemoteController
@@ -52,6 +53,7 @@ class BrokerProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self.bound: dict[str, int] = {}
         self.data_dir = Path(spec["data_dir"])
+        self._last_info: BrokerInfo | None = None
 
     @property
     def running(self) -> bool:
@@ -61,20 +63,31 @@ class BrokerProcess:
     def pid(self) -> int | None:
         return self.proc.pid if self.running and self.proc is not None else None
 
+    def _info(self) -> BrokerInfo:
+        """Its registration, or the last one seen (an unregistered broker keeps its
+        addresses until it registers again)."""
+        info = self.server.controller.brokers.get(self.node_id)
+        if info is not None:
+            self._last_info = info
+        elif self._last_info is None:
+            raise KeyError(f"broker {self.node_id} has not registered")
+        else:
+            info = self._last_info
+        return info
+
     def endpoint(self, listener: str) -> tuple[str, int]:
-        info = self.server.controller.brokers[self.node_id]
-        found = info.endpoint(listener)
+        found = self._info().endpoint(listener)
         if found is None:
             raise KeyError(listener)
         return found
 
     @property
     def advertised_host(self) -> str:
-        return self.server.controller.brokers[self.node_id].host
+        return self._info().host
 
     @property
     def advertised_port(self) -> int:
-        return self.server.controller.brokers[self.node_id].port
+        return self._info().port
 
     async def start(self) -> None:
         if self.running:

@@ -225,6 +225,12 @@ class RemoteController(Controller):
     def broker_stopped(self, node_id: int) -> None:
         self._call("broker_stopped", {"node_id": node_id})
 
+    def unregister_broker(self, node_id: int) -> None:
+        self._call("unregister_broker", {"node_id": node_id})
+
+    async def unregister_broker_async(self, node_id: int) -> None:
+        self.unregister_broker(node_id)
+
     # the controller process works through the partitions; this broker only asks
     async def broker_started_async(self, node_id: int) -> None:
         self.broker_started(node_id)

@@ -319,6 +319,9 @@ class ControllerServer:
         if method == "broker_stopped":
             c.broker_stopped(int(a["node_id"]))
             return None
+        if method == "unregister_broker":
+            c.unregister_broker(int(a["node_id"]))
+            return None
         if method == "allocate_producer_id":
             return c.allocate_producer_id()
         if method == "alter_scram":

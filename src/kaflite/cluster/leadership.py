@@ -26,6 +26,7 @@ from kaflite.cluster.metadata_state import BrokerInfo, PartitionState, TopicStat
 from kaflite.protocol import errors
 from kaflite.protocol.messages._generated.fence_broker_record import FenceBrokerRecord
 from kaflite.protocol.messages._generated.unfence_broker_record import UnfenceBrokerRecord
+from kaflite.protocol.messages._generated.unregister_broker_record import UnregisterBrokerRecord
 from kaflite.protocol.messages._runtime import Struct
 
 __all__ = ["EVENT_CHUNK", "Leadership", "Listener"]
@@ -88,6 +89,40 @@ class Leadership:
         for _ in self._stopped_steps(node_id):
             await asyncio.sleep(0)
 
+    def unregister_broker(self, node_id: int) -> None:
+        """UnregisterBroker (key 64), as Kafka 4.4's controller answered it: an unknown id
+        is BROKER_ID_NOT_REGISTERED; a registered broker, fenced or not, is fenced (its
+        leaderships move, it leaves the ISRs) and its registration removed, so that
+        DescribeCluster and Metadata no longer list it. Replica assignments keep its id
+        (offline). A broker still running stays out until it registers again, at its
+        next start. (``unregister_broker_async`` yields between chunks.)"""
+        if self._registered(node_id).alive:
+            self.broker_stopped(node_id)
+        self._forget_broker(node_id)
+
+    async def unregister_broker_async(self, node_id: int) -> None:
+        if self._registered(node_id).alive:
+            await self.broker_stopped_async(node_id)
+        self._forget_broker(node_id)
+
+    def _registered(self, node_id: int) -> BrokerInfo:
+        info = self.brokers.get(node_id)
+        if info is None:
+            raise errors.BrokerIdNotRegisteredError(
+                f"Broker ID {node_id} is not currently registered")
+        return info
+
+    def _forget_broker(self, node_id: int) -> None:
+        info = self.brokers.pop(node_id, None)
+        if info is not None:
+            self._record(UnregisterBrokerRecord(node_id, info.epoch))
+            self.save()
+
+    def _alive(self, node_id: int) -> bool:
+        """Registered and not fenced."""
+        info = self.brokers.get(node_id)
+        return info is not None and info.alive
+
     def _replicated_by(self, node_id: int) -> Iterator[tuple[TopicState, PartitionState]]:
         """The partitions ``node_id`` replicates, ``EVENT_CHUNK`` at a time: between two
         chunks (the steps below yield) the caller may let the loop run, so topics
@@ -130,7 +165,10 @@ class Leadership:
         yield from self._in_chunks(node_id, step)
 
     def _stopped_steps(self, node_id: int) -> Iterator[None]:
-        """Its leaderships move and it leaves every ISR."""
+        """Its leaderships move and it leaves every ISR (nothing for a broker that is
+        not registered: UnregisterBroker fenced it already)."""
+        if node_id not in self.brokers:
+            return
         self.brokers[node_id].alive = False
         # saved with the first chunk: the fence and the first leader changes are one batch
         self._record(FenceBrokerRecord(node_id, self.brokers[node_id].epoch))
@@ -178,14 +216,14 @@ class Leadership:
         topic = self.topics[topic_name]
         p = topic.partitions[partition]
         if to is not None:
-            if to not in p.isr or not self.brokers[to].alive:
+            if to not in p.isr or not self._alive(to):
                 raise errors.NotLeaderOrFollowerError(f"broker {to} is not a live ISR member")
             self._elect(topic, p, prefer=to)
         else:
-            others = {p.leader} if len([r for r in p.isr if self.brokers[r].alive]) > 1 else set()
+            others = {p.leader} if len([r for r in p.isr if self._alive(r)]) > 1 else set()
             self._elect(topic, p, exclude=set(), prefer=next(
                 (r for r in p.replicas if r in p.isr and r not in others
-                 and self.brokers[r].alive), None))
+                 and self._alive(r)), None))
         self.save()
         return p.leader
 
@@ -195,7 +233,7 @@ class Leadership:
         preferred = p.replicas[0]
         if p.leader == preferred:
             return False
-        if preferred not in p.isr or not self.brokers[preferred].alive:
+        if preferred not in p.isr or not self._alive(preferred):
             raise errors.PreferredLeaderNotAvailableError(f"{topic_name}-{partition}")
         self._elect(topic, p, prefer=preferred)
         self.save()
@@ -268,5 +306,5 @@ class Leadership:
         targets: Iterable[int] = [only] if only is not None else list(p.replicas)
         for node in targets:
             listener = self.listeners.get(node)
-            if listener is not None and node != skip and self.brokers[node].alive:
+            if listener is not None and node != skip and self._alive(node):
                 listener.on_partition_change(topic, p)

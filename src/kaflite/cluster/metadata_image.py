@@ -42,6 +42,7 @@ from kaflite.cluster.metalog import decode_record, encode_record, replay
 from kaflite.protocol.messages._generated.fence_broker_record import FenceBrokerRecord
 from kaflite.protocol.messages._generated.register_broker_record import RegisterBrokerRecord
 from kaflite.protocol.messages._generated.unfence_broker_record import UnfenceBrokerRecord
+from kaflite.protocol.messages._generated.unregister_broker_record import UnregisterBrokerRecord
 from kaflite.protocol.messages._runtime import Struct
 from kaflite.security.acl import AclBinding
 from kaflite.security.scram import ScramCredential
@@ -163,7 +164,8 @@ def records_for_brokers(records: list[Struct]) -> list[str]:
     go as image entries, which carry what no record does (fault injection's
     replication fencing)."""
     return [record_json(r) for r in records
-            if not isinstance(r, RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord)]
+            if not isinstance(r, RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord
+                              | UnregisterBrokerRecord)]
 
 
 def apply_records(replica: Controller, rows: list[str]) -> None:

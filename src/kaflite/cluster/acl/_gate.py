@@ -187,6 +187,7 @@ POLICIES: dict[int, Policy] = {
     51: alter_scram,
     55: cluster_op(Op.DESCRIBE),                              # DescribeQuorum
     57: cluster_op(Op.ALTER),                                 # UpdateFeatures
+    64: cluster_op(Op.ALTER),                                 # UnregisterBroker
     65: group_rows("transaction_states", RT.TRANSACTIONAL_ID, TXN_DENIED, Op.DESCRIBE,
                    key="transactional_id"),                   # DescribeTransactions
     66: group_rows("transaction_states", RT.TRANSACTIONAL_ID, TXN_DENIED, Op.DESCRIBE,

@@ -15,7 +15,8 @@ controller writes for it (KIP-500, KIP-631), built here from the model objects
   replay (kaflite bumps epochs twice in one call in a few paths, e.g. an ISR
   change that completes a reassignment and moves the leader);
 * configs of topics and groups: ConfigRecord, a null value removing the key;
-* brokers: RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord;
+* brokers: RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
+  UnregisterBrokerRecord;
 * SCRAM credentials, delegation tokens, client quotas, ACLs, the producer id
   counter and the metadata.version: their own record types.
 
@@ -60,6 +61,7 @@ from kaflite.protocol.messages._generated.remove_user_scram_credential_record im
 )
 from kaflite.protocol.messages._generated.topic_record import TopicRecord
 from kaflite.protocol.messages._generated.unfence_broker_record import UnfenceBrokerRecord
+from kaflite.protocol.messages._generated.unregister_broker_record import UnregisterBrokerRecord
 from kaflite.protocol.messages._generated.user_scram_credential_record import (
     UserScramCredentialRecord,
 )
@@ -291,6 +293,10 @@ def _register_broker(c: Controller, r: RegisterBrokerRecord) -> None:
                                         epoch=r.broker_epoch)
 
 
+def _unregister_broker(c: Controller, r: UnregisterBrokerRecord) -> None:
+    c.brokers.pop(r.broker_id, None)
+
+
 def _fence(c: Controller, r: FenceBrokerRecord | UnfenceBrokerRecord) -> None:
     b = c.brokers.get(r.id)
     if b is not None:
@@ -351,6 +357,7 @@ _REPLAY: dict[type[Struct], Callable[[Controller, Any], None]] = {
     TopicRecord: _topic, PartitionRecord: _partition, PartitionChangeRecord: _partition_change,
     RemoveTopicRecord: _remove_topic, ConfigRecord: _config,
     RegisterBrokerRecord: _register_broker, FenceBrokerRecord: _fence,
+    UnregisterBrokerRecord: _unregister_broker,
     UnfenceBrokerRecord: _fence, UserScramCredentialRecord: _scram,
     RemoveUserScramCredentialRecord: _remove_scram, ClientQuotaRecord: _quota,
     AccessControlEntryRecord: _acl, RemoveAccessControlEntryRecord: _remove_acl,

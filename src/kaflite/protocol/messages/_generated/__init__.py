@@ -465,6 +465,8 @@ if TYPE_CHECKING:
     from .txn_offset_commit_response import TxnOffsetCommitResponse as TxnOffsetCommitResponse
     from . import unfence_broker_record as unfence_broker_record
     from .unfence_broker_record import UnfenceBrokerRecord as UnfenceBrokerRecord
+    from . import unregister_broker_record as unregister_broker_record
+    from .unregister_broker_record import UnregisterBrokerRecord as UnregisterBrokerRecord
     from . import unregister_broker_request as unregister_broker_request
     from .unregister_broker_request import UnregisterBrokerRequest as UnregisterBrokerRequest
     from . import unregister_broker_response as unregister_broker_response
@@ -1135,6 +1137,8 @@ WHERE: dict[str, str] = {
     'txn_offset_commit_response': 'txn_offset_commit_response',
     'UnfenceBrokerRecord': 'unfence_broker_record',
     'unfence_broker_record': 'unfence_broker_record',
+    'UnregisterBrokerRecord': 'unregister_broker_record',
+    'unregister_broker_record': 'unregister_broker_record',
     'UnregisterBrokerRequest': 'unregister_broker_request',
     'unregister_broker_request': 'unregister_broker_request',
     'UnregisterBrokerResponse': 'unregister_broker_response',
@@ -1442,11 +1446,12 @@ API_TABLE: dict[int, tuple[str, str, str, int, int, bool]] = {
 }
 
 # schemas that are not API messages: headers and data formats
-DATA_NAMES: tuple[str, ...] = ('AccessControlEntryRecord', 'ClientQuotaRecord', 'ConfigRecord', 'ConsumerGroupCurrentMemberAssignmentKey', 'ConsumerGroupCurrentMemberAssignmentValue', 'ConsumerGroupMemberMetadataKey', 'ConsumerGroupMemberMetadataValue', 'ConsumerGroupMetadataKey', 'ConsumerGroupMetadataValue', 'ConsumerGroupPartitionMetadataKey', 'ConsumerGroupPartitionMetadataValue', 'ConsumerGroupTargetAssignmentMemberKey', 'ConsumerGroupTargetAssignmentMemberValue', 'ConsumerGroupTargetAssignmentMetadataKey', 'ConsumerGroupTargetAssignmentMetadataValue', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'DefaultPrincipalData', 'DelegationTokenRecord', 'FeatureLevelRecord', 'FenceBrokerRecord', 'GroupMetadataKey', 'GroupMetadataValue', 'KRaftVersionRecord', 'LeaderChangeMessage', 'OffsetCommitKey', 'OffsetCommitValue', 'PartitionChangeRecord', 'PartitionRecord', 'ProducerIdsRecord', 'RegisterBrokerRecord', 'RemoveAccessControlEntryRecord', 'RemoveDelegationTokenRecord', 'RemoveTopicRecord', 'RemoveUserScramCredentialRecord', 'RequestHeader', 'ResponseHeader', 'ShareGroupCurrentMemberAssignmentKey', 'ShareGroupCurrentMemberAssignmentValue', 'ShareGroupMemberMetadataKey', 'ShareGroupMemberMetadataValue', 'ShareGroupMetadataKey', 'ShareGroupMetadataValue', 'ShareGroupPartitionMetadataKey', 'ShareGroupPartitionMetadataValue', 'ShareGroupStatePartitionMetadataKey', 'ShareGroupStatePartitionMetadataValue', 'ShareGroupTargetAssignmentMemberKey', 'ShareGroupTargetAssignmentMemberValue', 'ShareGroupTargetAssignmentMetadataKey', 'ShareGroupTargetAssignmentMetadataValue', 'ShareSnapshotKey', 'ShareSnapshotValue', 'ShareUpdateKey', 'ShareUpdateValue', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'TopicRecord', 'TransactionLogKey', 'TransactionLogValue', 'UnfenceBrokerRecord', 'UserScramCredentialRecord', 'VotersRecord')
+DATA_NAMES: tuple[str, ...] = ('AccessControlEntryRecord', 'ClientQuotaRecord', 'ConfigRecord', 'ConsumerGroupCurrentMemberAssignmentKey', 'ConsumerGroupCurrentMemberAssignmentValue', 'ConsumerGroupMemberMetadataKey', 'ConsumerGroupMemberMetadataValue', 'ConsumerGroupMetadataKey', 'ConsumerGroupMetadataValue', 'ConsumerGroupPartitionMetadataKey', 'ConsumerGroupPartitionMetadataValue', 'ConsumerGroupTargetAssignmentMemberKey', 'ConsumerGroupTargetAssignmentMemberValue', 'ConsumerGroupTargetAssignmentMetadataKey', 'ConsumerGroupTargetAssignmentMetadataValue', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'DefaultPrincipalData', 'DelegationTokenRecord', 'FeatureLevelRecord', 'FenceBrokerRecord', 'GroupMetadataKey', 'GroupMetadataValue', 'KRaftVersionRecord', 'LeaderChangeMessage', 'OffsetCommitKey', 'OffsetCommitValue', 'PartitionChangeRecord', 'PartitionRecord', 'ProducerIdsRecord', 'RegisterBrokerRecord', 'RemoveAccessControlEntryRecord', 'RemoveDelegationTokenRecord', 'RemoveTopicRecord', 'RemoveUserScramCredentialRecord', 'RequestHeader', 'ResponseHeader', 'ShareGroupCurrentMemberAssignmentKey', 'ShareGroupCurrentMemberAssignmentValue', 'ShareGroupMemberMetadataKey', 'ShareGroupMemberMetadataValue', 'ShareGroupMetadataKey', 'ShareGroupMetadataValue', 'ShareGroupPartitionMetadataKey', 'ShareGroupPartitionMetadataValue', 'ShareGroupStatePartitionMetadataKey', 'ShareGroupStatePartitionMetadataValue', 'ShareGroupTargetAssignmentMemberKey', 'ShareGroupTargetAssignmentMemberValue', 'ShareGroupTargetAssignmentMetadataKey', 'ShareGroupTargetAssignmentMetadataValue', 'ShareSnapshotKey', 'ShareSnapshotValue', 'ShareUpdateKey', 'ShareUpdateValue', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'TopicRecord', 'TransactionLogKey', 'TransactionLogValue', 'UnfenceBrokerRecord', 'UnregisterBrokerRecord', 'UserScramCredentialRecord', 'VotersRecord')
 
 # metadata log record type (its apiKey): the record's class name
 METADATA_RECORDS: dict[int, str] = {
     0: 'RegisterBrokerRecord',
+    1: 'UnregisterBrokerRecord',
     2: 'TopicRecord',
     3: 'PartitionRecord',
     4: 'ConfigRecord',
@@ -1708,6 +1713,7 @@ __all__ = [
     'TxnOffsetCommitRequest',
     'TxnOffsetCommitResponse',
     'UnfenceBrokerRecord',
+    'UnregisterBrokerRecord',
     'UnregisterBrokerRequest',
     'UnregisterBrokerResponse',
     'UpdateFeaturesRequest',
@@ -1953,6 +1959,7 @@ __all__ = [
     'txn_offset_commit_request',
     'txn_offset_commit_response',
     'unfence_broker_record',
+    'unregister_broker_record',
     'unregister_broker_request',
     'unregister_broker_response',
     'update_features_request',
