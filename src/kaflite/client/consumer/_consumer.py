@@ -236,9 +236,18 @@ class Consumer(BaseClient, Generic[K, V]):
                     self._subs.seek(tp, om.offset, om.leader_epoch)
         query: dict[TopicPartition, int] = {}
         gens: dict[TopicPartition, int] = {}
-        assignment = self._subs.assignment
         for tp in self._subs.needing_position():
-            state = assignment[tp]
+            state = self._subs.assignment[tp]
+            # auto.offset.reset only where it was asked for, or where the committed offset
+            # was looked up for this very assignment and there was none: a partition
+            # assigned (again) while the lookup above waited gets its own lookup next
+            # time. Reset at once, it started from the beginning although the group had
+            # committed far into it (30-minute KIP-848 soak of 2026-11-30, seed
+            # 1848589100: a new assignment came during an OffsetFetch that the
+            # coordinator's moves made slow).
+            if state.reset is None and (self._group is not None and (
+                    tp not in fresh or not unchanged(tp, fresh[tp]))):
+                continue
             strategy = state.reset or self._subs.default_reset
             if strategy == "none":
                 raise errors.OffsetOutOfRangeError(f"{tp} has no committed offset and "
