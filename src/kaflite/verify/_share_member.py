@@ -49,7 +49,7 @@ from kaflite.verify._churn import Episodes, crash
 from kaflite.verify.clients import Context, ShareConsumerClient
 from kaflite.verify.clients._base import TP, Delivery
 from kaflite.verify.history import Ack, Fault, Poll, Unseen
-from kaflite.verify.workload import _record_events, _Recorder
+from kaflite.verify.workload import _record_events, _Recorder, new_member_client
 
 if TYPE_CHECKING:
     from kaflite.verify.workload import Shared
@@ -121,17 +121,8 @@ class _ShareAcks:
 def _new_share_consumer(shared: Shared, ctx: Context, process: str, client: str, group: str,
                         acks: _ShareAcks) -> ShareConsumerClient | None:
     """As ``workload._new_consumer``: under churn it tries until it gets one."""
-    while True:
-        try:
-            return shared.factory.share_consumer(ctx, shared.servers, client, group,
-                                                 acks.result)
-        except Exception as exc:
-            if not shared.churn:
-                raise
-            if shared.readers_stop.is_set():
-                return None
-            shared.note(process, f"rejoin: {exc!r}")
-            ctx.sleep(0.5)
+    return new_member_client(shared, ctx, process, lambda: shared.factory.share_consumer(
+        ctx, shared.servers, client, group, acks.result))
 
 
 def _poll(shared: Shared, consumer: ShareConsumerClient, ctx: Context, process: str,

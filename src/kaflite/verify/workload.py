@@ -35,7 +35,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kaflite.verify._churn import (
     Episodes,
@@ -73,6 +73,7 @@ TP = tuple[str, int]
 MAX_NOTES = 20          # client errors noted per process (the rest are counted)
 TICK = 0.02             # seconds between a producer's bursts
 RESTART_PAUSE_S = 0.5   # before a failed producer is replaced
+M = TypeVar("M")          # a member's client (consumer or share consumer)
 
 
 class Shared:
@@ -335,10 +336,17 @@ def _new_consumer(shared: Shared, ctx: Context, process: str, client: str, group
     come while the nemesis has the whole cluster down, and kaflite's start() then
     fails); without churn a failure ends the process, as it always did."""
     recorder.client = client
+    return new_member_client(shared, ctx, process, lambda: shared.factory.consumer(
+        ctx, shared.servers, client, group, isolation, recorder))
+
+
+def new_member_client(shared: Shared, ctx: Context, process: str,
+                      make: Callable[[], M]) -> M | None:
+    """``make()``; under churn, again every half second until it succeeds or the
+    readers stop (None then); without churn its failure is raised."""
     while True:
         try:
-            return shared.factory.consumer(ctx, shared.servers, client, group, isolation,
-                                           recorder)
+            return make()
         except Exception as exc:
             if not shared.churn:
                 raise
