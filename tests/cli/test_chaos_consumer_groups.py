@@ -166,13 +166,16 @@ def test_fenced_member_rejoins_with_epoch_zero(served: tuple[Cluster, str]) -> N
         assert g.coordinator().members[victim].member_epoch == before + 2
 
         def rejoined() -> bool:
-            # librdkafka keeps its member id (KIP-1082) and rejoins with epoch 0.
-            member = g.coordinator().members.get(victim)
-            # Fenced, its rejoins fenced too until its session expired (one bump); then it
-            # joined again with epoch 0 as a new member (another bump).
-            return g.stable() and member is not None and g.coordinator().group_epoch >= epoch + 2
-        wait_for(rejoined, "the fenced member back with a new epoch, one owner each", 30,
+            # librdkafka keeps its member id (KIP-1082) and rejoins with epoch 0. The
+            # coordinator lets it in at once (KAFKA-19233): the same member, reconciled
+            # to the group's assignment epoch, and no session expiry (no group bump).
+            coordinator = g.coordinator()
+            member = coordinator.members.get(victim)
+            return g.stable() and member is not None and \
+                member.member_epoch == coordinator.assignment_epoch
+        wait_for(rejoined, "the fenced member back under its member id, one owner each", 30,
                  state=lambda: (victim, g.describe()))
+        assert g.coordinator().group_epoch == epoch
         # An unknown member is a conflict (409), reported by the CLI.
         result = runner.invoke(app, ["chaos", "fence-member", "chaos-fence", "nobody",
                                      "--http", url])

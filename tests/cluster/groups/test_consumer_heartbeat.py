@@ -305,3 +305,50 @@ async def test_empty_groups_change_type() -> None:
     assert "g" not in shard.groups and "g" in shard.consumer_groups
     assert "g" in reload(topics, log).consumer_groups
     assert shard.offset_manager.fetch("g", None)  # the offsets stay
+
+
+@run
+async def test_a_fenced_member_rejoins_under_its_member_id_at_once() -> None:
+    # The 30-minute kaflite soak: after a cluster crash a member gave up its partitions
+    # and rejoined with epoch 0 under its member id; the coordinator still knew it at a
+    # later epoch and fenced every rejoin for 74 s (until its old session expired).
+    # Kafka 4.4 lets epoch 0 in (KAFKA-19233).
+    topics = Topics(orders=4)
+    shard, _, _ = make_consumer_shard(topics)
+    await send(shard, join("g", "a", TOPIC))
+    await send(shard, join("g", "b", TOPIC))
+    a = await send(shard, beat("g", "a", 1, owned(topics, {TOPIC: [0, 1, 2, 3]})))
+    keep = assigned(topics, a)
+    assert keep is not None
+    a = await send(shard, beat("g", "a", 1, owned(topics, keep)))
+    await send(shard, beat("g", "b", 2, owned(topics, {})))
+    group = shard.consumer_groups["g"]
+    assert group.members["a"].member_epoch == 2 and group.members["a"].previous_member_epoch == 1
+    rejoin = await send(shard, join("g", "a", TOPIC))
+    assert rejoin.error_code == 0, rejoin.error_message
+    assert rejoin.member_id == "a" and rejoin.member_epoch == 2
+    assert assigned(topics, rejoin) == keep        # the full assignment, as to a joiner
+    owners_ok(group)
+    # An epoch it never had is still fenced.
+    assert (await send(shard, beat("g", "a", 9))).error_code == \
+        errors.FencedMemberEpochError.code
+
+
+@run
+async def test_a_member_that_rejoins_while_revoking_has_released_its_partitions() -> None:
+    topics = Topics(orders=4)
+    shard, _, _ = make_consumer_shard(topics)
+    await send(shard, join("g", "a", TOPIC))
+    await send(shard, beat("g", "a", 1, owned(topics, {TOPIC: [0, 1, 2, 3]})))
+    await send(shard, join("g", "b", TOPIC))
+    a = await send(shard, beat("g", "a", 1, owned(topics, {TOPIC: [0, 1, 2, 3]})))
+    keep = assigned(topics, a)
+    group = shard.consumer_groups["g"]
+    assert keep is not None and group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    # a loses everything and rejoins: it owns nothing, so b may have its share now.
+    rejoin = await send(shard, join("g", "a", TOPIC))
+    assert rejoin.error_code == 0, rejoin.error_message
+    b = await send(shard, beat("g", "b", 2, owned(topics, {})))
+    got = assigned(topics, b)
+    assert got is not None and sorted(got[TOPIC] + keep[TOPIC]) == [0, 1, 2, 3]
+    owners_ok(group)

@@ -483,8 +483,8 @@ class ConsumerGroupManager:
 
     def fence_epoch(self, group_id: str, member_id: str) -> bool:
         """FENCED_MEMBER_EPOCH as Kafka produces it: the coordinator's member epoch is two
-        steps ahead of the member's (two answers lost), so its next heartbeat is fenced; its
-        rejoins are fenced too until its session expires and it joins as a new member."""
+        steps ahead of the member's (two answers lost), so its next heartbeat is fenced. Its
+        rejoin with epoch 0 under the same member id is let in (``check_epoch``)."""
         group = self.consumer_group(group_id)
         member = group.members.get(member_id)
         if member is None:

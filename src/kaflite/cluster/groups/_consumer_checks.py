@@ -95,7 +95,15 @@ def known_static_member(group: ConsumerGroup, member_id: str, instance_id: str) 
 
 
 def check_epoch(member: ConsumerMember, received: int, owned: Owned) -> None:
-    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``."""
+    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``. Epoch 0 is a member that
+    lost its partitions (fenced, or it gave up on an unreachable coordinator) rejoining
+    under its own member id: it is let in, as Kafka does since KAFKA-19233 (4.2). It
+    reports owning nothing, so its reconciliation starts over from its target. Fencing
+    it again would leave it out until its old session expired, which a coordinator that
+    keeps moving (each move reloads the group and restarts every session) never lets
+    happen."""
+    if received == 0:
+        return
     if received > member.member_epoch:
         raise errors.FencedMemberEpochError(
             f"The consumer group member has a greater member epoch ({received}) than the one "
