@@ -104,10 +104,11 @@ def test_acting_after_the_second_owner_let_go_is_not_an_overlap() -> None:
     assert run.finish().check().valid
 
 
-def stalled_run(c1_absent: bool) -> Run:
+def stalled_run(c1_absent: bool, cluster_down: bool = False) -> Run:
     """c0 lets partition 0 go; c1, the only other member, gets it 20 s later. With
     ``c1_absent`` c1 was stalled (or cut off) for those 20 s: nobody was there to
-    take the partition, so the wait is not a stuck group."""
+    take the partition, so the wait is not a stuck group. With ``cluster_down`` the
+    whole cluster was down (the nemesis's ``crash``): nobody could give it to c1."""
     run = Run.clean(reads=False)
     run.assign("c1", 1).poll("c1", 1, Run.log(1))
     run.assign("c0", 0).poll("c0", 0, Run.log(0)[:1]).assign("c0", 0, type="close")
@@ -116,6 +117,9 @@ def stalled_run(c1_absent: bool) -> Run:
     if c1_absent:
         run.add(Fault(time=run.tick(), process="c1", fault="member-stall",
                       args={"member": "c1", "group": "g"}, start=start, end=run.t))
+    if cluster_down:
+        run.add(Fault(time=run.tick(), process="nemesis", fault="crash", args={},
+                      start=start, end=run.t))
     run.assign("c1", 0).poll("c1", 0, Run.log(0)[1:])
     return run.finish()
 
@@ -124,6 +128,9 @@ def test_unowned_time_counts_only_while_a_member_was_there_to_take_it() -> None:
     _, stats = check_ownership(stalled_run(c1_absent=False).ops)
     assert stats["unowned beyond a rebalance"] == 1
     _, stats = check_ownership(stalled_run(c1_absent=True).ops)
+    assert stats["unowned beyond a rebalance"] == 0
+    assert stats["longest unowned (ms)"] < 1_000
+    _, stats = check_ownership(stalled_run(c1_absent=False, cluster_down=True).ops)
     assert stats["unowned beyond a rebalance"] == 0
     assert stats["longest unowned (ms)"] < 1_000
 

@@ -29,7 +29,9 @@ coordinator gave away, and lets go with ``revoke`` or ``close``, not ``lost``.
 
 The converse is a partition nobody holds while the group has live members (from
 their first assignment to their ``close``, less their own cuts and stalls, in which
-they cannot hold anything): normal during a rebalance, a stuck group when it lasts.
+they cannot hold anything, and less the nemesis's whole-cluster crashes, in which no
+coordinator exists to give the partition to anyone): normal during a rebalance, a
+stuck group when it lasts.
 Each such interval is measured by the time some member was there to take the
 partition; ``longest unowned (ms)`` and the count of intervals longer than
 ``UNOWNED_LIMIT_S`` (a rebalance that waits out a crashed member's session, twice
@@ -51,6 +53,8 @@ GroupKey = tuple[str, str, int]         # (group, topic, partition)
 UNOWNED_LIMIT_S = 15.0                  # 2.5 times the checker's session timeouts (6 s)
 # a member inside one of these (_churn.MEMBER_FAULTS) is not there to hold anything
 ABSENT = ("member-cut", "member-stall")
+# nobody can be given anything inside one of these: the whole cluster is down
+OUTAGE = "crash"
 
 
 @dataclass
@@ -110,10 +114,13 @@ def _union(segments: list[tuple[float, float]]) -> float:
 class _Unowned:
     """Time in which a partition had no holder while its group had a member there to
     hold it: from its first assignment to its ``close``, less the member's own cuts and
-    stalls (``ABSENT``: it could not hold anything then)."""
+    stalls (``ABSENT``: it could not hold anything then) and the cluster's outages
+    (``OUTAGE``: no coordinator could hand anything out then)."""
 
-    def __init__(self, absent: dict[str, list[tuple[float, float]]]) -> None:
+    def __init__(self, absent: dict[str, list[tuple[float, float]]],
+                 outages: list[tuple[float, float]]) -> None:
         self.absent = absent                                  # process -> windows
+        self.outages = outages
         # (group, topic) -> process -> [start, end or None] membership spans
         self.spans: dict[tuple[str, str], dict[str, list[list[float | None]]]] = {}
         self.since: dict[GroupKey, float] = {}                # unowned from
@@ -144,7 +151,8 @@ class _Unowned:
             for s0, s1 in spans:
                 a, b = max(start, s0 or 0.0), min(end, end if s1 is None else s1)
                 if a < b:
-                    segments += _clip((a, b), self.absent.get(process, ()))
+                    segments += _clip((a, b), [*self.absent.get(process, ()),
+                                                *self.outages])
         return _union(segments)
 
     def stats(self, end: float) -> dict[str, int]:
@@ -162,10 +170,13 @@ def check_ownership(ops: Sequence[Op]) -> tuple[list[Finding], dict[str, int]]:
     open_: dict[GroupKey, list[Overlap]] = {}
     done: list[Overlap] = []
     absent: dict[str, list[tuple[float, float]]] = {}
+    outages: list[tuple[float, float]] = []
     for op in ops:
         if isinstance(op, Fault) and op.fault in ABSENT:
             absent.setdefault(op.process, []).append((op.start, op.end))
-    unowned = _Unowned(absent)
+        elif isinstance(op, Fault) and op.fault == OUTAGE:
+            outages.append((op.start, op.end))
+    unowned = _Unowned(absent, outages)
     removals = Removals(absent)
     client_of: dict[str, str | None] = {}       # process -> its consumer's client.id now
     # (process, group) -> its consumer's client.id and subscription
