@@ -267,6 +267,55 @@ def test_upstream_librdkafka_offset_fetch_not_coordinator_is_never_retried() -> 
     assert got == [], "librdkafka recovered: confluent-kafka's rounds may inject it again"
 
 
+@pytest.mark.interop
+def test_upstream_librdkafka_retries_an_async_commit_past_a_later_sync_commit() -> None:
+    """Not a kaflite bug: the confluent-kafka soak's commit that went back (KIP-848,
+    seed 597617956), reproduced.
+
+    An asynchronous commit answered with a retriable error (COORDINATOR_LOAD_IN_PROGRESS,
+    as a coordinator that is loading answers) is retried by librdkafka. A synchronous
+    commit of a later offset made meanwhile goes out at once and succeeds; the retry
+    then lands after it, and the group's committed offset goes back. Kafka's Java
+    consumer never retries ``commitAsync`` (``CommitRequestManager.commitAsync``
+    completes it with RetriableCommitFailedException), so its commits stay in order. No
+    upstream issue found. When this test fails, librdkafka keeps commit order: drop
+    ``LIBRDKAFKA_ASYNC_COMMIT_RETRY`` from ``ConfluentKafka.known_errors``.
+    """
+    ck = pytest.importorskip("confluent_kafka")
+    with Cluster(brokers=1, config={"group.initial.rebalance.delay.ms": 0}) as cluster:
+        cluster.create_topic("t", 1, 1)
+        producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers})
+        for i in range(100):
+            producer.produce("t", b"%d" % i, partition=0)
+        assert producer.flush(10) == 0
+        consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                                "group.id": "g", "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False})
+        try:
+            consumer.subscribe(["t"])
+            got = 0
+            for _ in range(80):           # 20 s: a working consumer needs one join and fetch
+                got += sum(1 for m in consumer.consume(100, 0.25) if m.error() is None)
+                if got >= 100:
+                    break
+            assert got == 100, "the consumer never read the topic: the test proves nothing"
+            rule = cluster.faults.inject_error("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS",
+                                               1, group="g")
+            consumer.commit(offsets=[ck.TopicPartition("t", 0, 10)], asynchronous=True)
+            for _ in range(100):          # until the async commit has had its error
+                if rule.remaining == 0:
+                    break
+                consumer.poll(0.01)
+            assert rule.remaining == 0, "the async commit never met the error"
+            consumer.commit(offsets=[ck.TopicPartition("t", 0, 50)], asynchronous=False)
+            for _ in range(20):           # librdkafka's retry backoff is 100 ms or so
+                consumer.poll(0.1)
+            committed = consumer.committed([ck.TopicPartition("t", 0)], timeout=10)[0].offset
+        finally:
+            consumer.close()
+    assert committed == 10, f"librdkafka kept commit order (committed {committed})"
+
+
 @pytest.mark.parametrize("error", ["COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"])
 def test_upstream_aiokafka_offset_fetch_group_error_reads_as_no_commit(error: str) -> None:
     """Not a kaflite bug: why aiokafka's rounds never inject errors into OffsetFetch.

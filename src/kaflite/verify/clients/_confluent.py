@@ -285,6 +285,15 @@ LIBRDKAFKA_STALE_LISTOFFSETS = (
     "fetch,topic,consumer --client-logs) shows the request queued on the stopped broker 0 "
     "at 1.4 s, the partition active on broker 1 from 2.4 s, and the reset at 3.96 s")
 
+LIBRDKAFKA_ASYNC_COMMIT_RETRY = (
+    "an asynchronous commit answered COORDINATOR_LOAD_IN_PROGRESS or REQUEST_TIMED_OUT is "
+    "retried by librdkafka; a synchronous commit of a later offset made meanwhile goes out "
+    "first, and the retry then sets the group's offset back (nonmonotonic-commit). Kafka's "
+    "Java consumer never retries commitAsync. No upstream issue found. Seen in the "
+    "30-minute confluent-kafka KIP-848 soak (seed 597617956); reproduced by "
+    "tests/verify/test_found_bugs.py. A coordinator that is really loading answers the "
+    "same, so a 'coordinator' or 'crash' fault can still, rarely, meet it")
+
 
 class ConfluentKafka(ClientFactory):
     group_protocols = ("classic", "cooperative", "consumer")
@@ -296,8 +305,12 @@ class ConfluentKafka(ClientFactory):
                     "queue": {"kill": LIBRDKAFKA_STALE_LISTOFFSETS,
                               "stop": LIBRDKAFKA_STALE_LISTOFFSETS,
                               "crash": LIBRDKAFKA_STALE_LISTOFFSETS}}
-    known_errors = {w: {("OffsetFetch", "NOT_COORDINATOR"): LIBRDKAFKA_5586}
-                    for w in ("queue", "txn")}
+    known_errors = {"queue": {("OffsetFetch", "NOT_COORDINATOR"): LIBRDKAFKA_5586,
+                              ("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS"):
+                                  LIBRDKAFKA_ASYNC_COMMIT_RETRY,
+                              ("OffsetCommit", "REQUEST_TIMED_OUT"):
+                                  LIBRDKAFKA_ASYNC_COMMIT_RETRY},
+                    "txn": {("OffsetFetch", "NOT_COORDINATOR"): LIBRDKAFKA_5586}}
 
     def producer(self, ctx: Context, servers: str, client_id: str,
                  txn_id: str | None = None) -> ProducerClient:
