@@ -124,7 +124,7 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
         config = RunConfig(client=client, seconds=args.round_seconds, seed=round_seed,
                            history=history, group_protocol=protocol, churn=True,
                            filler_partitions=args.filler_partitions, nemesis=nemesis,
-                           data_dir=data)
+                           data_dir=data, request_log=args.request_log)
         _, result = run(config)
         if result.valid:
             shutil.rmtree(data, ignore_errors=True)
@@ -187,6 +187,9 @@ def main() -> int:
     ap.add_argument("--only", default="",
                     help="with --groups: just these client:protocol pairs, comma-separated "
                          "(a 30-minute soak of one pair: --minutes 30 --round-seconds 1800)")
+    ap.add_argument("--request-log", action="store_true",
+                    help="with --groups: the cluster keeps every request "
+                         "(__kaflite_requests), read from an invalid round's kept data")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     if args.groups:

@@ -38,6 +38,8 @@ def test_the_replay_command_names_the_seed() -> None:
                               "seconds": 10.0, "seed": 77})
     assert command == ("python -m kaflite.verify --client aiokafka --workload queue "
                        "--nemesis all --seconds 10.0 --seed 77")
+    assert replay_command({"client": "kaflite", "seed": 5, "request_log": True}).endswith(
+        "--seed 5 --request-log")
 
 
 def test_an_unknown_client_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

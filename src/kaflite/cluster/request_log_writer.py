@@ -47,12 +47,13 @@ if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
     from kaflite.cluster.controller import Controller
 
-__all__ = ["REQUEST_LOG_DEFAULTS", "BrokerRequestLog", "enabled", "ensure_topic"]
+__all__ = ["ENABLE", "REQUEST_LOG_DEFAULTS", "BrokerRequestLog", "enabled", "ensure_topic"]
 
 log = logging.getLogger("kaflite.cluster.request_log")
 
+ENABLE = "kaflite.request.log.enable"
 REQUEST_LOG_DEFAULTS: dict[str, str] = {
-    "kaflite.request.log.enable": "false",
+    ENABLE: "false",
     "kaflite.request.log.num.partitions": "0",          # 0: one per broker
     "kaflite.request.log.replication.factor": "1",
     "kaflite.request.log.retention.ms": "86400000",     # a day
@@ -68,7 +69,7 @@ def _setting(props: Mapping[str, str], name: str) -> str:
 
 
 def enabled(props: Mapping[str, str]) -> bool:
-    return _setting(props, "kaflite.request.log.enable").lower() == "true"
+    return _setting(props, ENABLE).lower() == "true"
 
 
 def ensure_topic(controller: Controller, props: Mapping[str, str]) -> bool:
@@ -80,8 +81,11 @@ def ensure_topic(controller: Controller, props: Mapping[str, str]) -> bool:
         return False
     partitions = int(_setting(props, "kaflite.request.log.num.partitions")) or live
     rf = max(1, min(int(_setting(props, "kaflite.request.log.replication.factor")), live))
+    # A log of fewer replicas than the cluster's min.insync.replicas could take no write
+    # (NOT_ENOUGH_REPLICAS): it asks for as many in-sync replicas as it has, at most.
+    min_isr = min(rf, int(props.get("min.insync.replicas", "1")))
     configs = {"retention.ms": _setting(props, "kaflite.request.log.retention.ms"),
-               "cleanup.policy": "delete"}
+               "cleanup.policy": "delete", "min.insync.replicas": str(min_isr)}
     try:
         controller.create_topic(REQUEST_LOG_TOPIC,
                                 controller.assign_replicas(partitions, rf, start=0), configs)

@@ -82,6 +82,9 @@ def parser() -> argparse.ArgumentParser:
                    help="with --target kafka: kaflite's proxy in front of Kafka injects the "
                    "traffic faults (errors, delay, throttle, drop) from the same rules as "
                    "kaflite's cluster takes; the clients bootstrap from the proxy")
+    p.add_argument("--request-log", action="store_true",
+                   help="kaflite's cluster keeps every request in __kaflite_requests, to be "
+                   "read from the data directory (--data-dir) with `kaflite requests`")
     p.add_argument("--check", type=Path, default=None, metavar="HISTORY",
                    help="only check a saved history")
     p.add_argument("--client-logs", action="store_true",
@@ -115,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                        history=args.history, processes=args.processes,
                        group_protocol=args.group_protocol, churn=args.churn,
                        filler_partitions=args.filler_partitions, target=args.target,
-                       kafka_libs=args.kafka_libs, via_proxy=args.via_proxy)
+                       kafka_libs=args.kafka_libs, via_proxy=args.via_proxy,
+                       request_log=args.request_log)
     if args.seed is not None:
         config.seed = args.seed
     console.print(f"seed {config.seed}: {replay_command(config.meta())}", markup=False,

@@ -35,6 +35,8 @@ def replay_command(config: dict[str, Any]) -> str:
         parts.append(f"--target {config['target']} --kafka-libs {config.get('kafka_libs')}")
     if config.get("via_proxy"):
         parts.append("--via-proxy")
+    if config.get("request_log"):
+        parts.append("--request-log")
     return " ".join(parts)
 
 

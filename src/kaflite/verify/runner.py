@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kaflite.cluster.request_log_writer import ENABLE as REQUEST_LOG_ENABLE
 from kaflite.verify._churn import IDLE_PARTITIONS, IDLE_TOPIC, MAX_POLL_INTERVAL_MS
 from kaflite.verify._probe import ApiVersionsProbe
 from kaflite.verify._share_member import share_consumer_process
@@ -117,6 +118,9 @@ class RunConfig:
     # kaflite's proxy in front of Kafka injects the traffic faults (errors, delay,
     # throttle, drop) as it does for kaflite's cluster (targets.KafkaTarget)
     via_proxy: bool = False
+    # kaflite's cluster keeps every request in its request log (``__kaflite_requests``,
+    # ``kaflite requests``): the wire of an invalid round, read from its kept data
+    request_log: bool = False
 
     def meta(self) -> dict[str, Any]:
         out = asdict(self)
@@ -239,7 +243,10 @@ def _target(config: RunConfig, data_dir: Path) -> FaultTarget:
         raise ValueError("--via-proxy puts kaflite's proxy in front of --target kafka "
                          "(kaflite's own cluster takes every fault itself)")
     if config.target == "kaflite":
-        return ClusterProcess(data_dir / "cluster", config=CLUSTER_CONFIG,
+        cluster_config: dict[str, Any] = dict(CLUSTER_CONFIG)
+        if config.request_log:
+            cluster_config[REQUEST_LOG_ENABLE] = "true"
+        return ClusterProcess(data_dir / "cluster", config=cluster_config,
                               processes=config.processes)
     if config.target != "kafka":
         raise ValueError(f"unknown target {config.target!r}: kaflite or kafka")

@@ -136,6 +136,20 @@ def test_a_broker_buffer_drops_when_full() -> None:
         assert stats["buffered"] == 2 and stats["dropped"] >= 4   # ApiVersions + 5 Metadata
 
 
+def test_the_log_is_written_where_the_cluster_asks_for_two_in_sync_replicas() -> None:
+    # The soak's clusters set min.insync.replicas=2; the request log (one replica by
+    # default) refused every write with NOT_ENOUGH_REPLICAS and stayed empty.
+    with Cluster(brokers=2, config={**ON, "min.insync.replicas": "2"}) as c:
+        _send(c, 0, "two-isr", [MetadataRequest(topics=[])])
+        reader = Reader(c.bootstrap_servers)
+        try:
+            reader.wait(lambda seen: any(r.client_id == "two-isr" for r in seen),
+                        "the request in the log", timeout=10)
+        finally:
+            reader.consumer.close()
+        assert c.controller.topics[REQUEST_LOG_TOPIC].configs["min.insync.replicas"] == "1"
+
+
 def test_a_record_round_trips() -> None:
     info = ConnectionRecord(7, 2, "10.0.0.1:5", client_id=None, software_name="librdkafka",
                             software_version="2.5", listener="SSL")
