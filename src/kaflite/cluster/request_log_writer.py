@@ -104,6 +104,7 @@ class BrokerRequestLog:
         self.buffer = RequestBuffer(int(_setting(props, "kaflite.request.log.buffer.records")))
         self.flush_s = int(_setting(props, "kaflite.request.log.flush.ms")) / 1000
         self._task: asyncio.Task[None] | None = None
+        self._refusals: set[int] = set()      # error codes already logged
 
     # -- the request path ---------------------------------------------------------------
     def record(self, info: ConnectionRecord, api_key: int, version: int, latency_ms: float,
@@ -152,7 +153,8 @@ class BrokerRequestLog:
             for start in range(0, len(recs), BATCH_RECORDS):
                 chunk = recs[start:start + BATCH_RECORDS]
                 fut = writer([e for _, e in chunk])
-                if fut.done() and fut.result():    # refused at once: not led any more
+                if fut.done() and fut.result():    # refused at once
+                    self._refused(index, fut.result())
                     self.buffer.put_back(r for r, _ in chunk)
                     continue
                 written += len(chunk)
@@ -161,6 +163,15 @@ class BrokerRequestLog:
         if wait and pending:
             await asyncio.wait(pending, timeout=WRITE_TIMEOUT_MS / 1000)
         return written
+
+    def _refused(self, index: int, code: int) -> None:
+        """Not led any more is routine; anything else is said once per error."""
+        if code == errors.NotCoordinatorError.code or code in self._refusals:
+            return
+        self._refusals.add(code)
+        log.warning("broker %s: %s-%s refuses the request log's records (%s); they wait in "
+                    "the buffer", self.broker.node_id, REQUEST_LOG_TOPIC, index,
+                    errors.error_class(code).name)
 
     async def close(self) -> None:
         """Stop the writer and flush what is left (a graceful stop)."""
