@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +24,8 @@ from kaflite.protocol.messages import (
     ApiVersionsResponse,
     ConsumerGroupHeartbeatRequest,
     FindCoordinatorRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 )
@@ -42,20 +46,29 @@ def api_versions(port: int, version: int) -> ApiVersionsResponse:
 
 
 @pytest.mark.parametrize("protocols", ["classic,consumer", "classic"])
-def test_api_versions_v3_lists_the_feature_levels(protocols: str) -> None:
+def test_api_versions_lists_the_feature_levels(protocols: str) -> None:
     with Cluster(brokers=1, config={"group.coordinator.rebalance.protocols": protocols}) as c:
-        resp = api_versions(c.brokers[0].port, 3)
+        resp = api_versions(c.brokers[0].port, 4)
+        v3 = api_versions(c.brokers[0].port, 3)
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     finalized = {f.name: (f.min_version_level, f.max_version_level)
                  for f in resp.finalized_features}
     assert supported == {"group.version": (0, 1), "transaction.version": (0, 2),
+                         "share.version": (0, 1), "kraft.version": (0, 0),
+                         "streams.version": (0, 0),
+                         "eligible.leader.replicas.version": (0, 0),
                          "metadata.version": (METADATA_VERSION, METADATA_VERSION)}
     assert resp.finalized_features_epoch > 0      # above -1: clients keep the levels
-    expected = {"transaction.version": (2, 2),
+    expected = {"transaction.version": (2, 2), "share.version": (1, 1),
                 "metadata.version": (METADATA_VERSION, METADATA_VERSION)}
     if "consumer" in protocols:
         expected["group.version"] = (1, 1)
     assert finalized == expected
+    # KIP-1022: before v4 a client cannot take a level 0, so Kafka leaves out every
+    # feature whose supported range starts at 0 (the finalized ones stay)
+    assert {f.name for f in v3.supported_features} == {"metadata.version"}
+    assert {f.name: (f.min_version_level, f.max_version_level)
+            for f in v3.finalized_features} == expected
 
 
 def test_api_versions_v2_has_no_features() -> None:
@@ -116,6 +129,56 @@ def test_group_version_goes_down_and_up_and_kip848_groups_follow(tmp_path: Path)
     with Cluster(brokers=2, data_dir=tmp_path) as c:
         assert "group.version" not in finalized_levels(c.brokers[0].port)
         assert heartbeat_error(c) == errors.UnsupportedVersionError.code
+
+
+def test_share_version_0_turns_share_groups_off(tmp_path: Path) -> None:
+    with Cluster(brokers=1, data_dir=tmp_path) as c:
+        port = c.brokers[0].port
+        assert share_heartbeat_error(c) == 0
+        assert update(port, 1, ("share.version", 2, 1)).results[0].error_code == \
+            errors.InvalidUpdateVersionError.code     # level 2 (dead-letter queues): no
+        assert update(port, 1, ("share.version", 0, 2)).results[0].error_code == 0
+        assert "share.version" not in finalized_levels(port)
+        assert share_heartbeat_error(c) == errors.UnsupportedVersionError.code
+        assert share_describe_error(c) == errors.UnsupportedVersionError.code
+        assert update(port, 1, ("kraft.version", 1, 1)).results[0].error_code == \
+            errors.InvalidUpdateVersionError.code     # one static controller
+    with Cluster(brokers=1, data_dir=tmp_path) as c:   # kept in the metadata log
+        assert share_heartbeat_error(c) == errors.UnsupportedVersionError.code
+        assert update(c.brokers[0].port, 1, ("share.version", 1, 1)).results[0] \
+            .error_code == 0
+        assert share_heartbeat_error(c) == 0
+
+
+def _ask(c: Cluster, req: Any) -> Any:
+    async def ask() -> Any:
+        conn = await BrokerConnection("127.0.0.1", c.brokers[0].port).open()
+        try:
+            return await conn.request(req)
+        finally:
+            conn.close()
+    return asyncio.run(ask())
+
+
+def share_heartbeat_error(c: Cluster) -> int:
+    """A new share member's first ShareGroupHeartbeat: its error code (one broker: it
+    is every group's coordinator)."""
+    for _ in range(50):
+        # FindCoordinator makes __consumer_offsets, as a client's first step does
+        _ask(c, FindCoordinatorRequest(key_type=0, coordinator_keys=["features-share"]))
+        resp = _ask(c, ShareGroupHeartbeatRequest(
+            group_id="features-share", member_id="m-share-features", member_epoch=0,
+            subscribed_topic_names=["t"]))
+        if resp.error_code not in (errors.CoordinatorLoadInProgressError.code,
+                                   errors.NotCoordinatorError.code):
+            return int(resp.error_code)
+        time.sleep(0.1)       # __consumer_offsets on its way
+    raise AssertionError("no coordinator answered")
+
+
+def share_describe_error(c: Cluster) -> int:
+    resp = _ask(c, ShareGroupDescribeRequest(group_ids=["features-share"]))
+    return int(resp.groups[0].error_code)
 
 
 def heartbeat_error(c: Cluster) -> int:

@@ -49,8 +49,10 @@ EXPLAINED: dict[tuple[str, str], tuple[str, bool]] = {
         "serves v0, the 4.0 early-access version", True),
     ("ApiVersions", "api_keys[api_key=*]"): (NOT_SERVED, True),
     ("ApiVersions", "supported_features*"): (
-        "kaflite's features: metadata.version 22 (4.0-IV3) only; no kraft.version, "
-        "share.version, streams.version or eligible.leader.replicas.version (issue 38)",
+        "kaflite's features: metadata.version 22 (4.0-IV3) only; share.version to 1 (no "
+        "dead-letter queues, Kafka 4.4: 2); kraft.version, streams.version and "
+        "eligible.leader.replicas.version at 0 only (no dynamic quorum, no Streams "
+        "groups, no ELR; Kafka 4.4: 1)",
         True),
     ("ApiVersions", "finalized_features*"): (
         "the finalized levels follow the supported ones (above); the epoch is each "

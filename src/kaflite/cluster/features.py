@@ -6,13 +6,19 @@ The finalized levels live in the controller's metadata (``Controller.features``,
 ``metadata.version`` (the metadata log's record formats), ``group.version`` 1
 (KIP-848 consumer groups) and ``transaction.version`` 2 (KIP-890 part 2: partition
 leaders add partitions to transactions, each end bumps the producer epoch), as a
-freshly formatted Kafka 4.x cluster does. A cluster formatted before this module
+freshly formatted Kafka 4.x cluster does, and ``share.version`` 1 (KIP-932 share groups,
+without level 2's dead-letter queues, which kaflite does not have). kaflite lists
+``kraft.version``, ``streams.version`` and ``eligible.leader.replicas.version`` at level
+0 only: one static controller (no dynamic quorum), no Streams groups, no ELR. A
+cluster formatted before this module
 has records for ``metadata.version`` only: a feature without one is at its default.
 A level of 0 is kept as a record of 0 (so that it is not taken for that default),
 and is not listed as finalized, as Kafka omits a level-0 feature.
 
 Effects: ``group.version`` 0 turns KIP-848 groups off (ConsumerGroupHeartbeat answers
-UNSUPPORTED_VERSION, as Kafka's does); ``transaction.version`` tells producers which
+UNSUPPORTED_VERSION, as Kafka's does); ``share.version`` 0 turns share groups off (their
+heartbeat, describe, fetch, acknowledge and offsets APIs answer UNSUPPORTED_VERSION, as
+Kafka 4.4's ``isShareGroupProtocolEnabled`` makes them); ``transaction.version`` tells producers which
 transaction protocol to speak (the Java client and kaflite's use v2 from level 2);
 the brokers serve both, as Kafka's do, for producers that decided before a change.
 
@@ -26,6 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kaflite.cluster.metalog import METADATA_VERSION
+from kaflite.protocol import errors
 
 if TYPE_CHECKING:
     from kaflite.cluster.controller import Controller
@@ -40,14 +47,19 @@ __all__ = [
     "error_message",
     "finalized",
     "level",
+    "require_share_groups",
 ]
 
 SUPPORTED: dict[str, tuple[int, int]] = {
     "metadata.version": (METADATA_VERSION, METADATA_VERSION),
     "group.version": (0, 1),
     "transaction.version": (0, 2),
+    "share.version": (0, 1),
+    "kraft.version": (0, 0),
+    "streams.version": (0, 0),
+    "eligible.leader.replicas.version": (0, 0),
 }
-DEFAULTS = {"group.version": 1, "transaction.version": 2}
+DEFAULTS = {"group.version": 1, "transaction.version": 2, "share.version": 1}
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3     # UpdateFeatures' upgrade_type
 
 
@@ -62,6 +74,12 @@ def finalized(controller: Controller) -> dict[str, int]:
     """Every feature finalized above level 0."""
     out = {name: level(controller, name) for name in SUPPORTED}
     return {name: v for name, v in out.items() if v > 0}
+
+
+def require_share_groups(controller: Controller) -> None:
+    """UNSUPPORTED_VERSION unless ``share.version`` is at least 1."""
+    if level(controller, "share.version") < 1:
+        raise errors.UnsupportedVersionError("The version of API is not supported.")
 
 
 def check_update(controller: Controller, name: str, new: int, upgrade_type: int) -> str | None:

@@ -54,6 +54,10 @@ async def handle(broker: Broker, conn: ServerConnection, header: RequestHeader,
         return ApiVersionsResponse(error_code=errors.RebootstrapRequiredError.code,
                                    throttle_time_ms=0)
     supported, finalized = feature_levels(broker)
+    if header.request_api_version < 4:
+        # KIP-1022: a client before v4 cannot take a level 0; Kafka leaves those features
+        # out of its supported ones (ApiVersionsResponse's alterFeatureLevel0)
+        supported = {name: r for name, r in supported.items() if r[0] > 0}
     return ApiVersionsResponse(
         error_code=0,
         api_keys=[ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(broker.api_versions().items())],

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kaflite.cluster import features
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers._util import code_for_exception, leader_hint
 from kaflite.cluster.observe import NOT_LEADER_CODES
@@ -66,6 +67,7 @@ class _Result:
 
 
 def _manager(broker: Broker) -> SharePartitionManager:
+    features.require_share_groups(broker.controller)
     if broker.share is None:
         raise errors.CoordinatorNotAvailableError("share groups are not running on this broker")
     return broker.share

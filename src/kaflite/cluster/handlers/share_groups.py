@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from kaflite.cluster import features
 from kaflite.cluster.acl import NOT_REQUESTED
 from kaflite.cluster.groups._share import ShareGroup
 from kaflite.cluster.handlers._base import Handler
@@ -43,6 +44,7 @@ async def handle_share_group_heartbeat(broker: Broker, conn: ServerConnection,
                                        header: RequestHeader, req: ShareGroupHeartbeatRequest
                                        ) -> ShareGroupHeartbeatResponse:
     try:
+        features.require_share_groups(broker.controller)
         shard = shard_for(broker, conn, req.group_id, label=False)   # the registry labels it
     except errors.KafkaError as exc:
         return ShareGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)
@@ -84,6 +86,12 @@ def describe_share_group(shard: CoordinatorShard, group_id: str,
 async def handle_share_group_describe(broker: Broker, conn: ServerConnection,
                                       header: RequestHeader, req: ShareGroupDescribeRequest
                                       ) -> ShareGroupDescribeResponse:
+    try:
+        features.require_share_groups(broker.controller)
+    except errors.KafkaError as exc:
+        return ShareGroupDescribeResponse(throttle_time_ms=0, groups=[
+            sgdr.DescribedGroup(error_code=exc.code, error_message=exc.message, group_id=g)
+            for g in req.group_ids])
     groups = describe_each(
         broker, conn, req.group_ids, req.include_authorized_operations,
         lambda code, gid, ops: sgdr.DescribedGroup(error_code=code, group_id=gid,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kaflite.cluster import features
 from kaflite.cluster.handlers._base import Handler
 from kaflite.cluster.handlers.groups import shard_for
 from kaflite.cluster.share._partition import RecordState
@@ -78,6 +79,7 @@ def _empty_share_group(broker: Broker, conn: ServerConnection, group_id: str,
                        create: bool = False
                        ) -> tuple[CoordinatorShard, ShareGroup, SharePartitionManager]:
     """A share group whose offsets may change: Kafka refuses while it has members."""
+    features.require_share_groups(broker.controller)
     found = _share_group(broker, conn, group_id, create)
     if found[1].members:
         raise errors.NonEmptyGroupError(f"Share group {group_id} is not empty.")
@@ -92,6 +94,7 @@ async def handle_describe(broker: Broker, conn: ServerConnection, header: Reques
     for g in req.groups:
         row = dsr.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id)
         try:
+            features.require_share_groups(broker.controller)
             shard = shard_for(broker, conn, g.group_id, label=False)
             if broker.share is None:
                 raise errors.CoordinatorNotAvailableError("share groups are not running")
