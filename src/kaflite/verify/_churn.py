@@ -13,7 +13,8 @@ from kaflite.verify.clients import ConsumerClient, Context, ShareConsumerClient
 from kaflite.verify.history import Fault
 
 if TYPE_CHECKING:
-    from kaflite.verify.workload import Shared, _Recorder
+    from kaflite.verify._shared import Shared
+    from kaflite.verify.workload import _Recorder
 
 __all__ = ["CUT_S", "IDLE_PARTITIONS", "IDLE_TOPIC", "MAX_POLL_INTERVAL_MS", "MEMBER_FAULTS",
            "STALL_S", "Episodes", "Subscriptions", "crash", "subscribe"]

@@ -46,13 +46,14 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from kaflite.verify._churn import Episodes, crash
+from kaflite.verify._shared import record_events
 from kaflite.verify.clients import Context, ShareConsumerClient
 from kaflite.verify.clients._base import TP, Delivery
 from kaflite.verify.history import Ack, Fault, Poll, Unseen
-from kaflite.verify.workload import _record_events, _Recorder, new_member_client
+from kaflite.verify.workload import _Recorder, new_member_client
 
 if TYPE_CHECKING:
-    from kaflite.verify.workload import Shared
+    from kaflite.verify._shared import Shared
 
 __all__ = ["POISON", "REJECT_P", "RELEASE_P", "share_consumer_process"]
 
@@ -233,7 +234,7 @@ def share_consumer_process(shared: Shared, process: str, topic: str, group: str)
                 if ending is None and held:
                     _acknowledge(shared, consumer, acks, process, held, choices)
             episodes.end()
-            _record_events(shared, process, consumer)
+            record_events(shared, process, consumer)
             if ending == "crash":
                 acks.unknown("the member crashed", mute=True)
                 crash(shared, ctx, consumer, process, client, group, recorder)

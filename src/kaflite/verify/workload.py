@@ -26,16 +26,14 @@ Every process records what it invoked and what it observed, and nothing else:
 offset polled, or committed in a transaction), which the runner waits on.
 """
 
+
 from __future__ import annotations
 
-import contextlib
 import itertools
 import random
-import threading
-import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from kaflite.verify._churn import (
     Episodes,
@@ -43,122 +41,24 @@ from kaflite.verify._churn import (
     crash,
     subscribe,
 )
+from kaflite.verify._producers import Acks, TxnProducer, producer_process, txn_producer_process
+from kaflite.verify._shared import TP, Shared, record_events
 from kaflite.verify.clients import (
-    ClientFactory,
     ConsumerClient,
     Context,
-    ProducerClient,
-    ShareConsumerClient,
-    TxnFailure,
 )
 from kaflite.verify.history import (
     Assign,
     Commit,
     Fault,
-    History,
-    Note,
     Poll,
-    Send,
     Subscribe,
-    Txn,
 )
-
-if TYPE_CHECKING:
-    from kaflite.verify.nemesis import Nemesis
 
 __all__ = ["Shared", "consumer_process", "producer_process", "transformer_process",
            "txn_producer_process"]
 
-TP = tuple[str, int]
-MAX_NOTES = 20          # client errors noted per process (the rest are counted)
-TICK = 0.02             # seconds between a producer's bursts
-RESTART_PAUSE_S = 0.5   # before a failed producer is replaced
 M = TypeVar("M")          # a member's client (consumer or share consumer)
-
-
-class Shared:
-    def __init__(self, history: History, factory: ClientFactory, servers: str,
-                 seed: int) -> None:
-        self.history = history
-        self.factory = factory
-        self.servers = servers
-        self.seed = seed
-        self.writers_stop = threading.Event()
-        self.transformers_stop = threading.Event()
-        self.readers_stop = threading.Event()
-        self.values: Iterator[int] = itertools.count()
-        self.progress: dict[tuple[str, str, int], int] = defaultdict(lambda: -1)
-        self._lock = threading.Lock()
-        self.notes: dict[str, int] = defaultdict(int)
-        self.nemesis: Nemesis | None = None   # the running one, stopped on any way out
-        self.churn = False                      # consumers leave and rejoin (RunConfig)
-        # under churn, the topic members add to their subscription and drop again
-        self.idle_topic: str | None = None
-        self._commit_rngs: dict[str, random.Random] = {}
-        # threads tearing down crashed members' clients (_churn): joined at the run's end
-        self.abandoned: list[threading.Thread] = []
-        # share groups (_share_member): records the members know finished; the limit
-        self.share_done: set[tuple[str, int, int]] = set()
-        self.share_delivery_limit = 0
-
-    def commits_async(self, process: str) -> bool:
-        """Under churn, where the library has them, about half of a member's commits are
-        asynchronous (seeded per member)."""
-        if not (self.churn and self.factory.async_commits):
-            return False
-        with self._lock:
-            rng = self._commit_rngs.setdefault(
-                process, random.Random(f"{self.seed}-{process}-commits"))
-            return rng.random() < 0.5
-
-    def advance(self, group: str, tp: TP, offset: int) -> None:
-        with self._lock:
-            key = (group, tp[0], tp[1])
-            if offset > self.progress[key]:
-                self.progress[key] = offset
-
-    def note(self, process: str, text: str) -> None:
-        self.notes[process] += 1
-        if self.notes[process] <= MAX_NOTES:
-            self.history.add(Note(time=self.history.now(), process=process, text=text))
-
-
-class _Acks:
-    """Records each value's ack; remembers which values are still unacknowledged."""
-
-    def __init__(self, shared: Shared, process: str, topic: str) -> None:
-        self.shared, self.process, self.topic = shared, process, topic
-        self.pending: dict[int, str | None] = {}
-        self._lock = threading.Lock()
-
-    def invoke(self, value: int, txn: str | None = None) -> Callable[
-            [int | None, int | None, str | None], None]:
-        h = self.shared.history
-        with self._lock:
-            self.pending[value] = txn
-        h.add(Send(time=h.now(), process=self.process, type="invoke", topic=self.topic,
-                   value=value, txn=txn))
-
-        def ack(partition: int | None, offset: int | None, error: str | None) -> None:
-            with self._lock:
-                self.pending.pop(value, None)
-            h.add(Send(time=h.now(), process=self.process, type="info" if error else "ok",
-                       topic=self.topic, value=value, partition=partition, offset=offset,
-                       error=error, txn=txn))
-        return ack
-
-    def failed(self, value: int, error: str, definite: bool = True) -> None:
-        h = self.shared.history
-        with self._lock:
-            txn = self.pending.pop(value, None)
-        h.add(Send(time=h.now(), process=self.process, type="fail" if definite else "info",
-                   topic=self.topic, value=value, error=error, txn=txn))
-
-    def unacknowledged(self, why: str) -> None:
-        with self._lock:
-            left = list(self.pending)
-        for value in left:
-            self.failed(value, why, definite=False)
 
 
 class _Recorder:
@@ -202,21 +102,6 @@ class _Recorder:
         for topic in self.topics:
             h.add(Assign(time=h.now(), process=self.process, type="close", group=self.group,
                          topic=topic, partitions=(), client=self.client))
-
-
-def _record_events(shared: Shared, process: str,
-                   client: ProducerClient | ConsumerClient | ShareConsumerClient,
-                   limit: int = 2000) -> None:
-    """The client's own events (kaflite's ``events()``) as notes, on the run's clock."""
-    try:
-        events = client.events()[-limit:]
-    except Exception as exc:
-        shared.note(process, f"events: {exc!r}")
-        return
-    h = shared.history
-    offset = h.now() - time.time()      # wall clock -> seconds since the run started
-    for ts, text in events:
-        h.add(Note(time=ts + offset, process=process, text=f"event: {text}"))
 
 
 def _record_polls(shared: Shared, process: str, group: str | None, isolation: str,
@@ -272,63 +157,6 @@ def _record_commit(shared: Shared, process: str, group: str, offsets: dict[TP, i
 
 
 # -- queue ------------------------------------------------------------------------------------
-
-def producer_process(shared: Shared, process: str, topic: str, rate: float,
-                     keyed: bool = False) -> None:
-    """Send ``rate`` values a second until the writers stop. A producer that fails for
-    good (librdkafka's fatal idempotence errors) is replaced by a new one, as an
-    application would: its unacknowledged values stay indeterminate, and the round
-    goes on producing (a producer that died at 208 s of a 30-minute soak once left the
-    rest of the round without a write)."""
-    ctx = shared.factory.context()
-    acks = _Acks(shared, process, topic)
-    try:
-        while not shared.writers_stop.is_set():
-            producer = None
-            try:
-                producer = shared.factory.producer(ctx, shared.servers, process)
-                _produce(shared, process, topic, rate, keyed, producer, acks)
-                return
-            except Exception as exc:
-                shared.note(process, f"producer failed: {exc!r}")
-                if producer is not None:
-                    with contextlib.suppress(Exception):
-                        producer.close()
-                acks.unacknowledged(f"producer failed: {exc!r}")
-                shared.writers_stop.wait(RESTART_PAUSE_S)
-    finally:
-        ctx.close()
-
-
-def _produce(shared: Shared, process: str, topic: str, rate: float, keyed: bool,
-             producer: ProducerClient, acks: _Acks) -> None:
-    burst = max(1, round(rate * TICK))
-    due = time.monotonic()
-    while not shared.writers_stop.is_set():
-        due += TICK
-        for _ in range(burst):
-            value = next(shared.values)
-            on_ack = acks.invoke(value)
-            try:
-                producer.send(topic, value, on_ack, keyed)
-            except Exception as exc:   # refused before it was queued
-                acks.failed(value, repr(exc))
-                shared.note(process, f"send: {exc!r}")
-        # Paced by the clock: a client's tick may return early (librdkafka's poll
-        # returns once it served a delivery report).
-        for _ in range(100):
-            left = due - time.monotonic()
-            if left <= 0:
-                break
-            producer.tick(left)
-        due = max(due, time.monotonic() - 1)   # no catching up after a long stall
-    try:
-        producer.flush(30)
-    finally:
-        acks.unacknowledged("no acknowledgement after the final flush")
-        _record_events(shared, process, producer)
-        producer.close()
-
 
 def _new_consumer(shared: Shared, ctx: Context, process: str, client: str, group: str,
                   isolation: str, recorder: _Recorder) -> ConsumerClient | None:
@@ -399,7 +227,7 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
                     subscriptions.step(consumer, recorder)   # cut off or not, it may
                     _poll_once(shared, consumer, ctx, process, group, isolation)
             episodes.end()
-            _record_events(shared, process, consumer)
+            record_events(shared, process, consumer)
             if shared.readers_stop.is_set():
                 consumer.close()
                 break
@@ -426,126 +254,11 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
 
 # -- transactions -----------------------------------------------------------------------------
 
-class _TxnProducer:
-    """A transactional producer that a successor replaces after a fatal error."""
-
-    def __init__(self, shared: Shared, ctx: Any, process: str, txn_id: str) -> None:
-        self.shared, self.ctx, self.process, self.txn_id = shared, ctx, process, txn_id
-        self.producer: ProducerClient | None = None
-        self.generation = 0
-
-    def get(self) -> ProducerClient:
-        if self.producer is None:
-            self.generation += 1
-            p = self.shared.factory.producer(self.ctx, self.shared.servers,
-                                             f"{self.process}.{self.generation}", self.txn_id)
-            try:
-                p.init_transactions()
-            except Exception:
-                self._close(p)
-                raise
-            self.producer = p
-        return self.producer
-
-    def discard(self) -> None:
-        p, self.producer = self.producer, None
-        if p is not None:
-            self._close(p)
-
-    def _close(self, p: ProducerClient) -> None:
-        try:
-            p.close()
-        except Exception as exc:
-            self.shared.note(self.process, f"close: {exc!r}")
-
-    def finish(self, want: str, txn: str, values: tuple[tuple[str, int], ...],
-               offsets: tuple[tuple[str, int, int], ...] = (), group: str | None = None
-               ) -> str:
-        """Commit or abort; record and return the outcome (``ok``, ``abort`` or ``info``)."""
-        h = self.shared.history
-        p = self.get()
-
-        def record(type_: str, outcome: str, error: str | None = None) -> None:
-            h.add(Txn(time=h.now(), process=self.process, txn=txn, type=type_, outcome=outcome,
-                      values=values, offsets=offsets, group=group, error=error))
-
-        call = p.commit if want == "commit" else p.abort
-        for _ in range(5):
-            try:
-                call()
-                record(want, "ok")
-                return "ok" if want == "commit" else "abort"
-            except TxnFailure as f:
-                if f.kind == "retry":
-                    continue
-                if f.kind == "abortable":
-                    return self.abort(txn, values, offsets, group, str(f))
-                record(want, "info", str(f))
-                self.discard()
-                return "info"
-        record(want, "info", "still retriable after 5 attempts")
-        self.discard()
-        return "info"
-
-    def abort(self, txn: str, values: tuple[tuple[str, int], ...],
-              offsets: tuple[tuple[str, int, int], ...], group: str | None, why: str) -> str:
-        h = self.shared.history
-        try:
-            self.get().abort()
-            h.add(Txn(time=h.now(), process=self.process, txn=txn, type="abort", outcome="ok",
-                      values=values, offsets=offsets, group=group, error=why))
-            return "abort"
-        except Exception as exc:
-            h.add(Txn(time=h.now(), process=self.process, txn=txn, type="abort",
-                      outcome="info", values=values, offsets=offsets, group=group,
-                      error=f"{why}; abort: {exc!r}"))
-            self.discard()
-            return "info"
-
-
-def txn_producer_process(shared: Shared, process: str, topic: str, rate: float) -> None:
-    ctx = shared.factory.context()
-    rng = random.Random(f"{shared.seed}-{process}")
-    txns = _TxnProducer(shared, ctx, process, process)
-    acks = _Acks(shared, process, topic)
-    try:
-        for n in itertools.count():
-            if shared.writers_stop.is_set():
-                break
-            txn = f"{process}-{n}"
-            values = [next(shared.values) for _ in range(rng.randint(1, 5))]
-            want = "commit" if rng.random() < 0.8 else "abort"
-            tvs = tuple((topic, v) for v in values)
-            try:
-                p = txns.get()
-                p.begin()
-                for v in values:
-                    p.send(topic, v, acks.invoke(v, txn), keyed=v % 2 == 0)
-                if want == "abort":
-                    p.flush(10)     # written, so that the abort has data to hide
-            except Exception as exc:
-                shared.note(process, f"{txn}: {exc!r}")
-                if txns.producer is not None:
-                    txns.abort(txn, tvs, (), None, repr(exc))
-                ctx.sleep(0.2)
-                continue
-            txns.finish(want, txn, tvs)
-            p.tick(len(values) / rate)
-        if txns.producer is not None:
-            txns.producer.flush(10)
-    except Exception as exc:
-        shared.note(process, f"txn producer failed: {exc!r}")
-    finally:
-        acks.unacknowledged("no acknowledgement when the producer stopped")
-        txns.discard()
-        ctx.close()
-
-
 def transformer_process(shared: Shared, process: str, source: str, sink: str,
                         group: str) -> None:
     ctx = shared.factory.context()
-    txns = _TxnProducer(shared, ctx, process, process)
-    acks = _Acks(shared, process, sink)
+    txns = TxnProducer(shared, ctx, process, process)
+    acks = Acks(shared, process, sink)
     recorder = _Recorder(shared, process, group)
     consumer: ConsumerClient | None = None
     try:
