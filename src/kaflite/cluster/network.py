@@ -54,7 +54,7 @@ from kaflite.cluster.acl import check as acl_check
 from kaflite.cluster.auth import BrokerCredentials, SaslSession
 from kaflite.cluster.observe import ApiStats, ConnectionRecord, record_request
 from kaflite.cluster.quotas.enforce import after_request
-from kaflite.cluster.request_log import Touched
+from kaflite.cluster.request_log import Touched, group_mark
 from kaflite.protocol import (
     FrameDecoder,
     ProtocolError,
@@ -373,7 +373,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             record_request(self.info, api_key, version, body, response, elapsed, self._resolve,
                            touched)
             request_log.record(self.info, api_key, version, elapsed, given_throttle_ms,
-                               touched)
+                               touched, group_mark(api_key, body, response))
         if throttle_ms:   # KIP-219: mute the channel
             await asyncio.sleep(max(self.muted_until - time.monotonic(), 0.0))
 

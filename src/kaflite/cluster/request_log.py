@@ -15,6 +15,9 @@ and whoever reads it (``kaflite requests``):
   ``observe.record_request`` collected while it walked the response: topics,
   partitions, error codes); ``build`` makes the record of it later, in the writer,
   where the encoding is done too: the request path pays a tuple and an append;
+* ``group_mark``: the group a request is about and the generation (classic
+  groups) or member epoch (KIP-848) it carries or was given, so that a reader
+  (``kaflite.doctor``) can tell a group's rebalances apart;
 * ``RequestBuffer``: the bounded in-memory buffer between the request path and the
   writer. Adding never blocks and never grows it past its capacity: a record that
   does not fit is dropped and counted (``dropped``).
@@ -34,18 +37,24 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kaflite.cluster.observe import ConnectionRecord, api_name, error_name
 
+if TYPE_CHECKING:
+    from kaflite.protocol.messages import Struct
+
 __all__ = [
     "MAX_PARTITIONS",
+    "NO_MARK",
     "REQUEST_LOG_TOPIC",
+    "GroupMark",
     "Pending",
     "RequestBuffer",
     "RequestRecord",
     "Touched",
     "build",
+    "group_mark",
     "pending",
     "skipped",
 ]
@@ -55,6 +64,7 @@ REQUEST_LOG_TOPIC = "__kaflite_requests"
 # partitions (and topics) at most, and says how many there were.
 MAX_PARTITIONS = 64
 FETCH = 1
+JOIN_GROUP, HEARTBEAT, SYNC_GROUP, OFFSET_COMMIT, CONSUMER_GROUP_HEARTBEAT = 11, 12, 14, 8, 68
 
 # what ``observe.record_request`` collects from a response: (topic, partition, error code)
 Touched = list[tuple[str | None, int | None, int]]
@@ -85,6 +95,8 @@ class RequestRecord:
     errors: dict[str, int] = field(default_factory=dict)  # error name -> occurrences
     latency_ms: float = 0.0
     throttle_ms: int = 0
+    group: str | None = None         # the group a group API names (``group_mark``)
+    generation: int | None = None    # its generation or member epoch, where it has one
 
     @property
     def key(self) -> bytes:
@@ -127,6 +139,41 @@ def skipped(info: ConnectionRecord, api_key: int, touched: Touched) -> bool:
         all(t == REQUEST_LOG_TOPIC for t, _ in info.partitions)
 
 
+class GroupMark(NamedTuple):
+    """The group a request names, and its generation or member epoch if it has one."""
+
+    group: str | None = None
+    generation: int | None = None
+
+
+NO_MARK = GroupMark()
+# where each group API keeps the generation (classic) or member epoch (KIP-848): the
+# response's for JoinGroup (the generation it starts) and ConsumerGroupHeartbeat (the
+# epoch the member is given), the request's for the rest (the one the member is in)
+_GENERATION_IN_RESPONSE = {JOIN_GROUP: "generation_id", CONSUMER_GROUP_HEARTBEAT: "member_epoch"}
+_GENERATION_IN_REQUEST = {SYNC_GROUP: "generation_id", HEARTBEAT: "generation_id",
+                          OFFSET_COMMIT: "generation_id_or_member_epoch"}
+
+
+def group_mark(api_key: int, request: Struct, response: Struct | None) -> GroupMark:
+    """The group ``request`` is about (its ``group_id``) and the generation or member epoch
+    it carries or was given; ``NO_MARK`` for a request that names no group."""
+    group = getattr(request, "group_id", None)
+    if not isinstance(group, str) or not group:
+        return NO_MARK
+    generation: object = None
+    name = _GENERATION_IN_RESPONSE.get(api_key)
+    if name is not None:
+        if response is not None and not getattr(response, "error_code", 0):
+            generation = getattr(response, name, None)
+    else:
+        name = _GENERATION_IN_REQUEST.get(api_key)
+        if name is not None:
+            generation = getattr(request, name, None)
+    return GroupMark(group, generation if isinstance(generation, int) and generation >= 0
+                     else None)
+
+
 class Pending(NamedTuple):
     """What the request path keeps of a request: taken in a microsecond or two; the
     record is built and encoded later, by the writer (``build``, ``encode``)."""
@@ -141,6 +188,7 @@ class Pending(NamedTuple):
     throttle_ms: int
     touched: Touched
     source: str = "broker"
+    mark: GroupMark = NO_MARK
 
     def record(self) -> RequestRecord:
         return build(self)
@@ -150,10 +198,11 @@ class Pending(NamedTuple):
 
 
 def pending(info: ConnectionRecord, api_key: int, version: int, latency_ms: float,
-            throttle_ms: int, touched: Touched, source: str = "broker") -> Pending:
+            throttle_ms: int, touched: Touched, source: str = "broker",
+            mark: GroupMark = NO_MARK) -> Pending:
     """A request just recorded in ``info`` (``observe.record_request``), as it is now."""
     return Pending(time.time(), info, info.client_id, info.roles, api_key, version,
-                   latency_ms, throttle_ms, touched, source)
+                   latency_ms, throttle_ms, touched, source, mark)
 
 
 def build(p: Pending) -> RequestRecord:
@@ -181,7 +230,8 @@ def build(p: Pending) -> RequestRecord:
         partitions=[f"{t}-{i}" for t, i in list(parts)[:MAX_PARTITIONS]],
         partition_count=len(parts), error_code=first,
         errors={error_name(c): n for c, n in sorted(counts.items())},
-        latency_ms=round(p.latency_ms, 3), throttle_ms=p.throttle_ms)
+        latency_ms=round(p.latency_ms, 3), throttle_ms=p.throttle_ms,
+        group=p.mark.group, generation=p.mark.generation)
 
 
 class RequestBuffer:

@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING
 from kaflite.cluster._internal_log import PartitionWriter
 from kaflite.cluster.observe import ConnectionRecord
 from kaflite.cluster.request_log import (
+    NO_MARK,
     REQUEST_LOG_TOPIC,
+    GroupMark,
     Pending,
     RequestBuffer,
     Touched,
@@ -108,10 +110,11 @@ class BrokerRequestLog:
 
     # -- the request path ---------------------------------------------------------------
     def record(self, info: ConnectionRecord, api_key: int, version: int, latency_ms: float,
-               throttle_ms: int, touched: Touched) -> None:
+               throttle_ms: int, touched: Touched, mark: GroupMark = NO_MARK) -> None:
         if skipped(info, api_key, touched):
             return
-        self.buffer.add(pending(info, api_key, version, latency_ms, throttle_ms, touched))
+        self.buffer.add(pending(info, api_key, version, latency_ms, throttle_ms, touched,
+                                mark=mark))
 
     # -- the writer ----------------------------------------------------------------------
     def start(self) -> None:

@@ -19,7 +19,14 @@ from collections.abc import Mapping
 
 from kaflite.client.publisher import TopicPublisher
 from kaflite.cluster.observe import ConnectionRecord
-from kaflite.cluster.request_log import REQUEST_LOG_TOPIC, Touched, pending, skipped
+from kaflite.cluster.request_log import (
+    NO_MARK,
+    REQUEST_LOG_TOPIC,
+    GroupMark,
+    Touched,
+    pending,
+    skipped,
+)
 
 __all__ = ["ProxyRequestLog"]
 
@@ -35,11 +42,11 @@ class ProxyRequestLog:
                                         client_id="kaflite-proxy-request-log")
 
     def record(self, info: ConnectionRecord, api_key: int, version: int, latency_ms: float,
-               throttle_ms: int, touched: Touched) -> None:
+               throttle_ms: int, touched: Touched, mark: GroupMark = NO_MARK) -> None:
         if skipped(info, api_key, touched):
             return
         self.publisher.add(pending(info, api_key, version, latency_ms, throttle_ms, touched,
-                                   source="proxy"))
+                                   source="proxy", mark=mark))
 
     async def start(self) -> None:
         await self.publisher.start()

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, cast
 
 from kaflite.cluster.network import api_versions_error_body
 from kaflite.cluster.observe import record_request
-from kaflite.cluster.request_log import Touched
+from kaflite.cluster.request_log import Touched, group_mark
 from kaflite.protocol import FrameDecoder, ProtocolError, decode_response, encode_response
 from kaflite.protocol._exceptions import KafkaError
 from kaflite.protocol.framing import (
@@ -553,7 +553,8 @@ class Session:
         if request_log is not None and touched is not None:
             throttle = getattr(response, "throttle_time_ms", 0) if response is not None else 0
             request_log.record(self.record, ex.api_key, ex.version, elapsed,
-                               throttle if isinstance(throttle, int) else 0, touched)
+                               throttle if isinstance(throttle, int) else 0, touched,
+                               group_mark(ex.api_key, request, response))
         for code, n in stats.errors.items():
             if n != before.get(code, 0):
                 self.proxy.metrics.error(ex.api_key, code, n - before.get(code, 0))
