@@ -37,9 +37,12 @@ METADATA_STORM_PER_MINUTE = 120
 # counted as caused by it (the reason shown in the health): retry backoffs are 50 ms
 # to 1 s.
 METADATA_CAUSE_S = 2.0
-# A Metadata request this long after the client's previous one is a periodic refresh
-# (metadata.max.age.ms is 5 minutes by default; some clients refresh every 30 s).
-METADATA_PERIODIC_S = 30.0
+# A Metadata request this long after the client's previous one, with no error just
+# before it and no new topic, is a periodic refresh (metadata.max.age.ms, 5 minutes by
+# default, or a timer set lower). Retry loops run at backoffs of 1 s at most
+# (retry.backoff.max.ms), so 15 s keeps a timer apart from a loop even when the
+# timer's previous tick was an error's refresh a few seconds earlier.
+METADATA_PERIODIC_S = 15.0
 
 # -- rebalance-storm -------------------------------------------------------------------
 # New generations (classic groups) or member epochs (KIP-848) of one group within
