@@ -17,6 +17,7 @@ from kaflite.cli import (
     consume,
     delegation_tokens,
     demo,
+    doctor,
     features,
     groups,
     pipeline,
@@ -48,6 +49,7 @@ app.command("produce")(produce.produce)
 app.command("proxy")(proxy.proxy)
 app.command("consume")(consume.consume)
 app.command("requests")(requests.requests)
+app.command("doctor")(doctor.doctor)
 app.command("bench")(bench.bench)
 app.command("certs")(certs.certs)
 app.add_typer(topics.app, name="topics")
