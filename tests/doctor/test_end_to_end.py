@@ -75,6 +75,13 @@ def test_a_healthy_producer_and_consumer_give_no_finding(cluster: Cluster) -> No
     assert group["group"] == "healthy" and group["rebalances"] >= 1
     assert "group-coordinator" in consumer_health["by_role"]
     assert report["brokers"] == [0, 1, 2]
+    # --follow prints a report each --interval, and stops after --reports
+    followed = runner.invoke(app, ["doctor", "-b", cluster.bootstrap_servers, "--json",
+                                   "--minutes", "0", "-f", "--interval", "1",
+                                   "--reports", "2"])
+    assert followed.exit_code == 0, (followed.output, followed.exception)
+    lines = followed.stdout.splitlines()
+    assert len(lines) == 2 and all("findings" in json.loads(line) for line in lines)
 
 
 def produce_through(proxy: Proxy, client_id: str, topic: str) -> int:
