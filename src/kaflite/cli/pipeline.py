@@ -2,9 +2,13 @@
 
     kaflite produce -t clicks --create --generate clickstream --count 5000
     kaflite pipeline clickstream -b 127.0.0.1:9092 --create --available-now
+    kaflite pipeline control-plane -b 127.0.0.1:9092 --available-now
 
 ``clickstream`` runs ``kaflite.pipelines.clickstream``: windowed per-page
-aggregates of the events topic, written to the results topic. It needs the
+aggregates of the events topic, written to the results topic. ``control-plane``
+runs ``kaflite.pipelines.control_plane``: the doctor's analyzer over the request
+log (``__kaflite_requests``), its findings written to ``__kaflite_findings``
+(``docs/doctor.md``). Each needs the
 ``spark`` extra and Java 17+. Spark's logs go to a file (``--log-file``; named at the
 start), as the demo's do: the terminal shows the pipeline's own lines.
 """
@@ -100,6 +104,78 @@ def clickstream(
             max_offsets_per_trigger=max_offsets_per_trigger, checkpoint=checkpoint,
             parquet=parquet, available_now=available_now, trigger_interval=trigger_interval,
             timeout=timeout, conf=settings, log_file=str(logs)), say=typer.echo)
+    except NoJavaError as exc:
+        typer.echo(f"kaflite: {exc}", err=True)
+        typer.echo("hint: install a JDK 17+ (e.g. apt-get install openjdk-17-jre-headless) "
+                   "or set JAVA_HOME", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    raise typer.Exit(code)
+
+
+@app.command("control-plane")
+def control_plane(
+    bootstrap: Bootstrap = FIND,
+    findings: Annotated[str, typer.Option(
+        help="topic for the findings (created if it does not exist)")] = "__kaflite_findings",
+    requests: Annotated[str, typer.Option(
+        help="the request log's topic")] = "__kaflite_requests",
+    master: Annotated[str, typer.Option(help="Spark master")] = "local[*]",
+    starting_offsets: Annotated[str, typer.Option(
+        help="earliest or latest, when there is no checkpoint")] = "earliest",
+    max_offsets_per_trigger: Annotated[int | None, typer.Option(
+        help="cap on the requests of one micro-batch")] = None,
+    checkpoint: Annotated[str | None, typer.Option(
+        help="checkpoint directory, to resume from (default: a temporary one, removed)")]
+    = None,
+    available_now: Annotated[bool, typer.Option(
+        "--available-now", help="process what the log holds now, then stop")] = False,
+    trigger_interval: Annotated[str, typer.Option(
+        help="micro-batch interval without --available-now")] = "10 seconds",
+    timeout: Annotated[float | None, typer.Option(
+        help="stop after this many seconds (default: when the query ends, or Ctrl-C)")]
+    = None,
+    conf: Annotated[list[str] | None, typer.Option(
+        "--conf", help="a Spark setting as key=value (repeatable), as spark-submit's")] = None,
+    log_file: Annotated[Path | None, typer.Option(
+        "--log-file", help="Spark's logs (default: pipeline.log in a new temporary "
+        "directory, named at the start)", show_default=False)] = None,
+) -> None:
+    """The doctor's findings from the request log, per micro-batch, to --findings."""
+    if starting_offsets not in ("earliest", "latest"):
+        raise typer.BadParameter("earliest or latest", param_hint="--starting-offsets")
+    settings = spark_conf(conf)
+    try:
+        run_async(topic_partitions(bootstrap, requests, False))
+    except UnknownTopic:
+        from kaflite.doctor.reader import how_to_enable
+
+        typer.echo(f"kaflite: the request log topic {requests} does not exist on "
+                   f"{bootstrap}", err=True)
+        typer.echo(f"hint: {how_to_enable()}", err=True)
+        raise typer.Exit(1) from None
+    run_async(topic_partitions(bootstrap, findings, True))
+    try:
+        from kaflite.pipelines.control_plane import Settings, run
+        from kaflite.spark import NoJavaError
+    except ImportError as exc:   # no pyspark or pyarrow
+        typer.echo(f"kaflite: the pipeline needs PySpark ({exc})", err=True)
+        typer.echo("hint: pip install 'kaflite[spark]'", err=True)
+        raise typer.Exit(1) from None
+    from kaflite.demo.logs import capture_python_logging, choose_log_file
+
+    logs = choose_log_file(log_file, None, name="pipeline")
+    typer.echo(f"control-plane: Spark's logs go to {logs}")
+    handler = capture_python_logging(logs)
+    try:
+        code = run(Settings(
+            bootstrap=bootstrap, requests=requests, findings=findings, master=master,
+            starting_offsets=starting_offsets, max_offsets_per_trigger=max_offsets_per_trigger,
+            checkpoint=checkpoint, available_now=available_now,
+            trigger_interval=trigger_interval, timeout=timeout, conf=settings,
+            log_file=str(logs)), say=typer.echo)
     except NoJavaError as exc:
         typer.echo(f"kaflite: {exc}", err=True)
         typer.echo("hint: install a JDK 17+ (e.g. apt-get install openjdk-17-jre-headless) "

@@ -168,25 +168,17 @@ def run(settings: Settings, say: Callable[[str], None] = print) -> int:
     the end: the next run starts again from ``starting_offsets``.
     """
     from pyspark.errors import StreamingQueryException
-    from pyspark.sql import SparkSession
 
     import kaflite.spark
+    from kaflite.pipelines.spark_logs import pipeline_session
     from kaflite.spark._session import require_java
 
     require_java()
     s = settings
     conf = {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false",
             **s.conf}
-    if s.log_file is not None:
-        from kaflite.pipelines.spark_logs import quiet_session
-
-        spark = quiet_session("kaflite-clickstream", Path(s.log_file), conf, master=s.master)
-    else:
-        builder = SparkSession.builder.master(s.master).appName("kaflite-clickstream")
-        for key, value in conf.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
+    spark = pipeline_session("kaflite-clickstream", s.master, conf,
+                             None if s.log_file is None else Path(s.log_file))
     kaflite.spark.register(spark)
     checkpoint = s.checkpoint or tempfile.mkdtemp(prefix="clickstream-checkpoint-")
     failed: list[str] = []

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LOG4J2", "log4j2_config", "quiet_session"]
+__all__ = ["LOG4J2", "log4j2_config", "pipeline_session", "quiet_session"]
 
 LOG4J2 = """\
 # kaflite demo: every Spark logger, at INFO, to the demo's log file. A file appender, not
@@ -86,3 +86,19 @@ def quiet_session(app_name: str, log_file: Path, settings: dict[str, str],
                 traceback.print_exc(file=out)
         setattr(server, "handle_error", to_log)   # noqa: B010 (an instance's own hook)
     return SparkSession(context)
+
+
+def pipeline_session(app_name: str, master: str, settings: dict[str, str],
+                     log_file: Path | None) -> SparkSession:
+    """A pipeline's session (``kaflite pipeline ...``): Spark's logs to ``log_file``
+    (``quiet_session``), else to the terminal at ERROR."""
+    from pyspark.sql import SparkSession
+
+    if log_file is not None:
+        return quiet_session(app_name, log_file, settings, master=master)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
