@@ -15,10 +15,9 @@ from kaflite.cli import app
 from kaflite.client.sync import Consumer, Producer
 from kaflite.cluster import Cluster
 from kaflite.proxy import Proxy
-from tests.cluster.request_log._reader import Reader
+from tests.doctor._traffic import logged, produce_through, storm_behind_vip
 
 ON = {"kaflite.request.log.enable": "true", "kaflite.request.log.flush.ms": "50"}
-NOT_LEADER = "NOT_LEADER_OR_FOLLOWER"
 runner = CliRunner()
 
 
@@ -33,15 +32,6 @@ def doctor_report(bootstrap: str) -> dict[str, Any]:
     assert result.exit_code == 0, (result.output, result.exception)
     report: dict[str, Any] = json.loads(result.stdout)
     return report
-
-
-def logged(cluster: Cluster, what: str, cond: Any) -> None:
-    """Wait until the request log holds a record for which ``cond`` holds."""
-    reader = Reader(cluster.bootstrap_servers)
-    try:
-        reader.wait(lambda seen: any(cond(r) for r in seen), what)
-    finally:
-        reader.close()
 
 
 def test_a_healthy_producer_and_consumer_give_no_finding(cluster: Cluster) -> None:
@@ -84,37 +74,12 @@ def test_a_healthy_producer_and_consumer_give_no_finding(cluster: Cluster) -> No
     assert len(lines) == 2 and all("findings" in json.loads(line) for line in lines)
 
 
-def produce_through(proxy: Proxy, client_id: str, topic: str) -> int:
-    """300 keyed records from a librdkafka producer through ``proxy``; the
-    NOT_LEADER_OR_FOLLOWER answers it got there, as the proxy counted them."""
-    from confluent_kafka import Producer as RdProducer
-
-    producer = RdProducer({"bootstrap.servers": proxy.bootstrap_servers,
-                           "client.id": client_id, "linger.ms": 5,
-                           "message.timeout.ms": 4000, "retry.backoff.ms": 50,
-                           "log_level": 0})
-    for i in range(300):
-        producer.produce(topic, f"r-{i}".encode(), key=str(i).encode())
-        producer.poll(0)
-    producer.flush(20)
-    return sum(a.errors.get(NOT_LEADER, 0) for c in proxy.connections(include_closed=True)
-               if c.client_id == client_id for a in c.apis.values())
-
-
 def test_the_vip_is_found_and_the_real_proxy_or_direct_is_not(cluster: Cluster) -> None:
     pytest.importorskip("confluent_kafka")
     from confluent_kafka import Producer as RdProducer
 
     cluster.create_topic("vip", 6, 3)
-    # Round-robin can land each of a producer's connections on its own broker (about
-    # one producer in six sees no error): producers one after another, at most five,
-    # until one storms.
-    stormer = None
-    with Proxy(cluster.bootstrap_servers, naive=True) as naive:
-        for n in range(5):
-            if produce_through(naive, f"behind-vip-{n}", "vip") > 0:
-                stormer = f"behind-vip-{n}"
-                break
+    stormer = storm_behind_vip(cluster, "vip")
     assert stormer is not None
     with Proxy(cluster.bootstrap_servers) as aware:
         assert produce_through(aware, "through-proxy", "vip") == 0

@@ -127,6 +127,7 @@ def committed_offsets(checkpoint: str | Path) -> dict[str, dict[str, int]] | Non
 def _write(spark: SparkSession, bootstrap: str, topic: str,
            rows: list[tuple[str, str]]) -> None:
     (spark.createDataFrame(rows, "key string, value string").write.format("kaflite")
+     .mode("append")
      .option("kafka.bootstrap.servers", bootstrap).option("kafka.client.id", CLIENT_ID)
      .option("topic", topic).save())
 
