@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kaflite.console.auth import TokenGuard, is_loopback, new_token
 from kaflite.console.backend import ClientBackend
 from kaflite.console.credentials import ClusterCredentials
+from kaflite.console.health import HealthWatch, health_routes
 from kaflite.console.monitor import ClientLog, Monitor
 from kaflite.console.openapi import openapi_routes
 from kaflite.console.routes_chaos import chaos_routes
@@ -74,6 +75,7 @@ class Console:
         self.version = _version()
         self.hub = Hub()
         self.client_log = ClientLog(self.hub)
+        self.health = HealthWatch(backend)
         self.sample_interval_s = sample_interval_s
         cluster = backend.cluster_object
         self.cluster_id = cluster.cluster_id if cluster is not None else None
@@ -96,6 +98,7 @@ class Console:
     async def stop(self) -> None:
         self.hub.close()
         await self.monitor.stop()
+        await self.health.close()
         await self.backend.close()
 
 
@@ -146,7 +149,7 @@ def build_app(console: Console) -> Starlette:
     routes: list[Route | Mount] = [
         Route("/", _page, include_in_schema=False),
         *openapi_routes(), *cluster_routes(), *topic_routes(), *group_routes(),
-        *chaos_routes()]
+        *chaos_routes(), *health_routes()]
     if STATIC.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=STATIC), name="static"))
     app = Starlette(routes=routes, middleware=[Middleware(_Errors)], exception_handlers={

@@ -11,6 +11,7 @@ const PANELS = {
   log: () => import("./log.js"),
   chaos: () => import("./chaos.js"),
   charts: () => import("./charts.js"),
+  health: () => import("./health.js"),
 };
 
 let stop = null;

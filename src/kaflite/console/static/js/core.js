@@ -20,6 +20,7 @@ export const ROUTES = {
   events: "/api/events",
   series: "/api/series",
   stream: "/api/stream",
+  health: "/api/health",
   // chaos (kaflite backend), as in cluster/http.py
   faults: "/faults",
   fault: (kind) => `/faults/${kind}`,
