@@ -68,7 +68,7 @@ function evidence(records) {
       el("td", { text: e.api }),
       el("td.wrap", { text: e.partitions.slice(0, 6).join(", ") + (e.partitions.length > 6 ? " …" : "") }),
       el("td", { text: e.group ?? "" }),
-      el("td", { text: e.errors.map(([n, c]) => `${n} ×${c}`).join(", ") }))))));
+      el("td", { text: e.errors.map(([n, c]) => `${n} ×${c}`).join(", ") })))));
 }
 
 function roles(c) {
