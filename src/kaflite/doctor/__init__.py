@@ -12,8 +12,10 @@ served request to ``__kaflite_requests`` (``kaflite.cluster.request_log``). The
   ``vip-bootstrap``, ``metadata-storm``, ``rebalance-storm``,
   ``coordinator-flapping``, ``connection-fanout``, ``idle-connections``.
 
-The package does no I/O: ``kaflite doctor`` reads the topic and prints
-(``render_text``); ``docs/doctor.md`` explains each finding and its threshold.
+The analyzer does no I/O. ``kaflite.doctor.reader`` (not imported here) reads the
+topic for ``kaflite doctor``, which prints (``render_text``), and for the console's
+Health view; ``kaflite.pipelines.control_plane`` feeds it from Spark micro-batches.
+``docs/doctor.md`` explains each finding and its threshold.
 
     analyzer = Analyzer()
     analyzer.feed(records)            # RequestRecords, oldest first; again as more come

@@ -31,6 +31,10 @@ analyzer; to have its findings cover what came before, ``start`` first rebuilds 
 state with a batch read of the log from its earliest retained offsets up to the
 offsets the checkpoint had committed (``committed_offsets``). What the log's
 retention has deleted by then is gone from the rebuilt state too.
+
+Both reads run with ``failOnDataLoss=false``: the request log keeps a day by default,
+and a pipeline that was down longer than that should go on with what is left (Spark
+logs a warning for the records it could not read), not fail.
 """
 
 from __future__ import annotations
@@ -141,7 +145,7 @@ def _rebuild(spark: SparkSession, plane: ControlPlane, bootstrap: str, requests:
     values = [row.value for row in spark.read.format("kaflite")
               .option("kafka.bootstrap.servers", bootstrap)
               .option("kafka.client.id", CLIENT_ID).option("subscribe", requests)
-              .option("startingOffsets", "earliest")
+              .option("startingOffsets", "earliest").option("failOnDataLoss", "false")
               .option("endingOffsets", json.dumps(ending)).load().select("value").collect()]
     plane.analyzer.feed(decode(values))
     plane.values += len(values)
@@ -179,7 +183,8 @@ def start(spark: SparkSession, bootstrap: str, checkpoint: str, *,
               .option("kafka.bootstrap.servers", bootstrap)
               .option("kafka.client.id", CLIENT_ID)
               .option("subscribe", requests)
-              .option("startingOffsets", starting_offsets))
+              .option("startingOffsets", starting_offsets)
+              .option("failOnDataLoss", "false"))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     writer = (reader.load().writeStream.queryName(f"control-plane-to-{findings}")
