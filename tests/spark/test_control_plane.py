@@ -22,6 +22,7 @@ from kaflite.client import TopicPartition
 from kaflite.client.sync import Admin, Consumer, Producer
 from kaflite.cluster import Cluster
 from kaflite.pipelines import control_plane
+from kaflite.spark import AVAILABLE_NOW_WRAPPER
 from tests.doctor._traffic import logged, storm_behind_vip
 from tests.spark.conftest import source
 
@@ -51,6 +52,7 @@ def run_query(spark: Any, servers: str, checkpoint: Path,
     finally:
         if started.query.isActive:
             started.query.stop()
+        spark.conf.unset(AVAILABLE_NOW_WRAPPER)   # set on Spark 4.0/4.1 only
     return started
 
 

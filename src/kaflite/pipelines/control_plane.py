@@ -165,7 +165,17 @@ def start(spark: SparkSession, bootstrap: str, checkpoint: str, *,
           trigger_interval: str = "10 seconds", max_offsets_per_trigger: int | None = None,
           thresholds: Thresholds = DEFAULT, say: Callable[[str], None] = print) -> Started:
     """Start the query; the caller waits for it or stops it. ``say`` gets one line per
-    finding the first time it is reported."""
+    finding the first time it is reported.
+
+    With ``available_now`` on Spark 4.0/4.1 this enables Spark's AvailableNow wrapper on
+    ``spark``'s session (``kaflite.spark.enable_available_now``), as the clickstream
+    pipeline does, and leaves it enabled: without it a run after a stop that left a
+    batch uncommitted would repeat that batch and read nothing newer.
+    """
+    if available_now:
+        from kaflite.spark import enable_available_now
+
+        enable_available_now(spark)
     plane = ControlPlane(thresholds)
     upto = committed_offsets(checkpoint)
     rebuilt = _rebuild(spark, plane, bootstrap, requests, upto) if upto else 0
