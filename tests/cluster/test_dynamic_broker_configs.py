@@ -77,6 +77,20 @@ def test_default_and_per_broker_values_and_their_sources() -> None:
                                           "level, broker id must be specified: [listeners]"),
     ("0", {"ssl.keystore.location": "/k"}, "These security configs can be dynamically updated "
      "only per-listener using the listener prefix: [ssl.keystore.location]"),
+    # the cleaner, each as a Kafka 4.4 broker answered it (static buffer 128 MiB, 1 thread)
+    ("0", {"log.cleaner.threads": "3"}, "Invalid value org.apache.kafka.common.config."
+     "ConfigException: Log cleaner threads cannot be increased to more than double the "
+     "current value 1 for configuration Invalid dynamic configuration"),
+    ("", {"log.cleaner.threads": "3"}, "Invalid value org.apache.kafka.common.config."
+     "ConfigException: Log cleaner threads cannot be increased to more than double the "
+     "current value 1 for configuration Invalid dynamic configuration"),
+    ("0", {"log.cleaner.threads": "0"}, "/ by zero"),
+    ("0", {"log.cleaner.threads": "2", "log.cleaner.dedupe.buffer.size": "2097152"},
+     "requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner "
+     "thread."),
+    ("", {"log.cleaner.dedupe.buffer.size": "1048576"},
+     "requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner "
+     "thread."),
 ])
 def test_what_kafka_refuses_is_refused_with_its_message(name: str, configs: dict[str, str],
                                                           message: str) -> None:

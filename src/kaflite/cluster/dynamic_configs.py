@@ -15,7 +15,8 @@ dynamically (thread pools, the cleaner's I/O rate, connection limits) are stored
 described as Kafka does; kaflite has no such pools or limits to resize. What Kafka
 refuses, kaflite refuses with Kafka's error and message: a config read only at start,
 a broker-only config at the default level, an SSL config without a listener prefix,
-a value of the wrong type, another broker's id.
+a value of the wrong type, another broker's id, and a cleaner left with 1 MB of dedupe
+buffer a thread or less, or whose thread count more than halves or doubles at once.
 """
 
 from __future__ import annotations
@@ -116,3 +117,53 @@ def lookup(store: Mapping[str, Mapping[str, str]], node_id: int, name: str
     if default is not None and name in default:
         return default[name], SOURCE_DEFAULT
     return None
+
+
+# The log cleaner's settings and their defaults (Kafka's CleanerConfig)
+CLEANER_THREADS, DEDUPE_BUFFER = "log.cleaner.threads", "log.cleaner.dedupe.buffer.size"
+_CLEANER_DEFAULTS = {CLEANER_THREADS: "1", DEDUPE_BUFFER: "134217728"}
+MIN_DEDUPE_PER_THREAD = 1024 * 1024
+
+
+def effective(store: Mapping[str, Mapping[str, str]], node_id: int,
+              static: Mapping[str, str], name: str) -> str:
+    """Broker ``node_id``'s value of cleaner setting ``name``: dynamic, static, default."""
+    found = lookup(store, node_id, name)
+    if found is not None:
+        return found[0]
+    return static.get(name, _CLEANER_DEFAULTS[name])
+
+
+def check_cleaner(store: Mapping[str, Mapping[str, str]], name: str, new: Mapping[str, str],
+                  node_id: int, static: Mapping[str, str]) -> None:
+    """What Kafka refuses of a change to the cleaner's threads or memory, for the broker
+    that takes the request: the new configuration must keep more than 1 MB of dedupe
+    buffer per thread (``KafkaConfig``'s check), and the thread count may neither more
+    than halve nor more than double (``LogCleaner.validateReconfiguration``)."""
+    if CLEANER_THREADS not in new and DEDUPE_BUFFER not in new and \
+            not {CLEANER_THREADS, DEDUPE_BUFFER} & set(store.get(name, {})):
+        return
+    after = {**store, name: dict(new)}
+    try:
+        threads = int(effective(after, node_id, static, CLEANER_THREADS))
+        buffer = int(effective(after, node_id, static, DEDUPE_BUFFER))
+        current = int(effective(store, node_id, static, CLEANER_THREADS))
+    except ValueError:
+        return      # a value of the wrong type is refused by ``validate``
+    # In Kafka's words, as a Kafka 4.4 broker answers (INVALID_REQUEST each): its new
+    # KafkaConfig divides the buffer by the threads, then the cleaner checks the change.
+    if threads == 0:
+        raise errors.InvalidRequestError("/ by zero")
+    per_thread = abs(buffer) // abs(threads) * (1 if (buffer < 0) == (threads < 0) else -1)
+    if per_thread <= MIN_DEDUPE_PER_THREAD:      # Java's division, toward zero
+        raise errors.InvalidRequestError(
+            f"requirement failed: {DEDUPE_BUFFER} must be at least 1MB per cleaner thread.")
+    if threads < current // 2:
+        why = f"cannot be reduced to less than half the current value {current}"
+    elif threads > current * 2:
+        why = f"cannot be increased to more than double the current value {current}"
+    else:
+        return
+    raise errors.InvalidRequestError(
+        "Invalid value org.apache.kafka.common.config.ConfigException: Log cleaner threads "
+        f"{why} for configuration Invalid dynamic configuration")

@@ -204,6 +204,8 @@ def _apply(broker: Broker, resource_type: int, name: str, new: dict[str, str],
     if resource_type == BROKER:
         dynamic_configs.resource_node(name, broker.node_id, describe=False)
         dynamic_configs.validate(name, new)
+        dynamic_configs.check_cleaner(broker.controller.broker_configs, name, new,
+                                      broker.node_id, broker.config.props)
         if not validate_only:
             broker.controller.set_broker_configs(name, new)
         return
