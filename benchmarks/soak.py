@@ -126,9 +126,9 @@ def soak_groups(args: argparse.Namespace, seed: int) -> int:
                            filler_partitions=args.filler_partitions, nemesis=nemesis,
                            data_dir=data, request_log=args.request_log)
         _, result = run(config)
-        if result.valid:
-            shutil.rmtree(data, ignore_errors=True)
         key, st, c = (client, protocol), result.stats, result.counts
+        if result.valid and not st.get("unowned beyond a rebalance"):
+            shutil.rmtree(data, ignore_errors=True)     # kept like the history (below)
         churns = result.faults.get("churn", 0)
         crashes, cuts, stalls = (result.faults.get(f"member-{k}", 0)
                                  for k in ("crash", "cut", "stall"))
