@@ -303,3 +303,35 @@ async def _coordinator_lost(cluster: Cluster) -> None:
     finally:
         for c in consumers:
             await c.close()
+
+
+def test_a_leave_lost_to_a_coordinator_move_is_sent_again(cluster: Cluster,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member whose leave heartbeat meets NOT_COORDINATOR (the coordinator moved while
+    it closed) looks the coordinator up again and leaves there: the group lets its
+    partitions go at once, not a session timeout later (the 30-minute kaflite soak had
+    departed members keep partitions for 90 s while coordinator moves kept restarting
+    their sessions). Kafka's Java client sends its leave once."""
+    from kaflite.client import Admin
+    topic, group, cid = uid("t"), uid("g"), uid("c")
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+
+    async def main() -> None:
+        await produce(cluster, topic, 20, 2)
+        c = Consumer(**opts(cluster, group, cid))
+        await c.start()
+        spy = Spy(member(c), monkeypatch)
+        c.subscribe([topic])
+        await stable(c, [])
+        await right_after_a_heartbeat(c, spy)
+        rule = cluster.faults.inject_error("ConsumerGroupHeartbeat", "NOT_COORDINATOR", 1,
+                                           group=group, client_id=cid)
+        await c.close()
+        async with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            described = (await admin.describe_consumer_groups([group]))[group]
+        assert described.members == () and described.state == "Empty", described
+        assert rule.hits == 1
+        assert events(c, "leave failed: NOT_COORDINATOR")
+        assert events(c, f"left group {group}")
+
+    run(main())

@@ -654,3 +654,31 @@ def test_close_leaves_the_group_so_the_next_member_joins_at_once(cluster: Cluste
             assert len(second.assignment()) == 2
 
     run(main())
+
+
+def test_a_leave_group_answered_not_coordinator_is_sent_to_the_new_coordinator(
+        cluster: Cluster) -> None:
+    """LeaveGroup answered NOT_COORDINATOR (the coordinator moved while the member
+    closed): the member looks it up again and leaves there, so the group is empty at
+    once instead of a session timeout later. Kafka's Java client sends it once."""
+    from kaflite.client import Admin
+    topic, group, first_id = uid("t"), uid("g"), uid("first")
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+
+    async def main() -> None:
+        opts = group_opts(cluster, group, session_timeout_ms=30000, heartbeat_interval_ms=1000)
+        first = Consumer(**opts, client_id=first_id)
+        async with first:
+            first.subscribe([topic])
+            await joined(first)
+            rule = cluster.faults.inject_error("LeaveGroup", "NOT_COORDINATOR", 1,
+                                               group=group, client_id=first_id)
+        async with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            described = (await admin.describe_groups([group]))[group]
+        assert described.members == [], described
+        assert described.state == "Empty", described
+        assert rule.hits == 1
+        assert events(first, "leave failed: NOT_COORDINATOR")
+        assert events(first, f"left group {group}")
+
+    run(main())

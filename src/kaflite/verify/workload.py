@@ -227,11 +227,12 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
                     subscriptions.step(consumer, recorder)   # cut off or not, it may
                     _poll_once(shared, consumer, ctx, process, group, isolation)
             episodes.end()
-            record_events(shared, process, consumer)
             if shared.readers_stop.is_set():
                 consumer.close()
+                record_events(shared, process, consumer)    # its leave among them
                 break
             if ending == "crash":
+                record_events(shared, process, consumer)
                 crash(shared, ctx, consumer, process, client, group, recorder)
                 recorder = _Recorder(shared, process, group)
                 continue
@@ -239,6 +240,7 @@ def consumer_process(shared: Shared, process: str, topic: str, group: str,
                 consumer.close()
             except Exception as exc:
                 shared.note(process, f"leave: {exc!r}")
+            record_events(shared, process, consumer)        # how its leave went
             h = shared.history
             recorder.closed()
             h.add(Fault(time=h.now(), process=process, fault="churn",

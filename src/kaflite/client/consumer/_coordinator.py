@@ -56,7 +56,6 @@ from kaflite.client.consumer._group_client import (
 )
 from kaflite.client.consumer._types import GroupMembershipOperation, TopicPartition
 from kaflite.client.events import Phase
-from kaflite.client.pool import COORDINATOR
 from kaflite.client.recovery import Action, action_for, error_name
 from kaflite.protocol import errors
 from kaflite.protocol.messages import (
@@ -75,6 +74,7 @@ from kaflite.protocol.messages import sync_group_request as sq
 
 if TYPE_CHECKING:
     from kaflite.client._base import BaseClient
+    from kaflite.net.connection import BrokerConnection
 
 __all__ = ["CommitFailedError", "GroupMember", "MemberHooks"]
 
@@ -363,10 +363,8 @@ class GroupMember(GroupClient):
         if (static and not static_too) or not self.member_id or self.coordinator is None:
             self.state = UNJOINED if self.state != FATAL else FATAL
             return
-        failed: str | None = None
-        try:
-            async with asyncio.timeout(5):
-                conn = await self.consumer.pool.get(self.coordinator, COORDINATOR)
+
+        async def send(conn: BrokerConnection) -> int:
             # v0-2 name the member at the top; v3+ (KIP-345) list members, v5+ with a reason.
             version = conn.version_for(13)
             if version >= 3:
@@ -376,12 +374,10 @@ class GroupMember(GroupClient):
             else:
                 req = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
             resp: LeaveGroupResponse = await conn.request(req, version=version, timeout=5)
-            codes = {resp.error_code} | {m.error_code for m in resp.members}
-            codes.discard(0)
-            if codes:
-                failed = error_name(codes.pop())
-        except Exception as exc:
-            failed = type(exc).__name__
+            codes = [resp.error_code, *(m.error_code for m in resp.members)]
+            return next((int(c) for c in codes if c), 0)
+
+        failed = await self.send_leave(send)
         if failed is None:
             self._emit("rebalance", f"left group {self.group_id}", cause=reason)
         else:

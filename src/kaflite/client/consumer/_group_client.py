@@ -50,6 +50,7 @@ from kaflite.protocol.messages import offset_fetch_request as ofq
 
 if TYPE_CHECKING:
     from kaflite.client._base import BaseClient
+    from kaflite.net.connection import BrokerConnection
 
 __all__ = ["CommitFailedError", "GroupClient", "MemberHooks", "Retry"]
 
@@ -58,6 +59,11 @@ T = TypeVar("T")
 
 # OffsetFetch v9 (KIP-848) names the member and its epoch, checked by the coordinator
 OFFSET_FETCH_MEMBER_VERSION = 9
+LEAVE_TIMEOUT_S = 5.0        # how long a leave is tried, across coordinator moves
+# the answers of a coordinator that is not (or not yet) the group's: ask again elsewhere
+MOVED_COORDINATOR = frozenset({errors.NotCoordinatorError.code,
+                               errors.CoordinatorNotAvailableError.code,
+                               errors.CoordinatorLoadInProgressError.code})
 
 
 class CommitFailedError(errors.KafkaError):
@@ -200,6 +206,40 @@ class GroupClient(abc.ABC):
                 continue
             return node
         return self.coordinator
+
+    async def send_leave(self, send: Callable[[BrokerConnection], Awaitable[int]]
+                         ) -> str | None:
+        """Send a leave (built and sent by ``send``, which returns the error code) to the
+        coordinator; if the coordinator moved or cannot be reached, look it up again and
+        send it there, for up to ``LEAVE_TIMEOUT_S``. The error it ended with, or None.
+
+        Kafka's Java client sends its leave once. A leave lost to a coordinator move
+        leaves the member in the group until its session expires (45 s by default), and
+        its partitions with nobody; a coordinator that keeps moving restarts that session
+        at each load. Sent again to the new coordinator, the leave takes effect at once."""
+        deadline = time.monotonic() + LEAVE_TIMEOUT_S
+        failed = "no coordinator"
+        while True:
+            try:
+                node = await self.ensure_coordinator(deadline)
+                async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
+                    conn = await self.consumer.pool.get(node, COORDINATOR)
+                code = await send(conn)
+            except errors.KafkaError as exc:      # no coordinator found in time
+                return error_name(exc.code)
+            except (ConnectionClosed, OSError, TimeoutError) as exc:
+                failed = type(exc).__name__
+                self.mark_coordinator_unknown(f"leave failed: {failed}")
+            else:
+                if code == 0:
+                    return None
+                failed = error_name(code)
+                if code not in MOVED_COORDINATOR:
+                    return failed
+                self.mark_coordinator_unknown(f"leave failed: {failed}", code)
+            if time.monotonic() + self.backoff >= deadline:
+                return failed
+            await asyncio.sleep(self.backoff)
 
     async def _find_coordinator(self) -> int:
         node = await find_coordinator(self.consumer, self.group_id, GROUP)

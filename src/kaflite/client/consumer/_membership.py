@@ -72,6 +72,7 @@ from kaflite.protocol.messages import consumer_group_heartbeat_request as cghq
 
 if TYPE_CHECKING:
     from kaflite.client._base import BaseClient
+    from kaflite.net.connection import BrokerConnection
 
 __all__ = ["ConsumerMembership", "MemberState"]
 
@@ -467,14 +468,12 @@ class ConsumerMembership(GroupClient):
             else LEAVE_EPOCH
         if self.coordinator is not None and self.generation > 0:
             req = self._leave_request(epoch)
-            failed: str | None = None
-            try:
-                conn = await self.consumer.pool.get(self.coordinator, COORDINATOR)
+
+            async def send(conn: BrokerConnection) -> int:
                 resp: HeartbeatResponse = await conn.request(req, timeout=5)
-                if resp.error_code:
-                    failed = error_name(resp.error_code)
-            except Exception as exc:
-                failed = type(exc).__name__
+                return int(resp.error_code)
+
+            failed = await self.send_leave(send)
             if failed is None:
                 self._emit("rebalance", f"left group {self.group_id} (member epoch {epoch})",
                            cause=reason)
