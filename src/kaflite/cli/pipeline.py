@@ -16,8 +16,9 @@ start), as the demo's do: the terminal shows the pipeline's own lines.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -85,34 +86,18 @@ def clickstream(
                    "--generate clickstream", err=True)
         raise typer.Exit(1) from None
     run_async(topic_partitions(bootstrap, results, create))
-    try:
-        from kaflite.pipelines.clickstream import Settings, run
-        from kaflite.spark import NoJavaError
-    except ImportError as exc:   # no pyspark or pyarrow
-        typer.echo(f"kaflite: the pipeline needs PySpark ({exc})", err=True)
-        typer.echo("hint: pip install 'kaflite[spark]'", err=True)
-        raise typer.Exit(1) from None
-    from kaflite.demo.logs import capture_python_logging, choose_log_file
 
-    logs = choose_log_file(log_file, None, name="pipeline")
-    typer.echo(f"clickstream: Spark's logs go to {logs}")
-    handler = capture_python_logging(logs)   # py4j's and pyspark's warnings too
-    try:
-        code = run(Settings(
+    def load() -> Callable[[str], int]:
+        from kaflite.pipelines.clickstream import Settings, run
+
+        return lambda logs: run(Settings(
             bootstrap=bootstrap, events=events, results=results, master=master, window=window,
             watermark=watermark, starting_offsets=starting_offsets,
             max_offsets_per_trigger=max_offsets_per_trigger, checkpoint=checkpoint,
             parquet=parquet, available_now=available_now, trigger_interval=trigger_interval,
-            timeout=timeout, conf=settings, log_file=str(logs)), say=typer.echo)
-    except NoJavaError as exc:
-        typer.echo(f"kaflite: {exc}", err=True)
-        typer.echo("hint: install a JDK 17+ (e.g. apt-get install openjdk-17-jre-headless) "
-                   "or set JAVA_HOME", err=True)
-        raise typer.Exit(1) from None
-    finally:
-        logging.getLogger().removeHandler(handler)
-        handler.close()
-    raise typer.Exit(code)
+            timeout=timeout, conf=settings, log_file=logs), say=typer.echo)
+
+    run_pipeline("clickstream", log_file, load)
 
 
 @app.command("control-plane")
@@ -157,8 +142,27 @@ def control_plane(
         typer.echo(f"hint: {how_to_enable()}", err=True)
         raise typer.Exit(1) from None
     run_async(topic_partitions(bootstrap, findings, True))
-    try:
+
+    def load() -> Callable[[str], int]:
         from kaflite.pipelines.control_plane import Settings, run
+
+        return lambda logs: run(Settings(
+            bootstrap=bootstrap, requests=requests, findings=findings, master=master,
+            starting_offsets=starting_offsets, max_offsets_per_trigger=max_offsets_per_trigger,
+            checkpoint=checkpoint, available_now=available_now,
+            trigger_interval=trigger_interval, timeout=timeout, conf=settings,
+            log_file=logs), say=typer.echo)
+
+    run_pipeline("control-plane", log_file, load)
+
+
+def run_pipeline(name: str, log_file: Path | None,
+                 load: Callable[[], Callable[[str], int]]) -> NoReturn:
+    """Run a pipeline: ``load`` imports it (PySpark missing: exit 1 with a hint) and gives
+    the function that runs it with the path of Spark's log file; Spark's and Python's
+    logging go to that file (named on the terminal). Exits with the pipeline's code."""
+    try:
+        start = load()
         from kaflite.spark import NoJavaError
     except ImportError as exc:   # no pyspark or pyarrow
         typer.echo(f"kaflite: the pipeline needs PySpark ({exc})", err=True)
@@ -167,15 +171,10 @@ def control_plane(
     from kaflite.demo.logs import capture_python_logging, choose_log_file
 
     logs = choose_log_file(log_file, None, name="pipeline")
-    typer.echo(f"control-plane: Spark's logs go to {logs}")
-    handler = capture_python_logging(logs)
+    typer.echo(f"{name}: Spark's logs go to {logs}")
+    handler = capture_python_logging(logs)   # py4j's and pyspark's warnings too
     try:
-        code = run(Settings(
-            bootstrap=bootstrap, requests=requests, findings=findings, master=master,
-            starting_offsets=starting_offsets, max_offsets_per_trigger=max_offsets_per_trigger,
-            checkpoint=checkpoint, available_now=available_now,
-            trigger_interval=trigger_interval, timeout=timeout, conf=settings,
-            log_file=str(logs)), say=typer.echo)
+        code = start(str(logs))
     except NoJavaError as exc:
         typer.echo(f"kaflite: {exc}", err=True)
         typer.echo("hint: install a JDK 17+ (e.g. apt-get install openjdk-17-jre-headless) "
