@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -228,6 +229,19 @@ def test_upstream_kafka_python_fetch_stays_pending_after_unknown_broker() -> Non
     assert got == [], "kafka-python recovered: its rounds may have kill/stop/crash back"
 
 
+@contextlib.contextmanager
+def _one_partition_of(ck: Any, records: int) -> Iterator[Cluster]:
+    """A one-broker cluster whose topic ``t`` (one partition) holds ``records`` values,
+    written by librdkafka's producer (``ck``: the confluent_kafka module)."""
+    with Cluster(brokers=1, config={"group.initial.rebalance.delay.ms": 0}) as cluster:
+        cluster.create_topic("t", 1, 1)
+        producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers})
+        for i in range(records):
+            producer.produce("t", b"%d" % i, partition=0)
+        assert producer.flush(10) == 0
+        yield cluster
+
+
 @pytest.mark.interop
 def test_upstream_librdkafka_offset_fetch_not_coordinator_is_never_retried() -> None:
     """Not a kaflite bug: why confluent-kafka's rounds never inject NOT_COORDINATOR
@@ -242,12 +256,7 @@ def test_upstream_librdkafka_offset_fetch_not_coordinator_is_never_retried() -> 
     this test fails, librdkafka has fixed it: drop ``ConfluentKafka.known_errors``.
     """
     ck = pytest.importorskip("confluent_kafka")
-    with Cluster(brokers=1, config={"group.initial.rebalance.delay.ms": 0}) as cluster:
-        cluster.create_topic("t", 1, 1)
-        producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers})
-        for i in range(5):
-            producer.produce("t", b"%d" % i, partition=0)
-        assert producer.flush(10) == 0
+    with _one_partition_of(ck, 5) as cluster:
         rule = cluster.faults.inject_error("OffsetFetch", "NOT_COORDINATOR", 1, group="g")
         consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
                                 "group.id": "g", "auto.offset.reset": "earliest",
@@ -282,12 +291,7 @@ def test_upstream_librdkafka_retries_an_async_commit_past_a_later_sync_commit() 
     ``LIBRDKAFKA_ASYNC_COMMIT_RETRY`` from ``ConfluentKafka.known_errors``.
     """
     ck = pytest.importorskip("confluent_kafka")
-    with Cluster(brokers=1, config={"group.initial.rebalance.delay.ms": 0}) as cluster:
-        cluster.create_topic("t", 1, 1)
-        producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers})
-        for i in range(100):
-            producer.produce("t", b"%d" % i, partition=0)
-        assert producer.flush(10) == 0
+    with _one_partition_of(ck, 100) as cluster:
         consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
                                 "group.id": "g", "auto.offset.reset": "earliest",
                                 "enable.auto.commit": False})
