@@ -335,3 +335,27 @@ def test_a_leave_lost_to_a_coordinator_move_is_sent_again(cluster: Cluster,
         assert events(c, f"left group {group}")
 
     run(main())
+
+
+@pytest.mark.parametrize("error", ["UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH"])
+def test_a_member_gone_during_its_offset_lookup_is_not_the_applications_error(
+        cluster: Cluster, error: str) -> None:
+    """The position lookup's OffsetFetch answered UNKNOWN_MEMBER_ID (the coordinator
+    forgot the member meanwhile: CI saw it in test_commit_membership.py) is the
+    membership's business: ``poll`` does not raise it, the member rejoins, and every
+    record is read."""
+    topic, group, cid = uid("t"), uid("g"), uid("c")
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+
+    async def main() -> None:
+        values = await produce(cluster, topic, 40, 2)
+        rule = cluster.faults.inject_error("OffsetFetch", error, 1, group=group, client_id=cid)
+        async with Consumer(**opts(cluster, group, cid)) as c:
+            c.subscribe([topic])
+            got: list[bytes] = []
+            await until("every record", lambda: set(got) >= set(values),
+                        lambda: _extend(got, c))
+            assert rule.hits == 1
+            assert events(c, f"{error} on OffsetFetch")
+
+    run(main())

@@ -53,6 +53,10 @@ Offsets = Mapping[TopicPartition, int | OffsetAndMetadata]
 CommitCallback = Callable[[Offsets | None, BaseException | None], object]
 
 
+# OffsetFetch answers that mean the member is no longer the one that asked (KIP-848)
+MEMBER_GONE = (errors.UnknownMemberIdError, errors.FencedMemberEpochError)
+
+
 class Consumer(BaseClient, Generic[K, V]):
     """Generic in the types of the keys (``K``) and values (``V``) it hands out: what
     its deserializers return, bytes without one. Deserializers given as keyword
@@ -230,7 +234,16 @@ class Consumer(BaseClient, Generic[K, V]):
 
         fresh = {tp: assignment[tp].fetch_gen for tp in needing if assignment[tp].reset is None}
         if fresh and self._group is not None:
-            committed = await self._group.fetch_committed(list(fresh), self._api_timeout)
+            try:
+                committed = await self._group.fetch_committed(list(fresh), self._api_timeout)
+            except MEMBER_GONE as exc:
+                # The coordinator forgot or fenced the member while it looked up its
+                # offsets: the member rejoins, and these partitions go with its old
+                # assignment. Not the application's error (Java's consumer keeps it from
+                # poll too); the next pass looks up what the new assignment needs.
+                self._events.emit("offsets", "committed offsets not looked up: the member "
+                                  "is rejoining", cause=f"{exc.name} on OffsetFetch")
+                return
             for tp, om in committed.items():
                 if om is not None and tp in fresh and unchanged(tp, fresh[tp]):
                     self._subs.seek(tp, om.offset, om.leader_epoch)
