@@ -246,3 +246,23 @@ def test_an_aborted_write_does_not_supersede_the_committed_value(tmp_path: Path)
     values = [v for _, k, v in read_records(log) if k == b"k"]
     assert b"committed-1" not in values and b"committed-2" in values
     log.close()
+
+
+def test_a_clean_close_rewrites_only_the_checkpoints_that_changed(tmp_path: Path) -> None:
+    """Stopping a broker closes every log it holds: an idle log's close must not
+    rewrite (and fsync) its log-start checkpoint, or a stop of thousands of idle
+    partitions takes seconds per thousand."""
+    log = open_log(tmp_path)
+    _segments_of_ten(log, 3)
+    assert log.delete_records_before(12) == 12
+    log.close()
+    path = tmp_path / "topic-0" / "log-start-offset-checkpoint"
+    written = path.stat().st_ino
+    log = open_log(tmp_path)
+    log.close()                  # unchanged: the file stays the one written before
+    assert path.stat().st_ino == written
+    log = open_log(tmp_path)
+    assert log.delete_records_before(15) == 15
+    log.close()
+    assert path.read_text() == "0\n1\ntopic 0 15\n"
+    assert open_log(tmp_path).log_start_offset == 15

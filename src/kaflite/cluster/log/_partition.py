@@ -467,7 +467,7 @@ class PartitionLog(PartitionState):
         if flush:
             self.producers.take_snapshot(sync=True)
             self.flush()
-            self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, self._log_start_offset)
+            self._checkpoint_if_changed(LOG_START_OFFSET_CHECKPOINT, self._log_start_offset)
             self._local.active.seal()
         self._local.close()
         self._closed = True
