@@ -140,7 +140,8 @@ class Broker:
         self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)
         # TLS listeners, whose stores dynamic configs may change (kaflite.cluster.listener_tls)
         self.tls = BrokerTls(node_id, config.props, self.listeners,
-                             lambda: controller.broker_configs, on_change=self._tls_changed)
+                             lambda: controller.broker_configs, on_change=self._tls_changed,
+                             inter_broker=self.inter_broker_listener)
         self._inter_broker: tuple[ssl.SSLContext | None, SaslFactory | None] | None = None
         # client quotas (kaflite.cluster.quotas): this broker's rates and throttle times
         self.quotas = QuotaManager(controller.client_quotas, QuotaWindows(

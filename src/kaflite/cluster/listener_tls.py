@@ -12,6 +12,9 @@ new key material. The broker that takes the AlterConfigs request checks it as Ka
   ``ssl.key.password``: "Failed to load PEM SSL keystore <path>"), or breaks one of
   Kafka's rules (a keystore password with a PEM store ...);
 * the keystore goes away, or a truststore comes where there was none;
+* on the inter-broker listener, a broker with the old stores and one with the new
+  ones could not complete a handshake with each other, either way round (the
+  reason is OpenSSL's, not Java's);
 * the new certificate's subject differs from the old one's, unless
   ``ssl.allow.dn.changes=true`` (a static config); or it lacks one of the old
   certificate's SubjectAltNames, unless ``ssl.allow.san.changes=true``.
@@ -48,7 +51,7 @@ from kaflite.config import ConfigError
 from kaflite.protocol import errors
 from kaflite.security.tls import CLIENT_AUTH, server_context
 
-__all__ = ["BrokerTls", "Staged", "StoreError", "effective_props"]
+__all__ = ["BrokerTls", "Staged", "StoreError", "effective_props", "handshake_error"]
 
 log = logging.getLogger("kaflite.cluster.listener_tls")
 
@@ -284,6 +287,53 @@ def build(props: Mapping[str, str], listener: str) -> Material:
                     context, Identity.of(cert), trust is not None)
 
 
+def _validation_client(values: Mapping[str, str | None]) -> ssl.SSLContext:
+    """The client end of Kafka's handshake check: the store's truststore (else the
+    system's CAs), its keystore presented, no host name check."""
+    with _store_files(values.get) as (chain, key, trust):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        if trust is not None:
+            ctx.load_verify_locations(cafile=trust)
+        else:
+            ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        ctx.load_cert_chain(chain, key, password=values.get("ssl.key.password") or "")
+    return ctx
+
+
+def handshake_error(server: ssl.SSLContext, client: ssl.SSLContext) -> str | None:
+    """Why a client with ``client`` cannot complete a TLS handshake with a server with
+    ``server`` (in memory, a bounded number of flights); None when it can."""
+    s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    ends = [(client.wrap_bio(c_in, c_out, server_side=False), c_out, s_in),
+            (server.wrap_bio(s_in, s_out, server_side=True), s_out, c_in)]
+    done = [False, False]
+    for _ in range(16):
+        for i, (end, out, peer) in enumerate(ends):
+            if not done[i]:
+                try:
+                    end.do_handshake()
+                    done[i] = True
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLError as exc:
+                    return str(exc.reason or exc)
+            if out.pending:
+                peer.write(out.read())
+        if all(done) and not s_out.pending and not c_out.pending:
+            return None
+    return "the handshake did not complete"
+
+
+def check_handshakes(old: Material, new: Material) -> None:
+    """Kafka's ``SslFactory.SslEngineValidator`` for the inter-broker listener: a
+    server with the old stores takes a client with the new ones, and the other way."""
+    for server, client in ((old, new), (new, old)):
+        why = handshake_error(server.context, _validation_client(dict(client.values)))
+        if why is not None:
+            raise StoreError("javax.net.ssl.SSLHandshakeException", why)
+
+
 def _flag(props: Mapping[str, str], listener: str, name: str) -> bool:
     return (listener_config(props, listener, name) or "false").strip().lower() == "true"
 
@@ -291,8 +341,10 @@ def _flag(props: Mapping[str, str], listener: str, name: str) -> bool:
 class ListenerTls:
     """One TLS listener: the context its server was given, and the current one."""
 
-    def __init__(self, listener: str, material: Material) -> None:
+    def __init__(self, listener: str, material: Material, *, inter_broker: bool = False
+                 ) -> None:
         self.listener = listener
+        self.inter_broker = inter_broker
         self.material = material
         self.front = material.context      # what the server holds, for its whole life
         self.front.sni_callback = self._select
@@ -314,6 +366,11 @@ class ListenerTls:
         check_compatible(old.identity, new.identity,
                          allow_dn=_flag(static, self.listener, "ssl.allow.dn.changes"),
                          allow_san=_flag(static, self.listener, "ssl.allow.san.changes"))
+        if self.inter_broker:
+            try:
+                check_handshakes(old, new)
+            except (OSError, ValueError, ssl.SSLError) as exc:
+                raise StoreError("javax.net.ssl.SSLHandshakeException", str(exc)) from None
         return new
 
 
@@ -330,8 +387,10 @@ class BrokerTls:
 
     def __init__(self, node_id: int, static: Mapping[str, str], listeners: Sequence[ListenerSpec],
                  store: Callable[[], Mapping[str, Mapping[str, str]]],
-                 on_change: Callable[[], None] = lambda: None) -> None:
+                 on_change: Callable[[], None] = lambda: None,
+                 inter_broker: str | None = None) -> None:
         self.node_id = node_id
+        self.inter_broker = inter_broker
         self.static = dict(static)
         self.specs = [s for s in listeners if s.tls]
         self.store = store
@@ -358,7 +417,8 @@ class BrokerTls:
                           "ones", spec.name)
                 self._props = dict(self.static)
                 material = self._first_build(spec.name, self.static)
-            found = self.listeners[spec.name] = ListenerTls(spec.name, material)
+            found = self.listeners[spec.name] = ListenerTls(
+                spec.name, material, inter_broker=spec.name == self.inter_broker)
         return found.front
 
     def _first_build(self, listener: str, props: Mapping[str, str]) -> Material:

@@ -213,3 +213,23 @@ def test_broker_processes(pki: Pki, tmp_path: Path) -> None:
         asyncio.run(main())
         cluster.call(cluster.restart_broker(0))
         assert asyncio.run(served_serial(cluster, pki)) == serial(new)
+
+
+def test_inter_broker_listener_needs_a_handshake_both_ways(pki: Pki, tmp_path: Path) -> None:
+    """On the inter-broker listener Kafka also checks that brokers with the old stores
+    and brokers with the new ones can still talk: a certificate from a CA the
+    truststore does not hold is refused there, though its subject and names match."""
+    same_ca = reissued(pki, tmp_path / "same-ca")
+    other_ca = write_test_pki(tmp_path / "other-ca", clients=())
+    config = {**pki.broker_properties(), "inter.broker.listener.name": "SSL"}
+    with Cluster(brokers=1, listeners=LISTENERS, config=config,
+                 data_dir=tmp_path / "data") as cluster:
+        async def main() -> None:
+            assert await alter(cluster, {LOCATION: str(other_ca.broker_keystore)}) == (
+                INVALID_REQUEST, WRAP.format(
+                    "javax.net.ssl.SSLHandshakeException: CERTIFICATE_VERIFY_FAILED"))
+            assert await served_serial(cluster, pki) == serial(pki)
+            assert await alter(cluster, {LOCATION: str(same_ca.broker_keystore)}) == (0, None)
+            assert await served_serial(cluster, pki) == serial(same_ca)
+
+        asyncio.run(main())
