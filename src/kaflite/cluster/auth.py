@@ -86,6 +86,7 @@ __all__ = [
     "jaas_options",
     "listener_props",
     "listener_ssl_context",
+    "pem_file",
 ]
 
 # Requests served before authentication completes (and during a re-authentication).
@@ -95,7 +96,7 @@ _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\
 
 # -- TLS ---------------------------------------------------------------------------
 @contextlib.contextmanager
-def _pem_file(text: str) -> Iterator[str]:
+def pem_file(text: str) -> Iterator[str]:
     """PEM text in a private temporary file, for ``ssl``'s file-only loaders."""
     fd, path = tempfile.mkstemp(suffix=".pem")
     try:
@@ -119,8 +120,8 @@ def listener_ssl_context(props: Mapping[str, str], listener: str) -> ssl.SSLCont
     with contextlib.ExitStack() as stack:
         location = get("ssl.keystore.location")
         if location is None and get("ssl.keystore.certificate.chain") is not None:
-            chain = stack.enter_context(_pem_file(get("ssl.keystore.certificate.chain") or ""))
-            key = stack.enter_context(_pem_file(get("ssl.keystore.key") or ""))
+            chain = stack.enter_context(pem_file(get("ssl.keystore.certificate.chain") or ""))
+            key = stack.enter_context(pem_file(get("ssl.keystore.key") or ""))
         elif location is not None:
             chain = key = location
         else:
@@ -129,7 +130,7 @@ def listener_ssl_context(props: Mapping[str, str], listener: str) -> ssl.SSLCont
                               "(a PEM file with the key and certificate chain)")
         cafile = get("ssl.truststore.location")
         if cafile is None and get("ssl.truststore.certificates") is not None:
-            cafile = stack.enter_context(_pem_file(get("ssl.truststore.certificates") or ""))
+            cafile = stack.enter_context(pem_file(get("ssl.truststore.certificates") or ""))
         try:
             return server_context(chain, key, key_password=get("ssl.key.password"),
                                   cafile=cafile, client_auth=client_auth)

@@ -31,6 +31,7 @@ from kaflite.cluster.fetch_session import FetchSessionCache
 from kaflite.cluster.groups import GroupCoordinator
 from kaflite.cluster.handlers import all_handlers
 from kaflite.cluster.hw_checkpoint import HighWatermarkCheckpoint
+from kaflite.cluster.listener_tls import BrokerTls
 from kaflite.cluster.listeners import ListenerSpec, inter_broker_listener
 from kaflite.cluster.log import LogConfig, LogManager, flush_deferred_fsyncs
 from kaflite.cluster.metrics import BrokerMetrics
@@ -137,7 +138,10 @@ class Broker:
         self._log_configs: dict[tuple[object, ...], LogConfig] = {}
         self.closed_connections: deque[ConnectionRecord] = deque(maxlen=CLOSED_KEPT)
         self.metrics = BrokerMetrics()   # counters for GET /metrics (kaflite.cluster.metrics)
-        self._ssl_contexts: dict[str, ssl.SSLContext] = {}
+        # TLS listeners, whose stores dynamic configs may change (kaflite.cluster.listener_tls)
+        self.tls = BrokerTls(node_id, config.props, self.listeners,
+                             lambda: controller.broker_configs, on_change=self._tls_changed,
+                             inter_broker=self.inter_broker_listener)
         self._inter_broker: tuple[ssl.SSLContext | None, SaslFactory | None] | None = None
         # client quotas (kaflite.cluster.quotas): this broker's rates and throttle times
         self.quotas = QuotaManager(controller.client_quotas, QuotaWindows(
@@ -290,21 +294,18 @@ class Broker:
             from kaflite.cluster.auth import inter_broker_security
 
             spec = next(s for s in self.listeners if s.name == self.inter_broker_listener)
-            self._inter_broker = inter_broker_security(self.config.props, spec)
+            self._inter_broker = inter_broker_security(self.tls.props(), spec)
         return self._inter_broker
+
+    def _tls_changed(self) -> None:
+        self._inter_broker = None    # new connections to other brokers use the new stores
 
     def _protocol_factory(self, spec: ListenerSpec) -> Callable[[], ServerConnection]:
         return lambda: ServerConnection(self, spec)
 
     def ssl_context(self, spec: ListenerSpec) -> ssl.SSLContext | None:
         """The TLS context of an SSL or SASL_SSL listener (None for the others)."""
-        if not spec.tls:
-            return None
-        if self._ssl_contexts.get(spec.name) is None:
-            from kaflite.cluster.auth import listener_ssl_context
-
-            self._ssl_contexts[spec.name] = listener_ssl_context(self.config.props, spec.name)
-        return self._ssl_contexts[spec.name]
+        return self.tls.context(spec) if spec.tls else None
 
     # -- controller callbacks -------------------------------------------------------
     def on_partition_change(self, topic: TopicState, state: PartitionState) -> None:

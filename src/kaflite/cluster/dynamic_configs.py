@@ -21,6 +21,7 @@ buffer a thread or less, or whose thread count more than halves or doubles at on
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from kaflite.cluster._kafka_broker_configs import (
@@ -59,9 +60,22 @@ def resource_node(name: str, node_id: int, *, describe: bool) -> int | None:
     return node
 
 
+# ``listener.name.<listener>.<config>``: a config for one listener (Kafka's pattern)
+LISTENER_PREFIXED = re.compile(r"listener\.name\.[^.]*\.(.*)")
+# the listener configs Kafka takes at the cluster-wide level too
+_CLUSTER_LEVEL_LISTENER = frozenset({"max.connections", "max.connection.creation.rate",
+                                     "num.network.threads"})
+
+
 def config_type(name: str) -> str | None:
-    """Kafka's type of a dynamic broker config (None: not one Kafka knows)."""
-    return DYNAMIC_TYPES.get(name)
+    """Kafka's type of a dynamic broker config (None: not one Kafka knows); a
+    listener-prefixed one has its base config's type."""
+    kind = DYNAMIC_TYPES.get(name)
+    if kind is None:
+        match = LISTENER_PREFIXED.fullmatch(name)
+        if match is not None:
+            kind = DYNAMIC_TYPES.get(match.group(1))
+    return kind
 
 
 def _listed(names: list[str]) -> str:
@@ -69,7 +83,7 @@ def _listed(names: list[str]) -> str:
 
 
 def _value_error(name: str, value: str) -> str | None:
-    kind = DYNAMIC_TYPES.get(name)
+    kind = config_type(name)
     try:
         if kind in ("INT", "SHORT", "LONG"):
             int(value)
@@ -80,6 +94,11 @@ def _value_error(name: str, value: str) -> str | None:
     except ValueError:
         return f"Not a number of type {kind}"
     return None
+
+
+def _per_listener(name: str) -> bool:
+    match = LISTENER_PREFIXED.fullmatch(name)
+    return match is not None and match.group(1) not in _CLUSTER_LEVEL_LISTENER
 
 
 def validate(name: str, configs: Mapping[str, str]) -> None:
@@ -94,16 +113,18 @@ def validate(name: str, configs: Mapping[str, str]) -> None:
             "These security configs can be dynamically updated only per-listener using "
             f"the listener prefix: {_listed(listener)}")
     if name == DEFAULT:
-        broker_only = [k for k in configs if k in BROKER_LEVEL_ONLY]
+        broker_only = [k for k in configs if k in BROKER_LEVEL_ONLY or _per_listener(k)]
         if broker_only:
             raise errors.InvalidRequestError(
                 "Cannot update these configs at default cluster level, broker id must be "
                 f"specified: {_listed(broker_only)}")
     for key, value in configs.items():
         why = _value_error(key, value)
-        if why is not None:
+        if why is not None:     # Kafka checks a listener's config without its prefix
+            match = LISTENER_PREFIXED.fullmatch(key)
             raise errors.InvalidRequestError(
-                f"Invalid value {value} for configuration {key}: {why}")
+                f"Invalid value {value} for configuration "
+                f"{key if match is None else match.group(1)}: {why}")
 
 
 def lookup(store: Mapping[str, Mapping[str, str]], node_id: int, name: str

@@ -206,8 +206,10 @@ def _apply(broker: Broker, resource_type: int, name: str, new: dict[str, str],
         dynamic_configs.validate(name, new)
         dynamic_configs.check_cleaner(broker.controller.broker_configs, name, new,
                                       broker.node_id, broker.config.props)
+        staged = broker.tls.stage(name, new)    # new keystores: loaded and checked here
         if not validate_only:
             broker.controller.set_broker_configs(name, new)
+            broker.tls.apply(staged)
         return
     if resource_type == GROUP:
         _apply_group(broker, name, new, validate_only)
