@@ -273,6 +273,7 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
     failed: list[str] = []       # the targets (partitions, groups) that got an error
     gained: list[str] = []       # the targets this connection serves from now on
     ok: list[str] | None = [] if api_key in history.failing else None
+    owned = history.owned
     track_partitions = api_key in PARTITION_LEADER_APIS and info.replica_id is None
     for slot in walk(response, version, resolve, group):
         if not slot.error_at(version):
@@ -294,9 +295,12 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
                 ok.append(partition_target(*tp))
             if code in NOT_LEADER_CODES:
                 info.partitions.discard(tp)
-            elif code == 0 and track_partitions and tp not in info.partitions:
+                owned.discard(tp)
+            elif code == 0 and track_partitions:
                 info.partitions.add(tp)
-                gained.append(partition_target(*tp))
+                if tp not in owned:
+                    owned.add(tp)
+                    gained.append(partition_target(*tp))
         elif code and slot.group is not None:
             failed.append(group_target(slot.group))
         if code in NOT_COORDINATOR_CODES and slot.group is not None:
@@ -305,21 +309,29 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
         failed_groups.add(group)
     if top_error and group is not None:
         failed.append(group_target(group))
+    elif group is not None and ok is not None:
+        ok.append(group_target(group))
     if api_key in GROUP_COORDINATOR_APIS:
         for g in _request_groups(api_key, request):
             if g in failed_groups:
                 info.groups.discard(g)
-            elif g not in info.groups:
+                owned.discard(("group", g))
+            else:
                 info.groups.add(g)
-                gained.append(group_target(g))
+                if not top_error and ("group", g) not in owned:
+                    owned.add(("group", g))
+                    gained.append(group_target(g))
     elif api_key == OFFSET_FETCH:
         info.groups.difference_update(failed_groups)
     if api_key == SHARE_GROUP_HEARTBEAT and group is not None:
         if top_error in NOT_COORDINATOR_CODES:
             info.share_groups.discard(group)
-        elif not top_error and group not in info.share_groups:
+            owned.discard(("group", group))
+        elif not top_error:
             info.share_groups.add(group)
-            gained.append(group_target(group))
+            if ("group", group) not in owned:
+                owned.add(("group", group))
+                gained.append(group_target(group))
     if api_key in TXN_COORDINATOR_APIS:
         txn = getattr(request, "transactional_id", None) \
             or getattr(request, "v3_and_below_transactional_id", None)  # AddPartitionsToTxn
@@ -328,9 +340,12 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
                 failed.append(transaction_target(txn))
             if top_error in NOT_COORDINATOR_CODES:
                 info.transactional_ids.discard(txn)
-            elif txn not in info.transactional_ids:
+                owned.discard(("transaction", txn))
+            else:
                 info.transactional_ids.add(txn)
-                gained.append(transaction_target(txn))
+                if not top_error and ("transaction", txn) not in owned:
+                    owned.add(("transaction", txn))
+                    gained.append(transaction_target(txn))
     if first_error and not lookup:
         history.failed(now, api_key, first_error, failed)
     history.answered(now, api_key, gained, ok or [], failed=bool(first_error))

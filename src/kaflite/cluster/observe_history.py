@@ -15,8 +15,9 @@ refresh, new connection, first success), each ``ConnectionRecord`` also keeps a
   for the new owner of a partition or a group;
 * ``successes``: the successes a timeline can end an episode with, each once: the
   first success of an API on this connection, the first success of an API after it
-  failed here, and each partition, group or transactional id this connection starts
-  to serve (what its roles gain), with what it gained.
+  failed here, and each partition, group or transactional id this connection answers
+  without error for the first time, or again after it was told it does not own it
+  (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR...), with what it gained.
 
 Plus ``closed_by``, who closed the connection: ``client``, ``broker`` (a fault rule,
 an idle timeout, a bad frame) or ``broker down`` (the broker was stopped or killed).
@@ -80,6 +81,10 @@ class History:
     successes: deque[Success] = field(default_factory=lambda: deque(maxlen=KEPT))
     failing: set[int] = field(default_factory=set)     # APIs whose last answer failed
     served: set[int] = field(default_factory=set)      # APIs answered once without error
+    # what this connection answered without error and was not told since it does not own:
+    # (topic, partition), ("group", id), ("transaction", id); the handlers add to the
+    # record's roles before they answer, so the gains are told apart here
+    owned: set[tuple[str, int | str]] = field(default_factory=set)
     closed_by: str | None = None
 
     def failed(self, at: float, api_key: int, error: int, targets: list[str]) -> None:
@@ -129,6 +134,7 @@ class History:
                 "lookups": [list(x) for x in self.lookups],
                 "successes": [[s.at, s.api_key, list(s.targets)] for s in self.successes],
                 "failing": sorted(self.failing), "served": sorted(self.served),
+                "owned": [list(x) for x in self.owned],
                 "closed_by": self.closed_by}
 
     @classmethod
@@ -144,6 +150,8 @@ class History:
                            for at, api, ts in d.get("successes", []))
         h.failing = {int(k) for k in d.get("failing", [])}
         h.served = {int(k) for k in d.get("served", [])}
+        h.owned = {(str(a), b if isinstance(b, int) else str(b))
+                   for a, b in d.get("owned", [])}
         closed_by = d.get("closed_by")
         h.closed_by = None if closed_by is None else str(closed_by)
         return h
