@@ -348,7 +348,8 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
                     gained.append(transaction_target(txn))
     if first_error and not lookup:
         history.failed(now, api_key, first_error, failed)
-    history.answered(now, api_key, gained, ok or [], failed=bool(first_error))
+    if gained or ok is not None or api_key not in history.served:   # else nothing to note
+        history.answered(now, api_key, gained, ok or [], failed=bool(first_error))
 
 
 # -- snapshots -----------------------------------------------------------------------------
