@@ -190,6 +190,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.decoder.close()
         if self.broker.connections.pop(self.info.connection_id, None) is not None:
             self.info.closed_at = time.time()
+            self.info.history.closed_by = ("client" if by_peer else
+                                           "broker" if self.broker.running else "broker down")
             self.broker.closed_connections.append(self.info)
         worker = self.worker
         if by_peer and self.broker.running and worker is not None and not worker.done() \

@@ -50,6 +50,12 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kaflite.cluster._msgscope import TopicResolver, shape, walk
+from kaflite.cluster.observe_history import (
+    History,
+    group_target,
+    partition_target,
+    transaction_target,
+)
 from kaflite.cluster.quotas.manager import Usage
 from kaflite.protocol import errors
 from kaflite.protocol.messages import REGISTRY, ApiVersionsRequest, Struct
@@ -75,6 +81,7 @@ CLOSED_KEPT = 256      # closed connections each broker remembers (broker.closed
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT = 0, 1, 2, 3, 8
 HEARTBEAT, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH, CONSUMER_GROUP_HEARTBEAT = 12, 18, 23, 68
 FIND_COORDINATOR, SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_CLUSTER = 10, 17, 36, 60
+LOOKUP_APIS = frozenset({METADATA, FIND_COORDINATOR})   # how a client finds a new owner
 
 DISCOVERY_APIS = frozenset({API_VERSIONS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE,
                             SASL_AUTHENTICATE, DESCRIBE_CLUSTER})
@@ -176,6 +183,8 @@ class ConnectionRecord:
     telemetry: dict[str, float] = field(default_factory=dict)
     telemetry_pushes: int = 0
     telemetry_at: float | None = None
+    # -- what it did around its errors, for recovery timelines (observe_history)
+    history: History = field(default_factory=History)
 
     def throttled(self, ms: int) -> None:
         self.throttle_time_ms = ms
@@ -247,15 +256,24 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
     stats.total_ms += elapsed_ms
     stats.max_ms = max(stats.max_ms, elapsed_ms)
     stats.recent.append(time.monotonic())
-    info.last_activity = time.time()
+    now = info.last_activity = time.time()
     if isinstance(request, ApiVersionsRequest) and request.client_software_name:
         info.software_name = request.client_software_name
         info.software_version = request.client_software_version
+    history = info.history
+    lookup = api_key in LOOKUP_APIS
+    if lookup:
+        history.looked_up(now, api_key)
     if response is None:
+        history.dropped(now, api_key)
         return
     group = request_group(request)
     failed_groups: set[str] = set()
-    top_error = 0
+    top_error = first_error = 0
+    failed: list[str] = []       # the targets (partitions, groups) that got an error
+    gained: list[str] = []       # the targets this connection serves from now on
+    ok: list[str] | None = [] if api_key in history.failing else None
+    owned = history.owned
     track_partitions = api_key in PARTITION_LEADER_APIS and info.replica_id is None
     for slot in walk(response, version, resolve, group):
         if not slot.error_at(version):
@@ -268,37 +286,70 @@ def record_request(info: ConnectionRecord, api_key: int, version: int, request: 
             touched.append((slot.topic, slot.partition, code))
         if code:
             stats.errors[code] = stats.errors.get(code, 0) + 1
+            first_error = first_error or code
         if slot.level == "partition" and slot.topic is not None and slot.partition is not None:
             tp = (slot.topic, slot.partition)
+            if code:
+                failed.append(partition_target(*tp))
+            elif ok is not None:
+                ok.append(partition_target(*tp))
             if code in NOT_LEADER_CODES:
                 info.partitions.discard(tp)
+                owned.discard(tp)
             elif code == 0 and track_partitions:
                 info.partitions.add(tp)
+                if tp not in owned:
+                    owned.add(tp)
+                    gained.append(partition_target(*tp))
+        elif code and slot.group is not None:
+            failed.append(group_target(slot.group))
         if code in NOT_COORDINATOR_CODES and slot.group is not None:
             failed_groups.add(slot.group)
     if top_error in NOT_COORDINATOR_CODES and group is not None:
         failed_groups.add(group)
+    if top_error and group is not None:
+        failed.append(group_target(group))
+    elif group is not None and ok is not None:
+        ok.append(group_target(group))
     if api_key in GROUP_COORDINATOR_APIS:
         for g in _request_groups(api_key, request):
             if g in failed_groups:
                 info.groups.discard(g)
+                owned.discard(("group", g))
             else:
                 info.groups.add(g)
+                if not top_error and ("group", g) not in owned:
+                    owned.add(("group", g))
+                    gained.append(group_target(g))
     elif api_key == OFFSET_FETCH:
         info.groups.difference_update(failed_groups)
     if api_key == SHARE_GROUP_HEARTBEAT and group is not None:
         if top_error in NOT_COORDINATOR_CODES:
             info.share_groups.discard(group)
+            owned.discard(("group", group))
         elif not top_error:
             info.share_groups.add(group)
+            if ("group", group) not in owned:
+                owned.add(("group", group))
+                gained.append(group_target(group))
     if api_key in TXN_COORDINATOR_APIS:
         txn = getattr(request, "transactional_id", None) \
             or getattr(request, "v3_and_below_transactional_id", None)  # AddPartitionsToTxn
         if isinstance(txn, str) and txn:
+            if top_error:
+                failed.append(transaction_target(txn))
             if top_error in NOT_COORDINATOR_CODES:
                 info.transactional_ids.discard(txn)
+                owned.discard(("transaction", txn))
             else:
                 info.transactional_ids.add(txn)
+                if not top_error and ("transaction", txn) not in owned:
+                    owned.add(("transaction", txn))
+                    gained.append(transaction_target(txn))
+    if first_error and not lookup:
+        history.failed(now, api_key, first_error, failed)
+    if gained or ok is not None or api_key not in history.served:   # else nothing to note
+        history.answered(now, api_key, gained, ok or [], failed=bool(first_error))
 
 
 # -- snapshots -----------------------------------------------------------------------------

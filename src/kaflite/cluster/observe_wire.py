@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 from kaflite.cluster.metadata_image import Json
 from kaflite.cluster.observe import RING, ApiStats, ConnectionRecord
+from kaflite.cluster.observe_history import History
 from kaflite.cluster.quotas.manager import Usage
 
 __all__ = ["record_from_json", "record_to_json"]
@@ -39,6 +40,7 @@ def record_to_json(r: ConnectionRecord) -> Json:
         "share_partitions": [[t, p] for t, p in r.share_partitions],
         "client_instance_id": r.client_instance_id, "telemetry": dict(r.telemetry),
         "telemetry_pushes": r.telemetry_pushes, "telemetry_at": r.telemetry_at,
+        "history": r.history.to_json(),
     }
 
 
@@ -70,4 +72,5 @@ def record_from_json(d: Json) -> ConnectionRecord:
         telemetry={str(k): float(v) for k, v in d.get("telemetry", {}).items()},
         telemetry_pushes=int(d.get("telemetry_pushes", 0)),
         telemetry_at=d.get("telemetry_at"),
+        history=History.from_json(d.get("history")),
     )

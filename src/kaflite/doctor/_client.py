@@ -34,6 +34,7 @@ from kaflite.doctor._model import (
     evidence_of,
 )
 from kaflite.doctor._thresholds import Thresholds
+from kaflite.doctor.recovery import OwnerSearch, search_key
 
 __all__ = ["ClientKey", "ClientState", "client_key"]
 
@@ -119,8 +120,9 @@ class ClientState:
         self.metadata_topics: set[str] = set()
         self.last_metadata: float | None = None
         self.last_error: tuple[float, str] | None = None
-        # recovery: target ("partition t-0", "group g") -> (error time, error name)
-        self.pending: dict[str, tuple[float, str]] = {}
+        # recovery: what waits for a new owner ("Produce partition t-0", "group g", see
+        # kaflite.doctor.recovery) -> (error time, error name)
+        self.pending: OwnerSearch[tuple[float, str]] = OwnerSearch()
         self.recovery_ms: deque[float] = deque(maxlen=RECOVERIES_KEPT)
         self.owner_errors: Counter[str] = Counter()
         # vip-bootstrap: NOT_LEADER_OR_FOLLOWER answers, and (broker, partition) -> the
@@ -198,9 +200,11 @@ class ClientState:
         if r.api_key in PARTITION_APIS:
             failures = sum(n for name, n in owner.items() if name in PARTITION_OWNER_ERRORS)
             if failures:
-                targets = [f"partition {p}" for p in attributed_partitions(r, failures)]
+                targets = [search_key(r.api, f"partition {p}")
+                           for p in attributed_partitions(r, failures)]
             elif not r.errors:
-                self._recovered([f"partition {p}" for p in r.partitions], r.timestamp)
+                self._recovered([search_key(r.api, f"partition {p}") for p in r.partitions],
+                                r.timestamp)
         if r.group is not None:
             if any(name in GROUP_OWNER_ERRORS for name in owner):
                 targets.append(f"group {r.group}")
@@ -208,15 +212,11 @@ class ClientState:
                 self._recovered([f"group {r.group}"], r.timestamp)
         self.owner_errors.update(owner)
         if owner:
-            name = next(iter(owner))
-            for target in targets:
-                self.pending.setdefault(target, (r.timestamp, name))
+            self.pending.failed(targets, (r.timestamp, next(iter(owner))))
 
     def _recovered(self, targets: list[str], ts: float) -> None:
-        for target in targets:
-            failed = self.pending.pop(target, None)
-            if failed is not None:
-                self.recovery_ms.append(max(0.0, (ts - failed[0]) * 1000))
+        for failed_at, _ in self.pending.succeeded(targets):
+            self.recovery_ms.append(max(0.0, (ts - failed_at) * 1000))
 
     def _vip(self, r: Request) -> None:
         n = r.errors.get(NOT_LEADER, 0)

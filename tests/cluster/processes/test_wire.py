@@ -70,9 +70,14 @@ def test_every_field_of_a_registry_row_crosses_the_wire() -> None:
     r.stats(0).errors[6] = 2
     r.quotas["producer_byte_rate"] = Usage(10.0, 5.0, "user=alice", 40)
     r.throttled(40)
+    r.history.failed(11.0, 0, 6, ["partition t-3"])
+    r.history.looked_up(11.5, 3)
+    r.history.answered(12.0, 0, ["partition t-3"], [])
+    r.history.closed_by = "broker down"
     sent = through_json(record_to_json(r))
     assert {f.name for f in dataclasses.fields(ConnectionRecord)} <= set(sent)
     assert dataclasses.asdict(record_from_json(sent)) == dataclasses.asdict(r)
+    assert record_from_json(sent).history.successes[0].targets == ("partition t-3",)
 
 
 class _Quiet:

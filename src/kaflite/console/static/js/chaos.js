@@ -3,6 +3,7 @@
 import { ROUTES, act, api, clear, el, field, formData, info, poll, stream } from "./core.js";
 import { brokerState } from "./cluster.js";
 import { recoveryFeed } from "./recovery.js";
+import { clientRecovery } from "./clientrecovery.js";
 
 const num = (v) => (v === undefined ? undefined : Number.isNaN(Number(v)) ? v : Number(v));
 
@@ -10,6 +11,7 @@ export function mount(root) {
   const err = el("div.error-text");
   const brokersBox = el("div#chaos-brokers");
   const feed = recoveryFeed();
+  const perClient = clientRecovery();
   const faultsBox = el("div#faults");
   const stops = [];
   let alive = true;
@@ -57,7 +59,8 @@ export function mount(root) {
       el("section.card", null, el("h2", { text: "Brokers" }), brokersBox, err),
       el("section.card", null, el("h2", { text: "Faults" }), ...forms),
       el("section.card", null, el("h2", { text: "Active fault rules" }), faultsBox)),
-    el("section.card.grow", null, el("h2", { text: "Recovery, as it happens" }), feed.root)));
+    el("section.card.grow", null, el("h2", { text: "Recovery, as it happens" }), feed.root)),
+    el("section.card#client-recovery-card", null, el("h2", { text: "Recovery per client" }), perClient.root));
 
   function brokerAction(id, action, body) {
     return async () => {
@@ -113,7 +116,7 @@ export function mount(root) {
       root.dataset.ready = "1";
       return;
     }
-    stops.push(poll(refreshBrokers, 2000), poll(refreshFaults, 5000), stream({ cluster: onChange, open: () => { feed.root.dataset.live = "1"; } }));
+    stops.push(poll(refreshBrokers, 2000), poll(refreshFaults, 5000), poll(perClient.refresh, 2000), stream({ cluster: onChange, open: () => { feed.root.dataset.live = "1"; } }));
   });
   return () => {
     alive = false;

@@ -21,6 +21,7 @@ export const ROUTES = {
   series: "/api/series",
   stream: "/api/stream",
   health: "/api/health",
+  recovery: "/api/recovery",
   // chaos (kaflite backend), as in cluster/http.py
   faults: "/faults",
   fault: (kind) => `/faults/${kind}`,
