@@ -22,6 +22,7 @@ failure here until the table (and ``docs/compatibility.md``) says so.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -33,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from kaflite.security.certs import Pki, write_test_pki
-from kaflite.testing import ClusterUnderTest
+from kaflite.testing import ClusterUnderTest, Unsupported
 from tests.interop._clients import run, upsert_scram_user
 from tests.interop.conftest import ROOT, ensured_path, make_target, started
 
@@ -42,7 +43,8 @@ pytestmark = pytest.mark.interop
 ENSURE = ROOT / "tools" / "ensure_kafka_python_tests.sh"
 FETCH_TIMEOUT_S = 300
 RUN_TIMEOUT_S = 900
-TARGETS = os.environ.get("KAFLITE_KPY_TARGETS", "kaflite-1,kaflite-3,kafka-1").split(",")
+TARGETS = os.environ.get("KAFLITE_KPY_TARGETS",
+                         "kaflite-1,kaflite-3,kaflite-3p,kafka-1,kafka-1+proxy").split(",")
 # The newest broker version kafka-python 3.0 knows: what it infers from kaflite and from
 # Kafka 4.4 alike. The suite passes it to its clients as api_version and gates tests on it.
 KAFKA_VERSION = "4.3.0"
@@ -89,12 +91,6 @@ NODE_0 = {
     # assigns the two new partitions to broker 0: "no such broker is registered"
     "test_admin_integration::test_create_partitions": "failed",
 }
-NOT_PASSING: dict[str, dict[str, str]] = {
-    "kaflite-1": {**ANY_TARGET},
-    "kaflite-3": {**ANY_TARGET},
-    "kafka-1": {**ANY_TARGET, **NODE_0},
-    "kafka-3": {**ANY_TARGET, **NODE_0},
-}
 # Not run on several brokers: each assumes the fixture's one broker, so that there its
 # verdict is chance, not the broker's (on Apache Kafka 4.4 with three brokers both fail
 # as on kaflite's three).
@@ -116,11 +112,36 @@ KAFKA_PROPAGATION = {
 }
 
 
-def not_run(kind: str, brokers: int) -> list[str]:
-    """The suite's node ids not to run on this target."""
-    tests = (ONE_BROKER_ONLY | (KAFKA_PROPAGATION if kind.startswith("kafka-") else set())
-             if brokers > 1 else set())
+# The suite's modules that ask for a transport besides PLAINTEXT.
+TRANSPORTS = {"SASL_PLAINTEXT": "test_sasl_integration.py", "SSL": "test_ssl_integration.py"}
+
+
+def not_passing(kind: str) -> dict[str, str]:
+    """The verdicts other than "passed" expected on a target of this kind."""
+    return {**ANY_TARGET, **(NODE_0 if kind.startswith("kafka-") else {})}
+
+
+def not_run(kind: str, brokers: int, listeners: dict[str, str]) -> list[str]:
+    """The suite's node ids (and modules) not to run on this target."""
+    tests = {module for transport, module in TRANSPORTS.items() if transport not in listeners}
+    if brokers > 1:
+        tests |= ONE_BROKER_ONLY | (KAFKA_PROPAGATION if kind.startswith("kafka-") else set())
     return [f"test/integration/{test}" for test in sorted(tests)]
+
+
+def node_id(key: str) -> str:
+    """The suite's node id of a ``verdicts`` key."""
+    module, _, rest = key.partition("::")
+    return f"test/integration/{module}.py::{rest}"
+
+
+def listeners_of(target: ClusterUnderTest) -> dict[str, str]:
+    """Each listener's bootstrap servers; behind kaflite's proxy, PLAINTEXT's alone."""
+    out = {"PLAINTEXT": target.bootstrap_servers}
+    for name in LISTENERS:
+        with contextlib.suppress(Unsupported):
+            out[name] = target.bootstrap(name)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -174,11 +195,11 @@ def test_kafka_python_integration_suite(target: ClusterUnderTest, suite_dir: Pat
     no_distribution = tmp_path / "no-kafka-distribution"   # KafkaFixture wants a directory
     no_distribution.mkdir()
     report = tmp_path / "junit.xml"
-    listeners = {"PLAINTEXT": target.bootstrap_servers,
-                 **{n: target.bootstrap(n) for n in LISTENERS}}
+    listeners = listeners_of(target)
+    skipped = not_run(name, len(target.node_ids), listeners)
     env = {**os.environ, "KAFKA_VERSION": KAFKA_VERSION, "KAFKA_ROOT": str(no_distribution),
            "KAFLITE_KPY_LISTENERS": json.dumps(listeners), "KAFLITE_KPY_SSL_DIR": str(ssl_dir),
-           "KAFLITE_KPY_DESELECT": json.dumps(not_run(name, len(target.node_ids))),
+           "KAFLITE_KPY_DESELECT": json.dumps(skipped),
            "PYTHONPATH": os.pathsep.join([str(suite_dir), str(ROOT), str(ROOT / "src")])}
     env.pop("KAFKA_URI", None)
     # -o addopts=: the suite's own adds pytest-timeout's options (not installed here; the
@@ -194,7 +215,8 @@ def test_kafka_python_integration_suite(target: ClusterUnderTest, suite_dir: Pat
     assert report.exists(), f"no report ({proc.returncode}): {proc.stdout[-3000:]}"
     got = verdicts(report)
     assert got, f"no test verdicts ({proc.returncode}): {proc.stdout[-3000:]}"
-    expected = NOT_PASSING[name]
+    expected = {test: verdict for test, verdict in not_passing(name).items()
+                if not {node_id(test), node_id(test).split("::")[0]} & set(skipped)}
     wrong = {test: (verdict, expected.get(test, "passed")) for test, verdict in got.items()
              if verdict != expected.get(test, "passed")}
     missing = sorted(set(expected) - set(got))

@@ -16,8 +16,9 @@ given here as the same. Spawning is refused: there is no distribution to spawn.
 
 ``KAFLITE_KPY_LISTENERS``: JSON ``{"PLAINTEXT": "host:port", "SASL_PLAINTEXT": ...,
 "SSL": ...}``; ``KAFLITE_KPY_SSL_DIR``: the directory with ``ca-cert``;
-``KAFLITE_KPY_DESELECT``: JSON, the node ids not to run (exactly those: pytest's own
-``--deselect`` takes prefixes, and ``test_delete_records`` is one of another test's).
+``KAFLITE_KPY_DESELECT``: JSON, the node ids (or module paths) not to run, exactly
+those: pytest's own ``--deselect`` takes prefixes, and ``test_delete_records`` is one
+of another test's.
 """
 
 from __future__ import annotations
@@ -105,8 +106,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     unwanted = set(json.loads(os.environ.get("KAFLITE_KPY_DESELECT", "[]")))
     if not unwanted:
         return
-    config.hook.pytest_deselected(items=[i for i in items if i.nodeid in unwanted])
-    items[:] = [i for i in items if i.nodeid not in unwanted]
+    dropped = [i for i in items if {i.nodeid, i.nodeid.split("::")[0]} & unwanted]
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = [i for i in items if i not in dropped]
 
 
 @pytest.hookimpl(tryfirst=True)
