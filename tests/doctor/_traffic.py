@@ -39,11 +39,12 @@ def produce_through(proxy: Proxy, client_id: str, topic: str) -> int:
 
 
 def storm_behind_vip(cluster: Cluster, topic: str) -> str | None:
-    """librdkafka producers behind kaflite's naive proxy (every broker at one round-robin
-    address), one after another, until one gets refused; its client id.
+    """librdkafka producers behind kaflite's naive proxy (every broker at one address,
+    a broker drawn per connection), one after another, until one gets refused; its
+    client id.
 
-    Round-robin can land each of a producer's connections on its own broker (about one
-    producer in six sees no error): at most five producers."""
+    The draw can land each of a producer's connections on its own broker (about one
+    producer in 27 sees no error): at most five producers."""
     with Proxy(cluster.bootstrap_servers, naive=True) as naive:
         for n in range(5):
             if produce_through(naive, f"behind-vip-{n}", topic) > 0:

@@ -30,6 +30,26 @@ from kaflite.cli._topics import topic_partitions
 app = typer.Typer(help="Run an example pipeline on Spark (needs pyspark and Java 17+).",
                   no_args_is_help=True, rich_markup_mode=None)
 
+# the options every streaming pipeline takes (kaflite.pipelines._streaming.StreamSettings)
+Master = Annotated[str, typer.Option(help="Spark master")]
+StartingOffsets = Annotated[str, typer.Option(
+    help="earliest or latest, when there is no checkpoint")]
+MaxOffsetsPerTrigger = Annotated[int | None, typer.Option(
+    help="cap on the records of one micro-batch")]
+Checkpoint = Annotated[str | None, typer.Option(
+    help="checkpoint directory, to resume from (default: a temporary one, removed)")]
+AvailableNow = Annotated[bool, typer.Option(
+    "--available-now", help="process what the input topic holds now, then stop")]
+TriggerInterval = Annotated[str, typer.Option(
+    help="micro-batch interval without --available-now")]
+Timeout = Annotated[float | None, typer.Option(
+    help="stop after this many seconds (default: when the queries end, or Ctrl-C)")]
+Conf = Annotated[list[str] | None, typer.Option(
+    "--conf", help="a Spark setting as key=value (repeatable), as spark-submit's")]
+LogFile = Annotated[Path | None, typer.Option(
+    "--log-file", help="Spark's logs (default: pipeline.log in a new temporary "
+    "directory, named at the start)", show_default=False)]
+
 
 def spark_conf(items: list[str] | None) -> dict[str, str]:
     """``--conf key=value`` options (as spark-submit's) as a dict."""
@@ -49,30 +69,19 @@ def clickstream(
     results: Annotated[str, typer.Option(help="topic for the aggregates")] = "clicks-per-minute",
     create: Annotated[bool, typer.Option(
         "--create", help="create the results topic if it does not exist")] = False,
-    master: Annotated[str, typer.Option(help="Spark master")] = "local[*]",
+    master: Master = "local[*]",
     window: Annotated[str, typer.Option(help="tumbling event-time window")] = "1 minute",
     watermark: Annotated[str, typer.Option(help="how late an event may be")] = "1 minute",
-    starting_offsets: Annotated[str, typer.Option(
-        help="earliest or latest, when there is no checkpoint")] = "earliest",
-    max_offsets_per_trigger: Annotated[int | None, typer.Option(
-        help="cap on the events of one micro-batch")] = None,
-    checkpoint: Annotated[str | None, typer.Option(
-        help="checkpoint directory, to resume from (default: a temporary one, removed)")]
-    = None,
+    starting_offsets: StartingOffsets = "earliest",
+    max_offsets_per_trigger: MaxOffsetsPerTrigger = None,
+    checkpoint: Checkpoint = None,
     parquet: Annotated[str | None, typer.Option(
         help="also write the aggregates here as Parquet")] = None,
-    available_now: Annotated[bool, typer.Option(
-        "--available-now", help="process what the topic holds now, then stop")] = False,
-    trigger_interval: Annotated[str, typer.Option(
-        help="micro-batch interval without --available-now")] = "10 seconds",
-    timeout: Annotated[float | None, typer.Option(
-        help="stop after this many seconds (default: when the queries end, or Ctrl-C)")]
-    = None,
-    conf: Annotated[list[str] | None, typer.Option(
-        "--conf", help="a Spark setting as key=value (repeatable), as spark-submit's")] = None,
-    log_file: Annotated[Path | None, typer.Option(
-        "--log-file", help="Spark's logs (default: pipeline.log in a new temporary "
-        "directory, named at the start)", show_default=False)] = None,
+    available_now: AvailableNow = False,
+    trigger_interval: TriggerInterval = "10 seconds",
+    timeout: Timeout = None,
+    conf: Conf = None,
+    log_file: LogFile = None,
 ) -> None:
     """Per-page counts and revenue in event-time windows, from --events to --results."""
     if starting_offsets not in ("earliest", "latest"):
@@ -107,26 +116,15 @@ def control_plane(
         help="topic for the findings (created if it does not exist)")] = "__kaflite_findings",
     requests: Annotated[str, typer.Option(
         help="the request log's topic")] = "__kaflite_requests",
-    master: Annotated[str, typer.Option(help="Spark master")] = "local[*]",
-    starting_offsets: Annotated[str, typer.Option(
-        help="earliest or latest, when there is no checkpoint")] = "earliest",
-    max_offsets_per_trigger: Annotated[int | None, typer.Option(
-        help="cap on the requests of one micro-batch")] = None,
-    checkpoint: Annotated[str | None, typer.Option(
-        help="checkpoint directory, to resume from (default: a temporary one, removed)")]
-    = None,
-    available_now: Annotated[bool, typer.Option(
-        "--available-now", help="process what the log holds now, then stop")] = False,
-    trigger_interval: Annotated[str, typer.Option(
-        help="micro-batch interval without --available-now")] = "10 seconds",
-    timeout: Annotated[float | None, typer.Option(
-        help="stop after this many seconds (default: when the query ends, or Ctrl-C)")]
-    = None,
-    conf: Annotated[list[str] | None, typer.Option(
-        "--conf", help="a Spark setting as key=value (repeatable), as spark-submit's")] = None,
-    log_file: Annotated[Path | None, typer.Option(
-        "--log-file", help="Spark's logs (default: pipeline.log in a new temporary "
-        "directory, named at the start)", show_default=False)] = None,
+    master: Master = "local[*]",
+    starting_offsets: StartingOffsets = "earliest",
+    max_offsets_per_trigger: MaxOffsetsPerTrigger = None,
+    checkpoint: Checkpoint = None,
+    available_now: AvailableNow = False,
+    trigger_interval: TriggerInterval = "10 seconds",
+    timeout: Timeout = None,
+    conf: Conf = None,
+    log_file: LogFile = None,
 ) -> None:
     """The doctor's findings from the request log, per micro-batch, to --findings."""
     if starting_offsets not in ("earliest", "latest"):

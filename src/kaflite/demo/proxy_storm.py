@@ -3,7 +3,7 @@
 
 The seeds' warning, shown: a 3-broker cluster and a 6-partition topic; one
 confluent-kafka producer writes to it through a naive proxy (every broker
-advertised at one address, connections round-robin over the brokers, as a load
+advertised at one address, each connection on a broker drawn at random, as a load
 balancer in front of Kafka does), then the same producer writes through the
 aware proxy (one port per broker). Each proxy's registry counts the
 NOT_LEADER_OR_FOLLOWER answers its clients got. (A consumer is not the one to

@@ -39,16 +39,12 @@ so the results are those of Spark 4.2+.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import shutil
-import tempfile
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kaflite.pipelines._streaming import StreamSettings, await_queries, streaming_session
 from kaflite.pipelines.events import EVENT_SCHEMA
 
 if TYPE_CHECKING:
@@ -140,49 +136,22 @@ def start(spark: SparkSession, bootstrap: str, events: str, results: str, checkp
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(StreamSettings):
     """What ``run`` runs: the command line's options (``kaflite pipeline clickstream``)."""
 
-    bootstrap: str
     events: str = "clicks"
     results: str = "clicks-per-minute"
-    master: str = "local[*]"
     window: str = "1 minute"
     watermark: str = "1 minute"
-    starting_offsets: str = "earliest"
-    max_offsets_per_trigger: int | None = None
-    checkpoint: str | None = None
     parquet: str | None = None
-    available_now: bool = False
-    trigger_interval: str = "10 seconds"
-    timeout: float | None = None
-    conf: dict[str, str] = field(default_factory=dict)
-    log_file: str | None = None     # Spark's logs go there, not to the terminal
 
 
 def run(settings: Settings, say: Callable[[str], None] = print) -> int:
     """Run the pipeline on a new SparkSession until its queries end, ``timeout``
-    seconds pass, or Ctrl-C; then stop it. Returns 0, or 1 if a query failed.
-
-    A checkpoint directory made here (no ``checkpoint`` given) is removed at
-    the end: the next run starts again from ``starting_offsets``.
-    """
-    from pyspark.errors import StreamingQueryException
-
-    import kaflite.spark
-    from kaflite.pipelines.spark_logs import pipeline_session
-    from kaflite.spark._session import require_java
-
-    require_java()
+    seconds pass, or Ctrl-C; then stop it (``streaming_session``). Returns 0, or 1 if
+    a query failed."""
     s = settings
-    conf = {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false",
-            **s.conf}
-    spark = pipeline_session("kaflite-clickstream", s.master, conf,
-                             None if s.log_file is None else Path(s.log_file))
-    kaflite.spark.register(spark)
-    checkpoint = s.checkpoint or tempfile.mkdtemp(prefix="clickstream-checkpoint-")
-    failed: list[str] = []
-    try:
+    with streaming_session("kaflite-clickstream", s) as (spark, checkpoint):
         queries = start(spark, s.bootstrap, s.events, s.results, checkpoint,
                         window=s.window, watermark=s.watermark,
                         starting_offsets=s.starting_offsets, parquet=s.parquet,
@@ -190,27 +159,10 @@ def run(settings: Settings, say: Callable[[str], None] = print) -> int:
                         max_offsets_per_trigger=s.max_offsets_per_trigger)
         say(f"clickstream: {s.events} → {s.results}"
             + (f" and {s.parquet}" if s.parquet else "") + f" (checkpoint {checkpoint})")
-        deadline = None if s.timeout is None else time.monotonic() + s.timeout
-        for q in queries:
-            try:
-                if deadline is None:
-                    q.awaitTermination()
-                elif (left := deadline - time.monotonic()) > 0:
-                    q.awaitTermination(math.ceil(left))   # whole seconds, as its hint says
-            except StreamingQueryException as exc:
-                failed.append(f"{q.name}: {exc}")
-        timed_out = [q for q in queries if q.isActive]   # only a deadline leaves one running
-        for q in timed_out:
-            q.stop()
+        failed, timed_out = await_queries(queries, s.timeout)
         progress = queries[0].recentProgress
         say(f"clickstream: read {sum(int(p['numInputRows']) for p in progress)} events in "
             f"{len(progress)} batches" + (f", stopped after {s.timeout:g} s" if timed_out else ""))
-    finally:
-        for q in spark.streams.active:   # Ctrl-C or an error: stop what still runs
-            q.stop()
-        spark.stop()
-        if s.checkpoint is None:
-            shutil.rmtree(checkpoint, ignore_errors=True)
     for line in failed:
         say(f"clickstream: query failed: {line}")
     return 1 if failed else 0

@@ -40,18 +40,16 @@ logs a warning for the records it could not read), not fail.
 from __future__ import annotations
 
 import json
-import math
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kaflite.cluster.request_log import REQUEST_LOG_TOPIC
 from kaflite.doctor import DEFAULT, Analyzer, Finding, Thresholds
 from kaflite.doctor.reader import DOCTOR_CLIENT_ID, decode
+from kaflite.pipelines._streaming import StreamSettings, await_queries, streaming_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -205,43 +203,19 @@ def start(spark: SparkSession, bootstrap: str, checkpoint: str, *,
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(StreamSettings):
     """What ``run`` runs: ``kaflite pipeline control-plane``'s options."""
 
-    bootstrap: str
     requests: str = REQUEST_LOG_TOPIC
     findings: str = FINDINGS_TOPIC
-    master: str = "local[*]"
-    starting_offsets: str = "earliest"
-    max_offsets_per_trigger: int | None = None
-    checkpoint: str | None = None
-    available_now: bool = False
-    trigger_interval: str = "10 seconds"
-    timeout: float | None = None
-    conf: dict[str, str] = field(default_factory=dict)
-    log_file: str | None = None     # Spark's logs go there, not to the terminal
 
 
 def run(settings: Settings, say: Callable[[str], None] = print) -> int:
     """Run the query on a new SparkSession until it ends (``available_now``),
-    ``timeout`` seconds pass, or Ctrl-C; then stop it. Returns 0, or 1 if it failed.
-    A checkpoint directory made here (no ``checkpoint`` given) is removed at the end."""
-    from pyspark.errors import StreamingQueryException
-
-    import kaflite.spark
-    from kaflite.pipelines.spark_logs import pipeline_session
-    from kaflite.spark._session import require_java
-
-    require_java()
+    ``timeout`` seconds pass, or Ctrl-C; then stop it (``streaming_session``).
+    Returns 0, or 1 if it failed."""
     s = settings
-    conf = {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false",
-            **s.conf}
-    spark = pipeline_session("kaflite-control-plane", s.master, conf,
-                             None if s.log_file is None else Path(s.log_file))
-    kaflite.spark.register(spark)
-    checkpoint = s.checkpoint or tempfile.mkdtemp(prefix="control-plane-checkpoint-")
-    failed: str | None = None
-    try:
+    with streaming_session("kaflite-control-plane", s) as (spark, checkpoint):
         started = start(spark, s.bootstrap, checkpoint, requests=s.requests,
                         findings=s.findings, starting_offsets=s.starting_offsets,
                         available_now=s.available_now, trigger_interval=s.trigger_interval,
@@ -249,29 +223,12 @@ def run(settings: Settings, say: Callable[[str], None] = print) -> int:
         say(f"control-plane: {s.requests} → {s.findings} (checkpoint {checkpoint})"
             + (f"; state rebuilt from {started.rebuilt} earlier requests"
                if started.rebuilt else ""))
-        query = started.query
-        try:
-            if s.timeout is None:
-                query.awaitTermination()
-            else:
-                query.awaitTermination(max(1, math.ceil(s.timeout)))
-        except StreamingQueryException as exc:
-            failed = str(exc)
-        timed_out = query.isActive
-        if timed_out:
-            query.stop()
+        failed, timed_out = await_queries([started.query], s.timeout)
         plane = started.plane
         names = sorted({f.name for f in plane.analyzer.findings()})
         say(f"control-plane: read {plane.values} requests in {plane.batches} batches; "
             + (f"findings: {', '.join(names)}" if names else "no findings")
             + (f"; stopped after {s.timeout:g} s" if timed_out and s.timeout else ""))
-    finally:
-        for q in spark.streams.active:   # Ctrl-C or an error: stop what still runs
-            q.stop()
-        spark.stop()
-        if s.checkpoint is None:
-            shutil.rmtree(checkpoint, ignore_errors=True)
-    if failed is not None:
-        say(f"control-plane: query failed: {failed}")
-        return 1
-    return 0
+    for line in failed:
+        say(f"control-plane: query failed: {line}")
+    return 1 if failed else 0

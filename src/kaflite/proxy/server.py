@@ -21,10 +21,14 @@ broker now: what ``kaflite.verify`` injects into a cluster that has no such hook
 
 ``naive=True`` is the shared VIP of the seeds: every broker is advertised at
 the one bootstrap address (as brokers whose ``advertised.listeners`` name a load
-balancer), and each connection goes to the next upstream broker in turn. A
-client then sends a partition's Produce or Fetch to whichever broker its
-connection happens to reach, and gets NOT_LEADER_OR_FOLLOWER from the others.
-It exists to be shown, beside the real thing.
+balancer), and each connection goes to an upstream broker drawn at random, as a
+Kubernetes Service in front of the brokers picks a backend (kube-proxy's
+iptables mode draws one per connection). A client then sends a partition's
+Produce or Fetch to whichever broker its connection happens to reach, and gets
+NOT_LEADER_OR_FOLLOWER from the others. It exists to be shown, beside the real
+thing. (A round-robin showed it less often than chance would: librdkafka opens
+its broker connections in a similar order each run, and in 8 runs of 20 that
+order met the proxy's turn exactly, each connection on its own broker.)
 
 ``sni_suffix="px.example.com"`` (with TLS) routes by SNI on the one port: broker
 n is advertised as ``broker-<n>.px.example.com`` at the bootstrap port, and a
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import re
 import socket
 import ssl
@@ -126,6 +131,7 @@ class Proxy:
         self.node_ports: dict[int, int] = {}
         self.http: HttpServer | None = None
         self._rr = itertools.count()
+        self._draw = random.Random()    # naive mode's backend per connection
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: LoopThread | None = None
         self._bound_port = 0
@@ -170,7 +176,7 @@ class Proxy:
         if self.naive:
             known = sorted(self.brokers.upstream.items())
             if known:
-                node, (host, port) = known[next(self._rr) % len(known)]
+                node, (host, port) = self._draw.choice(known)
                 return [(host, port, node)]
         elif node_id is not None:
             found = self.brokers.upstream_of(node_id)

@@ -5,7 +5,7 @@ Theory of operation
 A ``Session`` pairs the client's connection (``Downstream``) with one upstream
 connection of its own to the broker its local port stands for (a bootstrap
 connection goes to any upstream bootstrap server; in naive mode every
-connection goes to the next upstream broker in turn). Both sides split their
+connection goes to an upstream broker drawn at random). Both sides split their
 bytes into frames with the codec's ``FrameDecoder``.
 
 Requests, in order:

@@ -44,13 +44,19 @@ __all__ = ["load_segments"]
 log = logging.getLogger("kaflite.cluster.log")
 
 
-def _settle_leftovers(directory: Path) -> None:
-    for name in sorted(os.listdir(directory)):
+def _settle_leftovers(directory: Path) -> list[str]:
+    """Settle what interrupted work left (the module's step 1); returns the
+    directory's names after it. One listing when nothing was left over, the usual case
+    for each of a broker's thousands of partitions at a start."""
+    names = sorted(os.listdir(directory))
+    changed = False
+    for name in names:
         path = directory / name
         if name.endswith(".tmp") or name.endswith(CLEANED_SUFFIX):
             if name.endswith(".tmp") and pending_text(directory / name[:-4]) is not None:
                 continue     # the deferred writer's, being written now: not a leftover
             path.unlink(missing_ok=True)
+            changed = True
         elif name.endswith(SWAP_SUFFIX):
             base = base_offset_of(name)
             if base is not None and name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
@@ -61,12 +67,15 @@ def _settle_leftovers(directory: Path) -> None:
                 os.replace(path, segment_path(directory, base, LOG_SUFFIX))
             else:
                 path.unlink(missing_ok=True)
-    bases = {base_offset_of(n) for n in os.listdir(directory) if n.endswith(LOG_SUFFIX)}
-    for name in os.listdir(directory):
-        if name.endswith(INDEX_SUFFIX) or name.endswith(TIMEINDEX_SUFFIX):
-            base = base_offset_of(name)
-            if base is not None and base not in bases:
-                (directory / name).unlink(missing_ok=True)
+            changed = True
+    if changed:
+        names = sorted(os.listdir(directory))
+    bases = {base_offset_of(n) for n in names if n.endswith(LOG_SUFFIX)}
+    orphans = [n for n in names if (n.endswith(INDEX_SUFFIX) or n.endswith(TIMEINDEX_SUFFIX))
+               and (base := base_offset_of(n)) is not None and base not in bases]
+    for name in orphans:
+        (directory / name).unlink(missing_ok=True)
+    return [n for n in names if n not in orphans] if orphans else names
 
 
 def load_segments(
@@ -78,10 +87,9 @@ def load_segments(
     now_ms: int,
 ) -> list[LogSegment]:
     """Open (and where needed recover) every segment of ``directory``."""
-    _settle_leftovers(directory)
     bases = sorted(
         base
-        for name in os.listdir(directory)
+        for name in _settle_leftovers(directory)
         if name.endswith(LOG_SUFFIX) and (base := base_offset_of(name)) is not None
     )
     segments = [LogSegment(directory, base, index_interval, now_ms) for base in bases]
