@@ -51,13 +51,15 @@ test: $(STAMP) bytecode check-java lint
 # one of the brokers of the client x broker matrix with Tansu (tools/ensure_kfake.sh); the `kaflite` format also runs on
 # a Spark standalone master and two workers started from PySpark's spark-class (about 2 minutes,
 # tests/interop/test_spark_standalone.py). One worker there: one cluster at a time. Without Java or Maven
-# the Kafka cases skip, saying why (under CI=true they fail).
+# the Kafka cases skip, saying why (under CI=true they fail). kafka-python's own integration
+# tests come from its PyPI sdist (tools/ensure_kafka_python_tests.sh).
 interop: $(STAMP) bytecode
 	@tools/ensure_kafkajs.sh
 	@tools/ensure_kfake.sh >/dev/null || echo "note: franz-go's kfake is not available; its tests will say why" >&2
 	$(PY) -m pytest -n $(PEER_JOBS) --durations=10 --ignore=tests/interop -m peer $(PYTEST_ARGS)
 	@tools/ensure_kafka.sh >/dev/null || echo "note: Apache Kafka is not available; its tests will say why" >&2
 	@PYTHON=$(PY) tools/ensure_spark_kafka.sh >/dev/null || echo "note: Spark's Kafka connector is not available; its tests will say why" >&2
+	@KAFLITE_PYTHON=$(PY) tools/ensure_kafka_python_tests.sh >/dev/null || echo "note: kafka-python's tests are not available; their test will say why" >&2
 	$(PY) -m pytest tests/interop --durations=15 $(PYTEST_ARGS)
 
 demo: $(STAMP) bytecode check-java
