@@ -43,9 +43,11 @@ def test_default_and_per_broker_values_and_their_sources() -> None:
             got = await admin.describe_config_entries([b0, b1, dflt], include_synonyms=True)
             e = _entry(got, b0, "log.retention.ms")
             assert (e.value, e.source, e.read_only) == ("654321", "DYNAMIC_BROKER_CONFIG", False)
+            # log.retention.hours stands for the same setting (Kafka lists its default too)
             assert e.synonyms == (
                 ConfigSynonym("log.retention.ms", "654321", "DYNAMIC_BROKER_CONFIG"),
-                ConfigSynonym("log.retention.ms", "123456", "DYNAMIC_DEFAULT_BROKER_CONFIG"))
+                ConfigSynonym("log.retention.ms", "123456", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+                ConfigSynonym("log.retention.hours", "168", "DEFAULT_CONFIG"))
             e = _entry(got, b0, "message.max.bytes")
             assert e.synonyms == (
                 ConfigSynonym("message.max.bytes", "2000000", "DYNAMIC_BROKER_CONFIG"),

@@ -2,9 +2,9 @@
 
 Topic configs are stored on the controller and take effect on every replica at
 once (the controller pushes the topic's new state to its brokers). Broker
-configs are described with the layer each value comes from, and may be changed
-dynamically for one broker or for all (``kaflite.cluster.dynamic_configs``). Group configs
-(resource type GROUP, ``kaflite.cluster.group_configs``) are stored on the
+configs are described as Kafka describes them (``kaflite.cluster.broker_describe``), and
+may be changed dynamically for one broker or for all (``kaflite.cluster.dynamic_configs``).
+Group configs (resource type GROUP, ``kaflite.cluster.group_configs``) are stored on the
 controller too; the group coordinator reads them on every heartbeat. Client metrics
 subscriptions (resource type CLIENT_METRICS, ``kaflite.cluster.client_metrics``) are
 stored the same way and read by each broker's telemetry manager.
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kaflite.cluster import dynamic_configs
-from kaflite.cluster._kafka_broker_configs import STATIC_PASSWORDS
+from kaflite.cluster import broker_describe, dynamic_configs
 from kaflite.cluster.client_metrics import (
     CLIENT_METRICS_CONFIG_TYPES,
     CLIENT_METRICS_RESOURCE,
@@ -127,49 +126,14 @@ def _describe_client_metrics(broker: Broker, name: str, keys: list[str] | None
         for key, value in stored.items() if keys is None or key in keys]
 
 
-def _broker_entry(key: str, layers: list[tuple[str, str]], synonyms: bool
-                  ) -> dcr.DescribeConfigsResourceResult:
-    """One broker config, from its values in Kafka's order of precedence."""
-    value: str | None = layers[0][0]
-    kind = dynamic_configs.config_type(key)
-    sensitive = kind == "PASSWORD" or key in STATIC_PASSWORDS
-    custom = kind is None and key not in BROKER_DEFAULTS and all(
-        source.startswith("DYNAMIC") for _, source in layers)
-    if sensitive or custom:      # a secret, or a name no one knows: Kafka hides the value
-        value = None
-    return dcr.DescribeConfigsResourceResult(
-        name=key, value=value, read_only=kind is None, config_source=SOURCE[layers[0][1]],
-        is_sensitive=sensitive or custom,
-        synonyms=[dcr.DescribeConfigsSynonym(key, None if sensitive or custom else v, SOURCE[s])
-                  for v, s in layers] if synonyms else [],
-        config_type=0 if custom else TYPES["PASSWORD" if sensitive else kind or "STRING"])
-
-
 def _describe_broker(broker: Broker, name: str, keys: list[str] | None,
                      synonyms: bool) -> list[dcr.DescribeConfigsResourceResult]:
     node = dynamic_configs.resource_node(name, broker.node_id, describe=True)
     store = broker.controller.broker_configs
     default = store.get(dynamic_configs.DEFAULT, {})
-    if node is None:        # the cluster-wide default: what was set there, alone
-        return [_broker_entry(k, [(v, dynamic_configs.SOURCE_DEFAULT)], synonyms)
-                for k, v in sorted(default.items()) if keys is None or k in keys]
-    own = store.get(str(node), {})
-    props = broker.config.props
-    out = []
-    for key in sorted(set(props) | set(default) | set(own)):
-        if keys is not None and key not in keys:
-            continue
-        layers = []
-        if key in own:
-            layers.append((own[key], dynamic_configs.SOURCE_BROKER))
-        if key in default:
-            layers.append((default[key], dynamic_configs.SOURCE_DEFAULT))
-        if key in props and props[key] != BROKER_DEFAULTS.get(key):
-            layers.append((props[key], "STATIC_BROKER_CONFIG"))
-        if key in BROKER_DEFAULTS:
-            layers.append((BROKER_DEFAULTS[key], "DEFAULT_CONFIG"))
-        out.append(_broker_entry(key, layers, synonyms))
-    return out
+    own = None if node is None else store.get(str(node), {})
+    return broker_describe.describe(broker_describe.started_with(broker), default, own,
+                                    keys, synonyms)
 
 
 async def handle_describe(broker: Broker, conn: ServerConnection, header: RequestHeader,
