@@ -6,8 +6,10 @@ group offsets altered, groups and topics deleted, records deleted)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -24,7 +26,9 @@ pytestmark = pytest.mark.interop
 # (docs/compatibility.md, "The client x broker matrix").
 target = matrix_fixture()
 
-TOPIC = 2
+TOPIC, BROKER = 2, 4
+# Kafka 4.4.0's broker configs, as one of its brokers described them
+BROKER_CONFIGS = Path(__file__).parents[1] / "cluster" / "fixtures" / "kafka-4.4.0-broker-configs.json"
 T = TypeVar("T")
 
 
@@ -110,6 +114,31 @@ def test_topic_configs_described_altered_and_reset(target: ClusterUnderTest) -> 
                                      lambda e: e["retention.ms"][0] != "7200000")
             assert reset["retention.ms"] == (str(7 * 24 * 3600 * 1000), "DEFAULT_CONFIG")
             assert reset["max.message.bytes"] == ("2000000", "DYNAMIC_TOPIC_CONFIG")
+
+    run(main())
+
+
+def test_a_broker_describes_every_kafka_broker_config(target: ClusterUnderTest) -> None:
+    """The names (with their read_only and is_sensitive) a broker describes: on kaflite
+    and on Kafka alike, those of tests/cluster/fixtures (Kafka 4.4.0's), with the
+    listeners a client reaches it by."""
+    limited(target, {"tansu": "Tansu 0.6 describes the broker configs it has only",
+                     "kfake": "kfake describes the broker configs it has only"})
+    kafka = json.loads(BROKER_CONFIGS.read_text())["configs"]
+    node = str(target.node_ids[0])
+    res = ConfigResource(BROKER, node)
+
+    async def main() -> None:
+        async with Admin(bootstrap_servers=target.bootstrap_servers) as admin:
+            got = {e.name: e for e in (await admin.describe_config_entries([res]))[res]}
+        assert sorted(set(kafka) - set(got)) == []
+        assert sorted(set(got) - set(kafka)) == []
+        assert {n: (e.read_only, e.sensitive) for n, e in got.items()} == {
+            n: (read_only, sensitive) for n, (_, _, read_only, sensitive) in kafka.items()}
+        for name in ("listeners", "advertised.listeners"):
+            assert got[name].source == "STATIC_BROKER_CONFIG", name
+            assert "PLAINTEXT://127.0.0.1:" in (got[name].value or ""), name
+        assert (got["node.id"].value, got["broker.id"].value) == (node, node)
 
     run(main())
 
