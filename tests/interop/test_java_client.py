@@ -118,14 +118,6 @@ ADMIN_DIFFERENCES = {
     "admin.describeFeatures.*.streams.version": _FEATURES,
     "admin.describeFeatures.*.eligible.leader.replicas.version": _FEATURES,
     # configs
-    "admin.describeConfigs.broker.compression.type": "kaflite's broker describes only the "
-                                                     "broker configs it implements",
-    "admin.describeConfigs.broker.log.cleaner.threads": "the same",
-    "admin.describeConfigs.broker.log.retention.hours": "the same (kaflite has log.retention.ms)",
-    "admin.incrementalAlterConfigs.broker.reverted.log.retention.ms":
-        "the same: once the cluster-wide value is deleted, kaflite leaves log.retention.ms "
-        "out of a broker's description; Kafka lists it, null/DEFAULT_CONFIG (its default "
-        "comes from log.retention.hours)",
     "admin.*.min.insync.replicas": "Kafka 4.4 formats the cluster with min.insync.replicas "
                                    "as a cluster-wide dynamic default (source "
                                    "DYNAMIC_DEFAULT_BROKER_CONFIG); kaflite reports its static "
