@@ -55,7 +55,7 @@ def test_snapshot_lists_states_holders_and_counts() -> None:
     assert snap.counts == {RecordState.AVAILABLE: 1, RecordState.ACQUIRED: 2,
                            RecordState.ACKNOWLEDGED: 1, RecordState.ARCHIVED: 1}
     short = sp.snapshot(limit=2).to_json()
-    assert [r["offset"] for r in short["records"]] == [1, 2]      # type: ignore[union-attr]
+    assert [r["offset"] for r in short["records"]] == [1, 2]
     assert short["truncated"] is True and short["in_flight"] == 5
     assert short["counts"] == {"available": 1, "acquired": 2, "acknowledged": 1,
                                "archived": 1}
@@ -159,7 +159,7 @@ async def _follow(servers: str, console: str, topic: str, group: str) -> None:
             assert _states(short) == [(0, "acquired", 1, me)]
             assert isinstance(short["in_flight"], dict)
             assert short["in_flight"]["truncated"] is True
-            assert short["in_flight"]["counts"]["acquired"] == 3   # type: ignore[index]
+            assert short["in_flight"]["counts"]["acquired"] == 3
             # released, then delivered again (the consumer fetches on at once, so the
             # records are seen available only once nobody fetches: the next test)
             for r in records:
