@@ -72,8 +72,8 @@ class VipStory:
 
 # -- the lines --------------------------------------------------------------------------
 def produced_lines(r: StormResult) -> list[str]:
-    return wrap(f"{r.client_id}: {r.delivered} of {r.records} delivered, {r.failed} failed; "
-                f"{r.not_leader} {NOT_LEADER} in {r.requests} requests ({r.seconds:.1f} s)",
+    return wrap(f"{r.client_id}: {r.delivered} of {r.records} delivered, {r.failed} failed "
+                f"in {r.seconds:.1f} s; {r.not_leader} {NOT_LEADER} in {r.requests} requests",
                 indent="    ")
 
 
@@ -158,7 +158,8 @@ def run_vip_story(records: int = 3000, timeout_s: float = 10.0, say: Say = print
                      "each connection on a broker drawn at random")
         vip = _behind_vip(cluster, records, timeout_s, say)
         switch = time.time()     # the VIP is closed: every request after this is proxied
-        phases.begin(TITLES[1])
+        phases.begin(TITLES[1], "as `kaflite doctor` does (its reader and analyzer), over "
+                     "the records answered before the switch")
         before = diagnose(cluster, lambda r: r.timestamp < switch)
         for line in before_lines(before, vip):
             say(line)
