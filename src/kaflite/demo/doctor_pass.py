@@ -3,8 +3,8 @@
 The doctor is ``kaflite.doctor`` as ``kaflite doctor`` runs it: its reader
 (``RequestLogReader``, every partition of ``__kaflite_requests`` from the beginning, up
 to the end offsets it finds) feeding its ``Analyzer``, the doctor's own clients left
-out. The demo adds two things: which records to read (those answered before or after a
-moment, the switch from the VIP to the proxy), and, first, a flush of every broker's
+out. The demo adds two things: which records to read (all, or those answered after a
+moment: the switch from the VIP to the proxy), and, first, a flush of every broker's
 request log buffer, so that the log holds every request answered until then (the
 brokers write it every ``kaflite.request.log.flush.ms`` otherwise).
 """
@@ -49,7 +49,7 @@ def flush_request_log(cluster: Cluster) -> None:
     cluster.call(flush())
 
 
-async def _read(bootstrap: str, keep: Callable[[RequestRecord], bool]) -> Analyzer:
+async def _read(bootstrap: str, keep: Callable[[RequestRecord], bool] | None) -> Analyzer:
     reader = RequestLogReader({"bootstrap.servers": bootstrap, "client.id": DOCTOR_CLIENT_ID},
                               keep=keep)
     analyzer = Analyzer(ignore_clients={DOCTOR_CLIENT_ID})
@@ -61,8 +61,10 @@ async def _read(bootstrap: str, keep: Callable[[RequestRecord], bool]) -> Analyz
     return analyzer
 
 
-def diagnose(cluster: Cluster, keep: Callable[[RequestRecord], bool]) -> DoctorPass:
-    """Flush the request log, then run the doctor over the records ``keep`` takes."""
+def diagnose(cluster: Cluster, keep: Callable[[RequestRecord], bool] | None = None
+             ) -> DoctorPass:
+    """Flush the request log, then run the doctor over its records (those ``keep``
+    takes, if given)."""
     flush_request_log(cluster)
     report = run(_read(cluster.bootstrap_servers, keep)).report()
     return DoctorPass(report.records, report.clients, report.findings)

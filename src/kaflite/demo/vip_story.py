@@ -54,7 +54,7 @@ def vip_client(n: int) -> str:
 @dataclass(frozen=True)
 class VipStory:
     vip: tuple[StormResult, ...]    # each producer behind the VIP, in order
-    before: DoctorPass              # the doctor over the records before the switch
+    before: DoctorPass              # the doctor over the log before the switch
     proxied: StormResult
     after: DoctorPass               # ... and over those after it
 
@@ -100,7 +100,7 @@ def _plural(n: int, word: str) -> str:
 
 def before_lines(d: DoctorPass, vip: tuple[StormResult, ...]) -> list[str]:
     mine = ", ".join(f"{d.requests_of(r.client_id)} of {r.client_id}" for r in vip)
-    lines = wrap(f"read {d.requests} requests answered before the switch ({mine}): "
+    lines = wrap(f"read {d.requests} requests ({mine}): "
                  f"{_plural(len(d.findings), 'finding')}", indent="    ")
     for f in d.findings:
         lines += finding_lines(f)
@@ -157,12 +157,14 @@ def run_vip_story(records: int = 3000, timeout_s: float = 10.0, say: Say = print
                      "through kaflite's naive proxy: every broker advertised at one address, "
                      "each connection on a broker drawn at random")
         vip = _behind_vip(cluster, records, timeout_s, say)
-        switch = time.time()     # the VIP is closed: every request after this is proxied
         phases.begin(TITLES[1], "as `kaflite doctor` does (its reader and analyzer), over "
-                     "the records answered before the switch")
-        before = diagnose(cluster, lambda r: r.timestamp < switch)
+                     "the request log so far")
+        before = diagnose(cluster)
         for line in before_lines(before, vip):
             say(line)
+        # The switch: the VIP closed before the doctor read the log, so the requests its
+        # producers had in flight then were answered long before this moment.
+        switch = time.time()
         phases.begin(TITLES[2], f"client.id {PROXIED}; a port per broker: each connection "
                      "reaches the broker it is meant for")
         with Proxy(cluster.bootstrap_servers) as aware:
