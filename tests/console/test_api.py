@@ -73,7 +73,8 @@ def test_openapi_lists_the_routes(served: tuple[Cluster, httpx.Client]) -> None:
     _, c = served
     paths = c.get("/openapi.json").json()["paths"]
     for path in ("/api/topics", "/api/topics/{name}/messages", "/api/produce",
-                 "/api/groups/{group}/reset", "/api/stream", "/faults/error", "/cluster"):
+                 "/api/groups/{group}/reset", "/api/groups/{group}/share-partitions",
+                 "/api/stream", "/faults/error", "/cluster"):
         assert path in paths, path
     assert "security" in paths["/api/produce"]["post"]
     assert "security" not in paths["/api/topics"]["get"]

@@ -4,7 +4,8 @@ Each service takes the call's JSON arguments and returns a JSON value (or an
 awaitable of one). With them the controller process aggregates the connection
 registry (``connections``) and the Prometheus metrics (``metrics``), forwards fault injection (``set_rules``, ``drop``,
 ``forget_member``, ``delete_records``, the share-group faults), reads what the broker's metadata replica
-holds (``describe``), and asks for a controlled shutdown (``shutdown``).
+holds (``describe``) and a share group's in-flight records (``share_in_flight``, for the
+console), and asks for a controlled shutdown (``shutdown``).
 """
 
 from __future__ import annotations
@@ -98,6 +99,14 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
             str(args["group"]), str(args["topic"]), int(args["partition"]),
             None if member is None else str(member))
 
+    async def share_in_flight(args: Json) -> Json | None:
+        """A share group's in-flight records on a partition led here (the console)."""
+        p = broker.partitions.get((str(args["topic"]), int(args["partition"])))
+        if p is None or not p.is_leader or broker.share is None:
+            raise FaultUnavailable(f"{args['topic']}-{args['partition']} is not led here")
+        found = await broker.share.snapshot(str(args["group"]), p, int(args["limit"]))
+        return None if found is None else found.to_json()
+
     def bump_share_state_epoch(args: Json) -> bool:
         coordinator = broker.share_coordinator
         topic = broker.controller.topics.get(str(args["topic"]))
@@ -115,7 +124,8 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
             "metrics": metrics, "ping": lambda args: None,
             "set_rules": set_rules, "drop": drop, "forget_member": forget_member,
             "delete_records": delete_records, "expire_share_locks": expire_share_locks,
-            "bump_share_state_epoch": bump_share_state_epoch}
+            "bump_share_state_epoch": bump_share_state_epoch,
+            "share_in_flight": share_in_flight}
 
 
 def _drops(replica_id: int | None, client_id: str | None, me: int, args: Json) -> bool:

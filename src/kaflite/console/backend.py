@@ -287,6 +287,13 @@ class ClientBackend:
     async def fan_out(self, client_id: str) -> Json:
         raise NotAvailable("the connection registry")
 
+    async def share_in_flight(self, group: str, partitions: list[tuple[str, int]],
+                              limit: int) -> dict[tuple[str, int], Json] | None:
+        """Per partition, a share group's in-flight records (``ShareSnapshot.to_json``, or
+        ``{"error": ...}``). None here: no Kafka API shows them (KIP-932 gives tools the
+        start offset and lag only, DescribeShareGroupOffsets)."""
+        return None
+
 
 class PartitionView:
     __slots__ = ("isr", "leader", "leader_epoch", "partition", "replicas")

@@ -212,6 +212,40 @@ class EmbeddedBackend(ClientBackend):
                              "requests": c.requests,
                              "last_activity": c.last_activity} for c in conns]}
 
+    # -- share groups: the leaders' in-flight records --------------------------------------
+    async def share_in_flight(self, group: str, partitions: list[tuple[str, int]],
+                              limit: int) -> dict[tuple[str, int], Json]:
+        """Asked of each partition's leader: its share-partition, or the persisted state
+        when no member fetches there (``SharePartitionManager.snapshot``)."""
+        out: dict[tuple[str, int], Json] = {}
+        for topic, index in partitions:
+            try:
+                found = await self._share_snapshot(group, topic, index, limit)
+            except Exception as exc:  # a leader moving or down: say so on that row
+                found = {"error": str(exc) or type(exc).__name__}
+            if found is not None:
+                out[(topic, index)] = found
+        return out
+
+    async def _share_snapshot(self, group: str, topic: str, index: int, limit: int
+                              ) -> Json | None:
+        state = self._topic_state(topic)
+        p = next((p for p in state.partitions if p.partition == index), None)
+        if p is None or p.leader < 0:
+            return {"error": f"{topic}-{index} has no leader"}
+        server = self.cluster.controller_server
+        if self.cluster.use_processes and server is not None:
+            got = await server.call_broker(p.leader, "share_in_flight", {
+                "group": group, "topic": topic, "partition": index, "limit": limit})
+            return got if isinstance(got, dict) else None
+        local = self._leader_partition(p)
+        broker = self.cluster.brokers.get(p.leader)
+        if local is None or broker is None or broker.share is None:
+            return {"error": f"the leader of {topic}-{index} (broker {p.leader}) is not "
+                             "running"}
+        snap = await broker.share.snapshot(group, local, limit)
+        return None if snap is None else snap.to_json()
+
 
 def brokers_view(cluster: Cluster) -> list[Json]:
     return [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,

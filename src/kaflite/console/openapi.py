@@ -50,8 +50,9 @@ def schema(routes: list[BaseRoute], version: str) -> Json:
 DOCS_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>kaflite console API</title>
 <style>
+:root{color-scheme:light dark}
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:70em}
-table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:4px 8px;
+table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #8886;padding:4px 8px;
 text-align:left;vertical-align:top}code{font:13px ui-monospace,monospace}
 .m{font-weight:bold;text-transform:uppercase}.lock{color:#a60}
 </style></head><body>

@@ -1,5 +1,6 @@
 """Console routes for consumer groups: list, describe (members, offsets, lag), lag
-history, reset offsets (empty groups only) and delete."""
+history, a share group's partitions and in-flight records, reset offsets (empty groups
+only) and delete."""
 
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ from kaflite.console.groups import (
     list_groups,
     reset_group,
 )
-from kaflite.console.web import ApiError, answer, backend_of, body_of, int_field, topic_name
+from kaflite.console.share_groups import DEFAULT_LIMIT, MAX_LIMIT, share_in_flight
+from kaflite.console.web import (
+    ApiError,
+    answer,
+    backend_of,
+    body_of,
+    int_field,
+    int_query,
+    topic_name,
+)
 
 __all__ = ["group_routes"]
 
@@ -27,6 +37,15 @@ async def groups(request: Request) -> Response:
 async def group(request: Request) -> Response:
     """One group: members with assignments, committed offsets and lag per partition."""
     return answer(await describe_group(backend_of(request), request.path_params["group"]))
+
+
+async def share_partitions(request: Request) -> Response:
+    """A share group's partitions: start offset (SPSO) and lag, and on a kaflite cluster
+    the in-flight records (state, holder, delivery count; the first ``limit`` per
+    partition, 50 unless asked, at most 1000) with the count in each state."""
+    limit = int_query(request, "limit", lo=0, hi=MAX_LIMIT)
+    return answer(await share_in_flight(backend_of(request), request.path_params["group"],
+                                        DEFAULT_LIMIT if limit is None else limit))
 
 
 async def lag_history(request: Request) -> Response:
@@ -71,5 +90,6 @@ async def delete(request: Request) -> Response:
 def group_routes() -> list[Route]:
     return [Route("/api/groups", groups), Route("/api/groups/{group}", group),
             Route("/api/groups/{group}/lag-history", lag_history),
+            Route("/api/groups/{group}/share-partitions", share_partitions),
             Route("/api/groups/{group}/reset", reset, methods=["POST"]),
             Route("/api/groups/{group}", delete, methods=["DELETE"])]

@@ -8,8 +8,10 @@ from kaflite.cluster.share._partition import (
     AckType,
     Acquired,
     BatchSpan,
+    InFlightRecord,
     RecordState,
     SharePartition,
+    ShareSnapshot,
 )
 from kaflite.cluster.share._persister import MemoryPersister, PersistedState, Persister
 
@@ -17,6 +19,7 @@ __all__ = [
     "AckType",
     "Acquired",
     "BatchSpan",
+    "InFlightRecord",
     "MemoryPersister",
     "PersistedState",
     "Persister",
@@ -25,4 +28,5 @@ __all__ = [
     "ShareGroupSettings",
     "SharePartition",
     "SharePartitionManager",
+    "ShareSnapshot",
 ]

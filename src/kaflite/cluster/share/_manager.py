@@ -36,7 +36,14 @@ from kaflite.cluster.groups._timer import LoopTimer, Timer
 from kaflite.cluster.log._segment import parse_info
 from kaflite.cluster.log._txn_index import AbortedTxn
 from kaflite.cluster.share._config import ShareConfig, ShareGroupSettings, duration_ms
-from kaflite.cluster.share._partition import Acquired, BatchSpan, SharePartition
+from kaflite.cluster.share._partition import (
+    Acquired,
+    BatchSpan,
+    InFlightRecord,
+    RecordState,
+    SharePartition,
+    ShareSnapshot,
+)
 from kaflite.cluster.share._persister import MemoryPersister, PersistedState, Persister
 from kaflite.cluster.share._sessions import ShareSession, ShareSessionCache
 from kaflite.protocol import errors
@@ -46,7 +53,7 @@ if TYPE_CHECKING:
     from kaflite.cluster.broker import Broker
     from kaflite.cluster.partition import Partition
 
-__all__ = ["FetchedShare", "SharePartitionManager", "split_batches"]
+__all__ = ["FetchedShare", "SharePartitionManager", "persisted_snapshot", "split_batches"]
 
 log = logging.getLogger("kaflite.cluster.share")
 
@@ -312,6 +319,20 @@ class SharePartitionManager:
     def of_group(self, group_id: str) -> list[SharePartition]:
         return [sp for (g, _, _), sp in sorted(self.partitions.items()) if g == group_id]
 
+    async def snapshot(self, group_id: str, p: Partition, limit: int) -> ShareSnapshot | None:
+        """A group's in-flight records on a partition this broker leads, first ``limit`` of
+        them listed: from its share-partition when it is loaded here (a member fetches it),
+        else from the persisted state (read without fencing anyone); None when the group
+        has no state for the partition."""
+        sp = self.partitions.get((group_id, p.topic, p.index))
+        if sp is not None and not sp.closed:
+            return sp.snapshot(limit)
+        state = await self.persister.read(group_id, p.topic_id, p.index, -1)
+        if state is None or state.start_offset < 0:
+            return None
+        return persisted_snapshot(group_id, p.topic, p.index, state, limit,
+                                  self.settings(group_id).delivery_count_limit)
+
     def expire_locks(self, group_id: str, topic: str | None = None, partition: int | None = None,
                      member_id: str | None = None) -> tuple[int, list[SharePartition]]:
         """Fault injection: acquisition locks (of one member, on one partition) expire now.
@@ -338,6 +359,29 @@ class SharePartitionManager:
         for sp in touched:
             await self.persist(sp)
         return n
+
+
+def persisted_snapshot(group_id: str, topic: str, partition: int, state: PersistedState,
+                       limit: int, delivery_count_limit: int) -> ShareSnapshot:
+    """The in-flight window a persisted state describes (offsets between its batches are
+    available, never delivered; acquired ones were written as available)."""
+    start = state.start_offset
+    known: dict[int, tuple[RecordState, int]] = {}
+    end = start
+    for b in state.batches:
+        for o in range(max(b.first, start), b.last + 1):
+            kind: RecordState = RecordState.AVAILABLE \
+                if b.state is RecordState.ACQUIRED else b.state
+            known[o] = (kind, b.delivery_count)
+        end = max(end, b.last + 1)
+    counts = dict.fromkeys(RecordState, 0)
+    counts[RecordState.AVAILABLE] = end - start - len(known)
+    for state_, _ in known.values():
+        counts[state_] += 1
+    shown = tuple(InFlightRecord(o, *known.get(o, (RecordState.AVAILABLE, 0)))
+                  for o in range(start, min(end, start + max(limit, 0))))
+    return ShareSnapshot(group_id, topic, partition, start, end, state.state_epoch,
+                         delivery_count_limit, counts, shown, live=False)
 
 
 def _log_failure(task: asyncio.Task[int]) -> None:

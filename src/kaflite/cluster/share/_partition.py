@@ -50,8 +50,10 @@ __all__ = [
     "AckType",
     "Acquired",
     "BatchSpan",
+    "InFlightRecord",
     "RecordState",
     "SharePartition",
+    "ShareSnapshot",
     "StateBatch",
 ]
 
@@ -105,6 +107,57 @@ class StateBatch:
     last: int
     state: RecordState
     delivery_count: int
+
+
+@dataclass(frozen=True)
+class InFlightRecord:
+    """One in-flight record as a tool sees it: its state, how many times it has been
+    delivered, and while ACQUIRED the member holding it and how long its lock has left."""
+
+    offset: int
+    state: RecordState
+    delivery_count: int
+    member_id: str | None = None
+    lock_remaining_ms: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"offset": self.offset, "state": self.state.name.lower(),
+                "delivery_count": self.delivery_count, "member_id": self.member_id,
+                "lock_remaining_ms": self.lock_remaining_ms}
+
+
+@dataclass(frozen=True)
+class ShareSnapshot:
+    """A read-only copy of a share-partition's in-flight window ``[start_offset,
+    end_offset)``: the count of records in each state over the whole window, and the first
+    records of it (``records``, at most the limit asked for). ``live``: taken from the
+    leader's share-partition; otherwise from the persisted state (``__share_group_state``),
+    where no record is acquired (a lock does not outlive its leader)."""
+
+    group_id: str
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    state_epoch: int
+    delivery_count_limit: int
+    counts: dict[RecordState, int]
+    records: tuple[InFlightRecord, ...]
+    live: bool
+
+    @property
+    def in_flight(self) -> int:
+        return self.end_offset - self.start_offset
+
+    def to_json(self) -> dict[str, object]:
+        return {"group_id": self.group_id, "topic": self.topic, "partition": self.partition,
+                "start_offset": self.start_offset, "end_offset": self.end_offset,
+                "state_epoch": self.state_epoch,
+                "delivery_count_limit": self.delivery_count_limit,
+                "in_flight": self.in_flight, "live": self.live,
+                "counts": {s.name.lower(): n for s, n in self.counts.items()},
+                "records": [r.to_json() for r in self.records],
+                "truncated": len(self.records) < self.in_flight}
 
 
 @dataclass(slots=True)
@@ -169,6 +222,23 @@ class SharePartition:
         for o in range(self.start, self.end):
             out[self.state_of(o)] += 1
         return out
+
+    def snapshot(self, limit: int) -> ShareSnapshot:
+        """A read-only copy of the in-flight window, listing its first ``limit`` records."""
+        now = self.timer.now_ms()
+        shown: list[InFlightRecord] = []
+        for o in range(self.start, min(self.end, self.start + max(limit, 0))):
+            rec = self.records.get(o)
+            if rec is None:
+                shown.append(InFlightRecord(o, RecordState.AVAILABLE, 0))
+            elif rec.state is RecordState.ACQUIRED:
+                shown.append(InFlightRecord(o, rec.state, rec.delivery_count, rec.member,
+                                            max(0, rec.deadline - now)))
+            else:
+                shown.append(InFlightRecord(o, rec.state, rec.delivery_count))
+        return ShareSnapshot(self.group_id, self.topic, self.partition, self.start, self.end,
+                             self.state_epoch, self.delivery_count_limit, self.counts(),
+                             tuple(shown), live=True)
 
     def state_batches(self) -> list[StateBatch]:
         """The in-flight records as runs (what a ShareSnapshot holds). Acquired records are

@@ -1,6 +1,7 @@
 // The router: one panel at a time, chosen by the URL's #fragment; a panel is a module
 // whose mount(root) draws it and returns a function that stops its live updates.
 import { SNAPSHOT, clear, info, setToken, token } from "./core.js";
+import { initTheme } from "./theme.js";
 
 const PANELS = {
   cluster: () => import("./cluster.js"),
@@ -49,6 +50,7 @@ function initToken() {
 
 if (SNAPSHOT) document.documentElement.dataset.snapshot = "1";
 window.addEventListener("hashchange", show);
+initTheme(document.getElementById("theme"));
 initToken();
 info().then((i) => {
   document.getElementById("backend").textContent = `${i.backend} · ${i.bootstrap ?? ""}`;

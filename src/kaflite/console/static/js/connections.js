@@ -164,7 +164,7 @@ export function fanout(client, conns, brokers) {
   add("text", { x: cx + 8, y: cy + 20 }, (client.client_id ?? "(no client id)").slice(0, 26));
   add("text", { x: cx + 8, y: cy + 38 }, `${client.host} · ${conns.length} connections`);
   const legend = el("div.legend", null,
-    ...[["partition-leader", "#2f6fdb"], ["group-coordinator", "#1f8a4c"], ["txn-coordinator", "#b8730a"], ["admin", "#7a4fb5"], ["bootstrap", "#8a96a3"], ["other", "#bbb"]]
+    ...[["partition-leader", "var(--accent)"], ["group-coordinator", "var(--ok)"], ["txn-coordinator", "var(--warn)"], ["admin", "var(--purple)"], ["bootstrap", "var(--neutral)"], ["other", "var(--fan-other)"]]
       .map(([r, c]) => el("span", null, el("i", { style: `background:${c}` }), `${r} ${counts[r]}`)));
   const summary = el("div#fanout-summary", { text:
     `${client.client_id ?? "(no client id)"}: ${roleCounts.leader} partition-leader connection${roleCounts.leader === 1 ? "" : "s"}, ${roleCounts.coordinator} coordinator connection${roleCounts.coordinator === 1 ? "" : "s"}, ${counts.bootstrap} bootstrap-only; ` +

@@ -15,6 +15,7 @@ export const ROUTES = {
   group: (g) => `/api/groups/${enc(g)}`,
   groupReset: (g) => `/api/groups/${enc(g)}/reset`,
   lagHistory: (g) => `/api/groups/${enc(g)}/lag-history`,
+  sharePartitions: (g) => `/api/groups/${enc(g)}/share-partitions`,
   connections: "/api/connections",
   clients: "/api/clients",
   events: "/api/events",

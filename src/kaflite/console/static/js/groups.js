@@ -3,6 +3,7 @@
 import { ROUTES, act, api, clear, el, field, fmtNum, formData, poll } from "./core.js";
 import { VTable, filterBox } from "./vtable.js";
 import { consumerGroupView } from "./kip848.js";
+import { loadSharePartitions, shareMembersView, sharePartitionsView } from "./share.js";
 import { lineChart } from "./plot.js";
 
 const GROUP_COLUMNS = [
@@ -33,6 +34,7 @@ function groupDetail(box, id, ready) {
   const head = el("div.muted");
   const members = el("div");
   const offsets = el("div");
+  const offsetsHead = el("h3", { text: "Offsets and lag" });
   const chartBox = el("div.chart");
   const err = el("div.error-text");
   const chart = lineChart(chartBox, "lag (records)", ["lag"], 220);
@@ -60,7 +62,7 @@ function groupDetail(box, id, ready) {
   });
   clear(box).append(el("section.card", { "data-group": id }, el("h2", { text: `Group ${id}` }), head,
     el("h3", { text: "Members" }), members,
-    el("h3", { text: "Offsets and lag" }), offsets,
+    offsetsHead, offsets,
     el("h3", { text: "Lag over time" }), chartBox,
     el("h3", { text: "Reset offsets (the group must be empty)" }), resetForm,
     el("div.toolbar", null, del), err));
@@ -77,16 +79,26 @@ function groupDetail(box, id, ready) {
     head.textContent = `${g.type} group · protocol ${g.protocol_type ?? ""} ${g.protocol ?? ""} · state ${g.state} · coordinator ${g.coordinator ?? "?"} · lag ${fmtNum(g.lag)}`;
     head.dataset.lag = String(g.lag);
     if (g.type === "consumer") clear(members).append(consumerGroupView(g));
+    else if (g.type === "share") clear(members).append(shareMembersView(g));
     else clear(members).append(g.members.length === 0 ? el("div.muted", { text: "no members" }) : table(["member id", "client id", "host", "instance id", "assignment"], g.members.map((m) => [
       m.member_id, m.client_id, m.host, m.instance_id ?? "",
       m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", ")])));
-    clear(offsets).append(table(["topic", "partition", "committed", "log end", "lag", "metadata"], g.offsets.map((o) => [
-      o.topic, o.partition, o.committed, o.log_end_offset, o.lag, o.metadata ?? ""]), "offsets"));
+    if (g.type === "share") {
+      offsetsHead.textContent = "Share-partitions: start offsets, lag and in-flight records";
+      clear(offsets).append(sharePartitionsView(await loadSharePartitions(id)));
+    } else {
+      clear(offsets).append(table(["topic", "partition", "committed", "log end", "lag", "metadata"], g.offsets.map((o) => [
+        o.topic, o.partition, o.committed, o.log_end_offset, o.lag, o.metadata ?? ""]), "offsets"));
+    }
     const hist = await api("GET", ROUTES.lagHistory(id));
     chart.set([hist.points.map((p) => p.t), hist.points.map((p) => p.lag)]);
     ready();
   }
-  return poll(refresh, 2000);
+  const stop = poll(refresh, 2000);
+  return () => {
+    stop();
+    chart.destroy();
+  };
 }
 
 function table(headers, rows, name) {
