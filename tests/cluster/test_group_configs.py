@@ -43,7 +43,7 @@ CONFIG = {"offsets.topic.num.partitions": 1, "group.consumer.min.heartbeat.inter
      "share.delivery.count.limit must be less than or equal to "
      "group.share.max.delivery.count.limit"),
     ({"share.partition.max.record.locks": "99"}, "Value must be at least 100"),
-    ({"share.partition.max.record.locks": "10001"},
+    ({"share.partition.max.record.locks": "4001"},
      "share.partition.max.record.locks must be less than or equal to "
      "group.share.max.partition.max.record.locks"),
 ])

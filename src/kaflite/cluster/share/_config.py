@@ -35,7 +35,7 @@ SHARE_DEFAULTS: dict[str, str] = {
     "group.share.max.delivery.count.limit": "10",
     "group.share.partition.max.record.locks": "2000",
     "group.share.min.partition.max.record.locks": "100",
-    "group.share.max.partition.max.record.locks": "10000",
+    "group.share.max.partition.max.record.locks": "4000",
     "group.share.max.share.sessions": "2000",
     # The share coordinator (its topic's settings are with the other internal topics').
     "share.coordinator.write.timeout.ms": "5000",
