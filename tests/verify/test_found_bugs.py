@@ -535,6 +535,8 @@ def test_upstream_librdkafka_resends_a_written_message_under_a_bumped_epoch() ->
             cut = cluster.faults.add(Rule("drop", fetch, remaining=None, broker=0,
                                           client_id="replica-fetcher-1",
                                           include_replicas=True))
+            # a fetch already waiting at the leader when the rule came would bring the
+            # write: wait for the rule to drop the next one
             assert until(lambda: cut.hits), "broker 1 still fetches from broker 0"
             producer.produce("t", b"twice", partition=0)
             assert until(lambda: leo(0, 0) == leo(2, 0) == 2), "broker 2 never fetched it"
