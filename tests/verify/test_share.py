@@ -303,3 +303,46 @@ def test_a_share_run_says_what_its_group_runs_with() -> None:
     assert "share_group_configs" not in RunConfig().meta()
     with pytest.raises(ValueError, match="queue workload"):
         run(RunConfig(workload="txn", group_protocol="share"))
+
+
+@pytest.mark.parametrize("client", ["kaflite", "kaflite-sync"])
+def test_unseen_records_outlive_the_clients_bounded_event_log(client: str) -> None:
+    """A member that lives through a long run emits more events than its client keeps
+    (``events.max``). The records it dropped early must still reach the history as
+    unseen: read from the event log at close, they were gone, and a 30-minute soak
+    reported 493 records that had been delivered three times as never delivered."""
+    from kaflite.cluster import Cluster
+    from kaflite.verify.clients import factory
+    from kaflite.verify.clients import _kaflite as adapters
+
+    original = adapters.share_config
+
+    def small_log(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        return {**original(*args, **kwargs), "events.max": 3}
+
+    dropped = ("dropped 2 buffered records of queue-1 (offsets 142735-142736): their "
+               "acquisition lock ended before the application polled them")
+    with Cluster(brokers=1) as cluster:
+        f = factory(client)
+        ctx = f.context()
+        adapters.share_config = small_log
+        try:
+            member = f.share_consumer(ctx, cluster.bootstrap_servers, "m", "g",
+                                      lambda *_: None)
+        finally:
+            adapters.share_config = original
+        try:
+            async_client = getattr(member.c, "_async", member.c)   # the sync façade's client
+            emit = async_client._events.emit
+            for kind, text in [("share", dropped)] + [("metadata", f"refresh {n}")
+                                                      for n in range(10)]:  # more than it keeps
+                if client == "kaflite":
+                    ctx.call(emit, kind, text)
+                else:
+                    emit(kind, text)
+            assert len(member.c.events()) == 3
+            [(_, topic, partition, offsets, why)] = member.unseen()
+            assert (topic, partition, offsets, why) == ("queue", 1, (142735, 142736), dropped)
+        finally:
+            member.close()
+            ctx.close()

@@ -110,6 +110,13 @@ class _SyncClient:
             return list(self._async.events(kind))
         return self._run(get())
 
+    def on_event(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``callback`` with each new event, on the client's loop thread; returns an
+        unsubscribe function."""
+        async def subscribe() -> Callable[[], None]:
+            return self._async.on_event(callback)
+        return self._run(subscribe())
+
 
 class Producer(_SyncClient, CallerBatches[K, V], Generic[K, V]):
     """Generic in its keys' and values' types as the async ``Producer``.
