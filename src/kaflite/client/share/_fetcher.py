@@ -105,7 +105,8 @@ class ShareFetcher(Generic[K, V]):
         self.assignment: set[TopicPartition] = set()
         self.sessions: dict[int, ShareSession] = {}
         # records and the monotonic time their acquisition lock ends
-        self.buffer: deque[tuple[float, ShareRecord[K, V]]] = deque()
+        # (lock ends at the earliest, lock ends at the latest, record): see ``drain``
+        self.buffer: deque[tuple[float, float, ShareRecord[K, V]]] = deque()
         self.buffered: dict[TopicPartition, int] = {}
         self.pending: dict[TopicPartition, Acks] = {}
         self.in_flight: dict[int, asyncio.Task[None]] = {}
@@ -341,8 +342,11 @@ class ShareFetcher(Generic[K, V]):
         got = False
         if resp.acquisition_lock_timeout_ms > 0:
             self.lock_timeout_ms = resp.acquisition_lock_timeout_ms
-        lock_ends = sent_at + self.lock_timeout_ms / 1000 if self.lock_timeout_ms > 0 \
-            else float("inf")
+        # The broker took the locks when it acquired the records: after the request came,
+        # before it answered. So they end no sooner than the send time plus the lock
+        # duration, and no later than now plus it.
+        lock_s = self.lock_timeout_ms / 1000 if self.lock_timeout_ms > 0 else float("inf")
+        lock_ends = (sent_at + lock_s, time.monotonic() + lock_s)
         md = self.consumer.metadata
         endpoints = [(e.node_id, e.host, e.port, e.rack) for e in resp.node_endpoints]
         answered: set[TopicPartition] = set()
@@ -399,7 +403,8 @@ class ShareFetcher(Generic[K, V]):
             self.emit("share", "ShareFetch partition error; retrying", cause=where)
             md.request_update(where)
 
-    def _take(self, tp: TopicPartition, pd: sfr.PartitionData, lock_ends: float) -> None:
+    def _take(self, tp: TopicPartition, pd: sfr.PartitionData,
+              lock_ends: tuple[float, float]) -> None:
         """Buffer the acquired records of one partition; gaps are acknowledged."""
         ranges = sorted((r.first_offset, r.last_offset, r.delivery_count)
                         for r in pd.acquired_records)
@@ -437,7 +442,7 @@ class ShareFetcher(Generic[K, V]):
         if gaps:
             merge(self.pending, {tp: gaps})
         if out:
-            self.buffer.extend((lock_ends, r) for r in out)
+            self.buffer.extend((*lock_ends, r) for r in out)
             self.buffered[tp] = self.buffered.get(tp, 0) + len(out)
 
     # -- ShareAcknowledge ---------------------------------------------------------------------------
@@ -516,24 +521,30 @@ class ShareFetcher(Generic[K, V]):
     def drain(self, max_records: int) -> list[tuple[float, ShareRecord[K, V]]]:
         """Buffered records, oldest first, each with the ``time.monotonic()`` at which its
         acquisition lock ends at the earliest (the ShareFetch's send time plus the lock
-        duration). One whose lock has ended while it waited here is no longer the
-        member's (the group may have delivered it to another): it is dropped, not handed
-        out."""
+        duration). One whose lock has ended for certain while it waited here (the
+        answer's arrival plus the lock duration has passed) is no longer the member's
+        (the group may have delivered it to another): it is dropped, not handed out.
+        One whose lock may still run is handed out, as Java's consumer hands out
+        everything: a broker that held the ShareFetch for longer than a lock lasts (a
+        long poll, a share-partition loading its state after a restart) acquired the
+        records just before it answered, and dropping them at the send time plus the
+        lock spent a delivery of each for nothing (a 30-minute soak: 500 records
+        dropped on arrival three times, then archived at the delivery limit)."""
         out: list[tuple[float, ShareRecord[K, V]]] = []
         now = time.monotonic()
         expired: dict[TopicPartition, list[int]] = {}
         while self.buffer and len(out) < max_records:
-            lock_ends, record = self.buffer.popleft()
+            earliest, latest, record = self.buffer.popleft()
             tp = TopicPartition(record.topic, record.partition)
             left = self.buffered[tp] - 1
             if left:
                 self.buffered[tp] = left
             else:
                 del self.buffered[tp]
-            if lock_ends <= now:
+            if latest <= now:
                 expired.setdefault(tp, []).append(record.offset)
                 continue
-            out.append((lock_ends, record))
+            out.append((earliest, record))
         for tp, offsets in expired.items():
             self.emit("share", f"dropped {len(offsets)} buffered records of {tp} (offsets "
                       f"{offset_ranges(offsets)}): their acquisition "
@@ -542,10 +553,10 @@ class ShareFetcher(Generic[K, V]):
 
     def drop(self, tps: set[TopicPartition]) -> None:
         """Partitions revoked: their buffered records go back to the group (RELEASE)."""
-        kept: deque[tuple[float, ShareRecord[K, V]]] = deque()
+        kept: deque[tuple[float, float, ShareRecord[K, V]]] = deque()
         released: dict[TopicPartition, Acks] = {}
         for item in self.buffer:
-            record = item[1]
+            record = item[2]
             tp = TopicPartition(record.topic, record.partition)
             if tp in tps:
                 released.setdefault(tp, {})[record.offset] = AcknowledgeType.RELEASE
