@@ -63,10 +63,28 @@ SUITE_CONFIG: dict[str, object] = {
     "delete.topic.enable": "true",
 }
 
+# Skipped by the suite itself wherever it runs: TestReadOnlyAndAllCommittedMessages
+# (t.Skip, "periodically failing inexplicably"), and the Java interop tests where the
+# environment was not started by the suite (they run Kafka's Java clients with
+# `docker compose exec` in a broker's container).
+SUITE_SKIPS = {test: "skip" for test in [
+    "TestReadOnlyAndAllCommittedMessages", "TestFuncJavaInteropCooperativeRebalance",
+    "TestJavaProducerCompressionRoundTrip", "TestJavaConsumerCompressionRoundTrip",
+    "TestJavaMurmur2PartitionerInterop"]}
 # Each target's verdicts other than "pass", with the reason in docs/compatibility.md.
 NOT_PASSING: dict[str, dict[str, str]] = {
-    "kaflite-5": {},
+    "kaflite-5": {
+        **SUITE_SKIPS,
+        # it resets the connection to the controller through proxy "kafka<controller id>";
+        # kaflite numbers its brokers from 0 and names broker 0 the controller, and the
+        # suite knows proxies kafka1-kafka5 only ("toxiproxy kafka0 not found")
+        "TestFuncAdminNetworkErrorClosesControllerConnection": "fail",
+    },
 }
+# Not run: hangs in CommitTxn (sarama waiting on its in-flight record, no deadline) after
+# the docker stand-in kills the transaction coordinator's broker; see
+# docs/compatibility.md. A hang would use up the run's time and lose every later verdict.
+NOT_RUN = ["TestFuncTxnProduceWithBrokerFailure"]
 
 _TEST_FUNC = re.compile(r"^func (Test\w+)\(t \*testing\.T\)", re.MULTILINE)
 
@@ -141,22 +159,26 @@ def verdicts(events: str) -> dict[str, str]:
 def test_sarama_functional_suite(target: ClusterUnderTest, built: Path, package_dir: Path,
                                  request: pytest.FixtureRequest, tmp_path: Path) -> None:
     name = request.node.callspec.params["target"]
-    tests = functional_tests(package_dir)
+    tests = [t for t in functional_tests(package_dir) if t not in NOT_RUN]
     assert tests, f"no functional tests in {package_dir}"
     with (Toxiproxy(built / "toxiproxy-server", upstreams(target), tmp_path) as proxy,
           DockerStandIn(target, tmp_path) as docker):
         env = {**os.environ, "TOXIPROXY_ADDR": proxy.url, "KAFKA_VERSION": KAFKA_VERSION,
                "PATH": os.pathsep.join([str(docker.bin_dir), os.environ.get("PATH", "")])}
         env.pop("DEBUG", None)
-        proc = subprocess.run(
-            ["go", "tool", "test2json", "-p", "github.com/IBM/sarama",
-             str(built / "sarama.test"), "-test.v=test2json",
-             "-test.timeout", f"{RUN_TIMEOUT_S - 30}s", "-test.run", f"^({'|'.join(tests)})$"],
-            cwd=package_dir, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    log = tmp_path / "sarama-functional.json"
-    log.write_text(proc.stdout + proc.stderr)
-    got = verdicts(proc.stdout)
-    assert got, f"no test verdicts ({proc.returncode}): {proc.stdout[-3000:]}{proc.stderr}"
+        # the events go to the log as they come, to be read while the suite runs
+        log = tmp_path / "sarama-functional.json"
+        with log.open("w") as out:
+            proc = subprocess.run(
+                ["go", "tool", "test2json", "-p", "github.com/IBM/sarama",
+                 str(built / "sarama.test"), "-test.v=test2json",
+                 "-test.timeout", f"{RUN_TIMEOUT_S - 30}s",
+                 "-test.run", f"^({'|'.join(tests)})$"],
+                cwd=package_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
+                timeout=RUN_TIMEOUT_S)
+    events = log.read_text()
+    got = verdicts(events)
+    assert got, f"no test verdicts ({proc.returncode}): {events[-3000:]}"
     expected = NOT_PASSING[name]
     wrong = {test: (verdict, expected.get(test, "pass")) for test, verdict in got.items()
              if verdict != expected.get(test, "pass")}
