@@ -79,6 +79,16 @@ NOT_PASSING: dict[str, dict[str, str]] = {
         # kaflite numbers its brokers from 0 and names broker 0 the controller, and the
         # suite knows proxies kafka1-kafka5 only ("toxiproxy kafka0 not found")
         "TestFuncAdminNetworkErrorClosesControllerConnection": "fail",
+        # it asks DescribeLogDirs of brokers 1-5 and wants five replies: kaflite's are 0-4
+        "TestFuncAdminDescribeLogDirs": "fail",
+        # it reads the leader's container log (`docker compose logs`), which the docker
+        # stand-in refuses; everything it checks before that passed
+        "TestFuncIdempotentBufferedSequence": "fail",
+        # kaflite differs from Kafka 4.4, not yet fixed: DescribeConfigs gives no
+        # documentation for IncludeDocumentation; UpdateFeatures of an unknown feature
+        # alone is not INVALID_UPDATE_VERSION for the whole request
+        "TestFuncAdminDescribeConfig": "fail",
+        "TestFuncAdminUpdateFeatures": "fail",
     },
 }
 # Not run: hangs in CommitTxn (sarama waiting on its in-flight record, no deadline) after
