@@ -178,3 +178,31 @@ def test_compaction_keeps_the_latest_value_per_key(cluster: Cluster) -> None:
     latest = {m.key(): m.value() for m in msgs}
     assert len(msgs) < 60, f"nothing compacted in {len(plog.segments)} segments"
     assert latest == {b"k0-": b"k0-0057", b"k1-": b"k1-0058", b"k2-": b"k2-0059"}
+
+
+def test_a_broker_started_with_hours_gives_its_topics_those_hours(tmp_path: Path) -> None:
+    """``log.retention.hours``/``minutes``, ``log.roll.hours`` and
+    ``log.roll.jitter.hours`` are synonyms of the topic configs in milliseconds, after
+    the ``.ms`` form (Kafka's ServerTopicConfigSynonyms): describe and the logs agree."""
+    from kaflite.cluster.configs import unit_synonym
+
+    config = {"log.retention.hours": 2, "log.roll.hours": 1, "log.roll.jitter.hours": 1}
+    with Cluster(brokers=1, data_dir=tmp_path, config=config) as c:
+        try:
+            c.create_topic("hours")
+            configs = describe(c, "hours")
+            assert configs["retention.ms"] == ("7200000", 4)      # STATIC_BROKER_CONFIG
+            assert configs["segment.ms"] == ("3600000", 4)
+            assert configs["segment.jitter.ms"] == ("3600000", 4)
+            broker = c.broker(0)
+            log_config = broker.topic_log_config(broker.controller.topics["hours"])
+            assert (log_config.retention_ms, log_config.segment_ms) == (7_200_000, 3_600_000)
+        finally:
+            _ADMINS.pop(c.bootstrap_servers, None)
+    # the milliseconds form first, then minutes, then hours; a negative one is unlimited
+    assert unit_synonym("retention.ms", {"log.retention.minutes": "3",
+                                         "log.retention.hours": "5"}) == \
+        ("log.retention.minutes", "180000")
+    assert unit_synonym("retention.ms", {"log.retention.hours": "-1"}) == \
+        ("log.retention.hours", "-1")
+    assert unit_synonym("segment.bytes", {"log.retention.hours": "5"}) is None

@@ -35,6 +35,7 @@ CONFIG = {
     "group.share.min.session.timeout.ms": "1000",
 }
 CLIENT_ID = "share-view-worker"
+TOKEN = "share-view-token"      # state changes (a reset) need it
 
 
 # -- the snapshot itself ------------------------------------------------------------------------
@@ -83,7 +84,8 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def console(cluster: Cluster) -> Iterator[str]:
-    server = cluster.call(ConsoleServer(_embedded(cluster), "127.0.0.1", 0).start())
+    server = cluster.call(ConsoleServer(_embedded(cluster), "127.0.0.1", 0,
+                                        token=TOKEN).start())
     try:
         yield server.url
     finally:
@@ -255,3 +257,37 @@ async def _external(servers: str, console: str, topic: str, group: str) -> None:
     [row] = body["partitions"]
     assert row["in_flight"] is None and row["start_offset"] == 0
     assert row["members"] == [m["member_id"] for m in body["members"]]
+
+
+def test_a_share_groups_reset_moves_its_start_offset(cluster: Cluster, console: str) -> None:
+    """The console resets a share group as ``kaflite groups reset-offsets`` does: its
+    start offsets (AlterShareGroupOffsets), not committed offsets it does not have."""
+    topic, group = _names()
+    cluster.create_topic(topic, 1, 3)
+    asyncio.run(_accept_all(cluster.bootstrap_servers, topic, group))
+
+    with httpx.Client(base_url=console, timeout=30) as http:
+        before = http.get(f"/api/groups/{group}/share-partitions").json()
+        [row] = before["partitions"]
+        assert row["start_offset"] == 3
+        reset = http.post(f"/api/groups/{group}/reset", json={"to": "earliest"},
+                          headers={"Authorization": f"Bearer {TOKEN}"})
+        assert reset.status_code == 200, reset.text
+        assert [(o["partition"], o["offset"]) for o in reset.json()["offsets"]] == [(0, 0)]
+        [row] = http.get(f"/api/groups/{group}/share-partitions").json()["partitions"]
+        assert row["start_offset"] == 0 and row["lag"] == 3
+
+
+async def _accept_all(servers: str, topic: str, group: str) -> None:
+    c = ShareConsumer({"bootstrap.servers": servers, "group.id": group, "client.id": CLIENT_ID,
+                       "share.acknowledgement.mode": "explicit"})
+    try:
+        await c.start()
+        c.subscribe([topic])
+        await join([c], partitions=1)
+        await produce(servers, topic, 3, partitions=1)
+        for r in await _poll_until(c, 3):
+            c.acknowledge(r, AcknowledgeType.ACCEPT)
+        assert all(e is None for e in (await c.commit_sync()).values())
+    finally:
+        await c.close()

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+import logging
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from kaflite.client import Consumer, Producer, TopicPartition
+from kaflite.client.sync import Consumer as SyncConsumer
 from kaflite.cluster import Cluster
+from kaflite.cluster.faults import Rule, api_key_of
+from kaflite.protocol.records import iter_batches
 
 TXN_CONFIG = {"auto.create.topics.enable": "false", "transaction.state.log.num.partitions": 1,
               "transaction.state.log.replication.factor": 1,
@@ -440,3 +445,150 @@ def test_the_aiokafka_adapter_turns_that_cancelled_error_into_a_failed_leave() -
     finally:
         adapter.ctx.close()
     assert closed == [True]
+
+
+
+class _RdkafkaLog(logging.Handler):
+    """librdkafka's debug log, as confluent-kafka hands it to a Python logger (on poll)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def count(self, pattern: str) -> int:
+        return sum(1 for line in self.lines if re.search(pattern, line))
+
+    def first(self, pattern: str, after: int = -1) -> int:
+        """The index of the first line after ``after`` that matches; -1 for none."""
+        return next((i for i, line in enumerate(self.lines)
+                     if i > after and re.search(pattern, line)), -1)
+
+
+@pytest.mark.interop
+def test_upstream_librdkafka_resends_a_written_message_under_a_bumped_epoch() -> None:
+    """Not a kaflite bug: confluentinc/librdkafka#4953 (open), the confluent-kafka soaks'
+    duplicates (docs/reliability.md), reproduced step by step as the soak's debug log
+    showed them.
+
+    1. The producer's acks=all write of ``twice`` to partition 0 is appended by its
+       leader (broker 0) and replicated to broker 2, but broker 1, in the ISR, does not
+       fetch (a dropped-fetch rule), so the produce waits.
+    2. On partition 1 a request fails (an injected NOT_ENOUGH_REPLICAS) and the one in
+       flight behind it gets OUT_OF_ORDER_SEQUENCE_NUMBER from the broker. librdkafka
+       ("skipped sequence numbers ... caused by previous failed request") begins a
+       drain for an epoch bump of all its partitions, and waits for partition 0's
+       request. To have both requests in flight without a timing, they queue on broker
+       1's connection behind an acks=all write to partition 2 held the way partition
+       0's is, released once both were sent.
+    3. Partition 0's leadership moves to broker 2, which holds ``twice``; the waiting
+       produce is answered NOT_LEADER_OR_FOLLOWER (Kafka's DelayedProduce answers the
+       same), which librdkafka files under "MsgNotPersisted". The drain is done, the
+       epoch bumped, and ``twice`` goes again to broker 2 as epoch 1 sequence 0, which
+       the broker rightly appends: a new epoch starts at sequence 0.
+
+    Java's producer retries with the same epoch and sequence, and broker 2 answers it as
+    a duplicate. When this test fails, librdkafka no longer resends a written message
+    under a new epoch: the confluent-kafka rounds' duplicates should be gone.
+    """
+    ck = pytest.importorskip("confluent_kafka")
+    fetch = api_key_of("Fetch")
+    log = _RdkafkaLog()
+    logger = logging.getLogger("kaflite.tests.librdkafka-4953")
+    logger.addHandler(log)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    with Cluster(brokers=3, config={"replica.lag.time.max.ms": 120_000}) as cluster:
+        cluster.create_topic("t", assignments=[[0, 2, 1], [1], [1, 2]])
+        producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                "enable.idempotence": True, "acks": "all", "linger.ms": 0,
+                                "request.timeout.ms": 60_000,
+                                "debug": "eos,msg,protocol", "logger": logger})
+
+        def leo(broker: int, partition: int) -> int:
+            return cluster.brokers[broker].partitions[("t", partition)].log_end_offset
+
+        def hw(broker: int, partition: int) -> int:
+            return cluster.brokers[broker].partitions[("t", partition)].high_watermark
+
+        def until(condition: Callable[[], object], polls: int = 400) -> bool:
+            for _ in range(polls):      # 20 s: each step needs a request or two
+                producer.poll(0.05)
+                if condition():
+                    return True
+            return False
+
+        def sent(partition: int, seq: int) -> bool:
+            """The request with ``seq`` (alone) for ``partition`` was written to broker 1:
+            its broker thread logs the request built, then sent."""
+            built = log.first(rf"t \[{partition}\]: Produce MessageSet with 1 message\(s\) "
+                              rf".*BaseSeq {seq},")
+            return built >= 0 and log.first(r"/1: Sent ProduceRequest", built) >= 0
+
+        try:
+            for p in range(3):          # every partition has the producer's sequence 0
+                producer.produce("t", b"warm-%d" % p, partition=p)
+            assert producer.flush(20) == 0
+            # 1. partition 0: appended on brokers 0 and 2, not acknowledged
+            cut = cluster.faults.add(Rule("drop", fetch, remaining=None, broker=0,
+                                          client_id="replica-fetcher-1",
+                                          include_replicas=True))
+            # a fetch already waiting at the leader when the rule came would bring the
+            # write: wait for the rule to drop the next one
+            assert until(lambda: cut.hits), "broker 1 still fetches from broker 0"
+            producer.produce("t", b"twice", partition=0)
+            assert until(lambda: leo(0, 0) == leo(2, 0) == 2), "broker 2 never fetched it"
+            assert hw(0, 0) == 1, "'twice' was acknowledged: the test proves nothing"
+            # 2. a held write to partition 2 queues the next requests to broker 1
+            hold = cluster.faults.add(Rule("drop", fetch, remaining=None, broker=1,
+                                           client_id="replica-fetcher-2",
+                                           include_replicas=True))
+            assert until(lambda: hold.hits), "broker 2 still fetches from broker 1"
+            producer.produce("t", b"hold", partition=2)
+            assert until(lambda: leo(1, 2) == 2 and sent(2, 1)), "the held write"
+            assert hw(1, 2) == 1, "the held write was acknowledged: the test proves nothing"
+            failed = cluster.faults.inject_error("Produce", "NOT_ENOUGH_REPLICAS", 1,
+                                                 topic="t", partition=1)
+            producer.produce("t", b"a", partition=1)
+            assert until(lambda: sent(1, 1)), "partition 1's request A"
+            producer.produce("t", b"b", partition=1)
+            assert until(lambda: sent(1, 2)), "partition 1's request B"
+            cluster.faults.remove(hold.id)
+            assert until(lambda: log.count(r"t \[1\]: .*BaseSeq 2\) encountered error: "
+                                           r".*out of order")), "B was not refused"
+            assert failed.remaining == 0
+            # librdkafka begins the bump in the call that logged B's error: wait for its
+            # line, so that the leader moves only once it has begun (the bound matters
+            # only once librdkafka no longer bumps here; the values below then tell)
+            until(lambda: log.count(r"epoch bump for \d+ partition"), polls=100)
+            # 3. the leadership moves to broker 2, which has 'twice'
+            cluster.move_leader("t", 0, 2)
+            cluster.faults.clear()
+            assert producer.flush(30) == 0
+            assert until(lambda: leo(0, 0) == leo(1, 0) == leo(2, 0)), "replicas differ"
+        finally:
+            producer.flush(10)
+            logger.removeHandler(log)
+        with SyncConsumer({"bootstrap.servers": cluster.bootstrap_servers}) as consumer:
+            consumer.assign([TopicPartition("t", 0)])
+            consumer.seek(TopicPartition("t", 0), 0)
+            values: list[bytes] = []
+            for _ in range(50):         # 10 s: one fetch reads the three records
+                values += [bytes(r.value or b"") for r in consumer.poll(200)]
+                if len(values) >= leo(2, 0):
+                    break
+        # (base offset, producer id, producer epoch, base sequence) of each batch
+        batches = {b: [(batch.base_offset, batch.producer_id, batch.producer_epoch,
+                        batch.base_sequence) for batch in
+                       iter_batches(cluster.brokers[b].partitions[("t", 0)].log
+                                    .read(0, 1 << 20).records)] for b in range(3)}
+    steps = "\n".join(line for line in log.lines if re.search(
+        r"skipped sequence|epoch bump|t \[0\].*(encountered error|changed PID.*Epoch:1|"
+        r"Epoch:1\})", line))
+    assert values == [b"warm-0", b"twice", b"twice"], \
+        f"librdkafka wrote 'twice' once: #4953 fixed?\n{values}\n{steps}"
+    pid = batches[2][0][1]
+    assert all(b == [(0, pid, 0, 0), (1, pid, 0, 1), (2, pid, 1, 0)]
+               for b in batches.values()), f"{batches}\n{steps}"

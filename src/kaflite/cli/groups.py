@@ -327,6 +327,23 @@ def _timestamp(text: str) -> int:
                                  param_hint="--to-datetime") from None
 
 
+async def apply_reset(admin: Admin, group: str, topics: list[str], all_topics: bool,
+                      spec: tuple[str, int | None], *, execute: bool = True
+                      ) -> dict[TopicPartition, int]:
+    """Plan the group's new offsets (``plan_reset``) and, with ``execute``, set them: a
+    consumer group's committed offsets, or a share group's start offsets (KIP-932's
+    AlterShareGroupOffsets). ``kaflite groups reset-offsets`` and the console both
+    reset through here."""
+    share = await share_positions(admin, group)    # None: not a share group
+    plan = await plan_reset(admin, group, topics, all_topics, spec, share)
+    if execute and plan:
+        if share is None:
+            await admin.alter_group_offsets(group, plan)
+        else:
+            await alter_share_offsets(admin, group, plan)
+    return plan
+
+
 async def plan_reset(admin: Admin, group: str, topics: list[str], all_topics: bool,
                      spec: tuple[str, int | None],
                      share: dict[TopicPartition, int] | None = None) -> dict[TopicPartition, int]:
@@ -439,17 +456,8 @@ def reset_offsets(
         typer.echo("WARN: No action will be performed as the --execute option is missing.",
                    err=True)
 
-    async def go(admin: Admin) -> dict[TopicPartition, int]:
-        share = await share_positions(admin, group)    # None: not a share group
-        plan = await plan_reset(admin, group, topic or [], all_topics, specs[0], share)
-        if execute and plan:
-            if share is None:
-                await admin.alter_group_offsets(group, plan)
-            else:
-                await alter_share_offsets(admin, group, plan)
-        return plan
-
-    plan = with_admin(bootstrap, props, go, CLIENT_ID)
+    plan = with_admin(bootstrap, props, lambda admin: apply_reset(
+        admin, group, topic or [], all_topics, specs[0], execute=execute), CLIENT_ID)
     rows: list[Row] = [{"group": group, "topic": tp.topic, "partition": tp.partition,
                         "new_offset": offset}
                        for tp, offset in sorted(plan.items(), key=lambda kv: _tp_key(kv[0]))]

@@ -23,9 +23,11 @@ __all__ = [
     "BROKER_DEFAULTS",
     "SOURCE_CODES",
     "TOPIC_CONFIGS",
+    "UNIT_SYNONYMS",
     "BrokerConfig",
     "ConfigDef",
     "effective_topic_configs",
+    "unit_synonym",
     "validate_topic_configs",
 ]
 
@@ -97,6 +99,33 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("unclean.leader.election.enable", "false", "BOOLEAN",
               "unclean.leader.election.enable", _bool),
 ]}
+
+# A topic config's broker synonyms in another unit, after its first one (in Kafka's order,
+# each with the factor to the topic config's milliseconds): a broker started with
+# log.retention.hours=1 keeps its topics' records an hour (ServerTopicConfigSynonyms).
+# Only the milliseconds forms may change while the cluster runs.
+UNIT_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
+    "retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "segment.ms": (("log.roll.hours", 3_600_000),),
+    "segment.jitter.ms": (("log.roll.jitter.hours", 3_600_000),),
+}
+
+
+def unit_synonym(name: str, props: Mapping[str, str]) -> tuple[str, str] | None:
+    """The first of topic config ``name``'s other-unit synonyms the broker was started
+    with: (that synonym, the value in the topic config's unit); None without one. A
+    negative retention is -1 (unlimited), as Kafka has it."""
+    for synonym, factor in UNIT_SYNONYMS.get(name, ()):
+        raw = props.get(synonym)
+        if raw is None:
+            continue
+        try:
+            value = int(raw) * factor
+        except ValueError:
+            continue
+        return synonym, str(-1 if value < 0 else value)
+    return None
+
 
 # Broker configs kaflite honours, with Kafka's defaults.
 BROKER_DEFAULTS: dict[str, str] = {
@@ -188,7 +217,8 @@ class BrokerConfig:
 
         known = set(BROKER_DEFAULTS) | {c.broker_synonym for c in TOPIC_CONFIGS.values()
                                         if c.broker_synonym} | SECURITY_CONFIGS | \
-            set(GROUP_DEFAULTS) | set(SHARE_GROUP_DEFAULTS) | set(TXN_DEFAULTS)
+            set(GROUP_DEFAULTS) | set(SHARE_GROUP_DEFAULTS) | set(TXN_DEFAULTS) | \
+            {other for others in UNIT_SYNONYMS.values() for other, _ in others}
         return sorted(name for name in set(self.props) - known
                       if not name.startswith("listener.name."))
 
@@ -232,6 +262,8 @@ def effective_topic_configs(
                 broker.props[synonym] != BROKER_DEFAULTS.get(synonym):
             # Set on the broker at start (a default would not be in props or would match).
             out[name] = (broker.props[synonym], "STATIC_BROKER_CONFIG")
+        elif (other := unit_synonym(name, broker.props)) is not None:
+            out[name] = (other[1], "STATIC_BROKER_CONFIG")
         else:
             out[name] = (definition.default, "DEFAULT_CONFIG")
     return out

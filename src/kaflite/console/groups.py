@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from kaflite.cli.groups import Described, _describe, plan_reset
+from kaflite.cli.groups import Described, _describe, apply_reset
 from kaflite.client._group_admin import ConsumerGroupDescription
 from kaflite.client.admin import GroupListing
 from kaflite.client.consumer._types import TopicPartition
@@ -174,7 +174,8 @@ async def reset_group(backend: ClientBackend, group: str, to: str, *,
                       timestamp: int | None = None, offset: int | None = None,
                       topic: str | None = None, partitions: list[int] | None = None
                       ) -> list[Json]:
-    """Reset the group's committed offsets (Kafka refuses it unless the group is empty)."""
+    """Reset the group's committed offsets, or a share group's start offsets (Kafka
+    refuses it unless the group is empty)."""
     admin = await backend.admin()
     if topic is not None:
         await backend.describe_one(topic)          # 404 for an unknown topic
@@ -183,11 +184,10 @@ async def reset_group(backend: ClientBackend, group: str, to: str, *,
         scope = []
     spec: tuple[str, int | None] = (
         ("datetime", timestamp) if to == "timestamp" else (to, offset))
-    plan = await plan_reset(admin, group, scope, topic is None, spec)
+    plan = await apply_reset(admin, group, scope, topic is None, spec)
     if not plan:
         raise ApiError(400, f"group {group!r} has no committed offsets to reset; "
                             "name a topic")
-    await admin.alter_group_offsets(group, plan)
     return [{"topic": tp.topic, "partition": tp.partition, "offset": off}
             for tp, off in sorted(plan.items())]
 

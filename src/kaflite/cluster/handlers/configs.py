@@ -24,6 +24,7 @@ from kaflite.cluster.configs import (
     BROKER_DEFAULTS,
     SOURCE_CODES,
     TOPIC_CONFIGS,
+    UNIT_SYNONYMS,
     effective_topic_configs,
     validate_topic_configs,
 )
@@ -88,6 +89,10 @@ def _describe_topic(broker: Broker, name: str, keys: list[str] | None,
                     syn.append(dcr.DescribeConfigsSynonym(
                         synonym, static, SOURCE["STATIC_BROKER_CONFIG"]
                         if static != BROKER_DEFAULTS.get(synonym) else SOURCE["DEFAULT_CONFIG"]))
+            for other, _ in UNIT_SYNONYMS.get(key, ()):
+                if other in broker.config.props:
+                    syn.append(dcr.DescribeConfigsSynonym(
+                        other, broker.config.props[other], SOURCE["STATIC_BROKER_CONFIG"]))
             syn.append(dcr.DescribeConfigsSynonym(key, definition.default, SOURCE["DEFAULT_CONFIG"]))
         out.append(dcr.DescribeConfigsResourceResult(
             name=key, value=value, read_only=False,
