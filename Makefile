@@ -52,7 +52,8 @@ test: $(STAMP) bytecode check-java lint
 # a Spark standalone master and two workers started from PySpark's spark-class (about 2 minutes,
 # tests/interop/test_spark_standalone.py). One worker there: one cluster at a time. Without Java or Maven
 # the Kafka cases skip, saying why (under CI=true they fail). kafka-python's own integration
-# tests come from its PyPI sdist (tools/ensure_kafka_python_tests.sh).
+# tests come from its PyPI sdist (tools/ensure_kafka_python_tests.sh); IBM/sarama's functional
+# tests and toxiproxy are built with Go (tools/ensure_sarama.sh).
 interop: $(STAMP) bytecode
 	@tools/ensure_kafkajs.sh
 	@tools/ensure_kfake.sh >/dev/null || echo "note: franz-go's kfake is not available; its tests will say why" >&2
@@ -60,6 +61,7 @@ interop: $(STAMP) bytecode
 	@tools/ensure_kafka.sh >/dev/null || echo "note: Apache Kafka is not available; its tests will say why" >&2
 	@PYTHON=$(PY) tools/ensure_spark_kafka.sh >/dev/null || echo "note: Spark's Kafka connector is not available; its tests will say why" >&2
 	@KAFLITE_PYTHON=$(PY) tools/ensure_kafka_python_tests.sh >/dev/null || echo "note: kafka-python's tests are not available; their test will say why" >&2
+	@tools/ensure_sarama.sh >/dev/null || echo "note: sarama's functional tests are not available; their test will say why" >&2
 	$(PY) -m pytest tests/interop --durations=15 $(PYTEST_ARGS)
 
 demo: $(STAMP) bytecode check-java

@@ -19,17 +19,22 @@ class KafliteCluster(ClusterUnderTest):
     ``processes``, ``kill`` is a SIGKILL of that broker's process, as for Apache Kafka;
     in one process it drops the broker's connections and state without a clean stop.
     ``listeners`` adds listeners besides PLAINTEXT, each named for its security
-    protocol (``SASL_PLAINTEXT``...), as ``ApacheKafka``'s do.
+    protocol (``SASL_PLAINTEXT``...), as ``ApacheKafka``'s do. ``advertised_ports``
+    (one a broker, in node id order) are the ports the brokers advertise on PLAINTEXT
+    instead of those they bind: where something in front of them (a TCP proxy) forwards
+    to the bound ones, ``listening_ports`` says which those are.
     """
 
     def __init__(self, brokers: int = 1, config: Mapping[str, object] | None = None,
-                 processes: bool = False, listeners: Sequence[str] = ()) -> None:
+                 processes: bool = False, listeners: Sequence[str] = (),
+                 advertised_ports: Sequence[int] | None = None) -> None:
         self.name = f"kaflite-{brokers}{'p' if processes else ''}"
         self._brokers = brokers
         self._config = dict(config or {})
         self._processes = processes
         # more listeners besides PLAINTEXT, each named for its security protocol
         self._listeners = ",".join(f"{name}://127.0.0.1:0" for name in ("PLAINTEXT", *listeners))
+        self._advertised_ports = list(advertised_ports) if advertised_ports else None
         self._cluster: Cluster | None = None
 
     @property
@@ -51,9 +56,19 @@ class KafliteCluster(ClusterUnderTest):
     def bootstrap(self, listener: str) -> str:
         return self.cluster.bootstrap(listener)
 
+    @property
+    def listening_ports(self) -> dict[int, int]:
+        """Each broker's bound PLAINTEXT port, by node id (what it advertises may differ:
+        ``advertised_ports``)."""
+        cluster = self.cluster
+        handles = cluster.processes if cluster.use_processes else cluster.brokers
+        return {n: handles[n].bound["PLAINTEXT"] for n in self.node_ids}
+
     def start(self) -> None:
         cluster = Cluster(brokers=self._brokers, config=self._config,
-                          processes=self._processes, listeners=self._listeners)
+                          processes=self._processes, listeners=self._listeners,
+                          advertised_host="127.0.0.1" if self._advertised_ports else None,
+                          advertised_ports=self._advertised_ports)
         cluster.__enter__()
         self._cluster = cluster
 
