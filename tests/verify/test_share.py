@@ -312,8 +312,8 @@ def test_unseen_records_outlive_the_clients_bounded_event_log(client: str) -> No
     unseen: read from the event log at close, they were gone, and a 30-minute soak
     reported 493 records that had been delivered three times as never delivered."""
     from kaflite.cluster import Cluster
-    from kaflite.verify.clients import factory
     from kaflite.verify.clients import _kaflite as adapters
+    from kaflite.verify.clients import factory
 
     original = adapters.share_config
 
