@@ -105,8 +105,9 @@ class ShareFetcher(Generic[K, V]):
         self.assignment: set[TopicPartition] = set()
         self.sessions: dict[int, ShareSession] = {}
         # records and the monotonic time their acquisition lock ends
-        # (lock ends at the earliest, lock ends at the latest, record): see ``drain``
-        self.buffer: deque[tuple[float, float, ShareRecord[K, V]]] = deque()
+        # (lock ends at the earliest, at the latest, the leader that gave it, record):
+        # see ``drain`` and ``_session_ended``
+        self.buffer: deque[tuple[float, float, int, ShareRecord[K, V]]] = deque()
         self.buffered: dict[TopicPartition, int] = {}
         self.pending: dict[TopicPartition, Acks] = {}
         self.in_flight: dict[int, asyncio.Task[None]] = {}
@@ -304,6 +305,7 @@ class ShareFetcher(Generic[K, V]):
         accepted them (kaflite.verify, share groups, seeds 8384 and 5448)."""
         self.consumer.pool.close_connection(node, DATA, why)
         session.reset()
+        self._session_ended(node, why)
         for tp, a in acks.items():
             self._result(results, tp, a, errors.NetworkExceptionError(
                 f"{why} (broker {node}): the outcome of these acknowledgements is unknown"))
@@ -319,6 +321,7 @@ class ShareFetcher(Generic[K, V]):
         if code in SESSION_ERRORS:
             self.emit("share", "share session reset", cause=detail)
             session.reset()
+            self._session_ended(node, detail)
             merge(self.pending if into is None else into, acks)   # sent again, new session
             return
         action = action_for(code)
@@ -367,7 +370,7 @@ class ShareFetcher(Generic[K, V]):
                                           pd.current_leader.leader_epoch, endpoints)
                     continue
                 if pd.acquired_records and tp in self.assignment:
-                    self._take(tp, pd, lock_ends)
+                    self._take(tp, pd, lock_ends, node)
                     got = True
                 elif pd.acquired_records:
                     # acquired for a partition no longer assigned: give them back
@@ -404,7 +407,7 @@ class ShareFetcher(Generic[K, V]):
             md.request_update(where)
 
     def _take(self, tp: TopicPartition, pd: sfr.PartitionData,
-              lock_ends: tuple[float, float]) -> None:
+              lock_ends: tuple[float, float], node: int) -> None:
         """Buffer the acquired records of one partition; gaps are acknowledged."""
         ranges = sorted((r.first_offset, r.last_offset, r.delivery_count)
                         for r in pd.acquired_records)
@@ -442,7 +445,7 @@ class ShareFetcher(Generic[K, V]):
         if gaps:
             merge(self.pending, {tp: gaps})
         if out:
-            self.buffer.extend((*lock_ends, r) for r in out)
+            self.buffer.extend((*lock_ends, node, r) for r in out)
             self.buffered[tp] = self.buffered.get(tp, 0) + len(out)
 
     # -- ShareAcknowledge ---------------------------------------------------------------------------
@@ -534,7 +537,7 @@ class ShareFetcher(Generic[K, V]):
         now = time.monotonic()
         expired: dict[TopicPartition, list[int]] = {}
         while self.buffer and len(out) < max_records:
-            earliest, latest, record = self.buffer.popleft()
+            earliest, latest, _, record = self.buffer.popleft()
             tp = TopicPartition(record.topic, record.partition)
             left = self.buffered[tp] - 1
             if left:
@@ -551,12 +554,41 @@ class ShareFetcher(Generic[K, V]):
                       "lock ended before the application polled them", cause=None)
         return out
 
+    def _session_ended(self, node: int, why: str) -> None:
+        """The share session with ``node`` ended (its connection lost, or the broker
+        forgot it): the broker released what the member had acquired in it, and may
+        deliver it again, to this member or another. Records of that session still in
+        the buffer are no longer the member's: dropped, not handed out. A 30-minute soak
+        handed out such stale copies beside the new delivery of the same records, and
+        the application acknowledged each offset twice in one commit."""
+        kept: deque[tuple[float, float, int, ShareRecord[K, V]]] = deque()
+        stale: dict[TopicPartition, list[int]] = {}
+        for item in self.buffer:
+            if item[2] == node:
+                record = item[3]
+                stale.setdefault(TopicPartition(record.topic, record.partition),
+                                 []).append(record.offset)
+            else:
+                kept.append(item)
+        if not stale:
+            return
+        self.buffer = kept
+        for tp, offsets in stale.items():
+            left = self.buffered.get(tp, 0) - len(offsets)
+            if left > 0:
+                self.buffered[tp] = left
+            else:
+                self.buffered.pop(tp, None)
+            self.emit("share", f"dropped {len(offsets)} buffered records of {tp} (offsets "
+                      f"{offset_ranges(offsets)}): their share session with broker {node} "
+                      "ended, which released them", cause=why)
+
     def drop(self, tps: set[TopicPartition]) -> None:
         """Partitions revoked: their buffered records go back to the group (RELEASE)."""
-        kept: deque[tuple[float, float, ShareRecord[K, V]]] = deque()
+        kept: deque[tuple[float, float, int, ShareRecord[K, V]]] = deque()
         released: dict[TopicPartition, Acks] = {}
         for item in self.buffer:
-            record = item[2]
+            record = item[3]
             tp = TopicPartition(record.topic, record.partition)
             if tp in tps:
                 released.setdefault(tp, {})[record.offset] = AcknowledgeType.RELEASE
