@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from kaflite.cluster import Cluster
+from kaflite.cluster.handlers.update_features import ALL_FAILED, DESCRIPTION
 from kaflite.cluster.metalog import METADATA_VERSION
 from kaflite.net.connection import BrokerConnection
 from kaflite.protocol import decode_response, encode_request, errors
@@ -106,10 +107,21 @@ def test_group_version_goes_down_and_up_and_kip848_groups_follow(tmp_path: Path)
         # a downgrade needs a downgrade type; a level kaflite lacks is refused; neither changes
         resp = update(port, 1, ("group.version", 0, 1), ("transaction.version", 3, 1),
                       ("no.such.feature", 1, 1))
-        assert [(r.feature, r.error_code) for r in resp.results] == [
-            ("group.version", invalid), ("transaction.version", invalid),
-            ("no.such.feature", invalid)]
-        assert "safe or unsafe downgrade" in (resp.results[0].error_message or "")
+        assert [(r.feature, r.error_code, r.error_message) for r in resp.results] == [
+            ("group.version", invalid, DESCRIPTION), ("transaction.version", invalid, DESCRIPTION),
+            ("no.such.feature", invalid, DESCRIPTION)]
+        # the first failure fails the request, at the top level too (Kafka 4.4)
+        assert resp.error_code == invalid
+        assert (resp.error_message or "").startswith(ALL_FAILED + "Invalid update version 0 "
+                                                     "for feature group.version.")
+        assert "safe or unsafe downgrade" in (resp.error_message or "")
+        # one change: a valid downgrade beside an unknown feature is not made either
+        resp = update(port, 1, ("group.version", 0, 2), ("sarama.unsupported.feature", 1, 1))
+        assert resp.error_code == invalid
+        assert [r.error_code for r in resp.results] == [invalid, invalid]
+        assert "sarama.unsupported.feature" in (resp.error_message or "")
+        assert finalized_levels(port)["group.version"] == 1
+        assert api_versions(port, 3).finalized_features_epoch == before
         # v2: the first failure at the top level
         resp = update(port, 2, ("group.version", 0, 1))
         assert resp.error_code == invalid and "group.version" in (resp.error_message or "")

@@ -5,8 +5,9 @@ changes them.
 SupportedMinVersion: A SupportedMaxVersion: B FinalizedVersionLevel: L Epoch: E``);
 ``upgrade`` and ``downgrade`` take ``--feature name=level`` (repeatable), with
 ``--dry-run`` (validate only) and, for downgrade, ``--unsafe``, and print one line per
-feature: what was done or why it was refused (UpdateFeatures v2 answers only the
-first refusal, for the whole request). A refusal makes the command fail.
+feature: what was done or why it was refused. Kafka 4's controller (and kaflite's)
+refuses the whole request at its first refusal, and names it at the top level; older
+brokers answered each feature. A refusal makes the command fail.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _update(bootstrap: str, props: list[str] | None, specs: list[str],
     verb = "downgraded" if downgrade else "upgraded"
     try:
         results = with_admin(bootstrap, props, go, CLIENT_ID)
-    except errors.InvalidUpdateVersionError as exc:   # v2: the first refusal, for all
+    except errors.InvalidUpdateVersionError as exc:   # the first refusal, for all
         typer.echo(f"Could not {verb[:-1]} {', '.join(levels)}. {exc.message}", err=True)
         raise typer.Exit(1) from None
     failed = False

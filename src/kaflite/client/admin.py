@@ -297,10 +297,12 @@ class Admin(AclAdmin, GroupAdmin, ConfigResourcesAdmin, TokenAdmin, ScramAdmin):
     async def update_features(self, levels: Mapping[str, int], *, downgrade: str | None = None,
                               validate_only: bool = False) -> dict[str, str | None]:
         """Finalize ``levels`` (UpdateFeatures): ``downgrade`` None for upgrades, "safe"
-        or "unsafe" to go lower. Each feature's refusal (INVALID_UPDATE_VERSION's
-        message), or None where it was changed (or, ``validate_only``, would be). A
-        broker answering v2 names only the first refusal: that raises, as Java's Admin
-        fails every feature's future with it."""
+        or "unsafe" to go lower. None for each feature changed (or, ``validate_only``,
+        that would be). Kafka 4's controller, as kaflite's, refuses the whole request at
+        its first refusal and names it at the top level: that raises
+        (INVALID_UPDATE_VERSION), as Java's Admin fails every feature's future with it.
+        A broker before Kafka 3.9 answered each feature: its refusals are returned, by
+        feature."""
         await self.start()
         kind = {None: 1, "safe": 2, "unsafe": 3}[downgrade]
         resp = await self._request_any(UpdateFeaturesRequest(validate_only=validate_only,
