@@ -244,3 +244,19 @@ def test_fuzzed_acknowledgements_keep_the_invariants(ops: list[tuple[object, ...
         assert sp.check() == []
         for o in accepted:
             assert sp.state_of(o) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+def test_a_requests_batches_are_applied_all_or_none() -> None:
+    """One bad batch fails the partition's acknowledgements, and the good ones before it
+    are not taken either (Kafka's SharePartition rolls a request's changes back): the
+    member is told they failed, so the broker must not have taken them."""
+    sp = make()
+    acquire_all(sp, "m1", 4)                       # offsets 0-3, m1's
+    sp.acknowledge("m1", 3, 3, [AckType.RELEASE])  # offset 3 is m1's no longer
+    with pytest.raises(errors.InvalidRecordStateError):
+        sp.acknowledge_all("m1", [(0, 1, [AckType.ACCEPT]), (3, 3, [AckType.ACCEPT])])
+    assert [sp.state_of(o) for o in range(4)] == [RecordState.ACQUIRED] * 3 + [
+        RecordState.AVAILABLE]
+    assert sp.start == 0
+    sp.acknowledge_all("m1", [(0, 1, [AckType.ACCEPT]), (2, 2, [AckType.REJECT])])
+    assert sp.start == 3 and sp.state_of(3) is RecordState.AVAILABLE   # 0-2 done

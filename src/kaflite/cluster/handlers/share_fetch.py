@@ -99,11 +99,10 @@ async def _acknowledge(mgr: SharePartitionManager, broker: Broker, conn: ServerC
         p = broker.leader_partition(topic, index)
         sp = await mgr.share_partition(group_id, p)
         failure: errors.KafkaError | None = None
-        for first, last, types in checked:
-            try:
-                sp.acknowledge(member_id, first, last, types)
-            except errors.KafkaError as exc:
-                failure = failure or exc
+        try:
+            sp.acknowledge_all(member_id, checked)
+        except errors.KafkaError as exc:     # none of the partition's batches applied
+            failure = exc
         code = await mgr.persist(sp)
         if code:
             return code, None
