@@ -79,12 +79,18 @@ async def list_groups(backend: ClientBackend) -> list[Json]:
     return list(await asyncio.gather(*(row(g) for g in listed)))
 
 
-async def describe_group(backend: ClientBackend, group: str) -> Json:
+async def described_or_404(backend: ClientBackend, group: str) -> Described:
+    """The group described with its offsets (``kaflite groups describe``'s answer);
+    404 for a group the cluster does not know."""
     admin = await backend.admin()
     try:
-        described = await _describe(admin, group, offsets=True)
+        return await _describe(admin, group, offsets=True)
     except errors.GroupIdNotFoundError:
         raise ApiError(404, f"no group {group!r}") from None
+
+
+async def describe_group(backend: ClientBackend, group: str) -> Json:
+    described = await described_or_404(backend, group)
     desc = described.desc
     if desc is None:
         return _share_group(described)

@@ -11,10 +11,9 @@ Kafka the answer says plainly that it cannot be shown.
 
 from __future__ import annotations
 
-from kaflite.cli.groups import _describe
 from kaflite.console.backend import ClientBackend
+from kaflite.console.groups import described_or_404
 from kaflite.console.web import ApiError, Json
-from kaflite.protocol import errors
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "NOT_IN_KAFKA", "share_in_flight"]
 
@@ -33,11 +32,7 @@ async def share_in_flight(backend: ClientBackend, group: str, limit: int) -> Jso
     partition its start offset, lag, the members assigned to it and (``in_flight``) the
     leader's in-flight window with its first ``limit`` records, or None when the leader
     holds no state for the group there."""
-    admin = await backend.admin()
-    try:
-        described = await _describe(admin, group, offsets=True)
-    except errors.GroupIdNotFoundError:
-        raise ApiError(404, f"no group {group!r}") from None
+    described = await described_or_404(backend, group)
     share = described.share
     if share is None:
         if described.desc is None or (described.desc.state == "Dead"
