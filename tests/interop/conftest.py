@@ -78,6 +78,14 @@ def ensured_path(script: Path, what: str, timeout: float,
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+def go_module_dir(module: str, go_module: Path) -> Path:
+    """Where the Go module cache holds ``module`` at the version the ``go.mod`` in
+    ``go_module`` pins (the peer suites' sources; the ensure script fetched them)."""
+    out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", module], cwd=go_module,
+                         capture_output=True, text=True, timeout=120, check=True)
+    return Path(out.stdout.strip())
+
+
 @pytest.fixture(scope="session")
 def kafka_libs() -> Path:
     """The directory of Apache Kafka's jars (fetched on first use)."""

@@ -26,7 +26,7 @@ import pytest
 
 from kaflite.testing import ClusterUnderTest
 from tests.interop._clients import run, upsert_scram_user
-from tests.interop.conftest import ROOT, ensured_path, make_target, started
+from tests.interop.conftest import ROOT, ensured_path, go_module_dir, make_target, started
 
 pytestmark = pytest.mark.interop
 
@@ -77,9 +77,7 @@ def kgo_test() -> Path:
 @pytest.fixture(scope="module")
 def package_dir() -> Path:
     """Where the pinned franz-go's kgo sources are (the Go module cache)."""
-    out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "github.com/twmb/franz-go"],
-                         cwd=GO_MODULE, capture_output=True, text=True, timeout=120, check=True)
-    return Path(out.stdout.strip()) / "pkg" / "kgo"
+    return go_module_dir("github.com/twmb/franz-go", GO_MODULE) / "pkg" / "kgo"
 
 
 @pytest.fixture(params=TARGETS)

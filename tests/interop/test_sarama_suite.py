@@ -39,7 +39,7 @@ import pytest
 
 from kaflite.testing import ClusterUnderTest, KafliteCluster
 from tests.interop._toxiproxy import DockerStandIn, Toxiproxy
-from tests.interop.conftest import KAFLITE_CONFIG, ROOT, ensured_path, started
+from tests.interop.conftest import KAFLITE_CONFIG, ROOT, ensured_path, go_module_dir, started
 
 pytestmark = pytest.mark.interop
 
@@ -107,9 +107,7 @@ def built() -> Path:
 @pytest.fixture(scope="module")
 def package_dir() -> Path:
     """The pinned sarama's sources (the Go module cache), where its tests run."""
-    out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "github.com/IBM/sarama"],
-                         cwd=GO_MODULE, capture_output=True, text=True, timeout=120, check=True)
-    return Path(out.stdout.strip())
+    return go_module_dir("github.com/IBM/sarama", GO_MODULE)
 
 
 def functional_tests(package: Path) -> list[str]:
