@@ -158,7 +158,7 @@ def test_two_looks_show_requests_errors_and_reroutes(static_page: Page) -> None:
     assert 0 < marks["pulses"] == marks["motions"]
     assert marks["down"] == ["2"]
     lines = "\n".join(marks["lines"])
-    assert "rerouted app@10.0.0.7: 1 partition re-routed broker 2 → broker 0 (t-2)" in lines
+    assert "rerouted app@10.0.0.7: re-routed broker 2 → broker 0: t-2" in lines
     assert "error app@10.0.0.7: 2 errors from broker 1" in lines
     assert "broker-down broker 2 down" in lines
     assert "closed tool@10.0.0.7: connection to broker 1 (admin) closed" in lines

@@ -90,26 +90,27 @@ export class LiveFan {
     }
   }
 
-  // A partition now served on a connection to another broker than the last one seen.
+  // A partition (or a group's coordination) now served on a connection to another broker
+  // than the last one seen for that client: a leader or coordinator moved, a broker died.
   reroutes(conns, t, tell) {
-    const moved = new Map();   // "client|from|to" -> partitions
+    const moved = new Map();   // "client|from|to" -> what moved
     for (const c of conns) {
       const ck = clientKey(c);
       if (!this.leaders.has(ck)) this.leaders.set(ck, new Map());
       const seen = this.leaders.get(ck);
-      for (const part of c.partitions ?? []) {
-        const was = seen.get(part);
-        seen.set(part, c.broker);
+      for (const what of [...(c.partitions ?? []), ...(c.groups ?? []).map((g) => `group ${g}`)]) {
+        const was = seen.get(what);
+        seen.set(what, c.broker);
         if (was === undefined || was === c.broker || !tell) continue;
         this.mark(connKey(c), "rerouted", t);
         const k = `${who(c)}|${was}|${c.broker}`;
         if (!moved.has(k)) moved.set(k, []);
-        moved.get(k).push(part);
+        moved.get(k).push(what);
       }
     }
-    for (const [k, parts] of moved) {
+    for (const [k, items] of moved) {
       const [name, from, to] = k.split("|");
-      this.say(`${name}: ${parts.length} partition${parts.length === 1 ? "" : "s"} re-routed broker ${from} → broker ${to} (${parts.slice(0, 4).join(" ")}${parts.length > 4 ? " …" : ""})`, "rerouted");
+      this.say(`${name}: re-routed broker ${from} → broker ${to}: ${items.slice(0, 4).join(", ")}${items.length > 4 ? ` and ${items.length - 4} more` : ""}`, "rerouted");
     }
   }
 
