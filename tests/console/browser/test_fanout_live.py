@@ -6,7 +6,8 @@ client connections, one each, with the role the shared helper (``roles.js``) giv
 registry's roles; requests travel along them. Then a broker is killed through the chaos
 API: the page draws it down, keeps no open edge to it, and says the producer's partition
 that it led was re-routed to another broker, on whose edge the partition now is. With
-reduced motion, the same page draws no dots and still shows the broker down.
+reduced motion, the same page draws no dots and still shows the broker down. Enter on a
+client opens its detail (the Connections page with that client's fan-out).
 """
 
 from __future__ import annotations
@@ -165,11 +166,16 @@ def test_live_fanout_follows_the_registry_and_a_broker_kill(browser: Browser,
             assert page.evaluate("window.__sameDocument") is True      # no reload
             screenshot(page, "fanout-live-broker-down")
 
+            # the keyboard: Enter on a client opens its detail, its own fan-out picture
+            page.focus(f'.fan-row[data-key="{PRODUCER}@127.0.0.1"]')
+            page.keyboard.press("Enter")
+            page.wait_for_selector('#panel[data-panel="connections"][data-ready="1"]')
+            page.locator("#fanout svg.fanout").wait_for()
+            assert page.inner_text("#fanout-summary").startswith(f"{PRODUCER}:")
+
             # reduced motion: no dots, the broker still down
             page.emulate_media(reduced_motion="reduce")
             open_panel(page, base, "fanout")
-            page.reload()
-            page.wait_for_selector('#panel[data-panel="fanout"][data-ready="1"]')
             svg = page.locator("#fan-box svg")
             assert svg.get_attribute("data-motion") == "off"
             page.wait_for_timeout(2500)      # looks with requests since the last
