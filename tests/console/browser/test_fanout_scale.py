@@ -12,6 +12,7 @@ broker down is drawn down; with reduced motion the same state shows, without any
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from playwright.sync_api import Page
@@ -34,8 +35,9 @@ def _broker(i: int, running: bool = True) -> dict[str, Any]:
             "isolated": False, "running": running}
 
 
-def _conn(n: int, client: str, broker: int, roles: list[str], partitions: list[str] = (),  # type: ignore[assignment]
-          requests: int = 10, errors: int = 0) -> dict[str, Any]:
+def _conn(n: int, client: str, broker: int, roles: list[str],
+          partitions: tuple[str, ...] | list[str] = (), requests: int = 10,
+          errors: int = 0) -> dict[str, Any]:
     return {"broker": broker, "connection_id": n, "client_id": client, "host": "10.0.0.7",
             "roles": roles, "partitions": list(partitions), "groups": [],
             "requests": requests, "errors": errors, "opened_at": 0, "console": False}
@@ -82,7 +84,7 @@ def test_fifty_clients_on_twelve_brokers_stay_readable(static_page: Page) -> Non
     }""")
     labels = sorted(geometry["labels"])
     assert len(labels) <= 24
-    for (top_a, bottom_a, *_), (top_b, *_rest) in zip(labels, labels[1:], strict=False):
+    for (_, bottom_a, *_a), (top_b, *_b) in itertools.pairwise(labels):
         assert bottom_a <= top_b + 0.5, (labels, "two client labels overlap")
     for (_t, _b, left, right), rect in zip(geometry["labels"], geometry["rects"], strict=True):
         assert rect[2] <= left and right <= rect[3] and right <= geometry["edge"]
