@@ -290,7 +290,7 @@ class ShareConsumer(BaseClient, Generic[K, V]):
             fetcher.raise_errors()
             member.last_poll = time.monotonic()
             await member.ensure_active_group(deadline - time.monotonic())
-            timed = fetcher.drain(self._max_poll_records) if fetcher.buffer else []
+            timed = fetcher.drain(self._max_poll_records) if fetcher.records else []
             if timed:
                 for lock_ends, r in timed:
                     tp = TopicPartition(r.topic, r.partition)
