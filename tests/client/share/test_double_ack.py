@@ -32,6 +32,24 @@ def config(servers: str, group: str) -> dict[str, object]:
             "share.acknowledgement.mode": "explicit"}
 
 
+async def poll_for(c: ShareConsumer[bytes, bytes], n: int) -> list[ShareRecord[bytes, bytes]]:
+    """Poll until ``n`` records came (10 s at the most)."""
+    got: list[ShareRecord[bytes, bytes]] = []
+    deadline = time.monotonic() + 10
+    while len(got) < n and time.monotonic() < deadline:
+        got += await c.poll(200)
+    return got
+
+
+def poll_sync(c: ksync.ShareConsumer[bytes, bytes]) -> list[ShareRecord[bytes, bytes]]:
+    """The sync façade's first records (10 s at the most)."""
+    got: list[ShareRecord[bytes, bytes]] = []
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        got = c.poll(200)
+    return got
+
+
 def test_the_later_acknowledgement_before_a_commit_wins(cluster: Cluster) -> None:
     asyncio.run(_later_wins(cluster.bootstrap_servers))
 
@@ -48,14 +66,11 @@ async def _later_wins(servers: str) -> None:
         c.subscribe([topic])
         await join([c], partitions=1)
         await produce(servers, topic, 2, partitions=1)
-        got: list[ShareRecord[bytes, bytes]] = []
-        deadline = time.monotonic() + 10
-        while len(got) < 2 and time.monotonic() < deadline:
-            for r in await c.poll(200):
-                got.append(r)
-                c.acknowledge(r)                        # ACCEPT ...
-                c.acknowledge(r)                        # ... and ACCEPT again: no error
+        got = await poll_for(c, 2)
         assert [r.value for r in got] == [b"0", b"1"]
+        for r in got:
+            c.acknowledge(r)                            # ACCEPT ...
+            c.acknowledge(r)                            # ... and ACCEPT again: no error
         c.acknowledge(got[0], AcknowledgeType.RELEASE)  # changed its mind: RELEASE
         results = await c.commit_sync()
         assert results == {TopicPartition(topic, 0): None}
@@ -67,10 +82,7 @@ async def _later_wins(servers: str) -> None:
             with pytest.raises(IllegalStateError, match="cannot be acknowledged"):
                 c.acknowledge(r, AcknowledgeType.ACCEPT)
         # the later type stood: the released record comes again, the accepted one not
-        again: list[ShareRecord[bytes, bytes]] = []
-        deadline = time.monotonic() + 10
-        while not again and time.monotonic() < deadline:
-            again = await c.poll(200)
+        again = await poll_for(c, 1)
         assert [(r.offset, r.value, r.delivery_count) for r in again] == \
             [(got[0].offset, b"0", 2)]
         c.acknowledge(again[0])
@@ -93,20 +105,14 @@ def test_the_sync_consumer_acknowledges_as_the_async_one(cluster: Cluster) -> No
         while not fetching(c._async) and time.monotonic() < deadline:
             assert not c.poll(100)
         asyncio.run(produce(servers, topic, 1, partitions=1))
-        got: list[ShareRecord[bytes, bytes]] = []
-        deadline = time.monotonic() + 10
-        while not got and time.monotonic() < deadline:
-            got = c.poll(200)
+        got = poll_sync(c)
         assert [r.value for r in got] == [b"0"]
         c.acknowledge(got[0], AcknowledgeType.ACCEPT)
         c.acknowledge(got[0], AcknowledgeType.RELEASE)  # replaces the ACCEPT
         c.commit_async()
         with pytest.raises(IllegalStateError, match="cannot be acknowledged"):
             c.acknowledge(got[0], AcknowledgeType.ACCEPT)
-        again: list[ShareRecord[bytes, bytes]] = []
-        deadline = time.monotonic() + 10
-        while not again and time.monotonic() < deadline:
-            again = c.poll(200)
+        again = poll_sync(c)
         assert [(r.value, r.delivery_count) for r in again] == [(b"0", 2)]
         c.acknowledge(again[0])
         c.commit_sync()
