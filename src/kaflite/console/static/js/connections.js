@@ -1,7 +1,8 @@
 // Connections: the registry's client connections grouped by client, the fan-out picture of
 // one client (bootstrap, partition-leader and coordinator connections, each to its broker),
 // measured cadences and principals.
-import { ROUTES, api, clear, el, fmtBytes, fmtNum, info, poll } from "./core.js";
+import { ROUTES, api, clear, el, fmtBytes, fmtNum, poll } from "./core.js";
+import { withFeature } from "./feature.js";
 import { brokerState } from "./cluster.js";
 import { VTable, filterBox } from "./vtable.js";
 import { legend, mainRole, roleCounts } from "./roles.js";
@@ -86,22 +87,9 @@ export function mount(root, arg) {
     loadMs = performance.now() - t0;
     root.dataset.ready = "1";
   }
-  let stop = () => {};
-  let alive = true;
-  info().then((i) => {
-    if (!alive) return;
-    if (i.features && i.features.connections === false) {
-      clear(root).append(el("section.card#no-connections", null, el("h2", { text: "Connections" }),
-        el("div.muted", { text: "Connections come from the brokers' connection registry: they show on a kaflite cluster (kaflite up), not through the Kafka protocol." })));
-      root.dataset.ready = "1";
-      return;
-    }
-    stop = poll(refresh, () => Math.max(2000, 20 * loadMs));
-  });
-  return () => {
-    alive = false;
-    stop();
-  };
+  return withFeature(root, { feature: "connections", id: "no-connections", title: "Connections",
+    message: "Connections come from the brokers' connection registry: they show on a kaflite cluster (kaflite up), not through the Kafka protocol." },
+  () => poll(refresh, () => Math.max(2000, 20 * loadMs)));
 }
 
 // The picture: the client on the left, every broker on the right, one line per connection.

@@ -7,7 +7,8 @@
 // The lines under the picture say the same in words. Keyboard: Tab to a client, Enter opens
 // its detail (#connections/CLIENT@HOST); Enter on a group folds or opens it; on a broker,
 // picks out its edges.
-import { ROUTES, api, clear, el, enc, info, poll } from "./core.js";
+import { ROUTES, api, clear, el, enc, poll } from "./core.js";
+import { withFeature } from "./feature.js";
 import { brokerState } from "./cluster.js";
 import { draw } from "./fandraw.js";
 import { clientKey, connKey, layout } from "./fanlayout.js";
@@ -174,25 +175,12 @@ export function mount(root) {
       el("span.muted", { text: still ? "reduced motion: requests shown as counts, no animation" : "dots: requests since the last look" })),
     live.root));
   let loadMs = 0;
-  let stop = () => {};
-  let alive = true;
-  info().then((i) => {
-    if (!alive) return;
-    if (i.features && i.features.connections === false) {
-      clear(root).append(el("section.card#no-connections", null, el("h2", { text: "Live fan-out" }),
-        el("div.muted", { text: "The fan-out comes from the brokers' connection registry: it shows on a kaflite cluster (kaflite up), not through the Kafka protocol." })));
-      root.dataset.ready = "1";
-      return;
-    }
-    stop = poll(async () => {
-      const t0 = performance.now();
-      live.update(await api("GET", ROUTES.fanout + (showMine.checked ? "?console=1" : "")));
-      loadMs = performance.now() - t0;
-      root.dataset.ready = "1";
-    }, () => Math.max(1000, 20 * loadMs));
-  });
-  return () => {
-    alive = false;
-    stop();
-  };
+  return withFeature(root, { feature: "connections", id: "no-connections", title: "Live fan-out",
+    message: "The fan-out comes from the brokers' connection registry: it shows on a kaflite cluster (kaflite up), not through the Kafka protocol." },
+  () => poll(async () => {
+    const t0 = performance.now();
+    live.update(await api("GET", ROUTES.fanout + (showMine.checked ? "?console=1" : "")));
+    loadMs = performance.now() - t0;
+    root.dataset.ready = "1";
+  }, () => Math.max(1000, 20 * loadMs)));
 }
