@@ -289,9 +289,21 @@ def test_clients_apart_by_host_and_by_source() -> None:
     s.add(METADATA, client="same", host="10.0.0.1")
     s.add(METADATA, client="same", host="10.0.0.2")
     s.add(METADATA, client="same", host="10.0.0.2", source="proxy", broker=-1)
-    subjects = sorted(c.subject for c in analyze(s).health())
+    s.add(METADATA, client="same", host="10.0.0.2", source="proxy", broker=2)
+    a = analyze(s)
+    subjects = sorted(c.subject for c in a.health())
     assert subjects == ["client same @ 10.0.0.1", "client same @ 10.0.0.2",
                         "client same @ 10.0.0.2 via proxy"]
+    assert a.brokers("broker") == (0,) and a.brokers("proxy") == (2,)
+    assert a.report().brokers == (0, 2)
+
+
+def test_a_log_the_proxy_alone_writes_names_the_brokers() -> None:
+    # in front of Apache Kafka, the proxy's records are all there is
+    s = Scenario()
+    for broker in (-1, 0, 1, 2):
+        s.add(METADATA, client="app", source="proxy", broker=broker, conn=broker + 2)
+    assert analyze(s).report().brokers == (0, 1, 2)
 
 
 def test_fed_in_pieces_the_same_as_at_once_and_ignored_clients() -> None:

@@ -76,9 +76,13 @@ class Analyzer:
         self.records += taken
         return taken
 
-    def brokers(self, source: str = "broker") -> tuple[int, ...]:
-        """The brokers seen answering (for the proxy's records: the upstream nodes)."""
-        return tuple(sorted(self._brokers.get(source, ())))
+    def brokers(self, source: str | None = None) -> tuple[int, ...]:
+        """The brokers seen answering, in ``source``'s records (for the proxy's: the
+        upstream nodes) or, by default, in anyone's: a log the proxy alone writes, as
+        in front of Apache Kafka, names the brokers too."""
+        seen = self._brokers.get(source, set()) if source is not None \
+            else set().union(*self._brokers.values())
+        return tuple(sorted(seen))
 
     def health(self) -> list[ClientHealth]:
         """Each client's health, the busiest first."""
