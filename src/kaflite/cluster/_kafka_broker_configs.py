@@ -13,7 +13,7 @@ config, as Kafka accepts it.
 
 from __future__ import annotations
 
-__all__ = ["BROKER_LEVEL_ONLY", "CONFIGS", "DYNAMIC_TYPES", "INTERNAL", "LISTENER_LEVEL_ONLY",
+__all__ = ["BROKER_LEVEL_ONLY", "BROKER_QUOTA_CONFIGS", "CONFIGS", "DYNAMIC_TYPES", "INTERNAL", "LISTENER_LEVEL_ONLY",
            "LISTENER_MECHANISM_CONFIGS", "STATIC", "STATIC_PASSWORDS", "SYNONYMS"]
 
 #: name -> (type, default as Kafka writes it; None when it has no default or a null one),
@@ -469,8 +469,16 @@ _DYNAMIC = frozenset({
     "unclean.leader.election.enable"
 })
 
+#: Kafka's dynamic broker configs outside the broker's ConfigDef (``QuotaConfig.
+#: brokerQuotaConfigs``): LONG, at least 0, Long.MAX_VALUE unless set; a broker describes
+#: them only when they are set, with their type (``AbstractKafkaConfig.configType``)
+BROKER_QUOTA_CONFIGS = ("follower.replication.throttled.rate",
+                        "leader.replication.throttled.rate",
+                        "replica.alter.log.dirs.io.max.bytes.per.second")
+
 #: name -> type, of every dynamic config
-DYNAMIC_TYPES: dict[str, str] = {name: CONFIGS[name][0] for name in sorted(_DYNAMIC)}
+DYNAMIC_TYPES: dict[str, str] = {name: CONFIGS[name][0] for name in sorted(_DYNAMIC)} | {
+    name: "LONG" for name in BROKER_QUOTA_CONFIGS}
 
 #: dynamic, but only for one broker (never the cluster-wide default)
 BROKER_LEVEL_ONLY = frozenset({

@@ -39,6 +39,7 @@ from kaflite.cluster.network import ServerConnection, api_versions_error_body
 from kaflite.cluster.observe import CLOSED_KEPT, ConnectionRecord
 from kaflite.cluster.partition import Partition
 from kaflite.cluster.quotas import QuotaManager, QuotaWindows
+from kaflite.cluster.quotas.replication import ReplicationQuotas
 from kaflite.cluster.request_log_writer import BrokerRequestLog
 from kaflite.cluster.request_log_writer import enabled as request_log_enabled
 from kaflite.cluster.request_memory import RequestMemory
@@ -146,6 +147,11 @@ class Broker:
         # client quotas (kaflite.cluster.quotas): this broker's rates and throttle times
         self.quotas = QuotaManager(controller.client_quotas, QuotaWindows(
             config.int("quota.window.num"), config.int("quota.window.size.seconds") * 1000))
+        # replication throttling (KIP-73, kaflite.cluster.quotas.replication)
+        self.replication_quotas = ReplicationQuotas(
+            node_id, self.dynamic_config, self._topic_configs, QuotaWindows(
+                config.int("replication.quota.window.num"),
+                config.int("replication.quota.window.size.seconds") * 1000))
         # the request log (kaflite.request.log.enable; kaflite.cluster.request_log_writer)
         self.request_log: BrokerRequestLog | None = None
 
@@ -388,6 +394,10 @@ class Broker:
     def dynamic_config(self, name: str) -> tuple[str, str] | None:
         """Broker config ``name``'s dynamic value and source for this broker, if set."""
         return dynamic_configs.lookup(self.controller.broker_configs, self.node_id, name)
+
+    def _topic_configs(self, name: str) -> dict[str, str] | None:
+        topic = self.controller.topics.get(name)
+        return None if topic is None else topic.configs
 
     def topic_log_config(self, topic: TopicState) -> LogConfig:
         # Built once per distinct set of topic overrides (the broker's own configs do not

@@ -82,7 +82,7 @@ def config_type(name: str) -> str | None:
     for each in (name, *synonym_names(name)):
         if each in CONFIGS:
             return CONFIGS[each][0]
-    return None
+    return DYNAMIC_TYPES.get(name)     # the replication quotas' rates
 
 
 def started_with(broker: Broker) -> dict[str, str]:

@@ -15,6 +15,11 @@ from dataclasses import dataclass
 
 from kaflite.cluster.delegation_tokens import DEFAULTS as DELEGATION_TOKEN_DEFAULTS
 from kaflite.cluster.internal_topics import DEFAULTS as INTERNAL_TOPIC_DEFAULTS
+from kaflite.cluster.quotas.replication import (
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    valid_throttled_replicas,
+)
 from kaflite.cluster.request_log_writer import REQUEST_LOG_DEFAULTS
 from kaflite.cluster.share._config import SHARE_DEFAULTS
 from kaflite.config import ConfigError
@@ -68,7 +73,7 @@ def _bool(v: str) -> bool:
     return v.lower() in ("true", "false")
 
 
-# Kafka 4.0 topic configs (name, default, type, broker synonym).
+# Kafka 4.0 topic configs (name, default, type, broker synonym), those kaflite has.
 TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("cleanup.policy", "delete", "LIST", "log.cleanup.policy", _choice("delete", "compact")),
     ConfigDef("compression.type", "producer", "STRING", "compression.type",
@@ -77,7 +82,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("file.delete.delay.ms", "60000", "LONG", "log.segment.delete.delay.ms", _int(0)),
     ConfigDef("flush.messages", "9223372036854775807", "LONG", "log.flush.interval.messages", _int(1)),
     ConfigDef("flush.ms", "9223372036854775807", "LONG", "log.flush.interval.ms", _int(0)),
+    # the replicas replication throttling applies to (KIP-73, kaflite.cluster.quotas.replication)
+    ConfigDef(FOLLOWER_REPLICAS, "", "LIST", None, valid_throttled_replicas),
     ConfigDef("index.interval.bytes", "4096", "INT", "log.index.interval.bytes", _int(0, 2**31 - 1)),
+    ConfigDef(LEADER_REPLICAS, "", "LIST", None, valid_throttled_replicas),
     ConfigDef("max.compaction.lag.ms", "9223372036854775807", "LONG", "log.cleaner.max.compaction.lag.ms", _int(1)),
     ConfigDef("max.message.bytes", "1048588", "INT", "message.max.bytes", _int(0, 2**31 - 1)),
     ConfigDef("message.timestamp.type", "CreateTime", "STRING", "log.message.timestamp.type",
@@ -149,6 +157,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "connections.max.idle.ms": "600000",
     "quota.window.num": "11",                  # client quotas' rate windows
     "quota.window.size.seconds": "1",
+    "replication.quota.window.num": "11",      # replication throttling's rate windows
+    "replication.quota.window.size.seconds": "1",
     "message.max.bytes": "1048588",
     "log.retention.check.interval.ms": "300000",
     "group.initial.rebalance.delay.ms": "3000",

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 
 from kaflite.cluster._kafka_broker_configs import (
     BROKER_LEVEL_ONLY,
+    BROKER_QUOTA_CONFIGS,
     DYNAMIC_TYPES,
     LISTENER_LEVEL_ONLY,
     STATIC,
@@ -86,7 +87,8 @@ def _value_error(name: str, value: str) -> str | None:
     kind = config_type(name)
     try:
         if kind in ("INT", "SHORT", "LONG"):
-            int(value)
+            if int(value) < 0 and name in BROKER_QUOTA_CONFIGS:
+                return "Value must be at least 0"
         elif kind == "DOUBLE":
             float(value)
         elif kind == "BOOLEAN" and value.strip().lower() not in ("true", "false"):

@@ -208,6 +208,22 @@ def _topic_families(brokers: list[Broker]) -> Iterator[Metric]:
         for b in brokers:
             family.add_metric([str(b.node_id)], getattr(b.metrics, attr))
         yield family
+    # replication throttling (KIP-73): Kafka's LeaderReplication/FollowerReplication
+    # byte-rate, and how often each side held a partition back
+    for side in ("leader", "follower"):
+        rate = GaugeMetricFamily(
+            f"kafka_server_{side}replication_byte_rate",
+            f"Bytes per second of throttled partitions, as the {side} replication quota "
+            "measures them", labels=["broker"])
+        held = CounterMetricFamily(
+            f"kaflite_replication_throttled_{side}",
+            f"Partitions the {side} replication quota held back", labels=["broker"])
+        for b in brokers:
+            quota = getattr(b.replication_quotas, side)
+            rate.add_metric([str(b.node_id)], quota.measure())
+            held.add_metric([str(b.node_id)], quota.throttled)
+        yield rate
+        yield held
 
 
 def _replica_families(controller: Controller, brokers: list[Broker]) -> Iterator[Metric]:

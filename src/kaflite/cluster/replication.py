@@ -26,6 +26,12 @@ dropped or delayed), so a follower of thousands of idle partitions does
 O(changed) work per fetch, not O(partitions); every ``RECHECK_S`` it compares
 them all, in case something moved them behind its back.
 
+Replication throttling (KIP-73, ``kaflite.cluster.quotas.replication``): while the
+broker's ``follower.replication.throttled.rate`` is exceeded, a throttled partition
+that is not in sync (its position short of the high watermark the leader last
+reported, or not known yet) is left out of the fetches, as Kafka's follower leaves it
+out of its next Fetch; the bytes appended of throttled partitions count against it.
+
 Leadership errors are not acted on here: the controller will tell the broker
 who leads now, and the broker moves the partition to another fetcher. Until it
 does, a partition with an error is left out of the fetches for
@@ -91,12 +97,18 @@ class ReplicaFetcher:
         self.wakeup = asyncio.Event()
         self.running = False
         self.delayed: dict[tuple[str, int], float] = {}   # partition -> monotonic time
+        # replication throttling: each partition's lag behind the leader's high watermark
+        # at its last fetch (none yet: not in sync), and those held back by the quota
+        self.lag: dict[tuple[str, int], int] = {}
+        self.held: set[tuple[str, int]] = set()
         self.session: FetchSession[tuple[str, int], ReplicaWanted] = FetchSession(leader_id)
         self._recheck_at = 0.0
         self._rechecking: list[tuple[str, int]] = []   # the pass's partitions still to compare
 
     def add(self, p: Partition) -> None:
         self.delayed.pop(p.tp, None)
+        self.lag.pop(p.tp, None)
+        self.held.discard(p.tp)
         self.partitions[p.tp] = p
         self.session.want(p.tp, wanted_of(p))
         self.wakeup.set()
@@ -104,6 +116,8 @@ class ReplicaFetcher:
     def remove(self, p: Partition) -> None:
         self.partitions.pop(p.tp, None)
         self.delayed.pop(p.tp, None)
+        self.lag.pop(p.tp, None)
+        self.held.discard(p.tp)
         self.session.drop(p.tp)
 
     def start(self) -> None:
@@ -124,9 +138,13 @@ class ReplicaFetcher:
         backoff = 0.05
         while self.running:
             self._undelay()
+            self._throttle()
             if not self.session.wanted:
                 self.wakeup.clear()
                 wait = self._next_undelay()
+                if self.held:   # Kafka's fetcher backs off when it has nothing to fetch
+                    backoff_s = self.broker.config.int("replica.fetch.backoff.ms") / 1000
+                    wait = backoff_s if wait is None else min(wait, backoff_s)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wakeup.wait(), wait)
                 continue
@@ -175,6 +193,25 @@ class ReplicaFetcher:
             if p is not None:
                 self.session.want(tp, wanted_of(p))
 
+    def _throttle(self) -> None:
+        """Hold back the throttled partitions that are not in sync while the follower
+        quota is exceeded (Kafka's ``shouldFollowerThrottle``); fetch them again once
+        it no longer is."""
+        quota = self.broker.replication_quotas.follower
+        if quota.exceeded():
+            for tp in self.partitions:
+                if tp not in self.held and tp not in self.delayed \
+                        and self.lag.get(tp, 1) > 0 and quota.is_throttled(*tp):
+                    quota.throttled += 1
+                    self.held.add(tp)
+                    self.session.drop(tp)
+        elif self.held:
+            for tp in self.held:
+                p = self.partitions.get(tp)
+                if p is not None:
+                    self.session.want(tp, wanted_of(p))
+            self.held.clear()
+
     def _delay(self, p: Partition) -> None:
         self.delayed[p.tp] = time.monotonic() + \
             self.broker.config.int("replica.fetch.backoff.ms") / 1000
@@ -194,7 +231,7 @@ class ReplicaFetcher:
         del self._rechecking[-RECHECK_CHUNK:]
         for tp in chunk:
             p = self.partitions.get(tp)
-            if p is not None and tp not in self.delayed:
+            if p is not None and tp not in self.delayed and tp not in self.held:
                 self.session.want(tp, wanted_of(p))
 
     def _next_undelay(self) -> float | None:
@@ -234,7 +271,8 @@ class ReplicaFetcher:
                     continue  # moved to another fetcher while we waited
                 sent = session.sent.get(target.tp)
                 await self._apply(conn, target, pd, sent.leader_epoch if sent else -1)
-                if target.tp in self.partitions and target.tp not in self.delayed:
+                if target.tp in self.partitions and target.tp not in self.delayed \
+                        and target.tp not in self.held:
                     session.want(target.tp, wanted_of(target))
 
     def _request(self, version: int) -> FetchRequest:
@@ -299,10 +337,14 @@ class ReplicaFetcher:
         if records:
             plog.append_as_follower(records)
             self.broker.metrics.replication_bytes_in += len(records)
+            quota = self.broker.replication_quotas.follower
+            if quota.is_throttled(p.topic, p.index):
+                quota.record(len(records))
         leader_start = pd.log_start_offset
         if leader_start > p.log_start_offset and leader_start <= p.log_end_offset:
             plog.delete_records_before(leader_start)
         p.set_follower_hw(pd.high_watermark)
+        self.lag[p.tp] = max(0, pd.high_watermark - p.log_end_offset)
 
     async def _reset_out_of_range(self, conn: BrokerConnection, p: Partition) -> None:
         req = ListOffsetsRequest(replica_id=self.broker.node_id, topics=[loq.ListOffsetsTopic(

@@ -21,6 +21,11 @@ Long polling: when less than ``min_bytes`` is available the request waits, up
 to ``max_wait_ms``, on every partition it asked for, and is answered as soon as
 one of them gets new data.
 
+Replication throttling (KIP-73, ``kaflite.cluster.quotas.replication``): a follower out
+of the ISR gets no records of a throttled partition while the leader's
+``leader.replication.throttled.rate`` is exceeded; the bytes sent of throttled
+partitions count against that rate.
+
 A follower that sends ``last_fetched_epoch`` (v12+) and whose log has diverged
 from the leader's gets ``diverging_epoch`` instead of records, and truncates. Such a
 fetch, like one out of range, does not record the follower's position: only a valid
@@ -119,7 +124,10 @@ def _read_partition(broker: Broker, conn: ServerConnection, sp: SessionPartition
             max_offset = lso if isolation == READ_COMMITTED else p.high_watermark
         out.high_watermark = p.high_watermark
         out.last_stable_offset = lso
-        if offset < max_offset and budget > 0:
+        # replication throttling (KIP-73): a follower out of the ISR gets nothing of a
+        # throttled partition while the leader's quota is exceeded
+        throttled = outside_isr and broker.replication_quotas.leader.holds(topic, index)
+        if offset < max_offset and budget > 0 and not throttled:
             limit = min(sp.partition_max_bytes, budget)
             result = p.log.read(offset, limit, max_offset=max_offset, min_one_batch=first)
             out.records = result.records
@@ -255,12 +263,17 @@ def _group(results: list[tuple[SessionPartition, fr.PartitionData]]
 
 def _count_bytes_out(broker: Broker, results: list[tuple[SessionPartition, fr.PartitionData]],
                      replica_id: int) -> None:
-    """Kafka's BytesOutPerSec (consumers, by topic) or ReplicationBytesOutPerSec."""
+    """Kafka's BytesOutPerSec (consumers, by topic) or ReplicationBytesOutPerSec; and the
+    bytes of throttled partitions sent to a follower, against the leader's replication
+    quota, in the ISR or not (Kafka's ``sizeOfThrottledPartitions``)."""
     metrics = broker.metrics
+    quota = broker.replication_quotas.leader
     for sp, data in results:
         if data.records:
             if replica_id >= 0:
                 metrics.replication_bytes_out += len(data.records)
+                if quota.is_throttled(sp.topic, sp.partition):
+                    quota.record(len(data.records))
             else:
                 metrics.topic(sp.topic).bytes_out += len(data.records)
 

@@ -10,6 +10,10 @@ the live samples divided by the time since the oldest one started, taken as at
 least ``window.num - 1`` full windows, so that a client's first burst is not
 measured over a few milliseconds.
 
+``SimpleRate`` is Kafka's ``SimpleRate``, which the replication quotas use (KIP-73's
+``ReplicationQuotaManager``): the same samples, measured over the time since the
+oldest live sample began, taken as at least one window.
+
 ``throttle_time_ms`` is Kafka's ``QuotaUtils.throttleTime``: if O is the
 observed rate and T the quota over a window W, a delay X with O * W / (W + X)
 = T brings the rate back to the quota, X = (O - T) / T * W.
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["QuotaWindows", "Rate", "TokenBucket", "bounded_throttle_time_ms",
+__all__ = ["QuotaWindows", "Rate", "SimpleRate", "TokenBucket", "bounded_throttle_time_ms",
            "throttle_time_ms"]
 
 
@@ -94,6 +98,15 @@ class Rate:
         """Units per second."""
         window = self.window_ms(now_ms)
         return self.total(now_ms) / (window / 1000) if window > 0 else 0.0
+
+
+class SimpleRate(Rate):
+    """Kafka's ``SimpleRate``: the window is the live samples' span, at least one window."""
+
+    def window_ms(self, now_ms: float) -> float:
+        self._purge(now_ms)
+        oldest = min((s.start_ms for s in self._samples), default=now_ms)
+        return max(now_ms - oldest, float(self.windows.window_ms))
 
 
 def throttle_time_ms(observed: float, bound: float, window_ms: float) -> int:
