@@ -237,6 +237,44 @@ def test_configs_of_a_broker_altered(cluster: ClusterUnderTest, tools: ToolRunne
                 "log.cleaner.io.max.bytes.per.second").ok()
 
 
+def test_configs_of_replication_throttling(cluster: ClusterUnderTest, tools: ToolRunner) -> None:
+    """What ``kafka-reassign-partitions --throttle`` sets, set with kafka-configs: the rates
+    per broker and cluster-wide, and a topic's throttled replicas (KIP-73)."""
+    node = str(cluster.node_ids[0])
+    broker = ("--entity-type", "brokers", "--entity-name", node)
+    default = ("--entity-type", "brokers", "--entity-default")
+    rate = "leader.replication.throttled.rate"
+    assert f"Completed updating config for broker {node}." in tools.admin(
+        "kafka-configs", *broker, "--alter", "--add-config", f"{rate}=1000000").ok()
+    assert "Completed updating default config for brokers in the cluster." in tools.admin(
+        "kafka-configs", *default, "--alter",
+        "--add-config", "follower.replication.throttled.rate=2000000").ok()
+    out = tools.admin("kafka-configs", *broker, "--describe").ok()
+    assert re.search(rf"^\s+{re.escape(rate)}=1000000 sensitive=false "
+                     rf"synonyms=\{{DYNAMIC_BROKER_CONFIG:{re.escape(rate)}=1000000\}}",
+                     out, re.M), out
+    assert "follower.replication" not in out, out   # the tool lists the broker's own alone
+    out = tools.admin("kafka-configs", *default, "--describe").ok()
+    assert "follower.replication.throttled.rate=2000000 sensitive=false" in out
+
+    topic = uid("tools-throttle")
+    run(create_topic(cluster.bootstrap_servers, topic, 1, replicas(cluster)))
+    entity = ("--entity-type", "topics", "--entity-name", topic)
+    tools.admin("kafka-configs", *entity, "--alter", "--add-config",
+                f"leader.replication.throttled.replicas=[0:{node}],"
+                "follower.replication.throttled.replicas=*").ok()
+    out = tools.admin("kafka-configs", *entity, "--describe").ok()
+    assert f"leader.replication.throttled.replicas=0:{node} sensitive=false" in out, out
+    assert "follower.replication.throttled.replicas=* sensitive=false" in out, out
+    refused = tools.admin("kafka-configs", *broker, "--alter", "--add-config", f"{rate}=-1")
+    assert refused.returncode != 0
+    tools.admin("kafka-configs", *broker, "--alter", "--delete-config", rate).ok()
+    tools.admin("kafka-configs", *default, "--alter",
+                "--delete-config", "follower.replication.throttled.rate").ok()
+    out = tools.admin("kafka-configs", *broker, "--describe").ok()
+    assert "replication.throttled.rate" not in out, out
+
+
 def test_acls_add_list_remove(cluster: ClusterUnderTest, tools: ToolRunner) -> None:
     topic = uid("tools-acls")
     acl = ("--allow-principal", "User:alice", "--operation", "Read", "--topic", topic)
