@@ -10,7 +10,9 @@ A value resolves in Kafka's order: the broker's own dynamic value, the cluster-w
 dynamic one, the value the broker was started with, the default. kaflite's brokers
 apply the dynamic values of the topic configs' broker synonyms (``log.retention.ms``,
 ``log.segment.bytes``, ``message.max.bytes``, ``min.insync.replicas`` ...) to every
-topic that does not override them, at once. The other configs Kafka can change
+topic that does not override them, at once, and the replication throttle's rates
+(``leader.replication.throttled.rate``, ``follower.replication.throttled.rate``,
+``kaflite.cluster.quotas.replication``) at the next fetch. The other configs Kafka can change
 dynamically (thread pools, the cleaner's I/O rate, connection limits) are stored and
 described as Kafka does; kaflite has no such pools or limits to resize. What Kafka
 refuses, kaflite refuses with Kafka's error and message: a config read only at start,
