@@ -46,19 +46,31 @@ pytestmark = pytest.mark.interop
 ENSURE = ROOT / "tools" / "ensure_sarama.sh"
 GO_MODULE = ROOT / "tests" / "interop" / "sarama"
 BUILD_TIMEOUT_S = 900
-RUN_TIMEOUT_S = 900
+RUN_TIMEOUT_S = int(os.environ.get("KAFLITE_SARAMA_TIMEOUT_S", "900"))
 TARGETS = os.environ.get("KAFLITE_SARAMA_TARGETS", "kaflite-5").split(",")
+# Opt-in, to look into one test: KAFLITE_SARAMA_RUN names the tests to run (comma
+# separated, NOT_RUN ones too), and KAFLITE_SARAMA_DEBUG=1 turns on sarama's logger
+# (its DEBUG=true) into the events log.
+ONLY = [t for t in os.environ.get("KAFLITE_SARAMA_RUN", "").split(",") if t]
+DEBUG = os.environ.get("KAFLITE_SARAMA_DEBUG") == "1"
 # The broker version the suite is told (KAFKA_VERSION): it gates tests on it, and
 # kaflite implements Kafka 4.x's protocol.
 KAFKA_VERSION = "4.4.0"
 # sarama's five proxies: kafkaN on 127.0.0.1:2909N (functional_test.go, setupToxiProxies)
 PROXY_PORTS = {f"kafka{n}": 29090 + n for n in range(1, 6)}
-# Their docker-compose.yml's broker settings that a test depends on.
+# The broker settings of their environment that a test depends on: docker-compose.yml's,
+# and the min ISRs of the internal topics, which their entrypoint.sh keeps from the Kafka
+# distribution's config/server.properties (1; Kafka's default is 2). With 2 and
+# replication factor 2, a coordinator whose partition lost a replica cannot write, and
+# TestFuncTxnProduceWithBrokerFailure (it stops the transaction coordinator's broker)
+# gets COORDINATOR_NOT_AVAILABLE from the new coordinator until the broker is back.
 SUITE_CONFIG: dict[str, object] = {
     "auto.create.topics.enable": "false",
     "default.replication.factor": 2,
     "offsets.topic.replication.factor": 2,
     "transaction.state.log.replication.factor": 2,
+    "transaction.state.log.min.isr": 1,
+    "share.coordinator.state.topic.min.isr": 1,
     "group.initial.rebalance.delay.ms": 0,
     "delete.topic.enable": "true",
 }
@@ -166,13 +178,16 @@ def verdicts(events: str) -> dict[str, str]:
 def test_sarama_functional_suite(target: ClusterUnderTest, built: Path, package_dir: Path,
                                  request: pytest.FixtureRequest, tmp_path: Path) -> None:
     name = request.node.callspec.params["target"]
-    tests = [t for t in functional_tests(package_dir) if t not in NOT_RUN]
+    tests = [t for t in functional_tests(package_dir)
+             if (t in ONLY if ONLY else t not in NOT_RUN)]
     assert tests, f"no functional tests in {package_dir}"
     with (Toxiproxy(built / "toxiproxy-server", upstreams(target), tmp_path) as proxy,
           DockerStandIn(target, tmp_path) as docker):
         env = {**os.environ, "TOXIPROXY_ADDR": proxy.url, "KAFKA_VERSION": KAFKA_VERSION,
                "PATH": os.pathsep.join([str(docker.bin_dir), os.environ.get("PATH", "")])}
         env.pop("DEBUG", None)
+        if DEBUG:
+            env["DEBUG"] = "true"
         # the events go to the log as they come, to be read while the suite runs
         log = tmp_path / "sarama-functional.json"
         with log.open("w") as out:
