@@ -74,7 +74,7 @@ def test_openapi_lists_the_routes(served: tuple[Cluster, httpx.Client]) -> None:
     paths = c.get("/openapi.json").json()["paths"]
     for path in ("/api/topics", "/api/topics/{name}/messages", "/api/produce",
                  "/api/groups/{group}/reset", "/api/groups/{group}/share-partitions",
-                 "/api/stream", "/faults/error", "/cluster"):
+                 "/api/stream", "/api/fanout", "/faults/error", "/cluster"):
         assert path in paths, path
     assert "security" in paths["/api/produce"]["post"]
     assert "security" not in paths["/api/topics"]["get"]
@@ -365,6 +365,42 @@ def test_connections_and_the_client_log(served: tuple[Cluster, httpx.Client]) ->
         time.sleep(0.1)
     assert rows and rows[0]["source"] == "registry" and rows[0]["id"] > since
     assert {r["broker"] for r in rows} <= {0, 1, 2}
+
+
+def test_the_live_fan_out(served: tuple[Cluster, httpx.Client]) -> None:
+    """GET /api/fanout: the brokers and every open client connection (the console's own
+    only with ?console=1), each with its roles, partitions and request and error counters,
+    the same connections as /api/connections."""
+    cluster, c = served
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                            "client.id": "ck-fan", "retry.backoff.ms": 50})
+    try:
+        producer.produce("orders", b"one", partition=0)
+        assert producer.flush(10) == 0
+        view = c.get("/api/fanout").json()
+        assert [b["id"] for b in view["brokers"]] == [0, 1, 2]
+        assert {(r["broker"], r["connection_id"]) for r in view["connections"]} == {
+            (r["broker"], r["connection_id"]) for r in c.get("/api/connections").json()}
+        assert not any(r["console"] for r in view["connections"])
+        assert any(r["console"] for r in c.get("/api/fanout", params={"console": 1})
+                   .json()["connections"])
+        leader = cluster.controller.topics["orders"].partitions[0].leader
+        [before] = [r for r in view["connections"] if r["client_id"] == "ck-fan"
+                    and "orders-0" in r["partitions"]]
+        assert before["broker"] == leader and "partition-leader" in before["roles"]
+        assert before["requests"] >= 1 and before["errors"] == 0
+        # one error, counted on the connection that got it
+        rule = c.post("/faults/error", json={"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER",
+                                             "count": 1, "client_id": "ck-fan"}, headers=AUTH)
+        assert rule.status_code == 200, rule.text
+        producer.produce("orders", b"two", partition=0)
+        assert producer.flush(10) == 0
+        [after] = [r for r in c.get("/api/fanout").json()["connections"]
+                   if (r["broker"], r["connection_id"]) == (before["broker"],
+                                                            before["connection_id"])]
+        assert after["errors"] == 1 and after["requests"] > before["requests"]
+    finally:
+        producer.flush(5)
 
 
 def test_the_stream_delivers_a_leader_change(served: tuple[Cluster, httpx.Client]) -> None:

@@ -287,6 +287,11 @@ class ClientBackend:
     async def fan_out(self, client_id: str) -> Json:
         raise NotAvailable("the connection registry")
 
+    async def live_fan_out(self, include_console: bool) -> Json:
+        """Every client connection with its roles and request and error counters
+        (``console/fanout.py``)."""
+        raise NotAvailable("the connection registry")
+
     async def share_in_flight(self, group: str, partitions: list[tuple[str, int]],
                               limit: int) -> dict[tuple[str, int], Json] | None:
         """Per partition, a share group's in-flight records (``ShareSnapshot.to_json``, or

@@ -190,6 +190,13 @@ class EmbeddedBackend(ClientBackend):
         return [{**c.to_dict(), "console": is_console(c.client_id)}
                 for c in registry.clients()]
 
+    async def live_fan_out(self, include_console: bool) -> Json:
+        from kaflite.console.fanout import fanout_view
+
+        registry = self.cluster.registry
+        await registry.refresh()
+        return fanout_view(registry, brokers_view(self.cluster), include_console)
+
     async def fan_out(self, client_id: str) -> Json:
         """One client's connections drawn to their brokers: the seeds' fan-out picture."""
         registry = self.cluster.registry

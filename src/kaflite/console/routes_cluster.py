@@ -61,6 +61,12 @@ async def client_fan_out(request: Request) -> Response:
     return answer(await backend_of(request).fan_out(request.path_params["client_id"]))
 
 
+async def live_fan_out(request: Request) -> Response:
+    """The live fan-out: brokers and every open client connection with its roles,
+    partitions and request and error counters, for the page to poll (?console=1)."""
+    return answer(await backend_of(request).live_fan_out(_flag(request, "console")))
+
+
 async def series(request: Request) -> Response:
     """Per-second rates by topic, broker and API (?since=T, seconds)."""
     console = request.app.state.console
@@ -96,5 +102,6 @@ def cluster_routes() -> list[Route]:
     return [Route("/api/info", info), Route("/api/cluster", cluster),
             Route("/api/connections", connections), Route("/api/clients", clients),
             Route("/api/clients/{client_id}", client_fan_out),
+            Route("/api/fanout", live_fan_out),
             Route("/api/series", series), Route("/api/events", events),
             Route("/api/stream", stream)]

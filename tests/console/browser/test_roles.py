@@ -7,7 +7,7 @@ from __future__ import annotations
 from playwright.sync_api import Page
 
 MAIN_ROLE = """async (cases) => {
-    const { mainRole } = await import('/static/js/connections.js');
+    const { mainRole } = await import('/static/js/roles.js');
     return cases.map((roles) => mainRole(roles));
 }"""
 

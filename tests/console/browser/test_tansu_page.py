@@ -60,6 +60,8 @@ def test_the_page_shows_tansus_topics_and_groups(browser: Browser) -> None:
                                       "data-lag") == "0"
             open_panel(page, url, "connections")
             assert page.locator("#no-connections").count() == 1
+            open_panel(page, url, "fanout")          # the live fan-out: the registry's too
+            assert page.locator("#no-connections").count() == 1
             open_panel(page, url, "chaos")
             assert page.locator("#no-chaos").count() == 1
         finally:

@@ -187,7 +187,13 @@ class ShareConsumer(BaseClient, Generic[K, V]):
     def acknowledge(self, record: ShareRecord[K, V],
                     type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
         """Acknowledge one record of the last poll (explicit mode only). It is sent with
-        the next poll or commit; RENEW keeps the record (acknowledge it again later)."""
+        the next poll or commit; RENEW keeps the record (acknowledge it again later).
+
+        As Kafka 4.4's ``KafkaShareConsumer``: acknowledged again before then, the later
+        type replaces the earlier one (``ShareInFlightBatch`` puts it in a map by offset),
+        and only it is sent. Once an ACCEPT, RELEASE or REJECT was sent, or for a record
+        of an earlier poll, it is refused (``IllegalStateError``; Java:
+        ``IllegalStateException``, "The record cannot be acknowledged.")."""
         self._check_open()
         if not self._explicit:
             raise IllegalStateError("acknowledge() needs share.acknowledgement.mode=explicit "
@@ -197,8 +203,8 @@ class ShareConsumer(BaseClient, Generic[K, V]):
         delivered = self._delivered.get(tp)
         if delivered is None or record.offset not in delivered:
             raise IllegalStateError(f"{tp} offset {record.offset} cannot be acknowledged: it is "
-                                    "not a record of the last poll, or it was acknowledged "
-                                    "and committed already")
+                                    "not a record of the last poll, or its acknowledgement "
+                                    "went already (with a poll or a commit)")
         if kind is AcknowledgeType.RENEW:
             self._renew.setdefault(tp, {})[record.offset] = int(kind)
             delivered[record.offset] = int(kind)
@@ -290,7 +296,7 @@ class ShareConsumer(BaseClient, Generic[K, V]):
             fetcher.raise_errors()
             member.last_poll = time.monotonic()
             await member.ensure_active_group(deadline - time.monotonic())
-            timed = fetcher.drain(self._max_poll_records) if fetcher.buffer else []
+            timed = fetcher.drain(self._max_poll_records) if fetcher.records else []
             if timed:
                 for lock_ends, r in timed:
                     tp = TopicPartition(r.topic, r.partition)

@@ -11,16 +11,17 @@ ranges and delivery counts; records outside the acquired ranges are not the
 member's and are dropped, and offsets inside them with no record for the
 application (control records, compacted offsets) are acknowledged as gaps.
 
-Buffered records are handed out by ``drain``. The fetcher does not fetch ahead
-of the application: an acquired record's lock runs from the moment the broker
-answers, so a broker's next ShareFetch goes out only once what it sent has
-been handed out. While the application still holds records of a broker's
-partitions (delivered, not yet acknowledged), that ShareFetch does not wait
-on the broker (``MaxWaitMs`` 0): a long poll could be parked behind the very
-records the application is about to acknowledge (the in-flight window of a
-share-partition is bounded), and those acknowledgements would wait behind it.
-An empty answer to such a fetch is not repeated until the application polls
-or commits again (``polled``).
+Buffered records wait in a ``RecordBuffer`` (``_buffer``: their lock window,
+and what drops them) and are handed out by ``drain``. The fetcher does not
+fetch ahead of the application: an acquired record's lock runs from the moment
+the broker answers, so a broker's next ShareFetch goes out only once what it
+sent has been handed out. While the application still holds records of a
+broker's partitions (delivered, not yet acknowledged), that ShareFetch does
+not wait on the broker (``MaxWaitMs`` 0): a long poll could be parked behind
+the very records the application is about to acknowledge (the in-flight window
+of a share-partition is bounded), and those acknowledgements would wait behind
+it. An empty answer to such a fetch is not repeated until the application
+polls or commits again (``polled``).
 
 Acknowledgements wait in ``pending`` until a request to the partition's
 current leader takes them; their outcome (the partition's acknowledge error,
@@ -54,6 +55,7 @@ from kaflite.client.share._acks import (
     ack_ranges,
     merge,
 )
+from kaflite.client.share._buffer import RecordBuffer, offset_ranges
 from kaflite.client.share._types import GAP, AcknowledgeType, ShareRecord
 from kaflite.net.connection import ConnectionClosed, NoCommonVersion
 from kaflite.protocol import errors
@@ -79,12 +81,6 @@ ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
 ResultCallback = Callable[[TopicPartition, set[int], errors.KafkaError | None], None]
 
 
-def offset_ranges(offsets: Iterable[int]) -> str:
-    """``1-4, 7``: the events' way of naming the records given back or dropped."""
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b, _ in
-                     ack_ranges(dict.fromkeys(offsets, 0)))
-
-
 class ShareFetcher(Generic[K, V]):
     def __init__(self, consumer: BaseClient, group_id: str, member_id: Callable[[], str],
                  emit: Emit, on_result: ResultCallback) -> None:
@@ -104,11 +100,7 @@ class ShareFetcher(Generic[K, V]):
         self.acquire_mode = 0
         self.assignment: set[TopicPartition] = set()
         self.sessions: dict[int, ShareSession] = {}
-        # records and the monotonic time their acquisition lock ends
-        # (lock ends at the earliest, at the latest, the leader that gave it, record):
-        # see ``drain`` and ``_session_ended``
-        self.buffer: deque[tuple[float, float, int, ShareRecord[K, V]]] = deque()
-        self.buffered: dict[TopicPartition, int] = {}
+        self.records: RecordBuffer[K, V] = RecordBuffer(emit)   # acquired, not handed out
         self.pending: dict[TopicPartition, Acks] = {}
         self.in_flight: dict[int, asyncio.Task[None]] = {}
         self.backoff_until: dict[int, float] = {}
@@ -167,7 +159,7 @@ class ShareFetcher(Generic[K, V]):
             # delivery limit archived them unseen (kaflite.verify share rounds, seeds
             # 6002 and 7002).
             riding = session.open and not renew and all(tp in wanted for tp in acks)
-            can_fetch = bool(wanted) and not any(tp in self.buffered for tp in wanted) and \
+            can_fetch = bool(wanted) and not any(self.records.holds(tp) for tp in wanted) and \
                 not (node in self.idle and not wanted.isdisjoint(self.held))
             # decided now: the task runs after the caller's next steps (another poll
             # may already have taken the records back from the application)
@@ -305,7 +297,7 @@ class ShareFetcher(Generic[K, V]):
         accepted them (kaflite.verify, share groups, seeds 8384 and 5448)."""
         self.consumer.pool.close_connection(node, DATA, why)
         session.reset()
-        self._session_ended(node, why)
+        self.records.session_ended(node, why)
         for tp, a in acks.items():
             self._result(results, tp, a, errors.NetworkExceptionError(
                 f"{why} (broker {node}): the outcome of these acknowledgements is unknown"))
@@ -321,7 +313,7 @@ class ShareFetcher(Generic[K, V]):
         if code in SESSION_ERRORS:
             self.emit("share", "share session reset", cause=detail)
             session.reset()
-            self._session_ended(node, detail)
+            self.records.session_ended(node, detail)
             merge(self.pending if into is None else into, acks)   # sent again, new session
             return
         action = action_for(code)
@@ -444,9 +436,7 @@ class ShareFetcher(Generic[K, V]):
                 if o not in seen}
         if gaps:
             merge(self.pending, {tp: gaps})
-        if out:
-            self.buffer.extend((*lock_ends, node, r) for r in out)
-            self.buffered[tp] = self.buffered.get(tp, 0) + len(out)
+        self.records.add(tp, out, lock_ends, node)
 
     # -- ShareAcknowledge ---------------------------------------------------------------------------
     async def _acknowledge(self, node: int, session: ShareSession,
@@ -521,86 +511,27 @@ class ShareFetcher(Generic[K, V]):
         self.on_result(tp, set(acks), exc)
 
     # -- handing out --------------------------------------------------------------------------------
-    def drain(self, max_records: int) -> list[tuple[float, ShareRecord[K, V]]]:
-        """Buffered records, oldest first, each with the ``time.monotonic()`` at which its
-        acquisition lock ends at the earliest (the ShareFetch's send time plus the lock
-        duration). One whose lock has ended for certain while it waited here (the
-        answer's arrival plus the lock duration has passed) is no longer the member's
-        (the group may have delivered it to another): it is dropped, not handed out.
-        One whose lock may still run is handed out, as Java's consumer hands out
-        everything: a broker that held the ShareFetch for longer than a lock lasts (a
-        long poll, a share-partition loading its state after a restart) acquired the
-        records just before it answered, and dropping them at the send time plus the
-        lock spent a delivery of each for nothing (a 30-minute soak: 500 records
-        dropped on arrival three times, then archived at the delivery limit)."""
-        out: list[tuple[float, ShareRecord[K, V]]] = []
-        now = time.monotonic()
-        expired: dict[TopicPartition, list[int]] = {}
-        while self.buffer and len(out) < max_records:
-            earliest, latest, _, record = self.buffer.popleft()
-            tp = TopicPartition(record.topic, record.partition)
-            left = self.buffered[tp] - 1
-            if left:
-                self.buffered[tp] = left
-            else:
-                del self.buffered[tp]
-            if latest <= now:
-                expired.setdefault(tp, []).append(record.offset)
-                continue
-            out.append((earliest, record))
-        for tp, offsets in expired.items():
-            self.emit("share", f"dropped {len(offsets)} buffered records of {tp} (offsets "
-                      f"{offset_ranges(offsets)}): their acquisition "
-                      "lock ended before the application polled them", cause=None)
-        return out
+    @property
+    def buffer(self) -> deque[tuple[float, float, int, ShareRecord[K, V]]]:
+        """The buffered records, oldest first: ``RecordBuffer.entries``."""
+        return self.records.entries
 
-    def _session_ended(self, node: int, why: str) -> None:
-        """The share session with ``node`` ended (its connection lost, or the broker
-        forgot it): the broker released what the member had acquired in it, and may
-        deliver it again, to this member or another. Records of that session still in
-        the buffer are no longer the member's: dropped, not handed out. A 30-minute soak
-        handed out such stale copies beside the new delivery of the same records, and
-        the application acknowledged each offset twice in one commit."""
-        kept: deque[tuple[float, float, int, ShareRecord[K, V]]] = deque()
-        stale: dict[TopicPartition, list[int]] = {}
-        for item in self.buffer:
-            if item[2] == node:
-                record = item[3]
-                stale.setdefault(TopicPartition(record.topic, record.partition),
-                                 []).append(record.offset)
-            else:
-                kept.append(item)
-        if not stale:
-            return
-        self.buffer = kept
-        for tp, offsets in stale.items():
-            left = self.buffered.get(tp, 0) - len(offsets)
-            if left > 0:
-                self.buffered[tp] = left
-            else:
-                self.buffered.pop(tp, None)
-            self.emit("share", f"dropped {len(offsets)} buffered records of {tp} (offsets "
-                      f"{offset_ranges(offsets)}): their share session with broker {node} "
-                      "ended, which released them", cause=why)
+    @buffer.setter
+    def buffer(self, entries: Iterable[tuple[float, float, int, ShareRecord[K, V]]]) -> None:
+        self.records.replace(entries)
+
+    @property
+    def buffered(self) -> dict[TopicPartition, int]:
+        """How many records of each partition are buffered."""
+        return self.records.counts
+
+    def drain(self, max_records: int) -> list[tuple[float, ShareRecord[K, V]]]:
+        """Buffered records for the application (``RecordBuffer.drain``)."""
+        return self.records.drain(max_records)
 
     def drop(self, tps: set[TopicPartition]) -> None:
         """Partitions revoked: their buffered records go back to the group (RELEASE)."""
-        kept: deque[tuple[float, float, int, ShareRecord[K, V]]] = deque()
-        released: dict[TopicPartition, Acks] = {}
-        for item in self.buffer:
-            record = item[3]
-            tp = TopicPartition(record.topic, record.partition)
-            if tp in tps:
-                released.setdefault(tp, {})[record.offset] = AcknowledgeType.RELEASE
-            else:
-                kept.append(item)
-        self.buffer = kept
-        for tp in tps:
-            self.buffered.pop(tp, None)
-        merge(self.pending, released)
-        for tp, acks in released.items():
-            self.emit("share", f"gave back {len(acks)} buffered records of {tp} (offsets "
-                      f"{offset_ranges(acks)})", cause=None)
+        merge(self.pending, self.records.drop(tps))
 
     def raise_errors(self) -> None:
         if self.errors:
@@ -616,7 +547,7 @@ class ShareFetcher(Generic[K, V]):
             await asyncio.wait(busy, timeout=min(timeout, self.max_wait / 1000 + 1))
         await cancel_and_wait(*self.in_flight.values())
         self.in_flight.clear()
-        self.drop(set(self.buffered))
+        self.drop(self.records.partitions())
         by_node = self._by_leader(set(self.pending))
         jobs = []
         for node, session in self.sessions.items():

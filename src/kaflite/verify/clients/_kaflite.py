@@ -90,7 +90,7 @@ def _ack_callback(on_result: AckResult) -> Callable[[Any, KafkaError | None], No
     return done
 
 
-# the share fetcher's events about records it never handed out (_fetcher.offset_ranges)
+# the share fetcher's events about records it never handed out (_buffer.offset_ranges)
 _UNSEEN = re.compile(r"^(?:gave back|dropped) \d+ (?:buffered )?records of (.+)-(\d+)"
                      r"[^(]*\(offsets ([0-9, -]+)\)")
 

@@ -9,6 +9,7 @@ const PANELS = {
   produce: () => import("./produce.js"),
   groups: () => import("./groups.js"),
   connections: () => import("./connections.js"),
+  fanout: () => import("./fanlive.js"),
   log: () => import("./log.js"),
   chaos: () => import("./chaos.js"),
   charts: () => import("./charts.js"),

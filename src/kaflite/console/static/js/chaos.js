@@ -1,6 +1,7 @@
 // Chaos (kaflite clusters): kill, stop, restart and isolate brokers; move a leader or a
 // coordinator; inject an error, a delay or a throttle. The recovery shows as it happens.
-import { ROUTES, act, api, clear, el, field, formData, info, poll, stream } from "./core.js";
+import { ROUTES, act, api, clear, el, field, formData, poll, stream } from "./core.js";
+import { withFeature } from "./feature.js";
 import { brokerState } from "./cluster.js";
 import { recoveryFeed } from "./recovery.js";
 import { clientRecovery } from "./clientrecovery.js";
@@ -13,8 +14,6 @@ export function mount(root) {
   const feed = recoveryFeed();
   const perClient = clientRecovery();
   const faultsBox = el("div#faults");
-  const stops = [];
-  let alive = true;
 
   function form(id, title, fields, submit) {
     const f = el(`form.inline#${id}`, null, ...fields, el("button", { type: "submit", text: title }));
@@ -108,19 +107,13 @@ export function mount(root) {
     if (ev.change === "broker") refreshBrokers().catch(() => {});
   }
 
-  info().then((i) => {
-    if (!alive) return;
-    if (i.features && i.features.chaos === false) {
-      clear(root).append(el("section.card#no-chaos", null, el("h2", { text: "Chaos" }),
-        el("div.muted", { text: "Chaos needs a kaflite cluster (kaflite up); this console talks to another Kafka." })));
-      root.dataset.ready = "1";
-      return;
-    }
-    stops.push(poll(refreshBrokers, 2000), poll(refreshFaults, 5000), poll(perClient.refresh, 2000), stream({ cluster: onChange, open: () => { feed.root.dataset.live = "1"; } }));
+  const stop = withFeature(root, { feature: "chaos", id: "no-chaos", title: "Chaos",
+    message: "Chaos needs a kaflite cluster (kaflite up); this console talks to another Kafka." }, () => {
+    const stops = [poll(refreshBrokers, 2000), poll(refreshFaults, 5000), poll(perClient.refresh, 2000), stream({ cluster: onChange, open: () => { feed.root.dataset.live = "1"; } })];
+    return () => stops.forEach((s) => s());
   });
   return () => {
-    alive = false;
     feed.stop();
-    stops.forEach((s) => s());
+    stop();
   };
 }

@@ -1,9 +1,11 @@
 // Connections: the registry's client connections grouped by client, the fan-out picture of
 // one client (bootstrap, partition-leader and coordinator connections, each to its broker),
 // measured cadences and principals.
-import { ROUTES, api, clear, el, fmtBytes, fmtNum, info, poll } from "./core.js";
+import { ROUTES, api, clear, el, fmtBytes, fmtNum, poll } from "./core.js";
+import { withFeature } from "./feature.js";
 import { brokerState } from "./cluster.js";
 import { VTable, filterBox } from "./vtable.js";
+import { legend, mainRole, roleCounts } from "./roles.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const ms = (v) => (v === null || v === undefined ? "" : `${Number(v).toFixed(0)} ms`);
@@ -46,23 +48,15 @@ export function telemetryText(c) {
   return [`${metrics.length} metrics ×${c.telemetry_pushes}`, ...head].join(" · ");
 }
 
-// A connection's role for the picture: its first of leader, coordinator, bootstrap, other.
-export function mainRole(roles) {
-  for (const want of ["group-coordinator", "txn-coordinator", "partition-leader", "admin", "bootstrap"]) {
-    if (roles.includes(want)) return want;
-  }
-  if (roles.some((r) => r.includes("coordinator"))) return "group-coordinator";
-  if (roles.some((r) => r.includes("leader"))) return "partition-leader";
-  return "other";
-}
-
 const clientKey = (c) => `${c.client_id ?? ""}\u0000${c.host}`;
 
-export function mount(root) {
-  let selected = null;
+// #connections/CLIENT_ID@HOST opens with that client's fan-out (the live view's Enter).
+export function mount(root, arg) {
+  let selected = arg && arg.includes("@") ? `${arg.slice(0, arg.lastIndexOf("@"))}\u0000${arg.slice(arg.lastIndexOf("@") + 1)}` : null;
   let brokers = [];
   const clients = new VTable(CLIENT_COLUMNS, { key: clientKey, name: "clients", height: "30vh",
-    onClick: (c) => { selected = clientKey(c); clients.rowClass = (x) => (clientKey(x) === selected ? "selected" : ""); clients.schedule(); refresh(); } });
+    onClick: (c) => { selected = clientKey(c); clients.schedule(); refresh(); } });
+  clients.rowClass = (x) => (clientKey(x) === selected ? "selected" : "");
   const conns = new VTable(CONN_COLUMNS, { key: (c) => c.connection_id, name: "connections", height: "40vh" });
   const fanBox = el("div#fanout", null, el("div.muted", { text: "click a client for its fan-out" }));
   // The console's own clients (kaflite-console*) only read for this page: hidden unless asked.
@@ -93,22 +87,9 @@ export function mount(root) {
     loadMs = performance.now() - t0;
     root.dataset.ready = "1";
   }
-  let stop = () => {};
-  let alive = true;
-  info().then((i) => {
-    if (!alive) return;
-    if (i.features && i.features.connections === false) {
-      clear(root).append(el("section.card#no-connections", null, el("h2", { text: "Connections" }),
-        el("div.muted", { text: "Connections come from the brokers' connection registry: they show on a kaflite cluster (kaflite up), not through the Kafka protocol." })));
-      root.dataset.ready = "1";
-      return;
-    }
-    stop = poll(refresh, () => Math.max(2000, 20 * loadMs));
-  });
-  return () => {
-    alive = false;
-    stop();
-  };
+  return withFeature(root, { feature: "connections", id: "no-connections", title: "Connections",
+    message: "Connections come from the brokers' connection registry: they show on a kaflite cluster (kaflite up), not through the Kafka protocol." },
+  () => poll(refresh, () => Math.max(2000, 20 * loadMs)));
 }
 
 // The picture: the client on the left, every broker on the right, one line per connection.
@@ -123,16 +104,15 @@ export function fanout(client, conns, brokers) {
   const height = Math.max(120, ids.length * rowH + 20);
   const width = 760;
   const svg = document.createElementNS(SVG, "svg");
-  const counts = { "partition-leader": 0, "group-coordinator": 0, "txn-coordinator": 0, admin: 0, bootstrap: 0, other: 0 };
-  const roleCounts = { leader: 0, coordinator: 0 };
+  const counts = roleCounts(conns);
+  const roleCount = { leader: 0, coordinator: 0 };
   for (const c of conns) {
-    counts[mainRole(c.roles)] += 1;
-    if (c.roles.some((r) => r.includes("leader"))) roleCounts.leader += 1;
-    if (c.roles.some((r) => r.includes("coordinator"))) roleCounts.coordinator += 1;
+    if (c.roles.some((r) => r.includes("leader"))) roleCount.leader += 1;
+    if (c.roles.some((r) => r.includes("coordinator"))) roleCount.coordinator += 1;
   }
   const attrs = { class: "fanout", width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
-    "data-connections": conns.length, "data-leader-connections": roleCounts.leader,
-    "data-coordinator-connections": roleCounts.coordinator, "data-bootstrap-connections": counts.bootstrap };
+    "data-connections": conns.length, "data-leader-connections": roleCount.leader,
+    "data-coordinator-connections": roleCount.coordinator, "data-bootstrap-connections": counts.bootstrap };
   for (const [k, v] of Object.entries(attrs)) svg.setAttribute(k, String(v));
   const add = (tag, a, text) => {
     const n = document.createElementNS(SVG, tag);
@@ -163,11 +143,8 @@ export function fanout(client, conns, brokers) {
   add("rect", { x: cx, y: cy, width: 170, height: 50, rx: 6, class: "client" });
   add("text", { x: cx + 8, y: cy + 20 }, (client.client_id ?? "(no client id)").slice(0, 26));
   add("text", { x: cx + 8, y: cy + 38 }, `${client.host} · ${conns.length} connections`);
-  const legend = el("div.legend", null,
-    ...[["partition-leader", "var(--accent)"], ["group-coordinator", "var(--ok)"], ["txn-coordinator", "var(--warn)"], ["admin", "var(--purple)"], ["bootstrap", "var(--neutral)"], ["other", "var(--fan-other)"]]
-      .map(([r, c]) => el("span", null, el("i", { style: `background:${c}` }), `${r} ${counts[r]}`)));
   const summary = el("div#fanout-summary", { text:
-    `${client.client_id ?? "(no client id)"}: ${roleCounts.leader} partition-leader connection${roleCounts.leader === 1 ? "" : "s"}, ${roleCounts.coordinator} coordinator connection${roleCounts.coordinator === 1 ? "" : "s"}, ${counts.bootstrap} bootstrap-only; ` +
+    `${client.client_id ?? "(no client id)"}: ${roleCount.leader} partition-leader connection${roleCount.leader === 1 ? "" : "s"}, ${roleCount.coordinator} coordinator connection${roleCount.coordinator === 1 ? "" : "s"}, ${counts.bootstrap} bootstrap-only; ` +
     `heartbeat ${ms(client.heartbeat_interval_ms) || "–"}, commit ${ms(client.commit_interval_ms) || "–"}, fetch ${client.fetch_rate ? Number(client.fetch_rate).toFixed(1) : "–"}/s; principal ${client.principal}` });
-  return el("div", null, summary, legend, svg);
+  return el("div", null, summary, legend(counts), svg);
 }

@@ -18,6 +18,7 @@ export const ROUTES = {
   sharePartitions: (g) => `/api/groups/${enc(g)}/share-partitions`,
   connections: "/api/connections",
   clients: "/api/clients",
+  fanout: "/api/fanout",
   events: "/api/events",
   series: "/api/series",
   stream: "/api/stream",
