@@ -19,7 +19,9 @@ and internal topics, no initial rebalance delay). The suite deletes and creates 
 own topics at start (TestMain).
 
 Only the functional tests run (the binary also holds sarama's unit tests, which talk to
-its mock broker). Every test's verdict is compared with ``NOT_PASSING``: a test not
+its mock broker); those in ``ALONE`` each by a ``go test`` of its own with its own
+deadline, so that a hang fails that test alone. ``KAFLITE_SARAMA_TARGETS=kafka-5`` runs
+the suite on a five-node Apache Kafka instead (``ApacheKafka(advertised_ports=...)``). Every test's verdict is compared with ``NOT_PASSING``: a test not
 named there must pass, and a named one must end as named, so that a fix shows as a
 failure here until the table (and ``docs/compatibility.md``) says so. Without Go the
 module is skipped, saying why; under ``CI=true`` it fails. The suite's ports are fixed
