@@ -231,7 +231,7 @@ def test_a_new_leader_behind_its_epoch_start_answers_offset_not_available() -> N
             # watermark cannot move until that stops.
             rule = cluster.faults.inject_error(
                 "Fetch", "UNKNOWN_LEADER_EPOCH", None, topic="kip207", include_replicas=True,
-                client_id=f"replica-fetcher-{first}")
+                client_id=f"broker-{first}-fetcher-0")
             assert cluster.move_leader("kip207", 0, second) == second
             p = cluster.broker(second).partitions[("kip207", 0)]
             assert p.epoch_start_offset == 10

@@ -126,7 +126,8 @@ def test_commit_and_abort_seen_by_read_committed(cluster: Cluster) -> None:
     assert txn_conns and all("EndTxn" in c.apis for c in txn_conns)
     # ...and which connections carried the coordinator's markers to the leaders
     _, _, coordinator = cluster.faults.coordinator_of("tid-basic", "transaction")
-    senders = cluster.connections(client_id=f"txn-coordinator-{coordinator}")
+    senders = cluster.connections(client_id=f"broker-{coordinator}-txn-marker-sender",
+                                  include_replicas=True)
     assert senders and all("txn-marker-sender" in c.roles for c in senders)
     leaders = {cluster.controller.topics["tx-basic"].partitions[i].leader for i in range(2)}
     assert leaders <= {c.broker for c in senders if c.apis["WriteTxnMarkers"].count}
@@ -305,7 +306,8 @@ def test_markers_are_retried_until_written(cluster: Cluster) -> None:
     wait_state(cluster, "tid-retry", "CompleteCommit")
     _, _, node = cluster.faults.coordinator_of("tid-retry", "transaction")
     refused: dict[str, int] = {}
-    for c in cluster.connections(client_id=f"txn-coordinator-{node}", include_closed=True):
+    for c in cluster.connections(client_id=f"broker-{node}-txn-marker-sender",
+                                 include_replicas=True, include_closed=True):
         for name, n in c.apis["WriteTxnMarkers"].errors.items():
             refused[name] = refused.get(name, 0) + n
     assert refused == {"NOT_ENOUGH_REPLICAS": 3}

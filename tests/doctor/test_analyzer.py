@@ -289,9 +289,21 @@ def test_clients_apart_by_host_and_by_source() -> None:
     s.add(METADATA, client="same", host="10.0.0.1")
     s.add(METADATA, client="same", host="10.0.0.2")
     s.add(METADATA, client="same", host="10.0.0.2", source="proxy", broker=-1)
-    subjects = sorted(c.subject for c in analyze(s).health())
+    s.add(METADATA, client="same", host="10.0.0.2", source="proxy", broker=2)
+    a = analyze(s)
+    subjects = sorted(c.subject for c in a.health())
     assert subjects == ["client same @ 10.0.0.1", "client same @ 10.0.0.2",
                         "client same @ 10.0.0.2 via proxy"]
+    assert a.brokers("broker") == (0,) and a.brokers("proxy") == (2,)
+    assert a.report().brokers == (0, 2)
+
+
+def test_a_log_the_proxy_alone_writes_names_the_brokers() -> None:
+    # in front of Apache Kafka, the proxy's records are all there is
+    s = Scenario()
+    for broker in (-1, 0, 1, 2):
+        s.add(METADATA, client="app", source="proxy", broker=broker, conn=broker + 2)
+    assert analyze(s).report().brokers == (0, 1, 2)
 
 
 def test_fed_in_pieces_the_same_as_at_once_and_ignored_clients() -> None:
@@ -320,3 +332,22 @@ def test_the_report_as_text_and_as_json() -> None:
     assert as_json["findings"][0]["name"] == "idle-connections"
     assert {c["subject"] for c in as_json["clients"]} >= {"client producer @ 10.0.0.1"}
     assert render_text(Analyzer().report()).startswith("kaflite doctor: no requests")
+
+
+def test_a_brokers_own_connections_are_no_clients() -> None:
+    # A replica fetcher's first requests (ApiVersions, before the Fetch that carries its
+    # replica id) were logged as a client's bootstrap, and a log written then still
+    # says so: the client id tells (Kafka's conventions, and kaflite's older names).
+    s = Scenario()
+    healthy(s, 300)
+    brokers = ("broker-1-fetcher-0", "broker-2-txn-marker-sender", "Persister-client-0",
+               "replica-fetcher-1", "txn-coordinator-2", "share-persister-0")
+    for client in brokers:
+        idle_run(s, client)      # as a client's, five connections, four of them idle
+    s.add(METADATA, client="anything", roles=("replica-fetcher",))
+    s.records.sort(key=lambda r: r.timestamp)
+    a = Analyzer()
+    clients = [r for r in s.records if r.client_id in ("producer", "consumer")]
+    assert a.feed(s.records) == len(clients)
+    assert a.findings() == []
+    assert {c.client_id for c in a.health()} == {"producer", "consumer"}

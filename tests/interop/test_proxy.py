@@ -2,17 +2,22 @@
 kaflite's client, through it only, creates a replicated topic, produces with acks=all
 (idempotent and in a transaction) and reads everything back in a consumer group. The
 proxy's registry names every connection's roles from the traffic alone, reaches all
-three brokers, and no answer a client got named a broker's own port."""
+three brokers, and no answer a client got named a broker's own port. ``kaflite doctor``,
+on the request log the proxy writes, finds on Apache Kafka what it finds on kaflite."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from kaflite.client import Consumer, Producer
+from kaflite.client.sync import Consumer as SyncConsumer
 from kaflite.proxy import Proxy
 from kaflite.testing import ClusterUnderTest
+from tests.doctor._traffic import produce_through
 from tests.interop._clients import create_topic, run, uid
 from tests.proxy.conftest import AddressWatch
 
@@ -20,6 +25,7 @@ pytestmark = pytest.mark.interop
 
 PARTITIONS = 3
 RECORDS = 300
+DOCTORED = 400
 
 
 @pytest.fixture
@@ -70,3 +76,81 @@ def test_kaflite_client_through_the_proxy(target3: ClusterUnderTest,
     assert watch.answers > 0 and watch.ports
     assert not watch.ports & upstream
     assert watch.ports <= set(proxy.node_ports.values()) | {proxy.port}
+
+
+def _doctor_report(bootstrap: str) -> dict[str, Any]:
+    """``kaflite doctor --json`` over the whole request log on ``bootstrap``."""
+    from typer.testing import CliRunner
+
+    from kaflite.cli import app
+
+    result = CliRunner().invoke(app, ["doctor", "-b", bootstrap, "--json", "--minutes", "0"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def _healthy_through(proxy: Proxy, target: ClusterUnderTest, topic: str, group: str) -> int:
+    """A librdkafka producer through ``proxy`` with partition 0's leader moved under it
+    half-way (a recoverable fault), then a kaflite consumer group reading it all; the
+    broker that leads partition 0 after the move."""
+    from confluent_kafka import Producer as RdProducer
+
+    producer = RdProducer({"bootstrap.servers": proxy.bootstrap_servers,
+                           "client.id": "doctored-producer", "acks": "all", "linger.ms": 5,
+                           "log_level": 0})
+    for half in range(2):
+        for i in range(DOCTORED // 2):
+            producer.produce(topic, f"{half}-{i}".encode(), partition=i % PARTITIONS)
+            producer.poll(0)
+        assert producer.flush(30) == 0
+        if half == 0:
+            moved_to = target.move_leader(topic, 0)
+    got = 0
+    with SyncConsumer({"bootstrap.servers": proxy.bootstrap_servers,
+                       "client.id": "doctored-consumer", "group.id": group,
+                       "auto.offset.reset": "earliest"}) as consumer:
+        consumer.subscribe([topic])
+        for _ in range(120):
+            if got >= DOCTORED:
+                break
+            got += sum(len(r) for r in consumer.getmany(timeout_ms=500).values())
+        consumer.commit()
+    assert got == DOCTORED
+    return moved_to
+
+
+def test_the_doctor_through_the_proxy(target3: ClusterUnderTest) -> None:
+    """``kaflite doctor`` on the request log the proxy writes (``request_log=True``) for
+    the traffic it carries: against Apache Kafka, which logs no requests itself, it finds
+    what it finds on kaflite. A producer and a consumer group through the proxy, with a
+    leader moved under them, give no finding and the producer's recovery; producers
+    behind the naive proxy (a round-robin VIP) give ``vip-bootstrap``."""
+    pytest.importorskip("confluent_kafka")
+    topic, group = uid("doctored"), uid("doctored-group")
+    run(create_topic(target3.bootstrap_servers, topic, PARTITIONS, 3))
+    with Proxy(target3.bootstrap_servers, request_log=True) as aware:
+        moved_to = _healthy_through(aware, target3, topic, group)
+    with Proxy(target3.bootstrap_servers, naive=True, request_log=True) as naive:
+        stormer = next((f"doctored-vip-{n}" for n in range(5)
+                        if produce_through(naive, f"doctored-vip-{n}", topic) > 0), None)
+    assert stormer is not None, "five producers behind the VIP and no refusal"
+    report = _doctor_report(target3.bootstrap_servers)
+    found = {(f["name"], f["client_id"]) for f in report["findings"]}
+    assert ("vip-bootstrap", stormer) in found, found
+    assert not {f for f in found if f[1] in ("doctored-producer", "doctored-consumer")}
+    clients = {c["client_id"]: c for c in report["clients"]}
+    producer, consumer = clients["doctored-producer"], clients["doctored-consumer"]
+    assert producer["source"] == consumer["source"] == "proxy"
+    assert report["brokers"] == sorted(target3.node_ids)
+    # the proxy's records name the upstream broker each connection goes to; the old
+    # leader of partition 0 refused it, so that connection lost the role
+    leaders = set(producer["by_role"]["partition-leader"])
+    assert str(moved_to) in leaders <= {str(n) for n in target3.node_ids}, leaders
+    # the old leader refused partition 0 once, and the producer found the new one
+    recovery = producer["recovery"]
+    assert set(recovery["by_error"]) == {"NOT_LEADER_OR_FOLLOWER"}, recovery
+    assert recovery["recovered"] >= 1 and recovery["unrecovered"] == 0, recovery
+    [membership] = consumer["groups"]
+    assert membership["group"] == group and membership["rebalances"] >= 1
+    assert "group-coordinator" in consumer["by_role"]

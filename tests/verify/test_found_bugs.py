@@ -533,7 +533,7 @@ def test_upstream_librdkafka_resends_a_written_message_under_a_bumped_epoch() ->
             assert producer.flush(20) == 0
             # 1. partition 0: appended on brokers 0 and 2, not acknowledged
             cut = cluster.faults.add(Rule("drop", fetch, remaining=None, broker=0,
-                                          client_id="replica-fetcher-1",
+                                          client_id="broker-1-fetcher-0",
                                           include_replicas=True))
             # a fetch already waiting at the leader when the rule came would bring the
             # write: wait for the rule to drop the next one
@@ -543,7 +543,7 @@ def test_upstream_librdkafka_resends_a_written_message_under_a_bumped_epoch() ->
             assert hw(0, 0) == 1, "'twice' was acknowledged: the test proves nothing"
             # 2. a held write to partition 2 queues the next requests to broker 1
             hold = cluster.faults.add(Rule("drop", fetch, remaining=None, broker=1,
-                                           client_id="replica-fetcher-2",
+                                           client_id="broker-2-fetcher-0",
                                            include_replicas=True))
             assert until(lambda: hold.hits), "broker 2 still fetches from broker 1"
             producer.produce("t", b"hold", partition=2)

@@ -192,7 +192,7 @@ def _fitted(cols: Sequence[_Col], cells: list[list[str]], width: int
 SHORT_ROLES = {"partition-leader": "leader", "group-coordinator": "coordinator",
                "txn-coordinator": "txn-coord", "share-coordinator": "share-coord",
                "share-partition-leader": "share-leader", "replica-fetcher": "replica",
-               "txn-marker-sender": "txn-markers"}
+               "txn-marker-sender": "txn-markers", "inter-broker": "broker"}
 
 
 def _cut_short(cells: list[list[str]], shown: list[int], widths: list[int], col: int) -> bool:

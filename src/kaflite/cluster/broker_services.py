@@ -77,7 +77,7 @@ def services(broker: Broker, stop: asyncio.Event) -> dict[str, Callable[[Json], 
         """Close client connections (``client_id``), or the replication ones of ``node``."""
         n = 0
         for conn in list(broker.connections.values()):
-            if _drops(conn.info.replica_id, conn.info.client_id, broker.node_id, args):
+            if _drops(conn.info.replica_of, conn.info.client_id, broker.node_id, args):
                 conn.abort()
                 n += 1
         return n

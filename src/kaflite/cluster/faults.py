@@ -203,7 +203,7 @@ class FaultInjector(RuleBook):
                 # partition would; fetchers reconnecting are refused until healed.
                 for broker in self.cluster.brokers.values():
                     for conn in list(broker.connections.values()):
-                        rid = conn.info.replica_id
+                        rid = conn.info.replica_of
                         if rid is not None and (broker.node_id == node_id or rid == node_id):
                             conn.abort()
 
@@ -239,7 +239,7 @@ class FaultInjector(RuleBook):
                 if broker is not None and b.node_id != broker:
                     continue
                 for conn in list(b.connections.values()):
-                    if conn.info.replica_id is not None and not include_replicas:
+                    if conn.info.replica and not include_replicas:
                         continue
                     if client_id is not None and conn.info.client_id != client_id:
                         continue

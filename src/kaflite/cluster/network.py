@@ -320,7 +320,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         plan: RequestPlan | None = None
         if faults is not None and faults.active:
             plan = faults.plan(self.broker.node_id, header.client_id,
-                               self.info.replica_id is not None, api_key, version, body,
+                               self.info.replica, api_key, version, body,
                                self._resolve)
         if plan is not None and plan.drop:
             record_request(self.info, api_key, version, body, None, 0.0)
@@ -366,7 +366,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         if self.close_after_response:
             self.close()
         elapsed = (time.perf_counter() - started) * 1000
-        self.broker.metrics.request(api_key, version, elapsed, self.info.replica_id is not None)
+        self.broker.metrics.request(api_key, version, elapsed, self.info.replica)
         request_log = self.broker.request_log
         if request_log is None:
             record_request(self.info, api_key, version, body, response, elapsed, self._resolve)

@@ -21,7 +21,9 @@ connection calls ``record_request``, which
                       answered by the group's coordinator (groups listed); reads
                       (OffsetFetch, DescribeGroups) are an admin's and add no role
   txn-coordinator     a transactional API answered by the coordinator (ids listed)
-  replica-fetcher     a follower broker's Fetch (replica id >= 0)
+  replica-fetcher     a follower broker's Fetch (replica id >= 0), or from the first
+                      request a client id of a broker's fetcher (``broker-<id>-
+                      fetcher-<n>``, ``kaflite.broker_clients``)
   share-coordinator   ShareGroupHeartbeat answered by the share group's coordinator
                       (share groups listed)
   share-partition-    ShareFetch or ShareAcknowledge answered for a partition this
@@ -29,8 +31,16 @@ connection calls ``record_request``, which
   admin               none of the above, and an admin request (topics, configs,
                       ACLs, quotas, listing or describing groups...): a console's or
                       a tool's admin client
+  txn-marker-sender   a transaction coordinator's WriteTxnMarkers, or from the first
+                      request its client id (``broker-<id>-txn-marker-sender``)
+  inter-broker        another broker's other channels, by their client id (the
+                      share-group state persister...)
   other               none of the above (an idempotent producer's InitProducerId...)
   ==================  =========================================================
+
+A broker's own connections (the last three above, ``ConnectionRecord.broker_role``)
+are not a client's: ``clients()`` leaves them out, and ``connections()`` lists them
+only when asked (``include_replicas``).
 
 A role is dropped as soon as the broker says it is no longer the owner:
 NOT_LEADER_OR_FOLLOWER for a partition, NOT_COORDINATOR for a group, which is
@@ -49,6 +59,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kaflite.broker_clients import INTER_BROKER, REPLICA_FETCHER, TXN_MARKER_SENDER, broker_client
 from kaflite.cluster._msgscope import TopicResolver, shape, walk
 from kaflite.cluster.observe_history import (
     History,
@@ -196,11 +207,36 @@ class ConnectionRecord:
         return self.peer.rsplit(":", 1)[0]
 
     @property
+    def broker_role(self) -> str | None:
+        """What this connection does for the broker that opened it (``replica-fetcher``,
+        ``txn-marker-sender``, ``inter-broker``); None for a client's connection. A
+        follower's Fetch says so (its replica id); before it, the client id does."""
+        if self.replica_id is not None:
+            return REPLICA_FETCHER
+        found = broker_client(self.client_id)
+        return None if found is None else found.role
+
+    @property
+    def replica_of(self) -> int | None:
+        """The follower whose replica fetcher this connection is, from its first request
+        (the Fetch's replica id, or before it the client id); None for any other."""
+        if self.replica_id is not None:
+            return self.replica_id
+        found = broker_client(self.client_id)
+        return found.broker if found is not None and found.role == REPLICA_FETCHER else None
+
+    @property
+    def replica(self) -> bool:
+        """A follower's replica fetcher (from its first request)."""
+        return self.replica_of is not None
+
+    @property
     def roles(self) -> list[str]:
         roles = []
-        if self.replica_id is not None:
-            roles.append("replica-fetcher")
-        if self.partitions and self.replica_id is None:
+        broker_role = self.broker_role
+        if broker_role == REPLICA_FETCHER:
+            roles.append(REPLICA_FETCHER)
+        elif self.partitions:
             roles.append("partition-leader")
         if self.groups:
             roles.append("group-coordinator")
@@ -210,8 +246,10 @@ class ConnectionRecord:
             roles.append("share-coordinator")
         if self.share_partitions:
             roles.append("share-partition-leader")
-        if WRITE_TXN_MARKERS in self.apis:
-            roles.append("txn-marker-sender")
+        if WRITE_TXN_MARKERS in self.apis or broker_role == TXN_MARKER_SENDER:
+            roles.append(TXN_MARKER_SENDER)
+        if not roles and broker_role == INTER_BROKER:
+            roles.append(INTER_BROKER)
         if not roles:
             used = set(self.apis) - TELEMETRY_APIS
             roles.append("bootstrap" if used <= DISCOVERY_APIS
@@ -498,7 +536,7 @@ def summarize(infos: list[ConnectionRecord], now: float | None = None) -> list[C
     now = time.monotonic() if now is None else now
     by_client: dict[tuple[str | None, str], list[ConnectionRecord]] = {}
     for info in infos:
-        if info.replica_id is not None:
+        if info.broker_role is not None:
             continue
         by_client.setdefault((info.client_id, info.host), []).append(info)
     out = []
@@ -564,12 +602,12 @@ class Registry:
         if self.cluster.use_processes:
             return [i for rows in self.remote.values() for i in rows
                     if (include_closed or i.closed_at is None)
-                    and (include_replicas or i.replica_id is None)]
+                    and (include_replicas or i.broker_role is None)]
         for broker in list(self.cluster.brokers.values()):
             infos = [c.info for c in list(broker.connections.values()) if not c.closed]
             if include_closed:
                 infos += list(broker.closed_connections)
-            out += [i for i in infos if include_replicas or i.replica_id is None]
+            out += [i for i in infos if include_replicas or i.broker_role is None]
         return out
 
     def connections(self, include_replicas: bool = False, client_id: str | None = None,

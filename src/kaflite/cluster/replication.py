@@ -43,6 +43,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, NamedTuple
 
+from kaflite.broker_clients import fetcher_client_id
 from kaflite.cluster.acl import inter_broker
 from kaflite.net.connection import BrokerConnection, ConnectionClosed
 from kaflite.net.fetch_session import FetchSession
@@ -157,7 +158,7 @@ class ReplicaFetcher:
             raise ConnectionClosed(f"leader {self.leader_id} has no inter-broker listener")
         tls, sasl = self.broker.inter_broker_security()
         self.conn = inter_broker(await BrokerConnection(
-            *address, client_id=f"replica-fetcher-{self.broker.node_id}",
+            *address, client_id=fetcher_client_id(self.broker.node_id),
             ssl_context=tls, sasl=sasl,
             node_id=self.leader_id, request_timeout_ms=30_000,
         ).open())

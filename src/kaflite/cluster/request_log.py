@@ -128,7 +128,7 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 def skipped(info: ConnectionRecord, api_key: int, touched: Touched) -> bool:
     """Requests that are not logged: replica fetches, and those about the log alone."""
-    if info.replica_id is not None:
+    if info.replica:      # from its first request, its client id says so
         return True
     topics = {t for t, _, _ in touched if t is not None}
     if topics:

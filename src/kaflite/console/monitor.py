@@ -269,7 +269,7 @@ class Monitor:
         assert self.cluster is not None
         return {(i.broker_id, i.connection_id): {"client_id": i.client_id,
                                                  "broker": i.broker_id, "peer": i.peer,
-                                                 "replica": i.replica_id is not None}
+                                                 "from_broker": i.broker_role is not None}
                 for i in self.cluster.registry.infos(include_replicas=True)}
 
     async def _cluster_round(self) -> None:
@@ -297,14 +297,14 @@ class Monitor:
         conns = self._open_connections()
         for key in conns.keys() - self._connections.keys():
             c = conns[key]
-            if not c["replica"]:
+            if not c["from_broker"]:   # a broker's own connection, not a client's
                 self.client_log.add("registry", "connect",
                                     f"{c['client_id']} connected to broker {key[0]} "
                                     f"from {c['peer']}", client_id=_str(c["client_id"]),
                                     broker=key[0])
         for key in self._connections.keys() - conns.keys():
             c = self._connections[key]
-            if not c["replica"]:
+            if not c["from_broker"]:   # a broker's own connection, not a client's
                 self.client_log.add("registry", "disconnect",
                                     f"{c['client_id']}'s connection to broker {key[0]} "
                                     f"from {c['peer']} closed", client_id=_str(c["client_id"]),

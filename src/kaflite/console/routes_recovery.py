@@ -79,7 +79,7 @@ def client_events(infos: Iterable[ConnectionRecord]) -> list[ClientEvents]:
     events: dict[tuple[str | None, str], list[Event]] = {}
     software: dict[tuple[str | None, str], str] = {}
     for info in infos:
-        if info.replica_id is not None or is_console(info.client_id):
+        if info.broker_role is not None or is_console(info.client_id):
             continue
         key = (info.client_id, info.host)
         events.setdefault(key, []).extend(_events(info))

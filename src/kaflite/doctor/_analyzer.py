@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
+from kaflite.broker_clients import INTER_BROKER, REPLICA_FETCHER, TXN_MARKER_SENDER, broker_client
 from kaflite.doctor._client import ClientKey, ClientState, client_key
 from kaflite.doctor._findings import CHECKS, client_findings, group_findings
 from kaflite.doctor._groups import GroupState
@@ -22,6 +23,16 @@ from kaflite.doctor._model import ClientHealth, Finding, Report, Request
 from kaflite.doctor._thresholds import DEFAULT, Thresholds
 
 __all__ = ["Analyzer"]
+
+# the roles of a broker's own connections (``kaflite.cluster.observe``): not a client's
+BROKER_ROLES = frozenset({REPLICA_FETCHER, TXN_MARKER_SENDER, INTER_BROKER})
+
+
+def from_broker(r: Request) -> bool:
+    """A record of a broker's own connection to another broker. Its roles say so, and
+    its client id does even where they do not: a replica fetcher's first requests, in
+    a log written before the registry knew them from their client id."""
+    return broker_client(r.client_id) is not None or not BROKER_ROLES.isdisjoint(r.roles)
 
 
 class Analyzer:
@@ -39,10 +50,12 @@ class Analyzer:
         self._brokers: dict[str, set[int]] = {}    # source -> broker ids seen
 
     def feed(self, records: Iterable[Request]) -> int:
-        """Take ``records`` (in time order); returns how many were taken."""
+        """Take ``records`` (in time order); returns how many were taken: not those of
+        the clients to ignore, nor a broker's own (``from_broker``)."""
         taken = 0
         for r in records:
-            if r.client_id is not None and r.client_id in self.ignore_clients:
+            if (r.client_id is not None and r.client_id in self.ignore_clients) \
+                    or from_broker(r):
                 continue
             taken += 1
             ts = r.timestamp
@@ -63,9 +76,13 @@ class Analyzer:
         self.records += taken
         return taken
 
-    def brokers(self, source: str = "broker") -> tuple[int, ...]:
-        """The brokers seen answering (for the proxy's records: the upstream nodes)."""
-        return tuple(sorted(self._brokers.get(source, ())))
+    def brokers(self, source: str | None = None) -> tuple[int, ...]:
+        """The brokers seen answering, in ``source``'s records (for the proxy's: the
+        upstream nodes) or, by default, in anyone's: a log the proxy alone writes, as
+        in front of Apache Kafka, names the brokers too."""
+        seen = self._brokers.get(source, set()) if source is not None \
+            else set().union(*self._brokers.values())
+        return tuple(sorted(seen))
 
     def health(self) -> list[ClientHealth]:
         """Each client's health, the busiest first."""

@@ -272,11 +272,11 @@ def test_fetch_error_reaches_a_session_partition_the_response_left_out() -> None
 
 def test_replica_requests_are_spared_unless_asked() -> None:
     rules = [Rule("error", 1, error_code=NOT_LEADER, remaining=None)]
-    plan = plan_request(rules, 0, "replica-fetcher-1", True, 1, 12, fetch_request(12, 0),
+    plan = plan_request(rules, 0, "broker-1-fetcher-0", True, 1, 12, fetch_request(12, 0),
                         resolve)
     assert plan is None
     rules[0].include_replicas = True
-    assert plan_request(rules, 0, "replica-fetcher-1", True, 1, 12, fetch_request(12, 0),
+    assert plan_request(rules, 0, "broker-1-fetcher-0", True, 1, 12, fetch_request(12, 0),
                         resolve) is not None
 
 

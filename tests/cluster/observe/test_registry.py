@@ -92,8 +92,44 @@ def test_replica_fetchers_are_listed_only_on_request(cluster: Cluster) -> None:
                 if "replica-fetcher" in c.roles]
 
     wait_for(lambda: len(replicas()) >= 3, "three replica fetcher connections")
-    assert all(c.client_id and c.client_id.startswith("replica-fetcher") for c in replicas())
+    # Kafka's convention (ReplicaFetcherManager): broker-<id>-fetcher-<fetcher id>
+    assert all(c.client_id == f"broker-{c.replica_id}-fetcher-0" for c in replicas())
     assert not [c for c in cluster.connections() if "replica-fetcher" in c.roles]
+
+
+@pytest.mark.parametrize("client_id", ["broker-7-fetcher-0", "broker-7-fetcher-3",
+                                       "replica-fetcher-7"])
+def test_a_replica_fetcher_is_one_from_its_first_request(cluster: Cluster,
+                                                         client_id: str) -> None:
+    # A follower's ApiVersions and Metadata come before its first Fetch (the one that
+    # carries the replica id): its client id, Kafka's or kaflite's older one, tells.
+    _session(cluster, 1, client_id, [MetadataRequest(topics=None)])
+    [conn] = cluster.connections(client_id=client_id, include_replicas=True)
+    assert conn.roles == ["replica-fetcher"]
+    assert not cluster.connections(client_id=client_id)
+    assert client_id not in {c.client_id for c in cluster.clients()}
+    conn_ = _OPEN.pop()
+    conn_.close()
+    wait_for(lambda: not cluster.connections(client_id=client_id, include_replicas=True),
+             "the connection closed")
+    # ... and once closed, kept in the history as what it was
+    [closed] = cluster.connections(client_id=client_id, include_replicas=True,
+                                   include_closed=True)
+    assert closed.roles == ["replica-fetcher"] and closed.closed_at is not None
+    assert client_id not in {c.client_id for c in cluster.clients(include_closed=True)}
+
+
+def test_other_broker_channels_are_named_from_their_first_request(cluster: Cluster) -> None:
+    _session(cluster, 2, "broker-5-txn-marker-sender", [MetadataRequest(topics=None)])
+    _session(cluster, 2, "Persister-client-5", [MetadataRequest(topics=None)])
+    roles = {c.client_id: c.roles for c in cluster.connections(include_replicas=True)}
+    assert roles["broker-5-txn-marker-sender"] == ["txn-marker-sender"]
+    assert roles["Persister-client-5"] == ["inter-broker"]
+    # brokers are not clients
+    assert not {"broker-5-txn-marker-sender", "Persister-client-5"} & {
+        c.client_id for c in cluster.clients()}
+    assert not {"broker-5-txn-marker-sender", "Persister-client-5"} & {
+        c.client_id for c in cluster.connections()}
 
 
 def test_leadership_move_moves_the_partition_role(cluster: Cluster) -> None:

@@ -112,6 +112,26 @@ def test_reading_the_log_does_not_log_itself(cluster: Cluster) -> None:
     assert not [r for r in seen if r.api == "Fetch" and REQUEST_LOG_TOPIC in r.topics]
 
 
+def test_a_replica_fetchers_first_requests_are_not_logged(cluster: Cluster) -> None:
+    """A follower's ApiVersions and Metadata, before the Fetch that carries its replica
+    id, are a replica fetcher's already (its client id says so): not logged as a
+    client's. A transaction coordinator's marker channel is logged, as what it is."""
+    _send(cluster, 0, "broker-1-fetcher-0", [MetadataRequest(topics=[])])
+    _send(cluster, 0, "broker-1-txn-marker-sender", [MetadataRequest(topics=[])])
+    _send(cluster, 0, "after-the-fetcher", [MetadataRequest(topics=[])])
+    reader = Reader(cluster.bootstrap_servers)
+    try:
+        seen = reader.wait(lambda rs: any(r.client_id == "after-the-fetcher" for r in rs),
+                           "the client after the fetcher")
+    finally:
+        reader.close()
+    assert not [r for r in seen if r.client_id == "broker-1-fetcher-0"]
+    assert not [r for r in seen if "replica-fetcher" in r.roles]
+    markers = [r for r in seen if r.client_id == "broker-1-txn-marker-sender"]
+    assert [r.api for r in markers] == ["ApiVersions", "Metadata"]
+    assert all(r.roles == ["txn-marker-sender"] for r in markers)
+
+
 def test_the_buffer_is_bounded_drops_and_counts() -> None:
     buffer = RequestBuffer(3)
     info = ConnectionRecord(1, 0, "127.0.0.1:1", client_id="c")

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from kaflite.broker_clients import persister_client_id
 from kaflite.cluster._internal_log import PartitionWriter
 from kaflite.cluster._peers import PeerConnections
 from kaflite.cluster._sharded import ShardedCoordinator
@@ -110,7 +111,7 @@ class CoordinatorPersister:
         self.broker = broker
         self.coordinator = coordinator
         self.timeout_s = timeout_ms / 1000
-        self.peers = PeerConnections(broker, f"share-persister-{broker.node_id}", timeout_ms)
+        self.peers = PeerConnections(broker, persister_client_id(broker.node_id), timeout_ms)
 
     def close(self) -> None:
         self.peers.close()

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kaflite.broker_clients import marker_sender_client_id
 from kaflite.cluster._peers import PeerConnections
 from kaflite.net.connection import ConnectionClosed
 from kaflite.protocol import KafkaError, ProtocolError, errors
@@ -53,7 +54,7 @@ class MarkerChannel(PeerConnections):
     """The coordinator's connections to the brokers, for WriteTxnMarkers."""
 
     def __init__(self, broker: Broker, request_timeout_ms: int = 30_000) -> None:
-        super().__init__(broker, f"txn-coordinator-{broker.node_id}", request_timeout_ms)
+        super().__init__(broker, marker_sender_client_id(broker.node_id), request_timeout_ms)
 
     def _leader(self, tp: TP) -> int:
         state = self.broker.controller.partition(*tp)

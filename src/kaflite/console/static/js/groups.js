@@ -85,7 +85,10 @@ function groupDetail(box, id, ready) {
       m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", ")])));
     if (g.type === "share") {
       offsetsHead.textContent = "Share-partitions: start offsets, lag and in-flight records";
-      clear(offsets).append(sharePartitionsView(await loadSharePartitions(id)));
+      // fetched before the section is cleared: clearing first would blank the table for
+      // the whole round trip at every refresh
+      const shares = await loadSharePartitions(id);
+      clear(offsets).append(sharePartitionsView(shares));
     } else {
       clear(offsets).append(table(["topic", "partition", "committed", "log end", "lag", "metadata"], g.offsets.map((o) => [
         o.topic, o.partition, o.committed, o.log_end_offset, o.lag, o.metadata ?? ""]), "offsets"));
