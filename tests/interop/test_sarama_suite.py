@@ -98,10 +98,6 @@ NOT_PASSING: dict[str, dict[str, str]] = {
         # it reads the leader's container log (`docker compose logs`), which the docker
         # stand-in refuses; everything it checks before that passed
         "TestFuncIdempotentBufferedSequence": "fail",
-        # kaflite differs from Kafka 4.4: DescribeConfigs gives no documentation for
-        # IncludeDocumentation (null, which the protocol allows; kaflite has no text of
-        # its own for Kafka's configs)
-        "TestFuncAdminDescribeConfig": "fail",
     },
     # opt-in (KAFLITE_SARAMA_TARGETS=kafka-5), Apache Kafka 4.4 with nodes 1-5
     "kafka-5": {
