@@ -20,13 +20,12 @@ TOPIC: dict[str, str] = {
                         "stores every batch as the producer compressed it." + _IGNORED,
     "delete.retention.ms": "How long, in milliseconds, compaction keeps a tombstone (a "
                            "null-value record) before it removes it.",
-    "file.delete.delay.ms": "How long a deleted segment's files wait before removal; kaflite "
-                            "removes them at once." + _IGNORED,
+    "file.delete.delay.ms": "How long a deleted segment's files wait before they are "
+                            "removed." + _IGNORED,
     "flush.messages": "kaflite fsyncs the partition's log after this many records (the "
                       "default: never; the OS writes the pages back).",
     "flush.ms": "A time-based fsync of the log." + _IGNORED,
-    "index.interval.bytes": "Bytes of log between two entries of a segment's offset and "
-                            "time indexes.",
+    "index.interval.bytes": "Bytes of log between two entries of a segment's indexes.",
     "max.compaction.lag.ms": "On a compacted topic, the age, in milliseconds, at which the "
                              "active segment rolls, so that its records become compactable.",
     "max.message.bytes": "The largest record batch, in bytes, kaflite appends to the "
@@ -40,22 +39,19 @@ TOPIC: dict[str, str] = {
                                       "record's timestamp may lie after the broker's "
                                       "clock.",
     "min.cleanable.dirty.ratio": "The share of uncompacted log that starts a compaction; "
-                                 "kaflite compacts whatever has become cleanable."
-                                 + _IGNORED,
+                                 "kaflite does not wait for it." + _IGNORED,
     "min.compaction.lag.ms": "The least age, in milliseconds, of a record compaction may "
                              "remove.",
     "min.insync.replicas": "How many in-sync replicas an acks=all write needs; with fewer "
                            "kaflite answers NOT_ENOUGH_REPLICAS.",
-    "preallocate": "Whether a new segment file is created at full size; kaflite's grow as "
-                   "written." + _IGNORED,
+    "preallocate": "Whether a new segment file is created at its full size." + _IGNORED,
     "retention.bytes": "The most bytes kaflite keeps per partition before it deletes the "
                        "oldest segments (-1: no limit).",
     "retention.ms": "How long, in milliseconds, kaflite keeps a segment after its newest "
                     "record (-1: forever).",
     "segment.bytes": "The size, in bytes, at which kaflite starts a new segment (kaflite "
                      "accepts sizes from 14 bytes, for tests).",
-    "segment.index.bytes": "The size of a segment's index files; kaflite sizes them to "
-                           "their entries." + _IGNORED,
+    "segment.index.bytes": "The size of a segment's index files." + _IGNORED,
     "segment.jitter.ms": "A random shortening of segment.ms." + _IGNORED,
     "segment.ms": "The age, in milliseconds, at which kaflite starts a new segment even if "
                   "it is not full.",

@@ -15,6 +15,7 @@ does on kaflite (``kaflite.cluster.config_docs``); otherwise it is null, as Kafk
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kaflite.cluster import broker_describe, config_docs, dynamic_configs
@@ -66,8 +67,9 @@ TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6
          "CLASS": 8, "PASSWORD": 9}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 #: resource type -> a config's documentation (None: none)
-DOCS = {TOPIC: config_docs.TOPIC.get, BROKER: config_docs.broker_doc,
-        GROUP: config_docs.GROUP.get, CLIENT_METRICS: config_docs.CLIENT_METRICS.get}
+DOCS: dict[int, Callable[[str], str | None]] = {
+    TOPIC: config_docs.TOPIC.get, BROKER: config_docs.broker_doc,
+    GROUP: config_docs.GROUP.get, CLIENT_METRICS: config_docs.CLIENT_METRICS.get}
 
 
 def _describe_topic(broker: Broker, name: str, keys: list[str] | None,
