@@ -142,7 +142,7 @@ def test_a_user_and_an_acl_added_and_removed_from_the_page(
 
 def test_a_quota_set_and_removed_from_the_page(
         page: Page, secured: tuple[Cluster, Console]) -> None:
-    cluster, console = secured
+    _, console = secured
     open_panel(page, f"{console.url}/", "security")
     page.select_option("#set-quota select[name=entity_type]", "user")
     page.fill("#set-quota input[name=entity_name]", DEV)
