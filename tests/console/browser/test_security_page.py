@@ -166,6 +166,12 @@ def _committed(page: Page) -> dict[int, int]:
     return {int(r[1]): int(r[2]) for r in rows if r[0] == TOPIC}
 
 
+def _wait_all_committed(page: Page, offset: int) -> None:
+    page.wait_for_function("o => [...document.querySelectorAll("
+                           "'table[data-table=\"offsets\"] tbody tr')].every("
+                           "r => r.cells[2].textContent === String(o))", arg=offset)
+
+
 def test_reset_back_by_a_duration_then_shift(
         page: Page, secured: tuple[Cluster, Console]) -> None:
     """Back by 1h: the first record newer than an hour ago (the first of the NEW ones);
@@ -178,16 +184,12 @@ def test_reset_back_by_a_duration_then_shift(
     page.select_option("#reset-offsets select[name=to]", "duration")
     page.fill("#reset-offsets input[name=duration]", "1h")
     page.click("#reset-offsets button[type=submit]")
-    page.wait_for_function(f"() => [...document.querySelectorAll("
-                           f"'table[data-table=\"offsets\"] tbody tr')].every("
-                           f"r => r.cells[2].textContent === '{OLD}')")
+    _wait_all_committed(page, OLD)
     assert _committed(page) == {0: OLD, 1: OLD}
     page.select_option("#reset-offsets select[name=to]", "shift")
     page.fill("#reset-offsets input[name=shift]", "-2")
     page.click("#reset-offsets button[type=submit]")
-    page.wait_for_function(f"() => [...document.querySelectorAll("
-                           f"'table[data-table=\"offsets\"] tbody tr')].every("
-                           f"r => r.cells[2].textContent === '{OLD - 2}')")
+    _wait_all_committed(page, OLD - 2)
     # a bad duration is refused, and nothing moves
     page.select_option("#reset-offsets select[name=to]", "duration")
     page.fill("#reset-offsets input[name=duration]", "soon")
