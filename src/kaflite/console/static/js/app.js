@@ -8,6 +8,7 @@ const PANELS = {
   topics: () => import("./topics.js"),
   produce: () => import("./produce.js"),
   groups: () => import("./groups.js"),
+  security: () => import("./security.js"),
   connections: () => import("./connections.js"),
   fanout: () => import("./fanlive.js"),
   log: () => import("./log.js"),
