@@ -55,6 +55,8 @@ window.addEventListener("hashchange", show);
 initTheme(document.getElementById("theme"));
 initToken();
 info().then((i) => {
-  document.getElementById("backend").textContent = `${i.backend} · ${i.bootstrap ?? ""}`;
+  const backend = document.getElementById("backend");
+  backend.textContent = `${i.backend} · ${i.bootstrap ?? ""}`;
+  backend.title = `what this console talks to: ${backend.textContent}`;
 });
 show();
