@@ -74,7 +74,8 @@ def test_openapi_lists_the_routes(served: tuple[Cluster, httpx.Client]) -> None:
     paths = c.get("/openapi.json").json()["paths"]
     for path in ("/api/topics", "/api/topics/{name}/messages", "/api/produce",
                  "/api/groups/{group}/reset", "/api/groups/{group}/share-partitions",
-                 "/api/stream", "/api/fanout", "/faults/error", "/cluster"):
+                 "/api/stream", "/api/fanout", "/faults/error", "/cluster", "/api/users",
+                 "/api/users/{user}", "/api/acls", "/api/acls/delete", "/api/quotas"):
         assert path in paths, path
     assert "security" in paths["/api/produce"]["post"]
     assert "security" not in paths["/api/topics"]["get"]
@@ -178,6 +179,19 @@ def test_state_changes_need_the_token(served: tuple[Cluster, httpx.Client]) -> N
     ("/api/produce", {"topic": "orders", "value": 5}, "value must be a string"),
     ("/api/groups/g/reset", {"to": "yesterday"}, "to must be one of"),
     ("/api/groups/g/reset", {"to": "offset"}, "offset is required"),
+    ("/api/groups/g/reset", {"to": "shift"}, "shift is required"),
+    ("/api/groups/g/reset", {"to": "duration", "duration_ms": 0}, "duration_ms must be at least 1"),
+    ("/api/users", {"user": "u", "password": "p", "mechanism": "MD5"}, "mechanism must be"),
+    ("/api/users", {"user": "u", "password": ""}, "password must be"),
+    ("/api/users", {"user": "u", "password": "p", "iterations": 10}, "iterations must be"),
+    ("/api/acls", {"resource_type": "TOPIC", "name": "t", "principal": "alice",
+                   "operation": "READ"}, "principal must be TYPE:NAME"),
+    ("/api/acls", {"resource_type": "SHELF", "name": "t", "principal": "User:a",
+                   "operation": "READ"}, "resource_type: unknown value"),
+    ("/api/quotas", {"entity": {"team": "x"}, "set": {"producer_byte_rate": 1}},
+     "unknown type 'team'"),
+    ("/api/quotas", {"entity": {"user": "x"}, "set": {"producer_byte_rate": "fast"}},
+     "must be a number"),
 ])
 def test_bad_input_is_refused_and_changes_nothing(served: tuple[Cluster, httpx.Client],
                                                   path: str, body: dict[str, object],
@@ -191,6 +205,32 @@ def test_bad_input_is_refused_and_changes_nothing(served: tuple[Cluster, httpx.C
     after = {n: (len(t.partitions), dict(t.configs))
              for n, t in cluster.controller.topics.items()}
     assert after == before
+
+
+def test_users_acls_and_quotas_on_a_cluster_without_an_authorizer(
+        served: tuple[Cluster, httpx.Client]) -> None:
+    """SCRAM users and quotas work anywhere; ACLs say the cluster keeps none."""
+    _, c = served
+    acls = c.get("/api/acls").json()
+    assert acls["enabled"] is False and acls["acls"] == []
+    assert "authorizer" in acls["note"]
+    body = {"user": "carol", "password": "pw", "mechanism": "SCRAM-SHA-256"}
+    assert c.post("/api/users", json=body).status_code == 401          # the token
+    users = c.post("/api/users", json=body, headers=AUTH).json()["users"]
+    assert {"user": "carol", "credentials": [{"mechanism": "SCRAM-SHA-256",
+                                              "iterations": 4096}]} in users
+    gone = c.delete("/api/users/carol", params={"mechanism": "SCRAM-SHA-512"}, headers=AUTH)
+    assert gone.status_code == 404
+    assert c.delete("/api/users/carol", headers=AUTH).json() == {
+        "deleted": "carol", "mechanisms": ["SCRAM-SHA-256"]}
+    assert "carol" not in {u["user"] for u in c.get("/api/users").json()["users"]}
+    entity = {"client-id": None}
+    quotas = c.post("/api/quotas", json={"entity": entity, "set": {"consumer_byte_rate": 5e6}},
+                    headers=AUTH).json()["quotas"]
+    assert {"entity": entity, "values": {"consumer_byte_rate": 5e6}} in quotas
+    c.post("/api/quotas", json={"entity": entity, "delete": ["consumer_byte_rate"]},
+           headers=AUTH)
+    assert c.get("/api/quotas").json()["quotas"] == []
 
 
 def test_bad_query_is_refused(served: tuple[Cluster, httpx.Client]) -> None:

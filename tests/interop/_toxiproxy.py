@@ -8,7 +8,8 @@ port and forwarding to an upstream address. The suite then drives it over that A
 
 ``DockerStandIn`` is an executable named ``docker`` in a directory of its own, to put
 first on a suite's ``PATH``: ``docker compose stop kafka-N`` kills broker N of the
-target, ``docker compose start kafka-N`` restarts it (each a no-op when the broker is
+target (Apache Kafka's with SIGTERM, as docker does), ``docker compose start kafka-N``
+restarts it (each a no-op when the broker is
 already so, as for a container). The script asks this process over a loopback socket;
 any other command it refuses, saying so, with status 1.
 """
@@ -27,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from kaflite.testing import ClusterUnderTest
+from kaflite.testing import ApacheKafka, ClusterUnderTest
 
 __all__ = ["DockerStandIn", "Toxiproxy", "free_port"]
 
@@ -147,7 +148,12 @@ class DockerStandIn:
             return 1, f"no broker {node} in {self.target.name}"
         with self._lock:
             if argv[1] == "stop" and node not in self._down:
-                self.target.kill(node)
+                if isinstance(self.target, ApacheKafka):
+                    # as `docker compose stop`: SIGTERM (Kafka's controlled shutdown),
+                    # SIGKILL after the grace period
+                    self.target.shutdown(node)
+                else:
+                    self.target.kill(node)
                 self._down.add(node)
             elif argv[1] == "start" and node in self._down:
                 self.target.restart(node)

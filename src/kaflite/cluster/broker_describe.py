@@ -19,7 +19,10 @@ Kafka config is described with Kafka's default, whether kaflite acts on it or no
 As Kafka, a PASSWORD config's value is never shown, nor a name Kafka does not know
 (sensitive, type UNKNOWN); kaflite's own ``kaflite.*`` configs are shown, with type
 UNKNOWN. The cluster-wide default resource (name "") describes only what was set there.
-kaflite has no documentation of Kafka's configs: ``documentation`` is null.
+Each entry's ``documentation`` is kaflite's own text (``kaflite.cluster.config_docs``: what
+the config does on kaflite, or that kaflite does not act on it), which the DescribeConfigs
+handler adds when the request asks for it; null, as Kafka's, when it does not, and for a
+name neither Kafka nor kaflite knows.
 """
 
 from __future__ import annotations

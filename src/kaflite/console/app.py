@@ -37,6 +37,7 @@ from kaflite.console.routes_chaos import chaos_routes
 from kaflite.console.routes_cluster import cluster_routes
 from kaflite.console.routes_groups import group_routes
 from kaflite.console.routes_recovery import recovery_routes
+from kaflite.console.routes_security import security_routes
 from kaflite.console.routes_topics import topic_routes
 from kaflite.console.sampler import LagSampler, MetricsSampler
 from kaflite.console.streams import Hub
@@ -150,7 +151,7 @@ def build_app(console: Console) -> Starlette:
     routes: list[Route | Mount] = [
         Route("/", _page, include_in_schema=False),
         *openapi_routes(), *cluster_routes(), *topic_routes(), *group_routes(),
-        *chaos_routes(), *health_routes(), *recovery_routes()]
+        *security_routes(), *chaos_routes(), *health_routes(), *recovery_routes()]
     if STATIC.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=STATIC), name="static"))
     app = Starlette(routes=routes, middleware=[Middleware(_Errors)], exception_handlers={

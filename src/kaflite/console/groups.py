@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+
+import typer
 
 from kaflite.cli.groups import Described, _describe, apply_reset
 from kaflite.client._group_admin import ConsumerGroupDescription
@@ -23,7 +26,7 @@ from kaflite.protocol import errors
 __all__ = ["RESET_KINDS", "delete_group", "describe_group", "group_lag", "list_groups",
            "reset_group"]
 
-RESET_KINDS = ("earliest", "latest", "timestamp", "offset")
+RESET_KINDS = ("earliest", "latest", "timestamp", "offset", "shift", "duration")
 
 
 def _type(listed_type: str) -> str:
@@ -178,10 +181,13 @@ def _share_group(described: Described) -> Json:
 
 async def reset_group(backend: ClientBackend, group: str, to: str, *,
                       timestamp: int | None = None, offset: int | None = None,
-                      topic: str | None = None, partitions: list[int] | None = None
+                      topic: str | None = None, partitions: list[int] | None = None,
+                      shift: int | None = None, duration_ms: int | None = None
                       ) -> list[Json]:
     """Reset the group's committed offsets, or a share group's start offsets (Kafka
-    refuses it unless the group is empty)."""
+    refuses it unless the group is empty): to the earliest or latest offset, an offset,
+    a timestamp, ``duration_ms`` before now (kafka-consumer-groups' --by-duration), or
+    ``shift`` records from the committed offset (--shift-by; negative: back)."""
     admin = await backend.admin()
     if topic is not None:
         await backend.describe_one(topic)          # 404 for an unknown topic
@@ -189,8 +195,13 @@ async def reset_group(backend: ClientBackend, group: str, to: str, *,
     else:
         scope = []
     spec: tuple[str, int | None] = (
-        ("datetime", timestamp) if to == "timestamp" else (to, offset))
-    plan = await apply_reset(admin, group, scope, topic is None, spec)
+        ("datetime", timestamp) if to == "timestamp"
+        else ("datetime", int(time.time() * 1000) - (duration_ms or 0)) if to == "duration"
+        else ("shift", shift) if to == "shift" else (to, offset))
+    try:
+        plan = await apply_reset(admin, group, scope, topic is None, spec)
+    except typer.BadParameter as exc:      # shift: a partition with no committed offset
+        raise ApiError(400, exc.message) from None
     if not plan:
         raise ApiError(400, f"group {group!r} has no committed offsets to reset; "
                             "name a topic")

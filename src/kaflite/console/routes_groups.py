@@ -57,8 +57,8 @@ async def lag_history(request: Request) -> Response:
 
 
 async def reset(request: Request) -> Response:
-    """Reset committed offsets: {to: earliest|latest|timestamp|offset, timestamp, offset,
-    topic, partitions}."""
+    """Reset committed offsets: {to: earliest|latest|timestamp|offset|shift|duration,
+    timestamp, offset, shift, duration_ms, topic, partitions}."""
     g = request.path_params["group"]
     body = await body_of(request)
     to = body.get("to")
@@ -66,6 +66,8 @@ async def reset(request: Request) -> Response:
         raise ApiError(400, f"to must be one of {', '.join(RESET_KINDS)}, got {to!r}")
     timestamp = int_field(body, "timestamp", lo=0) if to == "timestamp" else None
     offset = int_field(body, "offset", lo=0) if to == "offset" else None
+    shift = int_field(body, "shift") if to == "shift" else None
+    duration_ms = int_field(body, "duration_ms", lo=1) if to == "duration" else None
     topic = None if body.get("topic") is None else topic_name(body.get("topic"))
     parts = body.get("partitions")
     partitions: list[int] | None = None
@@ -77,7 +79,8 @@ async def reset(request: Request) -> Response:
             raise ApiError(400, "partitions need a topic")
         partitions = list(parts)
     offsets = await reset_group(backend_of(request), g, str(to), timestamp=timestamp,
-                                offset=offset, topic=topic, partitions=partitions)
+                                offset=offset, topic=topic, partitions=partitions,
+                                shift=shift, duration_ms=duration_ms)
     return answer({"group_id": g, "offsets": offsets})
 
 

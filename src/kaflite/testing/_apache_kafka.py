@@ -95,12 +95,21 @@ def base_properties(nodes: int) -> dict[str, str]:
 
 
 class ApacheKafka(ClusterUnderTest):
-    """``brokers`` KRaft nodes, ids 1..n, each broker+controller, all of them voters."""
+    """``brokers`` KRaft nodes, ids 1..n, each broker+controller, all of them voters.
+
+    ``advertised_ports`` (one a node, in node id order) are the ports the nodes advertise
+    on PLAINTEXT instead of those they bind, as ``KafliteCluster``'s: where a TCP proxy
+    in front of them forwards to the bound ones (``listening_ports``). The brokers then
+    replicate over a listener of their own (``INTERNAL``, bound and advertised on
+    loopback), not through the proxy, as a docker compose environment keeps its
+    inter-broker listener off the proxied one.
+    """
 
     def __init__(self, libs: str | Path, brokers: int = 1,
                  config: Mapping[str, object] | None = None,
                  start_timeout: float = START_TIMEOUT_S, listeners: Sequence[str] = (),
-                 jvm_opts: Sequence[str] = JVM_OPTS) -> None:
+                 jvm_opts: Sequence[str] = JVM_OPTS,
+                 advertised_ports: Sequence[int] | None = None) -> None:
         self.libs = Path(libs)
         self.version = kafka_version(self.libs)
         self.name = f"kafka-{self.version}-{brokers}"
@@ -111,6 +120,9 @@ class ApacheKafka(ClusterUnderTest):
         self.listeners = list(listeners)
         #: every node's JVM flags (``JVM_OPTS``, sized for tests, unless given)
         self.jvm_opts = tuple(jvm_opts)
+        if advertised_ports is not None and len(advertised_ports) != brokers:
+            raise ValueError(f"{len(advertised_ports)} advertised ports for {brokers} nodes")
+        self._advertised_ports = list(advertised_ports) if advertised_ports else None
         self.nodes: dict[int, KafkaNode] = {}
         self.cluster_id = new_cluster_id()
         self._dir: Path | None = None
@@ -128,24 +140,36 @@ class ApacheKafka(ClusterUnderTest):
     def bootstrap(self, listener: str) -> str:
         return ",".join(f"127.0.0.1:{self.nodes[n].ports[listener]}" for n in self.node_ids)
 
+    @property
+    def listening_ports(self) -> dict[int, int]:
+        """Each node's bound PLAINTEXT port, by node id (what it advertises may differ:
+        ``advertised_ports``)."""
+        return {n: self.nodes[n].broker_port for n in self.node_ids}
+
     def _plan(self) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix=f"kaflite-{self.name}-"))
-        names = ["PLAINTEXT", "CONTROLLER", *self.listeners]
+        internal = ["INTERNAL"] if self._advertised_ports else []
+        names = ["PLAINTEXT", "CONTROLLER", *internal, *self.listeners]
         ports = iter(_free_ports(len(names) * self._count))
         ids = list(range(1, self._count + 1))
         plan = {node_id: {name: next(ports) for name in names} for node_id in ids}
+        advertised = dict(zip(ids, self._advertised_ports or [], strict=False))
         voters = ",".join(f"{n}@127.0.0.1:{plan[n]['CONTROLLER']}" for n in ids)
-        protocols = ",".join(f"{n}:{'PLAINTEXT' if n == 'CONTROLLER' else n}" for n in names)
+        protocols = ",".join(
+            f"{n}:{'PLAINTEXT' if n in ('CONTROLLER', 'INTERNAL') else n}" for n in names)
         for node_id, node_ports in plan.items():
             directory = self._dir / f"node-{node_id}"
             listeners = ",".join(f"{n}://127.0.0.1:{p}" for n, p in node_ports.items())
+            shown = {**node_ports, "PLAINTEXT": advertised.get(node_id, node_ports["PLAINTEXT"])}
             props = {**base_properties(self._count),
                      "node.id": str(node_id),
                      "controller.quorum.voters": voters,
                      "listeners": listeners,
-                     "advertised.listeners": listeners,
+                     "advertised.listeners": ",".join(
+                         f"{n}://127.0.0.1:{p}" for n, p in shown.items()),
                      "listener.security.protocol.map": protocols,
                      "log.dirs": str(directory / "data"),
+                     **({"inter.broker.listener.name": "INTERNAL"} if internal else {}),
                      **self._config}
             self.nodes[node_id] = KafkaNode(node_id, node_ports["PLAINTEXT"],
                                             node_ports["CONTROLLER"], directory, self.libs,

@@ -26,7 +26,7 @@ pytest.importorskip("confluent_kafka")
 # panel -> the tables it shows once its data is in
 PANELS = {"cluster": ["partitions"], "topics": ["topics"], "groups": ["groups"],
           f"groups/{READERS}": ["groups"], "connections": ["clients", "connections"],
-          "log": ["log"], "chaos": []}
+          "log": ["log"], "chaos": [], "security": []}
 
 # tables sorted by a column before the look: its header then has an arrow
 SORTED = {"groups": [("groups", "protocol")], "topics": [("topics", "urp")],

@@ -28,8 +28,8 @@ from tests.console.browser.serve import Console, serve_console
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
-PANELS = ["cluster", "topics", "produce", "groups", "connections", "fanout", "log", "chaos",
-          "charts"]
+PANELS = ["cluster", "topics", "produce", "groups", "security", "connections", "fanout", "log",
+          "chaos", "charts"]
 BOUND_S = 120        # a run that has not ended by then hangs: the bug this file is about
 
 

@@ -8,13 +8,17 @@ Group configs (resource type GROUP, ``kaflite.cluster.group_configs``) are store
 controller too; the group coordinator reads them on every heartbeat. Client metrics
 subscriptions (resource type CLIENT_METRICS, ``kaflite.cluster.client_metrics``) are
 stored the same way and read by each broker's telemetry manager.
+
+Asked for documentation (v3+), every entry carries kaflite's own text of what the config
+does on kaflite (``kaflite.cluster.config_docs``); otherwise it is null, as Kafka's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kaflite.cluster import broker_describe, dynamic_configs
+from kaflite.cluster import broker_describe, config_docs, dynamic_configs
 from kaflite.cluster.client_metrics import (
     CLIENT_METRICS_CONFIG_TYPES,
     CLIENT_METRICS_RESOURCE,
@@ -62,6 +66,10 @@ SOURCE = SOURCE_CODES
 TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7,
          "CLASS": 8, "PASSWORD": 9}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+#: resource type -> a config's documentation (None: none)
+DOCS: dict[int, Callable[[str], str | None]] = {
+    TOPIC: config_docs.TOPIC.get, BROKER: config_docs.broker_doc,
+    GROUP: config_docs.GROUP.get, CLIENT_METRICS: config_docs.CLIENT_METRICS.get}
 
 
 def _describe_topic(broker: Broker, name: str, keys: list[str] | None,
@@ -164,6 +172,10 @@ async def handle_describe(broker: Broker, conn: ServerConnection, header: Reques
                 raise errors.InvalidRequestError(f"unsupported resource type {res.resource_type}")
         except errors.KafkaError as exc:
             result.error_code, result.error_message = exc.code, exc.message
+        doc = DOCS.get(res.resource_type)
+        for entry in result.configs:
+            entry.documentation = doc(entry.name) if doc and req.include_documentation \
+                else None
         results.append(result)
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 

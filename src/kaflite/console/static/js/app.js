@@ -8,6 +8,7 @@ const PANELS = {
   topics: () => import("./topics.js"),
   produce: () => import("./produce.js"),
   groups: () => import("./groups.js"),
+  security: () => import("./security.js"),
   connections: () => import("./connections.js"),
   fanout: () => import("./fanlive.js"),
   log: () => import("./log.js"),
@@ -54,6 +55,8 @@ window.addEventListener("hashchange", show);
 initTheme(document.getElementById("theme"));
 initToken();
 info().then((i) => {
-  document.getElementById("backend").textContent = `${i.backend} · ${i.bootstrap ?? ""}`;
+  const backend = document.getElementById("backend");
+  backend.textContent = `${i.backend} · ${i.bootstrap ?? ""}`;
+  backend.title = `what this console talks to: ${backend.textContent}`;
 });
 show();

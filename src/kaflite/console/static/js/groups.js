@@ -16,6 +16,19 @@ const GROUP_COLUMNS = [
   { key: "coordinator", label: "coordinator", grow: 1, text: (g) => g.coordinator ?? "" },
 ];
 
+// What a reset may go to: [the API's `to`, the option's text].
+const RESET_TO = [["earliest", "earliest"], ["latest", "latest"], ["timestamp", "a timestamp"],
+  ["offset", "an offset"], ["shift", "shift by N records"], ["duration", "back by a duration"]];
+
+// "90s", "15m", "2h", "1d", "500ms" or a bare number of milliseconds -> milliseconds; anything
+// else is sent as it is, for the server to refuse with a clear error.
+export function parseDuration(text) {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(text ?? "");
+  if (!m) return text ?? null;
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] || "ms"];
+  return Math.round(Number(m[1]) * unit);
+}
+
 export function mount(root, selected) {
   const table = new VTable(GROUP_COLUMNS, { key: (g) => g.group_id, name: "groups", height: "28vh",
     onClick: (g) => { location.hash = `#groups/${encodeURIComponent(g.group_id)}`; } });
@@ -39,9 +52,11 @@ function groupDetail(box, id, ready) {
   const err = el("div.error-text");
   const chart = lineChart(chartBox, "lag (records)", ["lag"], 220);
   const resetForm = el("form.inline#reset-offsets", null,
-    field("to", el("select", { name: "to" }, ...["earliest", "latest", "timestamp", "offset"].map((t) => el("option", { value: t, text: t })))),
+    field("to", el("select", { name: "to" }, ...RESET_TO.map(([t, text]) => el("option", { value: t, text })))),
     field("offset", el("input", { name: "offset", size: 8 })),
     field("timestamp (UTC)", el("input", { name: "timestamp", type: "datetime-local", step: "1" })),
+    field("shift by (records; negative: back)", el("input", { name: "shift", size: 8 })),
+    field("back by (90s, 15m, 2h, 1d)", el("input", { name: "duration", size: 8, placeholder: "15m" })),
     field("topic (empty: all)", el("input", { name: "topic" })),
     field("partitions (e.g. 0,2)", el("input", { name: "partitions", size: 8 })),
     el("button", { type: "submit", text: "Reset offsets" }));
@@ -51,6 +66,8 @@ function groupDetail(box, id, ready) {
     const body = { to: f.to };
     if (f.to === "offset") body.offset = f.offset === undefined ? null : Number.isNaN(Number(f.offset)) ? f.offset : Number(f.offset);
     if (f.to === "timestamp") body.timestamp = f.timestamp ? Date.parse(`${f.timestamp}Z`) : null;
+    if (f.to === "shift") body.shift = f.shift === undefined ? null : Number.isNaN(Number(f.shift)) ? f.shift : Number(f.shift);
+    if (f.to === "duration") body.duration_ms = parseDuration(f.duration);
     if (f.topic) body.topic = f.topic;
     if (f.partitions) body.partitions = f.partitions.split(",").map((p) => (Number.isNaN(Number(p)) ? p.trim() : Number(p)));
     if (await act(`reset offsets of ${id}`, () => api("POST", ROUTES.groupReset(id), body), err)) refresh();
