@@ -22,7 +22,7 @@ import kaflite
 from kaflite.client.admin import Admin, ConfigResource, NewTopic
 from kaflite.cluster import Cluster
 from kaflite.cluster import config_docs as docs
-from kaflite.cluster._kafka_broker_configs import CONFIGS
+from kaflite.cluster._kafka_broker_configs import BROKER_QUOTA_CONFIGS, CONFIGS
 from kaflite.cluster.client_metrics import CLIENT_METRICS_CONFIG_TYPES
 from kaflite.cluster.configs import BROKER_DEFAULTS, TOPIC_CONFIGS
 from kaflite.cluster.group_configs import GROUP_CONFIG_NAMES
@@ -102,7 +102,7 @@ def test_every_config_has_documentation_in_kaflites_own_words() -> None:
     # no typo: a name Kafka does not know is one kaflite reads (its authorizer's, its own)
     assert set(docs.BROKER) - set(CONFIGS) == {
         n for n in docs.BROKER if n.startswith("kaflite.")} | {
-        "sasl.users", "super.users", "allow.everyone.if.no.acl.found"}
+        "sasl.users", "super.users", "allow.everyone.if.no.acl.found", *BROKER_QUOTA_CONFIGS}
     assert all(docs.broker_doc(n) for n in CONFIGS)
     assert docs.broker_doc("no.such.config") is None           # as Kafka: not its config
     assert set(docs.TOPIC) == set(TOPIC_CONFIGS)

@@ -157,6 +157,28 @@ BROKER: dict[str, str] = {
     "replica.fetch.wait.max.ms": "The longest, in milliseconds, a follower's fetch waits "
                                  "at the leader for new records.",
     "replica.fetch.max.bytes": "The bytes per partition a follower asks for in one fetch.",
+    # replication throttling (KIP-73, kaflite.cluster.quotas.replication); the rates are
+    # dynamic only and outside Kafka's broker ConfigDef
+    "leader.replication.throttled.rate": "Bytes per second this broker, as a leader, sends "
+                                         "of the partitions its topics' "
+                                         "leader.replication.throttled.replicas name it for; "
+                                         "above it, a follower out of the ISR gets none of "
+                                         "them. Set dynamically only.",
+    "follower.replication.throttled.rate": "Bytes per second this broker's replica fetchers "
+                                           "fetch of the partitions its topics' "
+                                           "follower.replication.throttled.replicas name it "
+                                           "for; above it, those not caught up are left out "
+                                           "of its fetches. Set dynamically only.",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "Kafka's limit on moving replicas "
+                                                      "between log directories; kaflite "
+                                                      "checks, stores and describes it, but "
+                                                      "has one directory per broker and "
+                                                      "nothing to throttle.",
+    "replication.quota.window.num": "How many windows kaflite keeps to measure the "
+                                    "replication throttle's rates.",
+    "replication.quota.window.size.seconds": "The length, in seconds, of each window "
+                                             "kaflite measures the replication throttle's "
+                                             "rates over.",
     "replica.fetch.backoff.ms": "How long, in milliseconds, a follower waits after a "
                                 "failed fetch before it tries again.",
     "replica.high.watermark.checkpoint.interval.ms": "How often, in milliseconds, a kaflite "

@@ -25,7 +25,15 @@ TOPIC: dict[str, str] = {
     "flush.messages": "kaflite fsyncs the partition's log after this many records (the "
                       "default: never; the OS writes the pages back).",
     "flush.ms": "A time-based fsync of the log." + _IGNORED,
+    "follower.replication.throttled.replicas": "The replicas, as partition:brokerId or *, "
+                                               "whose fetching the follower's "
+                                               "follower.replication.throttled.rate limits "
+                                               "while they are not caught up.",
     "index.interval.bytes": "Bytes of log between two entries of a segment's indexes.",
+    "leader.replication.throttled.replicas": "The replicas, as partition:brokerId or *, "
+                                             "whose leader limits what it sends followers "
+                                             "out of the ISR to its "
+                                             "leader.replication.throttled.rate.",
     "max.compaction.lag.ms": "On a compacted topic, the age, in milliseconds, at which the "
                              "active segment rolls, so that its records become compactable.",
     "max.message.bytes": "The largest record batch, in bytes, kaflite appends to the "
