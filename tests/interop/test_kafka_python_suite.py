@@ -229,4 +229,16 @@ def test_kafka_python_integration_suite(target: ClusterUnderTest, suite_dir: Pat
              if verdict != expected.get(test, "passed")}
     missing = sorted(set(expected) - set(got))
     assert not wrong and not missing, (
-        f"{name}: (got, expected) {wrong}; not run: {missing}; the log: {log}")
+        f"{name}: (got, expected) {wrong}; not run: {missing}; the log: {log}\n"
+        f"{failures_of(proc.stdout)}")
+
+
+def failures_of(output: str, limit: int = 12000) -> str:
+    """The suite's report of its failures (tracebacks and captured logs), so that the
+    evidence of a failure is in the outer run's own output: a temporary directory does not
+    outlive the next runs of pytest on the machine."""
+    start = output.find("= FAILURES =")
+    if start < 0:
+        start = output.find("= ERRORS =")
+    text = output[output.rfind("\n", 0, start) + 1:] if start >= 0 else output
+    return text if len(text) <= limit else text[:limit // 2] + "\n...\n" + text[-limit // 2:]

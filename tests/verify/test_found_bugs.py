@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -592,3 +593,65 @@ def test_upstream_librdkafka_resends_a_written_message_under_a_bumped_epoch() ->
     pid = batches[2][0][1]
     assert all(b == [(0, pid, 0, 0), (1, pid, 0, 1), (2, pid, 1, 0)]
                for b in batches.values()), f"{batches}\n{steps}"
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["as-released", "with-the-suite-fix"])
+def test_upstream_kafka_python_forgets_a_subscription_made_during_a_metadata_request(
+        fixed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a kaflite bug: why kaflite's run of kafka-python's own suite patches it.
+
+    kafka-python 3.0.12's ``ClusterMetadata.set_topics`` flags a metadata update, and the
+    answer to a Metadata request sent before it clears the flag again (``update_metadata``
+    sets ``_need_update`` from that answer's retries alone). A consumer that subscribes
+    while its bootstrap's ``topics=[]`` request is in flight learns its topic only at
+    ``metadata.max.age.ms`` (300 s), and reads nothing. CI met it on kaflite-3
+    (``test_consumer_integration::test_kafka_consumer``), and it came back 1 in 15 runs
+    of that module on a busy machine, where the consumer's log showed the subscription
+    1 ms before the empty answer and then "Sleeping 299.99 for next Metadata refresh".
+    Here the bootstrap's Metadata is held 1.5 s, so the subscription always lands
+    during it. The Java client fixed the same race in KAFKA-7831; the suite's plugin
+    (``tests/interop/kafka_python/plugin.py``) does as it does. When the as-released case
+    fails, kafka-python has fixed it: drop the plugin's fix.
+    """
+    kafka = pytest.importorskip("kafka")
+    from kafka.cluster import ClusterMetadata
+
+    from tests.interop.kafka_python.plugin import metadata_tracking
+
+    if fixed:
+        for name, method in metadata_tracking(ClusterMetadata).items():
+            monkeypatch.setattr(ClusterMetadata, name, method)
+    with Cluster(brokers=1) as cluster:
+        cluster.create_topic("t", 1, 1)
+        producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+        for i in range(3):
+            producer.send("t", b"%d" % i, partition=0)
+        producer.flush()
+        held = cluster.faults.add(Rule("delay", api_key_of("Metadata"), delay_ms=1500,
+                                       client_id="kpy-race"))
+        consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers,
+                                       client_id="kpy-race", auto_offset_reset="earliest",
+                                       enable_auto_commit=False, fetch_max_wait_ms=100,
+                                       # as the suite gives it: no version probe, so the
+                                       # constructor does not wait for the bootstrap
+                                       api_version=(4, 3))
+        try:
+            for _ in range(100):            # the bootstrap's Metadata reached the broker
+                if held.hits:
+                    break
+                time.sleep(0.05)
+            assert held.hits == 1
+            consumer.subscribe(["t"])
+            got: list[bytes] = []
+            for _ in range(30):             # 6 s: the held answer comes after 1.5 s
+                got += [r.value for rs in consumer.poll(200).values() for r in rs]
+                if len(got) == 3:
+                    break
+        finally:
+            consumer.close()
+            producer.close()
+    if fixed:
+        assert sorted(got) == [b"0", b"1", b"2"]
+    else:
+        assert got == [], "kafka-python learns a topic subscribed during a Metadata " \
+            "request now: the suite's plugin need not fix it"

@@ -14,6 +14,19 @@ The PyPI sdist carries ``test/integration`` but not ``test/service.py``, which t
 fixtures import; its external half is a record of host and port with no-op methods,
 given here as the same. Spawning is refused: there is no distribution to spawn.
 
+One fix to kafka-python itself (``_track_metadata_requests``, off with
+``KAFLITE_KPY_UNPATCHED=1``): kafka-python 3.0.12 forgets a subscription made while a
+Metadata request is in flight. ``ClusterMetadata.set_topics`` flags an update, and the
+answer to the request sent before (``topics=[]`` at bootstrap) clears the flag
+(``update_metadata``: ``_need_update = len(_retry_topics) > 0``; its own comment "TODO:
+handle future when old metadata request is currently in-flight"). The consumer then
+asks for the topic's metadata only at ``metadata.max.age.ms`` (300 s) and reads nothing.
+Seen on kaflite-3 in CI and under load (the consumer's log: subscribed at 21.468 s, the
+bootstrap's answer with no topics at 21.469 s, then "Sleeping 299.99 for next Metadata
+refresh"). The Java client fixed the same race in KAFKA-7831 by counting requests; the
+fix here does as it does: an answer to a request built before the last
+``request_update`` leaves the update flagged.
+
 ``KAFLITE_KPY_LISTENERS``: JSON ``{"PLAINTEXT": "host:port", "SASL_PLAINTEXT": ...,
 "SSL": ...}``; ``KAFLITE_KPY_SSL_DIR``: the directory with ``ca-cert``;
 ``KAFLITE_KPY_DESELECT``: JSON, the node ids (or module paths) not to run, exactly
@@ -102,6 +115,42 @@ def _patch_instance() -> None:
     kafka_fixture.instance = classmethod(instance)
 
 
+def metadata_tracking(cls: Any) -> dict[str, Any]:
+    """kafka-python's ``ClusterMetadata`` methods (``cls``'s), replaced so that an answer
+    to a request built before the last ``request_update`` leaves the update flagged."""
+    request_update = cls.request_update
+    metadata_request = cls.metadata_request
+    update_metadata = cls.update_metadata
+
+    def wanted(self: Any) -> int:
+        return int(getattr(self, "_kaflite_wanted", 0))
+
+    def counted_request_update(self: Any) -> Any:
+        self._kaflite_wanted = wanted(self) + 1
+        return request_update(self)
+
+    def counted_metadata_request(self: Any) -> Any:
+        self._kaflite_sent = wanted(self)
+        return metadata_request(self)
+
+    def checked_update_metadata(self: Any, metadata: Any) -> Any:
+        out = update_metadata(self, metadata)
+        if int(getattr(self, "_kaflite_sent", 0)) < wanted(self):
+            request_update(self)    # asked for after this answer's request was built
+        return out
+
+    return {"request_update": counted_request_update,
+            "metadata_request": counted_metadata_request,
+            "update_metadata": checked_update_metadata}
+
+
+def _track_metadata_requests() -> None:
+    from kafka.cluster import ClusterMetadata  # the client under test (on sys.path)
+
+    for name, method in metadata_tracking(ClusterMetadata).items():
+        setattr(ClusterMetadata, name, method)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unwanted = set(json.loads(os.environ.get("KAFLITE_KPY_DESELECT", "[]")))
     if not unwanted:
@@ -117,3 +166,5 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     """Before the suite's conftest imports its fixtures module."""
     _install_service_module()
     _patch_instance()
+    if os.environ.get("KAFLITE_KPY_UNPATCHED") != "1":
+        _track_metadata_requests()
