@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.metalog import METADATA_VERSION
+from kaflite.cluster.metalog import METADATA_VERSION, metadata_versions
 from kaflite.protocol import errors
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 SUPPORTED: dict[str, tuple[int, int]] = {
-    "metadata.version": (METADATA_VERSION, METADATA_VERSION),
+    "metadata.version": (metadata_versions.MINIMUM, metadata_versions.DEFAULT),
     "group.version": (0, 1),
     "transaction.version": (0, 2),
     "share.version": (0, 1),
@@ -100,6 +100,20 @@ def check_update(controller: Controller, name: str, new: int, upgrade_type: int)
     if new > current and upgrade_type != UPGRADE:
         return "Can't downgrade to a newer version."
     return None
+
+
+def check_metadata_version(controller: Controller, new: int, upgrade_type: int) -> str | None:
+    """Why ``metadata.version`` may not go down to ``new`` (None: it may), as Kafka's
+    ``FeatureControlManager.updateMetadataVersion``: not across a level whose metadata
+    changed (that could lose information), and an unsafe downgrade not at all then."""
+    current = level(controller, "metadata.version")
+    if new >= current or not metadata_versions.metadata_changed(current, new):
+        return None
+    why = ("Unsafe metadata downgrade is not supported in this version."
+           if upgrade_type == UNSAFE_DOWNGRADE else
+           "Refusing to perform the requested downgrade because it might delete metadata "
+           "information.")
+    return f"Unsupported metadata.version downgrade from {current} to {new}. {why}"
 
 
 def error_message(name: str, new: int, why: str) -> str:
