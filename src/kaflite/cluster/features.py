@@ -3,7 +3,9 @@ the rules of changing them (UpdateFeatures, ``kafka-features upgrade|downgrade``
 
 The finalized levels live in the controller's metadata (``Controller.features``, one
 ``FeatureLevelRecord`` per change, as KRaft keeps them). A new cluster finalizes
-``metadata.version`` (the metadata log's record formats), ``group.version`` 1
+``metadata.version`` 33 (4.4-IV2, Kafka 4.4's latest production level: the metadata
+log's record versions, ``kaflite.cluster.metalog._versions``; kaflite supports 22 to
+33), ``group.version`` 1
 (KIP-848 consumer groups) and ``transaction.version`` 2 (KIP-890 part 2: partition
 leaders add partitions to transactions, each end bumps the producer epoch), as a
 freshly formatted Kafka 4.x cluster does, and ``share.version`` 1 (KIP-932 share groups,
@@ -24,7 +26,9 @@ the brokers serve both, as Kafka's do, for producers that decided before a chang
 
 Changing a level, as Kafka's ``FeatureControlManager.updateFeature``: each feature
 on its own; a level outside what kaflite supports, or lower than the current one
-without a downgrade type, or higher with one, is INVALID_UPDATE_VERSION.
+without a downgrade type, or higher with one, is INVALID_UPDATE_VERSION, and so is a
+``metadata.version`` downgrade across a level whose metadata changed (safe or unsafe,
+``updateMetadataVersion``). From 4.4-IV1 an ACL's host may be a CIDR block.
 """
 
 from __future__ import annotations
