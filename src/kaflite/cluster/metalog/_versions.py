@@ -20,7 +20,8 @@ level  Kafka      metadata  what changes
 27     4.1-IV1    no        Fetch v18 between brokers
 28     4.2-IV0    no        share.version 1 a new cluster's default
 29     4.2-IV1    no        streams.version 1 a new cluster's default; ListOffsets v11
-30     4.3-IV0    yes       RegisterBrokerRecord v4 (CordonedLogDirs, KIP-1066)
+30     4.3-IV0    yes       RegisterBrokerRecord v4 (CordonedLogDirs, KIP-1066); the
+                            ``cordoned.log.dirs`` broker config may be set
 31     4.4-IV0    no        share.version 2 a new cluster's default
 32     4.4-IV1    yes       ACLs whose host is a CIDR block (``10.0.0.0/8``)
 33     4.4-IV2    yes       UnregisterController (Kafka 4.4's latest production level)
@@ -53,6 +54,7 @@ __all__ = [
     "MINIMUM",
     "after",
     "cidr_acls",
+    "cordoned_log_dirs",
     "metadata_changed",
     "name",
     "record_version",
@@ -89,6 +91,11 @@ def metadata_changed(high: int, low: int) -> bool:
 
 def cidr_acls(level: int) -> bool:
     return level >= CIDR_ACLS
+
+
+def cordoned_log_dirs(level: int) -> bool:
+    """Whether the ``cordoned.log.dirs`` broker config may change (Kafka refuses it below)."""
+    return level >= CORDONED_LOG_DIRS
 
 
 def record_version(record: Struct, level: int) -> int:
