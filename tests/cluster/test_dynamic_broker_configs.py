@@ -121,6 +121,25 @@ def _incremental(name: str, configs: dict[str, str]) -> object:
                  for k, v in configs.items()])])
 
 
+def test_cordoned_log_dirs_needs_metadata_version_4_3_iv0() -> None:
+    """As Kafka 4.4's controller: below 4.3-IV0 (30) a change of cordoned.log.dirs is
+    INVALID_CONFIG; from it on the config is stored (kaflite cordons nothing)."""
+    with Cluster(brokers=1) as cluster:
+        async def steps(admin: Admin) -> list[tuple[int, str | None]]:
+            await admin.start()
+            resp = await admin._request(0, _incremental("0", {"cordoned.log.dirs": "/d"}))
+            return [(a.error_code, a.error_message) for a in resp.responses]
+        assert _run(cluster, steps) == [(0, "")]
+        assert cluster.controller.broker_configs["0"] == {"cordoned.log.dirs": "/d"}
+        cluster.controller.set_feature("metadata.version", 29)
+        assert _run(cluster, steps) == [(0, "")]      # the same value: no change
+        cluster.controller.set_broker_configs("0", {})
+        assert _run(cluster, steps) == [(
+            errors.InvalidConfigError.code, "The cordoned.log.dirs configuration value cannot "
+            "be set because it requires metadata.version >= 4.3-IV0")]
+        assert cluster.controller.broker_configs.get("0", {}) == {}
+
+
 def test_unknown_names_are_kept_as_kafka_keeps_them_and_lists_append() -> None:
     with Cluster(brokers=1) as cluster:
         async def steps(admin: Admin) -> None:

@@ -58,7 +58,8 @@ def test_api_versions_lists_the_feature_levels(protocols: str) -> None:
                          "share.version": (0, 1), "kraft.version": (0, 0),
                          "streams.version": (0, 0),
                          "eligible.leader.replicas.version": (0, 0),
-                         "metadata.version": (METADATA_VERSION, METADATA_VERSION)}
+                         "metadata.version": (22, 33)}
+    assert METADATA_VERSION == 33       # Kafka 4.4's latest production level, 4.4-IV2
     assert resp.finalized_features_epoch > 0      # above -1: clients keep the levels
     expected = {"transaction.version": (2, 2), "share.version": (1, 1),
                 "metadata.version": (METADATA_VERSION, METADATA_VERSION)}
@@ -160,6 +161,40 @@ def test_share_version_0_turns_share_groups_off(tmp_path: Path) -> None:
         assert update(c.brokers[0].port, 1, ("share.version", 1, 1)).results[0] \
             .error_code == 0
         assert share_heartbeat_error(c) == 0
+
+
+def test_metadata_version_goes_up_and_not_down_across_changed_metadata(tmp_path: Path) -> None:
+    """kafka-features' upgrade --metadata and downgrade, as Kafka 4.4's controller answers
+    them: a cluster an older kaflite formatted (at 22, 4.0-IV0) goes up; not down across
+    a level whose metadata changed (23, 30, 32, 33), safe or unsafe; within levels that
+    changed nothing, down too."""
+    invalid = errors.InvalidUpdateVersionError.code
+    with Cluster(brokers=1, data_dir=tmp_path) as c:
+        port = c.brokers[0].port
+        assert finalized_levels(port)["metadata.version"] == 33
+        resp = update(port, 2, ("metadata.version", 32, 2))
+        assert (resp.error_code, resp.error_message) == (invalid, (
+            "Unsupported metadata.version downgrade from 33 to 32. Refusing to perform the "
+            "requested downgrade because it might delete metadata information."))
+        resp = update(port, 1, ("metadata.version", 29, 3))
+        assert resp.error_message == (
+            ALL_FAILED + "Unsupported metadata.version downgrade from 33 to 29. Unsafe "
+            "metadata downgrade is not supported in this version.")
+        assert [(r.error_code, r.error_message) for r in resp.results] == [(invalid, DESCRIPTION)]
+        resp = update(port, 2, ("metadata.version", 34, 1))
+        assert resp.error_message == ("Invalid update version 34 for feature metadata.version. "
+                                      "kaflite supports levels 22 to 33 of this feature.")
+        c.controller.set_feature("metadata.version", 22)     # as an older kaflite wrote it
+    with Cluster(brokers=1, data_dir=tmp_path) as c:
+        port = c.brokers[0].port
+        assert finalized_levels(port)["metadata.version"] == 22
+        assert update(port, 2, ("metadata.version", 29, 1)).error_code == 0
+        assert update(port, 2, ("metadata.version", 24, 2)).error_code == 0     # nothing lost
+        assert update(port, 2, ("metadata.version", 22, 2)).error_code == invalid
+        assert update(port, 2, ("metadata.version", 33, 1)).error_code == 0
+        assert finalized_levels(port)["metadata.version"] == 33
+    with Cluster(brokers=1, data_dir=tmp_path) as c:
+        assert finalized_levels(c.brokers[0].port)["metadata.version"] == 33
 
 
 def _ask(c: Cluster, req: Any) -> Any:

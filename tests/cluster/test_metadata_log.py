@@ -260,8 +260,9 @@ def test_records_are_kafkas_metadata_records_in_v2_batches(tmp_path: Path) -> No
     last = batches[-1].records()
     assert len(last) == 1 and last[0].key is None and last[0].value is not None
     value = bytes(last[0].value)
-    # ApiMessageAndVersion: frame version 1, PartitionChangeRecord (5), version 0
-    assert value[:3] == bytes([1, 5, 0])
+    # ApiMessageAndVersion: frame version 1, PartitionChangeRecord (5), version 2 (the
+    # version Kafka's controller writes at metadata.version 4.0-IV1 and later)
+    assert value[:3] == bytes([1, 5, 2])
     record = metalog.decode_record(value)
     assert record.isr == [0, 1]               # type: ignore[attr-defined]
     assert record.leader == -2                # type: ignore[attr-defined]  (no leader change)

@@ -49,14 +49,16 @@ EXPLAINED: dict[tuple[str, str], tuple[str, bool]] = {
         "serves v0, the 4.0 early-access version", True),
     ("ApiVersions", "api_keys[api_key=*]"): (NOT_SERVED, True),
     ("ApiVersions", "supported_features*"): (
-        "kaflite's features: metadata.version 22 (4.0-IV3) only; share.version to 1 (no "
+        "kaflite's features: metadata.version from 22 (4.0-IV0, its oldest log; Kafka "
+        "4.4: from 7, 3.3-IV3) to 33 (4.4-IV2, as Kafka 4.4); share.version to 1 (no "
         "dead-letter queues, Kafka 4.4: 2); kraft.version, streams.version and "
         "eligible.leader.replicas.version at 0 only (no dynamic quorum, no Streams "
         "groups, no ELR; Kafka 4.4: 1)",
         True),
     ("ApiVersions", "finalized_features*"): (
-        "the finalized levels follow the supported ones (above); the epoch is each "
-        "cluster's own count of feature changes", True),
+        "the finalized levels follow the supported ones (above: metadata.version 33 on "
+        "both, share.version 1 against 2, no ELR or Streams); the epoch is "
+        "each cluster's own count of feature changes", True),
     ("CreateTopics", "topics[name=*].configs[name=min.insync.replicas].config_source"): (
         "Kafka 4.4 reports min.insync.replicas as a cluster-wide dynamic default "
         "(source 3), set when its cluster was formatted; kaflite as the static "

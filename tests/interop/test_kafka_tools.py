@@ -434,6 +434,27 @@ def test_features_describe(tools: ToolRunner) -> None:
                                r"SupportedMaxVersion: \S+\s+FinalizedVersionLevel: (\S+)",
                                out, re.M))
     assert int(features.get("group.version", "0")) >= 1, out   # KIP-848 groups are on
+    # both finalize Kafka 4.4's latest production metadata.version
+    assert features.get("metadata.version") == "4.4-IV2", out
+
+
+def test_features_refuse_a_metadata_version_downgrade(tools: ToolRunner) -> None:
+    """kafka-features downgrade of metadata.version, as a dry run (validate only): both refuse to
+    go below 4.4-IV2, whose metadata changed, with the controller's words, and an
+    unsafe downgrade too; the level they are at is accepted."""
+    safe = tools.admin("kafka-features", "downgrade", "--feature", "metadata.version=32",
+                       "--dry-run")
+    unsafe = tools.admin("kafka-features", "downgrade", "--feature", "metadata.version=25",
+                         "--unsafe", "--dry-run")
+    assert safe.returncode != 0 and unsafe.returncode != 0, (safe, unsafe)
+    assert ("Unsupported metadata.version downgrade from 33 to 32. Refusing to perform the "
+            "requested downgrade because it might delete metadata information."
+            in safe.stdout + safe.stderr), safe
+    assert ("Unsupported metadata.version downgrade from 33 to 25. Unsafe metadata "
+            "downgrade is not supported in this version." in unsafe.stdout + unsafe.stderr), unsafe
+    same = tools.admin("kafka-features", "upgrade", "--feature", "metadata.version=33",
+                       "--dry-run").ok()
+    assert "metadata.version" in same, same
 
 
 def test_metadata_quorum_status(cluster: ClusterUnderTest, tools: ToolRunner) -> None:

@@ -101,6 +101,10 @@ BROKER: dict[str, str] = {
                                       "act on it.",
     "producer.id.expiration.ms": "kaflite's logs forget an idle producer after a day, "
                                  "Kafka's default; the broker does not read this setting.",
+    "cordoned.log.dirs": "The log directories Kafka stops placing new replicas in "
+                         "(KIP-1066); kaflite refuses a change of it below metadata.version "
+                         "4.3-IV0, as Kafka does, then stores and describes it, but cordons "
+                         "nothing.",
     # -- the log: broker-wide defaults of topic configs --------------------------------
     "log.cleanup.policy": "The broker-wide default of topic config cleanup.policy: delete "
                           "old segments, compact by key, or both.",

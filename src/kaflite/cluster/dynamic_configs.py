@@ -18,7 +18,9 @@ described as Kafka does; kaflite has no such pools or limits to resize. What Kaf
 refuses, kaflite refuses with Kafka's error and message: a config read only at start,
 a broker-only config at the default level, an SSL config without a listener prefix,
 a value of the wrong type, another broker's id, and a cleaner left with 1 MB of dedupe
-buffer a thread or less, or whose thread count more than halves or doubles at once.
+buffer a thread or less, or whose thread count more than halves or doubles at once;
+and ``cordoned.log.dirs`` changed below ``metadata.version`` 4.3-IV0 (kaflite stores
+it from that level on, and cordons nothing: docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from kaflite.cluster._kafka_broker_configs import (
 )
 from kaflite.protocol import errors
 
-__all__ = ["DEFAULT", "SOURCE_BROKER", "SOURCE_DEFAULT", "BrokerConfigStore", "config_type",
-           "lookup", "resource_node", "validate"]
+__all__ = ["DEFAULT", "SOURCE_BROKER", "SOURCE_DEFAULT", "BrokerConfigStore",
+           "check_metadata_version", "config_type", "lookup", "resource_node", "validate"]
 
 DEFAULT = ""                       # the resource name of the cluster-wide default
 SOURCE_BROKER = "DYNAMIC_BROKER_CONFIG"
@@ -129,6 +131,17 @@ def validate(name: str, configs: Mapping[str, str]) -> None:
             raise errors.InvalidRequestError(
                 f"Invalid value {value} for configuration "
                 f"{key if match is None else match.group(1)}: {why}")
+
+
+def check_metadata_version(store: Mapping[str, Mapping[str, str]], name: str,
+                           new: Mapping[str, str], cordoned_log_dirs: bool) -> None:
+    """Kafka's ``ConfigurationControlManager``: a change of ``cordoned.log.dirs`` (set or
+    removed) needs ``metadata.version`` 4.3-IV0 (``cordoned_log_dirs``)."""
+    key = "cordoned.log.dirs"
+    if not cordoned_log_dirs and store.get(name, {}).get(key) != new.get(key):
+        raise errors.InvalidConfigError(
+            f"The {key} configuration value cannot be set because it requires "
+            "metadata.version >= 4.3-IV0")
 
 
 def lookup(store: Mapping[str, Mapping[str, str]], node_id: int, name: str

@@ -3,7 +3,9 @@ the rules of changing them (UpdateFeatures, ``kafka-features upgrade|downgrade``
 
 The finalized levels live in the controller's metadata (``Controller.features``, one
 ``FeatureLevelRecord`` per change, as KRaft keeps them). A new cluster finalizes
-``metadata.version`` (the metadata log's record formats), ``group.version`` 1
+``metadata.version`` 33 (4.4-IV2, Kafka 4.4's latest production level: the metadata
+log's record versions, ``kaflite.cluster.metalog._versions``; kaflite supports 22 to
+33), ``group.version`` 1
 (KIP-848 consumer groups) and ``transaction.version`` 2 (KIP-890 part 2: partition
 leaders add partitions to transactions, each end bumps the producer epoch), as a
 freshly formatted Kafka 4.x cluster does, and ``share.version`` 1 (KIP-932 share groups,
@@ -24,14 +26,16 @@ the brokers serve both, as Kafka's do, for producers that decided before a chang
 
 Changing a level, as Kafka's ``FeatureControlManager.updateFeature``: each feature
 on its own; a level outside what kaflite supports, or lower than the current one
-without a downgrade type, or higher with one, is INVALID_UPDATE_VERSION.
+without a downgrade type, or higher with one, is INVALID_UPDATE_VERSION, and so is a
+``metadata.version`` downgrade across a level whose metadata changed (safe or unsafe,
+``updateMetadataVersion``). From 4.4-IV1 an ACL's host may be a CIDR block.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kaflite.cluster.metalog import METADATA_VERSION
+from kaflite.cluster.metalog import METADATA_VERSION, metadata_versions
 from kaflite.protocol import errors
 
 if TYPE_CHECKING:
@@ -51,7 +55,7 @@ __all__ = [
 ]
 
 SUPPORTED: dict[str, tuple[int, int]] = {
-    "metadata.version": (METADATA_VERSION, METADATA_VERSION),
+    "metadata.version": (metadata_versions.MINIMUM, metadata_versions.DEFAULT),
     "group.version": (0, 1),
     "transaction.version": (0, 2),
     "share.version": (0, 1),
@@ -100,6 +104,20 @@ def check_update(controller: Controller, name: str, new: int, upgrade_type: int)
     if new > current and upgrade_type != UPGRADE:
         return "Can't downgrade to a newer version."
     return None
+
+
+def check_metadata_version(controller: Controller, new: int, upgrade_type: int) -> str | None:
+    """Why ``metadata.version`` may not go down to ``new`` (None: it may), as Kafka's
+    ``FeatureControlManager.updateMetadataVersion``: not across a level whose metadata
+    changed (that could lose information), and an unsafe downgrade not at all then."""
+    current = level(controller, "metadata.version")
+    if new >= current or not metadata_versions.metadata_changed(current, new):
+        return None
+    why = ("Unsafe metadata downgrade is not supported in this version."
+           if upgrade_type == UNSAFE_DOWNGRADE else
+           "Refusing to perform the requested downgrade because it might delete metadata "
+           "information.")
+    return f"Unsupported metadata.version downgrade from {current} to {new}. {why}"
 
 
 def error_message(name: str, new: int, why: str) -> str:

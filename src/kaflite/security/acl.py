@@ -6,6 +6,11 @@ same fields, where ``None`` and the ANY values match anything and the MATCH
 pattern type matches the patterns that would apply to a resource name
 (its literal name, the literal ``*`` and every prefix of it).
 
+An entry's host is a client address, ``*`` for every one, or a CIDR block
+(``10.0.0.0/8``, ``2001:db8::/32``) matching every address in it, as Kafka 4.4's
+authorizer has them from ``metadata.version`` 4.4-IV1 on; below that level a CIDR
+host is refused (``CidrNotSupported``).
+
 The enum values are Kafka's wire codes; both the broker (``kaflite.cluster.acl``)
 and the client's admin use this module. Nothing here does any I/O.
 """
@@ -13,6 +18,7 @@ and the client's admin use this module. Nothing here does any I/O.
 from __future__ import annotations
 
 import enum
+import ipaddress
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -24,9 +30,11 @@ __all__ = [
     "AclBindingFilter",
     "AclOperation",
     "AclPermissionType",
+    "CidrNotSupported",
     "InvalidAcl",
     "PatternType",
     "ResourceType",
+    "host_matches",
     "implies",
     "parse_principal",
     "validate_binding",
@@ -105,6 +113,10 @@ def implies(granted: AclOperation, wanted: AclOperation,
 
 class InvalidAcl(ValueError):
     """A binding or filter Kafka refuses (it answers INVALID_REQUEST with this message)."""
+
+
+class CidrNotSupported(InvalidAcl):
+    """A CIDR host below ``metadata.version`` 4.4-IV1 (Kafka answers UNSUPPORTED_VERSION)."""
 
 
 _E = TypeVar("_E", bound=enum.IntEnum)
@@ -202,9 +214,10 @@ def parse_principal(text: str) -> tuple[str, str]:
     return kind, name
 
 
-def validate_binding(b: AclBinding) -> None:
+def validate_binding(b: AclBinding, cidr_hosts: bool = True) -> None:
     """Kafka's checks of a new ACL (``AclControlManager.validateNewAcl`` and the broker's
-    CreateAcls); raises ``InvalidAcl``."""
+    CreateAcls); raises ``InvalidAcl``. ``cidr_hosts``: whether the cluster's
+    ``metadata.version`` takes CIDR hosts."""
     if b.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
         raise InvalidAcl(f"Invalid resourceType {b.resource_type.name}")
     if b.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -223,6 +236,27 @@ def validate_binding(b: AclBinding) -> None:
     if not b.host:
         raise InvalidAcl("Invalid empty host (use '*' for every host)")
     parse_principal(b.principal)
+    if "/" in b.host and b.host != WILDCARD:
+        if not cidr_hosts:
+            raise CidrNotSupported("CIDR-based ACL host patterns require metadata version "
+                                   "4.4-IV1 or higher.")
+        try:
+            ipaddress.ip_network(b.host, strict=False)
+        except ValueError as exc:
+            raise InvalidAcl(f"Invalid CIDR notation '{b.host}': {exc}") from None
+
+
+def host_matches(acl_host: str, host: str) -> bool:
+    """Whether an entry's host covers a client's address (Kafka 4.4's
+    ``StandardAuthorizerData``: equal, ``*``, or an address of its CIDR block)."""
+    if acl_host in (host, WILDCARD):
+        return True
+    if "/" not in acl_host:
+        return False
+    try:
+        return ipaddress.ip_address(host) in ipaddress.ip_network(acl_host, strict=False)
+    except ValueError:
+        return False
 
 
 def validate_filter(f: AclBindingFilter) -> None:

@@ -57,6 +57,20 @@ def test_principal_and_host_must_match() -> None:
     assert a.authorize("User:bob", HOST, Op.READ, RT.TOPIC, "u")
 
 
+def test_a_cidr_host_covers_the_addresses_in_its_block() -> None:
+    """Kafka 4.4's authorizer (metadata.version 4.4-IV1 and later): an entry's host may be
+    a CIDR block; a DENY for a block beats an ALLOW for every host."""
+    a = authorizer(acl("t", host="10.0.0.0/8"), acl("u", host="2001:db8::/32"),
+                   acl("v"), acl("v", perm=P.DENY, host="192.168.0.0/16"))
+    assert a.authorize(ALICE, "10.20.30.40", Op.READ, RT.TOPIC, "t")
+    assert not a.authorize(ALICE, "11.0.0.1", Op.READ, RT.TOPIC, "t")
+    assert a.authorize(ALICE, "2001:db8::1", Op.READ, RT.TOPIC, "u")
+    assert not a.authorize(ALICE, "10.0.0.1", Op.READ, RT.TOPIC, "u")
+    assert a.authorize(ALICE, "10.0.0.1", Op.READ, RT.TOPIC, "v")
+    assert not a.authorize(ALICE, "192.168.3.4", Op.READ, RT.TOPIC, "v")
+    assert a.authorize_any(ALICE, "10.1.1.1", Op.READ, RT.TOPIC)
+
+
 def test_deny_wins_over_allow_whatever_the_pattern() -> None:
     a = authorizer(acl("*", op=Op.ALL), acl("secret-", perm=P.DENY, pattern=PT.PREFIXED),
                    acl("audit", op=Op.WRITE, perm=P.DENY, principal="User:*"))

@@ -134,3 +134,27 @@ def test_more_than_ten_thousand_new_acls_in_one_request_fail_whole(tmp_path: Pat
             assert sorted(b.name for b in await admin.describe_acls()) == ["kept", "same"]
     with Cluster(brokers=1, data_dir=tmp_path, config=CONFIG) as cluster:
         run(go(cluster))
+
+
+def test_cidr_hosts_need_metadata_version_4_4_iv1(tmp_path: Path) -> None:
+    """As Kafka 4.4's controller: from 4.4-IV1 an ACL with a CIDR host is created (and
+    enforced for the addresses in it: tests/cluster/acl/test_rules.py), an
+    invalid block is INVALID_REQUEST; below 4.4-IV1 any host with a "/" is
+    UNSUPPORTED_VERSION."""
+    async def go(cluster: Cluster) -> list[tuple[int, str | None]]:
+        async with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            node = await admin._controller()
+            resp = await admin._request(node, CreateAclsRequest(creations=[
+                creation(host="10.0.0.0/8"), creation(host="10.0.0/33"),
+                creation(host="10.0.0.1")]))
+            return [(r.error_code, r.error_message) for r in resp.results]
+
+    with Cluster(brokers=1, data_dir=tmp_path, config=CONFIG) as cluster:
+        good, bad, fine = run(go(cluster))
+        assert (good[0], bad[0], fine[0]) == (0, INVALID, 0)
+        assert (bad[1] or "").startswith("Invalid CIDR notation '10.0.0/33': ")
+        cluster.controller.set_feature("metadata.version", 31)      # 4.4-IV0
+        results = run(go(cluster))
+    unsupported = (errors.UnsupportedVersionError.code,
+                   "CIDR-based ACL host patterns require metadata version 4.4-IV1 or higher.")
+    assert results == [unsupported, unsupported, (0, None)]

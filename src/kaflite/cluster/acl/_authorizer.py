@@ -6,7 +6,8 @@
   anything, and so may the cluster's own brokers on their inter-broker connections;
 * the bindings that apply are those for the resource's literal name, the literal
   ``*`` and every PREFIXED pattern the name starts with, whose principal is the
-  caller's or ``User:*`` and whose host is the caller's or ``*``;
+  caller's or ``User:*`` and whose host is the caller's, ``*`` or a CIDR block
+  holding the caller's address;
 * a DENY among them for the operation (or ALL) denies; else an ALLOW for it, for
   ALL or for an operation implying it (DESCRIBE from READ, WRITE, DELETE, ALTER;
   DESCRIBE_CONFIGS from ALTER_CONFIGS) allows;
@@ -34,6 +35,7 @@ from kaflite.security.acl import (
     AclPermissionType,
     PatternType,
     ResourceType,
+    host_matches,
     implies,
 )
 
@@ -93,7 +95,7 @@ class Authorizer:
         found = allowed = False
         for b in self.store.matching(resource_type, name):
             found = True
-            if not _principal_matches(b.principal, principal) or b.host not in (host, WILDCARD):
+            if not _principal_matches(b.principal, principal) or not host_matches(b.host, host):
                 continue
             if not implies(b.operation, operation, b.permission):
                 continue
@@ -114,7 +116,7 @@ class Authorizer:
         found = False
         for b in self.store.of_type(resource_type):
             found = True
-            if not _principal_matches(b.principal, principal) or b.host not in (host, WILDCARD):
+            if not _principal_matches(b.principal, principal) or not host_matches(b.host, host):
                 continue
             if b.operation not in (operation, AclOperation.ALL):
                 continue

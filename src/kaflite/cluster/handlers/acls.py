@@ -5,8 +5,10 @@ broker's authorizer sees a change at once, and a restarted cluster has them
 back. As in Kafka, DescribeAcls needs DESCRIBE on the cluster and the other two
 ALTER (else CLUSTER_AUTHORIZATION_FAILED); a binding Kafka refuses (an unknown
 or ANY enum, an empty resource name, a CLUSTER resource not named
-``kafka-cluster``, a principal that is not ``Type:name``, a PREFIXED ``*``) gets
-INVALID_REQUEST in its own result and the others are still created; a filter
+``kafka-cluster``, a principal that is not ``Type:name``, a PREFIXED ``*``, a host
+that is not a valid CIDR block) gets INVALID_REQUEST in its own result and the
+others are still created; a CIDR host below ``metadata.version`` 4.4-IV1 gets
+UNSUPPORTED_VERSION, as Kafka's controller answers it; a filter
 with an UNKNOWN field gets INVALID_REQUEST (Describe: for the request; Delete:
 for that filter). Nothing is changed by a refused request, and a binding that
 is already there stays as it is.
@@ -24,9 +26,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kaflite.cluster import features
 from kaflite.cluster.acl import allows_cluster
 from kaflite.cluster.controller import MAX_RECORDS_PER_REQUEST, TOO_LARGE_BATCH
 from kaflite.cluster.handlers._base import Handler
+from kaflite.cluster.metalog import metadata_versions
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
 from kaflite.protocol.messages import (
@@ -45,6 +49,7 @@ from kaflite.security.acl import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
+    CidrNotSupported,
     InvalidAcl,
     validate_binding,
     validate_filter,
@@ -57,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 INVALID = errors.InvalidRequestError.code
+UNSUPPORTED = errors.UnsupportedVersionError.code
 DENIED = errors.ClusterAuthorizationFailedError.code
 TOO_LARGE = errors.PolicyViolationError.code
 DISABLED = errors.SecurityDisabledError.code
@@ -105,7 +111,11 @@ async def handle_create(broker: Broker, conn: ServerConnection, header: RequestH
         b = AclBinding.of(c.resource_type, c.resource_name, c.resource_pattern_type,
                           c.principal, c.host, c.operation, c.permission_type)
         try:
-            validate_binding(b)
+            validate_binding(b, cidr_hosts=metadata_versions.cidr_acls(
+                features.level(broker.controller, "metadata.version")))
+        except CidrNotSupported as exc:
+            results.append(cr.AclCreationResult(UNSUPPORTED, str(exc)))
+            continue
         except InvalidAcl as exc:
             results.append(cr.AclCreationResult(INVALID, str(exc)))
             continue

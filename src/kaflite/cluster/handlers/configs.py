@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kaflite.cluster import broker_describe, config_docs, dynamic_configs
+from kaflite.cluster import broker_describe, config_docs, dynamic_configs, features
 from kaflite.cluster.client_metrics import (
     CLIENT_METRICS_CONFIG_TYPES,
     CLIENT_METRICS_RESOURCE,
@@ -39,6 +39,7 @@ from kaflite.cluster.group_configs import (
     validate_group_configs,
 )
 from kaflite.cluster.handlers._base import Handler
+from kaflite.cluster.metalog import metadata_versions
 from kaflite.config import ConfigError
 from kaflite.protocol import errors
 from kaflite.protocol.headers import RequestHeader
@@ -185,6 +186,9 @@ def _apply(broker: Broker, resource_type: int, name: str, new: dict[str, str],
     if resource_type == BROKER:
         dynamic_configs.resource_node(name, broker.node_id, describe=False)
         dynamic_configs.validate(name, new)
+        dynamic_configs.check_metadata_version(
+            broker.controller.broker_configs, name, new, metadata_versions.cordoned_log_dirs(
+                features.level(broker.controller, "metadata.version")))
         dynamic_configs.check_cleaner(broker.controller.broker_configs, name, new,
                                       broker.node_id, broker.config.props)
         staged = broker.tls.stage(name, new)    # new keystores: loaded and checked here

@@ -53,6 +53,9 @@ async def handle_update_features(broker: Broker, conn: ServerConnection,
         why = features.check_update(controller, u.feature, u.max_version_level, kind)
         if why is not None:
             failure = features.error_message(u.feature, u.max_version_level, why)
+        elif u.feature == "metadata.version":
+            failure = features.check_metadata_version(controller, u.max_version_level, kind)
+        if failure is not None:
             break
         updates.append((u.feature, u.max_version_level))
     if failure is None and not req.validate_only:

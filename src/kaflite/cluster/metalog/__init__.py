@@ -6,6 +6,7 @@ the background and a restart replays the newest snapshot and the records after
 it. See ``docs/metadata-log.md``.
 """
 
+from kaflite.cluster.metalog import _versions as metadata_versions
 from kaflite.cluster.metalog._codec import LEADER_EPOCH, decode_record, encode_record
 from kaflite.cluster.metalog._image import (
     CONFIG_BROKER,
@@ -52,6 +53,7 @@ __all__ = [
     "encode_record",
     "list_snapshots",
     "load_legacy_json",
+    "metadata_versions",
     "partition_change",
     "partition_record",
     "producer_ids_record",

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from kaflite.cluster import delegation_tokens
 from kaflite.cluster.metadata_state import BrokerInfo, PartitionState, TopicState
+from kaflite.cluster.metalog import _versions
 from kaflite.cluster.quotas.entities import Entity, entity_from_pairs
 from kaflite.protocol.messages._generated.access_control_entry_record import (
     AccessControlEntryRecord,
@@ -79,8 +80,8 @@ __all__ = ["CONFIG_BROKER", "CONFIG_CLIENT_METRICS", "CONFIG_GROUP", "CONFIG_TOP
 
 # ConfigResource.Type codes of ConfigRecord.ResourceType
 CONFIG_TOPIC, CONFIG_BROKER, CONFIG_CLIENT_METRICS, CONFIG_GROUP = 2, 4, 16, 32
-# Kafka 4.0's production metadata.version (MetadataVersion.IBP_4_0_IV0)
-METADATA_VERSION = 22
+# a new cluster's metadata.version: Kafka 4.4's latest production one (4.4-IV2, see _versions)
+METADATA_VERSION = _versions.DEFAULT
 _NO_LEADER_CHANGE = -2
 _MECHANISMS = {code: name for name, code in MECHANISM_TYPES.items()}
 # A broker without named listeners keeps its one address under this name.
@@ -93,7 +94,14 @@ def partition_record(topic_id: uuid.UUID, p: PartitionState) -> PartitionRecord:
                            replicas=list(p.replicas), isr=list(p.isr),
                            removing_replicas=list(p.removing), adding_replicas=list(p.adding),
                            leader=p.leader, leader_epoch=p.leader_epoch,
-                           partition_epoch=p.partition_epoch)
+                           partition_epoch=p.partition_epoch,
+                           directories=_directories(p.replicas))
+
+
+def _directories(replicas: list[int]) -> list[uuid.UUID]:
+    """Each replica's log directory (v1 and later): kaflite's brokers register none, so
+    Kafka's ``DirectoryId.MIGRATING``, as its controller writes for such a broker."""
+    return [_versions.MIGRATING_DIRECTORY] * len(replicas)
 
 
 def topic_records(t: TopicState) -> list[Struct]:
@@ -114,6 +122,8 @@ def partition_change(topic_id: uuid.UUID, before: PartitionState, after: Partiti
         isr=changed(before.isr, after.isr), replicas=changed(before.replicas, after.replicas),
         removing_replicas=changed(before.removing, after.removing),
         adding_replicas=changed(before.adding, after.adding))
+    if rec.replicas is not None:
+        rec.directories = _directories(rec.replicas)
     if after.leader_epoch != before.leader_epoch:
         rec.leader = after.leader
     if rec == PartitionChangeRecord(partition_id=after.partition, topic_id=topic_id) \

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from kaflite.cluster.log import LogSegment
-from kaflite.cluster.metalog import _compactor
+from kaflite.cluster.metalog import _compactor, _versions
 from kaflite.cluster.metalog._codec import decode_batch, encode_batch_of
 from kaflite.cluster.metalog._snapshot import (
     list_snapshots,
@@ -87,6 +87,9 @@ class MetadataLog:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.worker = Worker(f"metadata-log {directory}")
         self.next_offset = 0
+        # the metadata.version in force at the end of the log: the record versions to
+        # write (followed through every record recovered and appended)
+        self.metadata_version = _versions.MINIMUM
         self.snapshot_offset = 0        # end offset of the newest snapshot (0: none)
         self._active: LogSegment | None = None
         self._since_snapshot = (0, 0)   # records, bytes appended since the last snapshot
@@ -108,6 +111,11 @@ class MetadataLog:
     def recover(self, apply: Callable[[Struct], None]) -> bool:
         """Replay the newest snapshot and the log after it; False if there was nothing."""
         found = False
+
+        def follow(record: Struct) -> None:
+            self.metadata_version = _versions.after(record, self.metadata_version)
+            apply(record)
+
         for offset, path in reversed(list_snapshots(self.directory)):
             try:
                 records = read_snapshot(path)
@@ -116,7 +124,7 @@ class MetadataLog:
                             path.name, exc)
                 continue
             for record in records:
-                apply(record)
+                follow(record)
             self.snapshot_offset = self.next_offset = offset
             found = True
             break
@@ -135,7 +143,7 @@ class MetadataLog:
                 nonlocal found
                 for offset, record in decode_batch(RecordBatch.from_buffer(view)):
                     if offset >= self.snapshot_offset:
-                        apply(record)
+                        follow(record)
                         self.recovered_records += 1
                         found = True
 
@@ -156,7 +164,8 @@ class MetadataLog:
         if not records:
             return 0
         now = _now_ms()
-        data = encode_batch_of(records, self.next_offset, now)
+        data, self.metadata_version = encode_batch_of(records, self.next_offset, now,
+                                                      self.metadata_version)
         segment = self._segment()
         segment.append(data, self.next_offset + len(records) - 1, now)
         self.next_offset += len(records)

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from kaflite.cluster.metalog import _versions
 from kaflite.cluster.metalog._codec import (
     LEADER_EPOCH,
     control_type,
@@ -72,15 +73,18 @@ def write_snapshot(directory: Path, offset: int, records: Iterable[Struct],
 
         put(header_batch(0, last_contained_ms, now_ms))
         next_offset = 1
+        # the snapshot's first record is its metadata.version, which the rest follow
+        level = _versions.MINIMUM
         chunk: list[Struct] = []
         for record in records:
             chunk.append(record)
             if len(chunk) == BATCH_RECORDS:
-                put(encode_batch_of(chunk, next_offset, now_ms))
+                data, level = encode_batch_of(chunk, next_offset, now_ms, level)
+                put(data)
                 next_offset += len(chunk)
                 chunk = []
         if chunk:
-            put(encode_batch_of(chunk, next_offset, now_ms))
+            put(encode_batch_of(chunk, next_offset, now_ms, level)[0])
             next_offset += len(chunk)
         put(footer_batch(next_offset, now_ms))
         os.fsync(fd)

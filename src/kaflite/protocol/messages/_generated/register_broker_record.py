@@ -22,7 +22,7 @@ __all__ = ['BrokerEndpoint', 'BrokerFeature', 'RegisterBrokerRecord']
 @dataclass(slots=True)
 class BrokerEndpoint(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     name: str = ''
@@ -53,7 +53,7 @@ class BrokerEndpoint(Struct):
 @dataclass(slots=True)
 class BrokerFeature(Struct):
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     name: str = ''
@@ -82,7 +82,7 @@ class BrokerFeature(Struct):
 class RegisterBrokerRecord(Struct):
     API_KEY: ClassVar[int] = 0
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 3
+    MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_VERSION: ClassVar[int] = 0
 
     broker_id: int = 0
@@ -95,6 +95,7 @@ class RegisterBrokerRecord(Struct):
     fenced: bool = True
     in_controlled_shutdown: bool = False
     log_dirs: list[uuid.UUID] = field(default_factory=list)
+    cordoned_log_dirs: list[uuid.UUID] | None = None
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
@@ -117,6 +118,7 @@ class RegisterBrokerRecord(Struct):
         else:
             f_in_controlled_shutdown = False
         f_log_dirs: list[uuid.UUID] = []
+        f_cordoned_log_dirs: list[uuid.UUID] | None = None
         unknown: tuple[tuple[int, bytes], ...] = ()
         for tag, data in r.tagged_fields():
             if tag == 0 and v >= 3:
@@ -125,9 +127,15 @@ class RegisterBrokerRecord(Struct):
                 f_log_dirs = [tr.uuid() for _ in range(n)]
                 if f_log_dirs == []:
                     unknown += ((tag, bytes(data)),)
+            elif tag == 1 and v >= 4:
+                tr = Reader(data)
+                n = tr.compact_nullable_array_len()
+                f_cordoned_log_dirs = None if n < 0 else [tr.uuid() for _ in range(n)]
+                if f_cordoned_log_dirs is None:
+                    unknown += ((tag, bytes(data)),)
             else:
                 unknown += ((tag, bytes(data)),)
-        return cls(f_broker_id, f_is_migrating_zk_broker, f_incarnation_id, f_broker_epoch, f_end_points, f_features, f_rack, f_fenced, f_in_controlled_shutdown, f_log_dirs, unknown)
+        return cls(f_broker_id, f_is_migrating_zk_broker, f_incarnation_id, f_broker_epoch, f_end_points, f_features, f_rack, f_fenced, f_in_controlled_shutdown, f_log_dirs, f_cordoned_log_dirs, unknown)
 
     def write(self, w: Writer, v: int) -> None:
         w.int32(self.broker_id)
@@ -156,29 +164,39 @@ class RegisterBrokerRecord(Struct):
             for e_log_dirs in self.log_dirs:
                 tw.uuid(e_log_dirs)
             tags.append((0, tw.getvalue()))
+        if v >= 4 and self.cordoned_log_dirs is not None:
+            tw = Writer()
+            if self.cordoned_log_dirs is None:
+                tw.compact_array_len(-1)
+            else:
+                tw.compact_array_len(len(self.cordoned_log_dirs))
+                for e_cordoned_log_dirs in self.cordoned_log_dirs:
+                    tw.uuid(e_cordoned_log_dirs)
+            tags.append((1, tw.getvalue()))
         w.tagged_fields(merge_tags(tags, self.unknown_tagged_fields))
 
 
 BrokerEndpoint.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 3), None, None, None, None, False),
-    FieldSpec('host', 'string', False, (0, 3), None, None, None, None, False),
-    FieldSpec('port', 'uint16', False, (0, 3), None, None, None, None, False),
-    FieldSpec('security_protocol', 'int16', False, (0, 3), None, None, None, None, False),
+    FieldSpec('name', 'string', False, (0, 4), None, None, None, None, False),
+    FieldSpec('host', 'string', False, (0, 4), None, None, None, None, False),
+    FieldSpec('port', 'uint16', False, (0, 4), None, None, None, None, False),
+    FieldSpec('security_protocol', 'int16', False, (0, 4), None, None, None, None, False),
 )
 BrokerFeature.FIELDS = (
-    FieldSpec('name', 'string', False, (0, 3), None, None, None, None, False),
-    FieldSpec('min_supported_version', 'int16', False, (0, 3), None, None, None, None, False),
-    FieldSpec('max_supported_version', 'int16', False, (0, 3), None, None, None, None, False),
+    FieldSpec('name', 'string', False, (0, 4), None, None, None, None, False),
+    FieldSpec('min_supported_version', 'int16', False, (0, 4), None, None, None, None, False),
+    FieldSpec('max_supported_version', 'int16', False, (0, 4), None, None, None, None, False),
 )
 RegisterBrokerRecord.FIELDS = (
-    FieldSpec('broker_id', 'int32', False, (0, 3), None, None, None, None, False),
-    FieldSpec('is_migrating_zk_broker', 'bool', False, (2, 3), None, None, None, None, False),
-    FieldSpec('incarnation_id', 'uuid', False, (0, 3), None, None, None, None, False),
-    FieldSpec('broker_epoch', 'int64', False, (0, 3), None, None, None, None, False),
-    FieldSpec('end_points', 'BrokerEndpoint', True, (0, 3), None, None, None, BrokerEndpoint, False),
-    FieldSpec('features', 'BrokerFeature', True, (0, 3), None, None, None, BrokerFeature, False),
-    FieldSpec('rack', 'string', False, (0, 3), (0, -1), None, None, None, False),
-    FieldSpec('fenced', 'bool', False, (0, 3), None, None, None, None, False),
-    FieldSpec('in_controlled_shutdown', 'bool', False, (1, 3), None, None, None, None, False),
-    FieldSpec('log_dirs', 'uuid', True, (3, 3), None, (3, -1), 0, None, False),
+    FieldSpec('broker_id', 'int32', False, (0, 4), None, None, None, None, False),
+    FieldSpec('is_migrating_zk_broker', 'bool', False, (2, 4), None, None, None, None, False),
+    FieldSpec('incarnation_id', 'uuid', False, (0, 4), None, None, None, None, False),
+    FieldSpec('broker_epoch', 'int64', False, (0, 4), None, None, None, None, False),
+    FieldSpec('end_points', 'BrokerEndpoint', True, (0, 4), None, None, None, BrokerEndpoint, False),
+    FieldSpec('features', 'BrokerFeature', True, (0, 4), None, None, None, BrokerFeature, False),
+    FieldSpec('rack', 'string', False, (0, 4), (0, -1), None, None, None, False),
+    FieldSpec('fenced', 'bool', False, (0, 4), None, None, None, None, False),
+    FieldSpec('in_controlled_shutdown', 'bool', False, (1, 4), None, None, None, None, False),
+    FieldSpec('log_dirs', 'uuid', True, (3, 4), None, (3, -1), 0, None, False),
+    FieldSpec('cordoned_log_dirs', 'uuid', True, (4, 4), (4, -1), (4, -1), 1, None, False),
 )
