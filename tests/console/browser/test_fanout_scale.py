@@ -4,10 +4,11 @@ Fifty clients on twelve brokers: the picture stays of bounded height (groups of 
 whose client.id differs by a number fold into one row, their edges aggregated per broker
 and role, past 24 rows the rest fold into one), no two client labels overlap and no label
 runs into the edges, every connection is still counted on some edge, and the keyboard
-opens a group and a client's detail. Two looks in a row: requests since the first travel
-as dots, a new error flashes, a new connection glows, a closed one stays dashed, a
-partition whose connection moved to another broker marks its new edge re-routed, a
-broker down is drawn down; with reduced motion the same state shows, without any motion.
+opens a group, "more" and a client's detail, and folds back what it opened. Two looks in
+a row: requests since the first travel as dots, a new error flashes, a new connection
+glows, a closed one stays dashed, a partition whose connection moved to another broker
+marks its new edge re-routed, a broker down is drawn down; with reduced motion the same
+state shows, without any motion. A third look changes the same elements in place.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def test_fifty_clients_on_twelve_brokers_stay_readable(static_page: Page) -> Non
     for e in edges:
         by_role[e["role"]] = by_role.get(e["role"], 0) + e["count"]
     assert by_role == {"bootstrap": 50, "partition-leader": 200, "group-coordinator": 28}
+    folded = _rows(static_page)
     # the keyboard: Enter on the folded consumers opens them (the rest fold into "more");
     # Enter on a client asks for its detail
     group = static_page.locator('.fan-row[data-key="group:billing-consumer"]')
@@ -116,6 +118,32 @@ def test_fifty_clients_on_twelve_brokers_stay_readable(static_page: Page) -> Non
         "billing-consumer-0@10.0.0.7"
     static_page.keyboard.press("Enter")
     assert static_page.evaluate("window.__opened") == ["billing-consumer-0@10.0.0.7"]
+    # "more" opens (a click) and folds back (Space, focus kept), then the opened group
+    # folds back (Enter on its heading, focus kept): the rows return to what they were
+    opened = _rows(static_page)
+    more = static_page.locator('.fan-row[data-key="more"]')
+    more.click()
+    assert more.count() == 1, "the opened \"more\" row is there to fold them back"
+    assert len(_rows(static_page)) > 24 and more.get_attribute("aria-expanded") == "true"
+    assert float(svg.get_attribute("height") or 0) > 2 * 8 + 24 * 24
+    more.focus()
+    static_page.keyboard.press(" ")
+    assert _rows(static_page) == opened and more.get_attribute("aria-expanded") == "false"
+    assert static_page.evaluate("document.activeElement.dataset.key") == "more"
+    head.focus()
+    static_page.keyboard.press("Enter")
+    assert _rows(static_page) == folded
+    assert head.get_attribute("aria-expanded") == "false"
+    assert static_page.evaluate("document.activeElement.dataset.key") == "group:billing-consumer"
+    group.click()
+    assert head.get_attribute("aria-expanded") == "true"
+    group.click()
+    assert _rows(static_page) == folded
+
+
+def _rows(page: Page) -> list[str]:
+    return page.evaluate("""() => [...document.querySelectorAll('#fan-box .fan-row')]
+        .map((g) => `${g.dataset.kind} ${g.dataset.key}`)""")
 
 
 def _two_looks() -> list[dict[str, Any]]:
@@ -176,3 +204,64 @@ def test_reduced_motion_keeps_the_state_without_motion(static_page: Page) -> Non
     assert marks["rerouted"] == ["0:1"] and marks["down"] == ["2"]
     assert marks["busy"] == ["0:1", "1:2"]
     assert static_page.locator("#fan-box svg").get_attribute("data-motion") == "off"
+    # without motion, an edge gone is removed at once, without fading
+    static_page.evaluate("""() => { const live = window.__live, t = live.now();
+        live.now = () => t + 6000; live.render(); }""")
+    assert static_page.locator("#fan-box path.edge.closed, #fan-box .gone").count() == 0
+
+
+TAG = """() => {
+    const pick = () => ({
+        svg: document.querySelector('#fan-box svg'),
+        edge: document.querySelector('#fan-box path.edge[data-broker="0"][data-conn="1"]'),
+        idle: document.querySelector('#fan-box path.edge[data-broker="0"][data-conn="4"]'),
+        row: document.querySelector('#fan-box .fan-row[data-key="app@10.0.0.7"]'),
+        broker: document.querySelector('#fan-box .fan-broker[data-broker="1"]'),
+        dots: [...document.querySelectorAll('#fan-box circle.pulse')],
+    });
+    window.__pick = pick;
+    window.__was = pick();
+    for (const n of [window.__was.svg, window.__was.edge, window.__was.idle, window.__was.row,
+                     window.__was.broker, ...window.__was.dots]) n.__fanTag = 'first';
+}"""
+
+
+def test_an_update_changes_the_picture_in_place(static_page: Page) -> None:
+    """A look changes the same elements: an unchanged edge, its row, a broker and the
+    dots of a still busy edge are the ones drawn the look before (dots move on, nothing
+    flickers); a connection closed is its own edge drawn closed; an edge gone fades out
+    and is removed."""
+    first, second = _two_looks()
+    static_page.evaluate(LIVE, [[first, second], False])
+    static_page.evaluate(TAG)
+    third = {"brokers": second["brokers"],
+             "connections": [{**c, "requests": c["requests"] + (40 if c["connection_id"] == 1
+                                                               else 30)}
+                             for c in second["connections"] if c["connection_id"] != 4]}
+    static_page.evaluate("(look) => window.__live.update(look)", third)
+    kept = static_page.evaluate("""() => {
+        const now = window.__pick(), was = window.__was;
+        const same = (k) => now[k] === was[k] && now[k].__fanTag === 'first' && now[k].isConnected;
+        return { svg: same('svg'), edge: same('edge'), idle: same('idle'), row: same('row'),
+                 broker: same('broker'), closed: now.idle.classList.contains('closed'),
+                 dots: was.dots.length, dotsKept: was.dots.filter((d) => d.isConnected
+                     && d.classList.contains('pulse') && now.dots.includes(d)).length };
+    }""")
+    assert kept == {"svg": True, "edge": True, "idle": True, "row": True, "broker": True,
+                    "closed": True, "dots": kept["dots"], "dotsKept": kept["dots"]}, kept
+    assert kept["dots"] > 0
+    moves = static_page.evaluate("""async () => {
+        const dot = window.__was.dots[0], at = () => dot.getBoundingClientRect().x;
+        const a = at();
+        await new Promise((r) => setTimeout(r, 150));
+        return [a, at()];
+    }""")
+    assert moves[0] != moves[1], moves                      # a kept dot goes on moving
+    # five seconds on, the closed connections' edges fade out, then are gone
+    static_page.evaluate("""() => { const live = window.__live, t = live.now();
+        live.now = () => t + 6000; live.render(); }""")
+    assert static_page.locator("#fan-box path.edge.closed").count() == 0
+    assert static_page.locator("#fan-box path.edge-gone.gone").count() == 3
+    static_page.wait_for_function(
+        "() => !document.querySelector('#fan-box .gone')", timeout=5_000)
+    assert static_page.evaluate("window.__pick().edge === window.__was.edge")

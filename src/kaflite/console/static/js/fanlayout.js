@@ -50,22 +50,27 @@ function rowsOf(conns, view) {
       rows.push({ kind: "group", key: `group:${name}`, group: name, label: `▸ ${name} ×${members.length}`, clients: members });
     }
   }
-  if (!view.all && rows.length > MAX_ROWS) {
-    const rest = rows.slice(MAX_ROWS - 1).flatMap((r) => r.clients);
-    rows = rows.slice(0, MAX_ROWS - 1);
-    rows.push({ kind: "more", key: "more", group: null, label: `▸ ${rest.length} more clients`, clients: rest });
+  if (rows.length > MAX_ROWS) {
+    // past MAX_ROWS the rest fold into one "more" row; opened (view.all), the same row
+    // stays in its place as the heading of the rest, and folds them back
+    const rest = rows.slice(MAX_ROWS - 1);
+    const them = rest.flatMap((r) => r.clients);
+    const more = { kind: "more", key: "more", group: null, open: view.all, label: `${view.all ? "▾" : "▸"} ${them.length} more clients`, clients: view.all ? [] : them };
+    if (view.all) more.title = `${more.label}: the rows below`;
+    rows = [...rows.slice(0, MAX_ROWS - 1), more, ...(view.all ? rest : [])];
   }
   for (const r of rows) {
     r.conns = r.clients.flatMap((cl) => cl.conns);
-    r.title = r.kind === "client" ? r.label : `${r.label}: ${r.clients.map((cl) => cl.key).join(", ")}`;
+    r.title ??= r.kind === "client" ? r.label : `${r.label}: ${r.clients.map((cl) => cl.key).join(", ")}`;
     r.text = clip(r.label, r.indent ? 36 : 38);
   }
   return { rows, clients: clients.size };
 }
 
 // layout(conns, brokers, view): view is {open: Set, shut: Set, all: bool} (groups the user
-// opened or folded, and whether the "more" row was opened). Connections with .ghost (just
-// closed) are edges of their own, never aggregated with open ones.
+// opened or folded, and whether the "more" row was opened: the rows past it then follow it).
+// Connections with .ghost (just closed) are edges of their own, never aggregated with open
+// ones. Each edge's id names its element in the picture (fandraw.js), kept across looks.
 export function layout(conns, brokers, view = {}) {
   const v = { open: view.open ?? new Set(), shut: view.shut ?? new Set(), all: !!view.all };
   const { rows, clients } = rowsOf(conns, v);
@@ -85,7 +90,10 @@ export function layout(conns, brokers, view = {}) {
       const role = mainRole(c.roles);
       const key = r.kind === "client" ? connKey(c) : `${r.key}|${c.broker}|${role}`;
       const k = c.ghost ? `${key}|closed` : key;
-      if (!buckets.has(k)) buckets.set(k, { key: k, row: r, role, broker: c.broker, ghost: !!c.ghost, conns: [] });
+      // id: the edge's element in the picture; a client's connection keeps its own when it
+      // closes (drawn closed), an aggregated edge's closed connections are one of their own
+      const id = r.kind === "client" ? key : k;
+      if (!buckets.has(k)) buckets.set(k, { key: k, id, row: r, role, broker: c.broker, ghost: !!c.ghost, conns: [] });
       buckets.get(k).conns.push(c);
     }
     const perBroker = new Map();

@@ -5,12 +5,14 @@
 // stay a few seconds dashed, a partition whose connection moved to another broker (a leader
 // moved, a broker died) marks its new edge re-routed, and a broker down is drawn down.
 // The lines under the picture say the same in words. Keyboard: Tab to a client, Enter opens
-// its detail (#connections/CLIENT@HOST); Enter on a group folds or opens it; on a broker,
-// picks out its edges.
+// its detail (#connections/CLIENT@HOST); Enter (or a click) on a group or the "more" row
+// opens it, again folds it back; on a broker, picks out its edges. The picture is one SVG
+// kept across looks (fandraw.js: elements keyed by edge, row and broker, updated in place),
+// so dots move on and nothing flickers.
 import { ROUTES, api, clear, el, enc, poll } from "./core.js";
 import { withFeature } from "./feature.js";
 import { brokerState } from "./cluster.js";
-import { draw } from "./fandraw.js";
+import { paint, picture } from "./fandraw.js";
 import { clientKey, connKey, layout } from "./fanlayout.js";
 import { legend, mainRole, roleCounts } from "./roles.js";
 
@@ -28,6 +30,13 @@ export class LiveFan {
     this.summary = el("div#fan-summary");
     this.key = el("div");
     this.box = el("div#fan-box");
+    this.svg = picture();
+    this.svg.addEventListener("click", (ev) => this.act(ev.target));
+    this.svg.addEventListener("keydown", (ev) => {
+      if (ev.key !== "Enter" && ev.key !== " ") return;
+      ev.preventDefault();
+      this.act(ev.target);
+    });
     this.lines = el("ol#fan-events", { "aria-live": "polite", "aria-label": "what changed" });
     this.root = el("div.livefan", null, this.summary, this.key, this.box, this.lines);
     this.reset();
@@ -129,15 +138,12 @@ export class LiveFan {
     const active = this.box.contains(document.activeElement) ? document.activeElement : null;
     const refocus = active?.dataset.key ? `[data-key="${CSS.escape(active.dataset.key)}"]`
       : active?.dataset.broker ? `.fan-broker[data-broker="${active.dataset.broker}"]` : null;
-    const svg = draw(lay, { marks, deltas: this.deltas, still: this.still, focus: this.focus, period: 1000 });
-    svg.addEventListener("click", (ev) => this.act(ev.target));
-    svg.addEventListener("keydown", (ev) => {
-      if (ev.key !== "Enter" && ev.key !== " ") return;
-      ev.preventDefault();
-      this.act(ev.target);
-    });
-    clear(this.box).append(svg);
-    if (refocus) svg.querySelector(refocus)?.focus();
+    paint(this.svg, lay, { marks, deltas: this.deltas, still: this.still, focus: this.focus, period: 1000 });
+    if (this.svg.parentNode !== this.box) clear(this.box).append(this.svg);
+    // the focused row or broker is the same element after an update; should it have moved
+    // in the Tab order, focus it again
+    const again = refocus && this.svg.querySelector(refocus);
+    if (again && document.activeElement !== again) again.focus();
     this.lay = lay;
     const live = this.data.connections;
     const up = this.data.brokers.filter((b) => brokerState(b) === "up").length;
@@ -153,7 +159,7 @@ export class LiveFan {
       const r = this.lay.rows.find((x) => x.key === row.dataset.key);
       if (!r) return;
       if (r.kind === "client") this.onOpen(r);
-      else if (r.kind === "more") this.view.all = true;
+      else if (r.kind === "more") this.view.all = !this.view.all;
       else if (r.kind === "head") { this.view.open.delete(r.group); this.view.shut.add(r.group); }
       else { this.view.shut.delete(r.group); this.view.open.add(r.group); }
       this.render();
