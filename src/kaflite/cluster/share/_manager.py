@@ -215,11 +215,18 @@ class SharePartitionManager:
             self.persist_later(sp)
 
     async def persist(self, sp: SharePartition) -> int:
-        """Write a share-partition's state; the error code (FENCED_STATE_EPOCH drops it)."""
-        sp.dirty = False
-        code = await self.persister.write(sp.group_id, sp.topic_id, sp.partition, sp.state_epoch,
-                                          sp.leader_epoch, PersistedState(
-                                              sp.state_epoch, sp.start, sp.state_batches()))
+        """Write a share-partition's state; the error code (FENCED_STATE_EPOCH drops it).
+
+        One write at a time per share-partition, each of the state as it is when it goes
+        (``write_lock``): a write is a whole state, and one retried after a dropped
+        connection could land after a later one and undo it (a 30-minute soak saw an
+        accepted record's acquisition land after its acceptance, and a new leader deliver it
+        again)."""
+        async with sp.write_lock:
+            sp.dirty = False
+            code = await self.persister.write(
+                sp.group_id, sp.topic_id, sp.partition, sp.state_epoch, sp.leader_epoch,
+                PersistedState(sp.state_epoch, sp.start, sp.state_batches()))
         if code in (errors.FencedStateEpochError.code, errors.FencedLeaderEpochError.code):
             key = (sp.group_id, sp.topic, sp.partition)
             if self.partitions.get(key) is sp:

@@ -37,6 +37,7 @@ and every change is reported to ``on_change`` so the owner can persist it
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import itertools
 import uuid
@@ -193,6 +194,9 @@ class SharePartition:
         self._locks = itertools.count(1)
         self._lock_ranges: dict[int, tuple[int, int]] = {}
         self.closed = False
+        # one write of the state at a time, each of the state as it is when it goes: two in
+        # flight at once may land in either order, and the older would undo the newer
+        self.write_lock = asyncio.Lock()
 
     # -- views --------------------------------------------------------------------------------
     @property
