@@ -28,13 +28,13 @@ from kaflite.security.acl import (
     PatternType,
     ResourceType,
 )
+from kaflite.security.scram import MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS
 
 __all__ = ["MECHANISMS", "QUOTA_ENTITY_TYPES", "acl_binding", "alter_quota", "create_acl",
            "delete_acl", "delete_user", "list_acls", "list_quotas", "list_users",
            "upsert_user"]
 
-MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384          # Kafka's bounds for SCRAM iterations
+MECHANISMS = tuple(MECHANISM_TYPES)
 QUOTA_ENTITY_TYPES = ("user", "client-id", "ip")
 
 
